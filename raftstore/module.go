@@ -1,0 +1,61 @@
+package raftstore
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Module is one piece of replicated state that the FSM routes commands to
+// (the agent registry and sessions from package node, consensus runs, ...).
+// Modules are declared by their owners and handed to the Store through
+// Config.Modules; raftstore knows nothing of what they hold.
+//
+// Concurrency: the FSM calls Handlers' Apply functions, Snapshot and Restore
+// from raft's single FSM goroutine, never concurrently with each other.
+// A module that is also read by other goroutines guards its own state.
+type Module interface {
+	// Name is the module's stable identifier, written into snapshots. It
+	// must never change once data has been persisted under it.
+	Name() string
+
+	// Handlers returns the command types this module owns, each with its
+	// decoder and apply function. It is called once, when the Store is
+	// built; two modules claiming the same type is a configuration error.
+	Handlers() map[concordv1.CommandType]Handler
+
+	// Snapshot captures a point-in-time view quickly (a copy under a read
+	// lock or an immutable structure). Encoding happens later, in
+	// ModuleSnapshot.Persist, possibly while Apply continues.
+	Snapshot() (ModuleSnapshot, error)
+
+	// Restore decodes records written by ModuleSnapshot.Persist (in the
+	// same order) into brand-new state. It must not touch live state: it
+	// returns a commit function that the FSM calls to swap the new state
+	// in, only after every module has decoded successfully.
+	// next returns io.EOF after the module's last record.
+	Restore(next func() ([]byte, error)) (commit func(), err error)
+}
+
+// Handler decodes and applies one command type.
+type Handler struct {
+	// New returns an empty message of the command's body type.
+	New func() proto.Message
+
+	// Apply applies the decoded body at the given Raft log index. It must
+	// be deterministic: no clock, no randomness, no map-order dependence,
+	// no I/O. A domain error (unknown agent, conflict, ...) is returned as
+	// err and travels back to the proposer as a value; it must leave the
+	// state unchanged. The result is returned to the proposer as is.
+	Apply func(index uint64, msg proto.Message) (result any, err error)
+}
+
+// ModuleSnapshot is a captured point-in-time view of a Module.
+type ModuleSnapshot interface {
+	// Persist encodes the view as a sequence of records, calling write
+	// once per record. It may run concurrently with Apply.
+	Persist(write func(record []byte) error) error
+
+	// Release is called when the snapshot is no longer needed.
+	Release()
+}
