@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/concordmap/concord/node"
+)
+
+// serverFlags map 1:1 onto node.Config fields.
+type serverFlags struct {
+	dev           bool
+	nodeID        string
+	systemID      string
+	dataDir       string
+	httpAddr      string
+	raftAddr      string
+	raftAdvertise string
+	bootstrap     bool
+	maxFrameBytes int64
+	logs          logFlags
+}
+
+func newServerCmd() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a Concord node",
+		Long: `Run a Concord node. With --dev it runs one bootstrapped node on 127.0.0.1
+with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServer(cmd.Context(), cmd, f) },
+	}
+	d := node.DefaultConfig()
+	fl := cmd.Flags()
+	fl.BoolVar(&f.dev, "dev", false, "run one node on 127.0.0.1 with a temporary data dir, bootstrapped")
+	fl.StringVar(&f.nodeID, "node-id", "", "stable node id (required unless --dev)")
+	fl.StringVar(&f.systemID, "system-id", d.SystemID, "id of the system (cluster) this node belongs to")
+	fl.StringVar(&f.dataDir, "data-dir", "", "directory for the Raft log, stable store and snapshots (required unless --dev)")
+	fl.StringVar(&f.httpAddr, "http-addr", d.HTTPAddr, "listen address for MAP (ws /map) and the HTTP API")
+	fl.StringVar(&f.raftAddr, "raft-addr", d.RaftAddr, "listen address for the Raft transport")
+	fl.StringVar(&f.raftAdvertise, "raft-advertise", "", "Raft address other nodes dial (default: --raft-addr)")
+	fl.BoolVar(&f.bootstrap, "bootstrap", false, "bootstrap a single-node cluster on first start")
+	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
+	f.logs.register(cmd)
+	return cmd
+}
+
+func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
+	log, err := f.logs.logger()
+	if err != nil {
+		return err
+	}
+	cfg, cleanup, err := f.config()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cfg.Logger = log
+	srv, err := node.New(cfg)
+	if err != nil {
+		return err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	defer cancel()
+	if err := srv.Start(startCtx); err != nil {
+		_ = srv.Shutdown(context.Background())
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP http://%s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPAddr())
+	<-ctx.Done()
+	fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
+	shCtx, shCancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer shCancel()
+	return srv.Shutdown(shCtx)
+}
+
+// config turns flags into a node.Config. With --dev, unset identity and
+// addresses get loopback defaults and a temporary data dir that cleanup
+// removes.
+func (f serverFlags) config() (node.Config, func(), error) {
+	cleanup := func() {}
+	cfg := node.DefaultConfig()
+	if f.dev {
+		dir := f.dataDir
+		if dir == "" {
+			tmp, err := os.MkdirTemp("", "concord-dev-")
+			if err != nil {
+				return cfg, cleanup, fmt.Errorf("create dev data dir: %w", err)
+			}
+			dir = tmp
+			cleanup = func() { _ = os.RemoveAll(tmp) }
+		}
+		cfg = node.DevConfig(dir)
+		cfg.HTTPAddr, cfg.RaftAddr = "127.0.0.1:7700", "127.0.0.1:7702"
+		cfg.ReadyTimeout = 10 * time.Second
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&cfg.NodeID, f.nodeID)
+	set(&cfg.SystemID, f.systemID)
+	set(&cfg.DataDir, f.dataDir)
+	set(&cfg.RaftAdvertise, f.raftAdvertise)
+	if !f.dev || f.httpAddr != node.DefaultConfig().HTTPAddr {
+		cfg.HTTPAddr = f.httpAddr
+	}
+	if !f.dev || f.raftAddr != node.DefaultConfig().RaftAddr {
+		cfg.RaftAddr = f.raftAddr
+	}
+	cfg.Bootstrap = cfg.Bootstrap || f.bootstrap
+	cfg.RPC.MaxFrameBytes = f.maxFrameBytes
+	if !f.dev && (cfg.NodeID == "" || cfg.DataDir == "") {
+		return cfg, cleanup, fmt.Errorf("--node-id and --data-dir are required (or use --dev)")
+	}
+	return cfg, cleanup, nil
+}

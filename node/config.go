@@ -1,0 +1,121 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/raftstore"
+)
+
+// Config configures one node. Start from DefaultConfig or DevConfig and
+// override; every field is documented with its unit and trade-off.
+type Config struct {
+	// NodeID names this node in Raft and gossip; stable across restarts.
+	NodeID string
+	// SystemID names the system (cluster) this node belongs to.
+	SystemID string
+	// DataDir holds the Raft log, stable store and snapshots.
+	DataDir string
+
+	// HTTPAddr is the listen address of the MAP WebSocket endpoint and the
+	// operational HTTP API (host:port; port 0 picks a free port).
+	HTTPAddr string
+	// RaftAddr is the listen address of the Raft TCP transport.
+	RaftAddr string
+	// RaftAdvertise is the Raft address other nodes dial; empty means the
+	// bound RaftAddr (which must then not be a wildcard address).
+	RaftAdvertise string
+
+	// Bootstrap bootstraps a single-node Raft cluster on first start. A
+	// node with existing Raft state ignores it.
+	Bootstrap bool
+
+	// ReadyTimeout bounds how long Start waits for a leader and for the
+	// local FSM to apply the log before returning an error.
+	ReadyTimeout time.Duration
+	// ShutdownTimeout bounds a graceful shutdown when the caller's context
+	// has no deadline.
+	ShutdownTimeout time.Duration
+
+	// Version is reported by map/connect systemInfo and /v1/health.
+	Version string
+
+	// Raft, RPC and Registry configure the sub-components. Their identity
+	// and address fields are filled from the fields above by New.
+	Raft     raftstore.Config
+	RPC      rpc.Config
+	Registry registry.Config
+
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns production defaults. NodeID and DataDir must still
+// be set.
+func DefaultConfig() Config {
+	return Config{
+		SystemID:        "default",
+		HTTPAddr:        "0.0.0.0:7700",
+		RaftAddr:        "0.0.0.0:7702",
+		ReadyTimeout:    30 * time.Second,
+		ShutdownTimeout: 10 * time.Second,
+		Version:         Version,
+		Raft:            raftstore.DefaultConfig(),
+		RPC:             rpc.DefaultConfig(),
+		Registry:        registry.DefaultConfig(),
+	}
+}
+
+// DevConfig returns a single bootstrapped node on 127.0.0.1 with free ports,
+// keeping data in dataDir: what `concord server --dev` and tests start.
+func DevConfig(dataDir string) Config {
+	c := DefaultConfig()
+	c.NodeID = "dev-1"
+	c.SystemID = "dev"
+	c.DataDir = dataDir
+	c.HTTPAddr = "127.0.0.1:0"
+	c.RaftAddr = "127.0.0.1:0"
+	c.Bootstrap = true
+	c.ReadyTimeout = 10 * time.Second
+	// A single voter elects itself after one election timeout: keep it short
+	// so a dev node is ready in well under a second.
+	c.Raft.HeartbeatTimeout = 200 * time.Millisecond
+	c.Raft.ElectionTimeout = 200 * time.Millisecond
+	c.Raft.LeaderLeaseTimeout = 100 * time.Millisecond
+	return c
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == "":
+		return errors.New("node: NodeID is required")
+	case c.SystemID == "":
+		return errors.New("node: SystemID is required")
+	case c.DataDir == "":
+		return errors.New("node: DataDir is required")
+	case c.HTTPAddr == "":
+		return errors.New("node: HTTPAddr is required")
+	case c.RaftAddr == "":
+		return errors.New("node: RaftAddr is required")
+	case c.ReadyTimeout <= 0:
+		return errors.New("node: ReadyTimeout must be positive")
+	case c.ShutdownTimeout <= 0:
+		return errors.New("node: ShutdownTimeout must be positive")
+	}
+	if err := c.RPC.Validate(); err != nil {
+		return fmt.Errorf("node: rpc config: %w", err)
+	}
+	if err := c.Registry.Validate(); err != nil {
+		return fmt.Errorf("node: registry config: %w", err)
+	}
+	return nil
+}
+
+// Version is the binary's version, set at build time with
+// -ldflags "-X github.com/concordmap/concord/node.Version=...".
+var Version = "0.1.0-dev"

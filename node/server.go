@@ -1,0 +1,286 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/concordmap/concord/node/fanout"
+	"github.com/concordmap/concord/node/mapsvc"
+	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/node/router"
+	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/raftstore"
+)
+
+// Server is one running Concord node. Build it with New, then Start; stop it
+// with Shutdown. All methods are safe for concurrent use.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	registry *registry.State
+	store    *raftstore.Store
+	metrics  *metrics
+	hub      *fanout.Hub
+	router   *router.Router
+	svc      *mapsvc.Service
+	rpc      *rpc.Server
+
+	httpLn  net.Listener
+	httpSrv *http.Server
+
+	// cancel stops the background loops started by Start; wg waits for them.
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	startOnce    sync.Once
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New validates cfg, opens the Raft store (without bootstrapping) and builds
+// every component. Nothing listens for clients until Start.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "node", "node_id", cfg.NodeID)}
+
+	reg, err := registry.New(cfg.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("build registry: %w", err)
+	}
+	s.registry = reg
+	if err := s.openStore(); err != nil {
+		return nil, err
+	}
+	s.metrics = newMetrics(cfg.NodeID, s.store)
+	if err := s.buildMAPService(); err != nil {
+		_ = s.store.Shutdown(context.Background())
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) openStore() error {
+	rc := s.cfg.Raft
+	rc.NodeID = s.cfg.NodeID
+	rc.DataDir = s.cfg.DataDir
+	rc.BindAddr = s.cfg.RaftAddr
+	rc.AdvertiseAddr = s.cfg.RaftAdvertise
+	rc.Modules = []raftstore.Module{s.registry}
+	rc.Logger = s.cfg.Logger
+	store, err := raftstore.New(rc)
+	if err != nil {
+		return fmt.Errorf("open raft store: %w", err)
+	}
+	s.store = store
+	return nil
+}
+
+// buildMAPService wires the MAP method handlers, the router and the
+// subscription hub. The session table is created first because the router
+// and the hub look connections up in it, and the service fills it.
+func (s *Server) buildMAPService() error {
+	proposer := meteredProposer{store: s.store, m: s.metrics}
+	sessions := mapsvc.NewSessions()
+	hub, err := fanout.New(fanout.Config{
+		NodeID:   s.cfg.NodeID,
+		Registry: s.registry,
+		Sessions: sessions,
+		Proposer: proposer,
+		Logger:   s.cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("build fanout: %w", err)
+	}
+	rt, err := router.New(router.Config{
+		NodeID:   s.cfg.NodeID,
+		Registry: s.registry,
+		Sessions: sessions,
+		Events:   hub,
+		Logger:   s.cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("build router: %w", err)
+	}
+	svc, err := mapsvc.New(mapsvc.Config{
+		NodeID:   s.cfg.NodeID,
+		System:   mapsvc.SystemInfo{Name: "concord", Version: s.cfg.Version},
+		Store:    proposer,
+		IsLeader: s.store.IsLeader,
+		Registry: s.registry,
+		Sessions: sessions,
+		Router:   rt,
+		Fanout:   hub,
+		Logger:   s.cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("build map service: %w", err)
+	}
+	rcfg := s.cfg.RPC
+	rcfg.Logger = s.cfg.Logger
+	rcfg.Observer = s.metrics
+	rs, err := rpc.NewServer(rcfg, svc)
+	if err != nil {
+		return fmt.Errorf("build rpc server: %w", err)
+	}
+	s.hub, s.router, s.svc, s.rpc = hub, rt, svc, rs
+	return nil
+}
+
+// Start listens for HTTP, bootstraps Raft when configured, waits until the
+// node is ready (a leader is known and the log is applied) and starts the
+// background loops. It returns an error if the node is not ready within
+// Config.ReadyTimeout.
+func (s *Server) Start(ctx context.Context) error {
+	err := errors.New("node: already started")
+	s.startOnce.Do(func() { err = s.start(ctx) })
+	return err
+}
+
+func (s *Server) start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen http %s: %w", s.cfg.HTTPAddr, err)
+	}
+	s.httpLn = ln
+	if s.cfg.Bootstrap {
+		if err := s.store.BootstrapSelf(ctx); err != nil {
+			return fmt.Errorf("bootstrap raft: %w", err)
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
+	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
+
+	s.httpSrv = &http.Server{
+		Handler:           s.httpHandler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.goLoop("http", func() error {
+		if err := s.httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	if err := s.waitReady(ctx); err != nil {
+		return err
+	}
+	s.log.Info("node ready", "http", s.HTTPAddr(), "raft", s.store.Stats()["raft_addr"])
+	return nil
+}
+
+// goLoop runs fn in a goroutine owned by the server: Shutdown cancels its
+// context and waits for it to return.
+func (s *Server) goLoop(name string, fn func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := fn(); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Error("background loop stopped", "loop", name, "err", err)
+		}
+	}()
+}
+
+// waitReady polls readiness until it holds or ReadyTimeout passes.
+func (s *Server) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		reason := s.notReadyReason()
+		if reason == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node not ready: %s: %w", reason, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// notReadyReason returns "" when the node is ready to serve, else why not.
+func (s *Server) notReadyReason() string {
+	if id, _ := s.store.Leader(); id == "" {
+		return "no raft leader"
+	}
+	stats := s.store.Stats()
+	applied, _ := strconv.ParseUint(stats["applied_index"], 10, 64)
+	commit, _ := strconv.ParseUint(stats["commit_index"], 10, 64)
+	if applied < commit {
+		return fmt.Sprintf("applying log (%d of %d)", applied, commit)
+	}
+	return ""
+}
+
+// HTTPAddr returns the bound HTTP address (host:port), "" before Start.
+func (s *Server) HTTPAddr() string {
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
+}
+
+// MAPURL returns the WebSocket URL of the MAP endpoint.
+func (s *Server) MAPURL() string { return "ws://" + s.HTTPAddr() + "/map" }
+
+// Store exposes the Raft store for operators' tooling and tests.
+func (s *Server) Store() *raftstore.Store { return s.store }
+
+// Registry exposes the replicated registry state (read-only use).
+func (s *Server) Registry() registry.Reader { return s.registry }
+
+// Shutdown stops the node in reverse start order. It is idempotent; later
+// calls return the first call's result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+		defer cancel()
+	}
+	var errs []error
+	// 1. Stop accepting clients. MAP connections are hijacked WebSockets that
+	// http.Server.Shutdown does not track, so the rpc server closes them; it
+	// runs before the store stops because closing a connection proposes the
+	// session's detach through Raft.
+	if s.httpSrv != nil {
+		if err := s.httpSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutdown http: %w", err))
+		}
+	}
+	if err := s.rpc.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shutdown rpc: %w", err))
+	}
+	// 2. Stop the background loops (they read the store).
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	// 3. Stop Raft last: it closes its transport and the bolt stores.
+	if err := s.store.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shutdown raft store: %w", err))
+	}
+	s.log.Info("node stopped")
+	return errors.Join(errs...)
+}
