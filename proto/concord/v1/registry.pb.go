@@ -128,8 +128,11 @@ type AgentRecord struct {
 	// state_before_orphan remembers the state an agent had when it was
 	// orphaned, restored when it is reclaimed.
 	StateBeforeOrphan string `protobuf:"bytes,21,opt,name=state_before_orphan,json=stateBeforeOrphan,proto3" json:"state_before_orphan,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// persistent_id is persistentIdentity.persistentId (extracted by the
+	// proposer), indexed for resumePersistentIdentity.
+	PersistentId  string `protobuf:"bytes,22,opt,name=persistent_id,json=persistentId,proto3" json:"persistent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentRecord) Reset() {
@@ -305,6 +308,13 @@ func (x *AgentRecord) GetMeta() []byte {
 func (x *AgentRecord) GetStateBeforeOrphan() string {
 	if x != nil {
 		return x.StateBeforeOrphan
+	}
+	return ""
+}
+
+func (x *AgentRecord) GetPersistentId() string {
+	if x != nil {
+		return x.PersistentId
 	}
 	return ""
 }
@@ -2266,7 +2276,7 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\ftimestamp_ms\x18\x01 \x01(\x03R\vtimestampMs\x12\x1b\n" +
 	"\tevent_ids\x18\x02 \x03(\tR\beventIds\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x16\n" +
-	"\x06source\x18\x04 \x01(\tR\x06source\"\xc4\x05\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\"\xe9\x05\n" +
 	"\vAgentRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2292,7 +2302,8 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\x13persistent_identity\x18\x12 \x01(\fR\x12persistentIdentity\x12$\n" +
 	"\rrelationships\x18\x13 \x01(\fR\rrelationships\x12\x12\n" +
 	"\x04meta\x18\x14 \x01(\fR\x04meta\x12.\n" +
-	"\x13state_before_orphan\x18\x15 \x01(\tR\x11stateBeforeOrphan\"\xd6\x01\n" +
+	"\x13state_before_orphan\x18\x15 \x01(\tR\x11stateBeforeOrphan\x12#\n" +
+	"\rpersistent_id\x18\x16 \x01(\tR\fpersistentId\"\xd6\x01\n" +
 	"\x0fLifecycleRecord\x12\x1d\n" +
 	"\n" +
 	"created_at\x18\x01 \x01(\x03R\tcreatedAt\x12\x1d\n" +
