@@ -1,0 +1,263 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Handler serves one connection's inbound messages.
+//
+// Concurrency: the requests and notifications of one connection are handled
+// strictly in arrival order, one at a time, on that connection's reader
+// goroutine (MAP needs per-sender ordering for map/send). Different
+// connections are handled concurrently. A handler that must wait a long time
+// should hand the work to its own goroutine and answer later by other means;
+// while it blocks, the connection reads nothing (including responses to
+// Calls on it: see ErrCallInHandler).
+type Handler interface {
+	// Handle serves one request or notification. For a notification the
+	// result and error are ignored (a failure is only logged). Return an
+	// *Error to send exactly that error; any other error becomes -32603
+	// with a generic message (the real error is logged). A panic is
+	// recovered, logged with its stack, and answered with -32603; the
+	// connection keeps working. ctx is cancelled when the connection closes.
+	// A json.RawMessage result is sent as is (it must be valid JSON).
+	Handle(ctx context.Context, c *Conn, req *Request) (result any, err error)
+
+	// Closed is called exactly once, after the connection has ended and its
+	// writer has stopped, on the connection's reader goroutine. Done() is
+	// closed after Closed returns.
+	Closed(c *Conn)
+}
+
+// Conn is one connected peer: a WebSocket, a stdio pipe or an in-process
+// pipe. It is both a JSON-RPC server (its Handler answers the peer) and a
+// client (Call, Notify). All methods are safe for concurrent use.
+//
+// Goroutines: a reader (which also runs the Handler) and a writer that
+// drains the send queue. Both end when the connection closes; Done is
+// closed when they have.
+type Conn struct {
+	id     string
+	kind   string
+	remote string
+	cfg    Config
+	h      Handler
+	log    *slog.Logger
+	obs    Observer
+	obsOn  bool
+	tr     transport
+	q      *sendQueue
+
+	ctx    context.Context // cancelled when the connection starts closing
+	cancel context.CancelFunc
+	hctx   context.Context // ctx plus the handlerCtxKey marker, given to Handle
+
+	// mu guards the close state below. Lock order: mu, then q.mu / pmu
+	// (never held together in practice).
+	mu          sync.Mutex
+	handling    bool // the reader is inside a frame's handlers
+	closeReq    bool // Close was called; the close starts after the current frame's reply
+	closing     bool // beginClose ran
+	closeCode   int
+	closeReason string
+
+	closingCh  chan struct{} // closed by beginClose
+	readExited chan struct{} // closed when the read loop returned
+	writerDone chan struct{}
+	done       chan struct{}
+
+	nextID  atomic.Uint64
+	pmu     sync.Mutex
+	pending map[uint64]chan callResult // nil once the connection ended
+
+	vmu   sync.Mutex
+	value any
+
+	methods map[string]string // interned method names; reader goroutine only
+	spare   []*frame          // writer goroutine only
+}
+
+type handlerCtxKey struct{}
+
+func newConn(base context.Context, cfg Config, tr transport, h Handler) *Conn {
+	if h == nil {
+		h = noHandler{}
+	}
+	c := &Conn{
+		id:         ulid.Make().String(),
+		kind:       tr.kind(),
+		remote:     tr.remoteAddr(),
+		cfg:        cfg,
+		h:          h,
+		obs:        cfg.Observer,
+		obsOn:      cfg.Observer != nil,
+		tr:         tr,
+		q:          newSendQueue(cfg.SendQueueLen, cfg.SendQueueBytes),
+		closingCh:  make(chan struct{}),
+		readExited: make(chan struct{}),
+		writerDone: make(chan struct{}),
+		done:       make(chan struct{}),
+		pending:    make(map[uint64]chan callResult),
+		methods:    make(map[string]string),
+	}
+	if !c.obsOn {
+		c.obs = nopObserver{}
+	}
+	c.log = discardLogger(cfg.Logger).With("component", "rpc", "conn_id", c.id, "transport", c.kind, "peer", c.remote)
+	c.ctx, c.cancel = context.WithCancel(base)
+	c.hctx = context.WithValue(c.ctx, handlerCtxKey{}, c)
+	return c
+}
+
+// ID returns the connection's process-unique id (a ULID).
+func (c *Conn) ID() string { return c.id }
+
+// Transport returns "websocket", "stdio" or "inprocess".
+func (c *Conn) Transport() string { return c.kind }
+
+// RemoteAddr returns the peer's network address, or a descriptive name for
+// pipes.
+func (c *Conn) RemoteAddr() string { return c.remote }
+
+// SetValue stores the handler's per-connection session state.
+func (c *Conn) SetValue(v any) {
+	c.vmu.Lock()
+	c.value = v
+	c.vmu.Unlock()
+}
+
+// Value returns what SetValue stored, or nil.
+func (c *Conn) Value() any {
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	return c.value
+}
+
+// Done is closed when the connection has ended, its goroutines have exited
+// and Handler.Closed has returned.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Notify queues a notification for the peer and returns at once. It fails
+// with ErrClosed after the connection closed and with ErrSlowConsumer when
+// the send queue is full (the notification is dropped). params must encode
+// to a JSON object (or be nil).
+func (c *Conn) Notify(method string, params any) error {
+	f := getFrame()
+	if err := encodeCall(f, nil, method, params); err != nil {
+		putFrame(f)
+		return err
+	}
+	return c.enqueueNow(f)
+}
+
+// NotifyRaw is Notify for params that are already a JSON object (or nil).
+// params is copied, not re-validated: pass bytes that came from a decoded
+// frame or from encoding/json. This is the fan-out path: encode once, send
+// to many connections.
+func (c *Conn) NotifyRaw(method string, params json.RawMessage) error {
+	if err := checkRawParams(params); err != nil {
+		return err
+	}
+	f := getFrame()
+	encodeRequest(f, nil, method, params)
+	return c.enqueueNow(f)
+}
+
+func (c *Conn) enqueueNow(f *frame) error {
+	if err := c.q.tryPut(f); err != nil {
+		putFrame(f)
+		return err
+	}
+	return nil
+}
+
+// Close starts a clean close with WebSocket status 1000 and the given
+// reason, and returns without waiting; use Done to wait. If the reader is
+// inside a handler (for example Close was called from Handle, as
+// map/disconnect does), that request's reply is still sent first. Returns
+// ErrClosed if the connection was already closing.
+func (c *Conn) Close(reason string) error { return c.closeWith(closeNormal, reason) }
+
+func (c *Conn) closeWith(code int, reason string) error {
+	if len(reason) > maxReasonLength {
+		reason = reason[:maxReasonLength]
+	}
+	c.mu.Lock()
+	if c.closeReq {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.closeReq, c.closeCode, c.closeReason = true, code, reason
+	handling := c.handling
+	c.mu.Unlock()
+	c.cancel() // a handler blocked on ctx returns, so its reply can go out
+	if !handling {
+		c.beginClose(code, reason)
+	}
+	return nil
+}
+
+// beginClose stops accepting frames and tells the writer to flush, say
+// goodbye and tear the transport down. Idempotent.
+func (c *Conn) beginClose(code int, reason string) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.closing = true
+	if !c.closeReq {
+		c.closeReq, c.closeCode, c.closeReason = true, code, reason
+	}
+	c.mu.Unlock()
+	c.cancel()
+	c.q.close()
+	close(c.closingCh)
+}
+
+// abort closes without the goodbye: used when Shutdown's context expired.
+func (c *Conn) abort() {
+	c.beginClose(closeGoingAway, "server shutting down")
+	_ = c.tr.close()
+}
+
+func (c *Conn) isClosing() bool {
+	select {
+	case <-c.closingCh:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *Conn) closeState() (int, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeCode, c.closeReason
+}
+
+// setHandling marks the reader as inside (or outside) a frame's handlers.
+// Leaving reports whether a Close arrived meanwhile.
+func (c *Conn) setHandling(v bool) (closeRequested bool) {
+	c.mu.Lock()
+	c.handling = v
+	closeRequested = c.closeReq && !c.closing
+	c.mu.Unlock()
+	return closeRequested
+}
+
+// noHandler serves connections dialled without a Handler: requests get
+// -32601, notifications are dropped.
+type noHandler struct{}
+
+func (noHandler) Handle(_ context.Context, _ *Conn, req *Request) (any, error) {
+	return nil, NewError(CodeMethodNotFound, fmt.Sprintf("Method not found: %s", req.Method))
+}
+func (noHandler) Closed(*Conn) {}

@@ -1,0 +1,181 @@
+package rpc
+
+import (
+	"errors"
+	"runtime/debug"
+	"time"
+)
+
+// readLoop reads and serves frames until the transport fails or closes.
+func (c *Conn) readLoop() error {
+	for {
+		data, err := c.tr.readMessage()
+		if err != nil {
+			var tl *tooLargeError
+			if errors.As(err, &tl) {
+				c.rejectTooLarge(tl)
+				continue
+			}
+			return err
+		}
+		if c.isClosing() {
+			continue // closing: drain until the peer's goodbye or the teardown
+		}
+		c.handleFrame(data)
+	}
+}
+
+// rejectTooLarge answers an oversized (already discarded) message with
+// -32600, echoing its id when the first bytes revealed it.
+func (c *Conn) rejectTooLarge(tl *tooLargeError) {
+	c.obs.FrameRejected("too_large")
+	c.log.Warn("inbound frame too large", "limit", tl.limit)
+	e := NewError(CodeInvalidRequest, "Message too large").WithDetails(map[string]any{"limit": tl.limit})
+	c.reply(idFromPrefix(tl.prefix), e)
+}
+
+// reply sends one error response outside of a handler.
+func (c *Conn) reply(id []byte, e *Error) {
+	f := getFrame()
+	f.b, _ = appendResponse(f.b, id, nil, e)
+	if err := c.q.put(c.ctx, f); err != nil {
+		putFrame(f)
+	}
+}
+
+// handleFrame decodes one frame and serves its message(s) in order. The
+// replies of a batch go out as one array frame; a frame that needs no reply
+// (notifications, responses) sends nothing.
+func (c *Conn) handleFrame(data []byte) {
+	df := decodeFrame(data, c.cfg.MaxBatchLen)
+	if df.fatal != nil {
+		c.obs.FrameRejected(rejectReason(df.fatal.code))
+		c.reply(nil, df.fatal.rpcError())
+		return
+	}
+	c.setHandling(true)
+	f := getFrame()
+	if !df.batch {
+		if !c.serveMessage(f, df.msgs[0], df.errs[0]) {
+			putFrame(f)
+			f = nil
+		}
+	} else {
+		f.b = append(f.b, '[')
+		for k := range df.msgs {
+			mark := len(f.b)
+			if mark > 1 {
+				f.b = append(f.b, ',')
+			}
+			if !c.serveMessage(f, df.msgs[k], df.errs[k]) {
+				f.b = f.b[:mark]
+			}
+		}
+		if len(f.b) == 1 {
+			putFrame(f)
+			f = nil
+		} else {
+			f.b = append(f.b, ']')
+		}
+	}
+	// Replies wait for room: a peer that does not read its answers stops
+	// being served (backpressure) instead of growing the queue.
+	if f != nil {
+		if err := c.q.put(c.ctx, f); err != nil {
+			putFrame(f)
+		}
+	}
+	if c.setHandling(false) {
+		code, reason := c.closeState()
+		c.beginClose(code, reason)
+	}
+}
+
+// serveMessage handles one decoded object and appends its reply to f.
+// It reports whether a reply was appended.
+func (c *Conn) serveMessage(f *frame, m message, derr *decodeError) bool {
+	if derr != nil {
+		c.obs.FrameRejected(rejectReason(derr.code))
+		f.b, _ = appendResponse(f.b, derr.id, nil, derr.rpcError())
+		return true
+	}
+	if m.kind == kindResponse {
+		c.routeResponse(m)
+		return false
+	}
+	req := Request{ID: m.id, Method: c.methodName(m), Params: m.params}
+	result, rerr := c.invoke(&req)
+	if req.ID == nil {
+		return false
+	}
+	var encErr error
+	f.b, encErr = appendResponse(f.b, req.ID, result, rerr)
+	if encErr != nil {
+		c.log.Error("encode result", "method", req.Method, "err", encErr)
+	}
+	return true
+}
+
+// invoke runs the handler, turning panics and foreign errors into -32603.
+func (c *Conn) invoke(req *Request) (result any, rerr *Error) {
+	var start time.Time
+	if c.obsOn {
+		start = time.Now()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("handler panic", "method", req.Method, "panic", p, "stack", string(debug.Stack()))
+			result, rerr = nil, internalError()
+		}
+		if c.obsOn && req.ID != nil {
+			code := 0
+			if rerr != nil {
+				code = rerr.Code
+			}
+			c.obs.RPCDone(req.Method, code, time.Since(start))
+		}
+	}()
+	res, err := c.h.Handle(c.hctx, c, req)
+	if err == nil {
+		return res, nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		if e == nil { // a typed nil *Error: the handler meant "no error"
+			return res, nil
+		}
+		if req.ID == nil {
+			c.log.Debug("notification handler failed", "method", req.Method, "err", err)
+		}
+		return nil, e
+	}
+	c.log.Error("handler failed", "method", req.Method, "err", err)
+	return nil, internalError()
+}
+
+// methodName returns the request's method as a string, interning the names
+// a connection uses so the steady state does not allocate.
+func (c *Conn) methodName(m message) string {
+	if m.methodEscaped {
+		return string(unescapeString(m.method))
+	}
+	if s, ok := c.methods[string(m.method)]; ok {
+		return s
+	}
+	s := string(m.method)
+	if len(c.methods) < 256 {
+		c.methods[s] = s
+	}
+	return s
+}
+
+func rejectReason(code int) string {
+	switch code {
+	case CodeParseError:
+		return "parse"
+	case CodeInvalidParams:
+		return "invalid_params"
+	default:
+		return "invalid_request"
+	}
+}

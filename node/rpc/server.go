@@ -1,0 +1,186 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/gorilla/websocket"
+)
+
+// Server accepts MAP connections on any transport and serves each with the
+// same Handler. It owns every connection goroutine it starts; Shutdown
+// waits for all of them.
+type Server struct {
+	cfg Config
+	h   Handler
+	log *slog.Logger
+	up  websocket.Upgrader
+
+	baseCtx context.Context // parent of every connection's context
+	cancel  context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[*Conn]struct{}
+	wg     sync.WaitGroup // one per running connection (its reader goroutine)
+}
+
+// NewServer validates cfg and returns a Server that dispatches to h.
+func NewServer(cfg Config, h Handler) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: nil Handler", ErrInvalidConfig)
+	}
+	s := &Server{cfg: cfg, h: h, conns: make(map[*Conn]struct{})}
+	s.log = discardLogger(cfg.Logger).With("component", "rpc")
+	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	s.up = websocket.Upgrader{
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		ReadBufferSize:   wsReadBufferSize,
+		WriteBufferSize:  wsWriteBufferSize,
+		WriteBufferPool:  wsWriteBufferPool,
+		CheckOrigin:      cfg.CheckOrigin,
+	}
+	if s.up.CheckOrigin == nil {
+		s.up.CheckOrigin = func(*http.Request) bool { return true }
+	}
+	return s, nil
+}
+
+// ServeHTTP upgrades the request to a WebSocket and serves it until the
+// connection ends (mount it at /map). It runs the connection's reader on the
+// calling goroutine. After Shutdown began it answers 503.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.acquire() {
+		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.wg.Done()
+	hc := &hijackCorker{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
+	ws, err := s.up.Upgrade(hc, r, nil)
+	if err != nil {
+		// The upgrader already answered with an HTTP error.
+		s.log.Debug("websocket upgrade failed", "peer", r.RemoteAddr, "err", err)
+		return
+	}
+	c := newConn(s.baseCtx, s.cfg, newWSTransport(ws, hc.cork, s.cfg), s.h)
+	_ = s.serve(c)
+}
+
+// ServeStdio serves one NDJSON connection on r (inbound lines) and w
+// (outbound lines), e.g. a subprocess agent's stdout and stdin. It returns
+// when the peer closes its side (nil), the connection is closed, Shutdown
+// runs, or ctx is done. r and w are closed at the end if they implement
+// io.Closer; that is also how a pending Read is interrupted, so a reader
+// that cannot be closed keeps ServeStdio waiting until it returns.
+func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
+	if !s.acquire() {
+		return ErrServerClosed
+	}
+	defer s.wg.Done()
+	c := newConn(s.baseCtx, s.cfg, newStreamTransport(kindStdio, "stdio", r, w, s.cfg.MaxFrameBytes), s.h)
+	stop := context.AfterFunc(ctx, func() { _ = c.closeWith(closeGoingAway, "context done") })
+	defer stop()
+	return s.serve(c)
+}
+
+// ServeConn connects an in-process peer: it returns the peer's end of a
+// pipe whose other end this Server serves. h handles what the server sends
+// to the peer (nil: notifications are dropped, requests get -32601). Close
+// the returned Conn (and wait on Done) to disconnect; Shutdown also ends it.
+func (s *Server) ServeConn(ctx context.Context, h Handler) (*Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !s.acquire() {
+		return nil, ErrServerClosed
+	}
+	c2sR, c2sW := io.Pipe()
+	s2cR, s2cW := io.Pipe()
+	srv := newConn(s.baseCtx, s.cfg, newStreamTransport(kindInProcess, "inprocess", c2sR, s2cW, s.cfg.MaxFrameBytes), s.h)
+	cli := newConn(context.Background(), s.cfg, newStreamTransport(kindInProcess, "inprocess", s2cR, c2sW, s.cfg.MaxFrameBytes), h)
+	go func() {
+		defer s.wg.Done()
+		_ = s.serve(srv)
+	}()
+	go func() { _ = cli.run() }() // owned by cli: Close + Done
+	return cli, nil
+}
+
+// acquire registers a connection about to start, unless shutting down. The
+// check and wg.Add share the lock with Shutdown so no Add follows its Wait.
+func (s *Server) acquire() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Server) serve(c *Conn) error {
+	s.mu.Lock()
+	if s.closed {
+		// Shutdown started between acquire and here: it did not see c.
+		s.mu.Unlock()
+		_ = c.closeWith(closeGoingAway, "server shutting down")
+	} else {
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+	}
+	err := c.run()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	return err
+}
+
+// Shutdown closes every connection with 1001 "going away" (each flushes
+// what it has queued and finishes its current request first) and waits for
+// all connection goroutines. When ctx ends first, connections are torn down
+// hard and ctx.Err() is returned. New connections are refused from the
+// start. Idempotent.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		_ = c.closeWith(closeGoingAway, "server shutting down")
+	}
+	allDone := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(allDone)
+	}()
+	select {
+	case <-allDone:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+	}
+	s.cancel()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.abort()
+	}
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+// NumConns returns the number of live connections (for metrics and tests).
+func (s *Server) NumConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}

@@ -1,0 +1,50 @@
+package rpc
+
+import "errors"
+
+// transport moves whole messages. Exactly one goroutine (the connection's
+// reader) calls readMessage and exactly one (the writer) calls
+// writeMessages, ping and sendClose; close may be called from any goroutine,
+// more than once, and must unblock both.
+type transport interface {
+	// readMessage returns the next inbound message in a fresh buffer that
+	// the caller owns. An over-limit message is consumed and reported as
+	// a *tooLargeError; the transport stays usable.
+	readMessage() ([]byte, error)
+	// writeMessages writes the frames in order and flushes once.
+	writeMessages(frames []*frame) error
+	// ping sends a keepalive, if the transport has one.
+	ping() error
+	// sendClose says goodbye (WebSocket close frame) without closing.
+	sendClose(code int, reason string) error
+	// close tears the transport down.
+	close() error
+	kind() string
+	remoteAddr() string
+}
+
+// tooLargeError reports an inbound message over MaxFrameBytes that was
+// discarded. prefix holds its first bytes, to recover the request id.
+type tooLargeError struct {
+	limit  int64
+	prefix []byte
+}
+
+func (e *tooLargeError) Error() string { return ErrFrameTooLarge.Error() }
+func (e *tooLargeError) Unwrap() error { return ErrFrameTooLarge }
+
+// idPrefixBytes is how much of an oversized message is kept to find its id.
+const idPrefixBytes = 4096
+
+// Close codes (RFC 6455 §7.4.1) used when we end a connection.
+const (
+	closeNormal     = 1000
+	closeGoingAway  = 1001
+	closeProtocol   = 1002
+	closeInternal   = 1011
+	closeTooBig     = 1009
+	maxReasonLength = 123 // a close frame payload is at most 125 bytes
+)
+
+// errTransportClosed is returned by transports after close.
+var errTransportClosed = errors.New("rpc: transport closed")
