@@ -17,19 +17,19 @@ const (
 	CodeMethodNotSupported = 1005 // SDK only
 	CodeInvalidCredentials = 1006 // SDK only
 
-	CodeAddressNotFound   = 2000
-	CodeAgentNotFound     = 2001
-	CodeScopeNotFound     = 2002
-	CodeDeliveryFailed    = 2003
-	CodeAddressAmbiguous  = 2004
-	CodeAgentExists       = 3000
-	CodeStateInvalid      = 3001
-	CodeNotResponding     = 3002
-	CodeTerminated        = 3003
-	CodeSpawnFailed       = 3004
-	CodeExhausted         = 4000
-	CodeRateLimited       = 4001
-	CodeQuotaExceeded     = 4002
+	CodeAddressNotFound  = 2000
+	CodeAgentNotFound    = 2001
+	CodeScopeNotFound    = 2002
+	CodeDeliveryFailed   = 2003
+	CodeAddressAmbiguous = 2004
+	CodeAgentExists      = 3000
+	CodeStateInvalid     = 3001
+	CodeNotResponding    = 3002
+	CodeTerminated       = 3003
+	CodeSpawnFailed      = 3004
+	CodeExhausted        = 4000
+	CodeRateLimited      = 4001
+	CodeQuotaExceeded    = 4002
 
 	CodeFederationUnavailable    = 5000
 	CodeFederationSystemNotFound = 5001
