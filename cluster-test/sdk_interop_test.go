@@ -1,0 +1,113 @@
+package clustertest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/concordmap/concord/node"
+)
+
+// sdkInteropDir holds the pinned official TypeScript SDK and the interop
+// script, relative to this package's directory (go test runs there).
+const sdkInteropDir = "sdk"
+
+// sdkInteropSummary is the closing line interop.mjs prints.
+var sdkInteropSummary = regexp.MustCompile(`(?m)^(\d+) passed, (\d+) failed, (\d+) skipped$`)
+
+// sdkInteropFail matches one failed check line.
+var sdkInteropFail = regexp.MustCompile(`(?m)^FAIL `)
+
+// requireSDK returns the node binary, failing (or skipping under -short) with
+// the command that installs the SDK when it is missing: CI runs that command,
+// so a missing install there is a real failure, not a reason to skip.
+func requireSDK(t *testing.T) string {
+	t.Helper()
+	missing := func(what string) {
+		msg := what + ": run `make sdk-deps` (needs node >= 18 and npm) to install the pinned @multi-agent-protocol/sdk"
+		if testing.Short() {
+			t.Skip(msg)
+		}
+		t.Fatal(msg)
+	}
+	nodeBin, err := exec.LookPath("node")
+	if err != nil {
+		missing("node is not on PATH")
+	}
+	pkg := filepath.Join(sdkInteropDir, "node_modules", "@multi-agent-protocol", "sdk", "package.json")
+	if _, err := os.Stat(pkg); err != nil {
+		missing("the SDK is not installed (" + pkg + " missing)")
+	}
+	return nodeBin
+}
+
+// TestSDKInterop_SingleNode runs the official MAP TypeScript SDK, unchanged,
+// against one in-process dev node: ClientConnection + two AgentConnections
+// connect, register, list, exchange a message and its reply, subscribe to
+// agent events and resume a session after an abrupt socket loss. The checks
+// live in sdk/interop.mjs; its PASS/FAIL lines are the test's diagnostics.
+func TestSDKInterop_SingleNode(t *testing.T) {
+	nodeBin := requireSDK(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	cfg := node.DevConfig(t.TempDir())
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv, err := node.New(cfg)
+	if err != nil {
+		t.Fatalf("node.New: %v", err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatalf("node Start: %v", err)
+	}
+	t.Cleanup(func() {
+		// The test's ctx may be spent by now; shutdown gets its own budget.
+		sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer scancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			t.Errorf("node Shutdown: %v", err)
+		}
+	})
+
+	// The script has its own 30 s deadline; the context is the backstop if
+	// node itself wedges, and WaitDelay bounds waiting for its pipes.
+	runCtx, runCancel := context.WithTimeout(ctx, 45*time.Second)
+	defer runCancel()
+	cmd := exec.CommandContext(runCtx, nodeBin, "interop.mjs", srv.MAPURL())
+	cmd.Dir = sdkInteropDir
+	cmd.Env = append(os.Environ(), "INTEROP_TIMEOUT_MS=30000", "NO_COLOR=1")
+	cmd.WaitDelay = 5 * time.Second
+	out, runErr := cmd.CombinedOutput()
+	output := string(out)
+
+	if runErr != nil {
+		var exitErr *exec.ExitError
+		switch {
+		case errors.Is(runCtx.Err(), context.DeadlineExceeded):
+			t.Fatalf("interop.mjs killed after 45 s\n%s", output)
+		case errors.As(runErr, &exitErr):
+			t.Fatalf("interop.mjs exited %d; failing checks are the FAIL lines:\n%s", exitErr.ExitCode(), output)
+		default:
+			t.Fatalf("run interop.mjs: %v\n%s", runErr, output)
+		}
+	}
+	// Exit status 0 alone is not trusted: the summary must show checks that
+	// ran, none failed and none skipped.
+	m := sdkInteropSummary.FindStringSubmatch(output)
+	switch {
+	case m == nil:
+		t.Fatalf("interop.mjs printed no summary line\n%s", output)
+	case m[1] == "0" || m[2] != "0" || m[3] != "0":
+		t.Fatalf("interop.mjs summary %q\n%s", m[0], output)
+	case sdkInteropFail.MatchString(output):
+		t.Fatalf("interop.mjs printed FAIL lines\n%s", output)
+	}
+	t.Logf("interop.mjs:\n%s", output)
+}
