@@ -1,0 +1,143 @@
+package consensus
+
+import (
+	"sort"
+	"strconv"
+)
+
+// applyClaimUpdate applies spec §10 for an initial or debate round: claim
+// creation (or seeding), then revisions and merges, in dispatch order. It
+// returns the number of new claims and the round's applied-merge log.
+func (s *State) applyClaimUpdate(outputs []*Output, round int) (int, []AppliedMerge) {
+	newClaims := 0
+	rs := strconv.Itoa(round)
+	for _, o := range outputs {
+		for seq, ec := range o.ExtractedClaims {
+			id := s.freeID(o.ParticipantID + ":" + rs + ":" + strconv.Itoa(seq))
+			s.appendClaim(Claim{ClaimID: id, Title: ec.Title, Statement: ec.Statement, Category: ec.Category,
+				ProposedBy: []string{o.ParticipantID}, Status: ClaimActive})
+			newClaims++
+		}
+	}
+	if len(s.catalog) == 0 {
+		for _, o := range outputs {
+			id := s.freeID("seed:" + o.ParticipantID + ":" + rs)
+			s.appendClaim(Claim{ClaimID: id, Title: "Seed from " + o.ParticipantID, Statement: o.Summary,
+				Category: "todo", ProposedBy: []string{o.ParticipantID}, Status: ClaimActive})
+			newClaims++
+		}
+	}
+	merges := make([]AppliedMerge, 0)
+	for _, o := range outputs {
+		for i := range o.Judgements {
+			merges = s.applyJudgement(&o.Judgements[i], o.ParticipantID, merges)
+		}
+	}
+	sort.SliceStable(merges, func(a, b int) bool {
+		return s.index[merges[a].SourceClaimID] < s.index[merges[b].SourceClaimID]
+	})
+	for i := range merges {
+		sort.Strings(merges[i].ParticipantIDs)
+	}
+	return newClaims, merges
+}
+
+// freeID returns id, or id with a "#n" suffix when a claim already uses it.
+// argue would overwrite the older claim; keeping both is the safer choice
+// (ids like "seed:1:0" and participant "seed"'s "seed:1:0" can collide).
+func (s *State) freeID(id string) string {
+	if _, taken := s.index[id]; !taken {
+		return id
+	}
+	for n := 2; ; n++ {
+		c := id + "#" + strconv.Itoa(n)
+		if _, taken := s.index[c]; !taken {
+			return c
+		}
+	}
+}
+
+func (s *State) appendClaim(c Claim) {
+	s.index[c.ClaimID] = len(s.catalog)
+	s.catalog = append(s.catalog, c)
+}
+
+// root follows mergedInto links to the canonical claim. It returns the
+// position of the root, or -1 for an id not in the catalog. The walk is
+// bounded because merges always point at an earlier-created survivor.
+func (s *State) root(id string) int {
+	i, ok := s.index[id]
+	if !ok {
+		return -1
+	}
+	for steps := 0; steps <= len(s.catalog); steps++ {
+		c := &s.catalog[i]
+		if c.Status != ClaimMerged || c.MergedInto == "" {
+			return i
+		}
+		j, ok := s.index[c.MergedInto]
+		if !ok {
+			return i
+		}
+		i = j
+	}
+	return i
+}
+
+// applyJudgement applies one judgement's revision and merge (§10.2).
+func (s *State) applyJudgement(j *Judgement, pid string, merges []AppliedMerge) []AppliedMerge {
+	direct, ok := s.index[j.ClaimID]
+	if !ok {
+		return merges
+	}
+	if j.RevisedStatement != nil && (j.Stance == StanceRevise || j.Stance == StanceDisagree) {
+		s.catalog[direct].Statement = *j.RevisedStatement
+	}
+	if j.MergesWith == nil {
+		return merges
+	}
+	a, b := s.root(j.ClaimID), s.root(*j.MergesWith)
+	if b < 0 {
+		return merges
+	}
+	if a == b {
+		// A second participant asking for a merge already applied this round
+		// joins that entry; a merge from an earlier round is not replayed.
+		for k := range merges {
+			m := &merges[k]
+			if m.TargetClaimID == s.catalog[a].ClaimID && (m.SourceClaimID == j.ClaimID || m.SourceClaimID == *j.MergesWith) {
+				m.ParticipantIDs = addUnique(m.ParticipantIDs, pid)
+			}
+		}
+		return merges
+	}
+	survivor, loser := a, b
+	if b < a {
+		survivor, loser = b, a
+	}
+	sid, lid := s.catalog[survivor].ClaimID, s.catalog[loser].ClaimID
+	s.catalog[loser].Status = ClaimMerged
+	s.catalog[loser].MergedInto = sid
+	owners := make([]string, 0, len(s.catalog[survivor].ProposedBy)+len(s.catalog[loser].ProposedBy))
+	owners = append(owners, s.catalog[survivor].ProposedBy...)
+	for _, p := range s.catalog[loser].ProposedBy {
+		owners = addUnique(owners, p)
+	}
+	s.catalog[survivor].ProposedBy = owners // a fresh slice: task snapshots may share the old one
+	for k := range s.catalog {
+		if s.catalog[k].Status == ClaimMerged && s.catalog[k].MergedInto == lid {
+			s.catalog[k].MergedInto = sid
+		}
+	}
+	// A loser stops being a root, so it can lose only once: one entry each.
+	return append(merges, AppliedMerge{SourceClaimID: lid, TargetClaimID: sid, ParticipantIDs: []string{pid}})
+}
+
+func addUnique(list []string, v string) []string {
+	for _, x := range list {
+		if x == v {
+			return list
+		}
+	}
+	return append(list, v)
+}

@@ -1,0 +1,193 @@
+package consensus
+
+import "sort"
+
+// scoreOf returns the per-output dimension values (spec §13).
+type outputScore struct {
+	round                                                 int
+	score, correctness, completeness, actionability, cons float64
+}
+
+// scoreboard computes spec §13 for every participant in request order, then
+// sorts by total descending and participantId ascending (byte order).
+func (s *State) scoreboard() []ParticipantScore {
+	correctness := s.correctness()
+	w := s.req.ScoringPolicy.Rubric
+	if w.Correctness == 0 && w.Completeness == 0 && w.Actionability == 0 && w.Consistency == 0 {
+		w = DefaultRubric()
+	}
+	wsum := w.Correctness + w.Completeness + w.Actionability + w.Consistency
+	per := make([][]outputScore, len(s.req.Participants))
+	for ri := range s.rounds {
+		rec := &s.rounds[ri]
+		t := roundT(rec.Outputs)
+		for _, o := range rec.Outputs {
+			pi := s.req.participantIndex(o.ParticipantID)
+			if pi < 0 {
+				continue
+			}
+			os := scoreOutput(o, t)
+			os.correctness = correctness[pi]
+			os.score = round2((w.Correctness*os.correctness + w.Completeness*os.completeness +
+				w.Actionability*os.actionability + w.Consistency*os.cons) / wsum)
+			per[pi] = append(per[pi], os)
+		}
+	}
+	board := make([]ParticipantScore, len(s.req.Participants))
+	for pi, p := range s.req.Participants {
+		board[pi] = participantScore(p.ID, per[pi])
+	}
+	sort.SliceStable(board, func(a, b int) bool {
+		if board[a].Total != board[b].Total {
+			return board[a].Total > board[b].Total
+		}
+		return board[a].ParticipantID < board[b].ParticipantID
+	})
+	return board
+}
+
+func participantScore(id string, outs []outputScore) ParticipantScore {
+	sort.SliceStable(outs, func(a, b int) bool { return outs[a].round < outs[b].round })
+	ps := ParticipantScore{ParticipantID: id, ByRound: make([]RoundScore, len(outs))}
+	if len(outs) == 0 {
+		return ps
+	}
+	var sum, c, m, a, k float64
+	for i, o := range outs {
+		ps.ByRound[i] = RoundScore{Round: o.round, Score: o.score}
+		sum += o.score
+		c += o.correctness
+		m += o.completeness
+		a += o.actionability
+		k += o.cons
+	}
+	n := float64(len(outs))
+	ps.Total = round2(sum / n)
+	ps.Breakdown = &Breakdown{Correctness: round2(c / n), Completeness: round2(m / n),
+		Actionability: round2(a / n), Consistency: round2(k / n)}
+	return ps
+}
+
+// roundT is T(R) = max(1, max over outputs of max(#judgements, #claims, 1)).
+func roundT(outputs []*Output) int {
+	t := 1
+	for _, o := range outputs {
+		if len(o.Judgements) > t {
+			t = len(o.Judgements)
+		}
+		if len(o.ExtractedClaims) > t {
+			t = len(o.ExtractedClaims)
+		}
+	}
+	return t
+}
+
+func stanceFactor(stance string) float64 {
+	switch stance {
+	case StanceAgree:
+		return 1
+	case StanceRevise:
+		return 0.8
+	}
+	return 0.6
+}
+
+// scoreOutput computes completeness, actionability and consistency of one
+// output, in the operation order of §13 so float64 results match argue.
+func scoreOutput(o *Output, t int) outputScore {
+	stanceAvg := 0.7
+	hasRevision := false
+	if len(o.Judgements) > 0 {
+		sum := 0.0
+		for _, j := range o.Judgements {
+			sum += stanceFactor(j.Stance)
+			hasRevision = hasRevision || j.RevisedStatement != nil
+		}
+		stanceAvg = sum / float64(len(o.Judgements))
+	}
+	full := float64(trimmedLen(o.FullResponse))
+	summ := float64(trimmedLen(o.Summary))
+	rev, votes := 0.55, 0.7
+	if hasRevision {
+		rev = 1
+	}
+	if o.Phase == PhaseFinalVote && len(o.ClaimVotes) > 0 {
+		votes = 1
+	}
+	return outputScore{
+		round: o.Round,
+		completeness: round2(100 * (0.5*clamp01(float64(len(o.Judgements))/float64(t)) +
+			0.3*clamp01(full/160) + 0.2*clamp01(summ/80))),
+		actionability: round2(100 * (0.45*clamp01(summ/60) + 0.25*clamp01(full/180) + 0.2*rev + 0.1*votes)),
+		cons:          round2(clampRange(stanceAvg*100, 0, 100)),
+	}
+}
+
+func clampRange(x, lo, hi float64) float64 {
+	if x < lo {
+		return lo
+	}
+	if x > hi {
+		return hi
+	}
+	return x
+}
+
+// correctness is the peer-review value per participant index (§13): every
+// judgement on a claim owned by someone else counts for each other owner.
+func (s *State) correctness() []float64 {
+	n := len(s.req.Participants)
+	total := make([]int, n)
+	agree := make([]int, n)
+	owners := s.rootOwners()
+	for ri := range s.rounds {
+		for _, o := range s.rounds[ri].Outputs {
+			for _, j := range o.Judgements {
+				r := s.root(j.ClaimID)
+				if r < 0 {
+					continue
+				}
+				for _, w := range owners[r] {
+					if s.req.Participants[w].ID == o.ParticipantID {
+						continue
+					}
+					total[w]++
+					if j.Stance == StanceAgree {
+						agree[w]++
+					}
+				}
+			}
+		}
+	}
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = 50
+		if total[i] > 0 {
+			out[i] = round2(float64(agree[i]) / float64(total[i]) * 100)
+		}
+	}
+	return out
+}
+
+// rootOwners maps each root position to the participant indexes that own
+// it: the union of proposedBy over every claim with that root.
+func (s *State) rootOwners() map[int][]int {
+	owners := make(map[int][]int, len(s.catalog))
+	for i := range s.catalog {
+		r := s.root(s.catalog[i].ClaimID)
+		for _, p := range s.catalog[i].ProposedBy {
+			pi := s.req.participantIndex(p)
+			if pi < 0 {
+				continue
+			}
+			dup := false
+			for _, x := range owners[r] {
+				dup = dup || x == pi
+			}
+			if !dup {
+				owners[r] = append(owners[r], pi)
+			}
+		}
+	}
+	return owners
+}

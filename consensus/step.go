@@ -1,0 +1,281 @@
+package consensus
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Step applies one input to a run and returns the state and the effects the
+// caller must perform, in order.
+//
+// Step is a pure function of (state, input): it reads no clock, draws no
+// random numbers, does no I/O and never iterates a map, so replicas that
+// apply the same inputs hold byte-identical states. For speed it mutates s in
+// place and returns it; a caller that needs the old value must Clone first.
+//
+// A start input takes a nil state and returns a new one; an invalid request
+// returns a *ValidationError and no state. An input that changes nothing
+// (unknown or already settled task, early timer, finished run) returns s
+// unchanged, no effects and an *IgnoredError. Agent output is untrusted:
+// malformed output becomes a failed task, never a panic or an error here.
+func Step(s *State, in Input) (*State, []Effect, error) {
+	if in.Kind == InputStart {
+		if s != nil {
+			return s, nil, ignored("run already started")
+		}
+		return start(in)
+	}
+	if s == nil {
+		return nil, nil, ErrNoRun
+	}
+	if s.Done() {
+		return s, nil, ignored("run is " + s.life.String())
+	}
+	st := &stepper{s: s, at: in.At}
+	var err error
+	switch in.Kind {
+	case InputTaskResult:
+		err = st.onTaskResult(in)
+	case InputTaskFailed:
+		err = st.onTaskFailed(in)
+	case InputTimer:
+		err = st.onTimer(in)
+	case InputCancel:
+		st.fail(Failure{Code: "Cancelled", Message: cancelMessage(in.Reason)})
+	default:
+		err = ignored(fmt.Sprintf("unknown input kind %d", in.Kind))
+	}
+	if err != nil {
+		return s, nil, err
+	}
+	return s, st.fx, nil
+}
+
+func cloneRequest(r *Request) (*Request, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, &ValidationError{Errors: []FieldError{{Path: "", Message: "request does not encode: " + err.Error()}}}
+	}
+	c := &Request{}
+	if err := json.Unmarshal(b, c); err != nil {
+		return nil, &ValidationError{Errors: []FieldError{{Path: "", Message: "request does not decode: " + err.Error()}}}
+	}
+	return c, nil
+}
+
+func cancelMessage(reason string) string {
+	if reason == "" {
+		return "Run cancelled"
+	}
+	return "Run cancelled: " + reason
+}
+
+// stepper accumulates the effects of one Step.
+type stepper struct {
+	s  *State
+	at int64
+	fx []Effect
+}
+
+func (st *stepper) add(e Effect) { st.fx = append(st.fx, e) }
+
+func start(in Input) (*State, []Effect, error) {
+	if in.Request == nil {
+		return nil, nil, &ValidationError{Errors: []FieldError{{Path: "", Message: "request is required"}}}
+	}
+	if err := in.Request.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if in.SessionID == "" {
+		return nil, nil, &ValidationError{Errors: []FieldError{{Path: "sessionId", Message: "is required"}}}
+	}
+	// The state owns a private, canonical copy: later edits to the caller's
+	// Request cannot reach it, and replicas hold identical bytes.
+	req, err := cloneRequest(in.Request)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &State{sessionID: in.SessionID, req: req, startedAt: in.At, life: LifeRunning, prevRound: -1,
+		active: make([]bool, len(req.Participants)), activeCount: len(req.Participants)}
+	for i := range s.active {
+		s.active[i] = true
+	}
+	s.rebuildIndex()
+	st := &stepper{s: s, at: in.At}
+	ids := make([]string, len(req.Participants))
+	for i, p := range req.Participants {
+		ids[i] = p.ID
+	}
+	st.emit(EventSessionStarted, &SessionStartedPayload{Participants: ids,
+		MinParticipants: req.ParticipantsPolicy.MinParticipants}, in.At)
+	if d := s.deadlineAt(); d != 0 {
+		st.add(SetTimer{ID: s.deadlineTimerID(), Kind: TimerDeadline, At: d})
+	}
+	st.startRound(PhaseInitial, 0)
+	return s, st.fx, nil
+}
+
+// onTaskResult routes a raw answer to the task it names.
+func (st *stepper) onTaskResult(in Input) error {
+	s := st.s
+	if slot := st.findRoundTask(in.TaskID); slot != nil {
+		if slot.pid != in.ParticipantID {
+			return ignored("result sender does not own task " + in.TaskID)
+		}
+		out, err := decodeRoundOutput(in.Output, slot.pid, s.cur.phase, s.cur.round)
+		if err != nil {
+			st.settleRoundTask(slot, taskFailed, nil, err.Error())
+		} else {
+			st.settleRoundTask(slot, taskCompleted, out, "")
+		}
+		st.maybeCloseRound()
+		return nil
+	}
+	if t := s.reportTask; t != nil && t.id == in.TaskID {
+		if t.pid != in.ParticipantID {
+			return ignored("result sender does not own task " + in.TaskID)
+		}
+		st.onReportResult(in.Output)
+		return nil
+	}
+	if t := s.actionTask; t != nil && t.id == in.TaskID {
+		if t.pid != in.ParticipantID {
+			return ignored("result sender does not own task " + in.TaskID)
+		}
+		st.onActionResult(in.Output)
+		return nil
+	}
+	return ignored("unknown or settled task " + in.TaskID)
+}
+
+// onTaskFailed handles a delegate-reported failure.
+func (st *stepper) onTaskFailed(in Input) error {
+	s := st.s
+	if slot := st.findRoundTask(in.TaskID); slot != nil {
+		if in.ParticipantID != "" && slot.pid != in.ParticipantID {
+			return ignored("failure sender does not own task " + in.TaskID)
+		}
+		switch in.Failure {
+		case FailDispatch:
+			st.fail(Failure{Code: "Error", Message: fmt.Sprintf("dispatch failed for task %s: %s", slot.id, in.Error)})
+			return nil
+		case FailTimeout:
+			st.settleRoundTask(slot, taskTimedOut, nil, orDefault(in.Error, "__timeout__"))
+		default:
+			st.settleRoundTask(slot, taskFailed, nil, orDefault(in.Error, "task failed"))
+		}
+		st.maybeCloseRound()
+		return nil
+	}
+	if t := s.reportTask; t != nil && t.id == in.TaskID {
+		st.onReportFailed(in.Failure)
+		return nil
+	}
+	if t := s.actionTask; t != nil && t.id == in.TaskID {
+		st.onActionFailed(in.Failure, in.Error)
+		return nil
+	}
+	return ignored("unknown or settled task " + in.TaskID)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// onTimer handles a due timer. A timer input earlier than the timer's due
+// time is ignored, so a confused driver cannot cut a wait short.
+func (st *stepper) onTimer(in Input) error {
+	s := st.s
+	if cur := s.cur; cur != nil {
+		if in.TimerID == s.roundTimerID(cur.round) || in.TimerID == s.deadlineTimerID() {
+			due := cur.timerDue
+			if in.TimerID == s.deadlineTimerID() {
+				due = s.deadlineAt()
+			}
+			if in.At < due {
+				return ignored("timer " + in.TimerID + " is not due")
+			}
+			st.expireRound()
+			return nil
+		}
+		if slot := st.findRoundTask(in.TimerID); slot != nil {
+			if in.At < slot.due {
+				return ignored("timer " + in.TimerID + " is not due")
+			}
+			st.settleRoundTask(slot, taskTimedOut, nil, "__timeout__")
+			st.maybeCloseRound()
+			return nil
+		}
+	}
+	if t := s.reportTask; t != nil && t.id == in.TimerID {
+		if in.At < t.due {
+			return ignored("timer " + in.TimerID + " is not due")
+		}
+		st.add(CancelTask{TaskID: t.id})
+		st.onReportFailed(FailTimeout)
+		return nil
+	}
+	if t := s.actionTask; t != nil && t.id == in.TimerID {
+		if in.At < t.due {
+			return ignored("timer " + in.TimerID + " is not due")
+		}
+		st.add(CancelTask{TaskID: t.id})
+		st.onActionFailed(FailTimeout, "__timeout__")
+		return nil
+	}
+	return ignored("unknown or stale timer " + in.TimerID)
+}
+
+// findRoundTask returns the pending slot with the given id, or nil.
+func (st *stepper) findRoundTask(id string) *taskSlot {
+	cur := st.s.cur
+	if cur == nil {
+		return nil
+	}
+	for i := range cur.tasks {
+		if cur.tasks[i].id == id && cur.tasks[i].status == taskPending {
+			return &cur.tasks[i]
+		}
+	}
+	return nil
+}
+
+// fail moves the run to failed (spec §20): outstanding work is cancelled,
+// timers cleared, a Failed event emitted, and no result produced.
+func (st *stepper) fail(f Failure) {
+	s := st.s
+	st.clearAll()
+	s.life = LifeFailed
+	s.failure = &f
+	s.finishedAt = st.at
+	st.emit(EventFailed, &FailedPayload{Code: f.Code, Message: f.Message}, st.at)
+	st.add(Finish{Failure: &f})
+}
+
+// clearAll cancels every outstanding task and timer of the run.
+func (st *stepper) clearAll() {
+	s := st.s
+	if cur := s.cur; cur != nil {
+		for i := range cur.tasks {
+			if cur.tasks[i].status == taskPending {
+				st.add(CancelTask{TaskID: cur.tasks[i].id})
+				st.add(ClearTimer{ID: cur.tasks[i].id})
+			}
+		}
+		st.add(ClearTimer{ID: s.roundTimerID(cur.round)})
+		s.cur = nil
+	}
+	for _, t := range []*pendingTask{s.reportTask, s.actionTask} {
+		if t != nil {
+			st.add(CancelTask{TaskID: t.id})
+			st.add(ClearTimer{ID: t.id})
+		}
+	}
+	s.reportTask, s.actionTask = nil, nil
+	if s.deadlineAt() != 0 {
+		st.add(ClearTimer{ID: s.deadlineTimerID()})
+	}
+}

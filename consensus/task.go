@@ -1,0 +1,296 @@
+package consensus
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// TaskKind is the kind of a task sent to an agent.
+type TaskKind string
+
+// Task kinds.
+const (
+	TaskRound  TaskKind = "round"
+	TaskReport TaskKind = "report"
+	TaskAction TaskKind = "action"
+)
+
+// Task is one unit of work for an agent (spec §7, §15, §17). ID (the
+// correlation id a transport should carry), ParticipantID and TimeoutAt
+// route it; MarshalJSON renders argue's task shape for its Kind. Tasks share
+// immutable data with the state: never modify one.
+type Task struct {
+	ID            string
+	Kind          TaskKind
+	ParticipantID string
+	// TimeoutAt is the absolute time (ms) the engine stops waiting.
+	TimeoutAt int64
+	Phase     Phase // round tasks
+	Round     int   // round tasks
+
+	SessionID       string
+	RequestID       string
+	Prompt          string
+	PeerRoundInputs []PeerInput
+	ClaimCatalog    []Claim
+	RoundMetadata   *RoundMetadata
+	ReportInput     *ReportInput
+	ReportMetadata  *ReportMetadata
+	ArgueResult     *ActionArgueResult
+	FullResult      *Result
+}
+
+// PeerInput is a peer's previous response as shown to a participant.
+type PeerInput struct {
+	ParticipantID string `json:"participantId"`
+	Round         int    `json:"round"`
+	FullResponse  string `json:"fullResponse"`
+	Truncated     bool   `json:"truncated,omitempty"`
+}
+
+// OutputSchema names the expected output content.
+type OutputSchema struct {
+	Ref        string          `json:"ref"`
+	JSONSchema json.RawMessage `json:"jsonSchema"`
+}
+
+// RoundMetadata is a round task's metadata block.
+type RoundMetadata struct {
+	ParticipantSessionKey string          `json:"participantSessionKey"`
+	Role                  *string         `json:"role,omitempty"`
+	PeerContextPassMode   string          `json:"peerContextPassMode"`
+	Constraints           *Constraints    `json:"constraints,omitempty"`
+	Context               json.RawMessage `json:"context,omitempty"`
+	OutputSchema          OutputSchema    `json:"outputSchema"`
+}
+
+// ReportRepresentative is the representative as given to a reporter.
+type ReportRepresentative struct {
+	ParticipantID string  `json:"participantId"`
+	Speech        string  `json:"speech"`
+	Score         float64 `json:"score"`
+}
+
+// ReportInput is the material of a report task.
+type ReportInput struct {
+	Status           string               `json:"status"`
+	Representative   ReportRepresentative `json:"representative"`
+	FinalClaims      []Claim              `json:"finalClaims"`
+	ClaimResolutions []ClaimResolution    `json:"claimResolutions"`
+	Scoreboard       []ParticipantScore   `json:"scoreboard"`
+	Rounds           []RoundRecord        `json:"rounds"`
+}
+
+// ReportMetadata is a report task's metadata block.
+type ReportMetadata struct {
+	SeparateSession             bool            `json:"separateSession"`
+	ReporterIsActiveParticipant bool            `json:"reporterIsActiveParticipant"`
+	RequestedRepresentativeID   string          `json:"requestedRepresentativeId,omitempty"`
+	Constraints                 *Constraints    `json:"constraints,omitempty"`
+	Context                     json.RawMessage `json:"context,omitempty"`
+	OutputSchema                OutputSchema    `json:"outputSchema"`
+}
+
+// ActionArgueResult is the debate outcome given to an actor.
+type ActionArgueResult struct {
+	Status               string             `json:"status"`
+	FinalSummary         string             `json:"finalSummary"`
+	RepresentativeSpeech string             `json:"representativeSpeech"`
+	Claims               []Claim            `json:"claims"`
+	ClaimResolutions     []ClaimResolution  `json:"claimResolutions"`
+	Scoreboard           []ParticipantScore `json:"scoreboard"`
+	Disagreements        []Disagreement     `json:"disagreements"`
+}
+
+type roundTaskJSON struct {
+	Kind            TaskKind        `json:"kind"`
+	SessionID       string          `json:"sessionId"`
+	RequestID       string          `json:"requestId"`
+	ParticipantID   string          `json:"participantId"`
+	Phase           Phase           `json:"phase"`
+	Round           int             `json:"round"`
+	Prompt          string          `json:"prompt"`
+	SelfHistoryRef  map[string]bool `json:"selfHistoryRef"`
+	PeerRoundInputs []PeerInput     `json:"peerRoundInputs"`
+	ClaimCatalog    []Claim         `json:"claimCatalog"`
+	Metadata        *RoundMetadata  `json:"metadata"`
+}
+
+type reportTaskJSON struct {
+	Kind          TaskKind        `json:"kind"`
+	SessionID     string          `json:"sessionId"`
+	RequestID     string          `json:"requestId"`
+	ParticipantID string          `json:"participantId"`
+	Prompt        string          `json:"prompt"`
+	ReportInput   *ReportInput    `json:"reportInput"`
+	Metadata      *ReportMetadata `json:"metadata"`
+}
+
+type actionTaskJSON struct {
+	Kind          TaskKind           `json:"kind"`
+	SessionID     string             `json:"sessionId"`
+	RequestID     string             `json:"requestId"`
+	ParticipantID string             `json:"participantId"`
+	Prompt        string             `json:"prompt"`
+	ArgueResult   *ActionArgueResult `json:"argueResult"`
+	FullResult    *Result            `json:"fullResult,omitempty"`
+}
+
+// MarshalJSON renders the task in argue's shape for its kind.
+func (t *Task) MarshalJSON() ([]byte, error) {
+	switch t.Kind {
+	case TaskReport:
+		return json.Marshal(reportTaskJSON{Kind: t.Kind, SessionID: t.SessionID, RequestID: t.RequestID,
+			ParticipantID: t.ParticipantID, Prompt: t.Prompt, ReportInput: t.ReportInput, Metadata: t.ReportMetadata})
+	case TaskAction:
+		return json.Marshal(actionTaskJSON{Kind: t.Kind, SessionID: t.SessionID, RequestID: t.RequestID,
+			ParticipantID: t.ParticipantID, Prompt: t.Prompt, ArgueResult: t.ArgueResult, FullResult: t.FullResult})
+	}
+	return json.Marshal(roundTaskJSON{Kind: t.Kind, SessionID: t.SessionID, RequestID: t.RequestID,
+		ParticipantID: t.ParticipantID, Phase: t.Phase, Round: t.Round, Prompt: t.Prompt,
+		SelfHistoryRef: map[string]bool{"stickySession": true}, PeerRoundInputs: t.PeerRoundInputs,
+		ClaimCatalog: t.ClaimCatalog, Metadata: t.RoundMetadata})
+}
+
+// taskCatalog is the catalog sent with a round task: all of it for the
+// initial round, only active claims afterwards (§7.1). The copy is shared by
+// every task of the round and never modified.
+func (s *State) taskCatalog(phase Phase) []Claim {
+	out := make([]Claim, 0, len(s.catalog))
+	for i := range s.catalog {
+		if phase == PhaseInitial || s.catalog[i].Status == ClaimActive {
+			out = append(out, s.catalog[i])
+		}
+	}
+	return out
+}
+
+// peerTexts returns the previous successful round's outputs, cut to the
+// peer-context budget, in dispatch order.
+func (s *State) peerTexts() []PeerInput {
+	if s.prevRound < 0 {
+		return nil
+	}
+	pc := s.req.PeerContextPolicy
+	outs := s.rounds[s.prevRound].Outputs
+	peers := make([]PeerInput, len(outs))
+	for i, o := range outs {
+		text, cut := truncateTail(o.FullResponse, int(pc.MaxCharsPerPeerResponse))
+		if pc.OverflowStrategy == OverflowTruncateMiddle {
+			text, cut = truncateMiddle(o.FullResponse, int(pc.MaxCharsPerPeerResponse))
+		}
+		peers[i] = PeerInput{ParticipantID: o.ParticipantID, Round: o.Round, FullResponse: text, Truncated: cut}
+	}
+	return peers
+}
+
+func (s *State) roundTask(t *taskSlot, cur *roundState, catalog []Claim, peers []PeerInput) *Task {
+	req := s.req
+	mine := make([]PeerInput, 0, len(peers))
+	for _, p := range peers {
+		if p.ParticipantID != t.pid && int64(len(mine)) < req.PeerContextPolicy.MaxPeersPerRound {
+			mine = append(mine, p)
+		}
+	}
+	md := &RoundMetadata{ParticipantSessionKey: req.sessionKeyPrefix() + ":" + s.sessionID + ":" + t.pid,
+		PeerContextPassMode: req.PeerContextPolicy.PassMode, Constraints: req.Constraints, Context: req.Context,
+		OutputSchema: OutputSchema{Ref: "argue.round." + string(cur.phase) + ".output-content.v1",
+			JSONSchema: roundSchemas[cur.phase]}}
+	if pi := req.participantIndex(t.pid); pi >= 0 {
+		md.Role = req.Participants[pi].Role
+	}
+	return &Task{ID: t.id, Kind: TaskRound, ParticipantID: t.pid, TimeoutAt: t.due, Phase: cur.phase,
+		Round: cur.round, SessionID: s.sessionID, RequestID: req.RequestID, Prompt: s.roundPrompt(cur.phase, cur.round),
+		PeerRoundInputs: mine, ClaimCatalog: catalog, RoundMetadata: md}
+}
+
+func (s *State) buildReportTask(t *pendingTask) *Task {
+	req := s.req
+	v := s.view()
+	rep := v.rep
+	return &Task{ID: t.id, Kind: TaskReport, ParticipantID: t.pid, TimeoutAt: t.due,
+		SessionID: req.sessionKeyPrefix() + ":" + s.sessionID + ":report:" + t.pid, RequestID: req.RequestID,
+		Prompt: s.reportPrompt(),
+		ReportInput: &ReportInput{Status: v.status,
+			Representative: ReportRepresentative{ParticipantID: rep.ParticipantID, Speech: rep.Speech, Score: rep.Score},
+			FinalClaims:    append([]Claim{}, s.catalog...), ClaimResolutions: v.resolutions, Scoreboard: v.scoreboard,
+			Rounds: append([]RoundRecord{}, s.rounds...)},
+		ReportMetadata: &ReportMetadata{SeparateSession: true, ReporterIsActiveParticipant: s.isActive(t.pid),
+			RequestedRepresentativeID: req.ReportPolicy.RepresentativeID, Constraints: req.Constraints,
+			Context: req.Context, OutputSchema: OutputSchema{Ref: "argue.report.output-content.v1", JSONSchema: reportSchema}}}
+}
+
+func (s *State) buildActionTask(t *pendingTask) *Task {
+	req := s.req
+	res := s.baseResult()
+	task := &Task{ID: t.id, Kind: TaskAction, ParticipantID: t.pid, TimeoutAt: t.due,
+		SessionID: req.sessionKeyPrefix() + ":" + s.sessionID + ":action:" + t.pid, RequestID: req.RequestID,
+		Prompt: req.ActionPolicy.Prompt,
+		ArgueResult: &ActionArgueResult{Status: res.Status, FinalSummary: res.Report.FinalSummary,
+			RepresentativeSpeech: res.Report.RepresentativeSpeech, Claims: res.FinalClaims,
+			ClaimResolutions: res.ClaimResolutions, Scoreboard: res.Scoreboard, Disagreements: res.Disagreements}}
+	if req.ActionPolicy.IncludeFullResult {
+		task.FullResult = res // built fresh for this task: nobody else holds it
+	}
+	return task
+}
+
+// roundPrompt is the built-in round prompt (our wording; argue's contract is
+// the fields it states, not the text).
+func (s *State) roundPrompt(phase Phase, round int) string {
+	req := s.req
+	if phase == PhaseDebate && req.PromptPolicy != nil && req.PromptPolicy.DebateTemplate != "" {
+		return req.PromptPolicy.DebateTemplate
+	}
+	lines := []string{
+		"You take part in a structured multi-agent debate run by a consensus engine.",
+		`Answer with exactly one JSON object: {"kind":"round","output":{...}} where output follows metadata.outputSchema. No markdown fences.`,
+		"phase=" + string(phase), "round=" + strconv.Itoa(round), "task=" + req.Task,
+	}
+	if c := req.Constraints; c != nil {
+		if c.Language != "" {
+			lines = append(lines, "language="+c.Language)
+		}
+		if c.TokenBudgetHint != nil {
+			lines = append(lines, "token_budget_hint="+strconv.FormatInt(*c.TokenBudgetHint, 10))
+		}
+	}
+	lines = append(lines, "")
+	switch phase {
+	case PhaseInitial:
+		lines = append(lines, "Goal: give your own analysis, a short taskTitle (at most 60 characters) and the concrete claims you want debated.",
+			"Required: fullResponse, summary, taskTitle, judgements (may be empty). Optional: extractedClaims [{title, statement, category?}].",
+			"Do not assign claim ids and do not send claimVotes.")
+	case PhaseDebate:
+		lines = append(lines, "Goal: judge the claims in claimCatalog in the light of peerRoundInputs; revise, object, or merge duplicates (the older claim survives).",
+			"Required: fullResponse, summary, judgements [{claimId, stance: agree|disagree|revise, confidence 0..1, rationale, revisedStatement?, mergesWith?}].",
+			"Optional: extractedClaims for genuinely new points. Do not send claimVotes.")
+	default:
+		lines = append(lines, "Goal: vote on every claim in claimCatalog, once each.",
+			"Required: fullResponse, summary, judgements (may be empty), claimVotes [{claimId, vote: accept|reject, reason?}] with at least one vote.")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (s *State) reportPrompt() string {
+	req := s.req
+	if req.PromptPolicy != nil && req.PromptPolicy.ReportTemplate != "" {
+		return req.PromptPolicy.ReportTemplate
+	}
+	trace := "off"
+	if req.ReportPolicy.IncludeDeliberationTrace {
+		trace = "on"
+	}
+	lines := []string{
+		"You write the final report of a finished multi-agent debate from reportInput.",
+		`Answer with exactly one JSON object: {"kind":"report","output":{...}} where output follows metadata.outputSchema. No markdown fences.`,
+		"Required: mode, traceIncluded, traceLevel, finalSummary (the conclusion), representativeSpeech (the spokesperson's statement).",
+		"Optional: opinionShiftTimeline, roundHighlights.",
+		"trace=" + trace, "traceLevel=" + req.ReportPolicy.TraceLevel,
+	}
+	if req.Constraints != nil && req.Constraints.Language != "" {
+		lines = append(lines, "language="+req.Constraints.Language)
+	}
+	return strings.Join(lines, "\n")
+}
