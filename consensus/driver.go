@@ -22,7 +22,9 @@ type Agent interface {
 type AgentFunc func(ctx context.Context, task *Task) (json.RawMessage, error)
 
 // Handle implements Agent.
-func (f AgentFunc) Handle(ctx context.Context, task *Task) (json.RawMessage, error) { return f(ctx, task) }
+func (f AgentFunc) Handle(ctx context.Context, task *Task) (json.RawMessage, error) {
+	return f(ctx, task)
+}
 
 // Directory finds the agent of a participant (or of an external reporter).
 type Directory interface {

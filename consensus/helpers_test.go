@@ -47,9 +47,11 @@ func out(who string, fields map[string]any) Answer {
 }
 
 func mustRequest(t testing.TB, raw string) *Request {
-	t.Helper()
 	r, err := ParseRequest([]byte(raw))
 	if err != nil {
+		if t == nil {
+			panic(err)
+		}
 		t.Fatalf("ParseRequest: %v", err)
 	}
 	return r
