@@ -1,0 +1,153 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Apply proposes one command (type byte + marshalled msg) and waits until it
+// is committed and applied on this node, the leader. It returns the
+// module's result and the raft index the command was committed at.
+//
+// Errors:
+//   - the module's domain error comes back as a *CommandError (the command
+//     IS committed at the returned index); errors.Is/As reach the module's
+//     own error through it. raft returns such errors through
+//     ApplyFuture.Response, not Error, and Apply unwraps them from there;
+//   - *NotLeaderError (errors.Is ErrNotLeader) or ErrNoLeader: nothing was
+//     proposed; forward to the leader or retry;
+//   - ErrLeadershipLost, or ErrTimeout after the command was enqueued: the
+//     outcome is unknown (the command may still commit);
+//   - ErrShutdown, ErrUnknownCommand, ErrInvalidCommand.
+//
+// The wait is bounded by ctx, or by Config.ApplyTimeout when ctx has no
+// deadline. Concurrent Apply calls are group-committed by raft (one log
+// write for many commands) but each gets its own entry, index and result.
+func (s *Store) Apply(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, uint64, error) {
+	if err := s.fsm.checkMessage(t, msg); err != nil {
+		return nil, 0, err
+	}
+	buf := make([]byte, 1, 1+proto.Size(msg))
+	buf[0] = byte(t)
+	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, msg)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: marshal %s: %w", ErrInvalidCommand, t, err)
+	}
+	return s.propose(ctx, t, buf)
+}
+
+// ApplyRaw is Apply for a command already encoded as type byte + body, as
+// forwarded by a follower. Because the bytes come from another process, the
+// body is fully decoded first: a command that would make replicas panic is
+// refused with ErrUnknownCommand or ErrInvalidCommand instead. Results and
+// errors are as for Apply. data is not retained after ApplyRaw returns
+// except inside the raft log.
+func (s *Store) ApplyRaw(ctx context.Context, data []byte) (any, uint64, error) {
+	if err := s.fsm.checkProposal(data, true); err != nil {
+		return nil, 0, err
+	}
+	return s.propose(ctx, concordv1.CommandType(data[0]), data)
+}
+
+// propose submits data to raft and maps the outcome.
+func (s *Store) propose(ctx context.Context, t concordv1.CommandType, data []byte) (any, uint64, error) {
+	if err := s.enter(); err != nil {
+		return nil, 0, err
+	}
+	defer s.leave()
+	if s.raft.State() != raft.Leader {
+		return nil, 0, s.notLeader()
+	}
+	ctx, cancel := s.withDefaultTimeout(ctx)
+	defer cancel()
+	timeout, err := enqueueTimeout(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	f := s.raft.Apply(data, timeout)
+	if err := s.await(ctx, f); err != nil {
+		return nil, 0, err
+	}
+	index := f.Index()
+	switch r := f.Response().(type) {
+	case *applyResult:
+		if r.err != nil {
+			return r.value, index, &CommandError{Type: t, Index: index, Err: r.err}
+		}
+		return r.value, index, nil
+	case nil:
+		return nil, index, nil // NOOP or an ignorable type this node skips
+	default:
+		return nil, index, fmt.Errorf("raftstore: unexpected FSM response %T", r)
+	}
+}
+
+// withDefaultTimeout bounds ctx by Config.ApplyTimeout when it has no
+// deadline of its own.
+func (s *Store) withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.cfg.ApplyTimeout)
+}
+
+// enqueueTimeout derives the timeout raft's API takes from ctx's deadline.
+func enqueueTimeout(ctx context.Context) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, ctxErr(ctx)
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, nil
+	}
+	d := time.Until(dl)
+	if d <= 0 {
+		return 0, fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
+	}
+	return d, nil
+}
+
+// await waits for a raft future, for ctx, or for raft to shut down, and
+// returns the future's error translated. raft futures only offer a
+// blocking Error, so a goroutine (owned by the Store, counted in futures)
+// does the blocking; it ends when raft resolves the future, which raft
+// does for every future while it runs (Shutdown drains before stopping
+// raft). Must be called between enter and leave.
+func (s *Store) await(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	s.futures.Add(1)
+	go func() {
+		defer s.futures.Done()
+		done <- f.Error()
+	}()
+	select {
+	case err := <-done:
+		return s.translate(err)
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	case <-s.raftDown:
+		return ErrShutdown
+	}
+}
+
+// awaitWithCtx runs op (which calls a raft method taking a timeout) with
+// the timeout derived from ctx and waits for its future.
+func (s *Store) awaitWithCtx(ctx context.Context, op func(timeout time.Duration) raft.Future) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	ctx, cancel := s.withDefaultTimeout(ctx)
+	defer cancel()
+	timeout, err := enqueueTimeout(ctx)
+	if err != nil {
+		return err
+	}
+	return s.await(ctx, op(timeout))
+}

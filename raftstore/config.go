@@ -1,0 +1,194 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Config configures a Store. Start from DefaultConfig and override; zero
+// values are not replaced by defaults (except Logger).
+type Config struct {
+	// NodeID is this server's stable raft ID. It must be unique in the
+	// cluster and never change for a given DataDir. Required.
+	NodeID string
+
+	// DataDir holds the raft log and stable store (raft.db) and the
+	// snapshots directory. One Store per directory. Required.
+	DataDir string
+
+	// BindAddr is the host:port the raft TCP transport listens on. Port 0
+	// picks a free port (read it back with Store.Addr). Ignored when
+	// StreamLayer is set.
+	BindAddr string
+
+	// AdvertiseAddr is the host:port other servers dial to reach this one.
+	// Empty means the address actually bound, which must then not be a
+	// wildcard (0.0.0.0 or ::). Ignored when StreamLayer is set.
+	AdvertiseAddr string
+
+	// Modules are the state modules the FSM routes commands to, in the
+	// order they are written to snapshots. Each command type may be
+	// claimed by one module only.
+	Modules []Module
+
+	// Logger receives the Store's logs and raft's (through an hclog
+	// bridge). Nil discards them.
+	Logger *slog.Logger
+
+	// HeartbeatTimeout is how long a follower waits without contact from
+	// the leader before it starts an election. Lower detects a dead leader
+	// sooner but risks elections under load or GC pauses.
+	HeartbeatTimeout time.Duration
+
+	// ElectionTimeout is how long a candidate waits for votes before it
+	// starts a new election. Must be >= HeartbeatTimeout.
+	ElectionTimeout time.Duration
+
+	// LeaderLeaseTimeout is how long a leader keeps leading without
+	// hearing from a quorum; after it, the leader steps down (and
+	// in-flight commands fail with ErrLeadershipLost). Must be <=
+	// HeartbeatTimeout.
+	LeaderLeaseTimeout time.Duration
+
+	// CommitTimeout is the longest a leader waits before sending an
+	// AppendEntries even when there is nothing new, which bounds how late
+	// followers learn the commit index (and thus apply) when idle.
+	CommitTimeout time.Duration
+
+	// SnapshotInterval is how often raft checks whether to snapshot.
+	// raft adds jitter so servers do not snapshot in lockstep.
+	SnapshotInterval time.Duration
+
+	// SnapshotThreshold is how many log entries (count) must have been
+	// appended since the last snapshot before a snapshot is taken.
+	SnapshotThreshold uint64
+
+	// TrailingLogs is how many log entries (count) stay in the log after a
+	// snapshot, so a slightly lagging follower catches up from the log
+	// instead of receiving a whole snapshot.
+	TrailingLogs uint64
+
+	// RetainSnapshots is how many snapshot files (count) are kept on disk.
+	RetainSnapshots int
+
+	// ApplyTimeout bounds Apply, ApplyRaw, membership changes and reads
+	// when the caller's context carries no deadline.
+	ApplyTimeout time.Duration
+
+	// MaxApplyBatch is the most commands (count, 1..1024) the leader
+	// gathers from concurrent proposers into one log write (one fsync) and
+	// the most entries per AppendEntries RPC (raft's MaxAppendEntries).
+	// Each command still gets its own log entry and index. Higher raises
+	// throughput under concurrency at the cost of larger RPCs.
+	MaxApplyBatch int
+
+	// MaxPool is how many idle TCP connections (count) the transport keeps
+	// per peer for reuse.
+	MaxPool int
+
+	// TransportTimeout is the I/O deadline for one raft RPC (scaled up for
+	// snapshot installs by raft).
+	TransportTimeout time.Duration
+
+	// StreamLayer, for tests / fault injection: when set, the transport
+	// listens and dials through it instead of real TCP on BindAddr, and
+	// its Addr() is the advertised address. The Store closes it on
+	// Shutdown (through the transport).
+	StreamLayer raft.StreamLayer
+}
+
+// DefaultConfig returns production defaults. NodeID and DataDir must still
+// be set. The timings are raft's production defaults (suited to a LAN with
+// fsync'ed disks); tests use faster presets instead of changing these.
+func DefaultConfig() Config {
+	return Config{
+		BindAddr:           "127.0.0.1:7702",
+		HeartbeatTimeout:   1000 * time.Millisecond,
+		ElectionTimeout:    1000 * time.Millisecond,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		CommitTimeout:      50 * time.Millisecond,
+		SnapshotInterval:   120 * time.Second,
+		SnapshotThreshold:  8192,
+		TrailingLogs:       10240,
+		RetainSnapshots:    2,
+		ApplyTimeout:       10 * time.Second,
+		MaxApplyBatch:      256,
+		MaxPool:            3,
+		TransportTimeout:   10 * time.Second,
+	}
+}
+
+// Validate reports the first problem with c, or nil.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("NodeID is required"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("DataDir is required"))
+	}
+	if c.StreamLayer == nil {
+		if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {
+			errs = append(errs, fmt.Errorf("BindAddr: %w", err))
+		}
+		if c.AdvertiseAddr != "" {
+			if _, err := net.ResolveTCPAddr("tcp", c.AdvertiseAddr); err != nil {
+				errs = append(errs, fmt.Errorf("AdvertiseAddr: %w", err))
+			}
+		}
+	}
+	if c.RetainSnapshots < 1 {
+		errs = append(errs, errors.New("RetainSnapshots must be >= 1"))
+	}
+	if c.ApplyTimeout <= 0 {
+		errs = append(errs, errors.New("ApplyTimeout must be positive"))
+	}
+	if c.MaxPool < 1 {
+		errs = append(errs, errors.New("MaxPool must be >= 1"))
+	}
+	if c.TransportTimeout <= 0 {
+		errs = append(errs, errors.New("TransportTimeout must be positive"))
+	}
+	if c.SnapshotThreshold < 1 {
+		errs = append(errs, errors.New("SnapshotThreshold must be >= 1"))
+	}
+	if c.NodeID != "" {
+		// raft checks its own timing invariants; reuse them rather than
+		// duplicating (and drifting from) its rules.
+		if err := raft.ValidateConfig(c.raftConfig(nil)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("raftstore: invalid config: %w", err)
+	}
+	return nil
+}
+
+// raftConfig maps c onto raft's configuration.
+func (c Config) raftConfig(fsmLogger *hclogAdapter) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.TrailingLogs = c.TrailingLogs
+	rc.MaxAppendEntries = c.MaxApplyBatch
+	// Buffering applyCh lets proposers enqueue while the leader goroutine
+	// is inside an fsync, so the next group commit finds them all waiting
+	// (see DESIGN.md, "Batching").
+	rc.BatchApplyCh = true
+	rc.NoLegacyTelemetry = true
+	if fsmLogger != nil {
+		rc.Logger = fsmLogger
+	}
+	return rc
+}

@@ -1,0 +1,151 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Sentinel errors. raft's own errors never leave this package: translate maps
+// them onto these so callers branch with errors.Is and never import raft.
+var (
+	// ErrNotLeader matches every *NotLeaderError. Returned (inside a
+	// *NotLeaderError) when a write, a membership change or a linearizable
+	// read reaches a node that is not the leader while a leader is known.
+	// The command was not proposed; forward it to the leader and retry.
+	ErrNotLeader = errors.New("raftstore: not leader")
+
+	// ErrNoLeader is returned when this node is not the leader and knows of
+	// no leader (an election is in progress, or the node is cut off), or
+	// when the leader is handing leadership over. Nothing was proposed;
+	// retry after a short backoff.
+	ErrNoLeader = errors.New("raftstore: no leader")
+
+	// ErrLeadershipLost is returned when this node stopped being leader
+	// after it had appended the command to its log but before the command
+	// was known to be committed. The command MAY OR MAY NOT be committed
+	// (a new leader can still commit it). It is retryable only for
+	// idempotent commands, or after checking whether it took effect.
+	ErrLeadershipLost = errors.New("raftstore: leadership lost while committing")
+
+	// ErrTimeout is returned when raft could not accept the command in time
+	// (its apply queue was full) or the caller's context deadline (or
+	// Config.ApplyTimeout when the context has none) passed while waiting.
+	// In the second case the command may still commit later. Errors that
+	// come from a context deadline also match context.DeadlineExceeded.
+	ErrTimeout = errors.New("raftstore: timeout")
+
+	// ErrShutdown is returned by every operation after Shutdown has begun,
+	// and to callers still waiting when the Store is shut down.
+	ErrShutdown = errors.New("raftstore: shut down")
+
+	// ErrUnknownCommand is returned by Apply and ApplyRaw for a command type
+	// that no registered module handles and that lacks the ignorable bit
+	// (0x80). Proposing it would make every replica panic, so it is refused
+	// before it reaches the log.
+	ErrUnknownCommand = errors.New("raftstore: unknown command type")
+
+	// ErrInvalidCommand is returned by Apply and ApplyRaw when the command
+	// cannot be proposed as it is: empty data, type 0, a body that does not
+	// decode (ApplyRaw), or a message of the wrong type for the command
+	// (Apply). Nothing was proposed.
+	ErrInvalidCommand = errors.New("raftstore: invalid command")
+
+	// ErrNothingToSnapshot is returned by Snapshot when nothing was applied
+	// since the last snapshot.
+	ErrNothingToSnapshot = errors.New("raftstore: nothing new to snapshot")
+
+	// ErrBadSnapshot is returned by Restore (and by raft, from it) when a
+	// snapshot stream is malformed: wrong format version, unknown module,
+	// records out of order, or a module that did not read all its records.
+	ErrBadSnapshot = errors.New("raftstore: bad snapshot")
+)
+
+// NotLeaderError says which node is the leader, so the caller can forward
+// the request there. errors.Is(err, ErrNotLeader) is true for it.
+type NotLeaderError struct {
+	// LeaderID is the leader's raft server ID (its node ID).
+	LeaderID string
+	// LeaderAddr is the leader's raft transport address.
+	LeaderAddr string
+}
+
+// Error implements error.
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("raftstore: not leader (leader is %s at %s)", e.LeaderID, e.LeaderAddr)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) match.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// CommandError carries the error a module's handler returned for a command:
+// the command IS committed at Index (every replica applied it and got the
+// same error, leaving state unchanged), but the module rejected it.
+// errors.Is and errors.As see through it to the module's own error value
+// and type.
+type CommandError struct {
+	// Type is the command type that was applied.
+	Type concordv1.CommandType
+	// Index is the raft log index the command was committed at.
+	Index uint64
+	// Err is the module's error, as returned by its Handler.Apply.
+	Err error
+}
+
+// Error implements error.
+func (e *CommandError) Error() string {
+	return fmt.Sprintf("raftstore: command %s at index %d: %v", e.Type, e.Index, e.Err)
+}
+
+// Unwrap returns the module's error.
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// translate maps an error from raft onto this package's errors. leader is
+// consulted only for raft.ErrNotLeader.
+func (s *Store) translate(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader):
+		return s.notLeader()
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return ErrLeadershipLost
+	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: leadership transfer in progress", ErrNoLeader)
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return ErrTimeout
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	case errors.Is(err, raft.ErrNothingNewToSnapshot):
+		return ErrNothingToSnapshot
+	case errors.Is(err, raft.ErrCantBootstrap):
+		return err // handled by the bootstrap callers
+	}
+	return fmt.Errorf("raftstore: %w", err)
+}
+
+// notLeader builds the error for "this node cannot serve this, go to the
+// leader": a *NotLeaderError when a leader is known, ErrNoLeader otherwise.
+func (s *Store) notLeader() error {
+	addr, id := s.raft.LeaderWithID()
+	if id == "" || string(id) == s.id {
+		// Raft may still name this node as leader while it steps down.
+		return ErrNoLeader
+	}
+	return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+}
+
+// ctxErr turns a finished context into this package's error: a deadline
+// matches both ErrTimeout and context.DeadlineExceeded; a cancellation is
+// returned wrapped so it matches context.Canceled.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return fmt.Errorf("raftstore: %w", err)
+}

@@ -1,0 +1,257 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// ignorableBit marks a command type an older binary may skip (STYLE.md §2).
+const ignorableBit = 0x80
+
+// route is one entry of the FSM's dispatch table.
+type route struct {
+	module  string
+	handler Handler
+	// msgName is the full name of the handler's body message, used to
+	// refuse a proposal whose message does not match its command type.
+	msgName protoreflect.FullName
+}
+
+// fsm is the raft.FSM: it routes each command entry to the module handler
+// registered for its type byte. raft calls Apply, ApplyBatch, Snapshot and
+// Restore from its single FSM goroutine; the applied position and the
+// waiters are also read by other goroutines.
+type fsm struct {
+	log     *slog.Logger
+	modules []Module         // immutable after newFSM; snapshot order
+	byName  map[string]Module // immutable after newFSM
+	routes  map[concordv1.CommandType]route
+
+	// applied and appliedTerm are the index and term of the last entry
+	// this FSM has applied (commands and configuration changes; raft does
+	// not hand us its internal no-op and barrier entries).
+	applied     atomic.Uint64
+	appliedTerm atomic.Uint64
+
+	nwaiters atomic.Int64 // len(waiters), read without mu on the hot path
+	mu       sync.Mutex
+	waiters  map[*waiter]struct{} // guarded by mu
+}
+
+// waiter is one WaitApplied call; ch is closed once applied >= index.
+type waiter struct {
+	index uint64
+	ch    chan struct{}
+}
+
+// applyResult is what Apply returns to raft for a routed command; raft hands
+// it back to the proposer through ApplyFuture.Response.
+type applyResult struct {
+	value any
+	err   error
+}
+
+// newFSM builds the dispatch table. The table is explicit (no init-time
+// registration) so a duplicate claim is a constructor error, not a silent
+// override.
+func newFSM(modules []Module, log *slog.Logger) (*fsm, error) {
+	f := &fsm{
+		log:     log,
+		modules: append([]Module(nil), modules...),
+		byName:  make(map[string]Module, len(modules)),
+		routes:  make(map[concordv1.CommandType]route),
+		waiters: make(map[*waiter]struct{}),
+	}
+	for _, m := range modules {
+		if m == nil {
+			return nil, errors.New("raftstore: nil module")
+		}
+		name := m.Name()
+		if name == "" {
+			return nil, errors.New("raftstore: module with empty name")
+		}
+		if _, dup := f.byName[name]; dup {
+			return nil, fmt.Errorf("raftstore: duplicate module name %q", name)
+		}
+		f.byName[name] = m
+		for t, h := range m.Handlers() {
+			if err := f.addRoute(name, t, h); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return f, nil
+}
+
+func (f *fsm) addRoute(module string, t concordv1.CommandType, h Handler) error {
+	switch {
+	case t <= 0 || t > 255:
+		return fmt.Errorf("raftstore: module %q: command type %d outside 1..255", module, t)
+	case t == concordv1.CommandType_COMMAND_TYPE_NOOP:
+		return fmt.Errorf("raftstore: module %q: %s is reserved for raftstore", module, t)
+	case h.New == nil || h.Apply == nil:
+		return fmt.Errorf("raftstore: module %q: handler for %s lacks New or Apply", module, t)
+	}
+	if prev, dup := f.routes[t]; dup {
+		return fmt.Errorf("raftstore: command type %s claimed by both %q and %q", t, prev.module, module)
+	}
+	f.routes[t] = route{module: module, handler: h, msgName: h.New().ProtoReflect().Descriptor().FullName()}
+	return nil
+}
+
+// Apply implements raft.FSM.
+func (f *fsm) Apply(l *raft.Log) any {
+	var resp any
+	switch l.Type {
+	case raft.LogCommand:
+		resp = f.applyCommand(l)
+	case raft.LogConfiguration:
+		// Nothing to do; tracked only so the applied index keeps up.
+	default:
+		return nil
+	}
+	f.advance(l.Index, l.Term)
+	return resp
+}
+
+// ApplyBatch implements raft.BatchingFSM: one call per group of committed
+// entries saves raft a channel round trip and a metrics sample per entry.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	for i, l := range logs {
+		out[i] = f.Apply(l)
+	}
+	return out
+}
+
+// applyCommand decodes and dispatches one command entry. It panics on a
+// corrupt entry or an unknown non-ignorable type: carrying on would make
+// this replica's state diverge from the others' (STYLE.md §2).
+func (f *fsm) applyCommand(l *raft.Log) any {
+	if len(l.Data) == 0 {
+		panic(fmt.Sprintf("raftstore: empty command at index %d", l.Index))
+	}
+	t := concordv1.CommandType(l.Data[0])
+	if t == concordv1.CommandType_COMMAND_TYPE_NOOP {
+		if err := proto.Unmarshal(l.Data[1:], &concordv1.Noop{}); err != nil {
+			panic(fmt.Sprintf("raftstore: corrupt %s body at index %d: %v", t, l.Index, err))
+		}
+		return nil
+	}
+	r, ok := f.routes[t]
+	if !ok {
+		if l.Data[0]&ignorableBit != 0 {
+			f.log.Debug("skipped ignorable command", "index", l.Index, "command_type", int(l.Data[0]))
+			return nil
+		}
+		panic(fmt.Sprintf("raftstore: unknown command type %d at index %d", l.Data[0], l.Index))
+	}
+	msg := r.handler.New()
+	if err := proto.Unmarshal(l.Data[1:], msg); err != nil {
+		panic(fmt.Sprintf("raftstore: corrupt %s body at index %d: %v", t, l.Index, err))
+	}
+	v, err := r.handler.Apply(l.Index, msg)
+	return &applyResult{value: v, err: err}
+}
+
+// advance records that everything up to index has been applied and wakes
+// the waiters it satisfies.
+func (f *fsm) advance(index, term uint64) {
+	f.applied.Store(index)
+	f.appliedTerm.Store(term)
+	if f.nwaiters.Load() == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for w := range f.waiters {
+		if w.index <= index {
+			close(w.ch)
+			delete(f.waiters, w)
+			f.nwaiters.Add(-1)
+		}
+	}
+}
+
+// addWaiter registers w; the caller must call removeWaiter when done.
+func (f *fsm) addWaiter(index uint64) *waiter {
+	w := &waiter{index: index, ch: make(chan struct{})}
+	f.mu.Lock()
+	f.waiters[w] = struct{}{}
+	f.nwaiters.Add(1)
+	f.mu.Unlock()
+	return w
+}
+
+func (f *fsm) removeWaiter(w *waiter) {
+	f.mu.Lock()
+	if _, ok := f.waiters[w]; ok {
+		delete(f.waiters, w)
+		f.nwaiters.Add(-1)
+	}
+	f.mu.Unlock()
+}
+
+// checkProposal refuses, before it reaches the log, a command that would
+// make every replica panic. decode asks for a full decode of the body
+// (bytes from another node); otherwise only the type byte is checked.
+func (f *fsm) checkProposal(data []byte, decode bool) error {
+	if len(data) == 0 {
+		return fmt.Errorf("%w: empty", ErrInvalidCommand)
+	}
+	t := concordv1.CommandType(data[0])
+	var msg proto.Message
+	switch r, ok := f.routes[t]; {
+	case data[0] == 0:
+		return fmt.Errorf("%w: command type 0", ErrInvalidCommand)
+	case t == concordv1.CommandType_COMMAND_TYPE_NOOP:
+		msg = &concordv1.Noop{}
+	case ok:
+		msg = r.handler.New()
+	case data[0]&ignorableBit != 0:
+		return nil // skipped by every replica that does not know it
+	default:
+		return fmt.Errorf("%w: %d", ErrUnknownCommand, data[0])
+	}
+	if !decode {
+		return nil
+	}
+	if err := proto.Unmarshal(data[1:], msg); err != nil {
+		return fmt.Errorf("%w: %s body: %w", ErrInvalidCommand, t, err)
+	}
+	return nil
+}
+
+// checkMessage refuses a typed proposal whose message is not the body type
+// registered for t.
+func (f *fsm) checkMessage(t concordv1.CommandType, msg proto.Message) error {
+	if msg == nil {
+		return fmt.Errorf("%w: nil message", ErrInvalidCommand)
+	}
+	var want protoreflect.FullName
+	switch r, ok := f.routes[t]; {
+	case t == concordv1.CommandType_COMMAND_TYPE_NOOP:
+		want = (&concordv1.Noop{}).ProtoReflect().Descriptor().FullName()
+	case ok:
+		want = r.msgName
+	case t <= 0 || t > 255:
+		return fmt.Errorf("%w: command type %d outside 1..255", ErrInvalidCommand, t)
+	case t&ignorableBit != 0:
+		return nil
+	default:
+		return fmt.Errorf("%w: %s", ErrUnknownCommand, t)
+	}
+	if got := msg.ProtoReflect().Descriptor().FullName(); got != want {
+		return fmt.Errorf("%w: %s carries %s, want %s", ErrInvalidCommand, t, got, want)
+	}
+	return nil
+}
