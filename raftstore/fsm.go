@@ -32,7 +32,7 @@ type route struct {
 // waiters are also read by other goroutines.
 type fsm struct {
 	log     *slog.Logger
-	modules []Module         // immutable after newFSM; snapshot order
+	modules []Module          // immutable after newFSM; snapshot order
 	byName  map[string]Module // immutable after newFSM
 	routes  map[concordv1.CommandType]route
 
