@@ -1,0 +1,69 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+var errOnlySelf = errors.New("no other member reached")
+
+// joinLoop joins JoinAddrs until this node knows another member, then
+// closes Joined. Success is judged by the member count rather than by
+// Join's result: a seed list usually includes the node itself, and joining
+// only oneself must not count, or nodes started together would each form a
+// cluster of one. Someone joining us counts too (observe closes Joined,
+// which also ends the wait between attempts).
+func (m *Membership) joinLoop(ctx context.Context, ml *memberlist.Memberlist, r *rand.Rand) {
+	defer m.wg.Done()
+	for attempt := 0; ; attempt++ {
+		if ml.NumMembers() > 1 {
+			m.log.Info("joined", "members", ml.NumMembers(), "attempts", attempt)
+			m.markJoined()
+			return
+		}
+		n, err := ml.Join(m.cfg.JoinAddrs)
+		if ml.NumMembers() > 1 {
+			m.log.Info("joined", "members", ml.NumMembers(), "contacted", n, "attempts", attempt+1)
+			m.markJoined()
+			return
+		}
+		if err == nil {
+			err = errOnlySelf
+		}
+		delay := backoff(attempt, m.cfg.JoinRetryInterval, m.cfg.JoinMaxBackoff, r)
+		m.log.Warn("join failed, will retry", "attempt", attempt+1, "retry_in", delay, "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			m.log.Warn("join abandoned", "attempts", attempt+1, "err", ctx.Err())
+			return
+		case <-m.stop:
+			t.Stop()
+			return
+		case <-m.joined:
+			t.Stop()
+			m.log.Info("joined", "members", ml.NumMembers(), "attempts", attempt+1)
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// backoff returns the delay before retry number attempt (0-based): base
+// doubled per attempt, capped at limit, with "equal jitter": half of it
+// fixed and half uniformly random. The jitter spreads nodes that started
+// together; the fixed half keeps a delay from collapsing to zero.
+func backoff(attempt int, base, limit time.Duration, r *rand.Rand) time.Duration {
+	d := base
+	for i := 0; i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	half := d / 2
+	return d - half + time.Duration(r.Int64N(int64(half)+1))
+}

@@ -1,0 +1,74 @@
+package membership
+
+import (
+	"context"
+	"log"
+	"log/slog"
+	"strings"
+)
+
+// newMemberlistLogger bridges memberlist's *log.Logger onto slog.
+// memberlist writes lines like "[WARN] memberlist: text"; levelHandler maps
+// the bracketed level onto the slog level and strips the prefixes, so
+// memberlist's chatty DEBUG lines are filtered by the handler's level like
+// any other debug log instead of all arriving at one fixed level.
+func newMemberlistLogger(l *slog.Logger) *log.Logger {
+	return slog.NewLogLogger(levelHandler{h: l.Handler()}, slog.LevelInfo)
+}
+
+// levelHandler re-levels records written through slog.NewLogLogger.
+type levelHandler struct{ h slog.Handler }
+
+// Enabled cannot know the real level yet (the writer asks with the fixed
+// level before the line is parsed); Handle checks again once it does.
+// Asking for LevelError keeps a fully silenced handler cheap.
+func (lh levelHandler) Enabled(ctx context.Context, _ slog.Level) bool {
+	return lh.h.Enabled(ctx, slog.LevelError)
+}
+
+func (lh levelHandler) Handle(ctx context.Context, r slog.Record) error {
+	level, msg := parseMemberlistLine(r.Message)
+	if !lh.h.Enabled(ctx, level) {
+		return nil
+	}
+	nr := slog.NewRecord(r.Time, level, msg, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		nr.AddAttrs(a)
+		return true
+	})
+	return lh.h.Handle(ctx, nr)
+}
+
+func (lh levelHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return levelHandler{h: lh.h.WithAttrs(as)}
+}
+
+func (lh levelHandler) WithGroup(name string) slog.Handler {
+	return levelHandler{h: lh.h.WithGroup(name)}
+}
+
+var memberlistLevels = []struct {
+	prefix string
+	level  slog.Level
+}{
+	{"[DEBUG]", slog.LevelDebug},
+	{"[INFO]", slog.LevelInfo},
+	{"[WARN]", slog.LevelWarn},
+	{"[ERR]", slog.LevelError},
+	{"[ERROR]", slog.LevelError},
+}
+
+// parseMemberlistLine returns the level named by the line's prefix (Info
+// when there is none) and the text without the level and "memberlist:".
+func parseMemberlistLine(line string) (slog.Level, string) {
+	level := slog.LevelInfo
+	for _, l := range memberlistLevels {
+		if rest, ok := strings.CutPrefix(line, l.prefix); ok {
+			level, line = l.level, rest
+			break
+		}
+	}
+	line = strings.TrimSpace(line)
+	line = strings.TrimPrefix(line, "memberlist: ")
+	return level, line
+}

@@ -1,0 +1,203 @@
+package membership
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/hashicorp/memberlist"
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Role is what a node does in its system. Only servers exist today; the type
+// leaves room for non-voting roles later.
+type Role string
+
+// RoleServer marks a node that holds Raft state and may vote.
+const RoleServer Role = "server"
+
+// NodeMeta is what a node advertises about itself in gossip, besides its node
+// id, system id and bootstrap-expect value (which come from Config). It is a
+// plain value: copy it freely.
+type NodeMeta struct {
+	// HTTPAddr is the host:port of the node's HTTP listener (MAP WebSocket,
+	// metrics, health). Optional.
+	HTTPAddr string
+	// GRPCAddr is the host:port of the node's gRPC listener, used by peers
+	// to forward writes and deliver messages. Optional.
+	GRPCAddr string
+	// RaftAddr is the host:port of the node's Raft transport; required for
+	// servers, because the Raft reconciler and bootstrap use it.
+	RaftAddr string
+	// Version is the node's build version (free text, at most 64 printable
+	// ASCII characters).
+	Version string
+	// Role is the node's role; RoleServer is the only one.
+	Role Role
+}
+
+const (
+	// metaFormatV1 is the first byte of the encoded meta; the protobuf body
+	// (concordv1.GossipMeta) follows. Bump it only for a change an older
+	// decoder must refuse; adding protobuf fields needs no bump.
+	metaFormatV1 byte = 1
+
+	maxIDLen           = 128
+	maxVersionLen      = 64
+	maxHostLen         = 253
+	maxBootstrapExpect = 1 << 16
+)
+
+// wireMeta is everything a node's gossip meta carries.
+type wireMeta struct {
+	nodeID          string
+	systemID        string
+	meta            NodeMeta
+	bootstrapExpect int
+	leaving         bool
+}
+
+// encodeMeta returns the version byte followed by the protobuf body.
+// Marshal cannot fail for validated fields (it only rejects invalid UTF-8,
+// which validation excludes), so a failure yields a body a peer will reject.
+func encodeMeta(w wireMeta) []byte {
+	pb := &concordv1.GossipMeta{
+		NodeId:          w.nodeID,
+		SystemId:        w.systemID,
+		HttpAddr:        w.meta.HTTPAddr,
+		GrpcAddr:        w.meta.GRPCAddr,
+		RaftAddr:        w.meta.RaftAddr,
+		Version:         w.meta.Version,
+		BootstrapExpect: uint32(w.bootstrapExpect),
+		Leaving:         w.leaving,
+	}
+	if w.meta.Role == RoleServer {
+		pb.Role = concordv1.GossipRole_GOSSIP_ROLE_SERVER
+	}
+	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(pb)
+	if err != nil {
+		return []byte{0}
+	}
+	return append([]byte{metaFormatV1}, body...)
+}
+
+// decodeMeta parses and validates a peer's meta. It is fed bytes from the
+// network and must never panic; every failure wraps ErrInvalidMeta.
+func decodeMeta(b []byte) (wireMeta, error) {
+	switch {
+	case len(b) == 0:
+		return wireMeta{}, fmt.Errorf("%w: empty", ErrInvalidMeta)
+	case len(b) > memberlist.MetaMaxSize:
+		return wireMeta{}, fmt.Errorf("%w: %d bytes exceeds %d", ErrInvalidMeta, len(b), memberlist.MetaMaxSize)
+	case b[0] != metaFormatV1:
+		return wireMeta{}, fmt.Errorf("%w: %w: %d", ErrInvalidMeta, ErrMetaVersion, b[0])
+	}
+	var pb concordv1.GossipMeta
+	if err := proto.Unmarshal(b[1:], &pb); err != nil {
+		return wireMeta{}, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+	}
+	if pb.Role != concordv1.GossipRole_GOSSIP_ROLE_SERVER {
+		return wireMeta{}, fmt.Errorf("%w: unknown role %d", ErrInvalidMeta, pb.Role)
+	}
+	if pb.BootstrapExpect > maxBootstrapExpect {
+		return wireMeta{}, fmt.Errorf("%w: bootstrap_expect %d too large", ErrInvalidMeta, pb.BootstrapExpect)
+	}
+	w := wireMeta{
+		nodeID:   pb.NodeId,
+		systemID: pb.SystemId,
+		meta: NodeMeta{
+			HTTPAddr: pb.HttpAddr,
+			GRPCAddr: pb.GrpcAddr,
+			RaftAddr: pb.RaftAddr,
+			Version:  pb.Version,
+			Role:     RoleServer,
+		},
+		bootstrapExpect: int(pb.BootstrapExpect),
+		leaving:         pb.Leaving,
+	}
+	if err := w.validate(); err != nil {
+		return wireMeta{}, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+	}
+	return w, nil
+}
+
+func (w wireMeta) validate() error {
+	if err := validateID(w.nodeID); err != nil {
+		return fmt.Errorf("node id: %w", err)
+	}
+	if err := validateID(w.systemID); err != nil {
+		return fmt.Errorf("system id: %w", err)
+	}
+	return w.meta.validate()
+}
+
+func (m NodeMeta) validate() error {
+	if m.Role != RoleServer {
+		return fmt.Errorf("role %q unknown", m.Role)
+	}
+	if m.RaftAddr == "" {
+		return errors.New("RaftAddr is required for a server")
+	}
+	for _, a := range []struct{ name, v string }{{"HTTPAddr", m.HTTPAddr}, {"GRPCAddr", m.GRPCAddr}, {"RaftAddr", m.RaftAddr}} {
+		if a.v == "" {
+			continue
+		}
+		if err := validateHostPort(a.v); err != nil {
+			return fmt.Errorf("%s: %w", a.name, err)
+		}
+	}
+	if len(m.Version) > maxVersionLen {
+		return fmt.Errorf("Version longer than %d bytes", maxVersionLen)
+	}
+	for i := 0; i < len(m.Version); i++ {
+		if c := m.Version[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("Version has a non-printable or space byte at %d", i)
+		}
+	}
+	return nil
+}
+
+// validateID accepts 1..128 bytes of [A-Za-z0-9._:-]: safe in logs, file
+// names, metric labels and Raft server ids.
+func validateID(s string) error {
+	if s == "" {
+		return errors.New("empty")
+	}
+	if len(s) > maxIDLen {
+		return fmt.Errorf("longer than %d bytes", maxIDLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == ':' || c == '-'
+		if !ok {
+			return fmt.Errorf("byte %q at %d not in [A-Za-z0-9._:-]", c, i)
+		}
+	}
+	return nil
+}
+
+// validateHostPort accepts "host:port" with a non-empty host (an advertised
+// address must be dialable, so ":7700" is refused) and a port in 1..65535.
+func validateHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q: %w", s, err)
+	}
+	if host == "" || len(host) > maxHostLen {
+		return fmt.Errorf("%q: host empty or too long", s)
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("%q: host has a non-printable byte", s)
+		}
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%q: port must be 1..65535", s)
+	}
+	return nil
+}
