@@ -1,0 +1,271 @@
+package registry
+
+import (
+	"bytes"
+	"slices"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// applyAgentRegister handles COMMAND_TYPE_AGENT_REGISTER.
+func (s *State) applyAgentRegister(tx *txn, m *concordv1.AgentRegisterRequest) (any, error) {
+	r := m.GetAgent()
+	d := tx.d
+	id := r.GetId()
+	if id == "" {
+		return nil, errf(CodeInvalidParams, "agentId", "agent id is required")
+	}
+	if sid := r.GetSessionId(); sid != "" && d.sessions[sid] == nil {
+		return nil, errf(CodeInvalidRequest, "", "session %q not found", sid)
+	}
+	if m.GetResumePersistentIdentity() && m.GetPersistentId() != "" {
+		if e := d.orphanByPersistentID(m.GetPersistentId()); e != nil {
+			return tx.reclaimByIdentity(e, r), nil
+		}
+	}
+	if _, ok := d.agents[id]; ok {
+		return nil, errf(CodeAgentExists, "", "agent %q already exists", id)
+	}
+	if p := r.GetParent(); p != "" && d.agents[p] == nil {
+		return nil, errf(CodeAgentNotFound, "parent", "parent agent %q not found", p)
+	}
+	scopes := sortedUnique(r.GetScopes())
+	for _, sc := range scopes {
+		if d.scopes[sc] == nil {
+			return nil, scopeNotFound(sc)
+		}
+	}
+	state := r.GetState()
+	if state == "" {
+		state = StateRegistered
+	}
+	if !ValidState(state) {
+		return nil, errf(CodeStateInvalid, "state", "invalid agent state %q", state)
+	}
+
+	a := agentFromRecord(r)
+	a.State = ""
+	setState(&a, state, "", tx.ts)
+	a.Lifecycle.CreatedAt = tx.ts
+	a.Scopes = d.withAutoJoin(scopes, a.Role)
+	d.agents[id] = &agentEntry{a: a, persistentID: m.GetPersistentId()}
+	for _, sc := range a.Scopes {
+		d.addMember(sc, id)
+	}
+	regID := tx.emit(EventAgentRegistered, map[string]any{"agent": a}, []string{id}, a.Scopes)
+	for _, sc := range a.Scopes {
+		tx.emit(EventScopeMemberJoined, memberPayload(sc, id), []string{id}, []string{sc}, regID)
+	}
+	return RegisterResult{Agent: copyAgent(&a)}, nil
+}
+
+// withAutoJoin adds the scopes whose autoJoinRoles list role.
+func (d *data) withAutoJoin(scopes []string, role string) []string {
+	if role == "" {
+		return scopes
+	}
+	out := slices.Clone(scopes)
+	for _, id := range sortedKeys(d.scopes) {
+		if slices.Contains(d.scopes[id].AutoJoinRoles, role) {
+			out = append(out, id)
+		}
+	}
+	return sortedUnique(out)
+}
+
+// orphanByPersistentID returns the orphaned agent with that persistent id
+// (lowest agent id if several), or nil.
+func (d *data) orphanByPersistentID(pid string) *agentEntry {
+	for _, id := range sortedKeys(d.agents) {
+		e := d.agents[id]
+		if e.persistentID == pid && e.a.OwnerID == "" {
+			return e
+		}
+	}
+	return nil
+}
+
+// reclaimByIdentity gives an orphaned agent to the registering session.
+func (tx *txn) reclaimByIdentity(e *agentEntry, r *concordv1.AgentRecord) RegisterResult {
+	prev := e.a.SessionID
+	a := tx.reclaim(e, r.GetOwnerId(), r.GetSessionId(), r.GetHomeNode(), "resumed persistent identity")
+	return RegisterResult{Agent: a, Resumed: true, PreviousSessionID: prev}
+}
+
+// reclaim moves an agent to a new owner; an orphaned agent gets back the
+// state it had before it was orphaned.
+func (tx *txn) reclaim(e *agentEntry, owner, session, home, reason string) Agent {
+	ne := *e
+	a := copyAgent(&e.a)
+	a.OwnerID, a.SessionID, a.HomeNode = owner, session, home
+	a.Lifecycle.LastActiveAt = tx.ts
+	prevState := a.State
+	if prevState == StateOrphaned && owner != "" {
+		a.State = e.stateBeforeOrphan
+		if a.State == "" {
+			a.State = StateActive
+		}
+		a.Lifecycle.OrphanedAt = 0
+		ne.stateBeforeOrphan = ""
+	}
+	ne.a = a
+	tx.d.agents[a.ID] = &ne
+	if a.State != prevState {
+		tx.emit(EventAgentStateChanged, stateChangePayload(a.ID, prevState, a.State, reason), []string{a.ID}, a.Scopes)
+	}
+	return copyAgent(&a)
+}
+
+// orphan clears an agent's owner and marks it orphaned.
+func (tx *txn) orphan(e *agentEntry, sessionID string) {
+	ne := *e
+	a := copyAgent(&e.a)
+	prevOwner, prevState := a.OwnerID, a.State
+	ne.stateBeforeOrphan = prevState
+	a.OwnerID, a.HomeNode = "", ""
+	a.State = StateOrphaned
+	a.Lifecycle.OrphanedAt = tx.ts
+	ne.a = a
+	tx.d.agents[a.ID] = &ne
+	tx.emit(EventAgentOrphaned, map[string]any{
+		"agentId":         a.ID,
+		"previousOwnerId": prevOwner,
+		"previousState":   prevState,
+		"sessionId":       sessionID,
+		"orphanedAt":      tx.ts,
+	}, []string{a.ID}, a.Scopes)
+}
+
+// applyAgentUnregister handles COMMAND_TYPE_AGENT_UNREGISTER.
+func (s *State) applyAgentUnregister(tx *txn, m *concordv1.AgentUnregisterRequest) (any, error) {
+	e, ok := tx.d.agents[m.GetAgentId()]
+	if !ok {
+		return nil, agentNotFound(m.GetAgentId())
+	}
+	a := copyAgent(&e.a)
+	tx.removeAgent(e, m.GetReason())
+	return a, nil
+}
+
+// removeAgent deletes an agent, leaves its scopes (deleting autoDelete
+// scopes it empties) and emits agent_unregistered.
+func (tx *txn) removeAgent(e *agentEntry, reason string) {
+	id := e.a.ID
+	delete(tx.d.agents, id)
+	unregID := tx.emit(EventAgentUnregistered, map[string]any{"agentId": id, "reason": reason}, []string{id}, e.a.Scopes)
+	for _, sc := range e.a.Scopes {
+		tx.leaveScope(sc, id, unregID)
+	}
+}
+
+// applyAgentUpdate handles COMMAND_TYPE_AGENT_UPDATE.
+func (s *State) applyAgentUpdate(tx *txn, m *concordv1.AgentUpdateRequest) (any, error) {
+	d := tx.d
+	e, ok := d.agents[m.GetAgentId()]
+	if !ok {
+		return nil, agentNotFound(m.GetAgentId())
+	}
+	target, err := updateTarget(e.a.State, m)
+	if err != nil {
+		return nil, err
+	}
+	if m.GetSetOwner() {
+		if sid := m.GetSessionId(); sid != "" && d.sessions[sid] == nil {
+			return nil, errf(CodeInvalidRequest, "", "session %q not found", sid)
+		}
+	}
+
+	if m.GetSetOwner() {
+		if m.GetOwnerId() == "" {
+			if e.a.OwnerID != "" {
+				tx.orphan(e, e.a.SessionID)
+			}
+		} else {
+			tx.reclaim(e, m.GetOwnerId(), m.GetSessionId(), m.GetHomeNode(), "ownership changed")
+		}
+		e = d.agents[m.GetAgentId()]
+	}
+	ne := *e
+	a := copyAgent(&e.a)
+	applyFields(&a, m)
+	a.Lifecycle.LastActiveAt = tx.ts
+	prev := a.State
+	if target != "" && target != prev {
+		setState(&a, target, m.GetReason(), tx.ts)
+	}
+	ne.a = a
+	d.agents[a.ID] = &ne
+	if a.State != prev {
+		tx.emit(EventAgentStateChanged, stateChangePayload(a.ID, prev, a.State, m.GetReason()), []string{a.ID}, a.Scopes)
+	}
+	if m.Environment != nil && !bytes.Equal(m.Environment, e.a.Environment) {
+		tx.emit(EventAgentEnvironmentChanged, map[string]any{"agentId": a.ID, "environment": a.Environment}, []string{a.ID}, a.Scopes)
+	}
+	return copyAgent(&a), nil
+}
+
+// updateTarget validates the transition/state part of an update and
+// returns the target state ("" = unchanged).
+func updateTarget(current string, m *concordv1.AgentUpdateRequest) (string, error) {
+	verb := m.GetTransition()
+	if verb != "" && m.State != nil {
+		return "", errf(CodeInvalidParams, "state", "transition and state are exclusive")
+	}
+	if verb != "" {
+		t, err := transitionTarget(verb, current)
+		if err != nil {
+			return "", err
+		}
+		return t, nil
+	}
+	if m.State != nil {
+		if err := checkStateChange(current, m.GetState()); err != nil {
+			return "", err
+		}
+		return m.GetState(), nil
+	}
+	return "", nil
+}
+
+// applyFields copies the optional descriptive fields of an update.
+func applyFields(a *Agent, m *concordv1.AgentUpdateRequest) {
+	if m.Name != nil {
+		a.Name = m.GetName()
+	}
+	if m.Description != nil {
+		a.Description = m.GetDescription()
+	}
+	if m.Role != nil {
+		a.Role = m.GetRole()
+	}
+	if m.Visibility != nil {
+		a.Visibility = m.GetVisibility()
+	}
+	if m.Metadata != nil {
+		a.Metadata = raw(m.Metadata)
+	}
+	if m.Environment != nil {
+		a.Environment = raw(m.Environment)
+	}
+	if m.PermissionOverrides != nil {
+		a.PermissionOverrides = raw(m.PermissionOverrides)
+	}
+	if m.Capabilities != nil {
+		a.Capabilities = raw(m.Capabilities)
+	}
+	if m.CapabilityDescriptor != nil {
+		a.CapabilityDescriptor = raw(m.CapabilityDescriptor)
+	}
+}
+
+func stateChangePayload(id, prev, cur, reason string) map[string]any {
+	p := map[string]any{"agentId": id, "previous": prev, "current": cur}
+	if reason != "" {
+		p["reason"] = reason
+	}
+	return p
+}
+
+func memberPayload(scopeID, agentID string) map[string]any {
+	return map[string]any{"scopeId": scopeID, "agentId": agentID}
+}

@@ -1,0 +1,307 @@
+package registry
+
+import (
+	"bytes"
+	"slices"
+	"sort"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// applySessionOpen handles COMMAND_TYPE_SESSION_OPEN: a new session, or
+// with resume the re-attachment of an existing one to the proposing node.
+func (s *State) applySessionOpen(tx *txn, m *concordv1.SessionOpenRequest) (any, error) {
+	r := m.GetSession()
+	if r.GetId() == "" {
+		return nil, errf(CodeInvalidParams, "sessionId", "session id is required")
+	}
+	if b := r.GetDisconnectPolicy().GetAgentBehavior(); b != "" && !ValidBehavior(b) {
+		return nil, errf(CodeInvalidParams, "disconnectPolicy.agentBehavior", "unknown agent behavior %q", b)
+	}
+	if m.GetResume() {
+		return tx.resumeSession(m)
+	}
+	if _, ok := tx.d.sessions[r.GetId()]; ok {
+		return nil, errf(CodeInvalidRequest, "sessionId", "session %q already exists", r.GetId())
+	}
+	if r.GetParticipantId() == "" {
+		return nil, errf(CodeInvalidParams, "participantId", "participant id is required")
+	}
+	sess := Session{
+		ID:               r.GetId(),
+		ParticipantID:    r.GetParticipantId(),
+		ParticipantType:  r.GetParticipantType(),
+		Name:             r.GetName(),
+		HomeNode:         tx.home(r.GetHomeNode()),
+		Connected:        true,
+		CreatedAt:        tx.ts,
+		LastActiveAt:     tx.ts,
+		DisconnectPolicy: policyFromRecord(r.GetDisconnectPolicy()),
+		ResumeTokenHash:  slices.Clone(r.GetResumeTokenHash()),
+	}
+	e := &sessionEntry{s: sess, epoch: 1}
+	tx.d.sessions[sess.ID] = e
+	tx.emit(EventParticipantConnected, connectedPayload(&sess, false), nil, nil)
+	res := SessionResult{Epoch: e.epoch}
+	tx.reclaimRequested(&sess, m.GetReclaimAgents(), &res)
+	return tx.finishOpen(sess.ID, res), nil
+}
+
+func (tx *txn) home(n string) string {
+	if n != "" {
+		return n
+	}
+	return tx.nodeID
+}
+
+// resumeSession re-attaches a session: new home node and epoch, its
+// agents re-homed, and the agents it lost to orphaning reclaimed.
+func (tx *txn) resumeSession(m *concordv1.SessionOpenRequest) (any, error) {
+	r := m.GetSession()
+	e, ok := tx.d.sessions[r.GetId()]
+	if !ok {
+		return nil, errf(CodeInvalidRequest, "sessionId", "session %q not found", r.GetId())
+	}
+	if len(e.s.ResumeTokenHash) > 0 && !bytes.Equal(e.s.ResumeTokenHash, r.GetResumeTokenHash()) {
+		return nil, errf(CodeAuthFailed, "resumeToken", "resume token does not match session %q", r.GetId())
+	}
+	ne := *e
+	ne.s = copySession(&e.s)
+	sess := &ne.s
+	sess.HomeNode = tx.home(r.GetHomeNode())
+	sess.Connected = true
+	sess.DetachedAt, sess.ClosedAt = 0, 0
+	sess.LastActiveAt = tx.ts
+	if p := r.GetDisconnectPolicy(); p.GetAgentBehavior() != "" {
+		sess.DisconnectPolicy = policyFromRecord(p)
+	}
+	ne.epoch++
+	ne.ttlMs, ne.graceDone = 0, false
+	tx.d.sessions[sess.ID] = &ne
+	tx.emit(EventParticipantConnected, connectedPayload(sess, true), nil, nil)
+
+	res := SessionResult{Epoch: ne.epoch, Resumed: true}
+	for _, id := range sortedKeys(tx.d.agents) {
+		ae := tx.d.agents[id]
+		if ae.a.SessionID != sess.ID {
+			continue
+		}
+		wasOrphan := ae.a.OwnerID == ""
+		a := tx.reclaim(ae, sess.ParticipantID, sess.ID, sess.HomeNode, "session resumed")
+		if wasOrphan {
+			res.Reclaimed = append(res.Reclaimed, a)
+		}
+	}
+	tx.reclaimRequested(sess, m.GetReclaimAgents(), &res)
+	return tx.finishOpen(sess.ID, res), nil
+}
+
+// reclaimRequested handles reclaim_agents: an agent is reclaimable when it
+// is orphaned or already owned by the same participant.
+func (tx *txn) reclaimRequested(sess *Session, ids []string, res *SessionResult) {
+	for _, id := range sortedUnique(ids) {
+		ae := tx.d.agents[id]
+		if ae == nil || (ae.a.OwnerID != "" && ae.a.OwnerID != sess.ParticipantID) {
+			res.NotReclaimed = append(res.NotReclaimed, id)
+			continue
+		}
+		if ae.a.SessionID == sess.ID && ae.a.OwnerID != "" && ae.a.HomeNode == sess.HomeNode {
+			continue // already ours
+		}
+		res.Reclaimed = append(res.Reclaimed, tx.reclaim(ae, sess.ParticipantID, sess.ID, sess.HomeNode, "reclaimed"))
+	}
+	sort.Slice(res.Reclaimed, func(i, j int) bool { return res.Reclaimed[i].ID < res.Reclaimed[j].ID })
+}
+
+func (tx *txn) finishOpen(id string, res SessionResult) SessionResult {
+	res.Session = copySession(&tx.d.sessions[id].s)
+	for _, aid := range sortedKeys(tx.d.agents) {
+		if a := &tx.d.agents[aid].a; a.SessionID == id && a.OwnerID != "" {
+			res.OwnedAgents = append(res.OwnedAgents, aid)
+		}
+	}
+	return res
+}
+
+func connectedPayload(s *Session, reconnected bool) map[string]any {
+	p := map[string]any{
+		"participantId":   s.ParticipantID,
+		"participantType": s.ParticipantType,
+		"sessionId":       s.ID,
+		"reconnected":     reconnected,
+	}
+	if s.Name != "" {
+		p["name"] = s.Name
+	}
+	return p
+}
+
+// applySessionClose handles COMMAND_TYPE_SESSION_CLOSE (map/disconnect).
+func (s *State) applySessionClose(tx *txn, m *concordv1.SessionCloseRequest) (any, error) {
+	return tx.detach(m.GetSessionId(), m.GetEpoch(), m.GetReason(), m.GetTtlMs(), true), nil
+}
+
+// applySessionDetach handles COMMAND_TYPE_SESSION_DETACH (connection lost).
+func (s *State) applySessionDetach(tx *txn, m *concordv1.SessionDetachRequest) (any, error) {
+	return tx.detach(m.GetSessionId(), m.GetEpoch(), m.GetReason(), m.GetTtlMs(), false), nil
+}
+
+// detach marks a session detached and applies its disconnect policy to the
+// agents it owns: unregister (also the default for an empty policy),
+// orphan, or grace-period (orphan now, unregister at the grace expiry).
+// A detach for another epoch or an already detached session is stale and
+// changes nothing.
+func (tx *txn) detach(id string, epoch uint64, reason string, ttl int64, closing bool) DetachResult {
+	e, ok := tx.d.sessions[id]
+	if !ok || e.epoch != epoch || !e.s.Connected {
+		return DetachResult{}
+	}
+	ne := *e
+	ne.s = copySession(&e.s)
+	sess := &ne.s
+	sess.Connected, sess.HomeNode = false, ""
+	sess.DetachedAt, sess.LastActiveAt = tx.ts, tx.ts
+	if closing {
+		sess.ClosedAt = tx.ts
+	}
+	ne.epoch++
+	ne.ttlMs, ne.graceDone = max(ttl, 0), false
+	tx.d.sessions[id] = &ne
+	if reason == "" {
+		reason = "disconnected"
+	}
+	discID := tx.emit(EventParticipantDisconnected, map[string]any{
+		"participantId": sess.ParticipantID,
+		"sessionId":     id,
+		"reason":        reason,
+	}, nil, nil)
+
+	res := DetachResult{Applied: true}
+	for _, aid := range sortedKeys(tx.d.agents) {
+		ae := tx.d.agents[aid]
+		if ae.a.SessionID != id || ae.a.OwnerID == "" {
+			continue
+		}
+		switch sess.DisconnectPolicy.AgentBehavior {
+		case BehaviorOrphan, BehaviorGracePeriod:
+			tx.orphan(ae, id)
+			res.Orphaned = append(res.Orphaned, aid)
+		default:
+			tx.removeAgentCaused(ae, "session disconnected", discID)
+			res.Unregistered = append(res.Unregistered, aid)
+		}
+	}
+	res.Session = copySession(sess)
+	return res
+}
+
+// removeAgentCaused is removeAgent with a causedBy link.
+func (tx *txn) removeAgentCaused(e *agentEntry, reason, cause string) {
+	id := e.a.ID
+	delete(tx.d.agents, id)
+	unregID := tx.emit(EventAgentUnregistered, map[string]any{"agentId": id, "reason": reason}, []string{id}, e.a.Scopes, cause)
+	for _, sc := range e.a.Scopes {
+		tx.leaveScope(sc, id, unregID)
+	}
+}
+
+// applySessionExpire handles COMMAND_TYPE_SESSION_EXPIRE. It is a no-op
+// (Applied=false) unless the session is still detached at the quoted epoch
+// and the deadline (from the detach command's time) is not after this
+// command's time, so duplicates from successive leaders are harmless.
+func (s *State) applySessionExpire(tx *txn, m *concordv1.SessionExpireRequest) (any, error) {
+	kind := m.GetKind()
+	if kind != ExpireGrace && kind != ExpireTTL {
+		return nil, errf(CodeInvalidParams, "kind", "unknown expiry kind %q", kind)
+	}
+	e, ok := tx.d.sessions[m.GetSessionId()]
+	if !ok || e.s.Connected || e.epoch != m.GetEpoch() {
+		return DetachResult{}, nil
+	}
+	var deadline int64
+	switch kind {
+	case ExpireGrace:
+		if !gracePending(e) {
+			return DetachResult{}, nil
+		}
+		deadline = e.s.DetachedAt + e.s.DisconnectPolicy.GracePeriodMs
+	case ExpireTTL:
+		if e.ttlMs <= 0 {
+			return DetachResult{}, nil
+		}
+		deadline = e.s.DetachedAt + e.ttlMs
+	}
+	if tx.ts < deadline {
+		return DetachResult{}, nil
+	}
+	res := DetachResult{Applied: true}
+	if gracePending(e) {
+		res.Unregistered = tx.expireGrace(e)
+	}
+	if kind == ExpireTTL {
+		tx.removeSession(e.s.ID)
+		res.Removed = true
+		return res, nil
+	}
+	res.Session = copySession(&tx.d.sessions[e.s.ID].s)
+	return res, nil
+}
+
+func gracePending(e *sessionEntry) bool {
+	return e.s.DisconnectPolicy.AgentBehavior == BehaviorGracePeriod && !e.graceDone
+}
+
+// expireGrace unregisters the agents the session orphaned and nobody has
+// reclaimed since.
+func (tx *txn) expireGrace(e *sessionEntry) []string {
+	var gone []string
+	for _, aid := range sortedKeys(tx.d.agents) {
+		ae := tx.d.agents[aid]
+		if ae.a.SessionID == e.s.ID && ae.a.OwnerID == "" {
+			tx.removeAgent(ae, "grace period expired")
+			gone = append(gone, aid)
+		}
+	}
+	ne := *e
+	ne.graceDone = true
+	tx.d.sessions[e.s.ID] = &ne
+	return gone
+}
+
+// removeSession forgets a session and its subscriptions; agents it
+// orphaned stay orphaned with no session.
+func (tx *txn) removeSession(id string) {
+	delete(tx.d.sessions, id)
+	for _, aid := range sortedKeys(tx.d.agents) {
+		ae := tx.d.agents[aid]
+		if ae.a.SessionID == id {
+			ne := *ae
+			ne.a = copyAgent(&ae.a)
+			ne.a.SessionID = ""
+			tx.d.agents[aid] = &ne
+		}
+	}
+}
+
+// Expiries lists the pending deadlines of detached sessions, earliest
+// first. The leader's expiry loop proposes SESSION_EXPIRE for those whose
+// Deadline has passed.
+func (s *State) Expiries() []Expiry {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Expiry
+	for _, id := range sortedKeys(s.d.sessions) {
+		e := s.d.sessions[id]
+		if e.s.Connected {
+			continue
+		}
+		if gracePending(e) {
+			out = append(out, Expiry{id, e.epoch, ExpireGrace, e.s.DetachedAt + e.s.DisconnectPolicy.GracePeriodMs})
+		}
+		if e.ttlMs > 0 {
+			out = append(out, Expiry{id, e.epoch, ExpireTTL, e.s.DetachedAt + e.ttlMs})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Deadline < out[j].Deadline })
+	return out
+}

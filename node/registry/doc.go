@@ -1,0 +1,65 @@
+// Package registry is the replicated state module "registry": agents,
+// scopes, participant sessions with their subscriptions, and the retained
+// window of the replicated event log. *State implements raftstore.Module
+// (commands arrive through Raft) and Reader (the read API used by
+// node/mapsvc, node/router and node/fanout). contract.go holds the shared
+// types and is fixed.
+//
+// It does not decode MAP JSON from participants, check permissions or
+// talk to connections: node/mapsvc validates params, authorises, and then
+// proposes one of the commands in proto/concord/v1/registry.proto.
+//
+// # Design notes
+//
+// Determinism. Every command carries a CommandMeta: the proposer's
+// timestamp (ms) and the ULIDs of the events it expects to produce. Apply
+// uses the supplied ids in order; if a command produces more events than
+// ids were supplied (state changed between proposal and apply, e.g. a
+// detach that finds one more agent), the rest are derived from the last
+// supplied id by incrementing its 80-bit entropy, or from the command time
+// and Raft index when none was supplied. Derived ids and any supplied id
+// already in the window are skipped over, so ids are unique in the window
+// and identical on every replica. Maps are iterated in sorted key order.
+//
+// Domain errors. A handler validates everything first and mutates only
+// afterwards, so a refused command (an *Error with its MAP code) leaves no
+// trace, emits no event and consumes no position. The MAP layer forwards
+// Error.Code as the JSON-RPC error code.
+//
+// Copy-on-write. Entries in the maps are never modified in place: a change
+// stores a modified copy. Snapshot therefore only copies the maps' values
+// under the read lock; Persist encodes later while Apply continues.
+//
+// Events. Apply appends the events of a successful command to the window
+// with dense positions (last+1, last+2, ...) and closes the Notify channel
+// (it never blocks). The window keeps the newest Config.EventWindow events;
+// pruning depends only on the count, so replicas with the same config hold
+// identical windows. The window is part of the snapshot, so a node restored
+// from a snapshot can still serve replays from it.
+//
+// Sessions. A session has an epoch that increases at every attach (open,
+// resume) and detach (connection lost, map/disconnect). The node holding
+// the connection quotes the epoch it attached at in SESSION_DETACH and
+// SESSION_CLOSE; a detach for an older epoch (the session has since been
+// resumed elsewhere) is a no-op. Detach applies the disconnect policy:
+// unregister (the default for an empty policy) removes the session's
+// agents; orphan clears their owner and sets state "orphaned"; grace-period
+// orphans now and unregisters the still-orphaned agents at
+// detachedAt+gracePeriodMs. A detach also fixes the session's TTL, after
+// which it is forgotten. Both deadlines derive from the detach command's
+// timestamp; the leader proposes SESSION_EXPIRE (see Expiries) and Apply
+// re-checks epoch, detachment and deadline against the expiry command's
+// own timestamp, so a duplicate from a new leader is a no-op. A resume
+// (SESSION_OPEN with resume) re-homes the session and its agents to the
+// proposing node and gives orphaned agents back their previous state.
+// notifySubscribers of the SDK policy is stored but events are always
+// emitted (subscribers filter by type).
+//
+// Scopes. Deleting a scope with child scopes is refused (-32600) rather
+// than leaving children with a dangling parent. An autoDelete scope is
+// deleted when its last member leaves (or is unregistered).
+//
+// Consistency of reads: Reader methods read the local replica (possibly
+// behind the leader); callers that need linearizable reads ask the store
+// for a read barrier first.
+package registry

@@ -1,0 +1,213 @@
+package registry
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/oklog/ulid/v2"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// MAP event type names emitted by Apply (snake_case, map-protocol.md §5.5).
+const (
+	EventAgentRegistered         = "agent_registered"
+	EventAgentUnregistered       = "agent_unregistered"
+	EventAgentStateChanged       = "agent_state_changed"
+	EventAgentEnvironmentChanged = "agent_environment_changed"
+	EventAgentOrphaned           = "agent_orphaned"
+	EventParticipantConnected    = "participant_connected"
+	EventParticipantDisconnected = "participant_disconnected"
+	EventScopeCreated            = "scope_created"
+	EventScopeDeleted            = "scope_deleted"
+	EventScopeMemberJoined       = "scope_member_joined"
+	EventScopeMemberLeft         = "scope_member_left"
+)
+
+// eventLog is the retained window of the replicated event log. Positions
+// are dense: events[head+i].Position == first+i. Pruning depends only on
+// the count, so every replica with the same window prunes identically.
+type eventLog struct {
+	limit  int
+	events []Event // live part is events[head:]
+	head   int
+	last   uint64 // position of the newest event ever appended
+	byID   map[string]uint64
+}
+
+func newEventLog(limit int) eventLog {
+	return eventLog{limit: limit, byID: map[string]uint64{}}
+}
+
+func (l *eventLog) live() []Event { return l.events[l.head:] }
+
+func (l *eventLog) oldest() uint64 {
+	if len(l.live()) == 0 {
+		return 0
+	}
+	return l.events[l.head].Position
+}
+
+// appendAll assigns positions to evs, appends them and prunes the window.
+// It returns how many were appended.
+func (l *eventLog) appendAll(evs []Event) int {
+	for i := range evs {
+		l.last++
+		evs[i].Position = l.last
+		l.byID[evs[i].ID] = l.last
+		l.events = append(l.events, evs[i])
+	}
+	for len(l.events)-l.head > l.limit {
+		delete(l.byID, l.events[l.head].ID)
+		l.events[l.head] = Event{} // drop references for the GC
+		l.head++
+	}
+	// Compact once the dead prefix dominates, so memory stays O(limit).
+	if l.head > 0 && l.head >= len(l.events)/2 {
+		l.events = slices.Clone(l.events[l.head:])
+		l.head = 0
+	}
+	return len(evs)
+}
+
+// after returns up to limit events with Position > pos (limit <= 0: all).
+// Event values are copies; their slices are never modified after append.
+func (l *eventLog) after(pos uint64, limit int) []Event {
+	live := l.live()
+	if len(live) == 0 || pos >= l.last {
+		return nil
+	}
+	start := 0
+	if first := live[0].Position; pos >= first {
+		start = int(pos - first + 1)
+	}
+	end := len(live)
+	if limit > 0 && end-start > limit {
+		end = start + limit
+	}
+	return slices.Clone(live[start:end])
+}
+
+// txn is the context of one Apply: the command's time, its event id
+// supply, and the events produced so far (appended only on success).
+type txn struct {
+	d       *data
+	index   uint64
+	ts      int64
+	source  string
+	nodeID  string
+	ids     []string
+	nextID  int
+	lastID  ulid.ULID
+	haveID  bool
+	pending []Event
+	taken   map[string]bool
+}
+
+func newTxn(d *data, index uint64, meta *concordv1.CommandMeta) *txn {
+	return &txn{
+		d:      d,
+		index:  index,
+		ts:     meta.GetTimestampMs(),
+		source: meta.GetSource(),
+		nodeID: meta.GetNodeId(),
+		ids:    meta.GetEventIds(),
+		taken:  map[string]bool{},
+	}
+}
+
+// eventID returns the next event id: the proposer's ids in order, then ids
+// derived deterministically from the last one (its 80-bit entropy plus
+// one), or, when the proposer sent none, from the command time and the
+// Raft index. Ids already in the window are skipped, so a replayed command
+// or a buggy proposer cannot create duplicate ids.
+func (t *txn) eventID() string {
+	for t.nextID < len(t.ids) {
+		id := t.ids[t.nextID]
+		t.nextID++
+		if u, err := ulid.ParseStrict(id); err == nil {
+			t.lastID, t.haveID = u, true
+		}
+		if id != "" && !t.used(id) {
+			return t.take(id)
+		}
+	}
+	if !t.haveID {
+		var u ulid.ULID
+		ms := max(t.ts, 0)
+		if uint64(ms) > ulid.MaxTime() {
+			ms = int64(ulid.MaxTime())
+		}
+		_ = u.SetTime(uint64(ms))
+		var entropy [10]byte
+		binary.BigEndian.PutUint64(entropy[2:], t.index)
+		_ = u.SetEntropy(entropy[:])
+		t.lastID, t.haveID = u, true
+		if id := u.String(); !t.used(id) {
+			return t.take(id)
+		}
+	}
+	for {
+		incEntropy(&t.lastID)
+		if id := t.lastID.String(); !t.used(id) {
+			return t.take(id)
+		}
+	}
+}
+
+func (t *txn) used(id string) bool {
+	if t.taken[id] {
+		return true
+	}
+	_, ok := t.d.events.byID[id]
+	return ok
+}
+
+func (t *txn) take(id string) string {
+	t.taken[id] = true
+	return id
+}
+
+// incEntropy adds one to the 80-bit entropy of u (wrapping).
+func incEntropy(u *ulid.ULID) {
+	for i := len(u) - 1; i >= 6; i-- {
+		u[i]++
+		if u[i] != 0 {
+			return
+		}
+	}
+}
+
+// emit records an event; it returns the event id for causedBy links.
+func (t *txn) emit(typ string, payload any, agentIDs, scopeIDs []string, causedBy ...string) string {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		// Payloads are built from registry types that always marshal.
+		panic(fmt.Sprintf("registry: marshal %s event: %v", typ, err))
+	}
+	ev := Event{
+		ID:        t.eventID(),
+		Type:      typ,
+		Timestamp: t.ts,
+		Source:    t.source,
+		Data:      raw,
+		AgentIDs:  sortedUnique(agentIDs),
+		ScopeIDs:  sortedUnique(scopeIDs),
+	}
+	if len(causedBy) > 0 {
+		ev.CausedBy = slices.Clone(causedBy)
+	}
+	t.pending = append(t.pending, ev)
+	return ev.ID
+}
+
+func sortedUnique(in []string) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,208 @@
+package registry
+
+import (
+	"slices"
+	"testing"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+func detach(id string, epoch uint64, ttl int64) *concordv1.SessionDetachRequest {
+	return &concordv1.SessionDetachRequest{Meta: meta(), SessionId: id, Epoch: epoch, Reason: "conn lost", TtlMs: ttl}
+}
+
+func resume(id, node string, hash string) *concordv1.SessionOpenRequest {
+	return &concordv1.SessionOpenRequest{Meta: meta(), Resume: true, Session: &concordv1.SessionRecord{
+		Id: id, HomeNode: node, ResumeTokenHash: []byte(hash)}}
+}
+
+func TestState_SessionOpenAndResume(t *testing.T) {
+	h := newHarness(t, 100)
+	res := h.must(cSessionOpen, openSession("s1", "p1", BehaviorOrphan, 0)).(SessionResult)
+	if res.Epoch != 1 || !res.Session.Connected || res.Session.HomeNode != "n1" || res.Resumed {
+		t.Fatalf("open result %+v", res)
+	}
+	h.refuse(cSessionOpen, openSession("s1", "p1", "", 0), CodeInvalidRequest)
+	h.refuse(cSessionOpen, openSession("", "p1", "", 0), CodeInvalidParams)
+	h.refuse(cSessionOpen, openSession("s9", "", "", 0), CodeInvalidParams)
+	h.refuse(cSessionOpen, openSession("s9", "p9", "explode", 0), CodeInvalidParams)
+	h.refuse(cSessionOpen, resume("nope", "n2", "x"), CodeInvalidRequest)
+	h.refuse(cSessionOpen, resume("s1", "n2", "wrong"), CodeAuthFailed)
+
+	h.must(cAgentRegister, register("a1", inSession("s1", "p1")))
+	h.must(cAgentRegister, register("a2", inSession("s1", "p1"), func(r *concordv1.AgentRecord) { r.State = StateBusy }))
+	d := h.must(cSessionDetach, detach("s1", 1, 60_000)).(DetachResult)
+	if !d.Applied || !slices.Equal(d.Orphaned, []string{"a1", "a2"}) {
+		t.Fatalf("detach %+v", d)
+	}
+	a2, _ := h.s.Agent("a2")
+	if a2.State != StateOrphaned || a2.OwnerID != "" || a2.HomeNode != "" || a2.Lifecycle.OrphanedAt == 0 {
+		t.Fatalf("orphaned agent %+v", a2)
+	}
+	// A second detach of the same connection is stale.
+	if d := h.must(cSessionDetach, detach("s1", 1, 60_000)).(DetachResult); d.Applied {
+		t.Fatal("stale detach applied")
+	}
+
+	_, last := h.s.Window()
+	r := h.must(cSessionOpen, resume("s1", "n2", "hash-s1")).(SessionResult)
+	if !r.Resumed || r.Epoch != 3 || r.Session.HomeNode != "n2" || !r.Session.Connected || r.Session.DetachedAt != 0 {
+		t.Fatalf("resume result %+v", r)
+	}
+	if !slices.Equal(r.OwnedAgents, []string{"a1", "a2"}) || len(r.Reclaimed) != 2 {
+		t.Fatalf("owned %v reclaimed %v", r.OwnedAgents, r.Reclaimed)
+	}
+	a2, _ = h.s.Agent("a2")
+	if a2.State != StateBusy || a2.OwnerID != "p1" || a2.HomeNode != "n2" || a2.Lifecycle.OrphanedAt != 0 {
+		t.Fatalf("reclaimed agent %+v", a2)
+	}
+	got := types(h.s.EventsAfter(last, 0))
+	want := []string{EventParticipantConnected, EventAgentStateChanged, EventAgentStateChanged}
+	if !slices.Equal(got, want) {
+		t.Fatalf("resume events %v", got)
+	}
+	// The old connection's late detach (epoch 1) no longer applies.
+	if d := h.must(cSessionDetach, detach("s1", 1, 0)).(DetachResult); d.Applied {
+		t.Fatal("stale detach after resume applied")
+	}
+	if s, _ := h.s.Session("s1"); !s.Connected {
+		t.Fatal("session detached by a stale command")
+	}
+}
+
+func TestState_SessionReclaimAgents(t *testing.T) {
+	h := newHarness(t, 100)
+	h.must(cSessionOpen, openSession("s1", "p1", BehaviorOrphan, 0))
+	h.must(cSessionOpen, openSession("s3", "p3", "", 0))
+	h.must(cAgentRegister, register("a1", inSession("s1", "p1")))
+	h.must(cAgentRegister, register("other", inSession("s3", "p3")))
+	h.must(cSessionDetach, detach("s1", 1, 0))
+
+	open := openSession("s2", "p2", "", 0)
+	open.ReclaimAgents = []string{"a1", "ghost", "other"}
+	res := h.must(cSessionOpen, open).(SessionResult)
+	if len(res.Reclaimed) != 1 || res.Reclaimed[0].ID != "a1" || res.Reclaimed[0].OwnerID != "p2" {
+		t.Fatalf("reclaimed %+v", res.Reclaimed)
+	}
+	if !slices.Equal(res.NotReclaimed, []string{"ghost", "other"}) || !slices.Equal(res.OwnedAgents, []string{"a1"}) {
+		t.Fatalf("not reclaimed %v owned %v", res.NotReclaimed, res.OwnedAgents)
+	}
+	if a, _ := h.s.Agent("a1"); a.State != StateRegistered || a.SessionID != "s2" {
+		t.Fatalf("agent %+v", a)
+	}
+}
+
+func TestState_DisconnectPolicies(t *testing.T) {
+	cases := []struct {
+		behavior   string
+		wantAgents int // agents left right after detach
+		wantState  string
+	}{
+		{"", 0, ""},
+		{BehaviorUnregister, 0, ""},
+		{BehaviorOrphan, 1, StateOrphaned},
+		{BehaviorGracePeriod, 1, StateOrphaned},
+	}
+	for _, tc := range cases {
+		t.Run("behavior="+tc.behavior, func(t *testing.T) {
+			h := newHarness(t, 100)
+			h.must(cSessionOpen, openSession("s1", "p1", tc.behavior, 5_000))
+			h.must(cAgentRegister, register("a1", inSession("s1", "p1")))
+			_, last := h.s.Window()
+			h.must(cSessionDetach, detach("s1", 1, 0))
+			if n := len(h.s.Agents()); n != tc.wantAgents {
+				t.Fatalf("%d agents after detach, want %d", n, tc.wantAgents)
+			}
+			evs := h.s.EventsAfter(last, 0)
+			if evs[0].Type != EventParticipantDisconnected {
+				t.Fatalf("first event %s", evs[0].Type)
+			}
+			if tc.wantAgents == 0 {
+				if evs[1].Type != EventAgentUnregistered || evs[1].CausedBy[0] != evs[0].ID {
+					t.Fatalf("events %v", types(evs))
+				}
+				return
+			}
+			if a, _ := h.s.Agent("a1"); a.State != tc.wantState {
+				t.Fatalf("state %q", a.State)
+			}
+			if evs[1].Type != EventAgentOrphaned {
+				t.Fatalf("events %v", types(evs))
+			}
+		})
+	}
+}
+
+func TestState_SessionExpire(t *testing.T) {
+	h := newHarness(t, 100)
+	h.must(cSessionOpen, openSession("s1", "p1", BehaviorGracePeriod, 5_000))
+	h.must(cAgentRegister, register("a1", inSession("s1", "p1")))
+	h.must(cAgentRegister, register("a2", inSession("s1", "p1")))
+	h.must(cSubAdd, &concordv1.SubscriptionAddRequest{Meta: meta(), Subscription: &concordv1.SubscriptionRecord{Id: "sub1", SessionId: "s1"}})
+	h.must(cSessionDetach, detach("s1", 1, 60_000))
+	sess, _ := h.s.Session("s1")
+	at := sess.DetachedAt
+
+	exp := h.s.Expiries()
+	want := []Expiry{{"s1", 2, ExpireGrace, at + 5_000}, {"s1", 2, ExpireTTL, at + 60_000}}
+	if !slices.Equal(exp, want) {
+		t.Fatalf("expiries %+v, want %+v", exp, want)
+	}
+	// Someone reclaims a2 during the grace period: it survives the expiry.
+	h.must(cAgentUpdate, &concordv1.AgentUpdateRequest{Meta: meta(), AgentId: "a2", SetOwner: true, OwnerId: "p7", SessionId: "", HomeNode: "n3"})
+
+	expire := func(ts int64, kind string, epoch uint64) DetachResult {
+		return h.must(cSessionExpire, &concordv1.SessionExpireRequest{Meta: metaAt(ts), SessionId: "s1", Epoch: epoch, Kind: kind}).(DetachResult)
+	}
+	before := dump(h.s)
+	if r := expire(at+4_999, ExpireGrace, 2); r.Applied {
+		t.Fatal("grace expiry before the deadline applied")
+	}
+	if r := expire(at+6_000, ExpireGrace, 1); r.Applied {
+		t.Fatal("expiry with a stale epoch applied")
+	}
+	if r := expire(at+10_000, ExpireTTL, 2); r.Applied {
+		t.Fatal("ttl expiry before the deadline applied")
+	}
+	if dump(h.s) != before {
+		t.Fatal("no-op expiries changed state")
+	}
+	r := expire(at+5_000, ExpireGrace, 2)
+	if !r.Applied || !slices.Equal(r.Unregistered, []string{"a1"}) {
+		t.Fatalf("grace expiry %+v", r)
+	}
+	if _, ok := h.s.Agent("a2"); !ok {
+		t.Fatal("reclaimed agent unregistered by grace expiry")
+	}
+	if r := expire(at+5_001, ExpireGrace, 2); r.Applied {
+		t.Fatal("grace expiry fired twice")
+	}
+	if exp := h.s.Expiries(); len(exp) != 1 || exp[0].Kind != ExpireTTL {
+		t.Fatalf("expiries after grace %+v", exp)
+	}
+	if r := expire(at+60_000, ExpireTTL, 2); !r.Applied || !r.Removed {
+		t.Fatalf("ttl expiry %+v", r)
+	}
+	if _, ok := h.s.Session("s1"); ok {
+		t.Fatal("session not removed")
+	}
+	h.refuse(cSessionExpire, &concordv1.SessionExpireRequest{Meta: meta(), SessionId: "s1", Kind: "later"}, CodeInvalidParams)
+	if r := expire(at+70_000, ExpireTTL, 2); r.Applied {
+		t.Fatal("expiry of a removed session applied")
+	}
+}
+
+func TestState_SessionClose(t *testing.T) {
+	h := newHarness(t, 100)
+	h.must(cSessionOpen, openSession("s1", "p1", BehaviorOrphan, 0))
+	h.must(cAgentRegister, register("a1", inSession("s1", "p1")))
+	r := h.must(cSessionClose, &concordv1.SessionCloseRequest{Meta: meta(), SessionId: "s1", Epoch: 1, Reason: "bye", TtlMs: 1000}).(DetachResult)
+	if !r.Applied || r.Session.ClosedAt == 0 || r.Session.Connected || !slices.Equal(r.Orphaned, []string{"a1"}) {
+		t.Fatalf("close %+v", r)
+	}
+	// Closed sessions stay resumable until the TTL.
+	res := h.must(cSessionOpen, resume("s1", "n1", "hash-s1")).(SessionResult)
+	if res.Session.ClosedAt != 0 || !slices.Equal(res.OwnedAgents, []string{"a1"}) {
+		t.Fatalf("resume after close %+v", res)
+	}
+}

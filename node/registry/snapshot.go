@@ -1,0 +1,188 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
+)
+
+// snapshotFormat is RegistryHeader.format_version; bump it when the record
+// layout changes incompatibly.
+const snapshotFormat = 1
+
+// regSnapshot is a point-in-time view: entries are copy-on-write, so
+// holding the pointers is enough; nothing is encoded until Persist.
+type regSnapshot struct {
+	agents   []*agentEntry
+	scopes   []*Scope
+	sessions []*sessionEntry
+	events   []Event
+	last     uint64
+}
+
+// Snapshot implements raftstore.Module: it copies the map values and the
+// event window under the read lock and returns.
+func (s *State) Snapshot() (raftstore.ModuleSnapshot, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.d
+	snap := &regSnapshot{
+		events: slices.Clone(d.events.live()),
+		last:   d.events.last,
+	}
+	for _, id := range sortedKeys(d.agents) {
+		snap.agents = append(snap.agents, d.agents[id])
+	}
+	for _, id := range sortedKeys(d.scopes) {
+		snap.scopes = append(snap.scopes, d.scopes[id])
+	}
+	for _, id := range sortedKeys(d.sessions) {
+		snap.sessions = append(snap.sessions, d.sessions[id])
+	}
+	return snap, nil
+}
+
+// Persist writes the header, then agents, scopes, sessions (with their
+// subscriptions) and events, each as one RegistryRecord.
+func (p *regSnapshot) Persist(write func([]byte) error) error {
+	put := func(r *concordv1.RegistryRecord) error {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("marshal registry record: %w", err)
+		}
+		return write(b)
+	}
+	if err := put(&concordv1.RegistryRecord{Record: &concordv1.RegistryRecord_Header{Header: &concordv1.RegistryHeader{
+		FormatVersion: snapshotFormat, LastPosition: p.last,
+	}}}); err != nil {
+		return err
+	}
+	for _, e := range p.agents {
+		r := AgentRecord(&e.a)
+		r.StateBeforeOrphan, r.PersistentId = e.stateBeforeOrphan, e.persistentID
+		if err := put(&concordv1.RegistryRecord{Record: &concordv1.RegistryRecord_Agent{Agent: r}}); err != nil {
+			return err
+		}
+	}
+	for _, sc := range p.scopes {
+		if err := put(&concordv1.RegistryRecord{Record: &concordv1.RegistryRecord_Scope{Scope: ScopeRecord(sc)}}); err != nil {
+			return err
+		}
+	}
+	for _, e := range p.sessions {
+		if err := put(&concordv1.RegistryRecord{Record: &concordv1.RegistryRecord_Session{Session: sessionRecord(e)}}); err != nil {
+			return err
+		}
+	}
+	for i := range p.events {
+		if err := put(&concordv1.RegistryRecord{Record: &concordv1.RegistryRecord_Event{Event: eventRecord(&p.events[i])}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Release implements raftstore.ModuleSnapshot; the view holds no resources.
+func (p *regSnapshot) Release() {}
+
+// Restore implements raftstore.Module: it decodes into a fresh data value
+// and returns a commit that swaps it in and wakes Notify waiters (the event
+// log may have jumped).
+func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
+	nd := newData(s.window)
+	header := false
+	var events []Event
+	for {
+		b, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read registry record: %w", err)
+		}
+		var rec concordv1.RegistryRecord
+		if err := proto.Unmarshal(b, &rec); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
+		}
+		if !header {
+			h := rec.GetHeader()
+			if h == nil || h.GetFormatVersion() != snapshotFormat {
+				return nil, fmt.Errorf("%w: missing or unknown header", ErrSnapshotFormat)
+			}
+			nd.events.last = h.GetLastPosition()
+			header = true
+			continue
+		}
+		if err := restoreRecord(nd, &rec, &events); err != nil {
+			return nil, err
+		}
+	}
+	if !header {
+		return nil, fmt.Errorf("%w: no header", ErrSnapshotFormat)
+	}
+	if err := restoreEvents(nd, events); err != nil {
+		return nil, err
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.d = nd
+		close(s.notify)
+		s.notify = make(chan struct{})
+	}, nil
+}
+
+func restoreRecord(nd *data, rec *concordv1.RegistryRecord, events *[]Event) error {
+	switch r := rec.GetRecord().(type) {
+	case *concordv1.RegistryRecord_Agent:
+		a := agentFromRecord(r.Agent)
+		nd.agents[a.ID] = &agentEntry{a: a, stateBeforeOrphan: r.Agent.GetStateBeforeOrphan(), persistentID: r.Agent.GetPersistentId()}
+	case *concordv1.RegistryRecord_Scope:
+		sc := scopeFromRecord(r.Scope)
+		nd.scopes[sc.ID] = &sc
+	case *concordv1.RegistryRecord_Session:
+		nd.sessions[r.Session.GetId()] = &sessionEntry{
+			s:         sessionFromRecord(r.Session),
+			epoch:     r.Session.GetEpoch(),
+			ttlMs:     r.Session.GetTtlMs(),
+			graceDone: r.Session.GetGraceDone(),
+		}
+	case *concordv1.RegistryRecord_Event:
+		*events = append(*events, eventFromRecord(r.Event))
+	default:
+		return fmt.Errorf("%w: unexpected record %T", ErrSnapshotFormat, r)
+	}
+	return nil
+}
+
+// restoreEvents checks that the window is dense and ends at the header's
+// last position, then keeps the newest EventWindow of them.
+func restoreEvents(nd *data, events []Event) error {
+	l := &nd.events
+	if len(events) == 0 {
+		return nil
+	}
+	if uint64(len(events)) > l.last {
+		return fmt.Errorf("%w: %d events but last position %d", ErrSnapshotFormat, len(events), l.last)
+	}
+	first := l.last - uint64(len(events)) + 1
+	for i := range events {
+		if events[i].Position != first+uint64(i) {
+			return fmt.Errorf("%w: event positions not dense at %d", ErrSnapshotFormat, events[i].Position)
+		}
+	}
+	if len(events) > l.limit {
+		events = events[len(events)-l.limit:]
+	}
+	l.events = events
+	for i := range events {
+		l.byID[events[i].ID] = events[i].Position
+	}
+	return nil
+}

@@ -1,0 +1,333 @@
+package registry
+
+import (
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
+)
+
+// moduleName is persisted in snapshots; never change it.
+const moduleName = "registry"
+
+// State is the replicated registry: agents, scopes, sessions with their
+// subscriptions, and the retained event log window. It implements
+// raftstore.Module (commands arrive on raft's FSM goroutine) and Reader
+// (safe from any goroutine; readers get copies).
+//
+// Entries are copy-on-write: Apply never modifies an entry, slice or byte
+// array reachable from the maps; it stores a modified copy instead. That is
+// what lets Snapshot copy only the maps, and Reader methods hand out
+// shallow copies whose raw JSON fields share immutable bytes (callers must
+// not modify returned json.RawMessage contents).
+type State struct {
+	log      *slog.Logger
+	window   int
+	handlers map[concordv1.CommandType]raftstore.Handler
+
+	mu     sync.RWMutex // guards d and notify
+	d      *data
+	notify chan struct{} // closed and replaced when events are appended
+}
+
+// agentEntry is an Agent plus the replicated fields the contract type does
+// not expose.
+type agentEntry struct {
+	a                 Agent
+	stateBeforeOrphan string
+	persistentID      string
+}
+
+// sessionEntry is a Session plus its replicated bookkeeping.
+type sessionEntry struct {
+	s         Session
+	epoch     uint64
+	ttlMs     int64
+	graceDone bool
+}
+
+// data is the whole replicated state; Restore builds a new one and swaps.
+type data struct {
+	agents   map[string]*agentEntry
+	scopes   map[string]*Scope
+	sessions map[string]*sessionEntry
+	events   eventLog
+}
+
+func newData(window int) *data {
+	return &data{
+		agents:   map[string]*agentEntry{},
+		scopes:   map[string]*Scope{},
+		sessions: map[string]*sessionEntry{},
+		events:   newEventLog(window),
+	}
+}
+
+var _ raftstore.Module = (*State)(nil)
+var _ Reader = (*State)(nil)
+
+// New builds an empty State. The command table is built here.
+func New(cfg Config) (*State, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	s := &State{
+		log:    lg.With("component", "registry"),
+		window: cfg.EventWindow,
+		d:      newData(cfg.EventWindow),
+		notify: make(chan struct{}),
+	}
+	s.handlers = map[concordv1.CommandType]raftstore.Handler{
+		concordv1.CommandType_COMMAND_TYPE_AGENT_REGISTER:      handler(s, s.applyAgentRegister),
+		concordv1.CommandType_COMMAND_TYPE_AGENT_UNREGISTER:    handler(s, s.applyAgentUnregister),
+		concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE:        handler(s, s.applyAgentUpdate),
+		concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN:        handler(s, s.applySessionOpen),
+		concordv1.CommandType_COMMAND_TYPE_SESSION_CLOSE:       handler(s, s.applySessionClose),
+		concordv1.CommandType_COMMAND_TYPE_SESSION_DETACH:      handler(s, s.applySessionDetach),
+		concordv1.CommandType_COMMAND_TYPE_SESSION_EXPIRE:      handler(s, s.applySessionExpire),
+		concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_ADD:    handler(s, s.applySubscriptionAdd),
+		concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_REMOVE: handler(s, s.applySubscriptionRemove),
+		concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_CURSOR: handler(s, s.applySubscriptionCursor),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_CREATE:        handler(s, s.applyScopeCreate),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_DELETE:        handler(s, s.applyScopeDelete),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_JOIN:          handler(s, s.applyScopeJoin),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_LEAVE:         handler(s, s.applyScopeLeave),
+	}
+	return s, nil
+}
+
+// metaCarrier is implemented by every registry command message.
+type metaCarrier interface {
+	proto.Message
+	GetMeta() *concordv1.CommandMeta
+}
+
+// handler adapts a typed apply function to raftstore.Handler. It holds the
+// write lock for the whole command, collects the events the command emits
+// and appends them only if the command succeeded, then wakes readers.
+func handler[M metaCarrier](s *State, fn func(tx *txn, m M) (any, error)) raftstore.Handler {
+	var zero M
+	typ := zero.ProtoReflect().Type()
+	return raftstore.Handler{
+		New: func() proto.Message { return typ.New().Interface() },
+		Apply: func(index uint64, msg proto.Message) (any, error) {
+			m, ok := msg.(M)
+			if !ok {
+				// The FSM decoded a body of the wrong type: a programming
+				// error in the routing table, not a domain error.
+				panic("registry: handler got unexpected message type")
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			tx := newTxn(s.d, index, m.GetMeta())
+			res, err := fn(tx, m)
+			if err != nil {
+				return nil, err
+			}
+			if s.d.events.appendAll(tx.pending) > 0 {
+				close(s.notify)
+				s.notify = make(chan struct{})
+			}
+			return res, nil
+		},
+	}
+}
+
+// Name implements raftstore.Module.
+func (s *State) Name() string { return moduleName }
+
+// Handlers implements raftstore.Module.
+func (s *State) Handlers() map[concordv1.CommandType]raftstore.Handler {
+	return s.handlers
+}
+
+// ---- Reader -----------------------------------------------------------
+
+// Agent returns a copy of one agent.
+func (s *State) Agent(id string) (Agent, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.d.agents[id]
+	if !ok {
+		return Agent{}, false
+	}
+	return copyAgent(&e.a), true
+}
+
+// Agents returns all agents sorted by id.
+func (s *State) Agents() []Agent {
+	return s.AgentsWhere(nil)
+}
+
+// AgentsWhere returns the agents for which pred (nil = all) returns true,
+// sorted by id. pred runs under the read lock: it must not call back into
+// the State.
+func (s *State) AgentsWhere(pred func(*Agent) bool) []Agent {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Agent, 0, len(s.d.agents))
+	for _, id := range sortedKeys(s.d.agents) {
+		a := copyAgent(&s.d.agents[id].a)
+		if pred == nil || pred(&a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Children returns the agents whose parent is parentID, sorted by id.
+func (s *State) Children(parentID string) []Agent {
+	return s.AgentsWhere(func(a *Agent) bool { return a.Parent == parentID })
+}
+
+// Scope returns a copy of one scope.
+func (s *State) Scope(id string) (Scope, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sc, ok := s.d.scopes[id]
+	if !ok {
+		return Scope{}, false
+	}
+	return copyScope(sc), true
+}
+
+// Scopes returns all scopes sorted by id.
+func (s *State) Scopes() []Scope {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Scope, 0, len(s.d.scopes))
+	for _, id := range sortedKeys(s.d.scopes) {
+		out = append(out, copyScope(s.d.scopes[id]))
+	}
+	return out
+}
+
+// Session returns a copy of one session (with its subscriptions).
+func (s *State) Session(id string) (Session, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.d.sessions[id]
+	if !ok {
+		return Session{}, false
+	}
+	return copySession(&e.s), true
+}
+
+// Sessions returns all sessions sorted by id.
+func (s *State) Sessions() []Session {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Session, 0, len(s.d.sessions))
+	for _, id := range sortedKeys(s.d.sessions) {
+		out = append(out, copySession(&s.d.sessions[id].s))
+	}
+	return out
+}
+
+// SessionEpoch returns the attach epoch of a session: it increases at every
+// open, resume, detach and close. The MAP layer records the epoch its
+// connection attached at and puts it in SESSION_DETACH/CLOSE so that a
+// stale detach (the session moved to another connection) is ignored.
+func (s *State) SessionEpoch(id string) (uint64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.d.sessions[id]
+	if !ok {
+		return 0, false
+	}
+	return e.epoch, true
+}
+
+// EventsAfter returns up to limit retained events with Position > pos.
+func (s *State) EventsAfter(pos uint64, limit int) []Event {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.d.events.after(pos, limit)
+}
+
+// PositionOf finds a retained event by id.
+func (s *State) PositionOf(eventID string) (uint64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.d.events.byID[eventID]
+	return p, ok
+}
+
+// Window reports the oldest retained position and the last position
+// (0, 0 before the first event).
+func (s *State) Window() (oldest, last uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.d.events.oldest(), s.d.events.last
+}
+
+// Notify returns a channel closed when the next event is appended (or the
+// state is replaced by Restore). Take a fresh channel after each wake-up.
+func (s *State) Notify() <-chan struct{} {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.notify
+}
+
+// ---- helpers ----------------------------------------------------------
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func copyAgent(a *Agent) Agent {
+	c := *a
+	c.Scopes = slices.Clone(a.Scopes)
+	return c
+}
+
+func copyScope(sc *Scope) Scope {
+	c := *sc
+	c.AutoJoinRoles = slices.Clone(sc.AutoJoinRoles)
+	c.Members = slices.Clone(sc.Members)
+	return c
+}
+
+func copySession(se *Session) Session {
+	c := *se
+	c.ResumeTokenHash = slices.Clone(se.ResumeTokenHash)
+	c.Subscriptions = slices.Clone(se.Subscriptions)
+	return c
+}
+
+// insertSorted returns a new sorted slice with v added (no duplicates).
+func insertSorted(list []string, v string) []string {
+	i, found := slices.BinarySearch(list, v)
+	if found {
+		return list
+	}
+	out := make([]string, 0, len(list)+1)
+	out = append(out, list[:i]...)
+	out = append(out, v)
+	return append(out, list[i:]...)
+}
+
+// removeValue returns a new slice without v (order kept).
+func removeValue(list []string, v string) []string {
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		if x != v {
+			out = append(out, x)
+		}
+	}
+	return out
+}
