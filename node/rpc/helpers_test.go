@@ -25,9 +25,9 @@ const testTimeout = 10 * time.Second
 // testHandler implements a few methods used across the tests.
 type testHandler struct {
 	mu       sync.Mutex
-	notes    []string     // methods of notifications received
-	conns    chan *Conn   // every connection, on its first message
-	closed   chan *Conn   // Closed callbacks
+	notes    []string   // methods of notifications received
+	conns    chan *Conn // every connection, on its first message
+	closed   chan *Conn // Closed callbacks
 	seen     map[*Conn]bool
 	callErr  error // what Call returned inside "callme"
 	onHandle func(ctx context.Context, c *Conn, req *Request) (any, error, bool)
