@@ -67,7 +67,7 @@ func TestState_AgentRegister(t *testing.T) {
 		msg  *concordv1.AgentRegisterRequest
 		code int
 	}{
-		{"duplicate", register("a1"), CodeAgentExists},
+		{"duplicate of another owner", register("a1", inSession("", "p2")), CodeAgentExists},
 		{"missing id", register(""), CodeInvalidParams},
 		{"unknown parent", register("x", func(r *concordv1.AgentRecord) { r.Parent = "nope" }), CodeAgentNotFound},
 		{"unknown scope", register("x", func(r *concordv1.AgentRecord) { r.Scopes = []string{"s1", "nope"} }), CodeScopeNotFound},
@@ -80,6 +80,60 @@ func TestState_AgentRegister(t *testing.T) {
 			h.t = t
 			h.refuse(cAgentRegister, tc.msg, tc.code)
 		})
+	}
+}
+
+func TestState_AgentRegisterExisting(t *testing.T) {
+	h := newHarness(t, 100)
+	h.must(cSessionOpen, openSession("s1", "p1", BehaviorOrphan, 0))
+	h.must(cSessionOpen, openSession("s2", "p1", BehaviorOrphan, 0))
+	h.must(cSessionOpen, openSession("s3", "p3", BehaviorOrphan, 0))
+	h.must(cAgentRegister, register("a1", inSession("s1", "p1")))
+
+	// Same session again (the SDK's register after a resume): the existing
+	// agent, unchanged, and no event.
+	_, last := h.s.Window()
+	again := register("a1", inSession("s1", "p1"), func(r *concordv1.AgentRecord) { r.Name = "other name" })
+	res := h.must(cAgentRegister, again).(RegisterResult)
+	if !res.Existing || res.Agent.Name != "agent a1" {
+		t.Fatalf("re-register %+v", res)
+	}
+	if _, l := h.s.Window(); l != last {
+		t.Fatal("idempotent register emitted events")
+	}
+	// Same participant, new session: the agent moves.
+	res = h.must(cAgentRegister, register("a1", inSession("s2", "p1"))).(RegisterResult)
+	if !res.Existing || res.Agent.SessionID != "s2" || res.PreviousSessionID != "s1" {
+		t.Fatalf("move %+v", res)
+	}
+	// Another participant: refused while owned.
+	h.refuse(cAgentRegister, register("a1", inSession("s3", "p3")), CodeAgentExists)
+	// Orphaned by p1's session: p3 still cannot take it, p1 can.
+	h.must(cSessionDetach, detach("s2", 1, 0))
+	h.refuse(cAgentRegister, register("a1", inSession("s3", "p3")), CodeAgentExists)
+	res = h.must(cAgentRegister, register("a1", inSession("s1", "p1"))).(RegisterResult)
+	if !res.Resumed || res.Agent.State != StateRegistered || res.Agent.OwnerID != "p1" {
+		t.Fatalf("reclaim %+v", res)
+	}
+	// Orphan whose session is gone: a new participant may register it.
+	h.must(cSessionDetach, detach("s1", 1, 1))
+	h.must(cSessionExpire, &concordv1.SessionExpireRequest{Meta: metaAt(tsNow + 1000), SessionId: "s1", Epoch: 2, Kind: ExpireTTL})
+	res = h.must(cAgentRegister, register("a1", inSession("s3", "p3"))).(RegisterResult)
+	if !res.Resumed || res.Agent.OwnerID != "p3" {
+		t.Fatalf("register of an abandoned orphan %+v", res)
+	}
+
+	// resumePersistentIdentity reclaims an orphan with the same persistent id.
+	h.must(cSessionOpen, openSession("s4", "p4", BehaviorOrphan, 0))
+	pr := register("pa", inSession("s4", "p4"))
+	pr.PersistentId = "pid-1"
+	h.must(cAgentRegister, pr)
+	h.must(cSessionDetach, detach("s4", 1, 0))
+	pr = register("new-id", inSession("s3", "p3"))
+	pr.PersistentId, pr.ResumePersistentIdentity = "pid-1", true
+	res = h.must(cAgentRegister, pr).(RegisterResult)
+	if !res.Resumed || res.Agent.ID != "pa" || res.PreviousSessionID != "s4" || res.Agent.OwnerID != "p3" {
+		t.Fatalf("persistent identity resume %+v", res)
 	}
 }
 

@@ -23,7 +23,10 @@ func (s *State) applyAgentRegister(tx *txn, m *concordv1.AgentRegisterRequest) (
 			return tx.reclaimByIdentity(e, r), nil
 		}
 	}
-	if _, ok := d.agents[id]; ok {
+	if ex, ok := d.agents[id]; ok {
+		if res, ok := tx.registerExisting(ex, r); ok {
+			return res, nil
+		}
 		return nil, errf(CodeAgentExists, "", "agent %q already exists", id)
 	}
 	if p := r.GetParent(); p != "" && d.agents[p] == nil {
@@ -57,6 +60,41 @@ func (s *State) applyAgentRegister(tx *txn, m *concordv1.AgentRegisterRequest) (
 		tx.emit(EventScopeMemberJoined, memberPayload(sc, id), []string{id}, []string{sc}, regID)
 	}
 	return RegisterResult{Agent: copyAgent(&a)}, nil
+}
+
+// registerExisting decides a register for an id that is already taken.
+// The SDK repeats map/agents/register for its own agent after a resume or
+// a reconnect, so it must succeed (returning the existing agent, whose
+// fields are kept) when:
+//   - the agent already belongs to the registering session and owner;
+//   - it belongs to the same participant through another session (a
+//     reconnect whose old session is still attached somewhere): it moves;
+//   - it is orphaned, and its last session is gone or was the same
+//     participant's: it is reclaimed.
+//
+// Any other owner makes the register fail with AGENT_EXISTS.
+func (tx *txn) registerExisting(ex *agentEntry, r *concordv1.AgentRecord) (RegisterResult, bool) {
+	owner, sid := r.GetOwnerId(), r.GetSessionId()
+	switch {
+	case owner != "" && ex.a.OwnerID == owner && ex.a.SessionID == sid:
+		if ex.a.HomeNode != r.GetHomeNode() {
+			a := tx.reclaim(ex, owner, sid, r.GetHomeNode(), "re-homed")
+			return RegisterResult{Agent: a, Existing: true}, true
+		}
+		return RegisterResult{Agent: copyAgent(&ex.a), Existing: true}, true
+	case owner != "" && ex.a.OwnerID == owner:
+		prev := ex.a.SessionID
+		a := tx.reclaim(ex, owner, sid, r.GetHomeNode(), "moved to a new session")
+		return RegisterResult{Agent: a, Existing: true, PreviousSessionID: prev}, true
+	case owner != "" && ex.a.OwnerID == "":
+		prev := tx.d.sessions[ex.a.SessionID]
+		if prev != nil && prev.s.ParticipantID != owner {
+			return RegisterResult{}, false
+		}
+		a := tx.reclaim(ex, owner, sid, r.GetHomeNode(), "reclaimed by register")
+		return RegisterResult{Agent: a, Existing: true, Resumed: true, PreviousSessionID: ex.a.SessionID}, true
+	}
+	return RegisterResult{}, false
 }
 
 // withAutoJoin adds the scopes whose autoJoinRoles list role.

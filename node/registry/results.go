@@ -25,6 +25,10 @@ type RegisterResult struct {
 	// owned it before.
 	Resumed           bool
 	PreviousSessionID string
+	// Existing is true when the id was already registered and the register
+	// was accepted for its owner (see the SDK note on registerExisting):
+	// Agent is the existing agent, its fields unchanged.
+	Existing bool
 }
 
 // SessionResult is the result of COMMAND_TYPE_SESSION_OPEN.
