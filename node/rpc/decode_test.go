@@ -11,9 +11,9 @@ func TestDecodeFrame(t *testing.T) {
 	tests := []struct {
 		name   string
 		in     string
-		fatal  int    // expected whole-frame error code
-		batch  bool   // expect a batch
-		codes  []int  // per element: 0 ok, else the error code
+		fatal  int   // expected whole-frame error code
+		batch  bool  // expect a batch
+		codes  []int // per element: 0 ok, else the error code
 		kinds  []msgKind
 		method string // of the first element when ok
 		params string
