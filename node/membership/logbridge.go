@@ -70,5 +70,13 @@ func parseMemberlistLine(line string) (slog.Level, string) {
 	}
 	line = strings.TrimSpace(line)
 	line = strings.TrimPrefix(line, "memberlist: ")
+	if strings.HasPrefix(line, demotedPrefix) {
+		level = slog.LevelDebug
+	}
 	return level, line
 }
+
+// demotedPrefix starts memberlist's warning for every alive message the
+// AliveDelegate refuses: a misconfigured peer produces it several times a
+// second. The package logs its own rate-limited "ignoring peer" instead.
+const demotedPrefix = "ignoring alive message for "
