@@ -51,7 +51,7 @@ func (s *State) applyAgentRegister(tx *txn, m *concordv1.AgentRegisterRequest) (
 	setState(&a, state, "", tx.ts)
 	a.Lifecycle.CreatedAt = tx.ts
 	a.Scopes = d.withAutoJoin(scopes, a.Role)
-	d.agents[id] = &agentEntry{a: a, persistentID: m.GetPersistentId()}
+	d.putAgent(&agentEntry{a: a, persistentID: m.GetPersistentId()})
 	for _, sc := range a.Scopes {
 		d.addMember(sc, id)
 	}
@@ -147,7 +147,7 @@ func (tx *txn) reclaim(e *agentEntry, owner, session, home, reason string) Agent
 		ne.stateBeforeOrphan = ""
 	}
 	ne.a = a
-	tx.d.agents[a.ID] = &ne
+	tx.d.putAgent(&ne)
 	if a.State != prevState {
 		tx.emit(EventAgentStateChanged, stateChangePayload(a.ID, prevState, a.State, reason), []string{a.ID}, a.Scopes)
 	}
@@ -164,7 +164,7 @@ func (tx *txn) orphan(e *agentEntry, sessionID string) {
 	a.State = StateOrphaned
 	a.Lifecycle.OrphanedAt = tx.ts
 	ne.a = a
-	tx.d.agents[a.ID] = &ne
+	tx.d.putAgent(&ne)
 	tx.emit(EventAgentOrphaned, map[string]any{
 		"agentId":         a.ID,
 		"previousOwnerId": prevOwner,
@@ -189,7 +189,7 @@ func (s *State) applyAgentUnregister(tx *txn, m *concordv1.AgentUnregisterReques
 // scopes it empties) and emits agent_unregistered.
 func (tx *txn) removeAgent(e *agentEntry, reason string) {
 	id := e.a.ID
-	delete(tx.d.agents, id)
+	tx.d.delAgent(id)
 	unregID := tx.emit(EventAgentUnregistered, map[string]any{"agentId": id, "reason": reason}, []string{id}, e.a.Scopes)
 	for _, sc := range e.a.Scopes {
 		tx.leaveScope(sc, id, unregID)
@@ -232,7 +232,7 @@ func (s *State) applyAgentUpdate(tx *txn, m *concordv1.AgentUpdateRequest) (any,
 		setState(&a, target, m.GetReason(), tx.ts)
 	}
 	ne.a = a
-	d.agents[a.ID] = &ne
+	d.putAgent(&ne)
 	if a.State != prev {
 		tx.emit(EventAgentStateChanged, stateChangePayload(a.ID, prev, a.State, m.GetReason()), []string{a.ID}, a.Scopes)
 	}

@@ -64,7 +64,7 @@ func (tx *txn) deleteScope(sc *Scope, causedBy ...string) {
 			ne := *e
 			ne.a = copyAgent(&e.a)
 			ne.a.Scopes = removeValue(e.a.Scopes, sc.ID)
-			tx.d.agents[aid] = &ne
+			tx.d.putAgent(&ne)
 		}
 	}
 	delete(tx.d.scopes, sc.ID)
@@ -123,7 +123,7 @@ func (s *State) applyScopeJoin(tx *txn, m *concordv1.ScopeJoinRequest) (any, err
 	ne := *e
 	ne.a = copyAgent(&e.a)
 	ne.a.Scopes = insertSorted(slices.Sorted(slices.Values(e.a.Scopes)), sc.ID)
-	tx.d.agents[e.a.ID] = &ne
+	tx.d.putAgent(&ne)
 	tx.emit(EventScopeMemberJoined, memberPayload(sc.ID, e.a.ID), []string{e.a.ID}, []string{sc.ID})
 	return MembershipResult{
 		Scope:   copyScope(tx.d.scopes[sc.ID]),
@@ -144,7 +144,7 @@ func (s *State) applyScopeLeave(tx *txn, m *concordv1.ScopeLeaveRequest) (any, e
 	ne := *e
 	ne.a = copyAgent(&e.a)
 	ne.a.Scopes = removeValue(e.a.Scopes, sc.ID)
-	tx.d.agents[e.a.ID] = &ne
+	tx.d.putAgent(&ne)
 	res := MembershipResult{Agent: copyAgent(&ne.a), Changed: true}
 	before := copyScope(sc)
 	if tx.leaveScope(sc.ID, e.a.ID) {

@@ -81,11 +81,8 @@ func (tx *txn) resumeSession(m *concordv1.SessionOpenRequest) (any, error) {
 	tx.emit(EventParticipantConnected, connectedPayload(sess, true), nil, nil)
 
 	res := SessionResult{Epoch: ne.epoch, Resumed: true}
-	for _, id := range sortedKeys(tx.d.agents) {
+	for _, id := range tx.d.sessionAgents(sess.ID) {
 		ae := tx.d.agents[id]
-		if ae.a.SessionID != sess.ID {
-			continue
-		}
 		wasOrphan := ae.a.OwnerID == ""
 		a := tx.reclaim(ae, sess.ParticipantID, sess.ID, sess.HomeNode, "session resumed")
 		if wasOrphan {
@@ -115,8 +112,8 @@ func (tx *txn) reclaimRequested(sess *Session, ids []string, res *SessionResult)
 
 func (tx *txn) finishOpen(id string, res SessionResult) SessionResult {
 	res.Session = copySession(&tx.d.sessions[id].s)
-	for _, aid := range sortedKeys(tx.d.agents) {
-		if a := &tx.d.agents[aid].a; a.SessionID == id && a.OwnerID != "" {
+	for _, aid := range tx.d.sessionAgents(id) {
+		if a := &tx.d.agents[aid].a; a.OwnerID != "" {
 			res.OwnedAgents = append(res.OwnedAgents, aid)
 		}
 	}
@@ -177,9 +174,9 @@ func (tx *txn) detach(id string, epoch uint64, reason string, ttl int64, closing
 	}, nil, nil)
 
 	res := DetachResult{Applied: true}
-	for _, aid := range sortedKeys(tx.d.agents) {
+	for _, aid := range tx.d.sessionAgents(id) {
 		ae := tx.d.agents[aid]
-		if ae.a.SessionID != id || ae.a.OwnerID == "" {
+		if ae.a.OwnerID == "" {
 			continue
 		}
 		switch sess.DisconnectPolicy.AgentBehavior {
@@ -198,7 +195,7 @@ func (tx *txn) detach(id string, epoch uint64, reason string, ttl int64, closing
 // removeAgentCaused is removeAgent with a causedBy link.
 func (tx *txn) removeAgentCaused(e *agentEntry, reason, cause string) {
 	id := e.a.ID
-	delete(tx.d.agents, id)
+	tx.d.delAgent(id)
 	unregID := tx.emit(EventAgentUnregistered, map[string]any{"agentId": id, "reason": reason}, []string{id}, e.a.Scopes, cause)
 	for _, sc := range e.a.Scopes {
 		tx.leaveScope(sc, id, unregID)
@@ -255,9 +252,9 @@ func gracePending(e *sessionEntry) bool {
 // reclaimed since.
 func (tx *txn) expireGrace(e *sessionEntry) []string {
 	var gone []string
-	for _, aid := range sortedKeys(tx.d.agents) {
+	for _, aid := range tx.d.sessionAgents(e.s.ID) {
 		ae := tx.d.agents[aid]
-		if ae.a.SessionID == e.s.ID && ae.a.OwnerID == "" {
+		if ae.a.OwnerID == "" {
 			tx.removeAgent(ae, "grace period expired")
 			gone = append(gone, aid)
 		}
@@ -272,14 +269,12 @@ func (tx *txn) expireGrace(e *sessionEntry) []string {
 // orphaned stay orphaned with no session.
 func (tx *txn) removeSession(id string) {
 	delete(tx.d.sessions, id)
-	for _, aid := range sortedKeys(tx.d.agents) {
+	for _, aid := range tx.d.sessionAgents(id) {
 		ae := tx.d.agents[aid]
-		if ae.a.SessionID == id {
-			ne := *ae
-			ne.a = copyAgent(&ae.a)
-			ne.a.SessionID = ""
-			tx.d.agents[aid] = &ne
-		}
+		ne := *ae
+		ne.a = copyAgent(&ae.a)
+		ne.a.SessionID = ""
+		tx.d.putAgent(&ne)
 	}
 }
 

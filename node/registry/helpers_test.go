@@ -135,6 +135,25 @@ func dump(s *State) string {
 		p, ok := s.PositionOf(ev.ID)
 		events = append(events, fmt.Sprintf("%+v|%s|%d|%v", ev, ev.Data, p, ok))
 	}
+	// The session index must agree with a scan of all agents.
+	scan := map[string][]string{}
+	for _, a := range s.Agents() {
+		if a.SessionID != "" {
+			scan[a.SessionID] = append(scan[a.SessionID], a.ID)
+		}
+	}
+	for _, se := range s.Sessions() {
+		scan[se.ID] = append(scan[se.ID], []string{}...)
+	}
+	for sid, want := range scan {
+		var got []string
+		for _, a := range s.SessionAgents(sid) {
+			got = append(got, a.ID)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			panic(fmt.Sprintf("SessionAgents(%s) = %v, scan says %v", sid, got, want))
+		}
+	}
 	oldest, last := s.Window()
 	out, _ := json.Marshal(map[string]any{
 		"agents": agents, "scopes": scopes, "sessions": sessions,

@@ -142,7 +142,7 @@ func restoreRecord(nd *data, rec *concordv1.RegistryRecord, events *[]Event) err
 	switch r := rec.GetRecord().(type) {
 	case *concordv1.RegistryRecord_Agent:
 		a := agentFromRecord(r.Agent)
-		nd.agents[a.ID] = &agentEntry{a: a, stateBeforeOrphan: r.Agent.GetStateBeforeOrphan(), persistentID: r.Agent.GetPersistentId()}
+		nd.putAgent(&agentEntry{a: a, stateBeforeOrphan: r.Agent.GetStateBeforeOrphan(), persistentID: r.Agent.GetPersistentId()})
 	case *concordv1.RegistryRecord_Scope:
 		sc := scopeFromRecord(r.Scope)
 		nd.scopes[sc.ID] = &sc

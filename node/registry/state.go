@@ -53,19 +53,62 @@ type sessionEntry struct {
 
 // data is the whole replicated state; Restore builds a new one and swaps.
 type data struct {
-	agents   map[string]*agentEntry
-	scopes   map[string]*Scope
-	sessions map[string]*sessionEntry
-	events   eventLog
+	agents map[string]*agentEntry
+	// bySession indexes agents by Agent.SessionID (derived; rebuilt by
+	// Restore, not persisted). Always change agents via putAgent/delAgent.
+	bySession map[string]map[string]struct{}
+	scopes    map[string]*Scope
+	sessions  map[string]*sessionEntry
+	events    eventLog
 }
 
 func newData(window int) *data {
 	return &data{
-		agents:   map[string]*agentEntry{},
-		scopes:   map[string]*Scope{},
-		sessions: map[string]*sessionEntry{},
-		events:   newEventLog(window),
+		agents:    map[string]*agentEntry{},
+		bySession: map[string]map[string]struct{}{},
+		scopes:    map[string]*Scope{},
+		sessions:  map[string]*sessionEntry{},
+		events:    newEventLog(window),
 	}
+}
+
+// putAgent stores an agent entry and keeps the session index current.
+func (d *data) putAgent(e *agentEntry) {
+	if old, ok := d.agents[e.a.ID]; ok && old.a.SessionID != e.a.SessionID {
+		d.unindex(old.a.SessionID, e.a.ID)
+	}
+	d.agents[e.a.ID] = e
+	if sid := e.a.SessionID; sid != "" {
+		set := d.bySession[sid]
+		if set == nil {
+			set = map[string]struct{}{}
+			d.bySession[sid] = set
+		}
+		set[e.a.ID] = struct{}{}
+	}
+}
+
+// delAgent removes an agent entry and its index entry.
+func (d *data) delAgent(id string) {
+	if old, ok := d.agents[id]; ok {
+		d.unindex(old.a.SessionID, id)
+		delete(d.agents, id)
+	}
+}
+
+func (d *data) unindex(sid, id string) {
+	if set := d.bySession[sid]; set != nil {
+		delete(set, id)
+		if len(set) == 0 {
+			delete(d.bySession, sid)
+		}
+	}
+}
+
+// sessionAgents returns the ids of the agents whose SessionID is sid,
+// sorted.
+func (d *data) sessionAgents(sid string) []string {
+	return sortedKeys(d.bySession[sid])
 }
 
 var _ raftstore.Module = (*State)(nil)
@@ -229,6 +272,20 @@ func (s *State) Sessions() []Session {
 	out := make([]Session, 0, len(s.d.sessions))
 	for _, id := range sortedKeys(s.d.sessions) {
 		out = append(out, copySession(&s.d.sessions[id].s))
+	}
+	return out
+}
+
+// SessionAgents returns the agents whose SessionID is sessionID (owned,
+// or orphaned by it and not reclaimed since), sorted by id. O(k) in the
+// session's agents, so suitable for hot paths (map/send sender lookup).
+func (s *State) SessionAgents(sessionID string) []Agent {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ids := s.d.sessionAgents(sessionID)
+	out := make([]Agent, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, copyAgent(&s.d.agents[id].a))
 	}
 	return out
 }
