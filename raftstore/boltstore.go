@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -19,6 +20,11 @@ import (
 // survive a crash. Safe for concurrent use (bbolt serialises writers).
 type boltStore struct {
 	db *bolt.DB
+
+	// batches and entries count StoreLogs calls and the entries they
+	// wrote; entries/batches is the average group-commit size (Stats).
+	batches atomic.Uint64
+	entries atomic.Uint64
 }
 
 var (
@@ -111,6 +117,8 @@ func (b *boltStore) StoreLog(l *raft.Log) error { return b.StoreLogs([]*raft.Log
 // StoreLogs implements raft.LogStore: the whole group in one transaction,
 // so one fsync covers every entry raft batched together.
 func (b *boltStore) StoreLogs(logs []*raft.Log) error {
+	b.batches.Add(1)
+	b.entries.Add(uint64(len(logs)))
 	return b.db.Update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucketLogs)
 		for _, l := range logs {
