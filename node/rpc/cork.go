@@ -65,11 +65,7 @@ func (c *corkConn) flushLocked() error {
 		return nil
 	}
 	_, err := c.writeLocked(c.buf)
-	if cap(c.buf) > 64<<10 {
-		c.buf = nil // do not pin a big buffer on an idle connection
-	} else {
-		c.buf = c.buf[:0]
-	}
+	c.buf = c.buf[:0]
 	return err
 }
 
@@ -79,9 +75,15 @@ func (c *corkConn) SetWriteDeadline(time.Time) error { return nil }
 // SetDeadline only forwards the read half, for the same reason.
 func (c *corkConn) SetDeadline(t time.Time) error { return c.Conn.SetReadDeadline(t) }
 
+// corkBufPool lends gather buffers to connections for the length of one
+// drain, so busy connections reuse them and idle ones hold none.
+var corkBufPool = sync.Pool{New: func() any { b := make([]byte, 0, corkLimit); return &b }}
+
 func (c *corkConn) cork() {
+	bp := corkBufPool.Get().(*[]byte)
 	c.mu.Lock()
 	c.corked = true
+	c.buf = (*bp)[:0]
 	c.mu.Unlock()
 }
 
@@ -90,5 +92,11 @@ func (c *corkConn) uncork() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.corked = false
-	return c.flushLocked()
+	err := c.flushLocked()
+	if cap(c.buf) == corkLimit {
+		b := c.buf[:0]
+		corkBufPool.Put(&b)
+	}
+	c.buf = nil
+	return err
 }

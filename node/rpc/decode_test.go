@@ -57,25 +57,26 @@ func TestDecodeFrame(t *testing.T) {
 			if f.fatal != nil {
 				t.Fatalf("unexpected fatal %+v", f.fatal)
 			}
-			if f.batch != tt.batch || len(f.msgs) != len(tt.codes) {
-				t.Fatalf("batch=%v len=%d, want %v %d", f.batch, len(f.msgs), tt.batch, len(tt.codes))
+			if f.batch != tt.batch || f.len() != len(tt.codes) {
+				t.Fatalf("batch=%v len=%d, want %v %d", f.batch, f.len(), tt.batch, len(tt.codes))
 			}
 			for i, code := range tt.codes {
+				m, derr := f.at(i)
 				got := 0
-				if f.errs[i] != nil {
-					got = f.errs[i].code
+				if derr != nil {
+					got = derr.code
 				}
 				if got != code {
-					t.Fatalf("element %d code %d (%+v), want %d", i, got, f.errs[i], code)
+					t.Fatalf("element %d code %d (%+v), want %d", i, got, derr, code)
 				}
-				if code == 0 && f.msgs[i].kind != tt.kinds[i] {
-					t.Fatalf("element %d kind %d, want %d", i, f.msgs[i].kind, tt.kinds[i])
+				if code == 0 && m.kind != tt.kinds[i] {
+					t.Fatalf("element %d kind %d, want %d", i, m.kind, tt.kinds[i])
 				}
 			}
 			if tt.codes[0] != 0 {
 				return
 			}
-			m := f.msgs[0]
+			m, _ := f.at(0)
 			c := &Conn{methods: map[string]string{}}
 			if m.kind == kindRequest && c.methodName(m) != tt.method {
 				t.Errorf("method %q, want %q", c.methodName(m), tt.method)
@@ -96,7 +97,7 @@ func TestDecodeFrame_BatchLimit(t *testing.T) {
 	if f := decodeFrame([]byte(in), 10); f.fatal == nil || f.fatal.code != CodeInvalidRequest {
 		t.Fatalf("fatal = %+v, want -32600", f.fatal)
 	}
-	if f := decodeFrame([]byte(in), 11); f.fatal != nil || len(f.msgs) != 11 {
+	if f := decodeFrame([]byte(in), 11); f.fatal != nil || f.len() != 11 {
 		t.Fatalf("11 elements with limit 11: %+v", f.fatal)
 	}
 }
@@ -149,11 +150,10 @@ func FuzzDecodeFrame(f *testing.F) {
 		if !json.Valid(data) {
 			t.Fatalf("invalid JSON %q accepted", data)
 		}
-		for i, m := range df.msgs {
-			if df.errs[i] != nil {
-				continue
+		for i := range df.len() {
+			if m, derr := df.at(i); derr == nil {
+				checkRoundTrip(t, m)
 			}
-			checkRoundTrip(t, m)
 		}
 	})
 }
@@ -169,10 +169,10 @@ func checkRoundTrip(t *testing.T, m message) {
 	var fr frame
 	encodeRequest(&fr, m.id, method, m.params)
 	df := decodeFrame(fr.b, 1)
-	if df.fatal != nil || df.errs[0] != nil {
-		t.Fatalf("re-encoded %q does not decode: %+v %+v", fr.b, df.fatal, df.errs[0])
+	m2, derr := df.at(0)
+	if df.fatal != nil || derr != nil {
+		t.Fatalf("re-encoded %q does not decode: %+v %+v", fr.b, df.fatal, derr)
 	}
-	m2 := df.msgs[0]
 	if c.methodName(m2) != method || string(m2.id) != string(m.id) || string(m2.params) != string(m.params) {
 		t.Fatalf("round trip changed %q into %q", method, fr.b)
 	}

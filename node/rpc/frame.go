@@ -8,9 +8,27 @@ import "unicode/utf8"
 // decodedFrame is the result of decodeFrame.
 type decodedFrame struct {
 	batch bool
-	msgs  []message      // valid elements, in order, for a single object: len 1
-	errs  []*decodeError // errs[i] != nil when element i is not a valid message
+	one   message        // the message of a non-batch frame
+	oneE  *decodeError   // why one is not a valid message
+	msgs  []message      // batch elements, in order
+	errs  []*decodeError // errs[i] != nil when batch element i is not a valid message
 	fatal *decodeError   // the whole frame failed (parse error, empty batch)
+}
+
+// at returns element i (a non-batch frame has exactly one).
+func (f *decodedFrame) at(i int) (message, *decodeError) {
+	if !f.batch {
+		return f.one, f.oneE
+	}
+	return f.msgs[i], f.errs[i]
+}
+
+// len returns the number of messages in the frame.
+func (f *decodedFrame) len() int {
+	if !f.batch {
+		return 1
+	}
+	return len(f.msgs)
 }
 
 // decodeFrame decodes data once. For a batch, the array is validated as a
@@ -30,7 +48,7 @@ func decodeFrame(data []byte, maxBatch int) decodedFrame {
 	if derr != nil && derr.code == CodeParseError {
 		return decodedFrame{fatal: derr}
 	}
-	return decodedFrame{msgs: []message{m}, errs: []*decodeError{derr}}
+	return decodedFrame{one: m, oneE: derr}
 }
 
 func decodeBatch(data []byte, start, maxBatch int) decodedFrame {

@@ -56,7 +56,7 @@ func (c *Conn) handleFrame(data []byte) {
 	c.setHandling(true)
 	f := getFrame()
 	if !df.batch {
-		if !c.serveMessage(f, df.msgs[0], df.errs[0]) {
+		if !c.serveMessage(f, df.one, df.oneE) {
 			putFrame(f)
 			f = nil
 		}
