@@ -1,0 +1,125 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/node/rpc"
+)
+
+// Config configures a Router. Start from DefaultConfig and set the
+// collaborators; New validates it.
+type Config struct {
+	// NodeID is this node's id; an agent whose registry.Agent.HomeNode
+	// equals it is delivered locally, any other home node goes through Relay.
+	NodeID string
+
+	// Registry is the replicated agent/scope/session state the addresses are
+	// resolved against (read from the local replica, no linearizable read:
+	// a send racing a registration may miss the new agent).
+	Registry registry.Reader
+
+	// Sessions gives the live connection of a session attached to this node.
+	Sessions LocalSessions
+
+	// Events receives message_sent / message_delivered / message_failed.
+	// Optional: nil disables message events.
+	Events EventSink
+
+	// Relay forwards messages to recipients homed on other nodes. Optional:
+	// nil (a single node) makes such recipients fail with DELIVERY_FAILED.
+	Relay Relay
+
+	// Logger is the parent logger; nil discards.
+	Logger *slog.Logger
+
+	// Now returns the current time; for tests. nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns a Config with no collaborators set; NodeID, Registry
+// and Sessions must be filled in before New.
+func DefaultConfig() Config { return Config{} }
+
+// Validate reports a missing required field.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == "":
+		return fmt.Errorf("%w: NodeID is required", ErrInvalidConfig)
+	case c.Registry == nil:
+		return fmt.Errorf("%w: Registry is required", ErrInvalidConfig)
+	case c.Sessions == nil:
+		return fmt.Errorf("%w: Sessions is required", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// LocalSessions gives the live connection of a session attached to THIS
+// node. Implemented by node/mapsvc; must be safe for concurrent use.
+type LocalSessions interface {
+	Conn(sessionID string) (*rpc.Conn, bool)
+}
+
+// notifier is the part of *rpc.Conn the router uses (a seam for tests).
+// NotifyRaw never blocks; it fails with rpc.ErrSlowConsumer when the
+// connection's send queue is full and rpc.ErrClosed once it is gone.
+type notifier interface {
+	NotifyRaw(method string, params json.RawMessage) error
+}
+
+// EventSink receives the ephemeral message events (never stored in the
+// replicated event log). Implemented by *fanout.Hub.
+type EventSink interface {
+	// PublishEphemeral hands one event to the live subscriptions of this
+	// node. It must not block.
+	PublishEphemeral(ev registry.Event)
+	// HasSubscribers reports whether any subscription could want an event,
+	// so the router can skip building events nobody reads. A false
+	// negative loses events, a false positive only costs work.
+	HasSubscribers() bool
+}
+
+// Relay forwards a message to a recipient homed on another node of this
+// system. Implemented by the cluster layer (gRPC streams between nodes).
+// Forward must keep the order of calls per (nodeID, recipient) and must not
+// block for long: it is called on the sender's request goroutine.
+type Relay interface {
+	Forward(ctx context.Context, nodeID string, msg *Envelope) error
+}
+
+// Envelope is one message travelling to one recipient on another node.
+type Envelope struct {
+	// Message is the full MAP Message object, shared by every recipient of
+	// one send: receivers must not modify it.
+	Message json.RawMessage
+	// RecipientAgentID is the recipient agent ("" for a participant
+	// recipient addressed by {participant} / {participants}).
+	RecipientAgentID string
+	// RecipientSessionID is the session holding the recipient's connection.
+	RecipientSessionID string
+}
+
+// Sender identifies who calls map/send, filled by node/mapsvc from the
+// session of the connection.
+type Sender struct {
+	SessionID       string
+	ParticipantID   string
+	ParticipantType string
+	// AgentID is the sending agent when the session owns exactly one or the
+	// params say which; else empty (the message's from is then the
+	// participant id).
+	AgentID string
+}
+
+// from is the Message.from value: the agent id when there is one, so that
+// the SDK's AgentConnection.reply() reaches the sender (map-protocol.md §0.1).
+func (s Sender) from() string {
+	if s.AgentID != "" {
+		return s.AgentID
+	}
+	return s.ParticipantID
+}

@@ -1,0 +1,34 @@
+// Package router implements MAP's map/send (map-protocol.md §5.4): it decodes
+// the send params, resolves every Address form against the replicated agent
+// registry (registry.Reader), builds the MAP Message once and hands it to each
+// recipient: a `map/message` notification on the recipient's connection when
+// the recipient is attached to this node, Relay.Forward when it is homed on
+// another node.
+//
+// What it does not do: it stores nothing (map/send is ephemeral transport:
+// no inbox, no retry, no read state), it never proposes Raft commands, and
+// it does not implement federation (a federated address fails with
+// FEDERATION_SYSTEM_NOT_FOUND, 5001, details.reason "federation_not_supported").
+//
+// Who calls it: node/mapsvc delegates map/send to Router.Send from the
+// connection's request goroutine; the cluster layer calls DeliverLocal for
+// messages relayed from other nodes. The router reports message_sent,
+// message_delivered and message_failed to an EventSink (*fanout.Hub) and
+// skips building them when the sink has no subscriber.
+//
+// Delivery results are honest: `delivered` lists only recipients whose
+// connection accepted the message (or whose home node's Relay accepted it);
+// a recipient that is orphaned, not connected, on a node without a Relay, or
+// whose send queue is full (rpc.ErrSlowConsumer) is reported as failed, and a
+// send in which every recipient failed returns DELIVERY_FAILED (2003).
+//
+// Ordering: Send is called in order per connection and local delivery
+// enqueues on the recipient's connection synchronously, so messages from one
+// sender to one recipient keep their order (on a single node; across nodes
+// the Relay must keep per-stream order).
+//
+// Hot path: the payload and meta are never re-marshalled. The Message JSON is
+// assembled once from the raw params (meta gets meta.timestamp spliced in if
+// the sender did not set one, leaving every other byte unchanged) and the
+// same bytes are used for every recipient.
+package router

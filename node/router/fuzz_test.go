@@ -1,0 +1,97 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/concordmap/concord/node/rpc"
+)
+
+// FuzzSendParams: whatever valid JSON arrives as params, Send never panics,
+// fails only with -32602 or a MAP routing-class code, and whatever it
+// delivers is valid JSON.
+func FuzzSendParams(f *testing.F) {
+	for _, s := range []string{
+		`{"to":"w2","payload":{"a":1},"meta":{"priority":"high"}}`,
+		`{"to":{"agents":["w2","mgr"]},"meta":{"timestamp":5,"_meta":{"x":[1]}}}`,
+		`{"to":{"role":"worker","within":"team"}}`,
+		`{"to":{"descendants":true,"depth":2},"payload":null}`,
+		`{"to":{"system":"s","agent":"a"}}`,
+		`{"to":{"participants":"all"},"meta":{ }}`,
+		`{"to":"scope:team","meta":{"correlationId":"x","isResult":true}}`,
+		`{"to":{"agent":"w2","scope":"team"}}`,
+		`{"to":[1],"meta":7}`,
+		`"x"`,
+	} {
+		f.Add(s)
+	}
+	allowed := map[int]bool{
+		rpc.CodeInvalidParams: true, rpc.CodeAddressNotFound: true, rpc.CodeAgentNotFound: true,
+		rpc.CodeScopeNotFound: true, rpc.CodeDeliveryFailed: true, rpc.CodeAddressAmbiguous: true,
+		rpc.CodePermissionDenied: true, rpc.CodeFederationSystemNotFound: true,
+	}
+	f.Fuzz(func(t *testing.T, params string) {
+		if !json.Valid([]byte(params)) {
+			t.Skip() // the rpc layer only hands over valid JSON
+		}
+		reg, conns := world()
+		sink := &fakeSink{subs: true}
+		r := testRouter(t, reg, conns, sink, nil)
+		res, err := r.Send(context.Background(), agentSender("w1"), json.RawMessage(params))
+		if err != nil {
+			var e *rpc.Error
+			if !errors.As(err, &e) || !allowed[e.Code] {
+				t.Fatalf("unexpected error %v", err)
+			}
+			if e.Code == rpc.CodeInvalidParams && !strings.Contains(e.Message, ":") {
+				t.Fatalf("-32602 without a field: %q", e.Message)
+			}
+		} else if _, ok := res.(*SendResult); !ok {
+			t.Fatalf("result %T", res)
+		}
+		for id, c := range conns {
+			for _, m := range c.received() {
+				if !json.Valid(m) {
+					t.Fatalf("conn %s got invalid JSON %s", id, m)
+				}
+			}
+		}
+		for _, ev := range sink.events {
+			if !json.Valid(ev.Data) {
+				t.Fatalf("%s event data invalid: %s", ev.Type, ev.Data)
+			}
+		}
+	})
+}
+
+// FuzzEachMember checks the member walker against encoding/json on valid
+// objects: same keys, same raw values (last duplicate wins in both).
+func FuzzEachMember(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"b":[1,{"c":"}"}],"d\"":"x\\\""}`, ` { "a" : null , "a":true } `, `{"k":"\u00e9"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var want map[string]json.RawMessage
+		// Invalid UTF-8 never gets here: the rpc layer rejects such frames.
+		if !utf8.ValidString(s) || json.Unmarshal([]byte(s), &want) != nil || want == nil {
+			_ = eachMember([]byte(s), func(string, []byte) error { return nil }) // must not panic
+			return
+		}
+		got := map[string]json.RawMessage{}
+		if err := eachMember([]byte(s), func(k string, v []byte) error { got[k] = v; return nil }); err != nil {
+			t.Fatalf("eachMember(%q): %v", s, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("keys: got %d want %d", len(got), len(want))
+		}
+		for k, v := range want {
+			if string(got[k]) != string(v) {
+				t.Fatalf("key %q: got %s want %s", k, got[k], v)
+			}
+		}
+	})
+}

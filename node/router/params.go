@@ -1,0 +1,179 @@
+package router
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/concordmap/concord/node/rpc"
+)
+
+// sendParams is map/send's params after decoding. Raw fields hold the
+// client's bytes (copied out of the frame by encoding/json) and are written
+// into the Message unchanged.
+type sendParams struct {
+	to      json.RawMessage // the Address, never nil
+	payload json.RawMessage // nil when absent
+	meta    json.RawMessage // nil when absent or null
+	info    metaInfo
+}
+
+// metaInfo is what the router itself reads from MessageMeta (for events).
+type metaInfo struct {
+	correlationID string
+	priority      string
+	hasTimestamp  bool
+}
+
+var (
+	priorities    = []string{"urgent", "high", "normal", "low"}
+	deliveries    = []string{"fire-and-forget", "acknowledged", "guaranteed"}
+	relationships = []string{"parent-to-child", "child-to-parent", "peer", "broadcast"}
+)
+
+// decodeSendParams decodes {to*, payload?, meta?}. Every failure is a -32602
+// *rpc.Error naming the field. Unknown members (from, _meta, ...) are ignored.
+// The raw slices alias params, which the rpc layer gives each request to keep.
+func decodeSendParams(params json.RawMessage) (sendParams, error) {
+	params = bytes.TrimSpace(params)
+	if len(params) == 0 || isNull(params) {
+		return sendParams{}, rpc.InvalidParams("to", "required")
+	}
+	if params[0] != '{' {
+		return sendParams{}, rpc.InvalidParams("params", "must be an object")
+	}
+	var p sendParams
+	err := eachMember(params, func(k string, v []byte) error {
+		switch k {
+		case "to":
+			p.to = v
+		case "payload":
+			p.payload = v
+		case "meta":
+			p.meta = v
+		}
+		return nil
+	})
+	if err != nil {
+		return sendParams{}, rpc.InvalidParams("params", "must be a JSON object")
+	}
+	if len(p.to) == 0 || isNull(p.to) {
+		return sendParams{}, rpc.InvalidParams("to", "required")
+	}
+	if len(p.meta) == 0 || isNull(p.meta) {
+		p.meta = nil
+		return p, nil
+	}
+	if p.info, err = decodeMeta(p.meta); err != nil {
+		return sendParams{}, err
+	}
+	return p, nil
+}
+
+// decodeMeta checks the MessageMeta fields whose types the schema fixes and
+// reads the ones the router needs. Unknown keys (mail, protocol, _meta,
+// vendor keys) pass through untouched; a null value reads as absent, except
+// for timestamp, which the router would otherwise have to replace.
+func decodeMeta(meta json.RawMessage) (metaInfo, error) {
+	if meta[0] != '{' {
+		return metaInfo{}, rpc.InvalidParams("meta", "must be an object")
+	}
+	var info metaInfo
+	err := eachMember(meta, func(k string, v []byte) error {
+		if k == "timestamp" {
+			info.hasTimestamp = true
+			if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
+				return rpc.InvalidParams("meta.timestamp", "must be an integer (ms since the epoch)")
+			}
+			return nil
+		}
+		if isNull(v) {
+			return nil
+		}
+		switch k {
+		case "correlationId":
+			s, ok := unquote(v)
+			if !ok {
+				return rpc.InvalidParams("meta.correlationId", "must be a string")
+			}
+			info.correlationID = s
+		case "priority":
+			s, ok := unquote(v)
+			if !ok || !oneOf(s, priorities) {
+				return rpc.InvalidParams("meta.priority", "must be one of urgent, high, normal, low")
+			}
+			info.priority = s
+		case "delivery":
+			if s, ok := unquote(v); !ok || !oneOf(s, deliveries) {
+				return rpc.InvalidParams("meta.delivery", "must be one of fire-and-forget, acknowledged, guaranteed")
+			}
+		case "relationship":
+			if s, ok := unquote(v); !ok || !oneOf(s, relationships) {
+				return rpc.InvalidParams("meta.relationship", "must be one of parent-to-child, child-to-parent, peer, broadcast")
+			}
+		case "expectsResponse", "isResult":
+			if string(v) != "true" && string(v) != "false" {
+				return rpc.InvalidParams("meta."+k, "must be a boolean")
+			}
+		case "ttlMs":
+			if n, err := strconv.ParseInt(string(v), 10, 64); err != nil || n < 0 {
+				return rpc.InvalidParams("meta.ttlMs", "must be a non-negative integer")
+			}
+		}
+		return nil
+	})
+	var re *rpc.Error
+	if errors.As(err, &re) {
+		return metaInfo{}, re
+	}
+	if err != nil {
+		return metaInfo{}, rpc.InvalidParams("meta", "malformed")
+	}
+	return info, nil
+}
+
+// appendMeta appends the message's meta: the client's object byte for byte,
+// with "timestamp" inserted as the first key when the client did not set it.
+func appendMeta(b []byte, meta json.RawMessage, hasTimestamp bool, ts int64) []byte {
+	if len(meta) == 0 {
+		b = append(b, `{"timestamp":`...)
+		b = strconv.AppendInt(b, ts, 10)
+		return append(b, '}')
+	}
+	if hasTimestamp {
+		return append(b, meta...)
+	}
+	b = append(b, `{"timestamp":`...)
+	b = strconv.AppendInt(b, ts, 10)
+	rest := bytes.TrimSpace(meta[1:]) // after '{'
+	if len(rest) > 0 && rest[0] != '}' {
+		b = append(b, ',')
+	}
+	return append(b, rest...)
+}
+
+func isNull(b []byte) bool { return string(b) == "null" }
+
+func oneOf(s string, set []string) bool {
+	for _, v := range set {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// appendString appends s as a JSON string. Plain ASCII (the ids and enum
+// values the router writes) takes the fast path.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}

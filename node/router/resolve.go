@@ -1,0 +1,285 @@
+package router
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/node/rpc"
+)
+
+// Failure reasons reported in SendResult.Failed and message_failed events.
+const (
+	reasonAgentNotFound  = "agent_not_found"
+	reasonOrphaned       = "orphaned"
+	reasonNotConnected   = "not_connected"
+	reasonSlowConsumer   = "slow_consumer"
+	reasonNoRelay        = "no_relay"
+	reasonRelayFailed    = "relay_failed"
+	reasonFederationNone = "federation_not_supported"
+)
+
+// recipient is one resolved target: an agent, or a participant session
+// (addressed by {participant} / {participants}).
+type recipient struct {
+	agentID       string // "" for a session recipient
+	participantID string
+	sessionID     string
+	homeNode      string
+	reason        string // non-empty: known undeliverable before trying
+}
+
+// label is the id reported in delivered / failed.
+func (rc recipient) label() string {
+	if rc.agentID != "" {
+		return rc.agentID
+	}
+	return rc.participantID
+}
+
+func agentRecipient(a *registry.Agent) recipient {
+	rc := recipient{agentID: a.ID, sessionID: a.SessionID, homeNode: a.HomeNode}
+	switch {
+	case a.OwnerID == "":
+		rc.reason = reasonOrphaned
+	case a.HomeNode == "" || a.SessionID == "":
+		rc.reason = reasonNotConnected
+	}
+	return rc
+}
+
+func sessionRecipient(s *registry.Session) recipient {
+	rc := recipient{participantID: s.ParticipantID, sessionID: s.ID, homeNode: s.HomeNode}
+	if !s.Connected || s.HomeNode == "" {
+		rc.reason = reasonNotConnected
+	}
+	return rc
+}
+
+// resolution is the outcome of resolving an address.
+type resolution struct {
+	recipients []recipient
+	scopeID    string // the addressed scope, for events
+	system     bool   // {system:true}: the router itself is the recipient
+}
+
+// resolve turns an address into recipients. The sender is never its own
+// recipient for group forms (scope, role, broadcast, participants).
+func (r *Router) resolve(from Sender, a address) (resolution, error) {
+	switch a.kind {
+	case addrString:
+		return r.resolveString(from, a.id)
+	case addrAgent:
+		return r.resolveAgent(a.id)
+	case addrAgents:
+		return r.resolveAgents(a.ids)
+	case addrScope:
+		return r.resolveScope(from, a.id)
+	case addrRole:
+		return r.resolveRole(from, a.role, a.within)
+	case addrParent, addrChildren, addrAncestors, addrDescendants, addrSiblings:
+		return r.resolveRelative(from, a)
+	case addrBroadcast:
+		agents := r.reg.AgentsWhere(func(ag *registry.Agent) bool { return ag.ID != from.AgentID })
+		return nonEmpty(agentRecipients(agents), "")
+	case addrSystem:
+		return resolution{system: true}, nil
+	case addrFederated:
+		return resolution{}, federationError(a.id, a.agent)
+	case addrParticipant:
+		return r.resolveParticipant(a.id)
+	case addrParticipants:
+		return r.resolveParticipants(from, a.which)
+	}
+	return resolution{}, rpc.InvalidParams("to", "unsupported address form")
+}
+
+// resolveString handles the string shorthand: an agent id, "agent:<id>",
+// "scope:<id>", or a federated "sysId:agent:<id>". An exact agent id wins
+// over a prefix reading; when both readings name different existing
+// targets the address is ambiguous.
+func (r *Router) resolveString(from Sender, s string) (resolution, error) {
+	exact, exactOK := r.reg.Agent(s)
+	var prefixed bool
+	var alt resolution
+	var altErr error
+	switch {
+	case strings.HasPrefix(s, "agent:") && len(s) > len("agent:"):
+		prefixed = true
+		alt, altErr = r.resolveAgent(s[len("agent:"):])
+	case strings.HasPrefix(s, "scope:") && len(s) > len("scope:"):
+		prefixed = true
+		alt, altErr = r.resolveScope(from, s[len("scope:"):])
+	case strings.Contains(s, ":agent:"):
+		if exactOK {
+			return resolution{recipients: []recipient{agentRecipient(&exact)}}, nil
+		}
+		i := strings.Index(s, ":agent:")
+		return resolution{}, federationError(s[:i], s[i+len(":agent:"):])
+	}
+	switch {
+	case exactOK && prefixed && altErr == nil:
+		return resolution{}, rpc.NewError(rpc.CodeAddressAmbiguous, "Address ambiguous: "+s+" names an agent and, read as a prefixed address, another target").
+			WithDetails(map[string]any{"address": s})
+	case exactOK:
+		return resolution{recipients: []recipient{agentRecipient(&exact)}}, nil
+	case prefixed:
+		return alt, altErr
+	}
+	return resolution{}, agentNotFound(s)
+}
+
+func (r *Router) resolveAgent(id string) (resolution, error) {
+	a, ok := r.reg.Agent(id)
+	if !ok {
+		return resolution{}, agentNotFound(id)
+	}
+	return resolution{recipients: []recipient{agentRecipient(&a)}}, nil
+}
+
+// resolveAgents resolves {agents:[...]}: unknown ids become failed
+// recipients; when none of them exists the send is AGENT_NOT_FOUND.
+func (r *Router) resolveAgents(ids []string) (resolution, error) {
+	out := make([]recipient, 0, len(ids))
+	var missing []string
+	for _, id := range ids {
+		if a, ok := r.reg.Agent(id); ok {
+			out = append(out, agentRecipient(&a))
+		} else {
+			missing = append(missing, id)
+			out = append(out, recipient{agentID: id, reason: reasonAgentNotFound})
+		}
+	}
+	if len(missing) == len(ids) {
+		return resolution{}, rpc.NewError(rpc.CodeAgentNotFound, "Agent not found").
+			WithDetails(map[string]any{"agentIds": missing})
+	}
+	return resolution{recipients: dedup(out)}, nil
+}
+
+// resolveScope resolves {scope}: every member but the sender, subject to
+// the scope's sendPolicy ("members": only a member agent may send).
+func (r *Router) resolveScope(from Sender, id string) (resolution, error) {
+	sc, ok := r.reg.Scope(id)
+	if !ok {
+		return resolution{}, rpc.NewError(rpc.CodeScopeNotFound, "Scope not found: "+id).
+			WithDetails(map[string]any{"scopeId": id})
+	}
+	if sc.SendPolicy == "members" && (from.AgentID == "" || !slices.Contains(sc.Members, from.AgentID)) {
+		return resolution{}, rpc.NewError(rpc.CodePermissionDenied, "Only members may send to scope "+id).
+			WithDetails(map[string]any{"scopeId": id, "sendPolicy": sc.SendPolicy})
+	}
+	out := make([]recipient, 0, len(sc.Members))
+	for _, m := range sc.Members {
+		if m == from.AgentID {
+			continue
+		}
+		if a, ok := r.reg.Agent(m); ok {
+			out = append(out, agentRecipient(&a))
+		}
+	}
+	return nonEmpty(out, id)
+}
+
+func (r *Router) resolveRole(from Sender, role, within string) (resolution, error) {
+	var members []string
+	if within != "" {
+		sc, ok := r.reg.Scope(within)
+		if !ok {
+			return resolution{}, rpc.NewError(rpc.CodeScopeNotFound, "Scope not found: "+within).
+				WithDetails(map[string]any{"scopeId": within})
+		}
+		members = sc.Members
+	}
+	agents := r.reg.AgentsWhere(func(a *registry.Agent) bool {
+		if a.Role != role || a.ID == from.AgentID {
+			return false
+		}
+		_, in := slices.BinarySearch(members, a.ID) // Members are sorted
+		return within == "" || in
+	})
+	return nonEmpty(agentRecipients(agents), within)
+}
+
+func (r *Router) resolveParticipant(id string) (resolution, error) {
+	var out []recipient
+	for _, s := range r.reg.Sessions() {
+		if s.ParticipantID == id && s.ClosedAt == 0 {
+			out = append(out, sessionRecipient(&s))
+		}
+	}
+	if len(out) == 0 {
+		if a, ok := r.reg.Agent(id); ok {
+			out = append(out, agentRecipient(&a))
+		}
+	}
+	return nonEmpty(out, "")
+}
+
+func (r *Router) resolveParticipants(from Sender, which string) (resolution, error) {
+	var out []recipient
+	for _, s := range r.reg.Sessions() {
+		if s.ID == from.SessionID || s.ClosedAt != 0 {
+			continue
+		}
+		if which == "all" || (which == "agents" && s.ParticipantType == "agent") ||
+			(which == "clients" && s.ParticipantType == "client") {
+			out = append(out, sessionRecipient(&s))
+		}
+	}
+	return nonEmpty(out, "")
+}
+
+func agentRecipients(agents []registry.Agent) []recipient {
+	out := make([]recipient, len(agents))
+	for i := range agents {
+		out[i] = agentRecipient(&agents[i])
+	}
+	return out
+}
+
+// dedup drops repeated recipients, keeping the first occurrence.
+func dedup(in []recipient) []recipient {
+	if len(in) < 2 {
+		return in
+	}
+	seen := make(map[string]struct{}, len(in))
+	out := in[:0]
+	for _, rc := range in {
+		key := rc.agentID
+		if key == "" {
+			key = "\x00" + rc.sessionID
+		}
+		if _, dup := seen[key]; dup {
+			continue
+		}
+		seen[key] = struct{}{}
+		out = append(out, rc)
+	}
+	return out
+}
+
+// nonEmpty wraps recipients, failing with ADDRESS_NOT_FOUND when there are none.
+func nonEmpty(out []recipient, scopeID string) (resolution, error) {
+	if len(out) == 0 {
+		return resolution{}, noRecipients()
+	}
+	return resolution{recipients: dedup(out), scopeID: scopeID}, nil
+}
+
+func noRecipients() error {
+	return rpc.NewError(rpc.CodeAddressNotFound, "Address resolves to no recipient").
+		WithDetails(map[string]any{"reason": "no_recipients"})
+}
+
+func agentNotFound(id string) error {
+	return rpc.NewError(rpc.CodeAgentNotFound, "Agent not found: "+id).
+		WithDetails(map[string]any{"agentId": id})
+}
+
+// federationError: cross-system routing is not implemented yet, so every
+// federated system is unknown to this node (5001, not the retryable 5000).
+func federationError(system, agent string) error {
+	return rpc.NewError(rpc.CodeFederationSystemNotFound, "Federation not supported yet: cannot reach system "+system).
+		WithDetails(map[string]any{"system": system, "agent": agent, "reason": reasonFederationNone})
+}

@@ -1,0 +1,203 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/node/rpc"
+)
+
+// MethodMessage is the notification that carries a Message to its recipient.
+const MethodMessage = "map/message"
+
+// Router implements map/send. It holds no per-message state; all methods
+// are safe for concurrent use.
+type Router struct {
+	nodeID string
+	reg    registry.Reader
+	conns  func(sessionID string) (notifier, bool)
+	events EventSink
+	relay  Relay
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// New validates cfg and returns a Router.
+func New(cfg Config) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	sessions := cfg.Sessions
+	return &Router{
+		nodeID: cfg.NodeID,
+		reg:    cfg.Registry,
+		conns: func(id string) (notifier, bool) {
+			c, ok := sessions.Conn(id)
+			if !ok || c == nil {
+				return nil, false
+			}
+			return c, true
+		},
+		events: cfg.Events,
+		relay:  cfg.Relay,
+		log:    log.With("component", "router", "node_id", cfg.NodeID),
+		now:    now,
+	}, nil
+}
+
+// SendResult is map/send's result. Delivered lists the recipients (agent
+// ids, or participant ids for participant addresses) whose connection or
+// home node accepted the message; Failed the others with a reason.
+type SendResult struct {
+	MessageID string            `json:"messageId"`
+	Delivered []string          `json:"delivered"`
+	Failed    []FailedRecipient `json:"failed,omitempty"`
+}
+
+// FailedRecipient is one recipient the message did not reach.
+type FailedRecipient struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
+// Send handles map/send for the sender's session. It returns a *SendResult,
+// or an *rpc.Error: -32602 for malformed params, 2000/2001/2002/2004/1003/5001
+// from address resolution, 2003 when no recipient could be reached.
+// Call it in order per connection: that is what keeps per-recipient order.
+func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
+	p, err := decodeSendParams(params)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := parseAddress(p.to)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.resolve(from, addr)
+	if err != nil {
+		return nil, err
+	}
+	now := r.now()
+	ts := now.UnixMilli()
+	id := ulid.Make().String()
+	notif := buildNotification(id, from.from(), &p, ts)
+	msg := notif[len(`{"message":`) : len(notif)-1]
+
+	out := &SendResult{MessageID: id, Delivered: make([]string, 0, len(res.recipients))}
+	for _, rc := range res.recipients {
+		if reason := r.deliverOne(ctx, rc, notif, msg); reason != "" {
+			out.Failed = append(out.Failed, FailedRecipient{ID: rc.label(), Reason: reason})
+		} else {
+			out.Delivered = append(out.Delivered, rc.label())
+		}
+	}
+	if r.events != nil && r.events.HasSubscribers() {
+		r.publish(from, &p, res, out, ts)
+	}
+	if len(out.Delivered) == 0 && len(out.Failed) > 0 {
+		return nil, rpc.NewError(rpc.CodeDeliveryFailed, "Delivery failed for every recipient").
+			WithDetails(map[string]any{"messageId": id, "failed": out.Failed})
+	}
+	return out, nil
+}
+
+// deliverOne hands the message to one recipient and returns "" on success
+// or the failure reason.
+func (r *Router) deliverOne(ctx context.Context, rc recipient, notif, msg []byte) string {
+	if rc.reason != "" {
+		return rc.reason
+	}
+	if rc.homeNode == r.nodeID {
+		return r.notify(rc.sessionID, notif)
+	}
+	if r.relay == nil {
+		return reasonNoRelay
+	}
+	env := &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}
+	if err := r.relay.Forward(ctx, rc.homeNode, env); err != nil {
+		r.log.Debug("relay forward failed", "peer", rc.homeNode, "err", err)
+		return reasonRelayFailed
+	}
+	return ""
+}
+
+// notify enqueues the map/message notification on a local session's
+// connection; it never blocks.
+func (r *Router) notify(sessionID string, notif []byte) string {
+	c, ok := r.conns(sessionID)
+	if !ok {
+		return reasonNotConnected
+	}
+	switch err := c.NotifyRaw(MethodMessage, notif); {
+	case err == nil:
+		return ""
+	case errors.Is(err, rpc.ErrSlowConsumer):
+		return reasonSlowConsumer
+	default:
+		return reasonNotConnected
+	}
+}
+
+// DeliverLocal delivers a message relayed from another node to a recipient
+// attached to this node. The agent's current session (from the registry)
+// wins over the envelope's session id, which may be stale if the agent
+// reconnected. It returns ErrNotConnected when the recipient has no live
+// connection here, or rpc.ErrSlowConsumer / rpc.ErrClosed from the connection.
+func (r *Router) DeliverLocal(_ context.Context, env *Envelope) error {
+	if env == nil || len(env.Message) == 0 || (env.RecipientAgentID == "" && env.RecipientSessionID == "") {
+		return ErrBadEnvelope
+	}
+	sessionID := env.RecipientSessionID
+	if env.RecipientAgentID != "" {
+		if a, ok := r.reg.Agent(env.RecipientAgentID); ok && a.SessionID != "" {
+			sessionID = a.SessionID
+		}
+	}
+	c, ok := r.conns(sessionID)
+	if !ok {
+		return ErrNotConnected
+	}
+	notif := make([]byte, 0, len(env.Message)+len(`{"message":}`))
+	notif = append(notif, `{"message":`...)
+	notif = append(notif, env.Message...)
+	notif = append(notif, '}')
+	if err := c.NotifyRaw(MethodMessage, notif); err != nil {
+		return fmt.Errorf("deliver to session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// buildNotification assembles {"message":{id, from, to, payload?, meta}}
+// from the raw params in one buffer; payload and `to` are copied verbatim.
+func buildNotification(id, from string, p *sendParams, ts int64) []byte {
+	b := make([]byte, 0, 128+len(from)+len(p.to)+len(p.payload)+len(p.meta))
+	b = append(b, `{"message":{"id":`...)
+	b = appendString(b, id)
+	b = append(b, `,"from":`...)
+	b = appendString(b, from)
+	b = append(b, `,"to":`...)
+	b = append(b, p.to...)
+	if p.payload != nil {
+		b = append(b, `,"payload":`...)
+		b = append(b, p.payload...)
+	}
+	b = append(b, `,"meta":`...)
+	b = appendMeta(b, p.meta, p.info.hasTimestamp, ts)
+	return append(b, "}}"...)
+}
