@@ -103,21 +103,28 @@ func checkRaw(raw []byte) error {
 }
 
 // text validates a string field: present when required, non-empty when
-// minOne, and within size limits. It returns a message or "".
-func text(p *string, name string, required, minOne bool, max int) string {
+// minOne, and within size limits. It returns "" or a problem that the
+// caller prefixes with the field name (built only on failure: outputs can
+// hold thousands of fields).
+func text(p *string, required, minOne bool, max int) string {
 	if p == nil {
 		if required {
-			return name + " is required"
+			return " is required"
 		}
 		return ""
 	}
 	if minOne && *p == "" {
-		return name + " must not be empty"
+		return " must not be empty"
 	}
 	if len(*p) > max {
-		return fmt.Sprintf("%s exceeds %d bytes", name, max)
+		return fmt.Sprintf(" exceeds %d bytes", max)
 	}
 	return ""
+}
+
+// item names list element i of field list, e.g. output.judgements[3].
+func item(list string, i int, field string) string {
+	return fmt.Sprintf("output.%s[%d].%s", list, i, field)
 }
 
 func convertOutput(r *rawOutput, pid string, phase Phase, round int) (*Output, string) {
@@ -130,14 +137,14 @@ func convertOutput(r *rawOutput, pid string, phase Phase, round int) (*Output, s
 	if r.Round != nil && *r.Round != float64(round) {
 		return nil, fmt.Sprintf("output.round %v does not match the task's round %d", *r.Round, round)
 	}
-	for _, m := range []string{
-		text(r.FullResponse, "output.fullResponse", true, true, MaxTextBytes),
-		text(r.Summary, "output.summary", true, true, MaxTextBytes),
-		text(r.RespondedAt, "output.respondedAt", false, true, MaxIDBytes),
-	} {
-		if m != "" {
-			return nil, m
-		}
+	if m := text(r.FullResponse, true, true, MaxTextBytes); m != "" {
+		return nil, "output.fullResponse" + m
+	}
+	if m := text(r.Summary, true, true, MaxTextBytes); m != "" {
+		return nil, "output.summary" + m
+	}
+	if m := text(r.RespondedAt, false, true, MaxIDBytes); m != "" {
+		return nil, "output.respondedAt" + m
 	}
 	if r.SelfScore != nil && !(*r.SelfScore >= 0 && *r.SelfScore <= 100) {
 		return nil, "output.selfScore must be between 0 and 100"
@@ -159,8 +166,8 @@ func convertOutput(r *rawOutput, pid string, phase Phase, round int) (*Output, s
 func convertPhaseFields(r *rawOutput, phase Phase, out *Output) string {
 	switch phase {
 	case PhaseInitial:
-		if m := text(r.TaskTitle, "output.taskTitle", true, true, MaxTextBytes); m != "" {
-			return m
+		if m := text(r.TaskTitle, true, true, MaxTextBytes); m != "" {
+			return "output.taskTitle" + m
 		}
 		if utf16Len(*r.TaskTitle) > MaxTaskTitle {
 			return fmt.Sprintf("output.taskTitle exceeds %d characters", MaxTaskTitle)
@@ -181,15 +188,14 @@ func convertPhaseFields(r *rawOutput, phase Phase, out *Output) string {
 	}
 	out.ClaimVotes = make([]VoteInput, len(*r.ClaimVotes))
 	for i, v := range *r.ClaimVotes {
-		name := fmt.Sprintf("output.claimVotes[%d]", i)
-		if m := text(v.ClaimID, name+".claimId", true, true, MaxIDBytes); m != "" {
-			return m
+		if m := text(v.ClaimID, true, true, MaxIDBytes); m != "" {
+			return item("claimVotes", i, "claimId") + m
 		}
 		if v.Vote == nil || (*v.Vote != VoteAccept && *v.Vote != VoteReject) {
-			return name + ".vote must be \"accept\" or \"reject\""
+			return item("claimVotes", i, "vote") + " must be \"accept\" or \"reject\""
 		}
-		if m := text(v.Reason, name+".reason", false, false, MaxTextBytes); m != "" {
-			return m
+		if m := text(v.Reason, false, false, MaxTextBytes); m != "" {
+			return item("claimVotes", i, "reason") + m
 		}
 		out.ClaimVotes[i] = VoteInput{ClaimID: *v.ClaimID, Vote: *v.Vote, Reason: v.Reason}
 	}
@@ -214,20 +220,19 @@ func convertClaims(list *[]rawClaim, out *Output) string {
 	out.hasClaims = true
 	out.ExtractedClaims = make([]ExtractedClaim, len(*list))
 	for i, c := range *list {
-		name := fmt.Sprintf("output.extractedClaims[%d]", i)
-		for _, m := range []string{
-			text(c.Title, name+".title", true, true, MaxTextBytes),
-			text(c.Statement, name+".statement", true, true, MaxTextBytes),
-			text(c.ClaimID, name+".claimId", false, true, MaxIDBytes),
-		} {
-			if m != "" {
-				return m
-			}
+		if m := text(c.Title, true, true, MaxTextBytes); m != "" {
+			return item("extractedClaims", i, "title") + m
+		}
+		if m := text(c.Statement, true, true, MaxTextBytes); m != "" {
+			return item("extractedClaims", i, "statement") + m
+		}
+		if m := text(c.ClaimID, false, true, MaxIDBytes); m != "" {
+			return item("extractedClaims", i, "claimId") + m
 		}
 		ec := ExtractedClaim{Title: *c.Title, Statement: *c.Statement}
 		if c.Category != nil {
 			if !validCategory(*c.Category) {
-				return name + ".category must be one of pro, con, risk, tradeoff, todo"
+				return item("extractedClaims", i, "category") + " must be one of pro, con, risk, tradeoff, todo"
 			}
 			ec.Category = *c.Category
 		}
@@ -245,22 +250,26 @@ func convertJudgements(list *[]rawJudgement, out *Output) string {
 	}
 	out.Judgements = make([]Judgement, len(*list))
 	for i, j := range *list {
-		name := fmt.Sprintf("output.judgements[%d]", i)
-		for _, m := range []string{
-			text(j.ClaimID, name+".claimId", true, true, MaxIDBytes),
-			text(j.Rationale, name+".rationale", true, true, MaxTextBytes),
-			text(j.RevisedStatement, name+".revisedStatement", false, true, MaxTextBytes),
-			text(j.MergesWith, name+".mergesWith", false, true, MaxIDBytes),
+		for _, f := range [...]struct {
+			p             *string
+			name          string
+			required, one bool
+			max           int
+		}{
+			{j.ClaimID, "claimId", true, true, MaxIDBytes},
+			{j.Rationale, "rationale", true, true, MaxTextBytes},
+			{j.RevisedStatement, "revisedStatement", false, true, MaxTextBytes},
+			{j.MergesWith, "mergesWith", false, true, MaxIDBytes},
 		} {
-			if m != "" {
-				return m
+			if m := text(f.p, f.required, f.one, f.max); m != "" {
+				return item("judgements", i, f.name) + m
 			}
 		}
-		if j.Stance == nil || (*j.Stance != StanceAgree && *j.Stance != StanceDisagree && *j.Stance != StanceRevise) {
-			return name + ".stance must be agree, disagree or revise"
+		if j.Stance == nil || !isStance(*j.Stance) {
+			return item("judgements", i, "stance") + " must be agree, disagree or revise"
 		}
 		if j.Confidence == nil || !(*j.Confidence >= 0 && *j.Confidence <= 1) || math.IsNaN(*j.Confidence) {
-			return name + ".confidence must be a number between 0 and 1"
+			return item("judgements", i, "confidence") + " must be a number between 0 and 1"
 		}
 		out.Judgements[i] = Judgement{ClaimID: *j.ClaimID, Stance: *j.Stance, Confidence: *j.Confidence,
 			Rationale: *j.Rationale, RevisedStatement: j.RevisedStatement, MergesWith: j.MergesWith}

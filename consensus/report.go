@@ -169,8 +169,8 @@ func (st *stepper) onActionResult(raw json.RawMessage) {
 	}
 	var env actionEnvelope
 	if checkRaw(raw) != nil || json.Unmarshal(raw, &env) != nil || env.Kind == nil || *env.Kind != "action" ||
-		env.Output == nil || text(env.Output.FullResponse, "", true, true, MaxTextBytes) != "" ||
-		text(env.Output.Summary, "", true, true, MaxTextBytes) != "" {
+		env.Output == nil || text(env.Output.FullResponse, true, true, MaxTextBytes) != "" ||
+		text(env.Output.Summary, true, true, MaxTextBytes) != "" {
 		st.actionFailed("parse_failed", "Action result parse failed")
 		return
 	}

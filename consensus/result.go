@@ -10,10 +10,17 @@ type runView struct {
 	status      string
 }
 
+// view is only used once the final vote is over, when rounds, catalog and
+// the active set no longer change, so it is cached (not encoded: a decoded
+// state recomputes the same values).
 func (s *State) view() *runView {
+	if s.viewCache != nil {
+		return s.viewCache
+	}
 	v := &runView{resolutions: s.resolutions(), scoreboard: s.scoreboard()}
 	v.rep = s.pickRepresentative(v.scoreboard)
 	v.status = s.status(v.resolutions)
+	s.viewCache = v
 	return v
 }
 

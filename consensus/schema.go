@@ -70,8 +70,8 @@ func decodeReport(raw []byte) (*FinalReport, bool) {
 	r := env.Output
 	if r.Mode == nil || (*r.Mode != ComposerBuiltin && *r.Mode != ComposerRepresentative) || r.TraceIncluded == nil ||
 		r.TraceLevel == nil || (*r.TraceLevel != TraceCompact && *r.TraceLevel != TraceFull) ||
-		text(r.FinalSummary, "", true, true, MaxTextBytes) != "" ||
-		text(r.RepresentativeSpeech, "", true, true, MaxTextBytes) != "" {
+		text(r.FinalSummary, true, true, MaxTextBytes) != "" ||
+		text(r.RepresentativeSpeech, true, true, MaxTextBytes) != "" {
 		return nil, false
 	}
 	out := &FinalReport{Mode: *r.Mode, TraceIncluded: *r.TraceIncluded, TraceLevel: *r.TraceLevel,
@@ -80,9 +80,9 @@ func decodeReport(raw []byte) (*FinalReport, bool) {
 		out.hasTimeline = true
 		out.OpinionShiftTimeline = make([]OpinionShift, 0, len(*r.OpinionShiftTimeline))
 		for _, x := range *r.OpinionShiftTimeline {
-			if text(x.ClaimID, "", true, true, MaxIDBytes) != "" || text(x.ParticipantID, "", true, true, MaxIDBytes) != "" ||
+			if text(x.ClaimID, true, true, MaxIDBytes) != "" || text(x.ParticipantID, true, true, MaxIDBytes) != "" ||
 				x.From == nil || (!isStance(*x.From) && *x.From != "unknown") || x.To == nil || !isStance(*x.To) ||
-				!validRound(x.Round) || text(x.Reason, "", false, false, MaxTextBytes) != "" {
+				!validRound(x.Round) || text(x.Reason, false, false, MaxTextBytes) != "" {
 				return nil, false
 			}
 			out.OpinionShiftTimeline = append(out.OpinionShiftTimeline, OpinionShift{ClaimID: *x.ClaimID,
@@ -93,8 +93,8 @@ func decodeReport(raw []byte) (*FinalReport, bool) {
 		out.hasHighlights = true
 		out.RoundHighlights = make([]RoundHighlight, 0, len(*r.RoundHighlights))
 		for _, x := range *r.RoundHighlights {
-			if !validRound(x.Round) || text(x.ParticipantID, "", true, true, MaxIDBytes) != "" ||
-				text(x.Summary, "", true, true, MaxTextBytes) != "" {
+			if !validRound(x.Round) || text(x.ParticipantID, true, true, MaxIDBytes) != "" ||
+				text(x.Summary, true, true, MaxTextBytes) != "" {
 				return nil, false
 			}
 			out.RoundHighlights = append(out.RoundHighlights, RoundHighlight{Round: int(*x.Round),

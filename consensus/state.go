@@ -104,6 +104,8 @@ type State struct {
 	action       *ActionOutput
 	failure      *Failure
 	finishedAt   int64
+
+	viewCache *runView // derived once the final vote is over; not encoded
 }
 
 // SessionID returns the run's session id.

@@ -1,0 +1,162 @@
+package consensus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// benchScript scripts 5 agents over `claims` claims: each proposes
+// claims/5 in the initial round, judges 10 claims (one objection, so no early
+// stop) in each of 3 debate rounds, and votes on every claim.
+func benchScript(claims int) (*Request, *Script) {
+	ids := []string{"p1", "p2", "p3", "p4", "p5"}
+	req := mustRequest(nil, `{"requestId":"bench","task":"Benchmark the engine.",
+	 "participants":[{"id":"p1"},{"id":"p2"},{"id":"p3"},{"id":"p4"},{"id":"p5"}],
+	 "roundPolicy":{"minRounds":3,"maxRounds":3},"consensusPolicy":{"threshold":0.6}}`)
+	s := &Script{Version: 1, Agents: map[string]map[string]Answer{}}
+	per := claims / len(ids)
+	var all []string
+	for _, id := range ids {
+		for k := 0; k < per; k++ {
+			all = append(all, fmt.Sprintf("%s:0:%d", id, k))
+		}
+	}
+	for pi, id := range ids {
+		var cl, votes []any
+		for k := 0; k < per; k++ {
+			cl = append(cl, claim(fmt.Sprintf("claim %d of %s", k, id)))
+		}
+		for k, c := range all {
+			vote := "accept"
+			if (k+pi)%7 == 0 {
+				vote = "reject"
+			}
+			votes = append(votes, v(c, vote))
+		}
+		a := map[string]Answer{
+			"initial":    out(id, map[string]any{"taskTitle": "bench", "extractedClaims": cl}),
+			"final_vote": out(id, map[string]any{"claimVotes": votes}),
+		}
+		for r := 1; r <= 3; r++ {
+			var js []any
+			for k := 0; k < 10; k++ {
+				c := all[(pi*37+r*11+k*13)%len(all)]
+				stance := "agree"
+				if k == 0 {
+					stance = "disagree"
+				}
+				js = append(js, j(c, stance))
+			}
+			a[fmt.Sprintf("debate:%d", r)] = out(id, map[string]any{"judgements": js})
+		}
+		s.Agents[id] = a
+	}
+	return req, s
+}
+
+func benchRun(b *testing.B, claims int) *LocalRun {
+	req, s := benchScript(claims)
+	run, err := RunLocal(context.Background(), req, s, LocalOptions{SessionID: "bench"})
+	if err != nil || run.Result == nil || len(run.Result.FinalClaims) != claims {
+		b.Fatalf("bench run: %v %+v", err, run.Failure)
+	}
+	return run
+}
+
+// BenchmarkStep_5Agents200Claims3Rounds replays a whole run (start, 25 agent
+// results with their raw JSON, finalisation) through Step.
+func BenchmarkStep_5Agents200Claims3Rounds(b *testing.B) {
+	run := benchRun(b, 200)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		replay(b, nil, run.Inputs)
+	}
+	b.ReportMetric(float64(len(run.Inputs)*b.N)/b.Elapsed().Seconds(), "inputs/s")
+}
+
+// jsonMirror exposes the state's content with exported fields, so
+// encoding/json can serve as the baseline codec.
+type jsonMirror struct {
+	SessionID    string
+	Request      *Request
+	StartedAt    int64
+	Active       []bool
+	Eliminations []Elimination
+	Catalog      []Claim
+	Rounds       []RoundRecord
+	Report       *FinalReport
+	Action       *ActionOutput
+	Counters     [3]int
+}
+
+func mirror(s *State) *jsonMirror {
+	return &jsonMirror{SessionID: s.sessionID, Request: s.req, StartedAt: s.startedAt, Active: s.active,
+		Eliminations: s.eliminations, Catalog: s.catalog, Rounds: s.rounds, Report: s.report, Action: s.action,
+		Counters: [3]int{s.totalTurns, s.waitTimeouts, int(s.eventCount)}}
+}
+
+// BenchmarkStep_BaselineJSONMarshal marshals the 200-claim final state with
+// encoding/json once per op: the cost a naive per-input JSON snapshot adds.
+func BenchmarkStep_BaselineJSONMarshal(b *testing.B) {
+	m := mirror(benchRun(b, 200).State)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := json.Marshal(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeState_1000Claims(b *testing.B) {
+	s := benchRun(b, 1000).State
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = EncodeState(s)
+	}
+	b.ReportMetric(float64(len(EncodeState(s))), "bytes")
+}
+
+func BenchmarkDecodeState_1000Claims(b *testing.B) {
+	enc := EncodeState(benchRun(b, 1000).State)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := DecodeState(enc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncode_BaselineJSONMarshal_1000Claims(b *testing.B) {
+	m := mirror(benchRun(b, 1000).State)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var n int
+	for i := 0; i < b.N; i++ {
+		out, err := json.Marshal(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(out)
+	}
+	b.ReportMetric(float64(n), "bytes")
+}
+
+func BenchmarkDecode_BaselineJSONUnmarshal_1000Claims(b *testing.B) {
+	raw, err := json.Marshal(mirror(benchRun(b, 1000).State))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var m jsonMirror
+		if err := json.Unmarshal(raw, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
