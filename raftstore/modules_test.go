@@ -36,7 +36,8 @@ func (e *kvError) Error() string { return "kv: bad key " + e.Key }
 type kvModule struct {
 	mu      sync.RWMutex
 	m       map[string]string
-	indexes []uint64 // raft index of every applied command, in order
+	indexes []uint64          // raft index of every applied command, in order
+	byIndex map[uint64]string // the "k=v" put applied at each index
 
 	failSnapshot bool   // Snapshot returns an error
 	failRestore  bool   // Restore returns an error after reading
@@ -45,7 +46,7 @@ type kvModule struct {
 	lastIndex    uint64 // last index seen by a handler
 }
 
-func newKV() *kvModule { return &kvModule{m: map[string]string{}} }
+func newKV() *kvModule { return &kvModule{m: map[string]string{}, byIndex: map[uint64]string{}} }
 
 func (k *kvModule) Name() string { return "kv" }
 
@@ -67,6 +68,7 @@ func (k *kvModule) applyPut(index uint64, msg proto.Message) (any, error) {
 	prev := k.m[key]
 	k.m[key] = val
 	k.indexes = append(k.indexes, index)
+	k.byIndex[index] = key + "=" + val
 	k.lastIndex = index
 	return prev, nil
 }
@@ -223,5 +225,15 @@ func (s *listSnapshot) Persist(write func([]byte) error) error {
 
 func (s *listSnapshot) Release() {}
 
-// put and del build the test commands' messages.
+// put builds a test command's message ("k=v" for cmdKVPut, a key for
+// cmdKVDelete, an item for cmdLogAdd).
 func put(kv string) proto.Message { return wrapperspb.String(kv) }
+
+// encode builds raw command bytes: type byte + body.
+func encode(t concordv1.CommandType, msg proto.Message) []byte {
+	b, err := proto.Marshal(msg)
+	if err != nil {
+		panic(err)
+	}
+	return append([]byte{byte(t)}, b...)
+}
