@@ -90,8 +90,12 @@ func TestSnapshot_RestoreFailureLeavesStateUntouched(t *testing.T) {
 		{"module restore fails", func(kv *kvModule) []byte { kv.failRestore = true; return good }, nil},
 		{"truncated stream", func(*kvModule) []byte { return good[:len(good)-7] }, ErrBadSnapshot},
 		{"trailing garbage", func(*kvModule) []byte { return append(slices.Clone(good), 1, 2, 3) }, ErrBadSnapshot},
-		{"unknown module", func(*kvModule) []byte { return rewriteHeader(t, good, func(h *concordv1.SnapshotHeader) { h.Modules = append(h.Modules, "ghost") }) }, ErrBadSnapshot},
-		{"bad version", func(*kvModule) []byte { return rewriteHeader(t, good, func(h *concordv1.SnapshotHeader) { h.FormatVersion = 9 }) }, ErrBadSnapshot},
+		{"unknown module", func(*kvModule) []byte {
+			return rewriteHeader(t, good, func(h *concordv1.SnapshotHeader) { h.Modules = append(h.Modules, "ghost") })
+		}, ErrBadSnapshot},
+		{"bad version", func(*kvModule) []byte {
+			return rewriteHeader(t, good, func(h *concordv1.SnapshotHeader) { h.FormatVersion = 9 })
+		}, ErrBadSnapshot},
 		{"modules swapped", func(*kvModule) []byte {
 			return rewriteHeader(t, good, func(h *concordv1.SnapshotHeader) { slices.Reverse(h.Modules) })
 		}, ErrBadSnapshot},
