@@ -1,0 +1,164 @@
+package mapsvc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/concordmap/concord/node/registry"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Proposer proposes one Raft command (implemented by *raftstore.Store, or
+// by a forwarding proposer on followers).
+type Proposer interface {
+	Apply(ctx context.Context, t concordv1.CommandType, m proto.Message) (any, uint64, error)
+}
+
+// Sender identifies the caller of map/send. Its fields are those of
+// router.Sender in the same order, so the two convert into each other
+// (router.Sender(s)).
+type Sender struct {
+	SessionID       string
+	ParticipantID   string
+	ParticipantType string
+	// AgentID is the sending agent: the agent the session owns when it owns
+	// exactly one (map/agents/spawn passes the parent); else empty.
+	AgentID string
+}
+
+// Router is what the service needs from node/router (adapt *router.Router
+// with a one-line Send that converts Sender).
+type Router interface {
+	Send(ctx context.Context, from Sender, params json.RawMessage) (any, error)
+}
+
+// Fanout is what the service needs from node/fanout; *fanout.Hub
+// satisfies it.
+type Fanout interface {
+	Subscribe(ctx context.Context, sessionID string, params json.RawMessage) (any, error)
+	Unsubscribe(ctx context.Context, sessionID string, params json.RawMessage) (any, error)
+	Replay(ctx context.Context, sessionID string, params json.RawMessage) (any, error)
+	Ack(ctx context.Context, sessionID string, params json.RawMessage) error
+	// Attach restores a session's subscriptions on this node after
+	// connect/resume; Detach drops them when the connection is gone.
+	Attach(ctx context.Context, sessionID string) error
+	Detach(sessionID string)
+}
+
+// Extension is one advertised capability URI (capabilities.extensions).
+type Extension struct {
+	URI     string `json:"uri"`
+	Version string `json:"version"`
+}
+
+// Config configures a Service.
+type Config struct {
+	// NodeID is this node's id: sessions and agents connected here get it
+	// as their home node.
+	NodeID string
+	// SystemName and SystemVersion are reported as systemInfo.
+	SystemName    string
+	SystemVersion string
+
+	// Store proposes commands (required).
+	Store Proposer
+	// Registry is the local replica of the registry module (required).
+	Registry *registry.State
+	// LinearizableRead, optional, makes a read linearizable (leader
+	// check/ReadIndex). Reads call it only when the request asks for it
+	// with _meta.consistency = "linearizable"; nil makes such requests
+	// fail with a retryable 4000.
+	LinearizableRead func(ctx context.Context) error
+	// WaitApplied, optional, waits until the local replica has applied a
+	// Raft index. When set, every write waits for its own index before
+	// answering, so the caller reads its writes on this node even when the
+	// proposal was forwarded to another leader.
+	WaitApplied func(ctx context.Context, index uint64) error
+	// IsLeader reports whether the local store leads; Run proposes expiries
+	// only then (required by Run).
+	IsLeader func() bool
+	// NodeAlive, optional, reports whether a node is a live member. When
+	// set, the leader detaches sessions still marked connected to a node
+	// that is gone, so their disconnect policies apply.
+	NodeAlive func(nodeID string) bool
+
+	// Router handles map/send and spawn initial messages; nil makes them
+	// fail (-32601 for map/send, 3004 for spawn with initialMessage).
+	Router Router
+	// Fanout handles subscriptions; nil leaves those methods unmounted.
+	Fanout Fanout
+
+	// DetachedSessionTTL is how long a session whose connection was lost
+	// (or that called map/disconnect) stays resumable before it is
+	// forgotten with its subscriptions. Longer keeps more state.
+	DetachedSessionTTL time.Duration
+	// DefaultDisconnectPolicy applies when map/connect has none.
+	DefaultDisconnectPolicy registry.DisconnectPolicy
+	// ExpiryInterval is how often Run looks for due expiries and moved
+	// sessions (it also wakes on registry events).
+	ExpiryInterval time.Duration
+	// CloseTimeout bounds the SESSION_DETACH proposed when a connection
+	// closes.
+	CloseTimeout time.Duration
+	// MaxPageSize caps limit on paged lists (agents/list, scopes/members).
+	MaxPageSize int
+	// Extensions are advertised in capabilities.extensions (advertise-only).
+	Extensions []Extension
+
+	// Logger is the parent logger; nil discards.
+	Logger *slog.Logger
+	// Clock returns the current time; for tests. nil means time.Now.
+	Clock func() time.Time
+}
+
+// DefaultConfig returns production defaults; NodeID, Store, Registry and
+// IsLeader must be set.
+func DefaultConfig() Config {
+	return Config{
+		SystemName:         "concord",
+		SystemVersion:      "dev",
+		DetachedSessionTTL: time.Hour,
+		DefaultDisconnectPolicy: registry.DisconnectPolicy{
+			AgentBehavior: registry.BehaviorGracePeriod,
+			GracePeriodMs: 60_000,
+		},
+		ExpiryInterval: time.Second,
+		CloseTimeout:   5 * time.Second,
+		MaxPageSize:    1000,
+	}
+}
+
+// Validate reports a configuration error wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	switch {
+	case c.NodeID == "":
+		return bad("NodeID is required")
+	case c.Store == nil:
+		return bad("Store is required")
+	case c.Registry == nil:
+		return bad("Registry is required")
+	case c.IsLeader == nil:
+		return bad("IsLeader is required")
+	case c.DetachedSessionTTL <= 0:
+		return bad("DetachedSessionTTL must be > 0")
+	case !registry.ValidBehavior(c.DefaultDisconnectPolicy.AgentBehavior):
+		return bad("DefaultDisconnectPolicy.AgentBehavior %q unknown", c.DefaultDisconnectPolicy.AgentBehavior)
+	case c.DefaultDisconnectPolicy.GracePeriodMs < 0:
+		return bad("DefaultDisconnectPolicy.GracePeriodMs must be >= 0")
+	case c.ExpiryInterval <= 0:
+		return bad("ExpiryInterval must be > 0")
+	case c.CloseTimeout <= 0:
+		return bad("CloseTimeout must be > 0")
+	case c.MaxPageSize < 1:
+		return bad("MaxPageSize must be >= 1")
+	}
+	return nil
+}

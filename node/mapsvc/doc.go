@@ -1,0 +1,68 @@
+// Package mapsvc is the MAP method table of a Concord node: an rpc.Handler
+// that serves map/connect, map/disconnect, map/auth/refresh,
+// map/agents/{register,unregister,get,list,update,spawn,stop,suspend,resume},
+// map/structure/graph and map/scopes/{list,get,create,delete,join,leave,members},
+// and delegates map/send to node/router and map/subscribe,
+// map/unsubscribe, map/replay, map/subscribe.ack and map/ack to
+// node/fanout (each through a small interface declared here). It owns the
+// table of sessions attached to this node's connections (Sessions, the
+// LocalSessions of router and fanout). node.Server builds it with New and
+// runs Service.Run.
+//
+// Writes are Raft commands of the registry module (node/registry), built
+// here with the node's clock and fresh ULIDs, proposed through
+// Config.Store. Params are validated before anything is proposed, so a
+// refused request writes nothing: -32602 names the offending field,
+// registry domain errors come back with their MAP code (2001, 2002, 3000,
+// 3001, ...), a cluster without a leader gives a retryable 4000.
+//
+// # Connection lifecycle
+//
+// Every method but map/connect needs a session first; before it the answer
+// is 1000 AUTH_REQUIRED ("call map/connect first"): the connection has not
+// authenticated, and 1000 is the code MAP clients already handle by
+// (re)connecting. Only auth method "none" is supported (anything else:
+// 1005); map/auth/refresh therefore has nothing to refresh and answers
+// 1005 after validating its params.
+//
+// map/connect creates a session (SESSION_OPEN) owned by this node and
+// returns a resumeToken "<sessionId>.<secret>" (the registry keeps only
+// its SHA-256). A connect with sessionId and/or resumeToken of a known
+// session resumes it: the session, its agents and its orphans are re-homed
+// here, subscriptions are restored through Fanout.Attach, and the result
+// says reconnected:true. The token alone is enough (the SDK's
+// AgentConnection sends no sessionId). An unknown session starts afresh;
+// a known one with a wrong or missing token is 1001.
+//
+// Agents registered on a connection are owned by its session (ownerId =
+// participantId, home node = this node). When the connection closes,
+// Closed proposes SESSION_DETACH with the connection's attach epoch, and
+// the registry applies the session's disconnectPolicy (default from
+// Config.DefaultDisconnectPolicy). map/disconnect proposes SESSION_CLOSE,
+// which does the same and leaves the session resumable. Run, on the
+// leader, proposes SESSION_EXPIRE when a grace period or
+// DetachedSessionTTL ends (times from the log, see node/registry).
+//
+// # Permissions
+//
+// Callers are checked against each method's callableBy list (system may
+// call everything) and its capability (§3.3), both failing with 1003.
+// Granted capabilities are the participant type's defaults
+// (capabilities.go) narrowed by flags the participant set to false.
+// Changing an agent (update, unregister, scope join/leave) also needs the
+// caller to own it or one of its ancestors. Visibility rules (§7) are not
+// implemented: every participant sees every agent and scope.
+//
+// # Read consistency
+//
+// Reads are served from the local replica (possibly behind the leader by
+// the replication lag): map/agents/get, map/agents/list,
+// map/structure/graph, map/scopes/list, map/scopes/get,
+// map/scopes/members. A read whose params carry
+// "_meta": {"consistency": "linearizable"} first calls
+// Config.LinearizableRead (4000 when unavailable). Writes answer after
+// their command is committed and applied on the leader, and, with
+// Config.WaitApplied, on this node too, so a participant reads its own
+// writes on the node it is connected to. map/connect's resume check reads
+// the local replica; the registry re-checks in Apply.
+package mapsvc

@@ -1,0 +1,72 @@
+package mapsvc
+
+import (
+	"context"
+	"errors"
+
+	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/raftstore"
+)
+
+// ErrInvalidConfig wraps every Config.Validate failure.
+var ErrInvalidConfig = errors.New("mapsvc: invalid config")
+
+// Errors sent to participants for conditions of this layer.
+var (
+	// errNotConnected: any method but map/connect before map/connect.
+	errNotConnected = rpc.NewError(rpc.CodeAuthRequired, "Authentication required: call map/connect first")
+	// errAlreadyConnected: a second map/connect for another session.
+	errAlreadyConnected = rpc.NewError(rpc.CodeInvalidRequest, "Connection already has a session; call map/disconnect first")
+)
+
+func permissionDenied(reason string) *rpc.Error {
+	return rpc.NewError(rpc.CodePermissionDenied, "").WithDetails(map[string]any{"reason": reason})
+}
+
+// translate maps an error from proposing or reading to the MAP error the
+// participant sees: registry domain errors keep their code; "no leader",
+// timeouts and shutdown become a retryable 4000 (map-protocol.md §10
+// Q4.5: the minority side rejects writes with retryable 4000); anything
+// else is internal (-32603, logged by node/rpc).
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var rerr *rpc.Error
+	if errors.As(err, &rerr) {
+		return rerr
+	}
+	var re *registry.Error
+	if errors.As(err, &re) {
+		if re.Code == registry.CodeInvalidParams {
+			return rpc.InvalidParams(re.Field, re.Message)
+		}
+		e := rpc.NewError(re.Code, re.Message)
+		if re.Field != "" {
+			e = e.WithDetails(map[string]any{"field": re.Field})
+		}
+		return e
+	}
+	for _, unavailable := range []error{
+		raftstore.ErrNotLeader, raftstore.ErrNoLeader, raftstore.ErrTimeout,
+		raftstore.ErrLeadershipLost, raftstore.ErrShutdown,
+		context.DeadlineExceeded, context.Canceled,
+	} {
+		if errors.Is(err, unavailable) {
+			return rpc.NewError(rpc.CodeExhausted, "Cluster unavailable, retry").
+				WithDetails(map[string]any{"reason": err.Error()})
+		}
+	}
+	return err
+}
+
+// asRPCError renders any error as a MAP error object (for embedding in a
+// result); non-MAP errors become -32603 without their text.
+func asRPCError(err error) *rpc.Error {
+	var rerr *rpc.Error
+	if errors.As(translate(err), &rerr) {
+		return rerr
+	}
+	return rpc.NewError(rpc.CodeInternal, "")
+}

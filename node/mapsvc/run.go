@@ -1,0 +1,115 @@
+package mapsvc
+
+import (
+	"context"
+	"time"
+
+	"github.com/concordmap/concord/node/registry"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Run is the service's background loop; it returns ctx.Err() when ctx is
+// done. It starts no goroutines of its own: the caller owns it.
+//
+// On every node it closes local connections whose session was resumed on
+// another node (the registry shows a newer epoch homed elsewhere).
+// While the local store is the leader it also proposes SESSION_EXPIRE for
+// detached sessions whose grace period or TTL has ended (deadlines come
+// from the detach command's timestamp, so a new leader continues where the
+// old one stopped, and the registry ignores duplicates), and, with
+// Config.NodeAlive, SESSION_DETACH for sessions attached to dead nodes.
+// It wakes every ExpiryInterval and on registry events.
+func (s *Service) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.ExpiryInterval)
+	defer t.Stop()
+	for {
+		wake := s.reg.Notify()
+		s.sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		case <-wake:
+		}
+	}
+}
+
+// sweep runs one pass of the background duties.
+func (s *Service) sweep(ctx context.Context) {
+	s.closeMoved()
+	if !s.cfg.IsLeader() {
+		return
+	}
+	s.expireDue(ctx)
+	if s.cfg.NodeAlive != nil {
+		s.detachDeadNodes(ctx)
+	}
+}
+
+// closeMoved closes local connections that lost their session to a resume
+// on another node.
+func (s *Service) closeMoved() {
+	for _, id := range s.sessions.IDs() {
+		a, ok := s.sessions.get(id)
+		if !ok {
+			continue
+		}
+		mine := a.state.snapshot()
+		sess, found := s.reg.Session(id)
+		epoch, _ := s.reg.SessionEpoch(id)
+		if found && sess.Connected && sess.HomeNode != s.cfg.NodeID && epoch > mine.epoch {
+			s.log.Info("session resumed on another node; closing local connection", "session_id", id, "peer", sess.HomeNode)
+			_ = a.conn.Close("session resumed on another node")
+		}
+	}
+}
+
+// expireDue proposes SESSION_EXPIRE for every deadline that has passed.
+func (s *Service) expireDue(ctx context.Context) {
+	now := s.now()
+	for _, e := range s.reg.Expiries() {
+		if e.Deadline > now {
+			break // sorted by deadline
+		}
+		if err := s.proposeExpire(ctx, e); err != nil {
+			s.log.Warn("session expiry failed", "session_id", e.SessionID, "kind", e.Kind, "err", err)
+			return
+		}
+	}
+}
+
+func (s *Service) proposeExpire(ctx context.Context, e registry.Expiry) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CloseTimeout)
+	defer cancel()
+	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_EXPIRE, &concordv1.SessionExpireRequest{
+		Meta:      s.meta("", 1+len(s.reg.SessionAgents(e.SessionID))),
+		SessionId: e.SessionID, Epoch: e.Epoch, Kind: e.Kind,
+	})
+	if err == nil {
+		dr := res.(registry.DetachResult)
+		s.log.Debug("session expiry", "session_id", e.SessionID, "kind", e.Kind, "applied", dr.Applied, "unregistered", len(dr.Unregistered))
+	}
+	return err
+}
+
+// detachDeadNodes detaches sessions still marked connected to a node that
+// is no longer a live member, so their disconnect policies apply.
+func (s *Service) detachDeadNodes(ctx context.Context) {
+	for _, sess := range s.reg.Sessions() {
+		if !sess.Connected || sess.HomeNode == "" || sess.HomeNode == s.cfg.NodeID || s.cfg.NodeAlive(sess.HomeNode) {
+			continue
+		}
+		epoch, _ := s.reg.SessionEpoch(sess.ID)
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CloseTimeout)
+		_, err := s.propose(cctx, concordv1.CommandType_COMMAND_TYPE_SESSION_DETACH, &concordv1.SessionDetachRequest{
+			Meta:      s.meta("", 1+len(s.reg.SessionAgents(sess.ID))),
+			SessionId: sess.ID, Epoch: epoch, Reason: "node " + sess.HomeNode + " failed",
+			TtlMs: s.cfg.DetachedSessionTTL.Milliseconds(),
+		})
+		cancel()
+		if err != nil {
+			s.log.Warn("detach session of dead node failed", "session_id", sess.ID, "peer", sess.HomeNode, "err", err)
+			return
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package mapsvc
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/node/rpc"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Service is the MAP method table of one node: an rpc.Handler. It serves
+// map/connect, map/disconnect, map/auth/refresh, map/agents/*,
+// map/scopes/* and map/structure/graph itself and delegates map/send to
+// the Router and the subscription methods to the Fanout. It owns the table
+// of sessions attached to this node's connections (Sessions).
+//
+// Handle and Closed are called by node/rpc, one connection at a time per
+// connection; everything else is safe for concurrent use.
+type Service struct {
+	cfg      Config
+	log      *slog.Logger
+	reg      *registry.State
+	sessions *Sessions
+	methods  map[string]method
+	entropy  io.Reader // locked monotonic ULID entropy
+}
+
+// method is one row of the method table.
+type method struct {
+	fn func(ctx context.Context, c *rpc.Conn, cs *connState, raw json.RawMessage) (any, error)
+	// callers lists the participant types allowed (map-protocol.md §4
+	// callableBy); system participants may call everything.
+	callers []string
+	// capability, when set, is the capability the method requires (§3.3).
+	capability func(*Capabilities) bool
+	capName    string
+}
+
+var (
+	callersCAG  = []string{TypeClient, TypeAgent, TypeGateway}
+	callersCA   = []string{TypeClient, TypeAgent}
+	callersCAS  = []string{TypeClient, TypeAgent} // + system, always allowed
+	callersA    = []string{TypeAgent}
+	canObserve  = func(c *Capabilities) bool { return c.Observation.CanObserve }
+	canQuery    = func(c *Capabilities) bool { return c.Observation.CanQuery }
+	canSend     = func(c *Capabilities) bool { return c.Messaging.CanSend }
+	canRegister = func(c *Capabilities) bool { return c.Lifecycle.CanRegister }
+	canSpawn    = func(c *Capabilities) bool { return c.Lifecycle.CanSpawn }
+	canUnreg    = func(c *Capabilities) bool { return c.Lifecycle.CanUnregister }
+	canStop     = func(c *Capabilities) bool { return c.Lifecycle.CanStop }
+	canCreate   = func(c *Capabilities) bool { return c.Scopes.CanCreateScopes }
+	canManage   = func(c *Capabilities) bool { return c.Scopes.CanManageScopes }
+)
+
+var _ rpc.Handler = (*Service)(nil)
+
+// New validates cfg and builds the Service.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	s := &Service{
+		cfg:      cfg,
+		log:      lg.With("component", "mapsvc", "node_id", cfg.NodeID),
+		reg:      cfg.Registry,
+		sessions: newSessions(),
+		entropy:  &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(rand.Reader, 0)},
+	}
+	s.methods = s.methodTable()
+	return s, nil
+}
+
+func (s *Service) methodTable() map[string]method {
+	m := map[string]method{
+		"map/disconnect":   {fn: s.disconnect, callers: callersCAG},
+		"map/auth/refresh": {fn: s.authRefresh, callers: callersCAG},
+
+		"map/agents/list":       {fn: s.agentsList, callers: callersCAG, capability: canQuery, capName: "observation.canQuery"},
+		"map/agents/get":        {fn: s.agentsGet, callers: callersCAG, capability: canQuery, capName: "observation.canQuery"},
+		"map/agents/register":   {fn: s.agentsRegister, callers: callersA, capability: canRegister, capName: "lifecycle.canRegister"},
+		"map/agents/spawn":      {fn: s.agentsSpawn, callers: callersA, capability: canSpawn, capName: "lifecycle.canSpawn"},
+		"map/agents/unregister": {fn: s.agentsUnregister, callers: callersA, capability: canUnreg, capName: "lifecycle.canUnregister"},
+		"map/agents/update":     {fn: s.agentsUpdate, callers: callersA},
+		"map/agents/stop":       {fn: s.lifecycleVerb(registry.TransitionStop), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop"},
+		"map/agents/suspend":    {fn: s.lifecycleVerb(registry.TransitionSuspend), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop"},
+		"map/agents/resume":     {fn: s.lifecycleVerb(registry.TransitionResume), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop"},
+		"map/structure/graph":   {fn: s.structureGraph, callers: callersCA, capability: canQuery, capName: "observation.canQuery"},
+
+		"map/scopes/list":    {fn: s.scopesList, callers: callersCA, capability: canQuery, capName: "observation.canQuery"},
+		"map/scopes/get":     {fn: s.scopesGet, callers: callersCA, capability: canQuery, capName: "observation.canQuery"},
+		"map/scopes/members": {fn: s.scopesMembers, callers: callersCA, capability: canQuery, capName: "observation.canQuery"},
+		"map/scopes/create":  {fn: s.scopesCreate, callers: callersA, capability: canCreate, capName: "scopes.canCreateScopes"},
+		"map/scopes/delete":  {fn: s.scopesDelete, callers: callersA, capability: canManage, capName: "scopes.canManageScopes"},
+		"map/scopes/join":    {fn: s.scopesJoin, callers: callersA},
+		"map/scopes/leave":   {fn: s.scopesLeave, callers: callersA},
+	}
+	if s.cfg.Router != nil {
+		m["map/send"] = method{fn: s.send, callers: callersCA, capability: canSend, capName: "messaging.canSend"}
+	}
+	if f := s.cfg.Fanout; f != nil {
+		obs := func(fn func(context.Context, string, json.RawMessage) (any, error)) method {
+			return method{fn: func(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
+				return fn(ctx, cs.sessionID, raw)
+			}, callers: callersCAG, capability: canObserve, capName: "observation.canObserve"}
+		}
+		ack := method{fn: func(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
+			return nil, f.Ack(ctx, cs.sessionID, raw)
+		}, callers: callersCAG}
+		m["map/subscribe"] = obs(f.Subscribe)
+		m["map/unsubscribe"] = obs(f.Unsubscribe)
+		m["map/replay"] = obs(f.Replay)
+		m["map/subscribe.ack"] = ack
+		m["map/ack"] = ack
+	}
+	return m
+}
+
+// Sessions returns the table of sessions attached to this node; it
+// implements LocalSessions for node/router and node/fanout.
+func (s *Service) Sessions() *Sessions { return s.sessions }
+
+// Handle implements rpc.Handler.
+func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (any, error) {
+	if req.Method == "map/connect" {
+		res, err := s.connect(ctx, c, req.Params)
+		return res, translate(err)
+	}
+	m, ok := s.methods[req.Method]
+	if !ok {
+		return nil, rpc.NewError(rpc.CodeMethodNotFound, "").WithDetails(map[string]any{"method": req.Method})
+	}
+	st := stateOf(c)
+	if st == nil {
+		return nil, errNotConnected
+	}
+	cs := st.snapshot()
+	if cs.sessionID == "" {
+		return nil, errNotConnected
+	}
+	if cs.participantType != TypeSystem && !contains(m.callers, cs.participantType) {
+		return nil, permissionDenied("participant type " + cs.participantType + " may not call " + req.Method)
+	}
+	if m.capability != nil && !m.capability(&cs.caps) {
+		return nil, permissionDenied("requires capability " + m.capName)
+	}
+	res, err := m.fn(ctx, c, &cs, req.Params)
+	return res, translate(err)
+}
+
+// stateOf returns the connection's MAP state, nil before map/connect.
+func stateOf(c *rpc.Conn) *connState {
+	st, _ := c.Value().(*connState)
+	return st
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// now returns the service clock in ms since the epoch.
+func (s *Service) now() int64 { return s.cfg.Clock().UnixMilli() }
+
+// newID returns a fresh ULID string on the service clock.
+func (s *Service) newID() string {
+	return ulid.MustNew(uint64(max(s.now(), 0)), s.entropy).String()
+}
+
+// meta builds the CommandMeta of a proposal: the service clock and n event
+// ids (the registry derives more if the command produces more events).
+func (s *Service) meta(source string, n int) *concordv1.CommandMeta {
+	m := &concordv1.CommandMeta{TimestampMs: s.now(), NodeId: s.cfg.NodeID, Source: source}
+	for range max(n, 1) {
+		m.EventIds = append(m.EventIds, s.newID())
+	}
+	return m
+}
+
+// propose applies a command and, with Config.WaitApplied, waits until the
+// local replica has applied it (read-your-writes on this node).
+func (s *Service) propose(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, error) {
+	res, index, err := s.cfg.Store.Apply(ctx, t, msg)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.WaitApplied != nil {
+		if err := s.cfg.WaitApplied(ctx, index); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// readBarrier honours _meta.consistency = "linearizable" on read methods;
+// every other read is served from the local replica.
+func (s *Service) readBarrier(ctx context.Context, p *params) error {
+	mp := p.sub("_meta")
+	mode := mp.str("consistency")
+	p.merge(mp)
+	if !strings.EqualFold(mode, "linearizable") {
+		return nil
+	}
+	if s.cfg.LinearizableRead == nil {
+		return rpc.NewError(rpc.CodeExhausted, "Linearizable reads are not available on this node")
+	}
+	return s.cfg.LinearizableRead(ctx)
+}

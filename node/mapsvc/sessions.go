@@ -1,0 +1,113 @@
+package mapsvc
+
+import (
+	"sync"
+
+	"github.com/concordmap/concord/node/rpc"
+)
+
+// connState is the MAP state of one connection, kept in the connection's
+// value slot. Handle and Closed run on the connection's reader goroutine;
+// mu guards the fields for the Run loop and LocalSessions readers.
+type connState struct {
+	mu              sync.Mutex
+	sessionID       string // "" until map/connect succeeds
+	participantID   string
+	participantType string
+	caps            Capabilities
+	epoch           uint64 // attach epoch (registry) of this connection
+	resumeToken     string
+	// pendingSession/pendingEpoch record a SESSION_OPEN whose outcome is
+	// not known yet (proposal timed out): Closed still detaches it.
+	pendingSession string
+	pendingEpoch   uint64
+}
+
+// snapshot returns a consistent copy of the session fields.
+func (cs *connState) snapshot() connState {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return connState{
+		sessionID: cs.sessionID, participantID: cs.participantID,
+		participantType: cs.participantType, caps: cs.caps, epoch: cs.epoch,
+		resumeToken: cs.resumeToken, pendingSession: cs.pendingSession, pendingEpoch: cs.pendingEpoch,
+	}
+}
+
+// reset returns the connection to the not-connected state.
+func (cs *connState) reset() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.sessionID, cs.participantID, cs.participantType = "", "", ""
+	cs.caps, cs.epoch, cs.resumeToken = Capabilities{}, 0, ""
+	cs.pendingSession, cs.pendingEpoch = "", 0
+}
+
+// Sessions is the table of sessions attached to this node's live
+// connections. It implements the LocalSessions interface of node/router and
+// node/fanout. Safe for concurrent use.
+type Sessions struct {
+	mu  sync.RWMutex
+	byID map[string]*attached
+}
+
+type attached struct {
+	conn  *rpc.Conn
+	state *connState
+}
+
+func newSessions() *Sessions { return &Sessions{byID: map[string]*attached{}} }
+
+// Conn returns the live connection of a session attached to this node.
+func (s *Sessions) Conn(sessionID string) (*rpc.Conn, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	a, ok := s.byID[sessionID]
+	if !ok {
+		return nil, false
+	}
+	return a.conn, true
+}
+
+// IDs returns the ids of the sessions attached here (unordered).
+func (s *Sessions) IDs() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, 0, len(s.byID))
+	for id := range s.byID {
+		out = append(out, id)
+	}
+	return out
+}
+
+// put attaches a session to a connection and returns the connection it
+// replaces (a resume of a session still attached here), if any.
+func (s *Sessions) put(id string, c *rpc.Conn, st *connState) *rpc.Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.byID[id]
+	s.byID[id] = &attached{conn: c, state: st}
+	if old != nil && old.conn != c {
+		return old.conn
+	}
+	return nil
+}
+
+// remove detaches a session, but only from the given connection (a newer
+// connection may have taken the session over). It reports whether it did.
+func (s *Sessions) remove(id string, c *rpc.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.byID[id]; ok && a.conn == c {
+		delete(s.byID, id)
+		return true
+	}
+	return false
+}
+
+func (s *Sessions) get(id string) (*attached, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	a, ok := s.byID[id]
+	return a, ok
+}
