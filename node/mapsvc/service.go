@@ -3,8 +3,8 @@ package mapsvc
 import (
 	"context"
 	"crypto/rand"
-	"io"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"strings"
 	"time"

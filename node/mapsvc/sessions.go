@@ -47,7 +47,7 @@ func (cs *connState) reset() {
 // connections. It implements the LocalSessions interface of node/router and
 // node/fanout. Safe for concurrent use.
 type Sessions struct {
-	mu  sync.RWMutex
+	mu   sync.RWMutex
 	byID map[string]*attached
 }
 
