@@ -202,7 +202,11 @@ func (s *State) check() error {
 	if s.life == LifeFinalizing && s.actionTask == nil {
 		return fmt.Errorf("finalizing state waits for nothing")
 	}
+	validPhase := func(p Phase) bool { return p == PhaseInitial || p == PhaseDebate || p == PhaseFinalVote }
 	for ri := range s.rounds {
+		if !validPhase(s.rounds[ri].phase) {
+			return fmt.Errorf("bad phase %q", s.rounds[ri].phase)
+		}
 		for _, o := range s.rounds[ri].Outputs {
 			if s.req.participantIndex(o.ParticipantID) < 0 {
 				return fmt.Errorf("output of unknown participant %q", o.ParticipantID)
@@ -210,6 +214,9 @@ func (s *State) check() error {
 		}
 	}
 	if c := s.cur; c != nil {
+		if !validPhase(c.phase) || (c.phase != PhaseInitial && len(s.rounds) == 0) {
+			return fmt.Errorf("bad current round %q", c.phase)
+		}
 		for i := range c.tasks {
 			t := &c.tasks[i]
 			if s.req.participantIndex(t.pid) < 0 || t.status > taskFailed || (t.status == taskCompleted) != (t.output != nil) {

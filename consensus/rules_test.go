@@ -133,6 +133,7 @@ func TestStep_IgnoredInputs(t *testing.T) {
 		"wrong sender":  TaskResult(h.now, "sid/r0/a", "b", []byte(`{}`)),
 		"timer not due": TimerFired(h.now+1, "sid/r0#timer"),
 		"stale timer":   TimerFired(h.now, "nope"),
+		"no deadline":   TimerFired(h.now+1e9, "sid#deadline"),
 		"second start":  Start(h.now, "sid", threeReq(t, "")),
 		"unknown kind":  {Kind: 99, At: h.now},
 	}

@@ -190,9 +190,10 @@ func orDefault(s, def string) string {
 func (st *stepper) onTimer(in Input) error {
 	s := st.s
 	if cur := s.cur; cur != nil {
-		if in.TimerID == s.roundTimerID(cur.round) || in.TimerID == s.deadlineTimerID() {
+		isDeadline := s.deadlineAt() != 0 && in.TimerID == s.deadlineTimerID()
+		if in.TimerID == s.roundTimerID(cur.round) || isDeadline {
 			due := cur.timerDue
-			if in.TimerID == s.deadlineTimerID() {
+			if isDeadline {
 				due = s.deadlineAt()
 			}
 			if in.At < due {
