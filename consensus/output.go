@@ -26,25 +26,28 @@ const (
 // match its schema.
 const invalidResult = "invalid_round_result"
 
+// Required non-empty strings decode into plain strings (absent and "" fail
+// alike); pointers remain where absence and emptiness differ. Fewer pointers
+// mean fewer allocations on large outputs.
 type rawClaim struct {
-	Title     *string `json:"title"`
-	Statement *string `json:"statement"`
+	Title     string  `json:"title"`
+	Statement string  `json:"statement"`
 	Category  *string `json:"category"`
 	ClaimID   *string `json:"claimId"`
 }
 
 type rawJudgement struct {
-	ClaimID          *string  `json:"claimId"`
-	Stance           *string  `json:"stance"`
+	ClaimID          string   `json:"claimId"`
+	Stance           string   `json:"stance"`
 	Confidence       *float64 `json:"confidence"`
-	Rationale        *string  `json:"rationale"`
+	Rationale        string   `json:"rationale"`
 	RevisedStatement *string  `json:"revisedStatement"`
 	MergesWith       *string  `json:"mergesWith"`
 }
 
 type rawVote struct {
-	ClaimID *string `json:"claimId"`
-	Vote    *string `json:"vote"`
+	ClaimID string  `json:"claimId"`
+	Vote    string  `json:"vote"`
 	Reason  *string `json:"reason"`
 }
 
@@ -122,6 +125,17 @@ func text(p *string, required, minOne bool, max int) string {
 	return ""
 }
 
+// required validates a required non-empty string decoded as a plain string.
+func required(s string, max int) string {
+	if s == "" {
+		return " is required and must not be empty"
+	}
+	if len(s) > max {
+		return fmt.Sprintf(" exceeds %d bytes", max)
+	}
+	return ""
+}
+
 // item names list element i of field list, e.g. output.judgements[3].
 func item(list string, i int, field string) string {
 	return fmt.Sprintf("output.%s[%d].%s", list, i, field)
@@ -188,16 +202,16 @@ func convertPhaseFields(r *rawOutput, phase Phase, out *Output) string {
 	}
 	out.ClaimVotes = make([]VoteInput, len(*r.ClaimVotes))
 	for i, v := range *r.ClaimVotes {
-		if m := text(v.ClaimID, true, true, MaxIDBytes); m != "" {
+		if m := required(v.ClaimID, MaxIDBytes); m != "" {
 			return item("claimVotes", i, "claimId") + m
 		}
-		if v.Vote == nil || (*v.Vote != VoteAccept && *v.Vote != VoteReject) {
+		if v.Vote != VoteAccept && v.Vote != VoteReject {
 			return item("claimVotes", i, "vote") + " must be \"accept\" or \"reject\""
 		}
 		if m := text(v.Reason, false, false, MaxTextBytes); m != "" {
 			return item("claimVotes", i, "reason") + m
 		}
-		out.ClaimVotes[i] = VoteInput{ClaimID: *v.ClaimID, Vote: *v.Vote, Reason: v.Reason}
+		out.ClaimVotes[i] = VoteInput{ClaimID: v.ClaimID, Vote: v.Vote, Reason: v.Reason}
 	}
 	return ""
 }
@@ -220,16 +234,16 @@ func convertClaims(list *[]rawClaim, out *Output) string {
 	out.hasClaims = true
 	out.ExtractedClaims = make([]ExtractedClaim, len(*list))
 	for i, c := range *list {
-		if m := text(c.Title, true, true, MaxTextBytes); m != "" {
+		if m := required(c.Title, MaxTextBytes); m != "" {
 			return item("extractedClaims", i, "title") + m
 		}
-		if m := text(c.Statement, true, true, MaxTextBytes); m != "" {
+		if m := required(c.Statement, MaxTextBytes); m != "" {
 			return item("extractedClaims", i, "statement") + m
 		}
 		if m := text(c.ClaimID, false, true, MaxIDBytes); m != "" {
 			return item("extractedClaims", i, "claimId") + m
 		}
-		ec := ExtractedClaim{Title: *c.Title, Statement: *c.Statement}
+		ec := ExtractedClaim{Title: c.Title, Statement: c.Statement}
 		if c.Category != nil {
 			if !validCategory(*c.Category) {
 				return item("extractedClaims", i, "category") + " must be one of pro, con, risk, tradeoff, todo"
@@ -256,8 +270,6 @@ func convertJudgements(list *[]rawJudgement, out *Output) string {
 			required, one bool
 			max           int
 		}{
-			{j.ClaimID, "claimId", true, true, MaxIDBytes},
-			{j.Rationale, "rationale", true, true, MaxTextBytes},
 			{j.RevisedStatement, "revisedStatement", false, true, MaxTextBytes},
 			{j.MergesWith, "mergesWith", false, true, MaxIDBytes},
 		} {
@@ -265,14 +277,20 @@ func convertJudgements(list *[]rawJudgement, out *Output) string {
 				return item("judgements", i, f.name) + m
 			}
 		}
-		if j.Stance == nil || !isStance(*j.Stance) {
+		if m := required(j.ClaimID, MaxIDBytes); m != "" {
+			return item("judgements", i, "claimId") + m
+		}
+		if m := required(j.Rationale, MaxTextBytes); m != "" {
+			return item("judgements", i, "rationale") + m
+		}
+		if !isStance(j.Stance) {
 			return item("judgements", i, "stance") + " must be agree, disagree or revise"
 		}
 		if j.Confidence == nil || !(*j.Confidence >= 0 && *j.Confidence <= 1) || math.IsNaN(*j.Confidence) {
 			return item("judgements", i, "confidence") + " must be a number between 0 and 1"
 		}
-		out.Judgements[i] = Judgement{ClaimID: *j.ClaimID, Stance: *j.Stance, Confidence: *j.Confidence,
-			Rationale: *j.Rationale, RevisedStatement: j.RevisedStatement, MergesWith: j.MergesWith}
+		out.Judgements[i] = Judgement{ClaimID: j.ClaimID, Stance: j.Stance, Confidence: *j.Confidence,
+			Rationale: j.Rationale, RevisedStatement: j.RevisedStatement, MergesWith: j.MergesWith}
 	}
 	return ""
 }
