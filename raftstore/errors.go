@@ -55,8 +55,9 @@ var (
 	// (Apply). Nothing was proposed.
 	ErrInvalidCommand = errors.New("raftstore: invalid command")
 
-	// ErrNothingToSnapshot is returned by Snapshot when nothing was applied
-	// since the last snapshot.
+	// ErrNothingToSnapshot is returned by Snapshot when the FSM has applied
+	// nothing since this Store started (raft's rule; a snapshot at an
+	// unchanged index is otherwise taken again).
 	ErrNothingToSnapshot = errors.New("raftstore: nothing new to snapshot")
 
 	// ErrBadSnapshot is returned by Restore (and by raft, from it) when a

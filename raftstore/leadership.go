@@ -63,8 +63,7 @@ func (s *Store) publishLeadership() {
 		return
 	}
 	s.isLeader = leader
-	id, _ := s.Leader()
-	s.log.Info("leadership changed", "is_leader", leader, "leader_id", id, "term", s.raft.CurrentTerm())
+	s.log.Info("leadership changed", "is_leader", leader, "term", s.raft.CurrentTerm())
 	for sub := range s.subs {
 		sub.offer(leader)
 	}

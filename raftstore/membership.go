@@ -120,7 +120,8 @@ func (s *Store) LeadershipTransfer(ctx context.Context) error {
 
 // Snapshot takes a snapshot now (normally raft does so on its own, see
 // SnapshotInterval/SnapshotThreshold) and waits for it to be persisted.
-// Returns ErrNothingToSnapshot when nothing was applied since the last one.
+// Returns ErrNothingToSnapshot when nothing has been applied since this
+// Store started.
 func (s *Store) Snapshot(ctx context.Context) error {
 	err := s.awaitWithCtx(ctx, func(time.Duration) raft.Future { return s.raft.Snapshot() })
 	if err != nil {
