@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -12,8 +13,12 @@ import (
 // then returns that set: the first BootstrapExpect of them by node id. Every
 // node started with the same peers computes the same set, whatever the
 // start order, so each may call raft's BootstrapCluster with it; see
-// doc.go for why that is safe. It returns ctx's error, ErrNotStarted,
-// ErrShutdown, ErrLeft, or ErrBootstrapDisabled when BootstrapExpect is 0.
+// doc.go for why that is safe.
+//
+// It returns ErrAlreadyBootstrapped as soon as this node or an alive peer
+// advertises Raft state (SetBootstrapped): the cluster exists and this node
+// must not bootstrap. Other errors: ctx's, ErrNotStarted, ErrShutdown,
+// ErrLeft, and ErrBootstrapDisabled when BootstrapExpect is 0.
 func (m *Membership) WaitBootstrapExpect(ctx context.Context) ([]Member, error) {
 	if m.cfg.BootstrapExpect == 0 {
 		return nil, ErrBootstrapDisabled
@@ -38,6 +43,10 @@ func (m *Membership) WaitBootstrapExpect(ctx context.Context) ([]Member, error) 
 			return nil, ErrLeft
 		}
 		sub.Drain()
+		if by := m.bootstrappedMember(); by != "" {
+			m.log.Info("cluster already bootstrapped, not bootstrapping", "peer", by)
+			return nil, ErrAlreadyBootstrapped
+		}
 		next := m.bootstrapCandidates(warned)
 		now := time.Now()
 		if !slices.Equal(next, chosen) {
@@ -86,6 +95,52 @@ func (m *Membership) bootstrapCandidates(warned map[string]bool) []Member {
 		}
 	}
 	return out
+}
+
+// bootstrappedMember returns the id of the local node or an alive peer
+// that advertises Raft state, or "".
+func (m *Membership) bootstrappedMember() string {
+	if m.bootstrapped.Load() {
+		return m.cfg.NodeID
+	}
+	for _, mem := range m.Members() {
+		if mem.Status == StatusAlive && mem.Bootstrapped {
+			return mem.ID
+		}
+	}
+	return ""
+}
+
+// SetBootstrapped records that this node has Raft state and advertises it,
+// so peers still in WaitBootstrapExpect stand down instead of bootstrapping.
+// Call it before Start when Raft starts with existing state, and right after
+// a successful BootstrapCluster (or being added to a cluster). It may be
+// called more than once. After Start it re-advertises the local meta and
+// waits until that went out, for at most ctx's deadline capped at
+// LeaveTimeout; a timeout is returned but the flag still spreads by gossip.
+func (m *Membership) SetBootstrapped(ctx context.Context) error {
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	if m.bootstrapped.Swap(true) {
+		return nil
+	}
+	m.mu.Lock()
+	st := m.state
+	m.mu.Unlock()
+	if st != stateStarted || m.leaving.Load() {
+		// Before Start the flag goes out with the first alive message;
+		// after Leave or Shutdown there is nobody left to tell.
+		return nil
+	}
+	timeout := m.cfg.LeaveTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	// memberlist treats a zero timeout as "wait forever".
+	if err := m.ml.UpdateNode(max(timeout, time.Millisecond)); err != nil {
+		return fmt.Errorf("advertise bootstrapped: %w", err)
+	}
+	return nil
 }
 
 func memberIDs(ms []Member) []string {

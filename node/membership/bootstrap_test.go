@@ -33,7 +33,7 @@ func waitAll(t *testing.T, nodes []*Membership) [][]string {
 
 func TestWaitBootstrapExpect_SameSetOnEveryNode(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 9))
-	for _, n := range []int{3, 5} {
+	for _, n := range []int{1, 3, 5} {
 		order := r.Perm(n)
 		t.Run(fmt.Sprintf("n=%d/order=%v", n, order), func(t *testing.T) {
 			ids := nodeIDs(n)
@@ -101,5 +101,55 @@ func TestWaitBootstrapExpect_Errors(t *testing.T) {
 		}
 	case <-time.After(scaled(5 * time.Second)):
 		t.Fatal("WaitBootstrapExpect not released by Shutdown")
+	}
+}
+
+// Once any member advertises Raft state the cluster exists: nodes still
+// waiting must stand down rather than bootstrap a second configuration.
+func TestWaitBootstrapExpect_StandsDownOnceBootstrapped(t *testing.T) {
+	ids := nodeIDs(3)
+	nodes := startCluster(t, ids, []int{0, 1, 2}, func(c *Config) { c.BootstrapExpect = 5 })
+	for _, m := range nodes {
+		eventually(t, 10*time.Second, func() error { return seesAlive(m, ids) })
+	}
+	done := make(chan error, 2)
+	for _, m := range nodes[1:] { // expecting 5 of 3: they wait
+		go func() {
+			_, err := m.WaitBootstrapExpect(ctxTimeout(t, 10*time.Second))
+			done <- err
+		}()
+	}
+	if err := nodes[0].SetBootstrapped(ctxTimeout(t, 5*time.Second)); err != nil {
+		t.Fatalf("SetBootstrapped: %v", err)
+	}
+	for range 2 {
+		if err := <-done; !errors.Is(err, ErrAlreadyBootstrapped) {
+			t.Fatalf("waiting node got %v, want ErrAlreadyBootstrapped", err)
+		}
+	}
+	if !nodes[0].LocalMember().Bootstrapped {
+		t.Fatal("local member does not show the flag")
+	}
+}
+
+func TestWaitBootstrapExpect_LocalStateBeforeStart(t *testing.T) {
+	cfg := testConfig(t, "a")
+	cfg.BootstrapExpect = 1
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown()
+	if err := m.SetBootstrapped(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.WaitBootstrapExpect(t.Context()); !errors.Is(err, ErrAlreadyBootstrapped) {
+		t.Fatalf("got %v, want ErrAlreadyBootstrapped", err)
+	}
+	if !m.LocalMember().Bootstrapped {
+		t.Fatal("flag set before Start not advertised")
 	}
 }

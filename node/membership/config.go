@@ -273,14 +273,14 @@ func (c Config) validateJoin() error {
 }
 
 // validateMeta checks the advertised fields and that the largest encoding
-// (with the leaving flag set) fits memberlist's limit, because memberlist
+// (with every flag set) fits memberlist's limit, because memberlist
 // panics on oversized meta instead of returning an error.
 func (c Config) validateMeta() error {
 	if err := c.Meta.validate(); err != nil {
 		return fmt.Errorf("Meta: %w", err)
 	}
 	w := c.wireMeta()
-	w.leaving = true
+	w.leaving, w.bootstrapped = true, true
 	if n := len(encodeMeta(w)); n > memberlist.MetaMaxSize {
 		return fmt.Errorf("encoded Meta is %d bytes, memberlist allows %d", n, memberlist.MetaMaxSize)
 	}

@@ -23,13 +23,14 @@ const (
 // publish without blocking.
 type delegate struct{ m *Membership }
 
-// NodeMeta returns the local node's encoded meta. New checked that the
-// larger (leaving) encoding fits, because memberlist panics on oversize.
+// NodeMeta returns the local node's encoded meta. memberlist asks only at
+// Start and on UpdateNode, so it is encoded on demand. Validate checked
+// that the largest encoding fits, because memberlist panics on oversize.
 func (d delegate) NodeMeta(limit int) []byte {
-	b := d.m.metaUp
-	if d.m.leaving.Load() {
-		b = d.m.metaLeft
-	}
+	w := d.m.cfg.wireMeta()
+	w.leaving = d.m.leaving.Load()
+	w.bootstrapped = d.m.bootstrapped.Load()
+	b := encodeMeta(w)
 	if len(b) > limit {
 		return nil
 	}
@@ -130,6 +131,7 @@ func (m *Membership) observe(n *memberlist.Node, gone bool) {
 		GossipAddr:      n.Address(),
 		NodeMeta:        w.meta,
 		BootstrapExpect: w.bootstrapExpect,
+		Bootstrapped:    w.bootstrapped,
 		Status:          StatusAlive,
 	}
 	now := time.Now()

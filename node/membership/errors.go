@@ -32,6 +32,11 @@ var (
 	// ErrLeft is returned by a Leave call after an earlier Leave began.
 	ErrLeft = errors.New("membership: already left")
 
+	// ErrAlreadyBootstrapped is returned by WaitBootstrapExpect when this
+	// node or an alive peer advertises Raft state: the cluster exists, so
+	// this node must not bootstrap and will be added by the leader instead.
+	ErrAlreadyBootstrapped = errors.New("membership: a member already has raft state")
+
 	// ErrBootstrapDisabled is returned by WaitBootstrapExpect when
 	// Config.BootstrapExpect is 0.
 	ErrBootstrapDisabled = errors.New("membership: bootstrap-expect not configured")

@@ -40,7 +40,9 @@ func TestObserve_EventKindsAndStatus(t *testing.T) {
 	base := peerWire("p1")
 	updated := base
 	updated.meta.Version = "v2.0.0"
-	leaving := updated
+	booted := updated
+	booted.bootstrapped = true
+	leaving := booted
 	leaving.leaving = true
 
 	steps := []struct {
@@ -52,6 +54,7 @@ func TestObserve_EventKindsAndStatus(t *testing.T) {
 		{"join", func() { d.NotifyJoin(mlNode(base)) }, EventJoin, StatusAlive},
 		{"meta update", func() { d.NotifyUpdate(mlNode(updated)) }, EventUpdate, StatusAlive},
 		{"same meta again", func() { d.NotifyUpdate(mlNode(updated)) }, 0, StatusAlive},
+		{"bootstrapped", func() { d.NotifyUpdate(mlNode(booted)) }, EventUpdate, StatusAlive},
 		{"leaving flag only", func() { d.NotifyUpdate(mlNode(leaving)) }, 0, StatusAlive},
 		{"graceful leave", func() { d.NotifyLeave(mlNode(leaving)) }, EventLeave, StatusLeft},
 		{"rejoin", func() { d.NotifyJoin(mlNode(base)) }, EventJoin, StatusAlive},

@@ -47,6 +47,9 @@ type Member struct {
 	NodeMeta
 	// BootstrapExpect is the member's configured bootstrap-expect value.
 	BootstrapExpect int
+	// Bootstrapped reports that the member has Raft state (see
+	// Membership.SetBootstrapped).
+	Bootstrapped bool
 	// Status is alive, left or dead.
 	Status Status
 }

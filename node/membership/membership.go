@@ -30,16 +30,15 @@ const (
 // Subscription's mu. memberlist calls the delegates (which take mu) while
 // holding its node lock, so nothing may call into memberlist with mu held.
 type Membership struct {
-	cfg      Config
-	log      *slog.Logger
-	mlLog    *log.Logger
-	metaUp   []byte // encoded local meta while a member
-	metaLeft []byte // encoded local meta once Leave began (leaving flag set)
-	leaving  atomic.Bool
-	joined   chan struct{}
-	joinOnce sync.Once
-	stop     chan struct{} // closed by Shutdown; stops the join loop
-	wg       sync.WaitGroup
+	cfg          Config
+	log          *slog.Logger
+	mlLog        *log.Logger
+	leaving      atomic.Bool // advertised; set once by Leave
+	bootstrapped atomic.Bool // advertised; set once by SetBootstrapped
+	joined       chan struct{}
+	joinOnce     sync.Once
+	stop         chan struct{} // closed by Shutdown; stops the join loop
+	wg           sync.WaitGroup
 
 	// lifeMu serializes Start, Leave and Shutdown; it is held while calling
 	// into memberlist and never taken by a memberlist callback.
@@ -70,21 +69,15 @@ func New(cfg Config) (*Membership, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	w := cfg.wireMeta()
-	up := encodeMeta(w)
-	w.leaving = true
-	left := encodeMeta(w)
 	return &Membership{
-		cfg:      cfg,
-		log:      logger.With("component", "membership", "node_id", cfg.NodeID),
-		mlLog:    newMemberlistLogger(logger.With("component", "memberlist", "node_id", cfg.NodeID)),
-		metaUp:   up,
-		metaLeft: left,
-		joined:   make(chan struct{}),
-		stop:     make(chan struct{}),
-		members:  make(map[string]memberEntry),
-		subs:     make(map[*Subscription]struct{}),
-		ignored:  make(map[string]time.Time),
+		cfg:     cfg,
+		log:     logger.With("component", "membership", "node_id", cfg.NodeID),
+		mlLog:   newMemberlistLogger(logger.With("component", "memberlist", "node_id", cfg.NodeID)),
+		joined:  make(chan struct{}),
+		stop:    make(chan struct{}),
+		members: make(map[string]memberEntry),
+		subs:    make(map[*Subscription]struct{}),
+		ignored: make(map[string]time.Time),
 	}, nil
 }
 
@@ -197,6 +190,7 @@ func (m *Membership) LocalMember() Member {
 		SystemID:        m.cfg.SystemID,
 		NodeMeta:        m.cfg.Meta,
 		BootstrapExpect: m.cfg.BootstrapExpect,
+		Bootstrapped:    m.bootstrapped.Load(),
 		Status:          StatusAlive,
 	}
 }
@@ -277,6 +271,12 @@ func (m *Membership) leave(ml *memberlist.Memberlist, timeout time.Duration) err
 // idempotent and may be called before Start. It can wait up to TCPTimeout
 // for an in-flight join attempt and up to LeaveTimeout for an interrupted
 // Leave.
+//
+// Every goroutine this package starts has ended when Shutdown returns.
+// memberlist's own Shutdown stops its listeners and tickers but does not
+// wait for a probe round in progress; that goroutine ends on its own within
+// the (awareness-scaled) probe interval, sends nothing, and any event it
+// still causes reaches no subscriber.
 func (m *Membership) Shutdown() error {
 	m.lifeMu.Lock()
 	defer m.lifeMu.Unlock()

@@ -58,6 +58,7 @@ type wireMeta struct {
 	meta            NodeMeta
 	bootstrapExpect int
 	leaving         bool
+	bootstrapped    bool
 }
 
 // encodeMeta returns the version byte followed by the protobuf body.
@@ -73,6 +74,7 @@ func encodeMeta(w wireMeta) []byte {
 		Version:         w.meta.Version,
 		BootstrapExpect: uint32(w.bootstrapExpect),
 		Leaving:         w.leaving,
+		Bootstrapped:    w.bootstrapped,
 	}
 	if w.meta.Role == RoleServer {
 		pb.Role = concordv1.GossipRole_GOSSIP_ROLE_SERVER
@@ -117,6 +119,7 @@ func decodeMeta(b []byte) (wireMeta, error) {
 		},
 		bootstrapExpect: int(pb.BootstrapExpect),
 		leaving:         pb.Leaving,
+		bootstrapped:    pb.Bootstrapped,
 	}
 	if err := w.validate(); err != nil {
 		return wireMeta{}, fmt.Errorf("%w: %w", ErrInvalidMeta, err)

@@ -35,6 +35,7 @@ func TestMeta_RoundTrip(t *testing.T) {
 	}{
 		{"typical", func(*wireMeta) {}},
 		{"leaving", func(w *wireMeta) { w.leaving = true }},
+		{"bootstrapped", func(w *wireMeta) { w.bootstrapped = true }},
 		{"ipv6 and names", func(w *wireMeta) {
 			w.meta.RaftAddr = "[fd00::1]:7702"
 			w.meta.GRPCAddr = "node-1.dc1.internal:7701"

@@ -94,7 +94,10 @@ type GossipMeta struct {
 	BootstrapExpect uint32 `protobuf:"varint,8,opt,name=bootstrap_expect,json=bootstrapExpect,proto3" json:"bootstrap_expect,omitempty"`
 	// leaving is set just before a graceful leave, so peers can tell a node
 	// that left from one that failed (memberlist does not expose the difference).
-	Leaving       bool `protobuf:"varint,9,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	Leaving bool `protobuf:"varint,9,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	// bootstrapped is set once the node has Raft state (it bootstrapped or was
+	// added to a cluster); a node waiting to bootstrap then must not.
+	Bootstrapped  bool `protobuf:"varint,10,opt,name=bootstrapped,proto3" json:"bootstrapped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,12 +195,19 @@ func (x *GossipMeta) GetLeaving() bool {
 	return false
 }
 
+func (x *GossipMeta) GetBootstrapped() bool {
+	if x != nil {
+		return x.Bootstrapped
+	}
+	return false
+}
+
 var File_concord_v1_membership_proto protoreflect.FileDescriptor
 
 const file_concord_v1_membership_proto_rawDesc = "" +
 	"\n" +
 	"\x1bconcord/v1/membership.proto\x12\n" +
-	"concord.v1\"\xa4\x02\n" +
+	"concord.v1\"\xc8\x02\n" +
 	"\n" +
 	"GossipMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
@@ -208,7 +218,9 @@ const file_concord_v1_membership_proto_rawDesc = "" +
 	"\aversion\x18\x06 \x01(\tR\aversion\x12*\n" +
 	"\x04role\x18\a \x01(\x0e2\x16.concord.v1.GossipRoleR\x04role\x12)\n" +
 	"\x10bootstrap_expect\x18\b \x01(\rR\x0fbootstrapExpect\x12\x18\n" +
-	"\aleaving\x18\t \x01(\bR\aleaving*A\n" +
+	"\aleaving\x18\t \x01(\bR\aleaving\x12\"\n" +
+	"\fbootstrapped\x18\n" +
+	" \x01(\bR\fbootstrapped*A\n" +
 	"\n" +
 	"GossipRole\x12\x1b\n" +
 	"\x17GOSSIP_ROLE_UNSPECIFIED\x10\x00\x12\x16\n" +

@@ -1,0 +1,5 @@
+//go:build !race
+
+package membership
+
+const raceEnabled = false
