@@ -188,6 +188,10 @@ func (c Config) raftConfig(fsmLogger *hclogAdapter) *raft.Config {
 	// unresolved in the buffer at shutdown, so it stays off (DESIGN.md).
 	rc.BatchApplyCh = false
 	rc.NoLegacyTelemetry = true
+	// A removed server keeps running (as a non-voter that starts no
+	// elections) until its owner calls Shutdown: if raft shut itself down,
+	// a later Store.Shutdown could not wait for raft's goroutines.
+	rc.ShutdownOnRemove = false
 	if fsmLogger != nil {
 		rc.Logger = fsmLogger
 	}

@@ -47,6 +47,11 @@ type fsm struct {
 	waiters  map[*waiter]struct{} // guarded by mu
 }
 
+var (
+	_ raft.FSM         = (*fsm)(nil)
+	_ raft.BatchingFSM = (*fsm)(nil)
+)
+
 // waiter is one WaitApplied call; ch is closed once applied >= index.
 type waiter struct {
 	index uint64

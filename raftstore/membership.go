@@ -74,7 +74,8 @@ func (s *Store) AddVoter(ctx context.Context, id, addr string) error {
 
 // RemoveServer removes a member; leader only. Removing the leader itself
 // makes it step down once the change commits. Removing an unknown ID is a
-// no-op.
+// no-op. The removed server's Store keeps running, without a vote and
+// without starting elections, until its owner calls Shutdown.
 func (s *Store) RemoveServer(ctx context.Context, id string) error {
 	err := s.awaitWithCtx(ctx, func(timeout time.Duration) raft.Future {
 		return s.raft.RemoveServer(raft.ServerID(id), 0, timeout)
