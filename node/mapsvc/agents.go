@@ -188,6 +188,22 @@ func (s *Service) agentsUnregister(ctx context.Context, _ *rpc.Conn, cs *connSta
 // is refused), metadata, environment, permissionOverrides and the
 // descriptive fields.
 func (s *Service) agentsUpdate(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
+	up, perr := decodeUpdate(raw)
+	if perr != nil {
+		return nil, perr
+	}
+	if err := s.mayControl(cs, up.AgentId); err != nil {
+		return nil, err
+	}
+	up.Meta = s.meta(cs.participantID, 2)
+	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, up)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"agent": res.(registry.Agent)}, nil
+}
+
+func decodeUpdate(raw json.RawMessage) (*concordv1.AgentUpdateRequest, *rpc.Error) {
 	p := decodeParams(raw)
 	up := &concordv1.AgentUpdateRequest{AgentId: p.reqStr("agentId")}
 	if st, ok := p.optStr("state"); ok {
@@ -213,18 +229,7 @@ func (s *Service) agentsUpdate(ctx context.Context, _ *rpc.Conn, cs *connState, 
 	up.Capabilities = p.object("capabilities")
 	up.CapabilityDescriptor = p.object("capabilityDescriptor")
 	up.Reason = p.str("reason")
-	if err := p.err(); err != nil {
-		return nil, err
-	}
-	if err := s.mayControl(cs, up.AgentId); err != nil {
-		return nil, err
-	}
-	up.Meta = s.meta(cs.participantID, 2)
-	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, up)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"agent": res.(registry.Agent)}, nil
+	return up, p.err()
 }
 
 // lifecycleVerb serves map/agents/stop|suspend|resume. Results follow the

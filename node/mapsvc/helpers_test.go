@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,9 +12,11 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
 
@@ -277,4 +280,13 @@ func eventually(t *testing.T, d time.Duration, cond func() error) {
 func agentOf(res map[string]any) map[string]any {
 	a, _ := res["agent"].(map[string]any)
 	return a
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// nopProposer is a Proposer for tests that never propose.
+type nopProposer struct{}
+
+func (*nopProposer) Apply(context.Context, concordv1.CommandType, proto.Message) (any, uint64, error) {
+	return nil, 0, errors.New("nop proposer")
 }

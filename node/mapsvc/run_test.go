@@ -1,0 +1,203 @@
+package mapsvc
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/concordmap/concord/node/registry"
+)
+
+func TestDisconnectPolicies(t *testing.T) {
+	cases := []struct {
+		behavior   string
+		afterClose string // agent state right after the connection drops; "" = unregistered
+		afterGrace string
+	}{
+		{registry.BehaviorUnregister, "", ""},
+		{registry.BehaviorOrphan, registry.StateOrphaned, registry.StateOrphaned},
+		{registry.BehaviorGracePeriod, registry.StateOrphaned, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.behavior, func(t *testing.T) {
+			e := newEnv(t)
+			c := e.dial()
+			res := connectAs(c, TypeAgent, map[string]any{"disconnectPolicy": map[string]any{
+				"agentBehavior": tc.behavior, "gracePeriodMs": 30_000}})
+			sid := res["sessionId"].(string)
+			c.must("map/agents/register", `{"agentId":"a1"}`)
+			_ = c.conn.Close("drop")
+			<-c.conn.Done()
+			state := func() string {
+				a, ok := e.reg.Agent("a1")
+				if !ok {
+					return ""
+				}
+				return a.State
+			}
+			eventually(t, 5*time.Second, func() error {
+				if s, _ := e.reg.Session(sid); s.Connected {
+					return fmt.Errorf("not detached yet")
+				}
+				return nil
+			})
+			if got := state(); got != tc.afterClose {
+				t.Fatalf("after close: %q, want %q", got, tc.afterClose)
+			}
+			ctx := context.Background()
+			e.clock.Advance(29 * time.Second)
+			e.svc.sweep(ctx)
+			if got := state(); got != tc.afterClose {
+				t.Fatalf("before the grace deadline: %q", got)
+			}
+			e.clock.Advance(time.Second)
+			e.svc.sweep(ctx)
+			if got := state(); got != tc.afterGrace {
+				t.Fatalf("after grace: %q, want %q", got, tc.afterGrace)
+			}
+			if _, ok := e.reg.Session(sid); !ok {
+				t.Fatal("session gone before its TTL")
+			}
+			e.clock.Advance(time.Hour)
+			e.svc.sweep(ctx)
+			if _, ok := e.reg.Session(sid); ok {
+				t.Fatal("session not expired after the TTL")
+			}
+		})
+	}
+}
+
+func TestRun_OnlyLeaderExpires(t *testing.T) {
+	var leader atomic.Bool
+	e := newEnv(t, func(c *Config) {
+		c.IsLeader = leader.Load
+		c.ExpiryInterval = 10 * time.Millisecond
+		c.DetachedSessionTTL = time.Minute
+	})
+	c := e.dial()
+	sid := connectAs(c, TypeClient, nil)["sessionId"].(string)
+	_ = c.conn.Close("drop")
+	<-c.conn.Done()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := e.svc.Run(ctx); err != context.Canceled {
+			t.Errorf("Run returned %v", err)
+		}
+	}()
+	defer func() { cancel(); wg.Wait() }()
+
+	eventually(t, 5*time.Second, func() error {
+		if s, _ := e.reg.Session(sid); s.Connected {
+			return fmt.Errorf("not detached")
+		}
+		return nil
+	})
+	e.clock.Advance(2 * time.Minute)
+	// Not the leader: nothing is proposed, however long we wait for a few
+	// loop turns (the store's applied index is the witness).
+	idx := e.store.AppliedIndex()
+	for i := 0; i < 5; i++ {
+		e.svc.sweep(ctx)
+	}
+	if e.store.AppliedIndex() != idx {
+		t.Fatal("a non-leader proposed")
+	}
+	leader.Store(true)
+	eventually(t, 5*time.Second, func() error {
+		if _, ok := e.reg.Session(sid); ok {
+			return fmt.Errorf("session not expired")
+		}
+		return nil
+	})
+}
+
+func TestRun_ClosesConnectionsMovedToAnotherNode(t *testing.T) {
+	e1 := newEnv(t)
+	e2 := newEnvOn(t, e1.reg, e1.store, "n2")
+	c1 := e1.dial()
+	res := connectAs(c1, TypeAgent, map[string]any{"participantId": "p"})
+	c1.must("map/agents/register", `{"agentId":"a"}`)
+	sid := res["sessionId"].(string)
+
+	// The participant resumes on node n2 while its old connection on n1
+	// is still open (a half-dead link).
+	c2 := e2.dial()
+	r := connectAs(c2, TypeAgent, map[string]any{"resumeToken": res["resumeToken"]})
+	if r["reconnected"] != true {
+		t.Fatalf("resume on n2 %v", r)
+	}
+	if a, _ := e1.reg.Agent("a"); a.HomeNode != "n2" {
+		t.Fatalf("agent not re-homed: %+v", a)
+	}
+	e1.svc.sweep(context.Background())
+	select {
+	case <-c1.conn.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("n1 kept the moved session's connection")
+	}
+	// n1's Closed sees the newer epoch: the session stays attached to n2.
+	eventually(t, 5*time.Second, func() error {
+		if _, ok := e1.svc.Sessions().Conn(sid); ok {
+			return fmt.Errorf("n1 still lists the session")
+		}
+		return nil
+	})
+	if s, _ := e1.reg.Session(sid); !s.Connected || s.HomeNode != "n2" {
+		t.Fatalf("session after n1 closed its connection: %+v", s)
+	}
+}
+
+func TestRun_DetachesSessionsOfDeadNodes(t *testing.T) {
+	var n2Alive atomic.Bool
+	n2Alive.Store(true)
+	e1 := newEnv(t, func(c *Config) { c.NodeAlive = func(id string) bool { return id != "n2" || n2Alive.Load() } })
+	e2 := newEnvOn(t, e1.reg, e1.store, "n2")
+	c := e2.dial()
+	res := connectAs(c, TypeAgent, map[string]any{"disconnectPolicy": map[string]any{"agentBehavior": "orphan"}})
+	c.must("map/agents/register", `{"agentId":"a"}`)
+	e1.svc.sweep(context.Background())
+	if s, _ := e1.reg.Session(res["sessionId"].(string)); !s.Connected {
+		t.Fatal("detached while n2 alive")
+	}
+	n2Alive.Store(false)
+	e1.svc.sweep(context.Background())
+	if s, _ := e1.reg.Session(res["sessionId"].(string)); s.Connected {
+		t.Fatal("session of a dead node still connected")
+	}
+	if a, _ := e1.reg.Agent("a"); a.State != registry.StateOrphaned {
+		t.Fatalf("agent %+v", a)
+	}
+}
+
+func TestConfig_Validate(t *testing.T) {
+	reg, _ := registry.New(registry.DefaultConfig())
+	good := DefaultConfig()
+	good.NodeID, good.Registry, good.Store, good.IsLeader = "n", reg, &nopProposer{}, func() bool { return true }
+	if _, err := New(good); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]func(*Config){
+		"node":     func(c *Config) { c.NodeID = "" },
+		"store":    func(c *Config) { c.Store = nil },
+		"registry": func(c *Config) { c.Registry = nil },
+		"leader":   func(c *Config) { c.IsLeader = nil },
+		"ttl":      func(c *Config) { c.DetachedSessionTTL = 0 },
+		"policy":   func(c *Config) { c.DefaultDisconnectPolicy.AgentBehavior = "x" },
+		"interval": func(c *Config) { c.ExpiryInterval = 0 },
+		"page":     func(c *Config) { c.MaxPageSize = 0 },
+	}
+	for name, mut := range cases {
+		cfg := good
+		mut(&cfg)
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: invalid config accepted", name)
+		}
+	}
+}
