@@ -67,16 +67,10 @@ func TestAgents_Register(t *testing.T) {
 			other.t = t
 			if tc.field != "" {
 				e.refused(other, "map/agents/register", tc.params, tc.code, tc.field)
-			} else if tc.code == rpc.CodeInvalidParams {
-				e.refused(other, "map/agents/register", tc.params, tc.code)
 			} else {
-				// Domain errors are refused in the FSM: the command is in
-				// the log, but state is unchanged.
-				before := len(e.reg.Agents())
-				other.fails("map/agents/register", tc.params, tc.code)
-				if len(e.reg.Agents()) != before {
-					t.Fatal("refused register changed state")
-				}
+				// Domain errors too: the leader pre-checks with the
+				// registry's own validation and writes nothing.
+				e.refused(other, "map/agents/register", tc.params, tc.code)
 			}
 		})
 	}
@@ -204,7 +198,7 @@ func TestAgents_UpdateUnregisterAndOwnership(t *testing.T) {
 		}
 	}
 	e.refused(ag, "map/agents/update", `{"agentId":"a1","state":"dancing"}`, rpc.CodeInvalidParams, "state")
-	ag.fails("map/agents/update", `{"agentId":"a1","state":"idle"}`, rpc.CodeStateInvalid) // leaving stopped
+	e.refused(ag, "map/agents/update", `{"agentId":"a1","state":"idle"}`, rpc.CodeStateInvalid) // leaving stopped
 	res := ag.must("map/agents/update", `{"agentId":"kid","metadata":{"exitCode":0},"environment":{"x":1},"name":"K"}`)
 	if a := agentOf(res); a["name"] != "K" || a["metadata"].(map[string]any)["exitCode"] != float64(0) {
 		t.Fatalf("update %v", res)
@@ -225,7 +219,7 @@ func TestAgents_UpdateUnregisterAndOwnership(t *testing.T) {
 	if un["unregistered"] != true || agentOf(un)["id"] != "kid" {
 		t.Fatalf("unregister %v", un)
 	}
-	ag.fails("map/agents/unregister", `{"agentId":"kid"}`, rpc.CodeAgentNotFound)
+	e.refused(ag, "map/agents/unregister", `{"agentId":"kid"}`, rpc.CodeAgentNotFound)
 }
 
 func TestAgents_LifecycleConformance(t *testing.T) {
@@ -242,9 +236,9 @@ func TestAgents_LifecycleConformance(t *testing.T) {
 			t.Fatalf("%s: %v", st.method, res)
 		}
 	}
-	cl.fails("map/agents/resume", `{"agentId":"a1"}`, rpc.CodeStateInvalid)
-	cl.fails("map/agents/stop", `{"agentId":"a1","force":true}`, rpc.CodeStateInvalid)
-	cl.fails("map/agents/suspend", `{"agentId":"nope"}`, rpc.CodeAgentNotFound)
+	e.refused(cl, "map/agents/resume", `{"agentId":"a1"}`, rpc.CodeStateInvalid)
+	e.refused(cl, "map/agents/stop", `{"agentId":"a1","force":true}`, rpc.CodeStateInvalid)
+	e.refused(cl, "map/agents/suspend", `{"agentId":"nope"}`, rpc.CodeAgentNotFound)
 	e.refused(cl, "map/agents/stop", `{"agentId":"a1","force":"yes"}`, rpc.CodeInvalidParams, "force")
 	gw := e.dial()
 	connectAs(gw, TypeGateway, nil)
@@ -322,5 +316,24 @@ func TestTranslate(t *testing.T) {
 	}
 	if asRPCError(errors.New("secret")).Code != rpc.CodeInternal {
 		t.Fatal("plain error not internal")
+	}
+}
+
+// On a follower the pre-check is skipped (its replica may lag): the FSM
+// refuses with the same code and leaves the state unchanged.
+func TestAgents_FollowerRefusalIsCommittedNoop(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.IsLeader = func() bool { return false } })
+	ag := e.dial()
+	connectAs(ag, TypeAgent, map[string]any{"participantId": "p1"})
+	ag.must("map/agents/register", `{"agentId":"a1"}`)
+	other := e.dial()
+	connectAs(other, TypeAgent, map[string]any{"participantId": "p2"})
+	before, agents := e.store.AppliedIndex(), len(e.reg.Agents())
+	other.fails("map/agents/register", `{"agentId":"a1"}`, rpc.CodeAgentExists)
+	if e.store.AppliedIndex() == before || len(e.reg.Agents()) != agents {
+		t.Fatalf("index %d -> %d, agents %d -> %d", before, e.store.AppliedIndex(), agents, len(e.reg.Agents()))
+	}
+	if a, _ := e.reg.Agent("a1"); a.OwnerID != "p1" {
+		t.Fatalf("agent changed owner: %+v", a)
 	}
 }

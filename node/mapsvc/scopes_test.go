@@ -23,8 +23,8 @@ func TestScopes(t *testing.T) {
 	e.refused(ag, "map/scopes/create", `{"scopeId":"x","sendPolicy":"anyone"}`, rpc.CodeInvalidParams, "sendPolicy")
 	e.refused(ag, "map/scopes/create", `{"scopeId":"x","autoDelete":1}`, rpc.CodeInvalidParams, "autoDelete")
 	e.refused(cl, "map/scopes/create", `{"scopeId":"x"}`, rpc.CodePermissionDenied)
-	ag.fails("map/scopes/create", `{"scopeId":"x","parent":"nope"}`, rpc.CodeScopeNotFound)
-	ag.fails("map/scopes/create", `{"scopeId":"root"}`, rpc.CodeInvalidParams)
+	e.refused(ag, "map/scopes/create", `{"scopeId":"x","parent":"nope"}`, rpc.CodeScopeNotFound)
+	e.refused(ag, "map/scopes/create", `{"scopeId":"root"}`, rpc.CodeInvalidParams)
 
 	for _, id := range []string{"a", "b", "c"} {
 		ag.must("map/agents/register", `{"agentId":"`+id+`"}`)
@@ -33,8 +33,8 @@ func TestScopes(t *testing.T) {
 			t.Fatalf("join %v", j)
 		}
 	}
-	ag.fails("map/scopes/join", `{"scopeId":"nope","agentId":"a"}`, rpc.CodeScopeNotFound)
-	ag.fails("map/scopes/join", `{"scopeId":"root","agentId":"nope"}`, rpc.CodeAgentNotFound)
+	e.refused(ag, "map/scopes/join", `{"scopeId":"nope","agentId":"a"}`, rpc.CodeScopeNotFound)
+	e.refused(ag, "map/scopes/join", `{"scopeId":"root","agentId":"nope"}`, rpc.CodeAgentNotFound)
 	e.refused(ag, "map/scopes/join", `{"scopeId":"root"}`, rpc.CodeInvalidParams, "agentId")
 	e.refused(cl, "map/scopes/join", `{"scopeId":"root","agentId":"a"}`, rpc.CodePermissionDenied)
 
@@ -67,13 +67,13 @@ func TestScopes(t *testing.T) {
 	if sc, _ := e.reg.Scope("root"); !slices.Equal(sc.Members, []string{"b", "c"}) {
 		t.Fatalf("members after leave %v", sc.Members)
 	}
-	ag.fails("map/scopes/delete", `{"scopeId":"root"}`, rpc.CodeInvalidRequest) // has a child scope
+	e.refused(ag, "map/scopes/delete", `{"scopeId":"root"}`, rpc.CodeInvalidRequest) // has a child scope
 	d := ag.must("map/scopes/delete", map[string]any{"scopeId": gen["id"]})
 	if d["deleted"] != true {
 		t.Fatalf("delete %v", d)
 	}
 	ag.must("map/scopes/delete", `{"scopeId":"root"}`)
-	ag.fails("map/scopes/delete", `{"scopeId":"root"}`, rpc.CodeScopeNotFound)
+	e.refused(ag, "map/scopes/delete", `{"scopeId":"root"}`, rpc.CodeScopeNotFound)
 	if a, _ := e.reg.Agent("b"); len(a.Scopes) != 0 {
 		t.Fatalf("agent keeps deleted scope %v", a.Scopes)
 	}

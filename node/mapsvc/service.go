@@ -198,7 +198,19 @@ func (s *Service) meta(source string, n int) *concordv1.CommandMeta {
 
 // propose applies a command and, with Config.WaitApplied, waits until the
 // local replica has applied it (read-your-writes on this node).
+//
+// On the leader the command is first checked against the local replica
+// with the registry's own validation (registry.State.Check), so a request
+// the registry would refuse writes nothing to the log. Followers skip the
+// pre-check: their replica may lag behind writes made through other
+// nodes, and a stale refusal would be wrong; there the FSM refuses (the
+// entry is committed, the state unchanged).
 func (s *Service) propose(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, error) {
+	if s.cfg.IsLeader() {
+		if err := s.reg.Check(t, msg); err != nil {
+			return nil, err
+		}
+	}
 	res, index, err := s.cfg.Store.Apply(ctx, t, msg)
 	if err != nil {
 		return nil, err

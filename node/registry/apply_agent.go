@@ -12,38 +12,18 @@ func (s *State) applyAgentRegister(tx *txn, m *concordv1.AgentRegisterRequest) (
 	r := m.GetAgent()
 	d := tx.d
 	id := r.GetId()
-	if id == "" {
-		return nil, errf(CodeInvalidParams, "agentId", "agent id is required")
-	}
-	if sid := r.GetSessionId(); sid != "" && d.sessions[sid] == nil {
-		return nil, errf(CodeInvalidRequest, "", "session %q not found", sid)
-	}
 	if m.GetResumePersistentIdentity() && m.GetPersistentId() != "" {
 		if e := d.orphanByPersistentID(m.GetPersistentId()); e != nil {
 			return tx.reclaimByIdentity(e, r), nil
 		}
 	}
 	if ex, ok := d.agents[id]; ok {
-		if res, ok := tx.registerExisting(ex, r); ok {
-			return res, nil
-		}
-		return nil, errf(CodeAgentExists, "", "agent %q already exists", id)
-	}
-	if p := r.GetParent(); p != "" && d.agents[p] == nil {
-		return nil, errf(CodeAgentNotFound, "parent", "parent agent %q not found", p)
+		return tx.registerExisting(ex, r), nil
 	}
 	scopes := sortedUnique(r.GetScopes())
-	for _, sc := range scopes {
-		if d.scopes[sc] == nil {
-			return nil, scopeNotFound(sc)
-		}
-	}
 	state := r.GetState()
 	if state == "" {
 		state = StateRegistered
-	}
-	if !ValidState(state) {
-		return nil, errf(CodeStateInvalid, "state", "invalid agent state %q", state)
 	}
 
 	a := agentFromRecord(r)
@@ -73,28 +53,23 @@ func (s *State) applyAgentRegister(tx *txn, m *concordv1.AgentRegisterRequest) (
 //     participant's: it is reclaimed.
 //
 // Any other owner makes the register fail with AGENT_EXISTS.
-func (tx *txn) registerExisting(ex *agentEntry, r *concordv1.AgentRecord) (RegisterResult, bool) {
+func (tx *txn) registerExisting(ex *agentEntry, r *concordv1.AgentRecord) RegisterResult {
 	owner, sid := r.GetOwnerId(), r.GetSessionId()
 	switch {
-	case owner != "" && ex.a.OwnerID == owner && ex.a.SessionID == sid:
+	case ex.a.OwnerID == owner && ex.a.SessionID == sid:
 		if ex.a.HomeNode != r.GetHomeNode() {
 			a := tx.reclaim(ex, owner, sid, r.GetHomeNode(), "re-homed")
-			return RegisterResult{Agent: a, Existing: true}, true
+			return RegisterResult{Agent: a, Existing: true}
 		}
-		return RegisterResult{Agent: copyAgent(&ex.a), Existing: true}, true
-	case owner != "" && ex.a.OwnerID == owner:
+		return RegisterResult{Agent: copyAgent(&ex.a), Existing: true}
+	case ex.a.OwnerID == owner:
 		prev := ex.a.SessionID
 		a := tx.reclaim(ex, owner, sid, r.GetHomeNode(), "moved to a new session")
-		return RegisterResult{Agent: a, Existing: true, PreviousSessionID: prev}, true
-	case owner != "" && ex.a.OwnerID == "":
-		prev := tx.d.sessions[ex.a.SessionID]
-		if prev != nil && prev.s.ParticipantID != owner {
-			return RegisterResult{}, false
-		}
+		return RegisterResult{Agent: a, Existing: true, PreviousSessionID: prev}
+	default: // orphaned (checkAgentRegister allowed it)
 		a := tx.reclaim(ex, owner, sid, r.GetHomeNode(), "reclaimed by register")
-		return RegisterResult{Agent: a, Existing: true, Resumed: true, PreviousSessionID: ex.a.SessionID}, true
+		return RegisterResult{Agent: a, Existing: true, Resumed: true, PreviousSessionID: ex.a.SessionID}
 	}
-	return RegisterResult{}, false
 }
 
 // withAutoJoin adds the scopes whose autoJoinRoles list role.
@@ -176,10 +151,7 @@ func (tx *txn) orphan(e *agentEntry, sessionID string) {
 
 // applyAgentUnregister handles COMMAND_TYPE_AGENT_UNREGISTER.
 func (s *State) applyAgentUnregister(tx *txn, m *concordv1.AgentUnregisterRequest) (any, error) {
-	e, ok := tx.d.agents[m.GetAgentId()]
-	if !ok {
-		return nil, agentNotFound(m.GetAgentId())
-	}
+	e := tx.d.agents[m.GetAgentId()]
 	a := copyAgent(&e.a)
 	tx.removeAgent(e, m.GetReason())
 	return a, nil
@@ -199,20 +171,8 @@ func (tx *txn) removeAgent(e *agentEntry, reason string) {
 // applyAgentUpdate handles COMMAND_TYPE_AGENT_UPDATE.
 func (s *State) applyAgentUpdate(tx *txn, m *concordv1.AgentUpdateRequest) (any, error) {
 	d := tx.d
-	e, ok := d.agents[m.GetAgentId()]
-	if !ok {
-		return nil, agentNotFound(m.GetAgentId())
-	}
-	target, err := updateTarget(e.a.State, m)
-	if err != nil {
-		return nil, err
-	}
-	if m.GetSetOwner() {
-		if sid := m.GetSessionId(); sid != "" && d.sessions[sid] == nil {
-			return nil, errf(CodeInvalidRequest, "", "session %q not found", sid)
-		}
-	}
-
+	e := d.agents[m.GetAgentId()]
+	target, _ := updateTarget(e.a.State, m) // checked by checkAgentUpdate
 	if m.GetSetOwner() {
 		if m.GetOwnerId() == "" {
 			if e.a.OwnerID != "" {

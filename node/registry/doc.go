@@ -21,10 +21,13 @@
 // already in the window are skipped over, so ids are unique in the window
 // and identical on every replica. Maps are iterated in sorted key order.
 //
-// Domain errors. A handler validates everything first and mutates only
-// afterwards, so a refused command (an *Error with its MAP code) leaves no
-// trace, emits no event and consumes no position. The MAP layer forwards
-// Error.Code as the JSON-RPC error code.
+// Domain errors. Every command type has a check function (validate.go)
+// that runs before its apply function, so a refused command (an *Error
+// with its MAP code) leaves no trace, emits no event and consumes no
+// position. State.Check runs the same check against the local replica
+// without applying, so the MAP layer can refuse a request before writing
+// anything to the log. The MAP layer forwards Error.Code as the JSON-RPC
+// error code.
 //
 // Copy-on-write. Entries in the maps are never modified in place: a change
 // stores a modified copy. Snapshot therefore only copies the maps' values

@@ -84,6 +84,10 @@ func (h *harness) must(typ T, msg proto.Message) any {
 func (h *harness) refuse(typ T, msg proto.Message, code int) {
 	h.t.Helper()
 	before := dump(h.s)
+	var ce *Error
+	if cerr := h.s.Check(typ, msg); !errors.As(cerr, &ce) || ce.Code != code {
+		h.t.Fatalf("%v: Check returned %v, want code %d", typ, cerr, code)
+	}
 	_, err := h.apply(typ, msg)
 	var re *Error
 	if !errors.As(err, &re) || re.Code != code {

@@ -78,7 +78,12 @@ func randomCommands(seed int64, n int) []step {
 
 func run(h *harness, steps []step) (applied, refused int) {
 	for _, st := range steps {
-		if _, err := h.apply(st.typ, st.msg); err != nil {
+		checkErr := h.s.Check(st.typ, st.msg)
+		_, err := h.apply(st.typ, st.msg)
+		if (checkErr == nil) != (err == nil) {
+			h.t.Fatalf("%v: Check said %v, Apply said %v", st.typ, checkErr, err)
+		}
+		if err != nil {
 			var re *Error
 			if !errors.As(err, &re) {
 				h.t.Fatalf("non-domain error %v", err)

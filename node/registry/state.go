@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
@@ -29,6 +30,7 @@ type State struct {
 	log      *slog.Logger
 	window   int
 	handlers map[concordv1.CommandType]raftstore.Handler
+	checks   map[concordv1.CommandType]func(*data, proto.Message) error
 
 	mu     sync.RWMutex // guards d and notify
 	d      *data
@@ -129,21 +131,39 @@ func New(cfg Config) (*State, error) {
 		d:      newData(cfg.EventWindow),
 		notify: make(chan struct{}),
 	}
-	s.handlers = map[concordv1.CommandType]raftstore.Handler{
-		concordv1.CommandType_COMMAND_TYPE_AGENT_REGISTER:      handler(s, s.applyAgentRegister),
-		concordv1.CommandType_COMMAND_TYPE_AGENT_UNREGISTER:    handler(s, s.applyAgentUnregister),
-		concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE:        handler(s, s.applyAgentUpdate),
-		concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN:        handler(s, s.applySessionOpen),
-		concordv1.CommandType_COMMAND_TYPE_SESSION_CLOSE:       handler(s, s.applySessionClose),
-		concordv1.CommandType_COMMAND_TYPE_SESSION_DETACH:      handler(s, s.applySessionDetach),
-		concordv1.CommandType_COMMAND_TYPE_SESSION_EXPIRE:      handler(s, s.applySessionExpire),
-		concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_ADD:    handler(s, s.applySubscriptionAdd),
-		concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_REMOVE: handler(s, s.applySubscriptionRemove),
-		concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_CURSOR: handler(s, s.applySubscriptionCursor),
-		concordv1.CommandType_COMMAND_TYPE_SCOPE_CREATE:        handler(s, s.applyScopeCreate),
-		concordv1.CommandType_COMMAND_TYPE_SCOPE_DELETE:        handler(s, s.applyScopeDelete),
-		concordv1.CommandType_COMMAND_TYPE_SCOPE_JOIN:          handler(s, s.applyScopeJoin),
-		concordv1.CommandType_COMMAND_TYPE_SCOPE_LEAVE:         handler(s, s.applyScopeLeave),
+	// Each command's domain check (validate.go) runs before its apply
+	// function, in Apply and in Check.
+	s.checks = map[concordv1.CommandType]func(*data, proto.Message) error{
+		concordv1.CommandType_COMMAND_TYPE_AGENT_REGISTER:      checkFunc(checkAgentRegister),
+		concordv1.CommandType_COMMAND_TYPE_AGENT_UNREGISTER:    checkFunc(checkAgentUnregister),
+		concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE:        checkFunc(checkAgentUpdate),
+		concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN:        checkFunc(checkSessionOpen),
+		concordv1.CommandType_COMMAND_TYPE_SESSION_EXPIRE:      checkFunc(checkSessionExpire),
+		concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_ADD:    checkFunc(checkSubscriptionAdd),
+		concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_REMOVE: checkFunc(checkSubscriptionRemove),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_CREATE:        checkFunc(checkScopeCreate),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_DELETE:        checkFunc(checkScopeDelete),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_JOIN:          checkFunc(checkScopeJoin),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_LEAVE:         checkFunc(checkScopeLeave),
+	}
+	s.handlers = map[concordv1.CommandType]raftstore.Handler{}
+	for t, c := range map[concordv1.CommandType]command{
+		concordv1.CommandType_COMMAND_TYPE_AGENT_REGISTER:      commandOf(s.applyAgentRegister),
+		concordv1.CommandType_COMMAND_TYPE_AGENT_UNREGISTER:    commandOf(s.applyAgentUnregister),
+		concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE:        commandOf(s.applyAgentUpdate),
+		concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN:        commandOf(s.applySessionOpen),
+		concordv1.CommandType_COMMAND_TYPE_SESSION_CLOSE:       commandOf(s.applySessionClose),
+		concordv1.CommandType_COMMAND_TYPE_SESSION_DETACH:      commandOf(s.applySessionDetach),
+		concordv1.CommandType_COMMAND_TYPE_SESSION_EXPIRE:      commandOf(s.applySessionExpire),
+		concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_ADD:    commandOf(s.applySubscriptionAdd),
+		concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_REMOVE: commandOf(s.applySubscriptionRemove),
+		concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_CURSOR: commandOf(s.applySubscriptionCursor),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_CREATE:        commandOf(s.applyScopeCreate),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_DELETE:        commandOf(s.applyScopeDelete),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_JOIN:          commandOf(s.applyScopeJoin),
+		concordv1.CommandType_COMMAND_TYPE_SCOPE_LEAVE:         commandOf(s.applyScopeLeave),
+	} {
+		s.handlers[t] = s.handler(t, c)
 	}
 	return s, nil
 }
@@ -154,25 +174,53 @@ type metaCarrier interface {
 	GetMeta() *concordv1.CommandMeta
 }
 
-// handler adapts a typed apply function to raftstore.Handler. It holds the
-// write lock for the whole command, collects the events the command emits
-// and appends them only if the command succeeded, then wakes readers.
-func handler[M metaCarrier](s *State, fn func(tx *txn, m M) (any, error)) raftstore.Handler {
+// command is one command type's body constructor and apply function.
+type command struct {
+	new   func() proto.Message
+	apply func(*txn, proto.Message) (any, error)
+}
+
+// commandOf erases the message type of an apply function.
+func commandOf[M metaCarrier](fn func(tx *txn, m M) (any, error)) command {
 	var zero M
 	typ := zero.ProtoReflect().Type()
-	return raftstore.Handler{
-		New: func() proto.Message { return typ.New().Interface() },
-		Apply: func(index uint64, msg proto.Message) (any, error) {
+	return command{
+		new: func() proto.Message { return typ.New().Interface() },
+		apply: func(tx *txn, msg proto.Message) (any, error) {
 			m, ok := msg.(M)
 			if !ok {
 				// The FSM decoded a body of the wrong type: a programming
 				// error in the routing table, not a domain error.
-				panic("registry: handler got unexpected message type")
+				panic(fmt.Sprintf("registry: handler got unexpected message type %T", msg))
+			}
+			return fn(tx, m)
+		},
+	}
+}
+
+// handler builds the raftstore.Handler of one command type. It holds the
+// write lock for the whole command, runs the check, then the apply
+// function, and appends the events it produced only on success, then
+// wakes readers. Checks run before any mutation, so an error leaves the
+// state unchanged.
+func (s *State) handler(t concordv1.CommandType, c command) raftstore.Handler {
+	check := s.checks[t]
+	return raftstore.Handler{
+		New: c.new,
+		Apply: func(index uint64, msg proto.Message) (any, error) {
+			mc, ok := msg.(metaCarrier)
+			if !ok {
+				panic(fmt.Sprintf("registry: unexpected message type %T", msg))
 			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			tx := newTxn(s.d, index, m.GetMeta())
-			res, err := fn(tx, m)
+			if check != nil {
+				if err := check(s.d, msg); err != nil {
+					return nil, err
+				}
+			}
+			tx := newTxn(s.d, index, mc.GetMeta())
+			res, err := c.apply(tx, msg)
 			if err != nil {
 				return nil, err
 			}
