@@ -280,6 +280,12 @@ func TestAgents_SpawnAndSend(t *testing.T) {
 	if _, ok := e.reg.Agent("child2"); !ok {
 		t.Fatal("spawned agent missing")
 	}
+	if sid, ok := e.svc.LocalAgentSession("child2"); !ok || sid == "" {
+		t.Fatal("spawned agent not reachable through a local session")
+	}
+	if _, ok := e.svc.LocalAgentSession("nope"); ok {
+		t.Fatal("unknown agent has a local session")
+	}
 	e.router.mu.Lock()
 	e.router.err = nil
 	e.router.mu.Unlock()

@@ -111,3 +111,17 @@ func (s *Sessions) get(id string) (*attached, bool) {
 	a, ok := s.byID[id]
 	return a, ok
 }
+
+// LocalAgentSession returns the session through which agentID is reachable
+// on this node: the agent is owned, homed here, and its session is
+// attached to a live connection of this node.
+func (s *Service) LocalAgentSession(agentID string) (string, bool) {
+	a, ok := s.reg.Agent(agentID)
+	if !ok || a.OwnerID == "" || a.HomeNode != s.cfg.NodeID {
+		return "", false
+	}
+	if _, ok := s.sessions.Conn(a.SessionID); !ok {
+		return "", false
+	}
+	return a.SessionID, true
+}
