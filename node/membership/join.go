@@ -20,6 +20,9 @@ var errOnlySelf = errors.New("no other member reached")
 func (m *Membership) joinLoop(ctx context.Context, ml *memberlist.Memberlist, r *rand.Rand) {
 	defer m.wg.Done()
 	for attempt := 0; ; attempt++ {
+		if m.leaving.Load() {
+			return // a join now would undo the leave
+		}
 		if ml.NumMembers() > 1 {
 			m.log.Info("joined", "members", ml.NumMembers(), "attempts", attempt)
 			m.markJoined()

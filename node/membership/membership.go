@@ -40,8 +40,8 @@ type Membership struct {
 	stop         chan struct{} // closed by Shutdown; stops the join loop
 	wg           sync.WaitGroup
 
-	// lifeMu serializes Start, Leave and Shutdown; it is held while calling
-	// into memberlist and never taken by a memberlist callback.
+	// lifeMu serializes Start, Leave, SetBootstrapped and Shutdown; it is
+	// held while calling into memberlist and never taken by a callback.
 	lifeMu sync.Mutex
 	ml     *memberlist.Memberlist // set by Start; used under lifeMu
 
