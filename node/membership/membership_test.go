@@ -35,7 +35,7 @@ func startCluster(t *testing.T, ids []string, order []int, tweak func(*Config)) 
 func TestMembership_JoinConvergesInAnyStartOrder(t *testing.T) {
 	r := rand.New(rand.NewPCG(42, 7))
 	for _, n := range []int{3, 5} {
-		for run := range 2 {
+		for range 2 {
 			order := r.Perm(n)
 			t.Run(fmt.Sprintf("n=%d/order=%v", n, order), func(t *testing.T) {
 				ids := nodeIDs(n)
@@ -50,7 +50,6 @@ func TestMembership_JoinConvergesInAnyStartOrder(t *testing.T) {
 						t.Errorf("%s: Joined not closed although it sees all members", m.cfg.NodeID)
 					}
 				}
-				_ = run
 			})
 		}
 	}
