@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/node/router"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -19,20 +20,12 @@ type Proposer interface {
 	Apply(ctx context.Context, t concordv1.CommandType, m proto.Message) (any, uint64, error)
 }
 
-// Sender identifies the caller of map/send. Its fields are those of
-// router.Sender in the same order, so the two convert into each other
-// (router.Sender(s)).
-type Sender struct {
-	SessionID       string
-	ParticipantID   string
-	ParticipantType string
-	// AgentID is the sending agent: the agent the session owns when it owns
-	// exactly one (map/agents/spawn passes the parent); else empty.
-	AgentID string
-}
+// Sender identifies the caller of map/send (router.Sender; an alias so
+// that *router.Router satisfies Router as is).
+type Sender = router.Sender
 
-// Router is what the service needs from node/router (adapt *router.Router
-// with a one-line Send that converts Sender).
+// Router is what the service needs from node/router; *router.Router
+// satisfies it.
 type Router interface {
 	Send(ctx context.Context, from Sender, params json.RawMessage) (any, error)
 }
@@ -56,14 +49,23 @@ type Extension struct {
 	Version string `json:"version"`
 }
 
+// SystemInfo names the system in map/connect results.
+type SystemInfo struct {
+	Name    string
+	Version string
+}
+
 // Config configures a Service.
 type Config struct {
 	// NodeID is this node's id: sessions and agents connected here get it
 	// as their home node.
 	NodeID string
-	// SystemName and SystemVersion are reported as systemInfo.
-	SystemName    string
-	SystemVersion string
+	// System is reported as map/connect's systemInfo.
+	System SystemInfo
+	// Sessions is the table of sessions attached to this node. Build it
+	// with NewSessions first when node/router and node/fanout need it
+	// before the Service exists; nil makes New create one.
+	Sessions *Sessions
 
 	// Store proposes commands (required).
 	Store Proposer
@@ -120,8 +122,7 @@ type Config struct {
 // IsLeader must be set.
 func DefaultConfig() Config {
 	return Config{
-		SystemName:         "concord",
-		SystemVersion:      "dev",
+		System:             SystemInfo{Name: "concord", Version: "dev"},
 		DetachedSessionTTL: time.Hour,
 		DefaultDisconnectPolicy: registry.DisconnectPolicy{
 			AgentBehavior: registry.BehaviorGracePeriod,

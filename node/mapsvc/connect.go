@@ -288,7 +288,7 @@ func (s *Service) result(sid string, cs *connState, reconnected bool, reclaimed 
 		SessionID:       sid,
 		ParticipantID:   cs.participantID,
 		Capabilities:    cs.caps,
-		SystemInfo:      systemInfo{Name: s.cfg.SystemName, Version: s.cfg.SystemVersion, NodeID: s.cfg.NodeID},
+		SystemInfo:      systemInfo{Name: s.cfg.System.Name, Version: s.cfg.System.Version, NodeID: s.cfg.NodeID},
 		ResumeToken:     cs.resumeToken,
 		Reconnected:     reconnected,
 		ReclaimedAgents: reclaimed,

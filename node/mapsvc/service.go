@@ -79,8 +79,11 @@ func New(cfg Config) (*Service, error) {
 		cfg:      cfg,
 		log:      lg.With("component", "mapsvc", "node_id", cfg.NodeID),
 		reg:      cfg.Registry,
-		sessions: newSessions(),
+		sessions: cfg.Sessions,
 		entropy:  &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(rand.Reader, 0)},
+	}
+	if s.sessions == nil {
+		s.sessions = NewSessions()
 	}
 	s.methods = s.methodTable()
 	return s, nil

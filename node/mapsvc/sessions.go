@@ -56,7 +56,8 @@ type attached struct {
 	state *connState
 }
 
-func newSessions() *Sessions { return &Sessions{byID: map[string]*attached{}} }
+// NewSessions returns an empty session table (see Config.Sessions).
+func NewSessions() *Sessions { return &Sessions{byID: map[string]*attached{}} }
 
 // Conn returns the live connection of a session attached to this node.
 func (s *Sessions) Conn(sessionID string) (*rpc.Conn, bool) {
