@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	coder "github.com/coder/websocket"
 	"github.com/gorilla/websocket"
 )
 
@@ -26,7 +27,7 @@ var payload256 = json.RawMessage(`{"message":{"id":"01J0000000000000000000000","
 // reference the MAP send benchmark is compared to.
 func BenchmarkWSEchoBaseline(b *testing.B) {
 	up := websocket.Upgrader{ReadBufferSize: wsReadBufferSize, WriteBufferSize: wsWriteBufferSize}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	benchEcho(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := up.Upgrade(w, r, nil)
 		if err != nil {
 			return
@@ -42,8 +43,37 @@ func BenchmarkWSEchoBaseline(b *testing.B) {
 			}
 		}
 	}))
-	defer hs.Close()
+}
 
+// BenchmarkWSEchoCoder is the same echo served by coder/websocket (the other
+// library in go.mod), kept to document why gorilla/websocket was chosen.
+func BenchmarkWSEchoCoder(b *testing.B) {
+	benchEcho(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := coder.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ws.SetReadLimit(1 << 20)
+		ctx := context.Background()
+		for {
+			mt, data, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			if err := ws.Write(ctx, mt, data); err != nil {
+				return
+			}
+		}
+	}))
+}
+
+// benchEcho drives an echo server with a pipelined gorilla client: one
+// goroutine writes 256-byte frames (corked in bursts of 64), another reads
+// the echoes.
+func benchEcho(b *testing.B, h http.Handler) {
+	hs := httptest.NewServer(h)
+	defer hs.Close()
 	var cork *corkConn
 	d := websocket.Dialer{
 		ReadBufferSize: wsReadBufferSize, WriteBufferSize: wsWriteBufferSize,
@@ -225,4 +255,77 @@ func BenchmarkDecodeFrameStdlib(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// relayHandler answers every "relay" notification by notifying its params
+// back on the same connection: the shape of map/send without routing.
+type relayHandler struct {
+	testHandler
+	dropped atomic.Int64 // ErrSlowConsumer on the way back
+}
+
+func (h *relayHandler) Handle(ctx context.Context, c *Conn, req *Request) (any, error) {
+	if req.Method == "relay" {
+		err := c.NotifyRaw("map/message", req.Params)
+		if errors.Is(err, ErrSlowConsumer) {
+			h.dropped.Add(1)
+		}
+		return nil, err
+	}
+	return h.testHandler.Handle(ctx, c, req)
+}
+
+// BenchmarkRPCRelayEcho is the JSON-RPC counterpart of
+// BenchmarkWSEchoBaseline: the client pipelines ~256-byte notifications, the
+// server's handler decodes each and notifies it back through the queue and
+// corked writer, the client's handler counts them.
+func BenchmarkRPCRelayEcho(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.SendQueueLen = 8192
+	rh := &relayHandler{testHandler: *newTestHandler()}
+	s, err := NewServer(cfg, rh)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	ch := &countingHandler{target: int64(b.N), done: make(chan struct{})}
+	ccfg := DefaultClientConfig()
+	ccfg.SendQueueLen = 8192
+	cli, err := Dial(context.Background(), "ws"+strings.TrimPrefix(hs.URL, "http"), ccfg, ch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = cli.Close("bench done")
+		<-cli.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	}()
+	b.SetBytes(int64(len(payload256)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; {
+		switch err := cli.NotifyRaw("relay", payload256); {
+		case err == nil:
+			i++
+		case errors.Is(err, ErrSlowConsumer):
+			time.Sleep(50 * time.Microsecond)
+		default:
+			b.Fatal(err)
+		}
+	}
+	// Every frame either comes back or was dropped by the server's full
+	// queue; a bounded wait keeps a bug from hanging the benchmark.
+	deadline := time.Now().Add(30 * time.Second)
+	for ch.n.Load()+rh.dropped.Load() < int64(b.N) {
+		if time.Now().After(deadline) {
+			b.Fatalf("received %d + dropped %d of %d", ch.n.Load(), rh.dropped.Load(), b.N)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	b.ReportMetric(float64(ch.n.Load())/time.Since(start).Seconds(), "msgs/s")
+	b.ReportMetric(float64(rh.dropped.Load())/float64(b.N), "dropped/op")
 }
