@@ -72,6 +72,20 @@
 // both the server and client side, and its control-frame writes are safe
 // from the reader goroutine. permessage-deflate is not negotiated.
 //
+// # Measurements (2-core VM shared with other builds; loopback; noisy)
+//
+// `go test -run '^$' -bench . ./node/rpc/`:
+//   - BenchmarkWSEchoBaseline (gorilla, one write(2) per echoed 256-byte
+//     frame, pipelined client): 93k–140k msgs/s depending on machine load;
+//     BenchmarkWSEchoCoder (coder/websocket server, same client): 82k–88k.
+//   - BenchmarkRPCNotifyThroughput (server Notify of ~256-byte params to one
+//     client, full stack both sides): 170k–214k msgs/s, 4 allocs/op.
+//   - BenchmarkRPCRelayEcho (client notifications decoded by the server's
+//     Handler and notified back, i.e. a relay without routing): ~82k msgs/s
+//     under the same load that gave the baseline 93k.
+//   - BenchmarkDecodeFrame vs BenchmarkDecodeFrameStdlib (a map/send frame):
+//     1.3 µs, 0 allocs vs 8.8 µs, 11 allocs with encoding/json.
+//
 // # Keepalive and close
 //
 // The writer pings every PingInterval; a connection that produces no pong
