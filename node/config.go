@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/concordmap/concord/node/mapsvc"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 	"github.com/concordmap/concord/raftstore"
@@ -44,11 +45,12 @@ type Config struct {
 	// Version is reported by map/connect systemInfo and /v1/health.
 	Version string
 
-	// Raft, RPC and Registry configure the sub-components. Their identity
+	// Raft, RPC, Registry and MAP configure the sub-components. Their identity
 	// and address fields are filled from the fields above by New.
 	Raft     raftstore.Config
 	RPC      rpc.Config
 	Registry registry.Config
+	MAP      mapsvc.Config
 
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
@@ -67,6 +69,7 @@ func DefaultConfig() Config {
 		Raft:            raftstore.DefaultConfig(),
 		RPC:             rpc.DefaultConfig(),
 		Registry:        registry.DefaultConfig(),
+		MAP:             mapsvc.DefaultConfig(),
 	}
 }
 

@@ -95,44 +95,46 @@ func (s *Server) openStore() error {
 func (s *Server) buildMAPService() error {
 	proposer := meteredProposer{store: s.store, m: s.metrics}
 	sessions := mapsvc.NewSessions()
-	hub, err := fanout.New(fanout.Config{
-		NodeID:   s.cfg.NodeID,
-		Registry: s.registry,
-		Sessions: sessions,
-		Proposer: proposer,
-		Logger:   s.cfg.Logger,
-	})
+	fcfg := fanout.DefaultConfig()
+	fcfg.NodeID = s.cfg.NodeID
+	fcfg.Registry = s.registry
+	fcfg.Sessions = sessions
+	fcfg.Proposer = proposer
+	fcfg.Logger = s.cfg.Logger
+	hub, err := fanout.New(fcfg)
 	if err != nil {
 		return fmt.Errorf("build fanout: %w", err)
 	}
-	rt, err := router.New(router.Config{
-		NodeID:   s.cfg.NodeID,
-		Registry: s.registry,
-		Sessions: sessions,
-		Events:   hub,
-		Logger:   s.cfg.Logger,
-	})
+	rcfg := router.DefaultConfig()
+	rcfg.NodeID = s.cfg.NodeID
+	rcfg.Registry = s.registry
+	rcfg.Sessions = sessions
+	rcfg.Events = hub
+	rcfg.Logger = s.cfg.Logger
+	rt, err := router.New(rcfg)
 	if err != nil {
 		return fmt.Errorf("build router: %w", err)
 	}
-	svc, err := mapsvc.New(mapsvc.Config{
-		NodeID:   s.cfg.NodeID,
-		System:   mapsvc.SystemInfo{Name: "concord", Version: s.cfg.Version},
-		Store:    proposer,
-		IsLeader: s.store.IsLeader,
-		Registry: s.registry,
-		Sessions: sessions,
-		Router:   rt,
-		Fanout:   hub,
-		Logger:   s.cfg.Logger,
-	})
+	mcfg := s.cfg.MAP
+	mcfg.NodeID = s.cfg.NodeID
+	mcfg.System = mapsvc.SystemInfo{Name: "concord", Version: s.cfg.Version}
+	mcfg.Store = proposer
+	mcfg.Registry = s.registry
+	mcfg.Sessions = sessions
+	mcfg.IsLeader = s.store.IsLeader
+	mcfg.WaitApplied = s.store.WaitApplied
+	mcfg.LinearizableRead = s.store.LinearizableRead
+	mcfg.Router = rt
+	mcfg.Fanout = hub
+	mcfg.Logger = s.cfg.Logger
+	svc, err := mapsvc.New(mcfg)
 	if err != nil {
 		return fmt.Errorf("build map service: %w", err)
 	}
-	rcfg := s.cfg.RPC
-	rcfg.Logger = s.cfg.Logger
-	rcfg.Observer = s.metrics
-	rs, err := rpc.NewServer(rcfg, svc)
+	pcfg := s.cfg.RPC
+	pcfg.Logger = s.cfg.Logger
+	pcfg.Observer = s.metrics
+	rs, err := rpc.NewServer(pcfg, svc)
 	if err != nil {
 		return fmt.Errorf("build rpc server: %w", err)
 	}
