@@ -26,6 +26,9 @@ import (
 //     outcome is unknown (the command may still commit);
 //   - ErrShutdown, ErrUnknownCommand, ErrInvalidCommand.
 //
+// On a follower, Apply forwards through Config.Forwarder when one is set
+// (see forward.go) and otherwise returns *NotLeaderError / ErrNoLeader.
+//
 // The wait is bounded by ctx, or by Config.ApplyTimeout when ctx has no
 // deadline. Concurrent Apply calls are group-committed by raft (one log
 // write for many commands) but each gets its own entry, index and result.
@@ -39,6 +42,9 @@ func (s *Store) Apply(ctx context.Context, t concordv1.CommandType, msg proto.Me
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: marshal %s: %w", ErrInvalidCommand, t, err)
 	}
+	if s.cfg.Forwarder != nil && s.raft.State() != raft.Leader {
+		return s.forward(ctx, t, buf)
+	}
 	return s.propose(ctx, t, buf)
 }
 
@@ -46,7 +52,10 @@ func (s *Store) Apply(ctx context.Context, t concordv1.CommandType, msg proto.Me
 // forwarded by a follower. Because the bytes come from another process, the
 // body is fully decoded first: a command that would make replicas panic is
 // refused with ErrUnknownCommand or ErrInvalidCommand instead. Results and
-// errors are as for Apply. data is not retained after ApplyRaw returns
+// errors are as for Apply, except that ApplyRaw never forwards: on a
+// follower it returns *NotLeaderError or ErrNoLeader, so a forwarded
+// command reaching a deposed leader bounces back to its origin instead of
+// hopping on. data is not retained after ApplyRaw returns
 // except inside the raft log.
 func (s *Store) ApplyRaw(ctx context.Context, data []byte) (any, uint64, error) {
 	if err := s.fsm.checkProposal(data, true); err != nil {

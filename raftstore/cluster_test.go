@@ -1,9 +1,11 @@
 package raftstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -45,12 +47,16 @@ func addVoters(t *testing.T, members []*Store, add ...*Store) {
 
 // newTestCluster starts n stores: n1 bootstraps itself and adds the others
 // with AddVoter. Every store is shut down at cleanup.
-func newTestCluster(t *testing.T, n int) *testCluster {
+func newTestCluster(t *testing.T, n int, opts ...func(*Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{}
 	for i := range n {
 		kv := newKV()
-		s := mustNew(t, clusterConfig(t, fmt.Sprintf("n%d", i+1), kv))
+		cfg := clusterConfig(t, fmt.Sprintf("n%d", i+1), kv)
+		for _, o := range opts {
+			o(&cfg)
+		}
+		s := mustNew(t, cfg)
 		t.Cleanup(func() { mustShutdown(t, s) })
 		c.stores = append(c.stores, s)
 		c.kvs = append(c.kvs, kv)
@@ -264,5 +270,76 @@ func TestCluster_LeaderFailover(t *testing.T) {
 	}
 	if _, _, err := leader.Apply(ctx, cmdKVPut, put("after=2")); err != nil {
 		t.Fatalf("apply on new leader: %v", err)
+	}
+}
+
+// directForwarder is a Forwarder that calls the leader's ApplyRaw in
+// process, as node's gRPC forwarder does across processes.
+type directForwarder struct {
+	c     *testCluster
+	calls atomic.Int64
+}
+
+func (d *directForwarder) Forward(ctx context.Context, leaderID, _ string, cmd []byte) (uint64, error) {
+	d.calls.Add(1)
+	for _, s := range d.c.stores {
+		if s.ID() == leaderID {
+			_, idx, err := s.ApplyRaw(ctx, cmd)
+			var ce *CommandError
+			if errors.As(err, &ce) {
+				return idx, nil // committed; the follower computes the same rejection
+			}
+			return idx, err
+		}
+	}
+	return 0, ErrNoLeader
+}
+
+func TestCluster_FollowerApplyForwards(t *testing.T) {
+	fwd := &directForwarder{}
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.Forwarder = fwd })
+	fwd.c = c
+	ctx := testCtx(t)
+	leader := c.requireOneLeader(t, c.stores)
+	for _, f := range c.stores {
+		if f == leader {
+			continue
+		}
+		key := f.ID()
+		res, idx, err := f.Apply(ctx, cmdKVPut, put(key+"=1"))
+		if err != nil || res != "" || idx == 0 {
+			t.Fatalf("forwarded put on %s: %v %d %v", f.ID(), res, idx, err)
+		}
+		res, idx2, err := f.Apply(ctx, cmdKVPut, put(key+"=2"))
+		if err != nil || res != "1" || idx2 <= idx {
+			t.Fatalf("second forwarded put: %v %d %v", res, idx2, err)
+		}
+		if v, _ := c.kvOf(f).get(key); v != "2" {
+			t.Fatalf("follower state %q", v)
+		}
+		if got := c.kvOf(leader).at(idx2); got != key+"=2" {
+			t.Fatalf("leader holds %q at %d", got, idx2)
+		}
+		_, idx3, err := f.Apply(ctx, cmdKVDelete, put("missing"))
+		var ce *CommandError
+		if !errors.Is(err, errKeyNotFound) || !errors.As(err, &ce) || ce.Index != idx3 {
+			t.Fatalf("forwarded domain error: %v", err)
+		}
+		// ApplyRaw never forwards.
+		if _, _, err := f.ApplyRaw(ctx, encode(cmdKVPut, put("x=1"))); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("raw apply on follower: %v", err)
+		}
+	}
+	if fwd.calls.Load() != 6 {
+		t.Fatalf("%d forwards, want 6", fwd.calls.Load())
+	}
+	// Results are not kept once no forward is in flight.
+	for _, s := range c.stores {
+		s.fsm.mu.Lock()
+		n := len(s.fsm.results)
+		s.fsm.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("%s keeps %d results", s.ID(), n)
+		}
 	}
 }

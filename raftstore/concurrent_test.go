@@ -62,10 +62,7 @@ func TestStore_ConcurrentAppliesGetTheirOwnResults(t *testing.T) {
 		}
 		lastOf[r.g] = r.index
 		// The entry at the returned index is exactly this proposer's command.
-		kv.mu.RLock()
-		got := kv.byIndex[r.index]
-		kv.mu.RUnlock()
-		if want := fmt.Sprintf("g%d=%d", r.g, r.i); got != want {
+		if got, want := kv.at(r.index), fmt.Sprintf("g%d=%d", r.g, r.i); got != want {
 			t.Fatalf("index %d holds %q, want %q", r.index, got, want)
 		}
 	}

@@ -95,6 +95,12 @@ type Config struct {
 	// snapshot installs by raft).
 	TransportTimeout time.Duration
 
+	// Forwarder, when set, lets Apply on a follower succeed: the command
+	// is sent to the leader through it, and Apply returns the result this
+	// server's own FSM computes for it. Nil makes Apply on a follower
+	// return *NotLeaderError or ErrNoLeader. ApplyRaw never forwards.
+	Forwarder Forwarder
+
 	// StreamLayer, for tests / fault injection: when set, the transport
 	// listens and dials through it instead of real TCP on BindAddr, and
 	// its Addr() is the advertised address. The Store closes it on

@@ -11,9 +11,10 @@
 // read levels (local by default, LinearizableRead on the leader).
 //
 // What it does not: know anything of MAP, agents or consensus runs (those
-// live in modules declared by node and consensus), forward requests to the
-// leader (it returns *NotLeaderError and the caller forwards), or gossip
-// membership.
+// live in modules declared by node and consensus), talk to the leader over
+// anything but raft (followers' writes go through the Forwarder that node
+// passes in Config.Forwarder; without one a follower returns
+// *NotLeaderError), or gossip membership.
 //
 // Who calls it: package node builds one Store per process with its modules
 // and drives bootstrap and membership from memberlist; cluster-test builds

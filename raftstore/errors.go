@@ -60,6 +60,13 @@ var (
 	// unchanged index is otherwise taken again).
 	ErrNothingToSnapshot = errors.New("raftstore: nothing new to snapshot")
 
+	// ErrResultUnavailable is returned by an Apply forwarded from a
+	// follower when the command IS committed (at the returned index) but
+	// reached this server inside a snapshot instead of being applied here,
+	// so there is no result to return. Rare: the follower must fall a
+	// whole snapshot behind while it waits.
+	ErrResultUnavailable = errors.New("raftstore: command committed but its result is not available here")
+
 	// ErrBadSnapshot is returned by Restore (and by raft, from it) when a
 	// snapshot stream is malformed: wrong format version, unknown module,
 	// records out of order, or a module that did not read all its records.

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -36,27 +34,13 @@ type fsm struct {
 	byName  map[string]Module // immutable after newFSM
 	routes  map[concordv1.CommandType]route
 
-	// applied and appliedTerm are the index and term of the last entry
-	// this FSM has applied (commands and configuration changes; raft does
-	// not hand us its internal no-op and barrier entries).
-	applied     atomic.Uint64
-	appliedTerm atomic.Uint64
-
-	nwaiters atomic.Int64 // len(waiters), read without mu on the hot path
-	mu       sync.Mutex
-	waiters  map[*waiter]struct{} // guarded by mu
+	progress // applied position, waiters, kept results (progress.go)
 }
 
 var (
 	_ raft.FSM         = (*fsm)(nil)
 	_ raft.BatchingFSM = (*fsm)(nil)
 )
-
-// waiter is one WaitApplied call; ch is closed once applied >= index.
-type waiter struct {
-	index uint64
-	ch    chan struct{}
-}
 
 // applyResult is what Apply returns to raft for a routed command; raft hands
 // it back to the proposer through ApplyFuture.Response.
@@ -74,8 +58,8 @@ func newFSM(modules []Module, log *slog.Logger) (*fsm, error) {
 		modules: append([]Module(nil), modules...),
 		byName:  make(map[string]Module, len(modules)),
 		routes:  make(map[concordv1.CommandType]route),
-		waiters: make(map[*waiter]struct{}),
 	}
+	f.progress.init()
 	for _, m := range modules {
 		if m == nil {
 			return nil, errors.New("raftstore: nil module")
@@ -115,17 +99,16 @@ func (f *fsm) addRoute(module string, t concordv1.CommandType, h Handler) error 
 
 // Apply implements raft.FSM.
 func (f *fsm) Apply(l *raft.Log) any {
-	var resp any
 	switch l.Type {
 	case raft.LogCommand:
-		resp = f.applyCommand(l)
+		resp := f.applyCommand(l)
+		f.advance(l.Index, l.Term, resp, true)
+		return resp
 	case raft.LogConfiguration:
 		// Nothing to do; tracked only so the applied index keeps up.
-	default:
-		return nil
+		f.advance(l.Index, l.Term, nil, false)
 	}
-	f.advance(l.Index, l.Term)
-	return resp
+	return nil
 }
 
 // ApplyBatch implements raft.BatchingFSM: one call per group of committed
@@ -166,44 +149,6 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 	}
 	v, err := r.handler.Apply(l.Index, msg)
 	return &applyResult{value: v, err: err}
-}
-
-// advance records that everything up to index has been applied and wakes
-// the waiters it satisfies.
-func (f *fsm) advance(index, term uint64) {
-	f.applied.Store(index)
-	f.appliedTerm.Store(term)
-	if f.nwaiters.Load() == 0 {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for w := range f.waiters {
-		if w.index <= index {
-			close(w.ch)
-			delete(f.waiters, w)
-			f.nwaiters.Add(-1)
-		}
-	}
-}
-
-// addWaiter registers w; the caller must call removeWaiter when done.
-func (f *fsm) addWaiter(index uint64) *waiter {
-	w := &waiter{index: index, ch: make(chan struct{})}
-	f.mu.Lock()
-	f.waiters[w] = struct{}{}
-	f.nwaiters.Add(1)
-	f.mu.Unlock()
-	return w
-}
-
-func (f *fsm) removeWaiter(w *waiter) {
-	f.mu.Lock()
-	if _, ok := f.waiters[w]; ok {
-		delete(f.waiters, w)
-		f.nwaiters.Add(-1)
-	}
-	f.mu.Unlock()
 }
 
 // checkProposal refuses, before it reaches the log, a command that would

@@ -93,6 +93,12 @@ func (k *kvModule) get(key string) (string, bool) {
 	return v, ok
 }
 
+func (k *kvModule) at(index uint64) string {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.byIndex[index]
+}
+
 func (k *kvModule) snapshotMap() map[string]string {
 	k.mu.RLock()
 	defer k.mu.RUnlock()

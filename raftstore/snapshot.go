@@ -162,7 +162,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 			commit()
 		}
 	}
-	f.advance(hdr.LastIndex, hdr.LastTerm)
+	f.advance(hdr.LastIndex, hdr.LastTerm, nil, false)
 	f.log.Info("restored snapshot", "index", hdr.LastIndex, "term", hdr.LastTerm)
 	return nil
 }

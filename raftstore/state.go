@@ -96,8 +96,10 @@ func (s *Store) WaitApplied(ctx context.Context, index uint64) error {
 	}
 	w := s.fsm.addWaiter(index)
 	defer s.fsm.removeWaiter(w)
-	if s.fsm.applied.Load() >= index {
-		return nil // advanced between the check and the registration
+	select {
+	case <-w.ch:
+		return nil // reached: prefer it over a concurrent ctx or shutdown
+	default:
 	}
 	select {
 	case <-w.ch:
@@ -114,7 +116,7 @@ func (s *Store) WaitApplied(ctx context.Context, index uint64) error {
 func (s *Store) Stats() map[string]string {
 	st := s.raft.Stats()
 	st["node_id"] = s.id
-	st["addr"] = s.Addr()
+	st["raft_addr"] = s.Addr()
 	st["fsm_applied_index"] = strconv.FormatUint(s.fsm.applied.Load(), 10)
 	st["fsm_applied_term"] = strconv.FormatUint(s.fsm.appliedTerm.Load(), 10)
 	st["log_store_batches"] = strconv.FormatUint(s.bolt.batches.Load(), 10)
