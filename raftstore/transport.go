@@ -3,8 +3,10 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -108,7 +110,9 @@ func (l *trackingLayer) Close() error {
 	l.mu.Unlock()
 	err := l.StreamLayer.Close()
 	for c := range conns {
-		_ = c.(*trackedConn).Conn.Close()
+		tc := c.(*trackedConn)
+		tc.closing.Store(true)
+		_ = tc.Conn.Close()
 	}
 	if errors.Is(err, net.ErrClosed) {
 		return nil
@@ -125,8 +129,19 @@ func (l *trackingLayer) forget(c *trackedConn) {
 // trackedConn removes itself from its layer when closed.
 type trackedConn struct {
 	net.Conn
-	layer *trackingLayer
-	once  sync.Once
+	layer   *trackingLayer
+	once    sync.Once
+	closing atomic.Bool // closed by the layer's Close
+}
+
+// Read reports a read cut short by the layer's Close as io.EOF, which raft
+// treats as a peer hanging up, instead of an error it would log as one.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && c.closing.Load() {
+		err = io.EOF
+	}
+	return n, err
 }
 
 func (c *trackedConn) Close() error {
