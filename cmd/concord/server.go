@@ -23,6 +23,9 @@ type serverFlags struct {
 	bootstrap     bool
 	maxFrameBytes int64
 	logs          logFlags
+	// changed reports whether the user set a flag, so --dev keeps its own
+	// defaults for everything not given explicitly.
+	changed func(name string) bool
 }
 
 func newServerCmd() *cobra.Command {
@@ -33,7 +36,10 @@ func newServerCmd() *cobra.Command {
 		Long: `Run a Concord node. With --dev it runs one bootstrapped node on 127.0.0.1
 with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runServer(cmd.Context(), cmd, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.changed = cmd.Flags().Changed
+			return runServer(cmd.Context(), cmd, f)
+		},
 	}
 	d := node.DefaultConfig()
 	fl := cmd.Flags()
@@ -99,21 +105,17 @@ func (f serverFlags) config() (node.Config, func(), error) {
 		cfg.HTTPAddr, cfg.RaftAddr = "127.0.0.1:7700", "127.0.0.1:7702"
 		cfg.ReadyTimeout = 10 * time.Second
 	}
-	set := func(dst *string, v string) {
-		if v != "" {
+	apply := func(flag string, dst *string, v string) {
+		if !f.dev || f.changed(flag) {
 			*dst = v
 		}
 	}
-	set(&cfg.NodeID, f.nodeID)
-	set(&cfg.SystemID, f.systemID)
-	set(&cfg.DataDir, f.dataDir)
-	set(&cfg.RaftAdvertise, f.raftAdvertise)
-	if !f.dev || f.httpAddr != node.DefaultConfig().HTTPAddr {
-		cfg.HTTPAddr = f.httpAddr
-	}
-	if !f.dev || f.raftAddr != node.DefaultConfig().RaftAddr {
-		cfg.RaftAddr = f.raftAddr
-	}
+	apply("node-id", &cfg.NodeID, f.nodeID)
+	apply("system-id", &cfg.SystemID, f.systemID)
+	apply("data-dir", &cfg.DataDir, f.dataDir)
+	apply("http-addr", &cfg.HTTPAddr, f.httpAddr)
+	apply("raft-addr", &cfg.RaftAddr, f.raftAddr)
+	apply("raft-advertise", &cfg.RaftAdvertise, f.raftAdvertise)
 	cfg.Bootstrap = cfg.Bootstrap || f.bootstrap
 	cfg.RPC.MaxFrameBytes = f.maxFrameBytes
 	if !f.dev && (cfg.NodeID == "" || cfg.DataDir == "") {
