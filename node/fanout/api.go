@@ -1,0 +1,235 @@
+package fanout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/concordmap/concord/node/rpc"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// SubscribeResult is map/subscribe's result.
+type SubscribeResult struct {
+	SubscriptionID string `json:"subscriptionId"`
+}
+
+// UnsubscribeResult is map/unsubscribe's result.
+type UnsubscribeResult struct {
+	Unsubscribed bool               `json:"unsubscribed"`
+	Subscription ClosedSubscription `json:"subscription"`
+}
+
+// ClosedSubscription identifies the subscription map/unsubscribe closed.
+type ClosedSubscription struct {
+	ID       string `json:"id"`
+	ClosedAt int64  `json:"closedAt"`
+}
+
+// Subscribe handles map/subscribe for a session attached to this node:
+// it validates the params, resolves the replay start (replayFrom /
+// fromEventId, exclusive), proposes SUBSCRIPTION_ADD (the subscription is
+// replicated, so it survives the loss of this node) and starts delivering.
+// Replayed events come first, in log order, then live ones, with no gap
+// and no duplicate between them: both are read from the same log position.
+func (h *Hub) Subscribe(ctx context.Context, sessionID string, params json.RawMessage) (any, error) {
+	sp, err := parseSubscribe(params)
+	if err != nil {
+		return nil, err
+	}
+	sess, ok := h.reg.Session(sessionID)
+	if !ok {
+		return nil, fmt.Errorf("subscribe: %w: %s", ErrUnknownSession, sessionID)
+	}
+	pos, cursorID, err := h.startPosition(sp.start)
+	if err != nil {
+		return nil, err
+	}
+	id := ulid.Make().String()
+	rec := &concordv1.SubscriptionRecord{
+		Id: id, SessionId: sessionID, Filter: sp.rawFilter, Options: sp.rawOptions,
+		CreatedAt: h.now().UnixMilli(), CursorEventId: cursorID,
+	}
+	_, _, err = h.prop.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_ADD,
+		&concordv1.SubscriptionAddRequest{Meta: h.meta(sess.ParticipantID), Subscription: rec})
+	if err != nil {
+		return nil, fmt.Errorf("propose subscription add: %w", err)
+	}
+	s := &sub{id: id, sessionID: sessionID, participantID: sess.ParticipantID, filter: sp.filter,
+		opts: sp.opts, pos: pos, lastRegID: cursorID}
+	h.mu.Lock()
+	h.addLocked(ctx, s)
+	h.mu.Unlock()
+	h.poke()
+	return SubscribeResult{SubscriptionID: id}, nil
+}
+
+// Unsubscribe handles map/unsubscribe {subscriptionId}: SUBSCRIPTION_REMOVE,
+// then local delivery stops. An id the session does not own is -32602.
+func (h *Hub) Unsubscribe(ctx context.Context, sessionID string, params json.RawMessage) (any, error) {
+	obj, err := paramObject(params)
+	if err != nil {
+		return nil, err
+	}
+	id, err := stringParam(obj, "subscriptionId", true)
+	if err != nil {
+		return nil, err
+	}
+	if !h.owns(sessionID, id) {
+		return nil, rpc.InvalidParams("subscriptionId", "unknown subscription "+id)
+	}
+	_, _, err = h.prop.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_REMOVE,
+		&concordv1.SubscriptionRemoveRequest{Meta: h.meta(""), SessionId: sessionID, SubscriptionId: id})
+	if err != nil {
+		return nil, fmt.Errorf("propose subscription remove: %w", err)
+	}
+	h.mu.Lock()
+	if s := h.subs[id]; s != nil {
+		h.removeLocked(s)
+	}
+	delete(h.pending, id)
+	delete(h.detached, id)
+	h.mu.Unlock()
+	return UnsubscribeResult{Unsubscribed: true, Subscription: ClosedSubscription{ID: id, ClosedAt: h.now().UnixMilli()}}, nil
+}
+
+// owns reports whether the subscription belongs to the session, locally or
+// in the registry.
+func (h *Hub) owns(sessionID, id string) bool {
+	h.mu.Lock()
+	s := h.subs[id]
+	h.mu.Unlock()
+	if s != nil {
+		return s.sessionID == sessionID
+	}
+	sess, ok := h.reg.Session(sessionID)
+	if !ok {
+		return false
+	}
+	for _, rs := range sess.Subscriptions {
+		if rs.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Ack records a client acknowledgement, map/subscribe.ack {subscriptionId,
+// upToSequence} or map/ack {subscriptionId, eventId}: the cursor persisted
+// for the subscription becomes the last registry event the client has
+// acknowledged (it never moves back). An acknowledgement older than the
+// last 256 deliveries is ignored.
+func (h *Hub) Ack(_ context.Context, sessionID string, params json.RawMessage) error {
+	obj, err := paramObject(params)
+	if err != nil {
+		return err
+	}
+	id, err := stringParam(obj, "subscriptionId", true)
+	if err != nil {
+		return err
+	}
+	upTo, bySeq, err := intParam(obj, "upToSequence")
+	if err != nil {
+		return err
+	}
+	eventID, err := stringParam(obj, "eventId", !bySeq)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.subs[id]
+	if s == nil || s.sessionID != sessionID {
+		return rpc.InvalidParams("subscriptionId", "unknown subscription "+id)
+	}
+	var e ackEntry
+	var found bool
+	if bySeq {
+		if uint64(upTo) > s.seq {
+			return rpc.InvalidParams("upToSequence", "beyond the last delivered sequence number")
+		}
+		e, found = s.recent.bySeq(uint64(upTo))
+	} else {
+		e, found = s.recent.byEventID(eventID)
+	}
+	if found && e.seq > s.ackedSeq && e.regID != "" {
+		s.ackedSeq, s.ackedID = e.seq, e.regID
+	}
+	return nil
+}
+
+// Attach restores, on this node, the replicated subscriptions of a session
+// that (re)connected here: each resumes after its cursor event, numbering
+// from the cursor's sequence number + 1 (at-least-once: events delivered
+// after the last cursor flush before a node loss come again, with their
+// eventIds for deduplication). A cursor that aged out of the retained log
+// resumes at the oldest retained event and the client gets an overflow
+// warning with reason "replay_window_exceeded". Subscriptions already
+// delivering here are left alone.
+func (h *Hub) Attach(ctx context.Context, sessionID string) error {
+	sess, ok := h.reg.Session(sessionID)
+	if !ok {
+		return fmt.Errorf("attach: %w: %s", ErrUnknownSession, sessionID)
+	}
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, rec := range sess.Subscriptions {
+		if h.subs[rec.ID] != nil {
+			continue
+		}
+		f, err := parseFilter(rec.Filter)
+		if err != nil {
+			h.log.Warn("stored subscription filter invalid; not restored", "subscription_id", rec.ID, "err", err)
+			continue
+		}
+		opts, err := parseOptions(rec.Options)
+		if err != nil {
+			h.log.Warn("stored subscription options invalid; not restored", "subscription_id", rec.ID, "err", err)
+			continue
+		}
+		s := &sub{id: rec.ID, sessionID: sessionID, participantID: sess.ParticipantID, filter: f, opts: opts,
+			seq: rec.CursorSeq, flushedSeq: rec.CursorSeq, lastRegID: rec.CursorEventID}
+		if d, ok := h.detached[rec.ID]; ok {
+			s.seq = max(s.seq, d.seq) // the flush from Detach may not be applied yet
+			delete(h.detached, rec.ID)
+		}
+		var gap bool
+		s.pos, gap = h.resumePosition(rec.CursorEventID)
+		if gap {
+			s.ovf.gap = true
+			s.ovf.add(0, "", "", now)
+		}
+		h.addLocked(ctx, s)
+	}
+	h.poke()
+	return nil
+}
+
+// Detach stops local delivery for a session whose connection is gone and
+// queues its moved cursors for an immediate flush.
+func (h *Hub) Detach(sessionID string) {
+	now := h.now()
+	h.mu.Lock()
+	for _, s := range h.bySession[sessionID] {
+		if id, seq := s.cursor(); seq > s.flushedSeq {
+			h.pending[s.id] = pendingCursor{sessionID: sessionID, eventID: id, seq: seq}
+		}
+		h.detached[s.id] = detachedSub{seq: s.seq, at: now}
+		h.removeLocked(s)
+	}
+	kept := h.notices[:0]
+	for _, n := range h.notices {
+		if n.sessionID != sessionID {
+			kept = append(kept, n)
+		}
+	}
+	h.notices = kept
+	h.mu.Unlock()
+	select {
+	case h.flush <- struct{}{}:
+	default:
+	}
+}
