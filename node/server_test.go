@@ -1,0 +1,141 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/rpc"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// startNode starts a dev node keeping its data in dir and stops it at cleanup.
+func startNode(t *testing.T, dir string) *node.Server {
+	t.Helper()
+	cfg := node.DevConfig(dir)
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := node.New(cfg)
+	if err != nil {
+		t.Fatalf("new node: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Start(ctx); err != nil {
+		_ = srv.Shutdown(context.Background())
+		t.Fatalf("start node: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	return srv
+}
+
+// client is a minimal MAP client over the real WebSocket endpoint.
+type client struct {
+	t    *testing.T
+	conn *rpc.Conn
+}
+
+func dial(t *testing.T, srv *node.Server) *client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := rpc.Dial(ctx, srv.MAPURL(), rpc.DefaultClientConfig(), nil)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close("test done"); <-conn.Done() })
+	return &client{t: t, conn: conn}
+}
+
+func (c *client) call(method string, params any) map[string]any {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err := c.conn.Call(ctx, method, params)
+	if err != nil {
+		c.t.Fatalf("%s: %v", method, err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		c.t.Fatalf("%s: decode result %s: %v", method, raw, err)
+	}
+	return out
+}
+
+// TestServer_RestartKeepsState kills a node (graceful shutdown, same data
+// dir) and checks every agent, scope and session comes back.
+func TestServer_RestartKeepsState(t *testing.T) {
+	dir := t.TempDir()
+	srv := startNode(t, dir)
+	c := dial(t, srv)
+	conn := c.call("map/connect", map[string]any{
+		"protocolVersion": 1, "participantType": "agent", "name": "keeper",
+		"disconnectPolicy": map[string]any{"agentBehavior": "orphan"},
+	})
+	sessionID, _ := conn["sessionId"].(string)
+	token, _ := conn["resumeToken"].(string)
+	if sessionID == "" || token == "" {
+		t.Fatalf("connect result lacks sessionId/resumeToken: %v", conn)
+	}
+	c.call("map/agents/register", map[string]any{"agentId": "keeper-1", "role": "tester"})
+	c.call("map/scopes/create", map[string]any{"scopeId": "room", "name": "Room"})
+	c.call("map/scopes/join", map[string]any{"scopeId": "room", "agentId": "keeper-1"})
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+
+	srv2 := startNode(t, dir)
+	c2 := dial(t, srv2)
+	res := c2.call("map/connect", map[string]any{
+		"protocolVersion": 1, "participantType": "agent", "sessionId": sessionID, "resumeToken": token,
+	})
+	if res["reconnected"] != true || res["sessionId"] != sessionID {
+		t.Fatalf("resume after restart: want reconnected session %s, got %v", sessionID, res)
+	}
+	agent := c2.call("map/agents/get", map[string]any{"agentId": "keeper-1"})["agent"].(map[string]any)
+	if agent["role"] != "tester" {
+		t.Fatalf("agent after restart: %v", agent)
+	}
+	members := c2.call("map/scopes/members", map[string]any{"scopeId": "room"})["members"].([]any)
+	if len(members) != 1 || members[0] != "keeper-1" {
+		t.Fatalf("scope members after restart: %v", members)
+	}
+}
+
+// TestServer_HTTPEndpoints checks health, readiness, metrics and pprof.
+func TestServer_HTTPEndpoints(t *testing.T) {
+	srv := startNode(t, t.TempDir())
+	c := dial(t, srv)
+	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client"})
+	c.call("map/agents/list", nil)
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{"/v1/health", `"status":"ok"`},
+		{"/v1/ready", `"ready":true`},
+		{"/v1/status", `"leaderId":"dev-1"`},
+		{"/metrics", `concord_rpc_requests_total{code="0",method="map/agents/list"} 1`},
+		{"/metrics", `concord_raft_state{node_id="dev-1",state="Leader"} 1`},
+		{"/metrics", `concord_connections{transport="websocket"} 1`},
+		{"/metrics", `concord_raft_apply_duration_seconds_count{command="COMMAND_TYPE_SESSION_OPEN"}`},
+		{"/debug/pprof/", "goroutine"},
+	} {
+		resp, err := http.Get("http://" + srv.HTTPAddr() + tc.path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", tc.path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), tc.want) {
+			t.Errorf("GET %s: status %d, want body containing %q, got:\n%.2000s", tc.path, resp.StatusCode, tc.want, body)
+		}
+	}
+}
