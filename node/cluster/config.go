@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// Config holds the settings shared by every part of the package (Forwarder,
+// Relay, Server, Reconciler, Directory). Start from DefaultConfig and
+// override; zero values are not replaced by defaults (except Logger).
+type Config struct {
+	// NodeID is this node's id (its Raft server id and memberlist name).
+	// Required.
+	NodeID string
+
+	// Logger is the parent logger; each part derives a component logger
+	// from it. nil discards.
+	Logger *slog.Logger
+
+	// ---- gRPC transport ----
+
+	// DialTimeout bounds how long a Forward waits for a connection to the
+	// leader to become ready, and how long the relay waits for a peer's
+	// stream to open, per attempt. Short detects a dead peer sooner; too
+	// short fails under load.
+	DialTimeout time.Duration
+
+	// KeepaliveTime is how long a connection may be idle before the client
+	// pings the peer; with KeepaliveTimeout it detects a peer that vanished
+	// without closing TCP (power loss, partition), which would otherwise
+	// stall a relay stream until the OS gives up (minutes).
+	KeepaliveTime time.Duration
+
+	// KeepaliveTimeout is how long a ping may go unanswered before the
+	// connection is closed.
+	KeepaliveTimeout time.Duration
+
+	// MaxMessageSize is the largest gRPC message (bytes) sent or received:
+	// a forwarded command or one relay batch. It must exceed
+	// 2*RelayMaxBatchBytes because a batch is closed only after the envelope
+	// that crosses RelayMaxBatchBytes.
+	MaxMessageSize int
+
+	// DialOptions are appended to the client options of every peer
+	// connection (interceptors, and later TLS credentials; for tests).
+	DialOptions []grpc.DialOption
+
+	// ServerOptions are appended to the gRPC server's options.
+	ServerOptions []grpc.ServerOption
+
+	// ---- write forwarding ----
+
+	// ForwardRetryTimeout bounds how long Forward keeps retrying while
+	// there is no leader, the leader moves, or it cannot be reached, before
+	// it gives up with an error matching ErrNoLeader. It is capped by the
+	// caller's context. About two election timeouts lets one election
+	// finish.
+	ForwardRetryTimeout time.Duration
+
+	// ForwardBackoff is the first pause between Forward retries; it doubles
+	// per attempt up to ForwardMaxBackoff.
+	ForwardBackoff time.Duration
+
+	// ForwardMaxBackoff caps the pause between Forward retries.
+	ForwardMaxBackoff time.Duration
+
+	// ---- message relay ----
+
+	// RelayQueueSize is how many envelopes (count) may wait per peer before
+	// Relay.Forward blocks (up to its deadline). It absorbs bursts while a
+	// stream reconnects; memory is bounded by it times the message size.
+	RelayQueueSize int
+
+	// RelayMaxBatch is the most envelopes (count) per RelayBatch. Batching
+	// amortises the per-message cost of a gRPC stream write (64 per batch
+	// took a raw stream from 0.56M to 3.4M msgs/s on the project machine).
+	RelayMaxBatch int
+
+	// RelayMaxBatchBytes closes a batch once its message bytes reach it.
+	RelayMaxBatchBytes int
+
+	// RelayMaxInFlight is the most envelopes (count) sent to one peer and
+	// not yet acknowledged; the sender stops sending at that point. It
+	// bounds the memory held for pending acks and the loss when a stream
+	// breaks.
+	RelayMaxInFlight int
+
+	// RelayDeliveryTimeout bounds how long a relayed message may take from
+	// Relay.Forward to the peer's ack (unless the caller's context ends
+	// sooner). A message not acknowledged by then fails, which is how a
+	// dead or unreachable peer turns into DELIVERY_FAILED. A stream whose
+	// oldest unacknowledged envelope is older than this is torn down.
+	RelayDeliveryTimeout time.Duration
+
+	// RelayReconnectBackoff is the first pause before re-opening a failed
+	// stream; it doubles per failure up to RelayReconnectMaxBackoff.
+	RelayReconnectBackoff time.Duration
+
+	// RelayReconnectMaxBackoff caps the reconnect pause.
+	RelayReconnectMaxBackoff time.Duration
+
+	// RelayIdleTimeout is how long a per-peer sender goroutine with nothing
+	// queued or in flight lives before it closes its stream and exits (a new
+	// one starts on the next message). It keeps peers that are no longer
+	// addressed from holding a goroutine and a stream forever.
+	RelayIdleTimeout time.Duration
+
+	// ---- reconciler ----
+
+	// ReconcileInterval is how often the reconciler re-checks membership
+	// against the Raft configuration and the registry, besides reacting to
+	// membership and leadership changes. It bounds how late the dead-server
+	// cleanup runs after its delay.
+	ReconcileInterval time.Duration
+
+	// ReconcileTimeout bounds one reconcile pass (its Raft configuration
+	// changes and SESSION_DETACH proposals).
+	ReconcileTimeout time.Duration
+
+	// DeadServerCleanupDelay is how long a server must have been dead (or
+	// unknown to gossip) before the leader removes it from the Raft
+	// configuration. Long enough to ride out a reboot or a short partition
+	// (removing and re-adding a voter costs a snapshot transfer); short
+	// enough that a replaced server does not linger as a voter. It must be
+	// below membership's DeadMemberRetention.
+	DeadServerCleanupDelay time.Duration
+
+	// MinQuorum is the smallest number of voters the reconciler leaves in
+	// the configuration when it removes dead servers: a dead server is not
+	// removed if that would leave fewer voters. With the default 3, a
+	// three-server cluster keeps a dead server (it still has a quorum of
+	// two) until a replacement joins and makes four. Servers that left
+	// gracefully are removed regardless (the operator asked for it).
+	MinQuorum int
+
+	// DetachedSessionTTL is the TTL the reconciler gives sessions it
+	// detaches because their node died or left; set it to the MAP
+	// service's DetachedSessionTTL so such sessions behave like those
+	// whose connection dropped.
+	DetachedSessionTTL time.Duration
+
+	// Now returns the current time; for tests. nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns production defaults. NodeID must still be set.
+func DefaultConfig() Config {
+	return Config{
+		DialTimeout:              2 * time.Second,
+		KeepaliveTime:            10 * time.Second,
+		KeepaliveTimeout:         5 * time.Second,
+		MaxMessageSize:           16 << 20,
+		ForwardRetryTimeout:      3 * time.Second,
+		ForwardBackoff:           20 * time.Millisecond,
+		ForwardMaxBackoff:        500 * time.Millisecond,
+		RelayQueueSize:           8192,
+		RelayMaxBatch:            128,
+		RelayMaxBatchBytes:       1 << 20,
+		RelayMaxInFlight:         8192,
+		RelayDeliveryTimeout:     5 * time.Second,
+		RelayReconnectBackoff:    50 * time.Millisecond,
+		RelayReconnectMaxBackoff: 2 * time.Second,
+		RelayIdleTimeout:         5 * time.Minute,
+		ReconcileInterval:        5 * time.Second,
+		ReconcileTimeout:         10 * time.Second,
+		DeadServerCleanupDelay:   30 * time.Second,
+		MinQuorum:                3,
+		DetachedSessionTTL:       time.Hour,
+	}
+}
+
+// Validate reports the first problem with c, wrapped in ErrInvalidConfig.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	durations := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"DialTimeout", c.DialTimeout}, {"KeepaliveTime", c.KeepaliveTime},
+		{"KeepaliveTimeout", c.KeepaliveTimeout}, {"ForwardRetryTimeout", c.ForwardRetryTimeout},
+		{"ForwardBackoff", c.ForwardBackoff}, {"ForwardMaxBackoff", c.ForwardMaxBackoff},
+		{"RelayDeliveryTimeout", c.RelayDeliveryTimeout}, {"RelayReconnectBackoff", c.RelayReconnectBackoff},
+		{"RelayReconnectMaxBackoff", c.RelayReconnectMaxBackoff}, {"RelayIdleTimeout", c.RelayIdleTimeout},
+		{"ReconcileInterval", c.ReconcileInterval}, {"ReconcileTimeout", c.ReconcileTimeout},
+		{"DeadServerCleanupDelay", c.DeadServerCleanupDelay}, {"DetachedSessionTTL", c.DetachedSessionTTL},
+	}
+	switch {
+	case c.NodeID == "":
+		return bad("NodeID is required")
+	case c.MaxMessageSize < 2*c.RelayMaxBatchBytes:
+		return bad("MaxMessageSize %d must be >= 2*RelayMaxBatchBytes (%d)", c.MaxMessageSize, 2*c.RelayMaxBatchBytes)
+	case c.RelayQueueSize < 1, c.RelayMaxBatch < 1, c.RelayMaxBatchBytes < 1, c.RelayMaxInFlight < 1:
+		return bad("RelayQueueSize, RelayMaxBatch, RelayMaxBatchBytes and RelayMaxInFlight must be >= 1")
+	case c.RelayMaxInFlight < c.RelayMaxBatch:
+		return bad("RelayMaxInFlight %d must be >= RelayMaxBatch %d", c.RelayMaxInFlight, c.RelayMaxBatch)
+	case c.ForwardMaxBackoff < c.ForwardBackoff:
+		return bad("ForwardMaxBackoff must be >= ForwardBackoff")
+	case c.RelayReconnectMaxBackoff < c.RelayReconnectBackoff:
+		return bad("RelayReconnectMaxBackoff must be >= RelayReconnectBackoff")
+	case c.MinQuorum < 1:
+		return bad("MinQuorum must be >= 1, got %d", c.MinQuorum)
+	}
+	for _, d := range durations {
+		if d.d <= 0 {
+			return bad("%s must be > 0, got %s", d.name, d.d)
+		}
+	}
+	return nil
+}
+
+// logger returns the component logger for part.
+func (c Config) logger(part string) *slog.Logger {
+	l := c.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	return l.With("component", part, "node_id", c.NodeID)
+}
+
+// now returns c.Now or time.Now.
+func (c Config) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}

@@ -1,0 +1,31 @@
+// Package cluster is the node-to-node half of a Concord system: the gRPC
+// Cluster service (proto/concord/v1/cluster.proto) and its clients.
+//
+// What it does:
+//   - Forwarder: the raftstore.Config.Forwarder hook. A follower's write is
+//     sent to the leader (Cluster.Forward), which proposes the raw command
+//     and answers with its log index; raftstore then waits for that index
+//     locally and returns the result its own FSM computed. Retries while
+//     nothing can have been proposed; gives up with ErrNoLeader.
+//   - Relay: router.Relay over one long-lived, batched bidirectional stream
+//     per peer, with a per-envelope delivery outcome from the peer's ack;
+//     also relays ephemeral message events to every peer (EventBroadcaster).
+//   - Server: the grpc.Server with the Cluster service: Forward, the
+//     receiving side of Relay (LocalDeliverer, EventSink), and the admin
+//     RPCs for the CLI (Members, RaftPeers, RemovePeer, Status).
+//   - Reconciler: the leader's loop that keeps the Raft configuration in
+//     line with gossip membership and detaches the sessions of nodes that
+//     died or left.
+//   - Directory: a cached view of membership for the hot path (which node
+//     is alive, where it listens).
+//
+// What it does not: gossip (node/membership), Raft (raftstore), MAP
+// semantics (node/router, node/mapsvc, node/fanout), federation between
+// systems, or TLS (a TODO: peers talk plaintext gRPC for now).
+//
+// Who calls it: the composition root node.Server builds every part, passes
+// the Forwarder into raftstore.Config, the Relay into router.Config, the
+// EventBroadcaster as the router's EventSink, and runs Server.Serve,
+// Directory.Run and Reconciler.Run on goroutines it owns. DESIGN.md in this
+// directory explains the decisions and the wiring order.
+package cluster

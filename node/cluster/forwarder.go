@@ -1,0 +1,196 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/concordmap/concord/raftstore"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Forwarder sends a follower's write to the leader over Cluster.Forward.
+// It is the raftstore.Config.Forwarder hook: raftstore calls Forward on a
+// follower, then waits until its own FSM has applied the returned index and
+// answers with the result its own FSM computed (see CLUSTER.md).
+//
+// All methods are safe for concurrent use. Close releases the connections.
+type Forwarder struct {
+	cfg      Config
+	log      *slog.Logger
+	resolver AddrResolver
+	leader   atomic.Pointer[LeaderSource]
+	pool     *pool
+}
+
+// NewForwarder returns a Forwarder that maps Raft server ids to gRPC
+// addresses through resolver (a *Directory).
+func NewForwarder(cfg Config, resolver AddrResolver) (*Forwarder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if resolver == nil {
+		return nil, fmt.Errorf("%w: Forwarder needs an AddrResolver", ErrInvalidConfig)
+	}
+	return &Forwarder{cfg: cfg, log: cfg.logger("cluster.forward"), resolver: resolver, pool: newPool(cfg)}, nil
+}
+
+// SetLeaderSource lets Forward re-read the local view of the leader while
+// it retries (normally the *raftstore.Store, which can only be built after
+// the Forwarder, hence a setter). Without one, Forward learns a new leader
+// only from the old leader's NOT_LEADER answers.
+func (f *Forwarder) SetLeaderSource(ls LeaderSource) { f.leader.Store(&ls) }
+
+// Close closes the pooled connections; a Forward in progress fails.
+func (f *Forwarder) Close() error { return f.pool.close() }
+
+// Forward sends cmd (1 type byte + protobuf body) to the leader and returns
+// the Raft index it was committed at, also when the state module rejected
+// it (the follower's FSM computes the same rejection). leaderID and
+// leaderAddr (the Raft address, unused) are the caller's view of the leader.
+//
+// It retries, with backoff, while nothing can have been proposed: no
+// leader known, a leader unknown to gossip or not reachable, a NOT_LEADER
+// or NO_LEADER answer. After Config.ForwardRetryTimeout (or when ctx ends)
+// it returns an error matching ErrNoLeader and raftstore.ErrNoLeader.
+// When the command may have been proposed it never retries; it returns:
+//   - raftstore.ErrLeadershipLost: the leader lost leadership or shut down
+//     after proposing, or the connection broke during the call;
+//   - raftstore.ErrTimeout (and context.DeadlineExceeded / Canceled): the
+//     deadline passed while the leader was working;
+//   - raftstore.ErrUnknownCommand / ErrInvalidCommand: the leader refused
+//     the bytes (nothing proposed, not retryable).
+func (f *Forwarder) Forward(ctx context.Context, leaderID, leaderAddr string, cmd []byte) (uint64, error) {
+	_ = leaderAddr // the gRPC address comes from gossip meta, not the Raft address
+	giveUp := time.Now().Add(f.cfg.ForwardRetryTimeout)
+	pause := f.cfg.ForwardBackoff
+	target, last := leaderID, error(nil)
+	for {
+		if target == "" {
+			target = f.localLeader()
+		}
+		idx, next, err, retry := f.attempt(ctx, target, cmd)
+		if !retry {
+			return idx, err
+		}
+		last = err
+		if next != "" && next != target {
+			target = next // redirected: try the new leader at once
+			continue
+		}
+		target = ""
+		if time.Now().Add(pause).After(giveUp) {
+			return 0, f.noLeader(last)
+		}
+		if !sleepCtx(ctx, pause) {
+			return 0, fmt.Errorf("forward: %w: %w", raftstore.ErrTimeout, ctx.Err())
+		}
+		pause = min(2*pause, f.cfg.ForwardMaxBackoff)
+	}
+}
+
+func (f *Forwarder) noLeader(last error) error {
+	if last == nil {
+		return fmt.Errorf("%w: %w", ErrNoLeader, raftstore.ErrNoLeader)
+	}
+	return fmt.Errorf("%w: %w: last attempt: %w", ErrNoLeader, raftstore.ErrNoLeader, last)
+}
+
+func (f *Forwarder) localLeader() string {
+	if ls := f.leader.Load(); ls != nil && *ls != nil {
+		id, _ := (*ls).Leader()
+		return id
+	}
+	return ""
+}
+
+// attempt makes one Forward call to target. retry reports that nothing
+// can have been proposed; next is the leader named by a NOT_LEADER answer.
+func (f *Forwarder) attempt(ctx context.Context, target string, cmd []byte) (idx uint64, next string, err error, retry bool) {
+	if target == "" {
+		return 0, "", errors.New("no leader known"), true
+	}
+	addr, ok := f.resolver.GRPCAddr(target)
+	if !ok {
+		return 0, "", fmt.Errorf("leader %s has no known gRPC address", target), true
+	}
+	cc, err := f.pool.get(target, addr)
+	if err != nil {
+		return 0, "", err, !errors.Is(err, ErrClosed)
+	}
+	if !waitReady(ctx, cc, f.cfg.DialTimeout) {
+		if ctx.Err() != nil {
+			return 0, "", fmt.Errorf("forward: %w: %w", raftstore.ErrTimeout, ctx.Err()), false
+		}
+		return 0, "", fmt.Errorf("leader %s at %s not reachable", target, addr), true
+	}
+	resp, err := concordv1.NewClusterClient(cc).Forward(ctx, &concordv1.ForwardRequest{Command: cmd, OriginNodeId: f.cfg.NodeID})
+	if err == nil {
+		return resp.GetIndex(), "", nil, false
+	}
+	next, err, retry = f.classify(ctx, target, err)
+	f.log.Debug("forward attempt failed", "leader_id", target, "retry", retry, "err", err)
+	return 0, next, err, retry
+}
+
+// classify turns a failed call into an error and says whether it is safe
+// to retry (see Forward).
+func (f *Forwarder) classify(ctx context.Context, target string, callErr error) (next string, err error, retry bool) {
+	st := status.Convert(callErr)
+	if fe := forwardErrorOf(st); fe != nil {
+		switch fe.GetReason() {
+		case concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_NOT_LEADER:
+			return fe.GetLeaderId(), fmt.Errorf("%s is not the leader", target), true
+		case concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_NO_LEADER:
+			return "", fmt.Errorf("%s knows no leader", target), true
+		case concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_LEADERSHIP_LOST,
+			concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_SHUTDOWN:
+			return "", fmt.Errorf("forward to %s: %s: %w", target, st.Message(), raftstore.ErrLeadershipLost), false
+		case concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_TIMEOUT:
+			return "", fmt.Errorf("forward to %s: %w: %w", target, raftstore.ErrTimeout, context.DeadlineExceeded), false
+		case concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_UNKNOWN_COMMAND:
+			return "", fmt.Errorf("forward to %s: %s: %w", target, st.Message(), raftstore.ErrUnknownCommand), false
+		case concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_INVALID_COMMAND:
+			return "", fmt.Errorf("forward to %s: %s: %w", target, st.Message(), raftstore.ErrInvalidCommand), false
+		}
+	}
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("forward to %s: %w: %w", target, raftstore.ErrTimeout, ctx.Err()), false
+	}
+	if st.Code() == codes.Unimplemented {
+		// The peer runs no Cluster service (yet): the handler never ran.
+		return "", fmt.Errorf("forward to %s: %s", target, st.Message()), true
+	}
+	// A transport failure after the connection was ready: the request may
+	// have reached the leader and been proposed, so a retry could apply
+	// the command twice.
+	return "", fmt.Errorf("forward to %s: outcome unknown: %s: %w", target, st.Message(), raftstore.ErrLeadershipLost), false
+}
+
+// forwardErrorOf returns the ForwardError detail of st, if it has one.
+func forwardErrorOf(st *status.Status) *concordv1.ForwardError {
+	for _, d := range st.Details() {
+		if fe, ok := d.(*concordv1.ForwardError); ok {
+			return fe
+		}
+	}
+	return nil
+}
+
+// sleepCtx pauses for d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

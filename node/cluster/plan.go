@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/concordmap/concord/node/membership"
+	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/raftstore"
+)
+
+// This file is the reconciler's decision, as a pure function of what the
+// leader sees: no clock, no I/O, so every rule is a table test.
+
+// actionKind is what one reconcile step does.
+type actionKind int
+
+const (
+	actAddVoter actionKind = iota + 1 // AddVoter(id, addr)
+	actRemove                         // RemoveServer(id)
+	actDetach                         // SESSION_DETACH(session) homed on node
+)
+
+// action is one step of a reconcile pass.
+type action struct {
+	kind    actionKind
+	id      string // server id (add/remove) or the session's home node (detach)
+	addr    string // Raft address (add)
+	session string // session id (detach)
+	reason  string
+}
+
+// memberView is a node as the reconciler sees it: its gossip status (0
+// when gossip does not know the node) and since when it has had that
+// status, as first observed by this node.
+type memberView struct {
+	id       string
+	raftAddr string
+	server   bool
+	status   membership.Status
+	since    time.Time
+}
+
+const statusUnknown membership.Status = 0
+
+// planInput is everything plan decides from.
+type planInput struct {
+	self     string
+	servers  []raftstore.Server   // the Raft configuration
+	members  map[string]memberView // gossip members and tracked unknown nodes
+	sessions []registry.Session    // the registry's sessions (may be nil)
+	now      time.Time
+	delay    time.Duration // DeadServerCleanupDelay
+	minQuo   int           // MinQuorum
+}
+
+// plan returns the steps that bring the Raft configuration and the
+// registry in line with membership, in the order they must run: adds
+// first (a new voter raises the count before anything is removed), then
+// removals, then session detaches. Rules:
+//   - an alive server member missing from the configuration, a non-voter,
+//     or at another Raft address → AddVoter;
+//   - a configured server that left gracefully → RemoveServer at once;
+//   - a configured server dead (or unknown to gossip) for at least delay →
+//     RemoveServer, unless that would leave fewer than minQuo voters;
+//   - a connected session homed on a node that left, is dead, or has been
+//     unknown for at least delay → SESSION_DETACH.
+//
+// This node (the leader) is never removed or detached.
+func plan(in planInput) []action {
+	var out []action
+	byID := make(map[string]raftstore.Server, len(in.servers))
+	voters := 0
+	for _, s := range in.servers {
+		byID[s.ID] = s
+		if s.Voter {
+			voters++
+		}
+	}
+	for _, m := range sortedMembers(in.members) {
+		if m.id == in.self || m.status != membership.StatusAlive || !m.server || m.raftAddr == "" {
+			continue
+		}
+		s, ok := byID[m.id]
+		if ok && s.Voter && s.Address == m.raftAddr {
+			continue
+		}
+		if !ok || !s.Voter {
+			voters++
+		}
+		out = append(out, action{kind: actAddVoter, id: m.id, addr: m.raftAddr, reason: "alive server not a voter"})
+	}
+	servers := slices.SortedFunc(slices.Values(in.servers), func(a, b raftstore.Server) int { return cmp.Compare(a.ID, b.ID) })
+	for _, s := range servers {
+		if s.ID == in.self {
+			continue
+		}
+		m := in.members[s.ID]
+		switch {
+		case m.status == membership.StatusLeft:
+			out = append(out, action{kind: actRemove, id: s.ID, reason: "left"})
+		case gone(m, in.now, in.delay):
+			if s.Voter && voters-1 < in.minQuo {
+				continue // keep it: removing would go below MinQuorum
+			}
+			out = append(out, action{kind: actRemove, id: s.ID, reason: "dead for the cleanup delay"})
+		default:
+			continue
+		}
+		if s.Voter {
+			voters--
+		}
+	}
+	for _, sess := range in.sessions {
+		if !sess.Connected || sess.HomeNode == "" || sess.HomeNode == in.self {
+			continue
+		}
+		m, known := in.members[sess.HomeNode]
+		switch {
+		case known && m.status == membership.StatusLeft:
+			out = append(out, action{kind: actDetach, id: sess.HomeNode, session: sess.ID, reason: "node " + sess.HomeNode + " left"})
+		case known && m.status == membership.StatusDead:
+			out = append(out, action{kind: actDetach, id: sess.HomeNode, session: sess.ID, reason: "node " + sess.HomeNode + " failed"})
+		case known && gone(m, in.now, in.delay):
+			out = append(out, action{kind: actDetach, id: sess.HomeNode, session: sess.ID, reason: "node " + sess.HomeNode + " unknown"})
+		}
+	}
+	return out
+}
+
+// gone reports a node dead or unknown to gossip for at least delay.
+// (Unknown counts because membership forgets departed members after its
+// retention, and a node that never gossiped cannot serve anyone.)
+func gone(m memberView, now time.Time, delay time.Duration) bool {
+	if m.status != membership.StatusDead && m.status != statusUnknown {
+		return false
+	}
+	return !m.since.IsZero() && now.Sub(m.since) >= delay
+}
+
+func sortedMembers(ms map[string]memberView) []memberView {
+	out := make([]memberView, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b memberView) int { return cmp.Compare(a.id, b.id) })
+	return out
+}
+
+// tracker remembers since when each node has had its current status.
+// membership reports the status but not when it changed, and the cleanup
+// delay counts from then; a node first seen dead counts from that moment.
+type tracker struct {
+	seen map[string]memberView
+}
+
+func newTracker() *tracker { return &tracker{seen: make(map[string]memberView)} }
+
+// update records the members and the extra node ids of interest (Raft
+// servers and session home nodes, which gossip may not know), and returns
+// the views of all of them. Nodes no longer of interest are forgotten.
+func (t *tracker) update(members []membership.Member, extra []string, now time.Time) map[string]memberView {
+	next := make(map[string]memberView, len(members)+len(extra))
+	for _, m := range members {
+		v := memberView{id: m.ID, raftAddr: m.RaftAddr, server: m.Role == membership.RoleServer, status: m.Status, since: now}
+		if old, ok := t.seen[m.ID]; ok && old.status == m.Status {
+			v.since = old.since
+		}
+		next[m.ID] = v
+	}
+	for _, id := range extra {
+		if _, ok := next[id]; ok || id == "" {
+			continue
+		}
+		v := memberView{id: id, status: statusUnknown, since: now}
+		if old, ok := t.seen[id]; ok && old.status == statusUnknown {
+			v.since = old.since
+		}
+		next[id] = v
+	}
+	t.seen = next
+	return next
+}

@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+)
+
+// pool keeps one gRPC client connection per peer node. A connection is
+// created lazily (grpc.NewClient does not dial until used) and replaced
+// when the peer's advertised address changes. HTTP/2 multiplexes every
+// RPC and stream to a peer over it.
+type pool struct {
+	opts []grpc.DialOption
+
+	mu     sync.Mutex
+	conns  map[string]*peerConn // by node id
+	closed bool
+}
+
+type peerConn struct {
+	addr string
+	cc   *grpc.ClientConn
+}
+
+func newPool(cfg Config) *pool {
+	opts := []grpc.DialOption{
+		// TODO(cluster): mTLS between nodes (ARCHITECTURE.md "Security");
+		// until then peers talk plaintext, which is only acceptable on
+		// loopback or a trusted private network.
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true,
+		}),
+		// grpc's default reconnect backoff starts at 1 s and grows to 120 s:
+		// far too slow to notice a restarted peer on a LAN.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay: cfg.RelayReconnectBackoff, Multiplier: 1.6, Jitter: 0.2,
+				MaxDelay: cfg.RelayReconnectMaxBackoff,
+			},
+			MinConnectTimeout: cfg.DialTimeout,
+		}),
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(cfg.MaxMessageSize),
+			grpc.MaxCallSendMsgSize(cfg.MaxMessageSize),
+		),
+	}
+	return &pool{opts: append(opts, cfg.DialOptions...), conns: make(map[string]*peerConn)}
+}
+
+// get returns the connection to nodeID at addr, creating it (or replacing
+// one to an older address) as needed.
+func (p *pool) get(nodeID, addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	if pc, ok := p.conns[nodeID]; ok {
+		if pc.addr == addr {
+			return pc.cc, nil
+		}
+		// The peer moved (restart on a new port): streams on the old
+		// connection fail and their owners reconnect through here.
+		_ = pc.cc.Close()
+		delete(p.conns, nodeID)
+	}
+	cc, err := grpc.NewClient(addr, p.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s at %s: %w", nodeID, addr, err)
+	}
+	p.conns[nodeID] = &peerConn{addr: addr, cc: cc}
+	return cc, nil
+}
+
+// close closes every connection; get fails afterwards.
+func (p *pool) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	var errs []error
+	for id, pc := range p.conns {
+		if err := pc.cc.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close connection to %s: %w", id, err))
+		}
+		delete(p.conns, id)
+	}
+	return errors.Join(errs...)
+}
+
+// waitReady waits up to d (and ctx) for cc to be connected, starting the
+// connection if it is idle. false means it is not: an RPC issued now would
+// not reach the peer, so nothing was sent.
+func waitReady(ctx context.Context, cc *grpc.ClientConn, d time.Duration) bool {
+	if cc.GetState() == connectivity.Ready {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		s := cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			return true
+		case connectivity.Shutdown:
+			return false
+		case connectivity.Idle:
+			cc.Connect() // a channel may fall back to idle after a failure
+		}
+		if !cc.WaitForStateChange(ctx, s) {
+			return false
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// ReconcilerDeps are the Reconciler's collaborators.
+type ReconcilerDeps struct {
+	// Store is the local Raft store (required).
+	Store RaftConfigurator
+	// Members is the gossip membership (required).
+	Members MemberLister
+	// Sessions is the registry replica; nil disables session detaching.
+	Sessions SessionReader
+	// MemberChanges, optional, wakes the reconciler on membership changes
+	// (a membership.Subscription's Changed channel; the reconciler never
+	// drains it). Without it changes are seen every ReconcileInterval.
+	MemberChanges <-chan struct{}
+}
+
+// Reconciler keeps the Raft configuration and the registry in line with
+// gossip membership (ARCHITECTURE.md "Membership"). It runs on every node,
+// tracking since when each node has been dead, but acts only while the
+// local store is the leader: it adds alive servers as voters, removes
+// servers that left at once and dead ones after DeadServerCleanupDelay
+// (never below MinQuorum voters), and proposes SESSION_DETACH for sessions
+// still marked connected to a node that died or left. Every step is
+// idempotent (AddVoter of a present server, RemoveServer of an absent one,
+// and a detach quoting a stale epoch are no-ops), so a new leader simply
+// runs the same passes.
+type Reconciler struct {
+	cfg   Config
+	log   *slog.Logger
+	deps  ReconcilerDeps
+	track *tracker
+}
+
+// NewReconciler validates its inputs and returns a Reconciler; Run starts it.
+func NewReconciler(cfg Config, deps ReconcilerDeps) (*Reconciler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil || deps.Members == nil {
+		return nil, fmt.Errorf("%w: Reconciler needs Store and Members", ErrInvalidConfig)
+	}
+	return &Reconciler{cfg: cfg, log: cfg.logger("cluster.reconciler"), deps: deps, track: newTracker()}, nil
+}
+
+// Run is the reconcile loop. It wakes on leadership changes, membership
+// changes and every ReconcileInterval, and returns when ctx ends (ctx's
+// error) or the store's leadership channel closes at store shutdown (nil).
+// The caller owns the goroutine; stop it before shutting the store down.
+func (r *Reconciler) Run(ctx context.Context) error {
+	leaderCh, unsubscribe := r.deps.Store.SubscribeLeadership()
+	defer unsubscribe()
+	t := time.NewTicker(r.cfg.ReconcileInterval)
+	defer t.Stop()
+	changes := r.deps.MemberChanges
+	leader := false
+	for {
+		if leader {
+			r.pass(ctx)
+		} else {
+			r.observe(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case l, ok := <-leaderCh:
+			if !ok {
+				return nil
+			}
+			if l != leader {
+				r.log.Info("reconciler leadership changed", "leader", l)
+			}
+			leader = l
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil
+			}
+		case <-t.C:
+		}
+	}
+}
+
+// observe updates the tracker only (followers keep "dead since" times so a
+// new leader does not start the cleanup delay from zero).
+func (r *Reconciler) observe(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.ReconcileTimeout)
+	defer cancel()
+	_, _ = r.view(cctx)
+}
+
+// view gathers the plan input.
+func (r *Reconciler) view(ctx context.Context) (planInput, error) {
+	in := planInput{self: r.cfg.NodeID, now: r.cfg.now(), delay: r.cfg.DeadServerCleanupDelay, minQuo: r.cfg.MinQuorum}
+	servers, err := r.deps.Store.Configuration(ctx)
+	if err != nil {
+		return in, fmt.Errorf("read raft configuration: %w", err)
+	}
+	in.servers = servers
+	if r.deps.Sessions != nil {
+		in.sessions = r.deps.Sessions.Sessions()
+	}
+	extra := make([]string, 0, len(servers))
+	for _, s := range servers {
+		extra = append(extra, s.ID)
+	}
+	for _, s := range in.sessions {
+		if s.Connected {
+			extra = append(extra, s.HomeNode)
+		}
+	}
+	in.members = r.track.update(r.deps.Members.Members(), extra, in.now)
+	return in, nil
+}
+
+// pass runs one reconcile pass as leader. It stops at the first failure
+// (usually lost leadership); the next pass starts over.
+func (r *Reconciler) pass(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReconcileTimeout)
+	defer cancel()
+	in, err := r.view(ctx)
+	if err != nil {
+		r.log.Warn("reconcile skipped", "err", err)
+		return
+	}
+	for _, a := range plan(in) {
+		if err := r.do(ctx, a, in.now); err != nil {
+			r.log.Warn("reconcile step failed", "action", a.kind, "peer", a.id, "session_id", a.session, "err", err)
+			return
+		}
+	}
+}
+
+func (r *Reconciler) do(ctx context.Context, a action, now time.Time) error {
+	switch a.kind {
+	case actAddVoter:
+		if err := r.deps.Store.AddVoter(ctx, a.id, a.addr); err != nil {
+			return fmt.Errorf("add voter: %w", err)
+		}
+		r.log.Info("raft voter added", "peer", a.id, "addr", a.addr, "reason", a.reason)
+	case actRemove:
+		if err := r.deps.Store.RemoveServer(ctx, a.id); err != nil {
+			return fmt.Errorf("remove server: %w", err)
+		}
+		r.log.Info("raft server removed", "peer", a.id, "reason", a.reason)
+	case actDetach:
+		return r.detach(ctx, a, now)
+	}
+	return nil
+}
+
+// detach proposes SESSION_DETACH for a session of a departed node, quoting
+// its current epoch (a resume elsewhere in between makes it a no-op) with
+// one event id per event it may produce (participant_disconnected plus one
+// per agent), as node/mapsvc does.
+func (r *Reconciler) detach(ctx context.Context, a action, now time.Time) error {
+	// Epoch first, then the home check: a resume on another node after
+	// the check makes the quoted epoch stale, so the detach is a no-op;
+	// one before it fails the check. Either way the resumed session stays.
+	epoch, ok := r.deps.Sessions.SessionEpoch(a.session)
+	if !ok {
+		return nil // gone meanwhile
+	}
+	if s, ok := r.deps.Sessions.Session(a.session); !ok || !s.Connected || s.HomeNode != a.id {
+		return nil
+	}
+	meta := &concordv1.CommandMeta{TimestampMs: now.UnixMilli(), NodeId: r.cfg.NodeID}
+	for range 1 + len(r.deps.Sessions.SessionAgents(a.session)) {
+		meta.EventIds = append(meta.EventIds, ulid.Make().String())
+	}
+	_, _, err := r.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_DETACH, &concordv1.SessionDetachRequest{
+		Meta: meta, SessionId: a.session, Epoch: epoch, Reason: a.reason,
+		TtlMs: r.cfg.DetachedSessionTTL.Milliseconds(),
+	})
+	if err != nil {
+		return fmt.Errorf("detach session: %w", err)
+	}
+	r.log.Info("session of departed node detached", "session_id", a.session, "peer", a.id, "reason", a.reason)
+	return nil
+}
+
+// String names an action kind in logs.
+func (k actionKind) String() string {
+	switch k {
+	case actAddVoter:
+		return "add_voter"
+	case actRemove:
+		return "remove_server"
+	case actDetach:
+		return "detach_session"
+	}
+	return "unknown"
+}

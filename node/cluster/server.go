@@ -1,0 +1,132 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// ServerDeps are the Server's collaborators.
+type ServerDeps struct {
+	// Store is the local Raft store (required).
+	Store RaftStore
+	// Resolver maps node ids to gRPC addresses: it puts the leader's gRPC
+	// address into NOT_LEADER answers and lets RemovePeer reach the leader
+	// from a follower. Optional (a *Directory).
+	Resolver AddrResolver
+	// Members lists gossip members for the Members RPC. Optional (the RPC
+	// then returns an empty list).
+	Members MemberLister
+	// Deliverer delivers relayed messages to local recipients (the
+	// *router.Router). Optional: nil fails every relayed message with
+	// NOT_CONNECTED.
+	Deliverer LocalDeliverer
+	// Events receives relayed message events (the *fanout.Hub). Optional.
+	Events EventSink
+}
+
+// Server is the node's gRPC server with the Cluster service registered.
+// Other services (federation) may be registered on GRPC() before Serve.
+// Serve runs on a goroutine the caller owns; Shutdown stops it.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	deps ServerDeps
+	grpc *grpc.Server
+	pool *pool // RemovePeer's hop to the leader
+
+	stopping chan struct{} // closed by Shutdown: relay handlers return
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+	mu       sync.Mutex
+	shutErr  error
+}
+
+// NewServer builds the gRPC server and registers the Cluster service.
+func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil {
+		return nil, fmt.Errorf("%w: Server needs a Store", ErrInvalidConfig)
+	}
+	opts := []grpc.ServerOption{
+		// TODO(cluster): mTLS (grpc.Creds) once node certificates exist.
+		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
+		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
+		// Peers ping every KeepaliveTime even without RPCs; the default
+		// policy (5 min) would answer those pings with GOAWAY.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime: cfg.KeepaliveTime / 2, PermitWithoutStream: true,
+		}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+	}
+	s := &Server{
+		cfg: cfg, log: cfg.logger("cluster.server"), deps: deps,
+		grpc:     grpc.NewServer(append(opts, cfg.ServerOptions...)...),
+		pool:     newPool(cfg),
+		stopping: make(chan struct{}),
+	}
+	concordv1.RegisterClusterServer(s.grpc, &service{s: s})
+	return s, nil
+}
+
+// GRPC returns the underlying server, to register more services before
+// Serve.
+func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// Serve accepts connections on lis until Shutdown; it then returns nil.
+// It closes lis.
+func (s *Server) Serve(lis net.Listener) error {
+	err := s.grpc.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops the server: inbound relay streams end after the batch
+// they are handling (peers see the stream close and reconnect elsewhere or
+// fail their messages), new RPCs are refused, and it waits for the RPCs in
+// progress (GracefulStop). When ctx ends first, it stops hard: connections
+// are closed and handlers see their contexts cancelled. It waits for every
+// goroutine the Server started. Idempotent; later calls wait for the first.
+func (s *Server) Shutdown(ctx context.Context) error {
+	// Once.Do makes concurrent callers wait until the first finishes.
+	s.stopOnce.Do(func() { s.shutdown(ctx) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutErr
+}
+
+func (s *Server) shutdown(ctx context.Context) {
+	close(s.stopping)
+	graceful := make(chan struct{})
+	go func() { // ends when GracefulStop returns, which Stop forces
+		defer close(graceful)
+		s.grpc.GracefulStop()
+	}()
+	var err error
+	select {
+	case <-graceful:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-graceful
+		err = fmt.Errorf("cluster server: graceful stop: %w", ctx.Err())
+	}
+	s.wg.Wait() // relay stream readers end with their streams
+	if perr := s.pool.close(); perr != nil {
+		err = errors.Join(err, perr)
+	}
+	s.mu.Lock()
+	s.shutErr = err
+	s.mu.Unlock()
+}

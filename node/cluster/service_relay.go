@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/concordmap/concord/node/router"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// recvResult is one Recv outcome handed from a stream's reader goroutine.
+type recvResult struct {
+	batch *concordv1.RelayBatch
+	err   error
+}
+
+// Relay is the receiving side of a peer's relay stream: every envelope of a
+// batch is delivered locally (messages) or published (events), in order,
+// then the batch is acknowledged with its failures. The handler returns
+// when the peer closes the stream or the Server shuts down; a reader
+// goroutine does the blocking Recv so that shutdown need not wait for the
+// peer's next batch.
+func (v *service) Relay(stream concordv1.Cluster_RelayServer) error {
+	ctx := stream.Context()
+	in := make(chan recvResult)
+	v.s.wg.Add(1)
+	go func() { // ends when Recv fails, which it does once the handler returned
+		defer v.s.wg.Done()
+		for {
+			b, err := stream.Recv()
+			select {
+			case in <- recvResult{b, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var from string
+	for {
+		select {
+		case <-v.s.stopping:
+			return nil
+		case r := <-in:
+			if errors.Is(r.err, io.EOF) {
+				return nil
+			}
+			if r.err != nil {
+				return r.err
+			}
+			if from == "" {
+				from = r.batch.GetFromNodeId()
+				v.s.log.Debug("relay stream from peer", "peer", from)
+			}
+			if err := stream.Send(v.handleBatch(ctx, r.batch)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// handleBatch delivers one batch and builds its ack.
+func (v *service) handleBatch(ctx context.Context, b *concordv1.RelayBatch) *concordv1.RelayAck {
+	ack := &concordv1.RelayAck{}
+	var env router.Envelope // reused: LocalDeliverer must not retain it
+	for _, e := range b.GetEnvelopes() {
+		ack.UpToSeq = e.GetSeq()
+		var err error
+		switch e.GetKind() {
+		case concordv1.RelayKind_RELAY_KIND_MESSAGE:
+			if v.s.deps.Deliverer == nil {
+				err = router.ErrNotConnected
+				break
+			}
+			env = router.Envelope{Message: e.GetMessage(), RecipientAgentID: e.GetRecipientAgentId(), RecipientSessionID: e.GetRecipientSessionId()}
+			err = v.s.deps.Deliverer.DeliverLocal(ctx, &env)
+		case concordv1.RelayKind_RELAY_KIND_EVENT:
+			if e.GetEvent() == nil {
+				err = router.ErrBadEnvelope
+			} else if v.s.deps.Events != nil {
+				v.s.deps.Events.PublishEphemeral(eventFromWire(e.GetEvent()))
+			}
+		default:
+			err = router.ErrBadEnvelope
+		}
+		if err != nil {
+			ack.Failures = append(ack.Failures, &concordv1.RelayFailure{
+				Seq: e.GetSeq(), RecipientAgentId: e.GetRecipientAgentId(),
+				Code: failureCodeOf(err), Reason: err.Error(),
+			})
+		}
+	}
+	return ack
+}
