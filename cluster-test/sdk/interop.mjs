@@ -200,6 +200,14 @@ if (okClient && okA && okB) {
     expect(r?.agent?.id === A(), `got ${show(r)}`);
     expect(typeof r.agent.state === "string", `agent.state missing: ${show(r.agent)}`);
   });
+  await check("ClientConnection.connect(url) factory lists A and B, then map/disconnect", async () => {
+    const c2 = await ClientConnection.connect(url, { name: "interop-client-2" });
+    const r = await c2.listAgents({ limit: 100 });
+    const ids = (r?.agents || []).map((x) => x.id);
+    expect(ids.includes(A()) && ids.includes(B()), `ids ${show(ids)}`);
+    await c2.disconnect("interop done");
+    expect(!c2.isConnected, "still connected after disconnect");
+  });
   await check("map/agents/get of an unknown id fails with 2001", async () => {
     let r;
     try {
