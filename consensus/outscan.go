@@ -1,0 +1,447 @@
+package consensus
+
+import (
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// outScanner is the lexical half of the round-output decoder: a strict
+// RFC 8259 scanner over one result that accepts exactly the documents
+// encoding/json accepts (same grammar, same nesting limit, same string
+// unescaping) without reflection. Decoded strings are appended to arena;
+// the caller turns the arena into one string at the end, so an output of
+// hundreds of strings costs one allocation instead of hundreds.
+//
+// Errors are sticky: the first problem sets bad and moves pos to the end,
+// after which every method returns zero values. The caller checks bad once
+// per loop. A rejected result is re-decoded by encoding/json only to word
+// the error (see decodeRoundOutput), so the scanner does not say why.
+type outScanner struct {
+	in    []byte
+	pos   int
+	bad   bool
+	arena []byte
+	key   []byte // scratch for keys with escapes
+	stack []byte // open containers while skipping a value
+}
+
+// maxJSONDepth is encoding/json's nesting limit (scanner.maxNestingDepth):
+// a document nesting more than this many arrays and objects is invalid.
+const maxJSONDepth = 10000
+
+// span is a decoded string: bytes [off, end) of the arena.
+type span struct{ off, end int32 }
+
+func (s span) len() int { return int(s.end - s.off) }
+
+func (d *outScanner) fail() { d.bad = true; d.pos = len(d.in) }
+
+func (d *outScanner) ws() {
+	for d.pos < len(d.in) {
+		switch d.in[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+// peek skips whitespace and returns the next byte, or 0 at the end.
+func (d *outScanner) peek() byte {
+	d.ws()
+	if d.pos < len(d.in) {
+		return d.in[d.pos]
+	}
+	return 0
+}
+
+// consume skips whitespace and consumes c, failing when c is not next.
+func (d *outScanner) consume(c byte) {
+	if d.peek() != c {
+		d.fail()
+		return
+	}
+	d.pos++
+}
+
+// literal consumes the keyword lit (true, false or null) at pos.
+func (d *outScanner) literal(lit string) {
+	end := d.pos + len(lit)
+	if end > len(d.in) || string(d.in[d.pos:end]) != lit {
+		d.fail()
+		return
+	}
+	d.pos = end
+}
+
+// null consumes a null at the next token and reports whether there was one.
+func (d *outScanner) null() bool {
+	if d.peek() != 'n' {
+		return false
+	}
+	d.literal("null")
+	return !d.bad
+}
+
+// str decodes the string at pos into the arena.
+func (d *outScanner) str() span {
+	off := len(d.arena)
+	d.arena = d.unquote(d.arena)
+	if d.bad {
+		d.arena = d.arena[:off]
+		return span{}
+	}
+	return span{int32(off), int32(len(d.arena))}
+}
+
+// unquote appends the decoded string at pos (which must be '"') to dst.
+func (d *outScanner) unquote(dst []byte) []byte {
+	in := d.in
+	i := d.pos + 1
+	if d.pos >= len(in) || in[d.pos] != '"' {
+		d.fail()
+		return dst
+	}
+	for {
+		j := i
+		for j < len(in) && in[j] != '"' && in[j] != '\\' && in[j] >= 0x20 {
+			j++
+		}
+		dst = append(dst, in[i:j]...)
+		if j >= len(in) || in[j] < 0x20 {
+			d.fail()
+			return dst
+		}
+		if in[j] == '"' {
+			d.pos = j + 1
+			return dst
+		}
+		dst, i = d.escape(dst, j)
+		if d.bad {
+			return dst
+		}
+	}
+}
+
+// escape decodes the escape sequence at in[j] == '\\' and returns the
+// position after it. Like encoding/json, a \u escape of a surrogate that
+// does not start a valid pair becomes U+FFFD and the next escape is
+// decoded on its own.
+func (d *outScanner) escape(dst []byte, j int) ([]byte, int) {
+	in := d.in
+	if j+1 >= len(in) {
+		d.fail()
+		return dst, j
+	}
+	switch c := in[j+1]; c {
+	case '"', '\\', '/':
+		return append(dst, c), j + 2
+	case 'b':
+		return append(dst, '\b'), j + 2
+	case 'f':
+		return append(dst, '\f'), j + 2
+	case 'n':
+		return append(dst, '\n'), j + 2
+	case 'r':
+		return append(dst, '\r'), j + 2
+	case 't':
+		return append(dst, '\t'), j + 2
+	case 'u':
+		r := hex4(in, j+2)
+		if r < 0 {
+			d.fail()
+			return dst, j
+		}
+		j += 6
+		if utf16.IsSurrogate(r) {
+			if j+1 < len(in) && in[j] == '\\' && in[j+1] == 'u' {
+				if pair := utf16.DecodeRune(r, hex4(in, j+2)); pair != utf8.RuneError {
+					return utf8.AppendRune(dst, pair), j + 6
+				}
+			}
+			r = utf8.RuneError
+		}
+		return utf8.AppendRune(dst, r), j
+	}
+	d.fail()
+	return dst, j
+}
+
+// hex4 decodes the four hex digits at in[i:], or returns -1.
+func hex4(in []byte, i int) rune {
+	if i+4 > len(in) {
+		return -1
+	}
+	var r rune
+	for _, c := range in[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+// objectKey decodes the member name at pos and consumes the colon after it.
+// The result aliases the input (no escapes) or the key scratch buffer, and
+// is valid until the next key.
+func (d *outScanner) objectKey() []byte {
+	if d.peek() != '"' {
+		d.fail()
+		return nil
+	}
+	start := d.pos + 1
+	i := start
+	for i < len(d.in) && d.in[i] != '"' && d.in[i] != '\\' && d.in[i] >= 0x20 {
+		i++
+	}
+	var k []byte
+	if i < len(d.in) && d.in[i] == '"' {
+		k = d.in[start:i]
+		d.pos = i + 1
+	} else {
+		d.key = d.unquote(d.key[:0])
+		k = d.key
+	}
+	d.consume(':')
+	return k
+}
+
+// beginObject consumes '{' and reports whether a member follows; it leaves
+// pos at that member's name.
+func (d *outScanner) beginObject() bool {
+	d.consume('{')
+	if d.peek() == '}' {
+		d.pos++
+		return false
+	}
+	return !d.bad
+}
+
+// nextMember consumes the separator after a member and reports whether
+// another member follows.
+func (d *outScanner) nextMember() bool {
+	switch d.peek() {
+	case ',':
+		d.pos++
+		return true
+	case '}':
+		d.pos++
+		return false
+	}
+	d.fail()
+	return false
+}
+
+// beginArray consumes '[' and reports whether an element follows.
+func (d *outScanner) beginArray() bool {
+	d.consume('[')
+	if d.peek() == ']' {
+		d.pos++
+		return false
+	}
+	return !d.bad
+}
+
+// nextElement consumes the separator after an element and reports whether
+// another element follows.
+func (d *outScanner) nextElement() bool {
+	switch d.peek() {
+	case ',':
+		d.pos++
+		return true
+	case ']':
+		d.pos++
+		return false
+	}
+	d.fail()
+	return false
+}
+
+// number consumes a number token (JSON grammar) and returns its text.
+func (d *outScanner) number() []byte {
+	in, i := d.in, d.pos
+	start := i
+	if i < len(in) && in[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(in) && in[i] == '0':
+		i++
+	case i < len(in) && in[i] >= '1' && in[i] <= '9':
+		i = digits(in, i)
+	default:
+		d.fail()
+		return nil
+	}
+	if i < len(in) && in[i] == '.' {
+		if i+1 >= len(in) || !isDigit(in[i+1]) {
+			d.fail()
+			return nil
+		}
+		i = digits(in, i+1)
+	}
+	if i < len(in) && (in[i] == 'e' || in[i] == 'E') {
+		i++
+		if i < len(in) && (in[i] == '+' || in[i] == '-') {
+			i++
+		}
+		if i >= len(in) || !isDigit(in[i]) {
+			d.fail()
+			return nil
+		}
+		i = digits(in, i)
+	}
+	d.pos = i
+	return in[start:i]
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func digits(in []byte, i int) int {
+	for i < len(in) && isDigit(in[i]) {
+		i++
+	}
+	return i
+}
+
+// float decodes the number at pos as encoding/json decodes into a float64:
+// strconv.ParseFloat, and a number out of range is a type error.
+func (d *outScanner) float() float64 {
+	lit := d.number()
+	if d.bad {
+		return 0
+	}
+	if f, ok := exactFloat(lit); ok {
+		return f
+	}
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil {
+		d.fail()
+		return 0
+	}
+	return f
+}
+
+// float64pow10 holds the powers of ten float64 represents exactly.
+var float64pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// exactFloat converts a plain decimal (no exponent, at most 15 significant
+// digits, at most 22 fraction digits) without allocating. Both the digits
+// and the power of ten are exact in float64 and IEEE division rounds
+// correctly, so the result is bit-identical to strconv.ParseFloat (this is
+// strconv's own exact fast path). Anything else is left to ParseFloat.
+func exactFloat(lit []byte) (float64, bool) {
+	neg := len(lit) > 0 && lit[0] == '-'
+	if neg {
+		lit = lit[1:]
+	}
+	var mant uint64
+	n, frac, dot := 0, 0, false
+	for _, c := range lit {
+		switch {
+		case c == '.':
+			dot = true
+			continue
+		case !isDigit(c):
+			return 0, false
+		}
+		mant = mant*10 + uint64(c-'0')
+		if n++; n > 15 {
+			return 0, false
+		}
+		if dot {
+			frac++
+		}
+	}
+	if frac >= len(float64pow10) {
+		return 0, false
+	}
+	f := float64(mant) / float64pow10[frac]
+	if neg {
+		f = -f
+	}
+	return f, true
+}
+
+// skip consumes one value of any type, checking it as strictly as a known
+// field: unknown keys are dropped, but never unchecked. depth is the number
+// of containers already open around the value.
+func (d *outScanner) skip(depth int) {
+	stack := d.stack[:0]
+	for !d.bad {
+		switch d.peek() {
+		case '{', '[':
+			c := d.in[d.pos]
+			if depth+len(stack)+1 > maxJSONDepth {
+				d.fail()
+				break
+			}
+			d.pos++
+			stack = append(stack, c)
+			if close := closer(c); d.peek() == close {
+				d.pos++
+				stack = stack[:len(stack)-1]
+			} else {
+				if c == '{' {
+					d.objectKey()
+				}
+				continue
+			}
+		case '"':
+			d.unquoteSkip()
+		case 't':
+			d.literal("true")
+		case 'f':
+			d.literal("false")
+		case 'n':
+			d.literal("null")
+		default:
+			d.number()
+		}
+		// A value ended: close containers until one continues.
+		for !d.bad && len(stack) > 0 {
+			top := stack[len(stack)-1]
+			c := d.peek()
+			if c == ',' {
+				d.pos++
+				if top == '{' {
+					d.objectKey()
+				}
+				break
+			}
+			if c != closer(top) {
+				d.fail()
+				break
+			}
+			d.pos++
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) == 0 {
+			break
+		}
+	}
+	d.stack = stack
+}
+
+func closer(open byte) byte {
+	if open == '{' {
+		return '}'
+	}
+	return ']'
+}
+
+// unquoteSkip checks the string at pos without keeping it.
+func (d *outScanner) unquoteSkip() {
+	d.key = d.unquote(d.key[:0])
+}
