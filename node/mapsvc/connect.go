@@ -165,11 +165,22 @@ func (s *Service) resumeTarget(cp *connectParams) (string, error) {
 	if len(sess.ResumeTokenHash) > 0 && string(hashToken(cp.resumeToken)) != string(sess.ResumeTokenHash) {
 		return "", authFailed("a valid resumeToken is required to resume this session")
 	}
-	if sess.ParticipantType != cp.participantType ||
-		(cp.participantID != "" && cp.participantID != sess.ParticipantID) {
+	if sess.ParticipantType != cp.participantType || !s.actsFor(cp.participantID, &sess) {
 		return "", authFailed("the session belongs to another participant")
 	}
 	return sid, nil
+}
+
+// actsFor reports whether a connect's participantId may resume sess: the
+// session's own participant id, or the id of an agent the session owns —
+// the SDK's AgentConnection resumes with participantId = its agent id and
+// the token, whatever participant id the first connect was given.
+func (s *Service) actsFor(participantID string, sess *registry.Session) bool {
+	if participantID == "" || participantID == sess.ParticipantID {
+		return true
+	}
+	a, ok := s.reg.Agent(participantID)
+	return ok && a.SessionID == sess.ID
 }
 
 func authFailed(reason string) *rpc.Error {

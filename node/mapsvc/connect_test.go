@@ -259,3 +259,27 @@ func TestResume_TakeoverClosesOldConnection(t *testing.T) {
 	})
 	c2.must("map/agents/list", nil)
 }
+
+// The SDK's AgentConnection resumes with participantId = its agent id, even
+// when the first connect gave the session another participant id; an agent
+// owned by a different session does not unlock the session.
+func TestResume_ParticipantIDMayBeAnOwnedAgent(t *testing.T) {
+	e := newEnv(t)
+	c1 := e.dial()
+	res := connectAs(c1, TypeAgent, map[string]any{"name": "no-participant-id"})
+	sid, tok := res["sessionId"].(string), res["resumeToken"].(string)
+	c1.must("map/agents/register", `{"agentId":"worker-1"}`)
+	other := e.dial()
+	connectAs(other, TypeAgent, nil)
+	other.must("map/agents/register", `{"agentId":"stranger"}`)
+	_ = c1.conn.Close("network down")
+	<-c1.conn.Done()
+
+	c2 := e.dial()
+	e.refused(c2, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent",
+		"participantId": "stranger", "resumeToken": tok}, rpc.CodeAuthFailed)
+	r := connectAs(c2, TypeAgent, map[string]any{"participantId": "worker-1", "resumeToken": tok})
+	if r["reconnected"] != true || r["sessionId"] != sid {
+		t.Fatalf("resume with an owned agent's id: %v", r)
+	}
+}
