@@ -27,7 +27,8 @@ type prepared struct {
 }
 
 func prepare(ev registry.Event, ephemeral bool) *prepared {
-	return &prepared{ev: ev, typeKey: typeKey(ev.Type), ephemeral: ephemeral, body: encodeEvent(nil, &ev, ev.Data)}
+	b := make([]byte, 0, 128+len(ev.ID)+len(ev.Type)+len(ev.Source)+len(ev.Data)+30*len(ev.CausedBy))
+	return &prepared{ev: ev, typeKey: typeKey(ev.Type), ephemeral: ephemeral, body: encodeEvent(b, &ev, ev.Data)}
 }
 
 func encodeEvent(b []byte, ev *registry.Event, data []byte) []byte {
@@ -60,12 +61,16 @@ func (p *prepared) bodyFor(includePayloads bool) []byte {
 	}
 	if p.stripped == nil {
 		p.stripped = p.body
-		var data map[string]json.RawMessage
-		if json.Unmarshal(p.ev.Data, &data) == nil {
-			if _, ok := data["payload"]; ok {
-				delete(data, "payload")
-				if d, err := json.Marshal(data); err == nil {
-					p.stripped = encodeEvent(nil, &p.ev, d)
+		if d, ok := withoutMember(p.ev.Data, "payload"); ok && len(d) < len(p.ev.Data) {
+			p.stripped = encodeEvent(nil, &p.ev, d)
+		} else if !ok {
+			var data map[string]json.RawMessage // not walkable: let encoding/json decide
+			if json.Unmarshal(p.ev.Data, &data) == nil {
+				if _, has := data["payload"]; has {
+					delete(data, "payload")
+					if d, err := json.Marshal(data); err == nil {
+						p.stripped = encodeEvent(nil, &p.ev, d)
+					}
 				}
 			}
 		}
