@@ -39,6 +39,8 @@
 // pruning depends only on the count, so replicas with the same config hold
 // identical windows. The window is part of the snapshot, so a node restored
 // from a snapshot can still serve replays from it.
+// Sibling state modules (consensus runs) add their own events to the same
+// window from their Apply through AppendEvents, so subscribers see one log.
 //
 // Sessions. A session has an epoch that increases at every attach (open,
 // resume) and detach (connection lost, map/disconnect). The node holding
