@@ -60,8 +60,9 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string, params json.RawMe
 	s := &sub{id: id, sessionID: sessionID, participantID: sess.ParticipantID, filter: sp.filter,
 		opts: sp.opts, pos: pos, lastRegID: cursorID}
 	h.mu.Lock()
-	h.addLocked(ctx, s)
+	h.addLocked(s)
 	h.mu.Unlock()
+	h.armActivation(ctx, []*sub{s})
 	h.poke()
 	return SubscribeResult{SubscriptionID: id}, nil
 }
@@ -174,8 +175,8 @@ func (h *Hub) Attach(ctx context.Context, sessionID string) error {
 		return fmt.Errorf("attach: %w: %s", ErrUnknownSession, sessionID)
 	}
 	now := h.now()
+	var added []*sub
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	for _, rec := range sess.Subscriptions {
 		if h.subs[rec.ID] != nil {
 			continue
@@ -202,8 +203,11 @@ func (h *Hub) Attach(ctx context.Context, sessionID string) error {
 			s.ovf.gap = true
 			s.ovf.add(0, "", "", now)
 		}
-		h.addLocked(ctx, s)
+		h.addLocked(s)
+		added = append(added, s)
 	}
+	h.mu.Unlock()
+	h.armActivation(ctx, added)
 	h.poke()
 	return nil
 }

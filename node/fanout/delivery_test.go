@@ -306,3 +306,41 @@ func TestCursorFlushBatchedAndAck(t *testing.T) {
 		t.Error("ack for another session's subscription accepted")
 	}
 }
+
+func TestActivation_AfterReplyImmediateOrUnavailable(t *testing.T) {
+	for name, hook := range map[string]func(context.Context, func()) bool{
+		"runs at once": func(_ context.Context, fn func()) bool { fn(); return true },
+		"unavailable":  func(context.Context, func()) bool { return false },
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg := newFakeRegistry(10)
+			reg.addSession("s1", "p1")
+			hs := newHarness(t, reg, func(c *Config) { c.AfterReply = hook })
+			c := hs.conn("s1")
+			id := hs.subscribe(t, "s1", `{}`)
+			ev := reg.appendEvent("agent_registered", "a")
+			checkDense(t, waitEvents(t, c, id, 1), 1, []string{ev.ID})
+		})
+	}
+}
+
+func TestActivation_Delay(t *testing.T) {
+	reg := newFakeRegistry(10)
+	reg.addSession("s1", "p1")
+	var mu sync.Mutex
+	now := time.UnixMilli(1_800_000_000_000)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	hs := newHarness(t, reg, func(c *Config) { c.ActivationDelay = 25 * time.Millisecond; c.Now = clock })
+	c := hs.conn("s1")
+	id := hs.subscribe(t, "s1", `{}`)
+	ev := reg.appendEvent("agent_registered", "a")
+	hs.hub.PublishEphemeral(msgEvent(1, "x"))
+	hs.hub.step()
+	if n := len(c.notes()); n != 0 {
+		t.Fatalf("%d notifications within the activation delay", n)
+	}
+	mu.Lock()
+	now = now.Add(30 * time.Millisecond)
+	mu.Unlock()
+	checkDense(t, waitEvents(t, c, id, 2), 1, []string{msgEvent(1, "").ID, ev.ID})
+}

@@ -136,8 +136,9 @@ func (h *Hub) poke() {
 	}
 }
 
-// addLocked registers s for delivery and arranges its activation.
-func (h *Hub) addLocked(ctx context.Context, s *sub) {
+// addLocked registers s for delivery, held back until armActivation
+// releases it (or ActivationDelay has passed).
+func (h *Hub) addLocked(s *sub) {
 	h.subs[s.id] = s
 	m := h.bySession[s.sessionID]
 	if m == nil {
@@ -146,27 +147,37 @@ func (h *Hub) addLocked(ctx context.Context, s *sub) {
 	}
 	m[s.id] = s
 	h.count.Add(1)
-	h.scheduleActivation(ctx, s)
-}
-
-// scheduleActivation holds s back until the reply to the current request
-// is queued (Config.AfterReply) or, failing that, for ActivationDelay.
-func (h *Hub) scheduleActivation(ctx context.Context, s *sub) {
 	if h.cfg.AfterReply != nil {
 		s.afterReply = true
-		if h.cfg.AfterReply(ctx, func() { h.activate(s) }) {
-			return
-		}
-		s.afterReply = false
+	} else {
+		s.activeAt = h.now().Add(h.cfg.ActivationDelay)
 	}
-	s.activeAt = h.now().Add(h.cfg.ActivationDelay)
 }
 
-func (h *Hub) activate(s *sub) {
+// armActivation asks Config.AfterReply to release subs once the reply to
+// the current request is queued; if it cannot, they wait ActivationDelay.
+// Called without h.mu: AfterReply may run fn at once.
+func (h *Hub) armActivation(ctx context.Context, subs []*sub) {
+	if h.cfg.AfterReply == nil || len(subs) == 0 {
+		return
+	}
+	release := func() {
+		h.mu.Lock()
+		for _, s := range subs {
+			s.afterReply = false
+		}
+		h.mu.Unlock()
+		h.poke()
+	}
+	if h.cfg.AfterReply(ctx, release) {
+		return
+	}
 	h.mu.Lock()
-	s.afterReply = false
+	for _, s := range subs {
+		s.afterReply = false
+		s.activeAt = h.now().Add(h.cfg.ActivationDelay)
+	}
 	h.mu.Unlock()
-	h.poke()
 }
 
 // removeLocked stops local delivery of s.
