@@ -1,12 +1,16 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
+	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/mapsvc"
+	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 	"github.com/concordmap/concord/raftstore"
@@ -31,9 +35,34 @@ type Config struct {
 	// bound RaftAddr (which must then not be a wildcard address).
 	RaftAdvertise string
 
+	// GRPCAddr is the listen address of the node-to-node gRPC service
+	// (write forwarding, message relay, admin API for the CLI).
+	GRPCAddr string
+	// GRPCAdvertise is the gRPC address peers dial; empty means the bound
+	// GRPCAddr.
+	GRPCAdvertise string
+	// GossipAddr is the memberlist (LAN gossip) bind address, host:port,
+	// UDP and TCP.
+	GossipAddr string
+	// GossipAdvertise is the gossip address peers use; empty means the
+	// bound address.
+	GossipAdvertise string
+	// Join lists gossip addresses of servers to join at start; joining is
+	// retried with backoff until it succeeds.
+	Join []string
+	// GossipKey is the 16, 24 or 32-byte AES key that encrypts gossip.
+	// Required unless GossipPlaintext (which only --dev and tests set).
+	GossipKey       []byte
+	GossipPlaintext bool
+
 	// Bootstrap bootstraps a single-node Raft cluster on first start. A
 	// node with existing Raft state ignores it.
 	Bootstrap bool
+	// BootstrapExpect, when > 0, bootstraps Raft once this many servers of
+	// the system see each other through gossip, with the same server list
+	// on every node, whatever order they start in. Every initial server
+	// must use the same value. Mutually exclusive with Bootstrap.
+	BootstrapExpect int
 
 	// ReadyTimeout bounds how long Start waits for a leader and for the
 	// local FSM to apply the log before returning an error.
@@ -51,6 +80,15 @@ type Config struct {
 	RPC      rpc.Config
 	Registry registry.Config
 	MAP      mapsvc.Config
+	// Membership and Cluster configure gossip and the node-to-node gRPC
+	// layer (timings, reconciler policy: DeadServerCleanupDelay,
+	// MinQuorum). Identity and addresses are filled from the fields above.
+	Membership membership.Config
+	Cluster    cluster.Config
+
+	// GRPCDialer, for tests / fault injection: dials peers' gRPC
+	// addresses instead of plain TCP. nil dials TCP.
+	GRPCDialer func(ctx context.Context, addr string) (net.Conn, error)
 
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
@@ -70,6 +108,10 @@ func DefaultConfig() Config {
 		RPC:             rpc.DefaultConfig(),
 		Registry:        registry.DefaultConfig(),
 		MAP:             mapsvc.DefaultConfig(),
+		Membership:      membership.DefaultConfig(),
+		Cluster:         cluster.DefaultConfig(),
+		GRPCAddr:        "0.0.0.0:7701",
+		GossipAddr:      "0.0.0.0:7703",
 	}
 }
 
@@ -82,6 +124,9 @@ func DevConfig(dataDir string) Config {
 	c.DataDir = dataDir
 	c.HTTPAddr = "127.0.0.1:0"
 	c.RaftAddr = "127.0.0.1:0"
+	c.GRPCAddr = "127.0.0.1:0"
+	c.GossipAddr = "127.0.0.1:0"
+	c.GossipPlaintext = true
 	c.Bootstrap = true
 	c.ReadyTimeout = 10 * time.Second
 	// A single voter elects itself after one election timeout: keep it short
@@ -105,6 +150,16 @@ func (c Config) Validate() error {
 		return errors.New("node: HTTPAddr is required")
 	case c.RaftAddr == "":
 		return errors.New("node: RaftAddr is required")
+	case c.GRPCAddr == "":
+		return errors.New("node: GRPCAddr is required")
+	case c.GossipAddr == "":
+		return errors.New("node: GossipAddr is required")
+	case c.Bootstrap && c.BootstrapExpect > 0:
+		return errors.New("node: Bootstrap and BootstrapExpect are mutually exclusive")
+	case c.BootstrapExpect < 0:
+		return errors.New("node: BootstrapExpect must not be negative")
+	case len(c.GossipKey) == 0 && !c.GossipPlaintext:
+		return errors.New("node: GossipKey is required (16, 24 or 32 bytes) unless GossipPlaintext is set")
 	case c.ReadyTimeout <= 0:
 		return errors.New("node: ReadyTimeout must be positive")
 	case c.ShutdownTimeout <= 0:
