@@ -113,16 +113,29 @@ func (h *Hub) pump(s *sub, oldest, last uint64, now time.Time) pumpResult {
 		s.queue = s.queue[1:]
 	}
 	s.queue = nil
+	if r := h.pumpLog(s, last, now); r != pumpIdle {
+		return r
+	}
+	s.blocked = false
+	if !s.ovf.due {
+		s.ovf.since, s.ovf.warned = time.Time{}, false // caught up: the episode is over
+	}
+	return pumpIdle
+}
+
+// pumpLog delivers the log events after s.pos, up to last and the step
+// budget; it returns pumpIdle once s has read up to last.
+func (h *Hub) pumpLog(s *sub, last uint64, now time.Time) pumpResult {
 	for budget := stepBudget; s.pos < last; {
 		if budget <= 0 {
 			return pumpAgain
 		}
 		evs := h.cache.after(h.reg, s.pos, budget)
 		if len(evs) == 0 {
-			break
+			return pumpIdle
 		}
 		if first := evs[0].ev.Position; first > s.pos+1 {
-			// The window moved since this step began: same as above.
+			// The window moved since this step began: same as in pump.
 			h.gap(s, first-1, now)
 			return pumpAgain
 		}
@@ -134,10 +147,6 @@ func (h *Hub) pump(s *sub, oldest, last uint64, now time.Time) pumpResult {
 			}
 			s.pos = p.ev.Position
 		}
-	}
-	s.blocked = false
-	if !s.ovf.due {
-		s.ovf.since, s.ovf.warned = time.Time{}, false // caught up: the episode is over
 	}
 	return pumpIdle
 }

@@ -22,71 +22,87 @@ const (
 // message_delivered; the fan-out strips it for subscriptions without
 // includeMessagePayloads.
 func (r *Router) publish(from Sender, p *sendParams, res resolution, out *SendResult, ts int64) {
-	sender := from.from()
-	var subjects []string
+	e := eventCtx{sender: from.from(), messageID: out.MessageID, ts: ts, info: p.info}
 	if from.AgentID != "" {
-		subjects = append(subjects, from.AgentID)
+		e.subjects = []string{from.AgentID}
 	}
-	var scopes []string
 	if res.scopeID != "" {
-		scopes = []string{res.scopeID}
+		e.scopes = []string{res.scopeID}
 	}
+	sentID := r.publishSent(&e, p, res.recipients)
+	if len(out.Delivered) > 0 {
+		r.publishDelivered(&e, p, out.Delivered, sentID)
+	}
+	for _, f := range out.Failed {
+		r.publishFailed(&e, f, sentID)
+	}
+}
 
-	sentID := ulid.Make().String()
-	b := messageHead(nil, out.MessageID, sender, ts)
+// eventCtx is what the three message events of one send share.
+type eventCtx struct {
+	sender, messageID string
+	ts                int64
+	info              metaInfo
+	subjects          []string // the sending agent, if any
+	scopes            []string
+}
+
+func (e *eventCtx) event(typ string, data []byte, agents []string, causedBy string) registry.Event {
+	ev := registry.Event{ID: ulid.Make().String(), Type: typ, Timestamp: e.ts, Source: e.sender,
+		Data: data, AgentIDs: agents, ScopeIDs: e.scopes}
+	if causedBy != "" {
+		ev.CausedBy = []string{causedBy}
+	}
+	return ev
+}
+
+func (r *Router) publishSent(e *eventCtx, p *sendParams, recipients []recipient) string {
+	b := messageHead(nil, e.messageID, e.sender, e.ts)
 	b = append(b, `,"to":`...)
 	b = append(b, p.to...)
-	b = appendCorrelation(b, p.info)
-	if p.info.priority != "" {
+	b = appendCorrelation(b, e.info)
+	if e.info.priority != "" {
 		b = append(b, `,"priority":`...)
-		b = appendString(b, p.info.priority)
+		b = appendString(b, e.info.priority)
 	}
 	b = appendPayload(b, p)
-	all := append([]string(nil), subjects...)
-	for _, rc := range res.recipients {
+	agents := append([]string(nil), e.subjects...)
+	for _, rc := range recipients {
 		if rc.agentID != "" {
-			all = append(all, rc.agentID)
+			agents = append(agents, rc.agentID)
 		}
 	}
-	r.events.PublishEphemeral(registry.Event{
-		ID: sentID, Type: EventMessageSent, Timestamp: ts, Source: sender,
-		Data: append(b, '}'), AgentIDs: all, ScopeIDs: scopes,
-	})
+	ev := e.event(EventMessageSent, append(b, '}'), agents, "")
+	r.events.PublishEphemeral(ev)
+	return ev.ID
+}
 
-	if len(out.Delivered) > 0 {
-		b = messageHead(nil, out.MessageID, sender, ts)
-		b = append(b, `,"deliveredTo":[`...)
-		delivered := append([]string(nil), subjects...)
-		for i, id := range out.Delivered {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, id)
-			delivered = append(delivered, id)
+func (r *Router) publishDelivered(e *eventCtx, p *sendParams, delivered []string, sentID string) {
+	b := messageHead(nil, e.messageID, e.sender, e.ts)
+	b = append(b, `,"deliveredTo":[`...)
+	for i, id := range delivered {
+		if i > 0 {
+			b = append(b, ',')
 		}
-		b = append(b, ']')
-		b = appendCorrelation(b, p.info)
-		b = appendPayload(b, p)
-		r.events.PublishEphemeral(registry.Event{
-			ID: ulid.Make().String(), Type: EventMessageDelivered, Timestamp: ts, Source: sender,
-			Data: append(b, '}'), CausedBy: []string{sentID}, AgentIDs: delivered, ScopeIDs: scopes,
-		})
+		b = appendString(b, id)
 	}
+	b = append(b, ']')
+	b = appendCorrelation(b, e.info)
+	b = appendPayload(b, p)
+	agents := append(append([]string(nil), e.subjects...), delivered...)
+	r.events.PublishEphemeral(e.event(EventMessageDelivered, append(b, '}'), agents, sentID))
+}
 
-	for _, f := range out.Failed {
-		b = messageHead(nil, out.MessageID, sender, ts)
-		b = append(b, `,"to":`...)
-		b = appendString(b, f.ID)
-		b = append(b, `,"reason":`...)
-		b = appendString(b, f.Reason)
-		b = append(b, `,"code":`...)
-		b = strconv.AppendInt(b, rpc.CodeDeliveryFailed, 10)
-		r.events.PublishEphemeral(registry.Event{
-			ID: ulid.Make().String(), Type: EventMessageFailed, Timestamp: ts, Source: sender,
-			Data: append(b, '}'), CausedBy: []string{sentID},
-			AgentIDs: append(append([]string(nil), subjects...), f.ID), ScopeIDs: scopes,
-		})
-	}
+func (r *Router) publishFailed(e *eventCtx, f FailedRecipient, sentID string) {
+	b := messageHead(nil, e.messageID, e.sender, e.ts)
+	b = append(b, `,"to":`...)
+	b = appendString(b, f.ID)
+	b = append(b, `,"reason":`...)
+	b = appendString(b, f.Reason)
+	b = append(b, `,"code":`...)
+	b = strconv.AppendInt(b, rpc.CodeDeliveryFailed, 10)
+	agents := append(append([]string(nil), e.subjects...), f.ID)
+	r.events.PublishEphemeral(e.event(EventMessageFailed, append(b, '}'), agents, sentID))
 }
 
 func messageHead(b []byte, messageID, from string, ts int64) []byte {
