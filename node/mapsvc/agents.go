@@ -304,7 +304,14 @@ func (s *Service) sender(cs *connState) Sender {
 	return snd
 }
 
-// send serves map/send through the router.
+// send serves map/send through the router, or through the in-process
+// endpoint of a service id the message is addressed to (Config.Services).
 func (s *Service) send(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
+	if ep, ok := s.serviceFor(raw); ok {
+		return ep.HandleSend(ctx, s.sender(cs), raw)
+	}
+	if s.cfg.Router == nil {
+		return nil, rpc.NewError(rpc.CodeMethodNotFound, "").WithDetails(map[string]any{"method": "map/send"})
+	}
 	return s.cfg.Router.Send(ctx, s.sender(cs), raw)
 }

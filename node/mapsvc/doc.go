@@ -9,6 +9,12 @@
 // LocalSessions of router and fanout). node.Server builds it with New and
 // runs Service.Run.
 //
+// Other packages extend the table without mapsvc knowing them:
+// Config.ExtensionMethods mounts extra methods (x-concord/runs/*), and
+// Config.Services hands a map/send addressed to a service id (such as
+// "concord.runs") to an in-process ServiceEndpoint on the receiving node
+// instead of routing it to an agent.
+//
 // Writes are Raft commands of the registry module (node/registry), built
 // here with the node's clock and fresh ULIDs, proposed through
 // Config.Store. Params are validated before anything is proposed, so a

@@ -86,6 +86,10 @@ func New(cfg Config) (*Service, error) {
 		s.sessions = NewSessions()
 	}
 	s.methods = s.methodTable()
+	if err := validateExtensions(&cfg, s.methods); err != nil {
+		return nil, err
+	}
+	s.mountExtensions(s.methods)
 	return s, nil
 }
 
@@ -113,7 +117,7 @@ func (s *Service) methodTable() map[string]method {
 		"map/scopes/join":    {fn: s.scopesJoin, callers: callersA},
 		"map/scopes/leave":   {fn: s.scopesLeave, callers: callersA},
 	}
-	if s.cfg.Router != nil {
+	if s.cfg.Router != nil || len(s.cfg.Services) > 0 {
 		m["map/send"] = method{fn: s.send, callers: callersCA, capability: canSend, capName: "messaging.canSend"}
 	}
 	if f := s.cfg.Fanout; f != nil {
