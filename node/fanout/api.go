@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/oklog/ulid/v2"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -52,7 +53,7 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string, params json.RawMe
 		Id: id, SessionId: sessionID, Filter: sp.rawFilter, Options: sp.rawOptions,
 		CreatedAt: h.now().UnixMilli(), CursorEventId: cursorID,
 	}
-	_, _, err = h.prop.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_ADD,
+	err = h.proposeWait(ctx, concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_ADD,
 		&concordv1.SubscriptionAddRequest{Meta: h.meta(sess.ParticipantID), Subscription: rec})
 	if err != nil {
 		return nil, fmt.Errorf("propose subscription add: %w", err)
@@ -81,7 +82,7 @@ func (h *Hub) Unsubscribe(ctx context.Context, sessionID string, params json.Raw
 	if !h.owns(sessionID, id) {
 		return nil, rpc.InvalidParams("subscriptionId", "unknown subscription "+id)
 	}
-	_, _, err = h.prop.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_REMOVE,
+	err = h.proposeWait(ctx, concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_REMOVE,
 		&concordv1.SubscriptionRemoveRequest{Meta: h.meta(""), SessionId: sessionID, SubscriptionId: id})
 	if err != nil {
 		return nil, fmt.Errorf("propose subscription remove: %w", err)
@@ -94,6 +95,16 @@ func (h *Hub) Unsubscribe(ctx context.Context, sessionID string, params json.Raw
 	delete(h.detached, id)
 	h.mu.Unlock()
 	return UnsubscribeResult{Unsubscribed: true, Subscription: ClosedSubscription{ID: id, ClosedAt: h.now().UnixMilli()}}, nil
+}
+
+// proposeWait proposes a command for a client request (bounded by its ctx)
+// and waits for the local replica to apply it when WaitApplied is set.
+func (h *Hub) proposeWait(ctx context.Context, t concordv1.CommandType, m proto.Message) error {
+	_, index, err := h.prop.Apply(ctx, t, m)
+	if err == nil && h.cfg.WaitApplied != nil {
+		err = h.cfg.WaitApplied(ctx, index)
+	}
+	return err
 }
 
 // owns reports whether the subscription belongs to the session, locally or

@@ -31,6 +31,12 @@ type Config struct {
 	// Proposer proposes SUBSCRIPTION_ADD / _REMOVE / _CURSOR.
 	Proposer Proposer
 
+	// WaitApplied, optional, waits until the local replica has applied a
+	// Raft index. Subscribe and Unsubscribe call it after their proposal so
+	// the registry read by a later Attach or Unsubscribe on this node
+	// already holds the change even when the proposal was forwarded.
+	WaitApplied func(ctx context.Context, index uint64) error
+
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
 

@@ -195,3 +195,27 @@ func rpcCode(err error) int {
 	}
 	return 0
 }
+
+func TestSubscribe_WaitsForLocalApply(t *testing.T) {
+	reg := newFakeRegistry(10)
+	reg.addSession("s1", "p1")
+	var waited []uint64
+	var mu sync.Mutex
+	hs := newHarness(t, reg, func(c *Config) {
+		c.WaitApplied = func(_ context.Context, index uint64) error {
+			mu.Lock()
+			defer mu.Unlock()
+			waited = append(waited, index)
+			return nil
+		}
+	})
+	id := hs.subscribe(t, "s1", `{}`)
+	if _, err := hs.hub.Unsubscribe(context.Background(), "s1", json.RawMessage(`{"subscriptionId":"`+id+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waited) != 2 || waited[0] != 1 {
+		t.Errorf("WaitApplied calls %v, want two (index 1)", waited)
+	}
+}
