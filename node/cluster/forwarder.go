@@ -71,10 +71,10 @@ func (f *Forwarder) Forward(ctx context.Context, leaderID, leaderAddr string, cm
 	giveUp := time.Now().Add(f.cfg.ForwardRetryTimeout)
 	pause := f.cfg.ForwardBackoff
 	target, last := leaderID, error(nil)
+	if target == "" {
+		target = f.localLeader()
+	}
 	for {
-		if target == "" {
-			target = f.localLeader()
-		}
 		idx, next, err, retry := f.attempt(ctx, target, cmd)
 		if !retry {
 			return idx, err
@@ -84,7 +84,8 @@ func (f *Forwarder) Forward(ctx context.Context, leaderID, leaderAddr string, cm
 			target = next // redirected: try the new leader at once
 			continue
 		}
-		target = ""
+		// Ask the local store again after the pause; without an answer,
+		// the same node may well win the election in progress.
 		if time.Now().Add(pause).After(giveUp) {
 			return 0, f.noLeader(last)
 		}
@@ -92,6 +93,9 @@ func (f *Forwarder) Forward(ctx context.Context, leaderID, leaderAddr string, cm
 			return 0, fmt.Errorf("forward: %w: %w", raftstore.ErrTimeout, ctx.Err())
 		}
 		pause = min(2*pause, f.cfg.ForwardMaxBackoff)
+		if l := f.localLeader(); l != "" {
+			target = l
+		}
 	}
 }
 

@@ -355,11 +355,21 @@ type fakeStore struct {
 	leader  string
 	servers []raftstore.Server
 	removed []string
+	calls   atomic.Int64
+	block   chan struct{} // when non-nil, ApplyRaw waits for it or ctx
 	mu      sync.Mutex
 }
 
 func (f *fakeStore) ID() string { return f.id }
-func (f *fakeStore) ApplyRaw(context.Context, []byte) (any, uint64, error) {
+func (f *fakeStore) ApplyRaw(ctx context.Context, _ []byte) (any, uint64, error) {
+	f.calls.Add(1)
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
 	if f.err != nil {
 		var ce *raftstore.CommandError
 		if errors.As(f.err, &ce) {
