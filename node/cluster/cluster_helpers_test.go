@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/node/registry"
-	"github.com/concordmap/concord/raftstore"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
 )
 
 // testNode is one node of an in-process cluster: a real raftstore Store

@@ -8,8 +8,8 @@ import (
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/router"
-	"github.com/concordmap/concord/raftstore"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
 )
 
 // This file declares what the package needs from its siblings, as small

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/concordmap/concord/raftstore"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
 )
 
 // Forwarder sends a follower's write to the leader over Cluster.Forward.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node/registry"
-	"github.com/concordmap/concord/raftstore"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
 )
 
 // TestForward_FollowerApplyReachesLeader: Store.Apply on a follower goes

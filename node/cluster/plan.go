@@ -47,7 +47,7 @@ const statusUnknown membership.Status = 0
 // planInput is everything plan decides from.
 type planInput struct {
 	self     string
-	servers  []raftstore.Server   // the Raft configuration
+	servers  []raftstore.Server    // the Raft configuration
 	members  map[string]memberView // gossip members and tracked unknown nodes
 	sessions []registry.Session    // the registry's sessions (may be nil)
 	now      time.Time

@@ -15,7 +15,9 @@ var t0 = time.Unix(1_750_000_000, 0)
 
 const delay = 30 * time.Second
 
-func voter(id string) raftstore.Server { return raftstore.Server{ID: id, Address: id + ":raft", Voter: true} }
+func voter(id string) raftstore.Server {
+	return raftstore.Server{ID: id, Address: id + ":raft", Voter: true}
+}
 
 func alive(id string) memberView {
 	return memberView{id: id, raftAddr: id + ":raft", server: true, status: membership.StatusAlive, since: t0}
@@ -106,7 +108,9 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-func four() []raftstore.Server { return []raftstore.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4")} }
+func four() []raftstore.Server {
+	return []raftstore.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4")}
+}
 
 func TestTracker_SinceFollowsStatusChanges(t *testing.T) {
 	tr := newTracker()

@@ -379,10 +379,10 @@ func (f *fakeStore) ApplyRaw(ctx context.Context, _ []byte) (any, uint64, error)
 	}
 	return nil, 7, nil
 }
-func (f *fakeStore) Leader() (string, string)  { return f.leader, f.leader + ":raft" }
-func (f *fakeStore) State() raftstore.State    { return raftstore.StateFollower }
-func (f *fakeStore) AppliedIndex() uint64      { return 3 }
-func (f *fakeStore) Stats() map[string]string  { return map[string]string{"k": "v"} }
+func (f *fakeStore) Leader() (string, string) { return f.leader, f.leader + ":raft" }
+func (f *fakeStore) State() raftstore.State   { return raftstore.StateFollower }
+func (f *fakeStore) AppliedIndex() uint64     { return 3 }
+func (f *fakeStore) Stats() map[string]string { return map[string]string{"k": "v"} }
 func (f *fakeStore) Configuration(context.Context) ([]raftstore.Server, error) {
 	return f.servers, nil
 }

@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/concordmap/concord/node/membership"
-	"github.com/concordmap/concord/raftstore"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
 )
 
 // service implements concordv1.ClusterServer for a Server.
