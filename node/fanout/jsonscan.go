@@ -7,8 +7,8 @@ package fanout
 // encoding/json.
 
 import (
+	"bytes"
 	"encoding/json"
-	"strings"
 )
 
 // withoutMember returns obj without its top-level member key (all
@@ -30,11 +30,13 @@ func withoutMember(obj []byte, key string) ([]byte, bool) {
 		if !ok || obj[i] != '"' {
 			return nil, false
 		}
-		k := string(obj[i+1 : end-1])
-		if strings.IndexByte(k, '\\') >= 0 {
+		match := string(obj[i+1:end-1]) == key // no allocation
+		if bytes.IndexByte(obj[i+1:end-1], '\\') >= 0 {
+			var k string
 			if json.Unmarshal(obj[i:end], &k) != nil {
 				return nil, false
 			}
+			match = k == key
 		}
 		i = skipWS(obj, end)
 		if i >= len(obj) || obj[i] != ':' {
@@ -43,7 +45,7 @@ func withoutMember(obj []byte, key string) ([]byte, bool) {
 		if end, ok = skipValue(obj, skipWS(obj, i+1)); !ok {
 			return nil, false
 		}
-		if k != key {
+		if !match {
 			if len(out) > 1 {
 				out = append(out, ',')
 			}
