@@ -57,7 +57,13 @@ func (ps *peerSender) sendBatch(st *relayStream, items []*item) error {
 		ps.inflight.push(it, st.nextSeq)
 		st.nextSeq++
 	}
+	// Send blocks when the peer stops reading (HTTP/2 flow control), and
+	// this goroutine is also the one that expires items: a watchdog aborts
+	// the stream once the oldest envelope in flight is past its deadline.
+	wait := time.Until(ps.inflight.peek().deadline)
 	ps.mu.Unlock()
+	wd := time.AfterFunc(min(max(wait, 0), ps.r.cfg.RelayDeliveryTimeout), st.cancel)
+	defer wd.Stop()
 	return st.stream.Send(&concordv1.RelayBatch{FromNodeId: ps.r.cfg.NodeID, Envelopes: ptrs})
 }
 

@@ -395,3 +395,34 @@ func (f *fakeStore) RemoveServer(_ context.Context, id string) error {
 	f.removed = append(f.removed, id)
 	return nil
 }
+
+// TestRelay_BlockedPeerCannotHangSenders: the peer stops reading, so the
+// stream's flow-control window fills and Send blocks; every message must
+// still fail by its deadline (the callers here have none of their own).
+func TestRelay_BlockedPeerCannotHangSenders(t *testing.T) {
+	p := newRelayPair(t, func(a, _ *Config) { a.RelayDeliveryTimeout = scaled(300 * time.Millisecond) })
+	block := make(chan struct{})
+	defer close(block)
+	p.recB.mu.Lock()
+	p.recB.block = block
+	p.recB.mu.Unlock()
+	big := make([]byte, 16<<10)
+	const n = 2000 // 32 MB: far beyond any HTTP/2 window
+	var wg sync.WaitGroup
+	var timedOut atomic.Int64
+	start := time.Now()
+	for range n {
+		wg.Add(1)
+		p.relay.Submit(context.Background(), "b", &router.Envelope{Message: big, RecipientAgentID: "x"}, func(err error) {
+			if errors.Is(err, ErrDeliveryTimeout) || errors.Is(err, ErrPeerUnavailable) {
+				timedOut.Add(1)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if timedOut.Load() != n {
+		t.Fatalf("%d of %d messages timed out, want all", timedOut.Load(), n)
+	}
+	mustBeWithin(t, start, 3*time.Second, "failing messages to a blocked peer")
+}
