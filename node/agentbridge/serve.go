@@ -1,0 +1,60 @@
+package agentbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/concordmap/concord/node/mapclient"
+)
+
+// Serve connects to the system as the agent cfg.AgentID (participantType
+// agent, participantId = the agent id, a grace-period disconnect policy so
+// the agent survives a failover), runs the bridge until ctx ends, and
+// closes the connection. client.OnMessage and the identity fields of
+// client are set here. It returns early with an error when the client
+// gives up reconnecting.
+func Serve(ctx context.Context, cfg Config, client mapclient.Config) error {
+	b, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	client.ParticipantType = mapclient.TypeAgent
+	client.ParticipantID = cfg.AgentID
+	if client.Name == "" {
+		client.Name = cfg.Name
+	}
+	if client.DisconnectPolicy == nil {
+		// The grace period must outlast a reconnect, or the agent would be
+		// unregistered while it fails over.
+		grace := max(client.ReconnectTimeout+30*time.Second, time.Minute)
+		client.DisconnectPolicy = &mapclient.DisconnectPolicy{AgentBehavior: "grace-period", GracePeriodMs: grace.Milliseconds()}
+	}
+	client.OnMessage = b.Deliver
+	c, err := mapclient.Dial(ctx, client)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	watch := make(chan struct{})
+	go func() {
+		defer close(watch)
+		// The client stops for good only when reconnecting failed.
+		select {
+		case <-c.Done():
+			cancel()
+		case <-runCtx.Done():
+		}
+	}()
+	runErr := b.Run(runCtx, c)
+	cancel()
+	<-watch
+	cctx, ccancel := context.WithTimeout(context.Background(), cfg.ReplyTimeout)
+	defer ccancel()
+	closeErr := c.Close(cctx)
+	if cerr := c.Err(); cerr != nil && !errors.Is(cerr, mapclient.ErrClosed) {
+		return errors.Join(cerr, runErr)
+	}
+	return errors.Join(runErr, closeErr)
+}
