@@ -189,3 +189,45 @@ func BenchmarkDecode_BaselineJSONUnmarshal_1000Claims(b *testing.B) {
 		}
 	}
 }
+
+// finalVoteRaw returns the raw result of p1's final vote in the 200-claim
+// benchmark run (~14 KB, 200 votes) and its task's round.
+func finalVoteRaw(b *testing.B) ([]byte, int) {
+	_, script := benchScript(200)
+	raw, err := wrapOutput(&Task{Kind: TaskRound, ParticipantID: "p1", Phase: PhaseFinalVote, Round: 4},
+		script.Agents["p1"]["final_vote"].Output)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw, 4
+}
+
+func BenchmarkDecodeRoundOutput_FinalVote200(b *testing.B) {
+	raw, round := finalVoteRaw(b)
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	for i := 0; i < b.N; i++ {
+		if _, err := decodeRoundOutput(raw, "p1", PhaseFinalVote, round); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkDecodeRoundOutput_BaselineReference is the encoding/json decoder
+// decodeRoundOutput replaced (output_ref_test.go), on the same result.
+func BenchmarkDecodeRoundOutput_BaselineReference(b *testing.B) {
+	raw, round := finalVoteRaw(b)
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	for i := 0; i < b.N; i++ {
+		if _, err := refDecodeRoundOutput(raw, "p1", PhaseFinalVote, round); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+}

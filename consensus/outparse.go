@@ -156,15 +156,97 @@ func names(s ...string) [][]byte {
 	return out
 }
 
-// field returns the index of the member name key in fields, or -1; an
-// exact match is tried first, then encoding/json's case folding.
-func field(key []byte, fields [][]byte) int {
-	for i, f := range fields {
-		if bytes.Equal(key, f) {
-			return i
-		}
+// The xxxField functions return the index of member name key in the
+// matching names table, or -1: an exact match is a switch (the common case),
+// anything else goes through foldField. TestFieldTables checks that each
+// switch agrees with its table.
+
+func envelopeField(key []byte) int {
+	switch string(key) {
+	case "kind":
+		return 0
+	case "output":
+		return 1
 	}
-	for i, f := range fields {
+	return foldField(key, envelopeFields)
+}
+
+func outputField(key []byte) int {
+	switch string(key) {
+	case "participantId":
+		return 0
+	case "phase":
+		return 1
+	case "round":
+		return 2
+	case "fullResponse":
+		return 3
+	case "summary":
+		return 4
+	case "taskTitle":
+		return 5
+	case "extractedClaims":
+		return 6
+	case "judgements":
+		return 7
+	case "claimVotes":
+		return 8
+	case "selfScore":
+		return 9
+	case "respondedAt":
+		return 10
+	}
+	return foldField(key, outputFields)
+}
+
+func claimField(key []byte) int {
+	switch string(key) {
+	case "title":
+		return 0
+	case "statement":
+		return 1
+	case "category":
+		return 2
+	case "claimId":
+		return 3
+	}
+	return foldField(key, claimFields)
+}
+
+func judgementField(key []byte) int {
+	switch string(key) {
+	case "claimId":
+		return 0
+	case "stance":
+		return 1
+	case "confidence":
+		return 2
+	case "rationale":
+		return 3
+	case "revisedStatement":
+		return 4
+	case "mergesWith":
+		return 5
+	}
+	return foldField(key, judgementFields)
+}
+
+func voteField(key []byte) int {
+	switch string(key) {
+	case "claimId":
+		return 0
+	case "vote":
+		return 1
+	case "reason":
+		return 2
+	}
+	return foldField(key, voteFields)
+}
+
+// foldField matches key against names with encoding/json's case folding
+// (its folded-name lookup is equivalent to bytes.EqualFold).
+func foldField(key []byte, names [][]byte) int {
+	for i, f := range names {
 		if bytes.EqualFold(key, f) {
 			return i
 		}
@@ -180,7 +262,7 @@ func (d *outDecoder) parse() bool {
 			d.fail()
 		}
 		for more := d.beginObject(); more && !d.bad; more = d.nextMember() {
-			switch field(d.objectKey(), envelopeFields) {
+			switch envelopeField(d.objectKey()) {
 			case 0:
 				d.kind = d.optCode(kindNames)
 			case 1:
@@ -213,7 +295,7 @@ func (d *outDecoder) output() {
 	}
 	o := &d.out
 	for more := d.beginObject(); more && !d.bad; more = d.nextMember() {
-		switch field(d.objectKey(), outputFields) {
+		switch outputField(d.objectKey()) {
 		case 0:
 			o.participantID = d.optStr()
 		case 1:
@@ -280,7 +362,7 @@ func decodeList[T any](d *outDecoder, l *list[T], elem func(*outDecoder, *T)) {
 
 func (d *outDecoder) claim(c *claimSpans) {
 	for more := d.beginObject(); more && !d.bad; more = d.nextMember() {
-		switch field(d.objectKey(), claimFields) {
+		switch claimField(d.objectKey()) {
 		case 0:
 			d.plainStr(&c.title)
 		case 1:
@@ -297,7 +379,7 @@ func (d *outDecoder) claim(c *claimSpans) {
 
 func (d *outDecoder) judgement(j *judgementSpans) {
 	for more := d.beginObject(); more && !d.bad; more = d.nextMember() {
-		switch field(d.objectKey(), judgementFields) {
+		switch judgementField(d.objectKey()) {
 		case 0:
 			d.plainStr(&j.claimID)
 		case 1:
@@ -318,7 +400,7 @@ func (d *outDecoder) judgement(j *judgementSpans) {
 
 func (d *outDecoder) vote(v *voteSpans) {
 	for more := d.beginObject(); more && !d.bad; more = d.nextMember() {
-		switch field(d.objectKey(), voteFields) {
+		switch voteField(d.objectKey()) {
 		case 0:
 			d.plainStr(&v.claimID)
 		case 1:
@@ -346,12 +428,16 @@ func (d *outDecoder) optStr() optSpan {
 	return optSpan{d.str(), true}
 }
 
-// code decodes a string and returns its optCode code; the text is dropped
-// from the arena.
+// code decodes a string and returns its optCode code. The text is not
+// kept: a string without escapes is compared in place, any other is
+// decoded into the arena and dropped again.
 func (d *outDecoder) code(fixed [][]byte) uint8 {
-	sp := d.str()
-	text := d.arena[sp.off:sp.end]
-	d.arena = d.arena[:sp.off]
+	text, ok := d.rawString()
+	if !ok {
+		sp := d.str()
+		text = d.arena[sp.off:sp.end]
+		d.arena = d.arena[:sp.off] // text stays readable until the next append
+	}
 	for i, f := range fixed {
 		if bytes.Equal(text, f) {
 			return uint8(i + 1)

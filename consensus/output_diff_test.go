@@ -101,3 +101,25 @@ func FuzzDecodeRoundOutput_Differential(f *testing.F) {
 		}
 	})
 }
+
+func TestFieldTables(t *testing.T) {
+	for _, tc := range []struct {
+		names [][]byte
+		index func([]byte) int
+	}{
+		{envelopeFields, envelopeField}, {outputFields, outputField}, {claimFields, claimField},
+		{judgementFields, judgementField}, {voteFields, voteField},
+	} {
+		for i, n := range tc.names {
+			if got := tc.index(n); got != i {
+				t.Errorf("%s: switch gives %d, table %d", n, got, i)
+			}
+			if got := tc.index(bytes.ToUpper(n)); got != i {
+				t.Errorf("%s: folded match gives %d, want %d", bytes.ToUpper(n), got, i)
+			}
+		}
+		if got := tc.index([]byte("nope")); got != -1 {
+			t.Errorf("unknown name matched %d", got)
+		}
+	}
+}

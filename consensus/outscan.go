@@ -48,8 +48,12 @@ func (d *outScanner) ws() {
 	}
 }
 
-// peek skips whitespace and returns the next byte, or 0 at the end.
+// peek skips whitespace and returns the next byte, or 0 at the end. The
+// test up front keeps the common case (no whitespace) inlined.
 func (d *outScanner) peek() byte {
+	if d.pos < len(d.in) && d.in[d.pos] > ' ' {
+		return d.in[d.pos]
+	}
 	d.ws()
 	if d.pos < len(d.in) {
 		return d.in[d.pos]
@@ -96,8 +100,39 @@ func (d *outScanner) str() span {
 	return span{int32(off), int32(len(d.arena))}
 }
 
+// plainByte[c] is true for the bytes a string holds verbatim: anything but
+// '"', '\\' and control characters.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// rawString returns the contents of the string at pos and moves past it
+// when it has no escapes; otherwise it returns false and does not move.
+func (d *outScanner) rawString() ([]byte, bool) {
+	in := d.in
+	if d.pos >= len(in) || in[d.pos] != '"' {
+		return nil, false
+	}
+	j := d.pos + 1
+	for j < len(in) && plainByte[in[j]] {
+		j++
+	}
+	if j >= len(in) || in[j] != '"' {
+		return nil, false
+	}
+	s := in[d.pos+1 : j]
+	d.pos = j + 1
+	return s, true
+}
+
 // unquote appends the decoded string at pos (which must be '"') to dst.
 func (d *outScanner) unquote(dst []byte) []byte {
+	if raw, ok := d.rawString(); ok {
+		return append(dst, raw...)
+	}
 	in := d.in
 	i := d.pos + 1
 	if d.pos >= len(in) || in[d.pos] != '"' {
@@ -106,7 +141,7 @@ func (d *outScanner) unquote(dst []byte) []byte {
 	}
 	for {
 		j := i
-		for j < len(in) && in[j] != '"' && in[j] != '\\' && in[j] >= 0x20 {
+		for j < len(in) && plainByte[in[j]] {
 			j++
 		}
 		dst = append(dst, in[i:j]...)
@@ -199,16 +234,8 @@ func (d *outScanner) objectKey() []byte {
 		d.fail()
 		return nil
 	}
-	start := d.pos + 1
-	i := start
-	for i < len(d.in) && d.in[i] != '"' && d.in[i] != '\\' && d.in[i] >= 0x20 {
-		i++
-	}
-	var k []byte
-	if i < len(d.in) && d.in[i] == '"' {
-		k = d.in[start:i]
-		d.pos = i + 1
-	} else {
+	k, ok := d.rawString()
+	if !ok {
 		d.key = d.unquote(d.key[:0])
 		k = d.key
 	}
