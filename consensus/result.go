@@ -35,17 +35,48 @@ func (s *State) finalVoteOutputs() []*Output {
 // resolutions applies spec §12 to every active claim in catalog order.
 func (s *State) resolutions() []ClaimResolution {
 	out := make([]ClaimResolution, 0, len(s.catalog))
-	pos := make(map[string]int, len(s.catalog)) // active claimId -> index in out
+	pos := make([]int32, len(s.catalog)) // catalog position -> index in out, -1 when not active
 	for i := range s.catalog {
+		pos[i] = -1
 		if s.catalog[i].Status == ClaimActive {
-			pos[s.catalog[i].ClaimID] = len(out)
-			out = append(out, ClaimResolution{ClaimID: s.catalog[i].ClaimID, Votes: []Vote{}})
+			pos[i] = int32(len(out))
+			out = append(out, ClaimResolution{ClaimID: s.catalog[i].ClaimID})
 		}
 	}
-	for _, o := range s.finalVoteOutputs() {
+	// Each claim's votes get a slice of one shared block, sized by a first
+	// pass that counts the votes naming it (duplicates included, so it is
+	// an upper bound): no slice ever grows.
+	outputs := s.finalVoteOutputs()
+	n := 0
+	for _, o := range outputs {
+		n += len(o.ClaimVotes)
+	}
+	target := make([]int32, 0, n) // index in out of each vote, -1 for none
+	counts := make([]int32, len(out))
+	total := 0
+	for _, o := range outputs {
 		for _, v := range o.ClaimVotes {
-			k, ok := pos[v.ClaimID]
-			if !ok {
+			k := int32(-1)
+			if i, ok := s.index[v.ClaimID]; ok {
+				k = pos[i]
+			}
+			target = append(target, k)
+			if k >= 0 {
+				counts[k]++
+				total++
+			}
+		}
+	}
+	block := make([]Vote, total)
+	for k := range out {
+		c := int(counts[k])
+		out[k].Votes, block = block[:0:c], block[c:]
+	}
+	for _, o := range outputs {
+		for _, v := range o.ClaimVotes {
+			k := target[0]
+			target = target[1:]
+			if k < 0 {
 				continue
 			}
 			r := &out[k]

@@ -1,6 +1,11 @@
 package consensus
 
-import "sort"
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+	"strings"
+)
 
 // scoreOf returns the per-output dimension values (spec §13).
 type outputScore struct {
@@ -37,17 +42,20 @@ func (s *State) scoreboard() []ParticipantScore {
 	for pi, p := range s.req.Participants {
 		board[pi] = participantScore(p.ID, per[pi])
 	}
-	sort.SliceStable(board, func(a, b int) bool {
-		if board[a].Total != board[b].Total {
-			return board[a].Total > board[b].Total
+	slices.SortStableFunc(board, func(a, b ParticipantScore) int {
+		if a.Total != b.Total {
+			if a.Total > b.Total {
+				return -1
+			}
+			return 1
 		}
-		return board[a].ParticipantID < board[b].ParticipantID
+		return strings.Compare(a.ParticipantID, b.ParticipantID)
 	})
 	return board
 }
 
 func participantScore(id string, outs []outputScore) ParticipantScore {
-	sort.SliceStable(outs, func(a, b int) bool { return outs[a].round < outs[b].round })
+	slices.SortStableFunc(outs, func(a, b outputScore) int { return cmp.Compare(a.round, b.round) })
 	ps := ParticipantScore{ParticipantID: id, ByRound: make([]RoundScore, len(outs))}
 	if len(outs) == 0 {
 		return ps
@@ -142,18 +150,22 @@ func (s *State) correctness() []float64 {
 	owners := s.rootOwners()
 	for ri := range s.rounds {
 		for _, o := range s.rounds[ri].Outputs {
+			judge := s.req.participantIndex(o.ParticipantID)
 			for _, j := range o.Judgements {
 				r := s.root(j.ClaimID)
 				if r < 0 {
 					continue
 				}
-				for _, w := range owners[r] {
-					if s.req.Participants[w].ID == o.ParticipantID {
-						continue
-					}
-					total[w]++
-					if j.Stance == StanceAgree {
-						agree[w]++
+				for wi, word := range owners.set(r) {
+					for ; word != 0; word &= word - 1 {
+						w := wi*64 + bits.TrailingZeros64(word)
+						if w == judge {
+							continue
+						}
+						total[w]++
+						if j.Stance == StanceAgree {
+							agree[w]++
+						}
 					}
 				}
 			}
@@ -169,25 +181,28 @@ func (s *State) correctness() []float64 {
 	return out
 }
 
-// rootOwners maps each root position to the participant indexes that own
-// it: the union of proposedBy over every claim with that root.
-func (s *State) rootOwners() map[int][]int {
-	owners := make(map[int][]int, len(s.catalog))
+// ownerSets holds, per catalog position, a bit set of participant indexes.
+type ownerSets struct {
+	words int // uint64 words per set
+	bits  []uint64
+}
+
+// set returns the bit set of position r.
+func (o ownerSets) set(r int) []uint64 { return o.bits[r*o.words : (r+1)*o.words] }
+
+// rootOwners gives each root position the participant indexes that own it:
+// the union of proposedBy over every claim with that root. Sets make the
+// union free of duplicates and allocate once for the whole catalog.
+func (s *State) rootOwners() ownerSets {
+	o := ownerSets{words: (len(s.req.Participants) + 63) / 64}
+	o.bits = make([]uint64, len(s.catalog)*o.words)
 	for i := range s.catalog {
 		r := s.root(s.catalog[i].ClaimID)
 		for _, p := range s.catalog[i].ProposedBy {
-			pi := s.req.participantIndex(p)
-			if pi < 0 {
-				continue
-			}
-			dup := false
-			for _, x := range owners[r] {
-				dup = dup || x == pi
-			}
-			if !dup {
-				owners[r] = append(owners[r], pi)
+			if pi := s.req.participantIndex(p); pi >= 0 {
+				o.bits[r*o.words+pi/64] |= 1 << (pi % 64)
 			}
 		}
 	}
-	return owners
+	return o
 }
