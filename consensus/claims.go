@@ -1,6 +1,8 @@
 package consensus
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -11,11 +13,25 @@ import (
 func (s *State) applyClaimUpdate(outputs []*Output, round int) (int, []AppliedMerge) {
 	newClaims := 0
 	rs := strconv.Itoa(round)
+	ids, owners := s.newClaimIDs(outputs, rs)
+	s.catalog = slices.Grow(s.catalog, len(owners))
+	if len(s.index) == 0 && len(owners) > 0 {
+		// The initial round creates most claims: size the index once
+		// instead of letting it grow by doubling.
+		s.index = make(map[string]int, len(owners))
+	}
 	for _, o := range outputs {
 		for seq, ec := range o.ExtractedClaims {
-			id := s.freeID(o.ParticipantID + ":" + rs + ":" + strconv.Itoa(seq))
+			// ids holds "<pid>:<round>:<seq>" for every new claim, in order.
+			n := len(o.ParticipantID) + 1 + len(rs) + 1 + decimalLen(seq)
+			id := s.freeID(ids[:n])
+			ids = ids[n:]
+			// Each claim's proposedBy is a one-entry window of one block; a
+			// merge replaces it with a fresh slice, never appends in place.
+			by := owners[newClaims : newClaims+1 : newClaims+1]
+			by[0] = o.ParticipantID
 			s.appendClaim(Claim{ClaimID: id, Title: ec.Title, Statement: ec.Statement, Category: ec.Category,
-				ProposedBy: []string{o.ParticipantID}, Status: ClaimActive})
+				ProposedBy: by, Status: ClaimActive})
 			newClaims++
 		}
 	}
@@ -33,13 +49,49 @@ func (s *State) applyClaimUpdate(outputs []*Output, round int) (int, []AppliedMe
 			merges = s.applyJudgement(&o.Judgements[i], o.ParticipantID, merges)
 		}
 	}
-	sort.SliceStable(merges, func(a, b int) bool {
-		return s.index[merges[a].SourceClaimID] < s.index[merges[b].SourceClaimID]
+	slices.SortStableFunc(merges, func(a, b AppliedMerge) int {
+		return cmp.Compare(s.index[a.SourceClaimID], s.index[b.SourceClaimID])
 	})
 	for i := range merges {
 		sort.Strings(merges[i].ParticipantIDs)
 	}
 	return newClaims, merges
+}
+
+// newClaimIDs returns the candidate ids of every extracted claim of the
+// round concatenated in one string (one allocation for all of them), and a
+// block for their proposedBy entries.
+func (s *State) newClaimIDs(outputs []*Output, rs string) (string, []string) {
+	n, size := 0, 0
+	for _, o := range outputs {
+		for seq := range o.ExtractedClaims {
+			n++
+			size += len(o.ParticipantID) + 1 + len(rs) + 1 + decimalLen(seq)
+		}
+	}
+	if n == 0 {
+		return "", nil
+	}
+	b := make([]byte, 0, size)
+	for _, o := range outputs {
+		for seq := range o.ExtractedClaims {
+			b = append(b, o.ParticipantID...)
+			b = append(b, ':')
+			b = append(b, rs...)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, int64(seq), 10)
+		}
+	}
+	return string(b), make([]string, n)
+}
+
+// decimalLen is len(strconv.Itoa(n)) for n >= 0.
+func decimalLen(n int) int {
+	l := 1
+	for ; n >= 10; n /= 10 {
+		l++
+	}
+	return l
 }
 
 // freeID returns id, or id with a "#n" suffix when a claim already uses it.
@@ -60,7 +112,13 @@ func (s *State) freeID(id string) string {
 func (s *State) appendClaim(c Claim) {
 	s.index[c.ClaimID] = len(s.catalog)
 	s.catalog = append(s.catalog, c)
+	s.catalogChanged()
 }
+
+// catalogChanged drops the task catalogs cached by taskCatalog. Every
+// change to s.catalog goes through appendClaim or applyJudgement, and both
+// call it.
+func (s *State) catalogChanged() { s.taskCatalogs = [2][]Claim{} }
 
 // root follows mergedInto links to the canonical claim. It returns the
 // position of the root, or -1 for an id not in the catalog. The walk is
@@ -92,6 +150,7 @@ func (s *State) applyJudgement(j *Judgement, pid string, merges []AppliedMerge) 
 	}
 	if j.RevisedStatement != nil && (j.Stance == StanceRevise || j.Stance == StanceDisagree) {
 		s.catalog[direct].Statement = *j.RevisedStatement
+		s.catalogChanged()
 	}
 	if j.MergesWith == nil {
 		return merges
@@ -116,6 +175,7 @@ func (s *State) applyJudgement(j *Judgement, pid string, merges []AppliedMerge) 
 		survivor, loser = b, a
 	}
 	sid, lid := s.catalog[survivor].ClaimID, s.catalog[loser].ClaimID
+	s.catalogChanged()
 	s.catalog[loser].Status = ClaimMerged
 	s.catalog[loser].MergedInto = sid
 	owners := make([]string, 0, len(s.catalog[survivor].ProposedBy)+len(s.catalog[loser].ProposedBy))

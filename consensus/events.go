@@ -37,7 +37,7 @@ type Event struct {
 func (st *stepper) emit(typ string, payload any, at int64) {
 	s := st.s
 	ev := &Event{Seq: s.eventCount, AtMs: at, SessionID: s.sessionID, RequestID: s.req.RequestID,
-		Type: typ, At: isoTime(at), Payload: payload}
+		Type: typ, At: st.iso(at), Payload: payload}
 	s.eventCount++
 	st.add(EmitEvent{Event: ev})
 }

@@ -1,5 +1,7 @@
 package consensus
 
+import "slices"
+
 // startRound dispatches one task per active participant, in request order,
 // and arms the per-task timers and the round timer (spec §6.1, §8).
 func (st *stepper) startRound(phase Phase, round int) {
@@ -19,10 +21,9 @@ func (st *stepper) startRound(phase Phase, round int) {
 	}
 	cur.timerDue = st.at + window
 	s.cur = cur
-	catalog := s.taskCatalog(phase)
-	peers := s.peerTexts()
 	ids := make([]string, 0, s.activeCount)
 	taskIDs := make([]string, 0, s.activeCount)
+	cur.tasks = make([]taskSlot, 0, s.activeCount)
 	for i, p := range s.req.Participants {
 		if !s.active[i] {
 			continue
@@ -33,10 +34,10 @@ func (st *stepper) startRound(phase Phase, round int) {
 		taskIDs = append(taskIDs, slot.id)
 	}
 	cur.pending = len(cur.tasks)
-	for i := range cur.tasks {
-		t := &cur.tasks[i]
-		st.add(DispatchTask{Task: s.roundTask(t, cur, catalog, peers)})
-		st.add(SetTimer{ID: t.id, Kind: TimerTask, At: t.due})
+	st.fx = slices.Grow(st.fx, 2*len(cur.tasks)+2)
+	for _, task := range s.pendingRoundTasks(cur) {
+		st.add(DispatchTask{Task: task})
+		st.add(SetTimer{ID: task.ID, Kind: TimerTask, At: task.TimeoutAt})
 	}
 	st.add(SetTimer{ID: s.roundTimerID(round), Kind: TimerRound, At: cur.timerDue})
 	st.emit(EventRoundDispatched, &RoundDispatchedPayload{Phase: phase, Round: round,
@@ -55,7 +56,7 @@ func (st *stepper) settleRoundTask(t *taskSlot, status taskStatus, out *Output, 
 	st.add(ClearTimer{ID: t.id})
 	if status == taskCompleted {
 		out.respondedAtMs = st.at
-		out.RespondedAt = isoTime(st.at)
+		out.RespondedAt = st.iso(st.at)
 		t.output = out
 		s.totalTurns++
 		st.emit(EventParticipantResponded, respondedPayload(out), st.at)
@@ -77,7 +78,7 @@ func (st *stepper) settleRoundTask(t *taskSlot, status taskStatus, out *Output, 
 	s.active[idx] = false
 	s.activeCount--
 	s.eliminations = append(s.eliminations, Elimination{ParticipantID: t.pid, Round: cur.round,
-		Reason: reason, At: isoTime(st.at), atMs: st.at})
+		Reason: reason, At: st.iso(st.at), atMs: st.at})
 	st.emit(EventParticipantEliminated, &ParticipantEliminatedPayload{Phase: cur.phase, Round: cur.round,
 		ParticipantID: t.pid, Reason: reason, Error: errMsg}, st.at)
 }

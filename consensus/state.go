@@ -106,6 +106,9 @@ type State struct {
 	finishedAt   int64
 
 	viewCache *runView // derived once the final vote is over; not encoded
+	// taskCatalogs caches taskCatalog for the initial phase [0] and the
+	// later ones [1] until the catalog changes; derived, not encoded.
+	taskCatalogs [2][]Claim
 }
 
 // SessionID returns the run's session id.
@@ -133,14 +136,7 @@ func (s *State) Failure() *Failure { return s.failure }
 func (s *State) OutstandingTasks() []*Task {
 	var out []*Task
 	if s.cur != nil {
-		catalog := s.taskCatalog(s.cur.phase)
-		peers := s.peerTexts()
-		for i := range s.cur.tasks {
-			t := &s.cur.tasks[i]
-			if t.status == taskPending {
-				out = append(out, s.roundTask(t, s.cur, catalog, peers))
-			}
-		}
+		out = s.pendingRoundTasks(s.cur)
 	}
 	if s.reportTask != nil {
 		out = append(out, s.buildReportTask(s.reportTask))

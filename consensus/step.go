@@ -31,7 +31,7 @@ func Step(s *State, in Input) (*State, []Effect, error) {
 	if s.Done() {
 		return s, nil, ignored("run is " + s.life.String())
 	}
-	st := &stepper{s: s, at: in.At}
+	st := newStepper(s, in.At)
 	var err error
 	switch in.Kind {
 	case InputTaskResult:
@@ -47,6 +47,9 @@ func Step(s *State, in Input) (*State, []Effect, error) {
 	}
 	if err != nil {
 		return s, nil, err
+	}
+	if len(st.fx) == 0 {
+		return s, nil, nil // as before the effects were pre-allocated
 	}
 	return s, st.fx, nil
 }
@@ -72,12 +75,30 @@ func cancelMessage(reason string) string {
 
 // stepper accumulates the effects of one Step.
 type stepper struct {
-	s  *State
-	at int64
-	fx []Effect
+	s      *State
+	at     int64
+	fx     []Effect
+	atText string // isoTime(at), once needed
+}
+
+func newStepper(s *State, at int64) *stepper {
+	// Most inputs produce a few effects: reserve them in one allocation.
+	return &stepper{s: s, at: at, fx: make([]Effect, 0, 4)}
 }
 
 func (st *stepper) add(e Effect) { st.fx = append(st.fx, e) }
+
+// iso is isoTime(at), formatted once per step for the step's own time:
+// events, eliminations and respondedAt of one step share the string.
+func (st *stepper) iso(at int64) string {
+	if at != st.at {
+		return isoTime(at)
+	}
+	if st.atText == "" {
+		st.atText = isoTime(at)
+	}
+	return st.atText
+}
 
 func start(in Input) (*State, []Effect, error) {
 	if in.Request == nil {
@@ -101,7 +122,7 @@ func start(in Input) (*State, []Effect, error) {
 		s.active[i] = true
 	}
 	s.rebuildIndex()
-	st := &stepper{s: s, at: in.At}
+	st := newStepper(s, in.At)
 	ids := make([]string, len(req.Participants))
 	for i, p := range req.Participants {
 		ids[i] = p.ID

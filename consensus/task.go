@@ -155,14 +155,24 @@ func (t *Task) MarshalJSON() ([]byte, error) {
 
 // taskCatalog is the catalog sent with a round task: all of it for the
 // initial round, only active claims afterwards (§7.1). The copy is shared by
-// every task of the round and never modified.
+// every task of the round, and by the tasks of later rounds while the
+// catalog does not change (debate rounds that only agree, the final vote);
+// it is never modified.
 func (s *State) taskCatalog(phase Phase) []Claim {
+	k := 1
+	if phase == PhaseInitial {
+		k = 0
+	}
+	if c := s.taskCatalogs[k]; c != nil {
+		return c
+	}
 	out := make([]Claim, 0, len(s.catalog))
 	for i := range s.catalog {
 		if phase == PhaseInitial || s.catalog[i].Status == ClaimActive {
 			out = append(out, s.catalog[i])
 		}
 	}
+	s.taskCatalogs[k] = out
 	return out
 }
 
@@ -185,24 +195,61 @@ func (s *State) peerTexts() []PeerInput {
 	return peers
 }
 
-func (s *State) roundTask(t *taskSlot, cur *roundState, catalog []Claim, peers []PeerInput) *Task {
-	req := s.req
-	mine := make([]PeerInput, 0, len(peers))
-	for _, p := range peers {
-		if p.ParticipantID != t.pid && int64(len(mine)) < req.PeerContextPolicy.MaxPeersPerRound {
-			mine = append(mine, p)
+// roundTaskMem is the memory of one round task; a round allocates all of
+// them in one block.
+type roundTaskMem struct {
+	task Task
+	md   RoundMetadata
+}
+
+// pendingRoundTasks builds the tasks of the current round's pending slots,
+// in dispatch order. What they share (catalog, peer texts, prompt, schema)
+// is built once per call, and their memory is allocated in blocks.
+func (s *State) pendingRoundTasks(cur *roundState) []*Task {
+	n := 0
+	for i := range cur.tasks {
+		if cur.tasks[i].status == taskPending {
+			n++
 		}
 	}
-	md := &RoundMetadata{ParticipantSessionKey: req.sessionKeyPrefix() + ":" + s.sessionID + ":" + t.pid,
-		PeerContextPassMode: req.PeerContextPolicy.PassMode, Constraints: req.Constraints, Context: req.Context,
-		OutputSchema: OutputSchema{Ref: "argue.round." + string(cur.phase) + ".output-content.v1",
-			JSONSchema: roundSchemas[cur.phase]}}
-	if pi := req.participantIndex(t.pid); pi >= 0 {
-		md.Role = req.Participants[pi].Role
+	if n == 0 {
+		return nil
 	}
-	return &Task{ID: t.id, Kind: TaskRound, ParticipantID: t.pid, TimeoutAt: t.due, Phase: cur.phase,
-		Round: cur.round, SessionID: s.sessionID, RequestID: req.RequestID, Prompt: s.roundPrompt(cur.phase, cur.round),
-		PeerRoundInputs: mine, ClaimCatalog: catalog, RoundMetadata: md}
+	req := s.req
+	catalog := s.taskCatalog(cur.phase)
+	peers := s.peerTexts()
+	prompt := s.roundPrompt(cur.phase, cur.round)
+	schema := OutputSchema{Ref: "argue.round." + string(cur.phase) + ".output-content.v1",
+		JSONSchema: roundSchemas[cur.phase]}
+	maxPeers := int(min(int64(len(peers)), req.PeerContextPolicy.MaxPeersPerRound))
+	peerBlock := make([]PeerInput, 0, n*max(maxPeers, 0))
+	mem := make([]roundTaskMem, n)
+	out := make([]*Task, 0, n)
+	for i := range cur.tasks {
+		t := &cur.tasks[i]
+		if t.status != taskPending {
+			continue
+		}
+		start := len(peerBlock)
+		for _, p := range peers {
+			if p.ParticipantID != t.pid && int64(len(peerBlock)-start) < req.PeerContextPolicy.MaxPeersPerRound {
+				peerBlock = append(peerBlock, p)
+			}
+		}
+		m := &mem[len(out)]
+		m.md = RoundMetadata{ParticipantSessionKey: req.sessionKeyPrefix() + ":" + s.sessionID + ":" + t.pid,
+			PeerContextPassMode: req.PeerContextPolicy.PassMode, Constraints: req.Constraints, Context: req.Context,
+			OutputSchema: schema}
+		if pi := req.participantIndex(t.pid); pi >= 0 {
+			m.md.Role = req.Participants[pi].Role
+		}
+		m.task = Task{ID: t.id, Kind: TaskRound, ParticipantID: t.pid, TimeoutAt: t.due, Phase: cur.phase,
+			Round: cur.round, SessionID: s.sessionID, RequestID: req.RequestID, Prompt: prompt,
+			PeerRoundInputs: peerBlock[start:len(peerBlock):len(peerBlock)], ClaimCatalog: catalog,
+			RoundMetadata: &m.md}
+		out = append(out, &m.task)
+	}
+	return out
 }
 
 func (s *State) buildReportTask(t *pendingTask) *Task {
