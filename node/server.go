@@ -12,8 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/fanout"
 	"github.com/concordmap/concord/node/mapsvc"
+	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/router"
 	"github.com/concordmap/concord/node/rpc"
@@ -34,7 +36,18 @@ type Server struct {
 	svc      *mapsvc.Service
 	rpc      *rpc.Server
 
+	// Cluster parts (node/cluster, node/membership).
+	members    lateMembers
+	membership *membership.Membership
+	memberSub  *membership.Subscription
+	directory  *cluster.Directory
+	forwarder  *cluster.Forwarder
+	relay      *cluster.Relay
+	cluster    *cluster.Server
+	reconciler *cluster.Reconciler
+
 	httpLn  net.Listener
+	grpcLn  net.Listener
 	httpSrv *http.Server
 
 	// cancel stops the background loops started by Start; wg waits for them.
@@ -57,20 +70,68 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "node", "node_id", cfg.NodeID)}
 
-	reg, err := registry.New(cfg.Registry)
-	if err != nil {
-		return nil, fmt.Errorf("build registry: %w", err)
-	}
-	s.registry = reg
-	if err := s.openStore(); err != nil {
-		return nil, err
-	}
-	s.metrics = newMetrics(cfg.NodeID, s.store)
-	if err := s.buildMAPService(); err != nil {
-		_ = s.store.Shutdown(context.Background())
+	if err := s.build(); err != nil {
+		s.closeBuilt()
 		return nil, err
 	}
 	return s, nil
+}
+
+// build constructs every component without starting any. Listeners are
+// bound here so their (possibly OS-chosen) addresses can be advertised.
+func (s *Server) build() error {
+	reg, err := registry.New(s.cfg.Registry)
+	if err != nil {
+		return fmt.Errorf("build registry: %w", err)
+	}
+	s.registry = reg
+	if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("listen http %s: %w", s.cfg.HTTPAddr, err)
+	}
+	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
+		return fmt.Errorf("listen grpc %s: %w", s.cfg.GRPCAddr, err)
+	}
+	if err := s.buildClusterClients(); err != nil {
+		return err
+	}
+	if err := s.openStore(); err != nil {
+		return err
+	}
+	s.forwarder.SetLeaderSource(s.store)
+	s.metrics = newMetrics(s.cfg.NodeID, s.store)
+	if err := s.buildMembership(); err != nil {
+		return err
+	}
+	if err := s.buildMAPService(); err != nil {
+		return err
+	}
+	return s.buildClusterServer()
+}
+
+// closeBuilt releases what build acquired when it failed part way.
+func (s *Server) closeBuilt() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if s.memberSub != nil {
+		s.memberSub.Close()
+	}
+	if s.membership != nil {
+		_ = s.membership.Shutdown()
+	}
+	if s.store != nil {
+		_ = s.store.Shutdown(ctx)
+	}
+	if s.relay != nil {
+		_ = s.relay.Close()
+	}
+	if s.forwarder != nil {
+		_ = s.forwarder.Close()
+	}
+	for _, ln := range []net.Listener{s.httpLn, s.grpcLn} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
 }
 
 func (s *Server) openStore() error {
@@ -81,6 +142,7 @@ func (s *Server) openStore() error {
 	rc.AdvertiseAddr = s.cfg.RaftAdvertise
 	rc.Modules = []raftstore.Module{s.registry}
 	rc.Logger = s.cfg.Logger
+	rc.Forwarder = s.forwarder
 	store, err := raftstore.New(rc)
 	if err != nil {
 		return fmt.Errorf("open raft store: %w", err)
@@ -109,7 +171,8 @@ func (s *Server) buildMAPService() error {
 	rcfg.NodeID = s.cfg.NodeID
 	rcfg.Registry = s.registry
 	rcfg.Sessions = sessions
-	rcfg.Events = hub
+	rcfg.Events = cluster.NewEventBroadcaster(hub, s.relay)
+	rcfg.Relay = s.relay
 	rcfg.Logger = s.cfg.Logger
 	rt, err := router.New(rcfg)
 	if err != nil {
@@ -126,6 +189,7 @@ func (s *Server) buildMAPService() error {
 	mcfg.LinearizableRead = s.store.LinearizableRead
 	mcfg.Router = rt
 	mcfg.Fanout = hub
+	mcfg.NodeAlive = s.directory.Alive
 	mcfg.Logger = s.cfg.Logger
 	svc, err := mapsvc.New(mcfg)
 	if err != nil {
@@ -153,18 +217,22 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 func (s *Server) start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen http %s: %w", s.cfg.HTTPAddr, err)
-	}
-	s.httpLn = ln
-	if s.cfg.Bootstrap {
-		if err := s.store.BootstrapSelf(ctx); err != nil {
-			return fmt.Errorf("bootstrap raft: %w", err)
-		}
-	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	// The directory subscribes before gossip starts so it misses no change,
+	// and runs before bootstrap so forwarding can find the leader at once.
+	dirSub := s.membership.Subscribe()
+	if err := s.membership.Start(ctx); err != nil {
+		dirSub.Close()
+		return fmt.Errorf("start membership: %w", err)
+	}
+	s.directory.Refresh()
+	s.goLoop("directory", func() error { defer dirSub.Close(); return s.directory.Run(runCtx, dirSub.Changed()) })
+	s.goLoop("grpc", func() error { return s.cluster.Serve(s.grpcLn) })
+	if err := s.bootstrap(ctx); err != nil {
+		return err
+	}
+	s.goLoop("reconciler", func() error { return s.reconciler.Run(runCtx) })
 	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
 	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
 
@@ -174,7 +242,7 @@ func (s *Server) start(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	s.goLoop("http", func() error {
-		if err := s.httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := s.httpSrv.Serve(s.httpLn); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil
@@ -182,7 +250,8 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.waitReady(ctx); err != nil {
 		return err
 	}
-	s.log.Info("node ready", "http", s.HTTPAddr(), "raft", s.store.Stats()["raft_addr"])
+	s.log.Info("node ready", "http", s.HTTPAddr(), "grpc", s.grpcAdvertise(), "raft", s.store.Addr(),
+		"gossip", s.membership.LocalMember().GossipAddr)
 	return nil
 }
 
@@ -262,27 +331,52 @@ func (s *Server) shutdown(ctx context.Context) error {
 		defer cancel()
 	}
 	var errs []error
-	// 1. Stop accepting clients. MAP connections are hijacked WebSockets that
-	// http.Server.Shutdown does not track, so the rpc server closes them; it
-	// runs before the store stops because closing a connection proposes the
-	// session's detach through Raft.
-	if s.httpSrv != nil {
-		if err := s.httpSrv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("shutdown http: %w", err))
+	add := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
 		}
 	}
-	if err := s.rpc.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("shutdown rpc: %w", err))
+	// 1. Stop accepting clients. MAP connections are hijacked WebSockets that
+	// http.Server.Shutdown does not track, so the rpc server closes them. It
+	// runs while Raft and the forwarder still work, because closing a
+	// connection proposes the session's detach.
+	if s.httpSrv != nil {
+		add("shutdown http", s.httpSrv.Shutdown(ctx))
+	} else {
+		_ = s.httpLn.Close()
 	}
-	// 2. Stop the background loops (they read the store).
+	add("shutdown rpc", s.rpc.Shutdown(ctx))
+	// 2. Hand leadership to a peer first, so the cluster does not wait an
+	// election timeout for us (best effort: alone, or no peer caught up).
+	if s.store.IsLeader() {
+		if err := s.store.LeadershipTransfer(ctx); err != nil {
+			s.log.Debug("leadership transfer skipped", "err", err)
+		}
+	}
+	// 3. Stop the gRPC service (peers' forwards and relays now fail over),
+	// then the loops that read the store, then the outbound clients.
+	add("shutdown cluster grpc", s.cluster.Shutdown(ctx))
 	if s.cancel != nil {
 		s.cancel()
 	}
 	s.wg.Wait()
-	// 3. Stop Raft last: it closes its transport and the bolt stores.
-	if err := s.store.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("shutdown raft store: %w", err))
-	}
+	add("close relay", s.relay.Close())
+	add("close forwarder", s.forwarder.Close())
+	// 4. Raft closes its transport and the bolt stores; gossip goes last so
+	// peers see us alive until Raft is down.
+	add("shutdown raft store", s.store.Shutdown(ctx))
+	s.memberSub.Close()
+	add("shutdown membership", s.membership.Shutdown())
 	s.log.Info("node stopped")
 	return errors.Join(errs...)
+}
+
+// Leave leaves the cluster gracefully: peers see the node as left (and the
+// leader removes it from the Raft configuration at once), then it shuts
+// down. Use it to retire a server; a plain Shutdown is a restart.
+func (s *Server) Leave(ctx context.Context) error {
+	if err := s.membership.Leave(ctx); err != nil {
+		return fmt.Errorf("leave gossip: %w", err)
+	}
+	return s.Shutdown(ctx)
 }

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -45,9 +46,15 @@ type client struct {
 
 func dial(t *testing.T, srv *node.Server) *client {
 	t.Helper()
+	return dialWith(t, srv, nil)
+}
+
+// dialWith connects with h serving what the node sends (nil: dropped).
+func dialWith(t *testing.T, srv *node.Server, h rpc.Handler) *client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := rpc.Dial(ctx, srv.MAPURL(), rpc.DefaultClientConfig(), nil)
+	conn, err := rpc.Dial(ctx, srv.MAPURL(), rpc.DefaultClientConfig(), h)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -61,6 +68,10 @@ func (c *client) call(method string, params any) map[string]any {
 	defer cancel()
 	raw, err := c.conn.Call(ctx, method, params)
 	if err != nil {
+		var re *rpc.Error
+		if errors.As(err, &re) && re.Data != nil {
+			c.t.Fatalf("%s: %v (details %v)", method, err, re.Data.Details)
+		}
 		c.t.Fatalf("%s: %v", method, err)
 	}
 	var out map[string]any

@@ -137,6 +137,11 @@ func (m *Membership) observe(n *memberlist.Node, gone bool) {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.state == stateShut {
+		// memberlist's suspicion timers can fire after Shutdown; the
+		// caller's logger and subscribers may be gone by then.
+		return
+	}
 	prev, had := m.members[mem.ID]
 	var kind EventKind
 	switch {

@@ -5,6 +5,7 @@ import (
 	"log"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 )
 
 // newMemberlistLogger bridges memberlist's *log.Logger onto slog.
@@ -12,12 +13,19 @@ import (
 // the bracketed level onto the slog level and strips the prefixes, so
 // memberlist's chatty DEBUG lines are filtered by the handler's level like
 // any other debug log instead of all arriving at one fixed level.
-func newMemberlistLogger(l *slog.Logger) *log.Logger {
-	return slog.NewLogLogger(levelHandler{h: l.Handler()}, slog.LevelInfo)
+//
+// muted silences the bridge once Shutdown has returned: memberlist's probe
+// goroutine may finish its current round (and log) a moment later, and the
+// caller's handler may be gone by then (a finished test's output panics).
+func newMemberlistLogger(l *slog.Logger, muted *atomic.Bool) *log.Logger {
+	return slog.NewLogLogger(levelHandler{h: l.Handler(), muted: muted}, slog.LevelInfo)
 }
 
 // levelHandler re-levels records written through slog.NewLogLogger.
-type levelHandler struct{ h slog.Handler }
+type levelHandler struct {
+	h     slog.Handler
+	muted *atomic.Bool
+}
 
 // Enabled cannot know the real level yet (the writer asks with the fixed
 // level before the line is parsed); Handle checks again once it does.
@@ -28,7 +36,7 @@ func (lh levelHandler) Enabled(ctx context.Context, _ slog.Level) bool {
 
 func (lh levelHandler) Handle(ctx context.Context, r slog.Record) error {
 	level, msg := parseMemberlistLine(r.Message)
-	if !lh.h.Enabled(ctx, level) {
+	if lh.muted.Load() || !lh.h.Enabled(ctx, level) {
 		return nil
 	}
 	nr := slog.NewRecord(r.Time, level, msg, r.PC)
@@ -40,11 +48,11 @@ func (lh levelHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (lh levelHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return levelHandler{h: lh.h.WithAttrs(as)}
+	return levelHandler{h: lh.h.WithAttrs(as), muted: lh.muted}
 }
 
 func (lh levelHandler) WithGroup(name string) slog.Handler {
-	return levelHandler{h: lh.h.WithGroup(name)}
+	return levelHandler{h: lh.h.WithGroup(name), muted: lh.muted}
 }
 
 var memberlistLevels = []struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -33,7 +34,7 @@ func TestParseMemberlistLine(t *testing.T) {
 func TestMemberlistLogger_MapsLevels(t *testing.T) {
 	var buf bytes.Buffer
 	h := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})
-	l := newMemberlistLogger(slog.New(h).With("component", "memberlist"))
+	l := newMemberlistLogger(slog.New(h).With("component", "memberlist"), new(atomic.Bool))
 	l.Printf("[DEBUG] memberlist: chatty %d", 1)
 	l.Printf("[WARN] memberlist: something odd")
 	out := buf.String()

@@ -33,6 +33,7 @@ type Membership struct {
 	cfg          Config
 	log          *slog.Logger
 	mlLog        *log.Logger
+	mlLogMuted   atomic.Bool // set when Shutdown returns; see newMemberlistLogger
 	leaving      atomic.Bool // advertised; set once by Leave
 	bootstrapped atomic.Bool // advertised; set once by SetBootstrapped
 	joined       chan struct{}
@@ -69,16 +70,17 @@ func New(cfg Config) (*Membership, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Membership{
+	m := &Membership{
 		cfg:     cfg,
 		log:     logger.With("component", "membership", "node_id", cfg.NodeID),
-		mlLog:   newMemberlistLogger(logger.With("component", "memberlist", "node_id", cfg.NodeID)),
 		joined:  make(chan struct{}),
 		stop:    make(chan struct{}),
 		members: make(map[string]memberEntry),
 		subs:    make(map[*Subscription]struct{}),
 		ignored: make(map[string]time.Time),
-	}, nil
+	}
+	m.mlLog = newMemberlistLogger(logger.With("component", "memberlist", "node_id", cfg.NodeID), &m.mlLogMuted)
+	return m, nil
 }
 
 // Start binds the gossip listeners and, when JoinAddrs is set, starts a
@@ -304,5 +306,6 @@ func (m *Membership) Shutdown() error {
 		s.close()
 	}
 	m.log.Info("gossip stopped")
+	m.mlLogMuted.Store(true)
 	return err
 }

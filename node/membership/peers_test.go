@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func TestMembership_IgnoresPeerWithGarbageMeta(t *testing.T) {
 		mc.BindAddr, mc.BindPort, mc.AdvertisePort = "127.0.0.1", 0, 0
 		mc.SecretKey = testKey
 		mc.Delegate = junkMeta{meta: meta}
-		mc.Logger = newMemberlistLogger(testLogger(t, mc.Name, slog.LevelWarn))
+		mc.Logger = newMemberlistLogger(testLogger(t, mc.Name, slog.LevelWarn), new(atomic.Bool))
 		mc.LogOutput = nil
 		TestTimings().apply(mc)
 		junk, err := memberlist.Create(mc)
