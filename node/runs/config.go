@@ -1,0 +1,192 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/node/router"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Names this package puts on the wire.
+const (
+	// ServiceID is the address agents reply to (map/send to:"concord.runs")
+	// and the `from` of every task message.
+	ServiceID = "concord.runs"
+	// ExtensionURI and ExtensionVersion are advertised in map/connect's
+	// capabilities.extensions.
+	ExtensionURI     = "urn:map:ext:x-concord-runs:1"
+	ExtensionVersion = "1.0"
+	// EventTypePrefix prefixes every run event's MAP type:
+	// x-concord.run.RoundCompleted, ...
+	EventTypePrefix = "x-concord.run."
+	// TaskMessageType is payload.type of a task message sent to an agent.
+	TaskMessageType = "x-concord.run.task"
+
+	MethodStart  = "x-concord/runs/start"
+	MethodGet    = "x-concord/runs/get"
+	MethodList   = "x-concord/runs/list"
+	MethodCancel = "x-concord/runs/cancel"
+)
+
+// EventAppender puts events into the replicated event log window.
+// *registry.State implements it (AppendEvents); it is called from the
+// module's Apply on raft's FSM goroutine.
+type EventAppender interface {
+	AppendEvents(index uint64, evs []registry.Event) []registry.Event
+}
+
+// Config configures the replicated Module.
+type Config struct {
+	// Events receives every run event as a MAP event (required). Every
+	// replica must be given its own registry, like the module itself.
+	Events EventAppender
+	// OutboxLimit is how many applied inputs (count) may wait for the
+	// leader's driver before the module drops them and asks the driver to
+	// rescan every run instead. Higher absorbs longer driver stalls; a
+	// rescan rebuilds every outstanding task, which is slower.
+	OutboxLimit int
+	// Logger is the parent logger; nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns production defaults; Events must be set.
+func DefaultConfig() Config {
+	return Config{OutboxLimit: 10_000}
+}
+
+// Validate reports a configuration error wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	switch {
+	case c.Events == nil:
+		return fmt.Errorf("%w: Events is required", ErrInvalidConfig)
+	case c.OutboxLimit < 1:
+		return fmt.Errorf("%w: OutboxLimit must be >= 1", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Proposer proposes one Raft command (implemented by *raftstore.Store; on a
+// follower the store forwards to the leader).
+type Proposer interface {
+	Apply(ctx context.Context, t concordv1.CommandType, m proto.Message) (any, uint64, error)
+}
+
+// Sender sends a MAP message on behalf of the service: *router.Router
+// satisfies it. The driver sends task messages through it.
+type Sender interface {
+	Send(ctx context.Context, from router.Sender, params json.RawMessage) (any, error)
+}
+
+// Leadership reports raft leadership changes: *raftstore.Store satisfies it.
+type Leadership interface {
+	SubscribeLeadership() (<-chan bool, func())
+}
+
+// AgentReader looks agents up in the local registry replica:
+// *registry.State satisfies it.
+type AgentReader interface {
+	Agent(id string) (registry.Agent, bool)
+}
+
+// ServiceConfig configures a Service: the MAP side (extension methods,
+// reply endpoint) and the leader's driver.
+type ServiceConfig struct {
+	// NodeID is this node's id, recorded in the inputs it proposes.
+	NodeID string
+	// Module is this node's replica of the runs module (required).
+	Module *Module
+	// Store proposes RUN_INPUT commands (required).
+	Store Proposer
+	// Agents is the local registry replica (required): start checks that
+	// participants are registered agents, replies that the sender owns
+	// the task's agent.
+	Agents AgentReader
+	// Sender delivers task messages (required by Run).
+	Sender Sender
+	// Leadership starts the driver on leadership gained and stops it on
+	// loss (required by Run).
+	Leadership Leadership
+	// IsLeader reports whether this node leads (required). Followers wait
+	// up to LagWait for their replica to catch up before refusing a reply
+	// or cancel for an unknown run or task.
+	IsLeader func() bool
+	// WaitApplied, optional, waits until the local replica has applied an
+	// index, so a caller reads its own writes on this node.
+	WaitApplied func(ctx context.Context, index uint64) error
+
+	// LagWait bounds how long a follower waits for its replica to show a
+	// run or task it does not know yet before refusing (90000/90002).
+	// Longer tolerates more replication lag; refusals of truly unknown
+	// ids take that long on followers.
+	LagWait time.Duration
+	// MaxPageSize caps list's limit; DefaultPageSize is used without one.
+	MaxPageSize     int
+	DefaultPageSize int
+	// RetryMin and RetryMax bound the exponential backoff between attempts
+	// to send a task that could not be delivered (agent unknown or not
+	// connected) and to re-propose a timer after a transient error.
+	RetryMin time.Duration
+	RetryMax time.Duration
+	// SendTimeout bounds one send of a task message.
+	SendTimeout time.Duration
+	// ProposeTimeout bounds one proposal made by the driver.
+	ProposeTimeout time.Duration
+	// TimerCheckInterval is the longest the driver sleeps without reading
+	// the clock again, which bounds how late a timer fires after the
+	// clock jumps forward (timers are absolute times from the log).
+	TimerCheckInterval time.Duration
+
+	// Logger is the parent logger; nil discards.
+	Logger *slog.Logger
+	// Clock returns the current time; for tests. nil means time.Now.
+	Clock func() time.Time
+}
+
+// DefaultServiceConfig returns production defaults; NodeID, Module, Store,
+// Agents, IsLeader (and for Run: Sender, Leadership) must be set.
+func DefaultServiceConfig() ServiceConfig {
+	return ServiceConfig{
+		LagWait:         2 * time.Second,
+		MaxPageSize:     1000,
+		DefaultPageSize: 100,
+		RetryMin:        200 * time.Millisecond,
+		RetryMax:        10 * time.Second,
+		SendTimeout:     10 * time.Second,
+		ProposeTimeout:  10 * time.Second,
+
+		TimerCheckInterval: time.Second,
+	}
+}
+
+// Validate reports a configuration error wrapping ErrInvalidConfig.
+func (c ServiceConfig) Validate() error {
+	bad := func(msg string) error { return fmt.Errorf("%w: %s", ErrInvalidConfig, msg) }
+	switch {
+	case c.NodeID == "":
+		return bad("NodeID is required")
+	case c.Module == nil:
+		return bad("Module is required")
+	case c.Store == nil:
+		return bad("Store is required")
+	case c.Agents == nil:
+		return bad("Agents is required")
+	case c.IsLeader == nil:
+		return bad("IsLeader is required")
+	case c.LagWait < 0:
+		return bad("LagWait must be >= 0")
+	case c.MaxPageSize < 1 || c.DefaultPageSize < 1 || c.DefaultPageSize > c.MaxPageSize:
+		return bad("need 1 <= DefaultPageSize <= MaxPageSize")
+	case c.RetryMin <= 0 || c.RetryMax < c.RetryMin:
+		return bad("need 0 < RetryMin <= RetryMax")
+	case c.SendTimeout <= 0 || c.ProposeTimeout <= 0 || c.TimerCheckInterval <= 0:
+		return bad("SendTimeout, ProposeTimeout and TimerCheckInterval must be > 0")
+	}
+	return nil
+}

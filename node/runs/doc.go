@@ -1,0 +1,45 @@
+// Package runs replicates consensus runs (the claim-level debate engine of
+// package consensus) through Raft and drives them from the leader.
+//
+// Three parts:
+//
+//   - Module, the raftstore state module "runs". Every engine input (start,
+//     task result, task failure, timer, cancel) is one committed
+//     COMMAND_TYPE_RUN_INPUT entry carrying its own time and ids; Apply feeds
+//     it to consensus.Step, so every replica holds byte-identical run state.
+//     Apply also keeps what the engine does not expose (pending timers, the
+//     dispatched tasks and whether each is still outstanding, the event
+//     list), derived from Step's effects, and appends every engine event to
+//     the registry's replicated event window as a MAP event
+//     "x-concord.run.<Type>" with an id derived from (run id, seq). The
+//     snapshot holds every run's consensus.EncodeState plus that
+//     bookkeeping.
+//   - the driver, run by Service.Run only while this node leads: it sends
+//     each dispatched task to its agent as a MAP message from
+//     "concord.runs" through the router, retries undeliverable sends with
+//     backoff (the agent may reconnect elsewhere) until the engine stops
+//     waiting, arms the engine's timers (absolute times from the log) and
+//     proposes timer_fired when they are due. A new leader's driver
+//     re-sends every outstanding task and re-arms every pending timer.
+//   - Service's MAP face: the extension methods x-concord/runs/start, get,
+//     list and cancel (mounted through mapsvc.Config.ExtensionMethods) and
+//     HandleSend, the endpoint for agents' replies (map/send to
+//     "concord.runs", mounted through mapsvc.Config.Services).
+//
+// Refusals write nothing. Inputs the engine would ignore (a duplicate or
+// late reply, a reply from the wrong agent, a stale timer, cancel of a
+// finished run) are refused by Check against the local replica before
+// anything is proposed; Apply runs the same check first, so an input that
+// loses a race with another commits as a no-op returning the same error.
+// A follower's replica may lag behind what an agent has already seen, so a
+// follower waits up to ServiceConfig.LagWait for an unknown run or task to
+// appear before refusing it.
+//
+// What it does not do: run the engine off the log (there is no local
+// mode here; see consensus.RunLocal), forget finished runs (they stay in
+// the state and snapshots), or tell an agent that a task was cancelled.
+//
+// The wire shapes (task message, reply, methods, errors, events) are in
+// PROTOCOL.md beside this file. node.Server wires the package: see the
+// Service and Module constructors.
+package runs

@@ -1,0 +1,132 @@
+package runs
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"strconv"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/node/registry"
+)
+
+// recordEvents turns the engine events of one Step into run events (kept
+// in the run) and MAP events (for the registry window). Payloads are
+// encoded once; both shapes are built from those bytes.
+func (r *run) recordEvents(evs []*consensus.Event) []registry.Event {
+	if len(evs) == 0 {
+		return nil
+	}
+	out := make([]registry.Event, 0, len(evs))
+	for _, ev := range evs {
+		payload, err := json.Marshal(ev.Payload)
+		if err != nil {
+			// Engine payloads are plain structs and always encode; keep
+			// replicas identical rather than panicking if one ever fails.
+			payload = json.RawMessage("null")
+		}
+		re := runEvent{seq: ev.Seq, atMs: ev.AtMs, at: ev.At, typ: ev.Type, payload: payload,
+			id: eventID(r.id, ev.Seq, ev.AtMs)}
+		r.events = append(r.events, re)
+		r.observe(&r.events[len(r.events)-1])
+		out = append(out, registry.Event{
+			ID:        re.id,
+			Type:      EventTypePrefix + ev.Type,
+			Timestamp: ev.AtMs,
+			Source:    ServiceID,
+			Data:      r.mapEventData(&re),
+			AgentIDs:  subjects(ev.Payload),
+		})
+	}
+	return out
+}
+
+// eventID derives a run event's MAP id from (run id, seq): a ULID whose
+// time is the event's and whose entropy is a hash of the pair, so it is
+// the same on every replica and sorts by time. The registry re-derives
+// the id in the unlikely case of a collision in its window.
+func eventID(runID string, seq, atMs int64) string {
+	var u ulid.ULID
+	ms := uint64(max(atMs, 0))
+	_ = u.SetTime(min(ms, ulid.MaxTime()))
+	h := sha256.Sum256([]byte(runID + "/" + strconv.FormatInt(seq, 10)))
+	_ = u.SetEntropy(h[:10])
+	return u.String()
+}
+
+// mapEventData is the MAP event's data: {runId, requestId, seq, at, payload}.
+func (r *run) mapEventData(ev *runEvent) json.RawMessage {
+	b := make([]byte, 0, 96+len(r.id)+len(r.requestID)+len(ev.payload))
+	b = append(b, `{"runId":`...)
+	b = appendJSONString(b, r.id)
+	b = append(b, `,"requestId":`...)
+	b = appendJSONString(b, r.requestID)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, ev.seq, 10)
+	b = append(b, `,"at":`...)
+	b = appendJSONString(b, ev.at)
+	b = append(b, `,"payload":`...)
+	b = append(b, ev.payload...)
+	return append(b, '}')
+}
+
+// engineEvent is the engine's own event envelope (argue's shape:
+// {sessionId, requestId, type, at, payload}), as get returns it.
+func (r *run) engineEvent(ev *runEvent) json.RawMessage {
+	b := make([]byte, 0, 96+len(r.id)+len(r.requestID)+len(ev.typ)+len(ev.payload))
+	b = append(b, `{"sessionId":`...)
+	b = appendJSONString(b, r.id)
+	b = append(b, `,"requestId":`...)
+	b = appendJSONString(b, r.requestID)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, ev.typ)
+	b = append(b, `,"at":`...)
+	b = appendJSONString(b, ev.at)
+	if len(ev.payload) > 0 && string(ev.payload) != "null" {
+		b = append(b, `,"payload":`...)
+		b = append(b, ev.payload...)
+	}
+	return append(b, '}')
+}
+
+// subjects are the agents an event is about, for `agents` subscription
+// filters.
+func subjects(payload any) []string {
+	var id string
+	switch p := payload.(type) {
+	case *consensus.ParticipantRespondedPayload:
+		id = p.ParticipantID
+	case *consensus.ParticipantEliminatedPayload:
+		id = p.ParticipantID
+	case *consensus.ReportDispatchedPayload:
+		id = p.ReporterID
+	case *consensus.ReportCompletedPayload:
+		id = p.ReporterID
+	case *consensus.ActionDispatchedPayload:
+		id = p.ActorID
+	case *consensus.ActionCompletedPayload:
+		id = p.ActorID
+	case *consensus.ActionFailedPayload:
+		id = p.ActorID
+	}
+	if id == "" {
+		return nil
+	}
+	return []string{id}
+}
+
+// appendJSONString appends s as a JSON string. encoding/json is used for
+// anything but plain printable ASCII, so escaping (and invalid UTF-8
+// replacement) matches it exactly.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
