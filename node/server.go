@@ -189,7 +189,9 @@ func (s *Server) buildMAPService() error {
 	mcfg.LinearizableRead = s.store.LinearizableRead
 	mcfg.Router = rt
 	mcfg.Fanout = hub
-	mcfg.NodeAlive = s.directory.Alive
+	// Dead nodes' sessions are detached by the cluster reconciler, which
+	// waits out the cleanup delay; mapsvc's own sweep (NodeAlive) stays off
+	// because a new leader's cold directory would detach live sessions.
 	mcfg.Logger = s.cfg.Logger
 	svc, err := mapsvc.New(mcfg)
 	if err != nil {
@@ -267,7 +269,10 @@ func (s *Server) goLoop(name string, fn func() error) {
 	}()
 }
 
-// waitReady polls readiness until it holds or ReadyTimeout passes.
+// waitReady waits until the node can serve consistent reads of everything
+// committed before it started: on the leader a ReadIndex barrier (which
+// also applies the log replayed after a restart), on a follower contact
+// with the leader and the log applied up to the commit index it learned.
 func (s *Server) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
 	defer cancel()
@@ -275,7 +280,15 @@ func (s *Server) waitReady(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		reason := s.notReadyReason()
-		if reason == "" {
+		if reason == "" && s.store.IsLeader() {
+			bctx, bcancel := context.WithTimeout(ctx, time.Second)
+			err := s.store.LinearizableRead(bctx)
+			bcancel()
+			if err == nil {
+				return nil
+			}
+			reason = "leader barrier: " + err.Error()
+		} else if reason == "" {
 			return nil
 		}
 		select {
@@ -286,12 +299,17 @@ func (s *Server) waitReady(ctx context.Context) error {
 	}
 }
 
-// notReadyReason returns "" when the node is ready to serve, else why not.
+// notReadyReason returns "" when the node is ready to serve, else why not:
+// it must know a leader, a follower must have heard from it, and the FSM
+// must have applied everything known to be committed.
 func (s *Server) notReadyReason() string {
 	if id, _ := s.store.Leader(); id == "" {
 		return "no raft leader"
 	}
 	stats := s.store.Stats()
+	if !s.store.IsLeader() && stats["last_contact"] == "never" {
+		return "no contact with the leader yet"
+	}
 	applied, _ := strconv.ParseUint(stats["applied_index"], 10, 64)
 	commit, _ := strconv.ParseUint(stats["commit_index"], 10, 64)
 	if applied < commit {
