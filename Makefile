@@ -58,6 +58,31 @@ dev: build ## one dev node on 127.0.0.1 (ws://127.0.0.1:7700/map)
 bench: ## benchmarks, each printed beside its baseline
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./raftstore/... ./consensus/... ./node/... ./cluster-test/...
 
+# Local 3-node cluster: node N (1..3) listens on 77N0 HTTP/MAP, 77N1 gRPC,
+# 77N2 Raft, 77N3 gossip (node1 = 7700..7703, node2 = 7710..7713, node3 =
+# 7720..7723); data, logs and pid files under ./.data/nodeN.
+CLUSTER_NODES := 1 2 3
+cluster: build ## start a local 3-node cluster in the background (ports in README)
+	@mkdir -p .data
+	@test -f .data/gossip.key || ./bin/concord keygen > .data/gossip.key
+	@for i in $(CLUSTER_NODES); do \
+	  p=77$$(( i - 1 )); mkdir -p .data/node$$i; \
+	  if [ -f .data/node$$i/pid ] && kill -0 $$(cat .data/node$$i/pid) 2>/dev/null; then echo "node$$i already running"; continue; fi; \
+	  ./bin/concord server --node-id node$$i --system-id local --data-dir .data/node$$i \
+	    --http-addr 127.0.0.1:$${p}0 --grpc-addr 127.0.0.1:$${p}1 --raft-addr 127.0.0.1:$${p}2 --gossip-addr 127.0.0.1:$${p}3 \
+	    --join 127.0.0.1:7703,127.0.0.1:7713,127.0.0.1:7723 --bootstrap-expect 3 \
+	    --gossip-key "$$(cat .data/gossip.key)" > .data/node$$i/log 2>&1 & echo $$! > .data/node$$i/pid; \
+	done
+	@for i in $(CLUSTER_NODES); do p=77$$(( i - 1 )); \
+	  for t in $$(seq 1 100); do curl -fsS http://127.0.0.1:$${p}0/v1/ready >/dev/null 2>&1 && break; sleep 0.2; done; \
+	  curl -fsS http://127.0.0.1:$${p}0/v1/ready >/dev/null 2>&1 && echo "node$$i ready: ws://127.0.0.1:$${p}0/map" || { echo "node$$i not ready, see .data/node$$i/log"; exit 1; }; \
+	done
+
+cluster-stop: ## stop the local cluster (data stays in ./.data)
+	@for i in $(CLUSTER_NODES); do \
+	  if [ -f .data/node$$i/pid ]; then kill $$(cat .data/node$$i/pid) 2>/dev/null && echo "stopped node$$i"; rm -f .data/node$$i/pid; fi; \
+	done
+
 sdk-deps: ## install the pinned MAP TypeScript SDK used by interop tests
 	@if [ -f cluster-test/sdk/package-lock.json ]; then cd cluster-test/sdk && npm ci --no-audit --no-fund --silent; fi
 

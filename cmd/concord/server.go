@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"time"
@@ -22,7 +23,18 @@ type serverFlags struct {
 	raftAdvertise string
 	bootstrap     bool
 	maxFrameBytes int64
-	logs          logFlags
+
+	grpcAddr        string
+	grpcAdvertise   string
+	gossipAddr      string
+	gossipAdvertise string
+	join            []string
+	bootstrapExpect int
+	gossipKey       string
+	deadCleanup     time.Duration
+	minQuorum       int
+	leaveOnShutdown bool
+	logs            logFlags
 	// changed reports whether the user set a flag, so --dev keeps its own
 	// defaults for everything not given explicitly.
 	changed func(name string) bool
@@ -51,6 +63,16 @@ with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/m
 	fl.StringVar(&f.raftAddr, "raft-addr", d.RaftAddr, "listen address for the Raft transport")
 	fl.StringVar(&f.raftAdvertise, "raft-advertise", "", "Raft address other nodes dial (default: --raft-addr)")
 	fl.BoolVar(&f.bootstrap, "bootstrap", false, "bootstrap a single-node cluster on first start")
+	fl.StringVar(&f.grpcAddr, "grpc-addr", d.GRPCAddr, "listen address for node-to-node gRPC (forwarding, relay, admin)")
+	fl.StringVar(&f.grpcAdvertise, "grpc-advertise", "", "gRPC address peers dial (default: --grpc-addr)")
+	fl.StringVar(&f.gossipAddr, "gossip-addr", d.GossipAddr, "listen address for LAN gossip (UDP and TCP)")
+	fl.StringVar(&f.gossipAdvertise, "gossip-advertise", "", "gossip address peers use (default: --gossip-addr)")
+	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of servers to join (comma separated; retried with backoff)")
+	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "bootstrap Raft once this many servers see each other (every initial server uses the same value)")
+	fl.StringVar(&f.gossipKey, "gossip-key", "", "base64 gossip encryption key, 16/24/32 bytes (required unless --dev; see concord keygen)")
+	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", d.Cluster.DeadServerCleanupDelay, "remove a dead server from Raft after this long")
+	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many by dead-server cleanup")
+	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
 	f.logs.register(cmd)
 	return cmd
@@ -82,6 +104,9 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 	fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 	shCtx, shCancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer shCancel()
+	if f.leaveOnShutdown {
+		return srv.Leave(shCtx)
+	}
 	return srv.Shutdown(shCtx)
 }
 
@@ -102,7 +127,8 @@ func (f serverFlags) config() (node.Config, func(), error) {
 			cleanup = func() { _ = os.RemoveAll(tmp) }
 		}
 		cfg = node.DevConfig(dir)
-		cfg.HTTPAddr, cfg.RaftAddr = "127.0.0.1:7700", "127.0.0.1:7702"
+		cfg.HTTPAddr, cfg.GRPCAddr = "127.0.0.1:7700", "127.0.0.1:7701"
+		cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:7702", "127.0.0.1:7703"
 		cfg.ReadyTimeout = 10 * time.Second
 	}
 	apply := func(flag string, dst *string, v string) {
@@ -116,6 +142,24 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	apply("http-addr", &cfg.HTTPAddr, f.httpAddr)
 	apply("raft-addr", &cfg.RaftAddr, f.raftAddr)
 	apply("raft-advertise", &cfg.RaftAdvertise, f.raftAdvertise)
+	apply("grpc-addr", &cfg.GRPCAddr, f.grpcAddr)
+	apply("grpc-advertise", &cfg.GRPCAdvertise, f.grpcAdvertise)
+	apply("gossip-addr", &cfg.GossipAddr, f.gossipAddr)
+	apply("gossip-advertise", &cfg.GossipAdvertise, f.gossipAdvertise)
+	cfg.Join = f.join
+	cfg.BootstrapExpect = f.bootstrapExpect
+	cfg.Cluster.DeadServerCleanupDelay = f.deadCleanup
+	cfg.Cluster.MinQuorum = f.minQuorum
+	if f.gossipKey != "" {
+		key, err := base64.StdEncoding.DecodeString(f.gossipKey)
+		if err != nil {
+			return cfg, cleanup, fmt.Errorf("--gossip-key: not base64: %w", err)
+		}
+		cfg.GossipKey = key
+	}
+	if f.bootstrapExpect > 0 {
+		cfg.Bootstrap = false // --dev bootstraps alone unless told to expect peers
+	}
 	cfg.Bootstrap = cfg.Bootstrap || f.bootstrap
 	cfg.RPC.MaxFrameBytes = f.maxFrameBytes
 	if !f.dev && (cfg.NodeID == "" || cfg.DataDir == "") {

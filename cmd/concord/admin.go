@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// adminFlags locate the node an operator command talks to (its gRPC port).
+type adminFlags struct {
+	addr    string
+	timeout time.Duration
+}
+
+func (f *adminFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:7701", "gRPC address of any node of the system")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 5*time.Second, "deadline for the request")
+}
+
+// call dials the node and runs fn with a deadline. Plaintext gRPC, like the
+// node-to-node traffic (TLS is a later issue).
+func (f *adminFlags) call(ctx context.Context, fn func(context.Context, concordv1.ClusterClient) error) error {
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", f.addr, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	if err := fn(ctx, concordv1.NewClusterClient(conn)); err != nil {
+		return fmt.Errorf("%s: %w", f.addr, err)
+	}
+	return nil
+}
+
+func newMembersCmd() *cobra.Command {
+	var f adminFlags
+	cmd := &cobra.Command{
+		Use:   "members",
+		Short: "List the gossip members of the system as one node sees them",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.call(cmd.Context(), func(ctx context.Context, c concordv1.ClusterClient) error {
+				res, err := c.Members(ctx, &concordv1.MembersRequest{})
+				if err != nil {
+					return err
+				}
+				return printMembers(cmd.OutOrStdout(), res.GetMembers())
+			})
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func printMembers(w io.Writer, ms []*concordv1.ClusterMember) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATUS\tGOSSIP\tHTTP\tGRPC\tRAFT\tVERSION")
+	for _, m := range ms {
+		status := strings.ToLower(strings.TrimPrefix(m.GetStatus().String(), "MEMBER_STATUS_"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.GetId(), status, m.GetGossipAddress(),
+			m.GetHttpAddress(), m.GetGrpcAddress(), m.GetRaftAddress(), m.GetVersion())
+	}
+	return tw.Flush()
+}
+
+func newRaftCmd() *cobra.Command {
+	raftCmd := &cobra.Command{Use: "raft", Short: "Inspect and change the Raft configuration"}
+	var peers, remove adminFlags
+	peersCmd := &cobra.Command{
+		Use:   "peers",
+		Short: "List the Raft servers, their suffrage and the leader",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return peers.call(cmd.Context(), func(ctx context.Context, c concordv1.ClusterClient) error {
+				res, err := c.RaftPeers(ctx, &concordv1.RaftPeersRequest{})
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NODE\tADDRESS\tSUFFRAGE\tLEADER")
+				for _, p := range res.GetPeers() {
+					suffrage := strings.ToLower(strings.TrimPrefix(p.GetSuffrage().String(), "RAFT_SUFFRAGE_"))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", p.GetId(), p.GetAddress(), suffrage, p.GetLeader())
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	peers.register(peersCmd)
+	removeCmd := &cobra.Command{
+		Use:   "remove-peer NODE_ID",
+		Short: "Remove a server from the Raft configuration (e.g. one that will never return)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return remove.call(cmd.Context(), func(ctx context.Context, c concordv1.ClusterClient) error {
+				if _, err := c.RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: args[0]}); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "removed %s from the raft configuration\n", args[0])
+				return err
+			})
+		},
+	}
+	remove.register(removeCmd)
+	raftCmd.AddCommand(peersCmd, removeCmd)
+	return raftCmd
+}
+
+func newKeygenCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "keygen",
+		Short: "Print a new random gossip encryption key (base64, 32 bytes) for --gossip-key",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			key := make([]byte, 32)
+			if _, err := rand.Read(key); err != nil {
+				return fmt.Errorf("read random key: %w", err)
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), base64.StdEncoding.EncodeToString(key))
+			return err
+		},
+	}
+}
