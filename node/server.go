@@ -162,6 +162,7 @@ func (s *Server) buildMAPService() error {
 	fcfg.Registry = s.registry
 	fcfg.Sessions = sessions
 	fcfg.Proposer = proposer
+	fcfg.AfterReply = rpc.AfterReply // first events follow the subscribe reply
 	fcfg.Logger = s.cfg.Logger
 	hub, err := fanout.New(fcfg)
 	if err != nil {

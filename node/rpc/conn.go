@@ -68,6 +68,11 @@ type Conn struct {
 	closeCode   int
 	closeReason string
 
+	// afterReply holds functions registered with AfterReply by the
+	// handlers of the frame being served; the reader runs them once that
+	// frame's replies are queued. Guarded by mu.
+	afterReply []func()
+
 	closingCh  chan struct{} // closed by beginClose
 	readExited chan struct{} // closed when the read loop returned
 	writerDone chan struct{}

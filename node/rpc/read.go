@@ -85,6 +85,7 @@ func (c *Conn) handleFrame(data []byte) {
 			putFrame(f)
 		}
 	}
+	c.runAfterReply()
 	if c.setHandling(false) {
 		code, reason := c.closeState()
 		c.beginClose(code, reason)
