@@ -16,14 +16,13 @@ type testCluster struct {
 	kvs    []*kvModule
 }
 
-// clusterConfig is TestConfig with timings that tolerate a loaded CI
-// machine running several nodes under -race (50 ms lost leadership
-// during setup when three test binaries ran at once).
+// clusterConfig is TestConfig with raft's production-like timings: under
+// -race on a loaded 2-core machine, 100-300 ms leases expired mid-test.
 func clusterConfig(t *testing.T, id string, kv *kvModule) Config {
 	cfg := TestConfig(t, id, kv)
-	cfg.HeartbeatTimeout = 300 * time.Millisecond
-	cfg.ElectionTimeout = 300 * time.Millisecond
-	cfg.LeaderLeaseTimeout = 300 * time.Millisecond
+	cfg.HeartbeatTimeout = 500 * time.Millisecond
+	cfg.ElectionTimeout = 500 * time.Millisecond
+	cfg.LeaderLeaseTimeout = 500 * time.Millisecond
 	return cfg
 }
 

@@ -136,6 +136,7 @@ func (s *Store) closeResources() {
 		_ = s.trans.Close()
 		s.trans.CloseStreams()
 		_ = s.layer.Close()
+		s.layer.handlers().Wait() // they end once their connections close
 	}
 	if s.bolt != nil {
 		if err := s.bolt.Close(); err != nil {
@@ -176,7 +177,9 @@ func (s *Store) leave() { s.inflight.Done() }
 //  4. release any caller still waiting (ErrShutdown) and close the pooled
 //     and accepted connections, so no transport goroutine lingers;
 //  5. stop the leadership goroutine and close subscribers' channels;
-//  6. close the bolt store last: raft may write to it until step 3.
+//  6. wait for the accepted connections' handlers to return (raft answers
+//     heartbeats there and writes the term to bolt), then close the bolt
+//     store last.
 //
 // Shutdown is idempotent: later calls wait for the first to finish and
 // return its result. Leadership is not handed off here; call
@@ -213,8 +216,12 @@ func (s *Store) Shutdown(ctx context.Context) error {
 	_ = s.layer.Close()
 	s.bg.Wait()
 	s.closeSubscribers()
+	// raft answers heartbeats on the transport's connection goroutines and
+	// writes the term to bolt there; bolt may close only once they are gone.
 	var boltErr error
-	if err := s.bolt.Close(); err != nil {
+	if err := waitGroupCtx(ctx, s.layer.handlers()); err != nil {
+		boltErr = fmt.Errorf("raftstore: connections still being served, log store left open: %w", err)
+	} else if err := s.bolt.Close(); err != nil {
 		boltErr = fmt.Errorf("raftstore: close log store: %w", err)
 	}
 	s.shutdownErr = errors.Join(drainErr, raftErr, boltErr)

@@ -25,12 +25,20 @@ func newTransport(cfg Config, logger *hclogAdapter) (*raft.NetworkTransport, *tr
 		}
 		inner = tcp
 	}
-	layer := &trackingLayer{StreamLayer: inner, conns: make(map[net.Conn]struct{})}
+	layer := &trackingLayer{StreamLayer: inner, conns: make(map[*trackedConn]struct{})}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: cfg.MaxPool,
 		Timeout: cfg.TransportTimeout,
 		Logger:  logger,
+		// 1 turns raft's pipelined replication off. With it on, a
+		// rejected AppendEntries can leave the pipeline's decoder and
+		// sender blocked on each other, and raft's Shutdown then waits
+		// forever for the replication goroutine (seen here in the
+		// cluster tests; pyroscope hit the same, grafana/pyroscope#5518).
+		// raft's docs measure little benefit from pipelining alongside
+		// batching.
+		MaxRPCsInFlight: 1,
 	})
 	return trans, layer, nil
 }
@@ -72,16 +80,20 @@ func (t *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 	return d.Dial("tcp", string(address))
 }
 
-// trackingLayer remembers accepted connections so Close can close them.
-// raft's NetworkTransport does not: each accepted connection has a goroutine
-// blocked reading it until the remote end hangs up, which would outlive
-// Shutdown while peers keep their pooled connections open.
+// trackingLayer remembers accepted connections so Close can close them and
+// Shutdown can wait for their handlers. raft's NetworkTransport does
+// neither: each accepted connection has a goroutine reading it until the
+// remote end hangs up, and that goroutine answers heartbeats itself (raft's
+// fast path), writing the term to the stable store. It would outlive
+// Shutdown while peers keep pooled connections open, and could write to
+// the bolt file after Shutdown closed it.
 type trackingLayer struct {
 	raft.StreamLayer
 
 	mu     sync.Mutex
 	closed bool
-	conns  map[net.Conn]struct{} // guarded by mu
+	conns  map[*trackedConn]struct{} // open accepted connections; guarded by mu
+	live   sync.WaitGroup            // accepted connections not yet closed by their handler
 }
 
 // Accept implements net.Listener.
@@ -98,21 +110,25 @@ func (l *trackingLayer) Accept() (net.Conn, error) {
 	}
 	tc := &trackedConn{Conn: c, layer: l}
 	l.conns[tc] = struct{}{}
+	l.live.Add(1)
 	return tc, nil
 }
 
-// Close closes the listener and every accepted connection still open.
+// Close closes the listener and every accepted connection still open. It
+// is idempotent. raft's handler goroutines then return and close their
+// connections, which wait observes.
 func (l *trackingLayer) Close() error {
 	l.mu.Lock()
 	l.closed = true
-	conns := l.conns
-	l.conns = make(map[net.Conn]struct{})
+	conns := make([]*trackedConn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
 	l.mu.Unlock()
 	err := l.StreamLayer.Close()
-	for c := range conns {
-		tc := c.(*trackedConn)
-		tc.closing.Store(true)
-		_ = tc.Conn.Close()
+	for _, c := range conns {
+		c.closing.Store(true)
+		_ = c.Conn.Close()
 	}
 	if errors.Is(err, net.ErrClosed) {
 		return nil
@@ -120,13 +136,11 @@ func (l *trackingLayer) Close() error {
 	return err
 }
 
-func (l *trackingLayer) forget(c *trackedConn) {
-	l.mu.Lock()
-	delete(l.conns, c)
-	l.mu.Unlock()
-}
+// handlers returns the wait group of accepted connections whose handler
+// has not finished; wait on it only after Close.
+func (l *trackingLayer) handlers() *sync.WaitGroup { return &l.live }
 
-// trackedConn removes itself from its layer when closed.
+// trackedConn leaves its layer when closed (by raft's handler, on exit).
 type trackedConn struct {
 	net.Conn
 	layer   *trackingLayer
@@ -144,7 +158,13 @@ func (c *trackedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close implements net.Conn.
 func (c *trackedConn) Close() error {
-	c.once.Do(func() { c.layer.forget(c) })
+	c.once.Do(func() {
+		c.layer.mu.Lock()
+		delete(c.layer.conns, c)
+		c.layer.mu.Unlock()
+		c.layer.live.Done()
+	})
 	return c.Conn.Close()
 }
