@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -273,7 +274,8 @@ func taskFromMessage(params json.RawMessage) (*consensus.Task, string, error) {
 	if p.Type != TaskMessageType || !msg.Meta.ExpectsResponse || msg.Meta.CorrelationID == "" || msg.Meta.Timestamp == 0 {
 		return nil, "", fmt.Errorf("bad task message %s", params)
 	}
-	if msg.To.Agent != p.Task.ParticipantID || p.RunID != p.Task.SessionID {
+	if msg.To.Agent != p.Task.ParticipantID || !strings.Contains(p.Task.SessionID, p.RunID) ||
+		!strings.HasPrefix(msg.Meta.CorrelationID, p.RunID+"/") {
 		return nil, "", fmt.Errorf("task message routed wrong: %s", params)
 	}
 	return &consensus.Task{ID: msg.Meta.CorrelationID, Kind: p.Task.Kind, ParticipantID: p.Task.ParticipantID,
