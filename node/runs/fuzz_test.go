@@ -1,0 +1,85 @@
+package runs
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/concordmap/concord/node/rpc"
+)
+
+// invalidParams fails unless err is nil or a -32602 *rpc.Error.
+func invalidParams(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams {
+		t.Fatalf("error %v is not -32602", err)
+	}
+}
+
+func FuzzDecodeReply(f *testing.F) {
+	for _, s := range []string{
+		`{"to":{"agent":"concord.runs"},"payload":{"kind":"round","output":{}},"meta":{"isResult":true,"correlationId":"r/r0/p1"}}`,
+		`{"to":"concord.runs","payload":{"kind":"error","error":"boom"},"meta":{"correlationId":"r/report/p1"}}`,
+		`{"payload":{"kind":"error","error":{"nested":1}},"meta":{"correlationId":"x"}}`,
+		`{"payload":"x","meta":{"correlationId":"","isResult":"yes"}}`,
+		`{"payload":null,"meta":null}`, `[]`, `null`, ``, `{"meta":[]}`, "{\"payload\":1,\"meta\":{\"correlationId\":\"\xff\"}}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		r, err := decodeReply(json.RawMessage(raw))
+		invalidParams(t, err)
+		if err != nil {
+			return
+		}
+		if r.taskID == "" || len(r.payload) == 0 {
+			t.Fatalf("accepted reply without task id or payload: %+v", r)
+		}
+		if r.failed && (r.errMsg == "" || len(r.errMsg) > maxReasonLen) {
+			t.Fatalf("error answer with message %q", r.errMsg)
+		}
+		if !json.Valid(r.payload) {
+			t.Fatalf("payload is not JSON: %q", r.payload)
+		}
+		_ = runOfTask(r.taskID)
+	})
+}
+
+func FuzzDecodeParams(f *testing.F) {
+	for _, s := range []string{
+		`{"request":{"requestId":"r","task":"t","participants":[{"id":"a"},{"id":"b"}]}}`,
+		`{"runId":"01J","include":["result","events","state"]}`,
+		`{"runId":"01J","include":["x"]}`, `{"runId":5}`,
+		`{"status":"running","limit":10,"cursor":"01J"}`, `{"limit":-1}`, `{"limit":1e3}`,
+		`{"runId":"01J","reason":"because"}`, `null`, `[]`, `"x"`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		p := json.RawMessage(raw)
+		req, err := decodeStart(p)
+		invalidParams(t, err)
+		if err == nil && (len(req) == 0 || req[0] != '{') {
+			t.Fatalf("start accepted request %q", req)
+		}
+		id, _, err := decodeGet(p)
+		invalidParams(t, err)
+		if err == nil && id == "" {
+			t.Fatal("get accepted an empty run id")
+		}
+		lp, err := decodeList(p, 100, 1000)
+		invalidParams(t, err)
+		if err == nil && (lp.limit < 1 || lp.limit > 1000) {
+			t.Fatalf("list accepted limit %d", lp.limit)
+		}
+		id, reason, err := decodeCancel(p)
+		invalidParams(t, err)
+		if err == nil && (id == "" || len(reason) > maxReasonLen) {
+			t.Fatalf("cancel accepted %q %d", id, len(reason))
+		}
+	})
+}
