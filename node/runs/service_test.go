@@ -68,7 +68,9 @@ func TestService_RepliesAcceptedAndRefused(t *testing.T) {
 		CodeTaskUnknown, ReasonAlreadySettled)
 	e.refused("unknown task", func() (map[string]any, *rpc.Error) { return e.reply("p1", id+"/r9/p1", answer(p1)) },
 		CodeTaskUnknown, ReasonUnknownTask)
-	e.refused("unknown run", func() (map[string]any, *rpc.Error) { return e.reply("p1", "01XXXXXXXXXXXXXXXXXXXXXXXX/r0/p1", answer(p1)) },
+	e.refused("unknown run", func() (map[string]any, *rpc.Error) {
+		return e.reply("p1", "01XXXXXXXXXXXXXXXXXXXXXXXX/r0/p1", answer(p1))
+	},
 		CodeRunNotFound, "")
 	e.refused("wrong agent", func() (map[string]any, *rpc.Error) { return e.reply("p1", p2.ID, answer(p2)) },
 		CodePermissionDenied, ReasonWrongAgent)
