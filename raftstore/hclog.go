@@ -47,6 +47,8 @@ func (a *hclogAdapter) enabled(l slog.Level) bool {
 	return a.log.Enabled(context.Background(), l)
 }
 
+// The methods below implement hclog.Logger.
+
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	if level == hclog.Off {
 		return
