@@ -218,8 +218,12 @@ func (s *Store) Shutdown(ctx context.Context) error {
 	s.closeSubscribers()
 	// raft answers heartbeats on the transport's connection goroutines and
 	// writes the term to bolt there; bolt may close only once they are gone.
+	// Their connections are closed, so they end within milliseconds; the
+	// bound does not use ctx, which may already have expired in step 2.
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.TransportTimeout)
+	defer cancel()
 	var boltErr error
-	if err := waitGroupCtx(ctx, s.layer.handlers()); err != nil {
+	if err := waitGroupCtx(hctx, s.layer.handlers()); err != nil {
 		boltErr = fmt.Errorf("raftstore: connections still being served, log store left open: %w", err)
 	} else if err := s.bolt.Close(); err != nil {
 		boltErr = fmt.Errorf("raftstore: close log store: %w", err)
