@@ -1,0 +1,31 @@
+// Package clustertest starts real Concord clusters and breaks them.
+//
+// Two harnesses live here:
+//
+//   - New(t, n, opts...) starts n node.Servers in one process: real Raft over
+//     loopback TCP, real gossip, real gRPC between nodes, every listener on
+//     127.0.0.1 with the port read back (or reserved just before start where
+//     a port must be known before the node binds it: gossip seeds, gRPC),
+//     a t.TempDir() per node, FastConfig() timings, and logs to t.Output()
+//     with a "node" attribute. Raft's stream layer and the gRPC dialer of
+//     every node go through one faultnet.Network (Cluster.Net), so a test can
+//     partition, isolate, delay and drop connections between nodes.
+//     Verbs: Leader, Followers, Node, Stop/Restart (data kept), Kill (hard
+//     stop: isolated and torn down without a goodbye), Remove, Leave,
+//     AddNode, WaitApplied, RequireConverged, RequireInvariants.
+//   - StartProcs(t, n) builds the real concord binary once per test binary
+//     and runs n `concord server` processes (process groups, killed at
+//     cleanup even when the test fails), for kill -9 scenarios.
+//
+// Every scenario ends with RequireInvariants: the replicas converge to the
+// same registry digest, every acknowledged register/unregister is reflected
+// exactly once in the replicated event log and in the state, and no two
+// nodes were ever seen leading in the same term.
+//
+// All waiting bounds live in timeouts.go and scale with
+// CONCORD_TEST_TIMEOUT_SCALE. Long loops build only with the chaos tag
+// (make chaos). The MAP client helper (Client) speaks JSON-RPC over
+// node/rpc.Dial without reconnect logic, so the test sees every failure.
+//
+// Nothing in the repository imports this package.
+package clustertest

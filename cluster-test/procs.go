@@ -1,0 +1,3 @@
+package clustertest
+
+func removeBuiltBinary() {}
