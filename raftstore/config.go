@@ -42,7 +42,9 @@ type Config struct {
 
 	// HeartbeatTimeout is how long a follower waits without contact from
 	// the leader before it starts an election. Lower detects a dead leader
-	// sooner but risks elections under load or GC pauses.
+	// sooner but risks elections under load or GC pauses. The default,
+	// 500 ms (half of hashicorp/raft's), keeps leader failover around a
+	// second on a LAN; raise it for WAN links or overloaded hosts.
 	HeartbeatTimeout time.Duration
 
 	// ElectionTimeout is how long a candidate waits for votes before it
@@ -114,9 +116,9 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		BindAddr:           "127.0.0.1:7702",
-		HeartbeatTimeout:   1000 * time.Millisecond,
-		ElectionTimeout:    1000 * time.Millisecond,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
 		SnapshotInterval:   120 * time.Second,
 		SnapshotThreshold:  8192,

@@ -28,7 +28,7 @@ type Store struct {
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
 	layer *trackingLayer
-	bolt  *boltStore
+	bolt  *logStore
 
 	observer *raft.Observer
 	obsCh    chan raft.Observation
