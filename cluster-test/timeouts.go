@@ -43,8 +43,9 @@ var (
 	DeliveryTimeout = scaled(10 * time.Second)
 	// UnavailableBound is how fast a node cut off from the leader must
 	// answer a write with a retryable error (issue 4: "within a bounded
-	// time"): the forwarder's retry budget plus one dial and some slack.
-	UnavailableBound = scaled(5 * time.Second)
+	// time"): FastConfig's forward retry budget (1 s) plus a follower's
+	// heartbeat timeout (<= 400 ms), one gRPC dial (500 ms) and slack.
+	UnavailableBound = scaled(3 * time.Second)
 	// BuildTimeout bounds `go build` of the concord binary.
 	BuildTimeout = scaled(5 * time.Minute)
 	// ProcReadyTimeout bounds a process until /v1/ready answers 200.

@@ -1,0 +1,64 @@
+package clustertest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/concordmap/concord/node/rpc"
+)
+
+// agentOn connects a participant to node i and registers one agent owned
+// by it; the connection's session speaks for that agent in map/send.
+// Orphan policy: a dropped connection leaves the agent registered.
+func agentOn(t *testing.T, c *Cluster, i int, agentID string, fields map[string]any) *Client {
+	t.Helper()
+	cl := c.Connect(t, i, map[string]any{
+		"participantType": "agent", "participantId": agentID, "name": agentID,
+		"disconnectPolicy": map[string]any{"agentBehavior": "orphan"},
+	})
+	if err := cl.Register(agentID, fields); err != nil {
+		t.Fatalf("register %s on %s: %s", agentID, c.Node(i), Describe(err))
+	}
+	return cl
+}
+
+// requireMAPError checks err is a MAP error with the code and retryable
+// flag, and returns it.
+func requireMAPError(t *testing.T, err error, code int, retryable bool) *rpc.Error {
+	t.Helper()
+	var re *rpc.Error
+	if !errors.As(err, &re) {
+		t.Fatalf("want MAP error %d, got %v", code, err)
+	}
+	if re.Code != code {
+		t.Fatalf("want MAP error %d, got %s", code, Describe(err))
+	}
+	if re.Data == nil || re.Data.Retryable != retryable {
+		t.Fatalf("MAP error %d: want data.retryable=%v, got %s", code, retryable, Describe(err))
+	}
+	return re
+}
+
+// others returns the nodes of list other than the excluded ones.
+func others(list []*Node, exclude ...*Node) []*Node {
+	var out []*Node
+	for _, n := range list {
+		if !slices.Contains(exclude, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// sameSet reports whether got and want hold the same strings.
+func sameSet(got, want []string) error {
+	g, w := slices.Clone(got), slices.Clone(want)
+	slices.Sort(g)
+	slices.Sort(w)
+	if !slices.Equal(g, w) {
+		return fmt.Errorf("got %v, want %v", g, w)
+	}
+	return nil
+}
