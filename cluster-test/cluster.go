@@ -101,7 +101,8 @@ type Cluster struct {
 
 // New starts n nodes with BootstrapExpect = n, in a random order with a
 // random stagger (WithStartOrder, WithStagger, WithSeed change that), and
-// returns once every node is ready. It registers Close with t.Cleanup.
+// returns once every node is ready and they agree on a stable leader. It
+// registers Close with t.Cleanup.
 func New(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
 	o := buildOptions(opts)
@@ -124,6 +125,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	}
 	c.observer = startLeaderObserver(c)
 	c.startAll()
+	c.Leader(t) // scenarios start from a settled cluster
 	return c
 }
 

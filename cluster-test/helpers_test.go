@@ -1,11 +1,13 @@
 package clustertest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -18,10 +20,32 @@ func agentOn(t *testing.T, c *Cluster, i int, agentID string, fields map[string]
 		"participantType": "agent", "participantId": agentID, "name": agentID,
 		"disconnectPolicy": map[string]any{"agentBehavior": "orphan"},
 	})
-	if err := cl.Register(agentID, fields); err != nil {
-		t.Fatalf("register %s on %s: %s", agentID, c.Node(i), Describe(err))
-	}
+	registerRetry(t, cl, agentID, fields)
 	return cl
+}
+
+// registerRetry registers an agent as set-up, retrying retryable errors
+// (an election in progress); AGENT_EXISTS after an attempt with unknown
+// outcome means that attempt took effect. Every attempt is in the ledger.
+func registerRetry(t *testing.T, cl *Client, agentID string, fields map[string]any) {
+	t.Helper()
+	uncertain := false
+	err := Poll(context.Background(), CallTimeout, func() error {
+		err := cl.Register(agentID, fields)
+		switch {
+		case err == nil:
+			return nil
+		case uncertain && rpc.IsCode(err, rpc.CodeAgentExists):
+			return nil
+		case IsRetryable(err):
+			uncertain = true
+			return err
+		}
+		return Permanent(err)
+	})
+	if err != nil {
+		t.Fatalf("register %s: %s", agentID, Describe(err))
+	}
 }
 
 // requireMAPError checks err is a MAP error with the code and retryable
@@ -61,4 +85,13 @@ func sameSet(got, want []string) error {
 		return fmt.Errorf("got %v, want %v", g, w)
 	}
 	return nil
+}
+
+// sessionOfAgent returns the session that owns an agent, per r.
+func sessionOfAgent(r registry.Reader, agentID string) (registry.Session, bool) {
+	a, ok := r.Agent(agentID)
+	if !ok || a.SessionID == "" {
+		return registry.Session{}, false
+	}
+	return r.Session(a.SessionID)
 }

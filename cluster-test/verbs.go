@@ -26,7 +26,8 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 }
 
 // Poll is Eventually without a testing.TB: it returns check's last error
-// after timeout (or when ctx ends), nil as soon as check passes.
+// after timeout (or when ctx ends), nil as soon as check passes, and at
+// once the error wrapped in a Permanent.
 func Poll(ctx context.Context, timeout time.Duration, check func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -37,6 +38,10 @@ func Poll(ctx context.Context, timeout time.Duration, check func() error) error 
 		if err == nil {
 			return nil
 		}
+		var perm permanentError
+		if errors.As(err, &perm) {
+			return perm.err
+		}
 		select {
 		case <-ctx.Done():
 			return err
@@ -44,6 +49,14 @@ func Poll(ctx context.Context, timeout time.Duration, check func() error) error 
 		}
 	}
 }
+
+// Permanent wraps err so that Poll and Eventually stop retrying and
+// report it.
+func Permanent(err error) error { return permanentError{err} }
+
+type permanentError struct{ err error }
+
+func (p permanentError) Error() string { return p.err.Error() }
 
 // Leader waits until every running node agrees on one leader, which is
 // leading, and the agreement (leader and term) holds for one election
