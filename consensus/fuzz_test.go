@@ -3,6 +3,7 @@ package consensus
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -39,6 +40,15 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		if _, _, err := Step(nil, Start(0, "s", r)); err != nil {
 			t.Fatalf("start refused an accepted request: %v", err)
+		}
+		// The state's private copy is the JSON round trip of the request,
+		// whichever way cloneRequest takes.
+		want, err := cloneRequestJSON(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := cloneRequest(r); err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("cloneRequest differs from the JSON round trip: %v\n%+v\n%+v", err, got, want)
 		}
 	})
 }

@@ -1,9 +1,6 @@
 package consensus
 
-import (
-	"encoding/json"
-	"fmt"
-)
+import "fmt"
 
 // Step applies one input to a run and returns the state and the effects the
 // caller must perform, in order.
@@ -52,18 +49,6 @@ func Step(s *State, in Input) (*State, []Effect, error) {
 		return s, nil, nil // as before the effects were pre-allocated
 	}
 	return s, st.fx, nil
-}
-
-func cloneRequest(r *Request) (*Request, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, &ValidationError{Errors: []FieldError{{Path: "", Message: "request does not encode: " + err.Error()}}}
-	}
-	c := &Request{}
-	if err := json.Unmarshal(b, c); err != nil {
-		return nil, &ValidationError{Errors: []FieldError{{Path: "", Message: "request does not decode: " + err.Error()}}}
-	}
-	return c, nil
 }
 
 func cancelMessage(reason string) string {
