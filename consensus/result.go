@@ -43,36 +43,23 @@ func (s *State) resolutions() []ClaimResolution {
 			out = append(out, ClaimResolution{ClaimID: s.catalog[i].ClaimID})
 		}
 	}
-	// Each claim's votes get a slice of one shared block, sized by a first
-	// pass that counts the votes naming it (duplicates included, so it is
-	// an upper bound): no slice ever grows.
 	outputs := s.finalVoteOutputs()
-	n := 0
-	for _, o := range outputs {
-		n += len(o.ClaimVotes)
-	}
-	target := make([]int32, 0, n) // index in out of each vote, -1 for none
-	counts := make([]int32, len(out))
-	total := 0
-	for _, o := range outputs {
-		for _, v := range o.ClaimVotes {
-			k := int32(-1)
-			if i, ok := s.index[v.ClaimID]; ok {
-				k = pos[i]
-			}
-			target = append(target, k)
-			if k >= 0 {
-				counts[k]++
-				total++
-			}
-		}
-	}
+	target, counts, total := s.voteTargets(outputs, pos, len(out))
+	// Each claim's votes get a window of one shared block, sized by the
+	// count of votes naming it (duplicates included, so an upper bound): no
+	// slice ever grows.
 	block := make([]Vote, total)
 	for k := range out {
 		c := int(counts[k])
 		out[k].Votes, block = block[:0:c], block[c:]
 	}
-	for _, o := range outputs {
+	// last[k] is 1 + the index of the output that cast claim k's latest
+	// vote. When the outputs' participants are distinct (always, for a run
+	// Step built), a vote can only repeat one of its own output's, which is
+	// then the last vote of the claim; otherwise every vote is searched.
+	last := make([]int32, len(out))
+	distinct := distinctParticipants(outputs)
+	for oi, o := range outputs {
 		for _, v := range o.ClaimVotes {
 			k := target[0]
 			target = target[1:]
@@ -80,24 +67,34 @@ func (s *State) resolutions() []ClaimResolution {
 				continue
 			}
 			r := &out[k]
-			vote := Vote{ParticipantID: o.ParticipantID, ClaimID: v.ClaimID, Vote: v.Vote, Reason: v.Reason}
-			replaced := false
-			for x := range r.Votes {
-				if r.Votes[x].ParticipantID == o.ParticipantID {
-					r.Votes[x] = vote // a later duplicate replaces the earlier one in place
-					replaced = true
+			x := -1 // the vote this one replaces
+			if distinct {
+				if last[k] == int32(oi+1) {
+					x = len(r.Votes) - 1
+				}
+			} else {
+				for i := range r.Votes {
+					if r.Votes[i].ParticipantID == o.ParticipantID {
+						x = i
+					}
 				}
 			}
-			if !replaced {
-				r.Votes = append(r.Votes, vote)
+			last[k] = int32(oi + 1)
+			if x < 0 {
+				x = len(r.Votes)
+				r.Votes = r.Votes[:x+1]
 			}
+			// Field by field: cheaper than copying a Vote value while the
+			// garbage collector is marking.
+			p := &r.Votes[x]
+			p.ParticipantID, p.ClaimID, p.Vote, p.Reason = o.ParticipantID, v.ClaimID, v.Vote, v.Reason
 		}
 	}
 	threshold := s.req.ConsensusPolicy.Threshold
 	for k := range out {
 		r := &out[k]
-		for _, v := range r.Votes {
-			if v.Vote == VoteAccept {
+		for i := range r.Votes {
+			if r.Votes[i].Vote == VoteAccept {
 				r.AcceptCount++
 			} else {
 				r.RejectCount++
@@ -110,6 +107,49 @@ func (s *State) resolutions() []ClaimResolution {
 		}
 	}
 	return out
+}
+
+// voteTargets maps every vote of outputs, in order, to the index in the
+// resolutions of the active claim it names (-1 for none), and counts the
+// votes per resolution.
+func (s *State) voteTargets(outputs []*Output, pos []int32, claims int) (target, counts []int32, total int) {
+	n := 0
+	for _, o := range outputs {
+		n += len(o.ClaimVotes)
+	}
+	target = make([]int32, 0, n)
+	counts = make([]int32, claims)
+	next := 0 // agents vote in catalog order: try the claim after the last one first
+	for _, o := range outputs {
+		for _, v := range o.ClaimVotes {
+			k := int32(-1)
+			if next < len(s.catalog) && s.catalog[next].ClaimID == v.ClaimID {
+				k = pos[next]
+				next++
+			} else if i, ok := s.index[v.ClaimID]; ok {
+				k = pos[i]
+				next = i + 1
+			}
+			target = append(target, k)
+			if k >= 0 {
+				counts[k]++
+				total++
+			}
+		}
+	}
+	return target, counts, total
+}
+
+// distinctParticipants reports whether no two outputs share a participant.
+func distinctParticipants(outputs []*Output) bool {
+	for i := range outputs {
+		for j := i + 1; j < len(outputs); j++ {
+			if outputs[i].ParticipantID == outputs[j].ParticipantID {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // status is the run status table of §12.
