@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"encoding/binary"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -109,6 +110,25 @@ var plainByte = func() (t [256]bool) {
 	return t
 }()
 
+// plainRun returns the end of the run of plain bytes starting at in[j]. It
+// tests eight bytes at a time: a word holds no '"', no '\\' and no control
+// character exactly when none of the three SWAR tests fires.
+func plainRun(in []byte, j int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; j+8 <= len(in); j += 8 {
+		w := binary.LittleEndian.Uint64(in[j:])
+		q := w ^ ('"' * ones)
+		b := w ^ ('\\' * ones)
+		if ((q-ones)&^q|(b-ones)&^b|(w-0x20*ones)&^w)&highs != 0 {
+			break
+		}
+	}
+	for j < len(in) && plainByte[in[j]] {
+		j++
+	}
+	return j
+}
+
 // rawString returns the contents of the string at pos and moves past it
 // when it has no escapes; otherwise it returns false and does not move.
 func (d *outScanner) rawString() ([]byte, bool) {
@@ -116,10 +136,7 @@ func (d *outScanner) rawString() ([]byte, bool) {
 	if d.pos >= len(in) || in[d.pos] != '"' {
 		return nil, false
 	}
-	j := d.pos + 1
-	for j < len(in) && plainByte[in[j]] {
-		j++
-	}
+	j := plainRun(in, d.pos+1)
 	if j >= len(in) || in[j] != '"' {
 		return nil, false
 	}
@@ -140,10 +157,7 @@ func (d *outScanner) unquote(dst []byte) []byte {
 		return dst
 	}
 	for {
-		j := i
-		for j < len(in) && plainByte[in[j]] {
-			j++
-		}
+		j := plainRun(in, i)
 		dst = append(dst, in[i:j]...)
 		if j >= len(in) || in[j] < 0x20 {
 			d.fail()
