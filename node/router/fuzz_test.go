@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/concordmap/concord/node/rpc"
 )
@@ -63,34 +62,6 @@ func FuzzSendParams(f *testing.F) {
 		for _, ev := range sink.events {
 			if !json.Valid(ev.Data) {
 				t.Fatalf("%s event data invalid: %s", ev.Type, ev.Data)
-			}
-		}
-	})
-}
-
-// FuzzEachMember checks the member walker against encoding/json on valid
-// objects: same keys, same raw values (last duplicate wins in both).
-func FuzzEachMember(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":1,"b":[1,{"c":"}"}],"d\"":"x\\\""}`, ` { "a" : null , "a":true } `, `{"k":"\u00e9"}`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		var want map[string]json.RawMessage
-		// Invalid UTF-8 never gets here: the rpc layer rejects such frames.
-		if !utf8.ValidString(s) || json.Unmarshal([]byte(s), &want) != nil || want == nil {
-			_ = eachMember([]byte(s), func(string, []byte) error { return nil }) // must not panic
-			return
-		}
-		got := map[string]json.RawMessage{}
-		if err := eachMember([]byte(s), func(k string, v []byte) error { got[k] = v; return nil }); err != nil {
-			t.Fatalf("eachMember(%q): %v", s, err)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("keys: got %d want %d", len(got), len(want))
-		}
-		for k, v := range want {
-			if string(got[k]) != string(v) {
-				t.Fatalf("key %q: got %s want %s", k, got[k], v)
 			}
 		}
 	})

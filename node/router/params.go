@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/concordmap/concord/node/internal/jsonscan"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -44,7 +45,7 @@ func decodeSendParams(params json.RawMessage) (sendParams, error) {
 		return sendParams{}, rpc.InvalidParams("params", "must be an object")
 	}
 	var p sendParams
-	err := eachMember(params, func(k string, v []byte) error {
+	err := jsonscan.Members(params, func(k string, v []byte) error {
 		switch k {
 		case "to":
 			p.to = v
@@ -80,7 +81,7 @@ func decodeMeta(meta json.RawMessage) (metaInfo, error) {
 		return metaInfo{}, rpc.InvalidParams("meta", "must be an object")
 	}
 	var info metaInfo
-	err := eachMember(meta, func(k string, v []byte) error {
+	err := jsonscan.Members(meta, func(k string, v []byte) error {
 		if k == "timestamp" {
 			info.hasTimestamp = true
 			if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
@@ -93,23 +94,23 @@ func decodeMeta(meta json.RawMessage) (metaInfo, error) {
 		}
 		switch k {
 		case "correlationId":
-			s, ok := unquote(v)
+			s, ok := jsonscan.Unquote(v)
 			if !ok {
 				return rpc.InvalidParams("meta.correlationId", "must be a string")
 			}
 			info.correlationID = s
 		case "priority":
-			s, ok := unquote(v)
+			s, ok := jsonscan.Unquote(v)
 			if !ok || !oneOf(s, priorities) {
 				return rpc.InvalidParams("meta.priority", "must be one of urgent, high, normal, low")
 			}
 			info.priority = s
 		case "delivery":
-			if s, ok := unquote(v); !ok || !oneOf(s, deliveries) {
+			if s, ok := jsonscan.Unquote(v); !ok || !oneOf(s, deliveries) {
 				return rpc.InvalidParams("meta.delivery", "must be one of fire-and-forget, acknowledged, guaranteed")
 			}
 		case "relationship":
-			if s, ok := unquote(v); !ok || !oneOf(s, relationships) {
+			if s, ok := jsonscan.Unquote(v); !ok || !oneOf(s, relationships) {
 				return rpc.InvalidParams("meta.relationship", "must be one of parent-to-child, child-to-parent, peer, broadcast")
 			}
 		case "expectsResponse", "isResult":
