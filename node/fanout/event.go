@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/concordmap/concord/node/internal/jsonscan"
 	"github.com/concordmap/concord/node/registry"
 )
 
@@ -61,7 +62,7 @@ func (p *prepared) bodyFor(includePayloads bool) []byte {
 	}
 	if p.stripped == nil {
 		p.stripped = p.body
-		if d, ok := withoutMember(p.ev.Data, "payload"); ok && len(d) < len(p.ev.Data) {
+		if d, ok := jsonscan.WithoutMember(p.ev.Data, "payload"); ok && len(d) < len(p.ev.Data) {
 			p.stripped = encodeEvent(nil, &p.ev, d)
 		} else if !ok {
 			var data map[string]json.RawMessage // not walkable: let encoding/json decide
