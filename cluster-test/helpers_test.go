@@ -95,3 +95,38 @@ func sessionOfAgent(r registry.Reader, agentID string) (registry.Session, bool) 
 	}
 	return r.Session(a.SessionID)
 }
+
+// subscribeRetry subscribes as set-up, retrying retryable errors (a retry
+// after an unknown outcome may leave an extra subscription, whose events
+// are filed under its own id and ignored).
+func subscribeRetry(t *testing.T, cl *Client, params map[string]any) string {
+	t.Helper()
+	var id string
+	err := Poll(context.Background(), CallTimeout, func() error {
+		var err error
+		id, err = cl.Subscribe(params)
+		if err != nil && !IsRetryable(err) {
+			return Permanent(err)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("subscribe on %s: %s", cl.url, Describe(err))
+	}
+	return id
+}
+
+// writeRetry calls a method as set-up, retrying retryable errors.
+func writeRetry(t *testing.T, cl *Client, method string, params any) {
+	t.Helper()
+	err := Poll(context.Background(), CallTimeout, func() error {
+		_, err := cl.Call(method, params)
+		if err != nil && !IsRetryable(err) {
+			return Permanent(err)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("%s on %s: %s", method, cl.url, Describe(err))
+	}
+}

@@ -1,0 +1,64 @@
+package clustertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestEvents_SameIDsOnEveryNode: subscribers on nodes 2 and 3 receive the
+// state events of an agent connected to node 1 (registered, then three
+// state changes) in the same order with the same event ids.
+func TestEvents_SameIDsOnEveryNode(t *testing.T) {
+	c := New(t, 3)
+	sub := map[string]any{"filter": map[string]any{
+		"agents":     []string{"ev"},
+		"eventTypes": []string{"agent_registered", "agent_state_changed"},
+	}}
+	subscribers := []*Client{
+		c.Connect(t, 1, map[string]any{"participantType": "client"}),
+		c.Connect(t, 2, map[string]any{"participantType": "client"}),
+	}
+	subIDs := make([]string, len(subscribers))
+	for k, s := range subscribers {
+		subIDs[k] = subscribeRetry(t, s, sub)
+	}
+	ev := agentOn(t, c, 0, "ev", nil)
+	for _, state := range []string{"busy", "idle", "busy"} {
+		// A retry after an unknown outcome may add a state change event;
+		// what matters is that every node shows the same ones.
+		writeRetry(t, ev, "map/agents/update", map[string]any{"agentId": "ev", "state": state})
+	}
+	const want = 4 // registered + at least 3 state changes
+	var lists [][]string
+	for k, s := range subscribers {
+		evs, err := s.WaitEvents(subIDs[k], DeliveryTimeout, func(evs []EventNote) error {
+			if len(evs) < want {
+				return fmt.Errorf("%d of %d events", len(evs), want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("subscriber on %s: %v", c.Node(k+1), err)
+		}
+		var ids, types []string
+		for _, e := range evs {
+			ids = append(ids, e.EventID)
+			types = append(types, e.Event.Type)
+			if e.EventID == "" || e.EventID != e.Event.ID {
+				t.Errorf("event %+v: eventId and event.id must be set and equal", e)
+			}
+		}
+		if types[0] != "agent_registered" || slices.ContainsFunc(types[1:], func(s string) bool { return s != "agent_state_changed" }) {
+			t.Errorf("subscriber on %s got types %v", c.Node(k+1), types)
+		}
+		lists = append(lists, ids)
+	}
+	if !slices.Equal(lists[0], lists[1]) {
+		t.Errorf("event ids differ between nodes:\n%s: %v\n%s: %v", c.Node(1), lists[0], c.Node(2), lists[1])
+	}
+	c.RequireInvariants(t)
+}
