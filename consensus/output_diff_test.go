@@ -123,3 +123,25 @@ func TestFieldTables(t *testing.T) {
 		}
 	}
 }
+
+func TestPlainRun(t *testing.T) {
+	// Every position of every special byte, after every prefix length, in
+	// words with and without high (UTF-8) bytes.
+	for _, special := range []byte{'"', '\\', 0, 0x1f} {
+		for _, fill := range []byte{'a', 0xc3, 0x20, 0x7f, 0xff} {
+			for n := 0; n < 20; n++ {
+				for at := 0; at <= n; at++ {
+					in := bytes.Repeat([]byte{fill}, n)
+					want := n
+					if at < n {
+						in[at] = special
+						want = at
+					}
+					if got := plainRun(in, 0); got != want {
+						t.Fatalf("plainRun(%q) = %d, want %d", in, got, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package consensus
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -110,17 +111,19 @@ var plainByte = func() (t [256]bool) {
 	return t
 }()
 
-// plainRun returns the end of the run of plain bytes starting at in[j]. It
-// tests eight bytes at a time: a word holds no '"', no '\\' and no control
-// character exactly when none of the three SWAR tests fires.
+// plainRun returns the end of the run of plain bytes starting at in[j],
+// testing eight bytes at a time. In the SWAR mask, the lowest flagged byte
+// is exactly the first '"', '\\' or control character of the word: only a
+// flagged byte can borrow from the next one, so nothing below the first is
+// flagged.
 func plainRun(in []byte, j int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for ; j+8 <= len(in); j += 8 {
 		w := binary.LittleEndian.Uint64(in[j:])
 		q := w ^ ('"' * ones)
 		b := w ^ ('\\' * ones)
-		if ((q-ones)&^q|(b-ones)&^b|(w-0x20*ones)&^w)&highs != 0 {
-			break
+		if m := ((q-ones)&^q | (b-ones)&^b | (w-0x20*ones)&^w) & highs; m != 0 {
+			return j + bits.TrailingZeros64(m)/8
 		}
 	}
 	for j < len(in) && plainByte[in[j]] {
