@@ -31,6 +31,7 @@ type driver struct {
 	tasks   map[string]*pendingTask // by task id
 	timers  map[string]*armedTimer  // by timer id
 	sched   schedule
+	enc     taskEncoder
 	results chan outcome
 	wg      sync.WaitGroup
 }
@@ -49,7 +50,7 @@ type driverConfig struct {
 type pendingTask struct {
 	runID   string
 	task    *consensus.Task
-	body    json.RawMessage // the task's JSON, encoded on the first send
+	body    taskJSON // the task's JSON (encoded by the loop, shared catalog)
 	attempt int
 	sending bool   // a send is in flight
 	sent    bool   // the router accepted it for the agent
@@ -78,7 +79,7 @@ type outcome struct {
 	kind outcomeKind
 	key  string // task id or timer id
 	gen  uint64
-	body json.RawMessage
+	body taskJSON
 	err  error
 }
 
@@ -206,6 +207,12 @@ func (d *driver) absorb(ctx context.Context, w work) {
 func (d *driver) addTask(ctx context.Context, runID string, t *consensus.Task) {
 	p := &pendingTask{runID: runID, task: t}
 	d.tasks[t.ID] = p
+	body, err := d.enc.encode(t)
+	if err != nil {
+		// Engine tasks always encode; fall back to encoding in the send.
+		d.log.Warn("task does not encode", "task_id", t.ID, "err", err)
+	}
+	p.body = body
 	d.startSend(ctx, t.ID, p)
 }
 
@@ -298,7 +305,7 @@ func (d *driver) sendDone(o outcome) {
 		return
 	}
 	p.sending = false
-	if o.body != nil {
+	if o.body.len() > 0 {
 		p.body = o.body
 	}
 	if p.done {
@@ -348,8 +355,8 @@ func (d *driver) startSend(ctx context.Context, id string, p *pendingTask) {
 	runID, task, body := p.runID, p.task, p.body
 	d.wg.Go(func() {
 		var err error
-		if body == nil {
-			body, err = json.Marshal(task)
+		if body.len() == 0 {
+			body.head, err = task.MarshalJSON()
 		}
 		if err == nil {
 			sctx, cancel := context.WithTimeout(ctx, d.cfg.sendTimeout)
@@ -387,14 +394,14 @@ func (d *driver) fireTimer(ctx context.Context, id string, tm *armedTimer) {
 }
 
 // taskMessage builds the map/send params of a task message (PROTOCOL.md).
-func taskMessage(runID string, t *consensus.Task, body json.RawMessage, nowMs int64) json.RawMessage {
-	b := make([]byte, 0, 192+len(body)+2*len(t.ID))
+func taskMessage(runID string, t *consensus.Task, body taskJSON, nowMs int64) json.RawMessage {
+	b := make([]byte, 0, 192+body.len()+2*len(t.ID)+len(runID)+len(t.ParticipantID))
 	b = append(b, `{"to":{"agent":`...)
 	b = appendJSONString(b, t.ParticipantID)
 	b = append(b, `},"payload":{"type":"`+TaskMessageType+`","runId":`...)
 	b = appendJSONString(b, runID)
 	b = append(b, `,"task":`...)
-	b = append(b, body...)
+	b = body.appendTo(b)
 	b = append(b, `},"meta":{"expectsResponse":true,"correlationId":`...)
 	b = appendJSONString(b, t.ID)
 	b = append(b, `,"timestamp":`...)

@@ -161,19 +161,28 @@ type reply struct {
 }
 
 // decodeReply decodes {to, payload, meta:{correlationId, isResult?}}.
+// Only the top level and meta are decoded: the payload, which may be large,
+// is kept as raw bytes for the engine (see members).
 func decodeReply(raw json.RawMessage) (reply, error) {
-	m, err := object(raw)
-	if err != nil {
-		return reply{}, err
-	}
 	var r reply
-	payload, ok := m["payload"]
+	var metaRaw []byte
+	ok := members(raw, func(key string, val []byte) bool {
+		switch key {
+		case "payload":
+			r.payload = val
+		case "meta":
+			metaRaw = val
+		}
+		return true
+	})
 	if !ok {
+		return reply{}, rpc.InvalidParams("params", "must be an object")
+	}
+	if len(r.payload) == 0 || string(r.payload) == "null" {
 		return reply{}, rpc.InvalidParams("payload", "required: the task result {kind, output}")
 	}
-	r.payload = payload
-	metaRaw, ok := m["meta"]
-	if !ok {
+	payload := r.payload
+	if len(metaRaw) == 0 || string(metaRaw) == "null" {
 		return reply{}, rpc.InvalidParams("meta.correlationId", "required: the task id")
 	}
 	meta, err := object(metaRaw)
@@ -186,7 +195,9 @@ func decodeReply(raw json.RawMessage) (reply, error) {
 	if v, ok := meta["isResult"]; ok && string(v) != "true" && string(v) != "false" {
 		return reply{}, rpc.InvalidParams("meta.isResult", "must be a boolean")
 	}
-	if payload[0] == '{' {
+	// Only an error answer needs decoding here; skip the scan of large
+	// results that cannot be one.
+	if payload[0] == '{' && bytes.Contains(payload, []byte(`"error"`)) {
 		var e struct {
 			Kind  string          `json:"kind"`
 			Error json.RawMessage `json:"error"`
