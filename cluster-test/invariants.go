@@ -193,13 +193,17 @@ func (l *Ledger) Acked() int {
 }
 
 // Check verifies the ledger against a replica's registry, using its event
-// log as the order of what happened:
-//   - per agent id, the number of agent_registered (and agent_unregistered)
-//     events is at least the acknowledged registrations (unregistrations)
-//     and at most those plus the ones with unknown outcome: nothing
-//     acknowledged is lost, nothing is applied twice;
+// log as the order of what happened. Per agent id:
+//   - agent_registered events <= acknowledged + unknown registrations:
+//     nothing was applied twice (a register of an id the caller owns, or
+//     an orphan, succeeds without a new event, so there is no lower bound
+//     per registration);
+//   - at least one agent_registered event when a registration was
+//     acknowledged;
+//   - agent_unregistered events >= acknowledged unregistrations (each one
+//     removed the agent; disconnect policies may add more);
 //   - the agent is present in the state exactly when its last event is a
-//     registration (state and log agree).
+//     registration: state and log agree.
 //
 // It skips the counts when the event window no longer starts at the first
 // event (pruned).
@@ -220,35 +224,24 @@ func (l *Ledger) Check(r registry.Reader) error {
 			want[op.AgentID][op.Kind].unknown++
 		}
 	}
+	lastEvent := scanAgentEvents(r, func(id string, kind OpKind) {
+		if w := want[id]; w != nil {
+			w[kind].events++
+		}
+	})
 	oldest, _ := r.Window()
-	lastEvent := map[string]string{}
-	for pos := uint64(0); ; {
-		batch := r.EventsAfter(pos, 1024)
-		if len(batch) == 0 {
-			break
-		}
-		for _, ev := range batch {
-			pos = ev.Position
-			kind := map[string]OpKind{"agent_registered": OpRegister, "agent_unregistered": OpUnregister}[ev.Type]
-			if kind == "" {
-				continue
-			}
-			for _, id := range ev.AgentIDs {
-				lastEvent[id] = ev.Type
-				if w := want[id]; w != nil {
-					w[kind].events++
-				}
-			}
-		}
-	}
 	var errs []string
 	for id, w := range want {
+		reg, unreg := w[OpRegister], w[OpUnregister]
 		if oldest <= 1 {
-			for _, kind := range []OpKind{OpRegister, OpUnregister} {
-				tl := w[kind]
-				if tl.events < tl.acked || tl.events > tl.acked+tl.unknown {
-					errs = append(errs, fmt.Sprintf("%s: %d %s events for %d acknowledged + %d unknown", id, tl.events, kind, tl.acked, tl.unknown))
-				}
+			if reg.events > reg.acked+reg.unknown {
+				errs = append(errs, fmt.Sprintf("%s: %d register events for %d acknowledged + %d unknown registrations", id, reg.events, reg.acked, reg.unknown))
+			}
+			if reg.acked > 0 && reg.events == 0 {
+				errs = append(errs, fmt.Sprintf("%s: %d acknowledged registrations, no register event", id, reg.acked))
+			}
+			if unreg.events < unreg.acked {
+				errs = append(errs, fmt.Sprintf("%s: %d unregister events for %d acknowledged unregistrations", id, unreg.events, unreg.acked))
 			}
 		}
 		_, present := r.Agent(id)
@@ -261,4 +254,28 @@ func (l *Ledger) Check(r registry.Reader) error {
 		return fmt.Errorf("%d problems:\n  %s", len(errs), strings.Join(errs, "\n  "))
 	}
 	return nil
+}
+
+// scanAgentEvents walks the retained event window, calling fn for every
+// agent_registered / agent_unregistered event, and returns the type of the
+// last such event per agent.
+func scanAgentEvents(r registry.Reader, fn func(id string, kind OpKind)) map[string]string {
+	last := map[string]string{}
+	for pos := uint64(0); ; {
+		batch := r.EventsAfter(pos, 1024)
+		if len(batch) == 0 {
+			return last
+		}
+		for _, ev := range batch {
+			pos = ev.Position
+			kind := map[string]OpKind{"agent_registered": OpRegister, "agent_unregistered": OpUnregister}[ev.Type]
+			if kind == "" {
+				continue
+			}
+			for _, id := range ev.AgentIDs {
+				last[id] = ev.Type
+				fn(id, kind)
+			}
+		}
+	}
 }
