@@ -34,8 +34,10 @@
 // task gets a goroutine owned by the Bridge that waits for one of
 // Config.Concurrency slots. At most Concurrency+QueueLimit tasks are held;
 // beyond that a task is answered at once with an "overloaded" error. The
-// deadline of a task is the earlier of the message's timeoutAt and now +
-// Config.TaskTimeout. The runs driver re-sends outstanding tasks (leader
+// deadline of a task is now + Config.TaskTimeout (`--task-timeout`; set it
+// to the runs' waitingPolicy.perTaskTimeoutMs): node/runs' task messages
+// carry no deadline (PROTOCOL.md), and an optional payload.timeoutAt (ms)
+// is honoured when earlier, should a server send one. The runs driver re-sends outstanding tasks (leader
 // change, delivery retries): a duplicate of a running task is ignored, a
 // duplicate of an answered one gets the same answer again (the service
 // refuses it with 90002 if it already has it). Replies cut by a connection

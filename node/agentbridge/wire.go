@@ -16,7 +16,10 @@ type taskPayload struct {
 	Type  string          `json:"type"`
 	RunID string          `json:"runId"`
 	Task  json.RawMessage `json:"task"`
-	// TimeoutAt is the engine's deadline for the task (ms since the epoch).
+	// TimeoutAt, when present, is the engine's deadline for the task (ms
+	// since the epoch). node/runs (PROTOCOL.md) does not send it today, so
+	// Config.TaskTimeout bounds every task; it is read so that a server
+	// that adds it gets exact deadlines without an agent upgrade.
 	TimeoutAt int64 `json:"timeoutAt"`
 }
 
