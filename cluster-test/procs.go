@@ -1,3 +1,0 @@
-package clustertest
-
-func removeBuiltBinary() {}

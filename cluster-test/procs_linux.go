@@ -1,0 +1,369 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ProcCluster runs real `concord server` processes on 127.0.0.1, each in
+// its own process group, killed (SIGKILL to the group) at t's cleanup
+// even when the test fails; with Pdeathsig they also die if the test
+// binary itself is killed. Their logs go to files in t.TempDir(), printed
+// (tail) when the test fails.
+type ProcCluster struct {
+	t      testing.TB
+	bin    string
+	procs  []*Proc
+	Ledger *Ledger
+}
+
+// Proc is one server process. Its addresses and data dir stay the same
+// across restarts.
+type Proc struct {
+	Index int
+	ID    string
+	Dir   string
+	// Addresses, host:port on 127.0.0.1.
+	HTTPAddr, GRPCAddr, RaftAddr, GossipAddr string
+	// LogPath collects the process's stdout and stderr (appended across
+	// restarts).
+	LogPath string
+
+	args []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the current process has been reaped
+}
+
+// MAPURL is the process's MAP WebSocket endpoint.
+func (p *Proc) MAPURL() string { return "ws://" + p.HTTPAddr + "/map" }
+
+// Running reports whether the process is alive (started and not reaped).
+func (p *Proc) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *Proc) String() string { return fmt.Sprintf("%s(proc #%d)", p.ID, p.Index) }
+
+// ProcOption adjusts a process cluster.
+type ProcOption func(*procOptions)
+
+type procOptions struct {
+	extra func(i int) []string
+}
+
+// WithProcArgs appends flags to node i's command line (after the
+// harness's own), e.g. --dead-server-cleanup.
+func WithProcArgs(f func(i int) []string) ProcOption {
+	return func(o *procOptions) { o.extra = f }
+}
+
+// StartProcs builds concord (once per test binary) and starts n server
+// processes with --bootstrap-expect n, joining the first three's gossip
+// addresses with an encrypted gossip key, and waits until every one
+// answers /v1/ready.
+func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
+	t.Helper()
+	var o procOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	pc := &ProcCluster{t: t, bin: ConcordBinary(t), Ledger: &Ledger{}}
+	t.Cleanup(pc.Close)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	base := t.TempDir()
+	for i := range n {
+		id := fmt.Sprintf("p%d", i+1)
+		pc.procs = append(pc.procs, &Proc{
+			Index: i, ID: id, Dir: filepath.Join(base, id), LogPath: filepath.Join(base, id+".log"),
+			HTTPAddr: reservePort(t, false), GRPCAddr: reservePort(t, false),
+			RaftAddr: reservePort(t, false), GossipAddr: reservePort(t, true),
+		})
+	}
+	var seeds []string
+	for _, p := range pc.procs[:min(3, n)] {
+		seeds = append(seeds, p.GossipAddr)
+	}
+	for _, p := range pc.procs {
+		p.args = []string{"server",
+			"--node-id", p.ID, "--system-id", "clustertest", "--data-dir", p.Dir,
+			"--http-addr", p.HTTPAddr, "--grpc-addr", p.GRPCAddr,
+			"--raft-addr", p.RaftAddr, "--gossip-addr", p.GossipAddr,
+			"--join", strings.Join(seeds, ","), "--bootstrap-expect", strconv.Itoa(n),
+			"--gossip-key", base64.StdEncoding.EncodeToString(key),
+		}
+		if o.extra != nil {
+			p.args = append(p.args, o.extra(p.Index)...)
+		}
+		if err := pc.start(p); err != nil {
+			t.Fatalf("clustertest: %v", err)
+		}
+	}
+	for _, p := range pc.procs {
+		pc.WaitReady(t, p.Index)
+	}
+	return pc
+}
+
+// Proc returns process i.
+func (pc *ProcCluster) Proc(i int) *Proc { return pc.procs[i] }
+
+// Procs returns every process, running or not.
+func (pc *ProcCluster) Procs() []*Proc { return append([]*Proc(nil), pc.procs...) }
+
+// Running returns the processes that are alive.
+func (pc *ProcCluster) Running() []*Proc {
+	var out []*Proc
+	for _, p := range pc.procs {
+		if p.Running() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// start spawns p in its own process group.
+func (pc *ProcCluster) start(p *Proc) error {
+	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("open log of %s: %w", p, err)
+	}
+	cmd := exec.Command(pc.bin, p.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Setpgid: signals go to the whole group. Pdeathsig: the kernel kills
+	// the process if the test binary dies without running cleanups (a
+	// -timeout panic), so nothing outlives it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("start %s: %w", p, err)
+	}
+	exited := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
+	go func() { // reaper, owned by the Proc: it ends when the process does
+		_ = cmd.Wait()
+		_ = logf.Close()
+		close(exited)
+	}()
+	return nil
+}
+
+// signal sends sig to p's process group and waits up to wait for it to
+// exit; it reports whether it did.
+func (p *Proc) signal(sig syscall.Signal, wait time.Duration) bool {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return true
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	select {
+	case <-exited:
+		return true
+	case <-time.After(wait):
+		return false
+	}
+}
+
+// Kill9 sends SIGKILL to process i's group and waits until it is reaped.
+func (pc *ProcCluster) Kill9(t testing.TB, i int) {
+	t.Helper()
+	if !pc.procs[i].signal(syscall.SIGKILL, ProcStopTimeout) {
+		t.Fatalf("clustertest: %s still running after SIGKILL", pc.procs[i])
+	}
+}
+
+// Stop sends SIGTERM (graceful shutdown) and SIGKILL after
+// ProcStopTimeout; it fails t if the process needed the SIGKILL.
+func (pc *ProcCluster) Stop(t testing.TB, i int) {
+	t.Helper()
+	p := pc.procs[i]
+	if !p.signal(syscall.SIGTERM, ProcStopTimeout) {
+		p.signal(syscall.SIGKILL, ProcStopTimeout)
+		t.Errorf("clustertest: %s ignored SIGTERM for %v", p, ProcStopTimeout)
+	}
+}
+
+// Restart starts process i again with the same flags and data dir and
+// waits until it is ready.
+func (pc *ProcCluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	p := pc.procs[i]
+	if p.Running() {
+		t.Fatalf("clustertest: restart %s: still running", p)
+	}
+	if err := pc.start(p); err != nil {
+		t.Fatalf("clustertest: %v", err)
+	}
+	pc.WaitReady(t, i)
+}
+
+// WaitReady waits until process i answers /v1/ready with 200.
+func (pc *ProcCluster) WaitReady(t testing.TB, i int) {
+	t.Helper()
+	p := pc.procs[i]
+	Eventually(t, ProcReadyTimeout, func() error {
+		if !p.Running() {
+			return Permanent(fmt.Errorf("%s exited; log tail:\n%s", p, tail(p.LogPath, 40)))
+		}
+		code, body, err := httpGet(p.HTTPAddr, "/v1/ready")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("%s /v1/ready: %d %s", p, code, body)
+		}
+		return nil
+	})
+}
+
+// ProcStatus is the part of /v1/status the harness reads.
+type ProcStatus struct {
+	NodeID   string            `json:"nodeId"`
+	LeaderID string            `json:"leaderId"`
+	Raft     map[string]string `json:"raft"`
+}
+
+// Status reads process i's /v1/status.
+func (pc *ProcCluster) Status(i int) (ProcStatus, error) {
+	var st ProcStatus
+	code, body, err := httpGet(pc.procs[i].HTTPAddr, "/v1/status")
+	if err != nil {
+		return st, err
+	}
+	if code != http.StatusOK {
+		return st, fmt.Errorf("/v1/status: %d %s", code, body)
+	}
+	return st, json.Unmarshal(body, &st)
+}
+
+// Leader waits until every running process names the same leader, which
+// reports itself leader, and returns it.
+func (pc *ProcCluster) Leader(t testing.TB) *Proc {
+	t.Helper()
+	var leader *Proc
+	Eventually(t, LeaderTimeout, func() error {
+		var err error
+		leader, err = pc.agreedLeader()
+		return err
+	})
+	return leader
+}
+
+func (pc *ProcCluster) agreedLeader() (*Proc, error) {
+	running := pc.Running()
+	if len(running) == 0 {
+		return nil, errors.New("no running process")
+	}
+	id := ""
+	for _, p := range running {
+		st, err := pc.Status(p.Index)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if st.LeaderID == "" || (id != "" && st.LeaderID != id) {
+			return nil, fmt.Errorf("%s follows %q, others %q", p, st.LeaderID, id)
+		}
+		id = st.LeaderID
+	}
+	for _, p := range running {
+		if p.ID == id {
+			if st, err := pc.Status(p.Index); err == nil && st.Raft["state"] == "Leader" {
+				return p, nil
+			}
+			return nil, fmt.Errorf("%s is named leader but does not lead", p)
+		}
+	}
+	return nil, fmt.Errorf("leader %s is not running", id)
+}
+
+// Connect dials process i and calls map/connect (retrying retryable
+// errors for CallTimeout), recording writes in the cluster's ledger.
+func (pc *ProcCluster) Connect(t testing.TB, i int, params map[string]any) *Client {
+	t.Helper()
+	cl, err := Dial(t, pc.procs[i].MAPURL(), pc.Ledger)
+	if err != nil {
+		t.Fatalf("clustertest: %v", err)
+	}
+	err = Poll(context.Background(), CallTimeout, func() error {
+		_, err := cl.Connect(params)
+		if err != nil && !IsRetryable(err) {
+			return Permanent(err)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("clustertest: map/connect on %s: %s", pc.procs[i], Describe(err))
+	}
+	return cl
+}
+
+// Close kills every process group and waits for them; when t failed it
+// logs the tail of every log.
+func (pc *ProcCluster) Close() {
+	for _, p := range pc.procs {
+		if !p.signal(syscall.SIGKILL, ProcStopTimeout) {
+			pc.t.Errorf("clustertest: %s survived SIGKILL", p)
+		}
+	}
+	if pc.t.Failed() {
+		for _, p := range pc.procs {
+			pc.t.Logf("log of %s (tail):\n%s", p, tail(p.LogPath, 60))
+		}
+	}
+}
+
+// httpClient keeps no idle connections: their goroutines would outlive
+// the test (goleak) and a killed process leaves them dangling anyway.
+var httpClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+func httpGet(addr, path string) (int, []byte, error) {
+	resp, err := httpClient.Get("http://" + addr + path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.Bytes(), err
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -1,0 +1,104 @@
+//go:build linux
+
+package clustertest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestProcs_KillLeader runs three real concord processes, writes through a
+// follower, kill -9s the leader, and checks that a new leader is elected,
+// writes continue (time to the first successful write is logged), and
+// that after the killed process restarts every acknowledged write is
+// present on every node.
+func TestProcs_KillLeader(t *testing.T) {
+	pc := StartProcs(t, 3)
+	leader := pc.Leader(t)
+	var follower *Proc
+	for _, p := range pc.Procs() {
+		if p != leader {
+			follower = p
+			break
+		}
+	}
+	cl := pc.Connect(t, follower.Index, map[string]any{
+		"participantType": "system", "disconnectPolicy": map[string]any{"agentBehavior": "orphan"},
+	})
+	var acked []string
+	write := func(id string) error {
+		err := cl.Register(id, nil)
+		if err == nil {
+			acked = append(acked, id)
+		}
+		return err
+	}
+	for k := range 20 {
+		if err := write(fmt.Sprintf("pre-%d", k)); err != nil {
+			t.Fatalf("write before the kill: %s", Describe(err))
+		}
+	}
+
+	pc.Kill9(t, leader.Index)
+	killed := time.Now()
+	k := 0
+	Eventually(t, LeaderTimeout, func() error {
+		k++
+		return write(fmt.Sprintf("during-%d", k))
+	})
+	t.Logf("leader %s killed: first successful write through %s after %v (%d attempts)", leader, follower, time.Since(killed), k)
+	newLeader := pc.Leader(t)
+	if newLeader == leader {
+		t.Fatalf("the killed process %s is still leader", leader)
+	}
+	for k := range 20 {
+		if err := write(fmt.Sprintf("post-%d", k)); err != nil {
+			t.Fatalf("write after failover: %s", Describe(err))
+		}
+	}
+
+	pc.Restart(t, leader.Index)
+	pc.Leader(t)
+	requireAgentsEverywhere(t, pc, acked)
+}
+
+// requireAgentsEverywhere waits until map/agents/list on every running
+// process returns the same agents and they include every id in want.
+func requireAgentsEverywhere(t *testing.T, pc *ProcCluster, want []string) {
+	t.Helper()
+	clients := map[*Proc]*Client{}
+	for _, p := range pc.Running() {
+		clients[p] = pc.Connect(t, p.Index, map[string]any{"participantType": "client"})
+	}
+	Eventually(t, ConvergeTimeout, func() error {
+		var first []string
+		for p, cl := range clients {
+			var res struct {
+				Agents []struct {
+					ID string `json:"id"`
+				} `json:"agents"`
+			}
+			if err := cl.CallInto("map/agents/list", map[string]any{"limit": 1000}, &res); err != nil {
+				return fmt.Errorf("%s: %s", p, Describe(err))
+			}
+			var ids []string
+			for _, a := range res.Agents {
+				ids = append(ids, a.ID)
+			}
+			slices.Sort(ids)
+			for _, w := range want {
+				if _, found := slices.BinarySearch(ids, w); !found {
+					return fmt.Errorf("%s lacks acknowledged agent %s", p, w)
+				}
+			}
+			if first == nil {
+				first = ids
+			} else if !slices.Equal(first, ids) {
+				return fmt.Errorf("%s lists %d agents, another node %d", p, len(ids), len(first))
+			}
+		}
+		return nil
+	})
+}
