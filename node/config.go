@@ -13,6 +13,7 @@ import (
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/node/runs"
 	"github.com/concordmap/concord/raftstore"
 )
 
@@ -80,6 +81,10 @@ type Config struct {
 	RPC      rpc.Config
 	Registry registry.Config
 	MAP      mapsvc.Config
+	// Runs and RunService configure replicated consensus runs (the "runs"
+	// module, the leader's driver and the x-concord/runs/* methods).
+	Runs       runs.Config
+	RunService runs.ServiceConfig
 	// Membership and Cluster configure gossip and the node-to-node gRPC
 	// layer (timings, reconciler policy: DeadServerCleanupDelay,
 	// MinQuorum). Identity and addresses are filled from the fields above.
@@ -108,6 +113,8 @@ func DefaultConfig() Config {
 		RPC:             rpc.DefaultConfig(),
 		Registry:        registry.DefaultConfig(),
 		MAP:             mapsvc.DefaultConfig(),
+		Runs:            runs.DefaultConfig(),
+		RunService:      runs.DefaultServiceConfig(),
 		Membership:      membership.DefaultConfig(),
 		Cluster:         cluster.DefaultConfig(),
 		GRPCAddr:        "0.0.0.0:7701",

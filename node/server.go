@@ -19,6 +19,7 @@ import (
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/router"
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/node/runs"
 	"github.com/concordmap/concord/raftstore"
 )
 
@@ -29,6 +30,8 @@ type Server struct {
 	log *slog.Logger
 
 	registry *registry.State
+	runs     *runs.Module
+	runsSvc  *runs.Service
 	store    *raftstore.Store
 	metrics  *metrics
 	hub      *fanout.Hub
@@ -85,6 +88,12 @@ func (s *Server) build() error {
 		return fmt.Errorf("build registry: %w", err)
 	}
 	s.registry = reg
+	rcfg := s.cfg.Runs
+	rcfg.Events = reg // run events join the replicated event window
+	rcfg.Logger = s.cfg.Logger
+	if s.runs, err = runs.New(rcfg); err != nil {
+		return fmt.Errorf("build runs module: %w", err)
+	}
 	if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen http %s: %w", s.cfg.HTTPAddr, err)
 	}
@@ -140,7 +149,7 @@ func (s *Server) openStore() error {
 	rc.DataDir = s.cfg.DataDir
 	rc.BindAddr = s.cfg.RaftAddr
 	rc.AdvertiseAddr = s.cfg.RaftAdvertise
-	rc.Modules = []raftstore.Module{s.registry}
+	rc.Modules = []raftstore.Module{s.registry, s.runs}
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
 	store, err := raftstore.New(rc)
@@ -179,7 +188,26 @@ func (s *Server) buildMAPService() error {
 	if err != nil {
 		return fmt.Errorf("build router: %w", err)
 	}
+	scfg := s.cfg.RunService
+	scfg.NodeID = s.cfg.NodeID
+	scfg.Module = s.runs
+	scfg.Store = proposer
+	scfg.Agents = s.registry
+	scfg.Sender = rt
+	scfg.Leadership = s.store
+	scfg.IsLeader = s.store.IsLeader
+	scfg.WaitApplied = s.store.WaitApplied
+	scfg.Logger = s.cfg.Logger
+	runsSvc, err := runs.NewService(scfg)
+	if err != nil {
+		return fmt.Errorf("build runs service: %w", err)
+	}
+	s.runsSvc = runsSvc
+
 	mcfg := s.cfg.MAP
+	mcfg.ExtensionMethods = runsSvc.Methods()
+	mcfg.Services = map[string]mapsvc.ServiceEndpoint{runs.ServiceID: runsSvc}
+	mcfg.Extensions = append(mcfg.Extensions, mapsvc.Extension{URI: runs.ExtensionURI, Version: runs.ExtensionVersion})
 	mcfg.NodeID = s.cfg.NodeID
 	mcfg.System = mapsvc.SystemInfo{Name: "concord", Version: s.cfg.Version}
 	mcfg.Store = proposer
@@ -238,6 +266,7 @@ func (s *Server) start(ctx context.Context) error {
 	s.goLoop("reconciler", func() error { return s.reconciler.Run(runCtx) })
 	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
 	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
+	s.goLoop("runs", func() error { return s.runsSvc.Run(runCtx) })
 
 	s.httpSrv = &http.Server{
 		Handler:           s.httpHandler(),
