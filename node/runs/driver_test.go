@@ -90,7 +90,12 @@ func TestDriver_LeadershipChangeResendsAndRearms(t *testing.T) {
 		}
 	}
 	e.clock.Advance(6 * time.Second) // past the 5 s per-task timeout
-	e.agents.setBehaviour(func(*consensus.Task, int) int { return actAnswer })
+	e.agents.setBehaviour(func(task *consensus.Task, _ int) int {
+		if task.ID == r0("p3") {
+			return actSilent // the re-sent task stays unanswered: its timer decides
+		}
+		return actAnswer
+	})
 
 	e.setLeader(true)
 	e.waitStatus(id, StatusFinished)

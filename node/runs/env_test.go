@@ -49,6 +49,13 @@ func newEnv(t *testing.T, mut ...func(*ServiceConfig)) *env {
 		t.Fatal(err)
 	}
 	store := raftstore.NewTestStore(t, reg, mod)
+	// Settle the log (the bootstrap configuration entry reaches the FSM
+	// asynchronously) so AppliedIndex only moves for our commands.
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := store.LinearizableRead(sctx); err != nil {
+		t.Fatal(err)
+	}
 	e := &env{t: t, reg: reg, mod: mod, store: store, clock: &testClock{},
 		props: &countingProposer{next: store, kinds: map[string]int{}}, lead: &fakeLeadership{}}
 	e.agents = newFakeAgents(t, e)

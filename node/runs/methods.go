@@ -36,7 +36,11 @@ func (s *Service) start(ctx context.Context, from router.Sender, params json.Raw
 	if err != nil {
 		return nil, toRPC(err)
 	}
-	return map[string]any{"runId": a.RunID, "requestId": a.RequestID, "status": a.Status}, nil
+	status := StatusRunning
+	if a != nil {
+		status = a.Status
+	}
+	return map[string]any{"runId": in.GetRunId(), "requestId": req.RequestID, "status": status}, nil
 }
 
 // missingAgents lists the agents the request names (participants, the

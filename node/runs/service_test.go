@@ -23,21 +23,21 @@ func (e *env) outstandingOf(runID string) map[string]*consensus.Task {
 }
 
 // refused checks a refusal's code and reason and that nothing was written.
-func (e *env) refused(what string, fn func() (map[string]any, *rpc.Error), code int, reason string) {
-	e.t.Helper()
+func (e *env) refused(t testing.TB, what string, fn func() (map[string]any, *rpc.Error), code int, reason string) {
+	t.Helper()
 	before := e.store.AppliedIndex()
 	res, err := fn()
 	if err == nil {
-		e.t.Fatalf("%s: want error %d, got %v", what, code, res)
+		t.Fatalf("%s: want error %d, got %v", what, code, res)
 	}
 	if err.Code != code {
-		e.t.Fatalf("%s: error %d %q %+v, want %d", what, err.Code, err.Message, err.Data, code)
+		t.Fatalf("%s: error %d %q %+v, want %d", what, err.Code, err.Message, err.Data, code)
 	}
 	if reason != "" && (err.Data == nil || err.Data.Details["reason"] != reason) {
-		e.t.Fatalf("%s: details %+v, want reason %s", what, err.Data, reason)
+		t.Fatalf("%s: details %+v, want reason %s", what, err.Data, reason)
 	}
 	if after := e.store.AppliedIndex(); after != before {
-		e.t.Fatalf("%s: refusal wrote to the log (index %d -> %d)", what, before, after)
+		t.Fatalf("%s: refusal wrote to the log (index %d -> %d)", what, before, after)
 	}
 }
 
@@ -64,23 +64,23 @@ func TestService_RepliesAcceptedAndRefused(t *testing.T) {
 		t.Fatalf("reply result %v", res)
 	}
 
-	e.refused("duplicate reply", func() (map[string]any, *rpc.Error) { return e.reply("p1", p1.ID, answer(p1)) },
+	e.refused(t, "duplicate reply", func() (map[string]any, *rpc.Error) { return e.reply("p1", p1.ID, answer(p1)) },
 		CodeTaskUnknown, ReasonAlreadySettled)
-	e.refused("unknown task", func() (map[string]any, *rpc.Error) { return e.reply("p1", id+"/r9/p1", answer(p1)) },
+	e.refused(t, "unknown task", func() (map[string]any, *rpc.Error) { return e.reply("p1", id+"/r9/p1", answer(p1)) },
 		CodeTaskUnknown, ReasonUnknownTask)
-	e.refused("unknown run", func() (map[string]any, *rpc.Error) {
+	e.refused(t, "unknown run", func() (map[string]any, *rpc.Error) {
 		return e.reply("p1", "01XXXXXXXXXXXXXXXXXXXXXXXX/r0/p1", answer(p1))
 	},
 		CodeRunNotFound, "")
-	e.refused("wrong agent", func() (map[string]any, *rpc.Error) { return e.reply("p1", p2.ID, answer(p2)) },
+	e.refused(t, "wrong agent", func() (map[string]any, *rpc.Error) { return e.reply("p1", p2.ID, answer(p2)) },
 		CodePermissionDenied, ReasonWrongAgent)
-	e.refused("non-participant", func() (map[string]any, *rpc.Error) { return e.reply("x", p2.ID, answer(p2)) },
+	e.refused(t, "non-participant", func() (map[string]any, *rpc.Error) { return e.reply("x", p2.ID, answer(p2)) },
 		CodePermissionDenied, ReasonNotParticipant)
-	e.refused("no correlation id", func() (map[string]any, *rpc.Error) {
+	e.refused(t, "no correlation id", func() (map[string]any, *rpc.Error) {
 		res, err := e.svc.HandleSend(t.Context(), agentSender("p2"), json.RawMessage(`{"to":"concord.runs","payload":{}}`))
 		return decodeResult(t, res, err)
 	}, CodeInvalidParams, "")
-	e.refused("no payload", func() (map[string]any, *rpc.Error) {
+	e.refused(t, "no payload", func() (map[string]any, *rpc.Error) {
 		res, err := e.svc.HandleSend(t.Context(), agentSender("p2"), json.RawMessage(`{"to":"concord.runs","meta":{"correlationId":"`+p2.ID+`"}}`))
 		return decodeResult(t, res, err)
 	}, CodeInvalidParams, "")
@@ -109,7 +109,7 @@ func TestService_RepliesAcceptedAndRefused(t *testing.T) {
 	if !found {
 		t.Fatal("the agent's error text is not in the elimination event")
 	}
-	e.refused("late reply", func() (map[string]any, *rpc.Error) { return e.reply("p3", p3.ID, answer(p3)) },
+	e.refused(t, "late reply", func() (map[string]any, *rpc.Error) { return e.reply("p3", p3.ID, answer(p3)) },
 		CodeTaskUnknown, ReasonAlreadySettled)
 	if n := e.props.count("task_result"); n != 1 {
 		t.Fatalf("%d task_result proposals, want 1 (refusals are not proposed)", n)
@@ -140,11 +140,11 @@ func TestService_Cancel(t *testing.T) {
 	if e2, _ := run["error"].(map[string]any); e2["code"] != "Cancelled" || !strings.Contains(e2["message"].(string), "not needed") {
 		t.Fatalf("error %v", run["error"])
 	}
-	e.refused("cancel twice", func() (map[string]any, *rpc.Error) { return e.call(MethodCancel, `{"runId":"`+id+`"}`) },
+	e.refused(t, "cancel twice", func() (map[string]any, *rpc.Error) { return e.call(MethodCancel, `{"runId":"`+id+`"}`) },
 		CodeRunFinished, "")
-	e.refused("cancel unknown", func() (map[string]any, *rpc.Error) { return e.call(MethodCancel, `{"runId":"nope"}`) },
+	e.refused(t, "cancel unknown", func() (map[string]any, *rpc.Error) { return e.call(MethodCancel, `{"runId":"nope"}`) },
 		CodeRunNotFound, "")
-	e.refused("cancel without id", func() (map[string]any, *rpc.Error) { return e.call(MethodCancel, `{}`) },
+	e.refused(t, "cancel without id", func() (map[string]any, *rpc.Error) { return e.call(MethodCancel, `{}`) },
 		CodeInvalidParams, "")
 	// The driver forgot the run: nothing more is sent, no timer fires.
 	sent := e.agents.attempts(id + "/r0/p1")
@@ -204,7 +204,7 @@ func TestService_StartRefusals(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var got *rpc.Error
-			e.refused(tc.name, func() (map[string]any, *rpc.Error) {
+			e.refused(t, tc.name, func() (map[string]any, *rpc.Error) {
 				res, err := e.call(MethodStart, tc.params)
 				got = err
 				return res, err
@@ -248,8 +248,8 @@ func TestService_GetAndList(t *testing.T) {
 	if st, _ := run["state"].(map[string]any); len(st["outstandingTasks"].([]any)) != 3 || len(st["timers"].([]any)) != 4 {
 		t.Fatalf("state %v", run["state"])
 	}
-	e.refused("get unknown", func() (map[string]any, *rpc.Error) { return e.call(MethodGet, `{"runId":"nope"}`) }, CodeRunNotFound, "")
-	e.refused("get bad include", func() (map[string]any, *rpc.Error) {
+	e.refused(t, "get unknown", func() (map[string]any, *rpc.Error) { return e.call(MethodGet, `{"runId":"nope"}`) }, CodeRunNotFound, "")
+	e.refused(t, "get bad include", func() (map[string]any, *rpc.Error) {
 		return e.call(MethodGet, `{"runId":"`+ids[0]+`","include":["everything"]}`)
 	}, CodeInvalidParams, "")
 
@@ -286,6 +286,6 @@ func TestService_GetAndList(t *testing.T) {
 		t.Fatalf("cancelled runs %v", list)
 	}
 	for _, bad := range []string{`{"status":"odd"}`, `{"limit":0}`, `{"limit":100000}`, `{"limit":"2"}`, `{"cursor":5}`} {
-		e.refused("list "+bad, func() (map[string]any, *rpc.Error) { return e.call(MethodList, bad) }, CodeInvalidParams, "")
+		e.refused(t, "list "+bad, func() (map[string]any, *rpc.Error) { return e.call(MethodList, bad) }, CodeInvalidParams, "")
 	}
 }

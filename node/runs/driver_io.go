@@ -1,0 +1,150 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/concordmap/concord/consensus"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// backoff is the delay before attempt n+1 (n >= 1): exponential from
+// retryMin, capped at retryMax, with ±20% jitter so retries of many tasks
+// spread out.
+func (d *driver) backoff(n int) time.Duration {
+	b := d.cfg.retryMin
+	for i := 1; i < n && b < d.cfg.retryMax; i++ {
+		b *= 2
+	}
+	b = min(b, d.cfg.retryMax)
+	return b + time.Duration((rand.Float64()*0.4-0.2)*float64(b))
+}
+
+func (d *driver) scheduleIn(delay time.Duration, key string, kind entryKind, gen uint64) {
+	d.sched.push(entry{at: d.nowMs() + delay.Milliseconds(), key: key, kind: kind, gen: gen})
+}
+
+// handle processes the outcome of a send or a proposal.
+func (d *driver) handle(ctx context.Context, o outcome) {
+	switch o.kind {
+	case sendDone:
+		d.sendDone(o)
+	case proposeDone:
+		d.proposeDone(o)
+	}
+}
+
+func (d *driver) sendDone(o outcome) {
+	p := d.tasks[o.key]
+	if p == nil {
+		return
+	}
+	p.sending = false
+	if o.body.len() > 0 {
+		p.body = o.body
+	}
+	if p.done {
+		delete(d.tasks, o.key)
+		return
+	}
+	if o.err == nil {
+		p.sent = true
+		d.log.Debug("task sent", "run_id", p.runID, "task_id", o.key, "participant_id", p.task.ParticipantID)
+		return
+	}
+	lvl := slog.LevelDebug
+	if p.attempt == 1 || p.attempt%10 == 0 {
+		lvl = slog.LevelInfo
+	}
+	d.log.Log(context.Background(), lvl, "task not delivered; will retry", "run_id", p.runID, "task_id", o.key,
+		"participant_id", p.task.ParticipantID, "attempt", p.attempt, "err", o.err)
+	p.gen++
+	d.scheduleIn(d.backoff(p.attempt), o.key, entrySend, p.gen)
+}
+
+func (d *driver) proposeDone(o outcome) {
+	tm := d.timers[o.key]
+	if tm == nil || tm.gen != o.gen {
+		return // cleared or re-armed meanwhile
+	}
+	tm.inflight = false
+	var de *Error
+	switch {
+	case o.err == nil:
+		// Applied: the engine consumed the timer (the module forgets it too).
+		delete(d.timers, o.key)
+	case errors.As(o.err, &de):
+		d.log.Debug("timer refused", "timer_id", o.key, "err", o.err)
+		delete(d.timers, o.key)
+	default:
+		tm.attempt++
+		d.log.Info("timer proposal failed; will retry", "timer_id", o.key, "attempt", tm.attempt, "err", o.err)
+		d.scheduleIn(d.backoff(tm.attempt), o.key, entryTimer, tm.gen)
+	}
+}
+
+// startSend sends a task message in its own goroutine.
+func (d *driver) startSend(ctx context.Context, id string, p *pendingTask) {
+	p.sending = true
+	p.attempt++
+	runID, task, body := p.runID, p.task, p.body
+	d.wg.Go(func() {
+		var err error
+		if body.len() == 0 {
+			body.head, err = task.MarshalJSON()
+		}
+		if err == nil {
+			sctx, cancel := context.WithTimeout(ctx, d.cfg.sendTimeout)
+			_, err = d.send.Send(sctx, serviceSender, taskMessage(runID, task, body, d.nowMs()))
+			cancel()
+		}
+		select {
+		case d.results <- outcome{kind: sendDone, key: id, body: body, err: err}:
+		case <-ctx.Done():
+		}
+	})
+}
+
+// fireTimer proposes timer_fired for a due timer, unless the local replica
+// (current on the leader) says the engine would ignore it.
+func (d *driver) fireTimer(ctx context.Context, id string, tm *armedTimer) {
+	in := &concordv1.RunInput{RunId: tm.runID, TimeMs: max(d.nowMs(), tm.at), NodeId: d.cfg.nodeID,
+		Input: &concordv1.RunInput_TimerFired{TimerFired: &concordv1.RunTimerFired{TimerId: id, AtMs: tm.at}}}
+	if err := d.mod.Check(in); err != nil {
+		d.log.Debug("timer not fired", "timer_id", id, "err", err)
+		delete(d.timers, id)
+		return
+	}
+	tm.inflight = true
+	gen := tm.gen
+	d.wg.Go(func() {
+		pctx, cancel := context.WithTimeout(ctx, d.cfg.proposeTimeout)
+		_, _, err := d.prop.Apply(pctx, concordv1.CommandType_COMMAND_TYPE_RUN_INPUT, in)
+		cancel()
+		select {
+		case d.results <- outcome{kind: proposeDone, key: id, gen: gen, err: err}:
+		case <-ctx.Done():
+		}
+	})
+}
+
+// taskMessage builds the map/send params of a task message (PROTOCOL.md).
+func taskMessage(runID string, t *consensus.Task, body taskJSON, nowMs int64) json.RawMessage {
+	b := make([]byte, 0, 192+body.len()+2*len(t.ID)+len(runID)+len(t.ParticipantID))
+	b = append(b, `{"to":{"agent":`...)
+	b = appendJSONString(b, t.ParticipantID)
+	b = append(b, `},"payload":{"type":"`+TaskMessageType+`","runId":`...)
+	b = appendJSONString(b, runID)
+	b = append(b, `,"task":`...)
+	b = body.appendTo(b)
+	b = append(b, `},"meta":{"expectsResponse":true,"correlationId":`...)
+	b = appendJSONString(b, t.ID)
+	b = append(b, `,"timestamp":`...)
+	b = strconv.AppendInt(b, nowMs, 10)
+	return append(b, `}}`...)
+}
