@@ -273,3 +273,86 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// slowPersona answers like the persona after a pause, so that a run lasts
+// long enough to cut connections in the middle of it.
+func slowPersona(t *testing.T, d time.Duration) agentbridge.Handler {
+	h, err := agentbridge.NewPersonaHandler("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agentbridge.HandlerFunc(func(ctx context.Context, task *agentbridge.Task) (json.RawMessage, error) {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return h.Handle(ctx, task)
+	})
+}
+
+// TestRemoteRun_ConnectionsCutMidRun cuts the agents' and the argue
+// client's connections while a run is in progress: the agents resume their
+// sessions through their second URL (staying registered, so no one is
+// eliminated) and the follower catches up, rendering every event once.
+func TestRemoteRun_ConnectionsCutMidRun(t *testing.T) {
+	srv := startRunsNode(t)
+	agentPath, clientPath := newProxy(t, srv.HTTPAddr()), newProxy(t, srv.HTTPAddr())
+	ids := []string{"alice", "bob", "carol"}
+	hs := map[string]agentbridge.Handler{}
+	for _, id := range ids {
+		hs[id] = slowPersona(t, 150*time.Millisecond)
+	}
+	startAgents(t, srv, hs, agentPath.URL(), srv.MAPURL())
+	sessions := map[string]string{}
+	for _, id := range ids {
+		a, _ := srv.Registry().Agent(id)
+		sessions[id] = a.SessionID
+	}
+	raw, req, err := argueclient.RequestSpec{RequestID: "req-cut", Task: "t", Agents: ids}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var progress syncBuffer
+	go func() {
+		// Cut both paths once the first round is under way.
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(progress.String(), "dispatched to") && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		agentPath.Close()
+		clientPath.Close()
+	}()
+	oc, err := remote(t, &progress, t.TempDir(), clientPath.URL(), srv.MAPURL()).Run(ctx, raw, req.RequestID)
+	if err != nil {
+		t.Fatalf("remote run: %v\n%s", err, progress.String())
+	}
+	if oc.Status != argueclient.StatusFinished || len(oc.Result.Eliminations) != 0 {
+		t.Fatalf("outcome %s, eliminations %+v\n%s", oc.Status, oc.Result.Eliminations, progress.String())
+	}
+	text := progress.String()
+	if !strings.Contains(text, "(reconnected; catching up)") {
+		t.Errorf("the follower never reconnected:\n%s", text)
+	}
+	if n := strings.Count(text, "round 0 (initial): dispatched"); n != 1 {
+		t.Errorf("round 0 dispatch rendered %d times:\n%s", n, text)
+	}
+	for _, id := range ids {
+		a, ok := srv.Registry().Agent(id)
+		if !ok || a.SessionID != sessions[id] {
+			t.Errorf("agent %s: registered %v, session %s, want the resumed session %s", id, ok, a.SessionID, sessions[id])
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
