@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/concordmap/concord/node/internal/rpctest"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -17,48 +17,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const testTimeout = 10 * time.Second
 
-// liveSessions is LocalSessions over real in-process rpc connections: a
-// client "attaches" a session by calling "attach" {"session": id}.
-type liveSessions struct {
-	mu sync.Mutex
-	m  map[string]*rpc.Conn
-}
-
-func (s *liveSessions) Conn(id string) (*rpc.Conn, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.m[id]
-	return c, ok
-}
-
-func (s *liveSessions) Handle(_ context.Context, c *rpc.Conn, req *rpc.Request) (any, error) {
-	var p struct{ Session string }
-	if req.Method != "attach" || json.Unmarshal(req.Params, &p) != nil {
-		return nil, rpc.NewError(rpc.CodeMethodNotFound, "")
-	}
-	s.mu.Lock()
-	s.m[p.Session] = c
-	s.mu.Unlock()
-	return map[string]bool{"ok": true}, nil
-}
-
-func (s *liveSessions) Closed(*rpc.Conn) {}
-
-// inbox is a client-side handler collecting map/message params.
-type inbox struct{ ch chan json.RawMessage }
-
-func (b *inbox) Handle(_ context.Context, _ *rpc.Conn, req *rpc.Request) (any, error) {
-	if req.Method == MethodMessage {
-		b.ch <- append(json.RawMessage(nil), req.Params...)
-	}
-	return nil, nil
-}
-
-func (b *inbox) Closed(*rpc.Conn) {}
-
 func TestSend_RealConnection(t *testing.T) {
 	reg, _ := world()
-	sessions := &liveSessions{m: map[string]*rpc.Conn{}}
+	sessions := rpctest.NewSessions()
 	srv, err := rpc.NewServer(rpc.DefaultConfig(), sessions)
 	if err != nil {
 		t.Fatal(err)
@@ -70,12 +31,12 @@ func TestSend_RealConnection(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	box := &inbox{ch: make(chan json.RawMessage, 16)}
+	box := rpctest.NewInbox(MethodMessage, 16)
 	cli, err := srv.ServeConn(ctx, box)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Call(ctx, "attach", map[string]string{"session": "s-w2"}); err != nil {
+	if _, err := cli.Call(ctx, rpctest.AttachMethod, map[string]string{"session": "s-w2"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -91,7 +52,7 @@ func TestSend_RealConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case got := <-box.ch:
+	case got := <-box.C:
 		var env struct {
 			Message struct {
 				ID      string          `json:"id"`
