@@ -3,56 +3,18 @@ package fanout
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/concordmap/concord/node/internal/rpctest"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 )
 
-// liveSessions is LocalSessions over real in-process rpc connections: a
-// client attaches a session by calling "attach" {"session": id}.
-type liveSessions struct {
-	mu sync.Mutex
-	m  map[string]*rpc.Conn
-}
-
-func (s *liveSessions) Conn(id string) (*rpc.Conn, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.m[id]
-	return c, ok
-}
-
-func (s *liveSessions) Handle(_ context.Context, c *rpc.Conn, req *rpc.Request) (any, error) {
-	var p struct{ Session string }
-	if req.Method != "attach" || json.Unmarshal(req.Params, &p) != nil {
-		return nil, rpc.NewError(rpc.CodeMethodNotFound, "")
-	}
-	s.mu.Lock()
-	s.m[p.Session] = c
-	s.mu.Unlock()
-	return map[string]bool{"ok": true}, nil
-}
-
-func (s *liveSessions) Closed(*rpc.Conn) {}
-
-type eventInbox struct{ ch chan json.RawMessage }
-
-func (b *eventInbox) Handle(_ context.Context, _ *rpc.Conn, req *rpc.Request) (any, error) {
-	if req.Method == MethodEvent {
-		b.ch <- append(json.RawMessage(nil), req.Params...)
-	}
-	return nil, nil
-}
-
-func (b *eventInbox) Closed(*rpc.Conn) {}
-
 func TestHub_RealConnection(t *testing.T) {
 	reg := newFakeRegistry(100)
 	reg.addSession("s1", "p1")
-	sessions := &liveSessions{m: map[string]*rpc.Conn{}}
+	sessions := rpctest.NewSessions()
 	srv, err := rpc.NewServer(rpc.DefaultConfig(), sessions)
 	if err != nil {
 		t.Fatal(err)
@@ -60,12 +22,12 @@ func TestHub_RealConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	defer func() { _ = srv.Shutdown(ctx) }()
-	box := &eventInbox{ch: make(chan json.RawMessage, 64)}
+	box := rpctest.NewInbox(MethodEvent, 64)
 	cli, err := srv.ServeConn(ctx, box)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Call(ctx, "attach", map[string]string{"session": "s1"}); err != nil {
+	if _, err := cli.Call(ctx, rpctest.AttachMethod, map[string]string{"session": "s1"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -91,7 +53,7 @@ func TestHub_RealConnection(t *testing.T) {
 	}
 	for i := range want {
 		select {
-		case raw := <-box.ch:
+		case raw := <-box.C:
 			var e eventNote
 			if err := json.Unmarshal(raw, &e); err != nil {
 				t.Fatal(err)
