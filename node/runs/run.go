@@ -50,6 +50,9 @@ type run struct {
 	eliminations []consensus.Elimination
 	result       *consensus.Result
 	failure      *consensus.Failure
+	// frozen is the engine state's encoding once the run is over (it never
+	// changes again), so snapshots do not re-encode finished runs.
+	frozen []byte
 }
 
 // runEvent is one engine event; payload is its JSON.

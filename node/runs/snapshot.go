@@ -37,8 +37,12 @@ func (m *Module) Snapshot() (raftstore.ModuleSnapshot, error) {
 	snap := &runsSnapshot{runs: make([]snapRun, 0, len(m.ids))}
 	for _, id := range m.ids {
 		r := m.runs[id]
+		state := r.frozen
+		if state == nil {
+			state = consensus.EncodeState(r.st)
+		}
 		rec := &concordv1.RunRecord{
-			RunId: r.id, EngineState: consensus.EncodeState(r.st), StartedBy: r.startedBy,
+			RunId: r.id, EngineState: state, StartedBy: r.startedBy,
 			StartedAtMs: r.startedAt, FinishedAtMs: r.finishedAt, LastAtMs: r.lastAt, StartIndex: r.startIndex,
 		}
 		timerIDs := make([]string, 0, len(r.timers))
@@ -176,5 +180,8 @@ func restoreRun(rec *concordv1.RunRecord) (*run, error) {
 	}
 	r.failure = st.Failure()
 	r.result = st.Result()
+	if st.Done() {
+		r.frozen = rec.GetEngineState()
+	}
 	return r, nil
 }
