@@ -79,7 +79,9 @@ type Proposer interface {
 }
 
 // Sender sends a MAP message on behalf of the service: *router.Router
-// satisfies it. The driver sends task messages through it.
+// satisfies it. The driver sends task messages through it. Send must not
+// keep params after it returns (the driver reuses the buffer); the router
+// copies what it forwards.
 type Sender interface {
 	Send(ctx context.Context, from router.Sender, params json.RawMessage) (any, error)
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/concordmap/concord/consensus"
@@ -99,9 +101,16 @@ func (d *driver) startSend(ctx context.Context, id string, p *pendingTask) {
 			body.head, err = task.MarshalJSON()
 		}
 		if err == nil {
+			buf := messageBuffers.Get().(*[]byte)
+			msg := taskMessage((*buf)[:0], runID, task, body, d.nowMs())
 			sctx, cancel := context.WithTimeout(ctx, d.cfg.sendTimeout)
-			_, err = d.send.Send(sctx, serviceSender, taskMessage(runID, task, body, d.nowMs()))
+			_, err = d.send.Send(sctx, serviceSender, msg)
 			cancel()
+			// Send does not keep params (Sender contract), so the buffer
+			// is reused: fresh 100 KB buffers per task cost more in page
+			// faults and GC than the copy itself.
+			*buf = msg
+			messageBuffers.Put(buf)
 		}
 		select {
 		case d.results <- outcome{kind: sendDone, key: id, body: body, err: err}:
@@ -133,9 +142,13 @@ func (d *driver) fireTimer(ctx context.Context, id string, tm *armedTimer) {
 	})
 }
 
-// taskMessage builds the map/send params of a task message (PROTOCOL.md).
-func taskMessage(runID string, t *consensus.Task, body taskJSON, nowMs int64) json.RawMessage {
-	b := make([]byte, 0, 192+body.len()+2*len(t.ID)+len(runID)+len(t.ParticipantID))
+// messageBuffers recycles task message buffers between sends.
+var messageBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// taskMessage builds the map/send params of a task message (PROTOCOL.md)
+// into b.
+func taskMessage(b []byte, runID string, t *consensus.Task, body taskJSON, nowMs int64) json.RawMessage {
+	b = slices.Grow(b[:0], 192+body.len()+2*len(t.ID)+len(runID)+len(t.ParticipantID))
 	b = append(b, `{"to":{"agent":`...)
 	b = appendJSONString(b, t.ParticipantID)
 	b = append(b, `},"payload":{"type":"`+TaskMessageType+`","runId":`...)

@@ -105,9 +105,6 @@ func (m *Module) apply(index uint64, msg proto.Message) (any, error) {
 	if mapEvents := r.recordEvents(evs); len(mapEvents) > 0 {
 		m.events.AppendEvents(index, mapEvents)
 	}
-	if r.frozen == nil && r.st.Done() {
-		r.frozen = consensus.EncodeState(r.st)
-	}
 	if m.out != nil && len(drv) > 0 {
 		m.out.push(work{runID: r.id, fx: drv}, m.outboxLimit)
 	}

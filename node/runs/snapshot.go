@@ -30,16 +30,20 @@ type snapRun struct {
 	events []runEvent
 }
 
-// Snapshot implements raftstore.Module.
+// Snapshot implements raftstore.Module. It takes the write lock because it
+// keeps the encoding of finished runs (run.frozen) for the next snapshot.
 func (m *Module) Snapshot() (raftstore.ModuleSnapshot, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	snap := &runsSnapshot{runs: make([]snapRun, 0, len(m.ids))}
 	for _, id := range m.ids {
 		r := m.runs[id]
 		state := r.frozen
 		if state == nil {
 			state = consensus.EncodeState(r.st)
+			if r.st.Done() {
+				r.frozen = state // a finished run never changes again
+			}
 		}
 		rec := &concordv1.RunRecord{
 			RunId: r.id, EngineState: state, StartedBy: r.startedBy,
