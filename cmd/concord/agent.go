@@ -48,6 +48,9 @@ with an error, the agent is unregistered).`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, &f) },
 	}
 	f.conn.register(cmd)
+	// An agent may start before the system: wait for a server by default.
+	_ = cmd.PersistentFlags().Set("connect-timeout", "0s")
+	cmd.PersistentFlags().Lookup("connect-timeout").DefValue = "0s"
 	d := agentbridge.DefaultConfig()
 	fl := cmd.Flags()
 	fl.StringVar(&f.name, "name", "", "agent id to register (the participant id runs name)")
@@ -92,7 +95,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	cfg.Concurrency, cfg.QueueLimit, cfg.TaskTimeout, cfg.ReplyTimeout = f.concurrency, f.queue, f.taskTimeout, f.replyTimeout
 	cfg.Logger = client.Logger
 	fmt.Fprintf(cmd.ErrOrStderr(), "agent %s connecting to %v\n", f.name, f.conn.servers)
-	return agentbridge.Serve(cmd.Context(), cfg, client)
+	return agentbridge.Serve(cmd.Context(), cfg, client, f.conn.connectTimeout)
 }
 
 func agentHandler(f *agentFlags) (agentbridge.Handler, error) {

@@ -21,6 +21,7 @@ const defaultServer = "ws://127.0.0.1:7700/map"
 // connFlags are the connection flags of the client subcommands.
 type connFlags struct {
 	servers          []string
+	connectTimeout   time.Duration
 	reconnectTimeout time.Duration
 	logs             logFlags
 }
@@ -32,6 +33,8 @@ func (f *connFlags) register(cmd *cobra.Command) {
 	}
 	cmd.PersistentFlags().StringSliceVar(&f.servers, "server", def,
 		"MAP URLs of the system's nodes, comma separated, tried in order (env CONCORD_SERVER)")
+	cmd.PersistentFlags().DurationVar(&f.connectTimeout, "connect-timeout", 10*time.Second,
+		"how long to try the servers before giving up on the first connection (0: wait forever)")
 	cmd.PersistentFlags().DurationVar(&f.reconnectTimeout, "reconnect-timeout", 2*time.Minute,
 		"how long to keep trying the servers after the connection is lost")
 	cmd.PersistentFlags().StringVar(&f.logs.level, "log-level", "warn", "log level: debug, info, warn, error")
@@ -55,7 +58,8 @@ func (f *connFlags) remote(cmd *cobra.Command, out string, quiet bool) (arguecli
 	if err != nil {
 		return argueclient.Remote{}, err
 	}
-	r := argueclient.Remote{Client: cfg, Follow: argueclient.DefaultFollowConfig(), OutDir: out}
+	r := argueclient.Remote{Client: cfg, Follow: argueclient.DefaultFollowConfig(), OutDir: out,
+		ConnectTimeout: f.connectTimeout}
 	if !quiet {
 		r.Progress = argueclient.NewProgress(cmd.OutOrStdout())
 	}

@@ -15,7 +15,10 @@ import (
 // closes the connection. client.OnMessage and the identity fields of
 // client are set here. It returns early with an error when the client
 // gives up reconnecting.
-func Serve(ctx context.Context, cfg Config, client mapclient.Config) error {
+//
+// connectTimeout bounds the first connection; 0 waits for a server until
+// ctx ends (an agent may well start before the system).
+func Serve(ctx context.Context, cfg Config, client mapclient.Config, connectTimeout time.Duration) error {
 	b, err := New(cfg)
 	if err != nil {
 		return err
@@ -32,7 +35,12 @@ func Serve(ctx context.Context, cfg Config, client mapclient.Config) error {
 		client.DisconnectPolicy = &mapclient.DisconnectPolicy{AgentBehavior: "grace-period", GracePeriodMs: grace.Milliseconds()}
 	}
 	client.OnMessage = b.Deliver
-	c, err := mapclient.Dial(ctx, client)
+	dctx, dcancel := ctx, context.CancelFunc(func() {})
+	if connectTimeout > 0 {
+		dctx, dcancel = context.WithTimeout(ctx, connectTimeout)
+	}
+	c, err := mapclient.Dial(dctx, client)
+	dcancel()
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

@@ -86,7 +86,7 @@ func startAgents(t *testing.T, srv *node.Server, handlers map[string]agentbridge
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := agentbridge.Serve(ctx, cfg, clientConfig(t, urls...)); err != nil {
+			if err := agentbridge.Serve(ctx, cfg, clientConfig(t, urls...), 0); err != nil {
 				t.Errorf("agent %s: %v", id, err)
 			}
 		}()

@@ -20,6 +20,9 @@ type Remote struct {
 	Progress *Progress
 	// OutDir is the artifact base directory; "" writes no files.
 	OutDir string
+	// ConnectTimeout bounds the first connection (every URL tried, with
+	// backoff, until it passes); 0 waits until ctx ends.
+	ConnectTimeout time.Duration
 }
 
 // Dial connects as a MAP client. onReconnect may be nil.
@@ -27,6 +30,11 @@ func (r Remote) Dial(ctx context.Context, onReconnect func(mapclient.ReconnectIn
 	cfg := r.Client
 	cfg.ParticipantType = mapclient.TypeClient
 	cfg.OnReconnect = onReconnect
+	if r.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.ConnectTimeout)
+		defer cancel()
+	}
 	return mapclient.Dial(ctx, cfg)
 }
 
