@@ -24,6 +24,7 @@ type agentFlags struct {
 	maxOutput    int64
 	gracePeriod  time.Duration
 	replyTimeout time.Duration
+	think        time.Duration
 }
 
 func newAgentCmd() *cobra.Command {
@@ -62,6 +63,7 @@ with an error, the agent is unregistered).`,
 	fl.DurationVar(&f.taskTimeout, "task-timeout", d.TaskTimeout, "bound per task when the task message carries no deadline")
 	fl.Int64Var(&f.maxOutput, "max-output", agentbridge.DefaultExecConfig().MaxOutputBytes, "--exec: largest stdout accepted, in bytes")
 	fl.DurationVar(&f.gracePeriod, "grace-period", 0, "how long the server keeps the agent registered after a connection loss (default: reconnect timeout + 30s)")
+	fl.DurationVar(&f.think, "think", 0, "delay every answer by this long, as a model would (demos)")
 	fl.DurationVar(&f.replyTimeout, "reply-timeout", d.ReplyTimeout, "how long a reply keeps retrying after the task's deadline; bound on stopping")
 	return cmd
 }
@@ -83,6 +85,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	if err != nil {
 		return err
 	}
+	handler = agentbridge.WithThinkTime(handler, f.think)
 	client, err := f.conn.client()
 	if err != nil {
 		return err

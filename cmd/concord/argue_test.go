@@ -49,6 +49,7 @@ func TestArgueAndAgentFlagErrors(t *testing.T) {
 		{[]string{"agent", "--name", "a"}, "exactly one of"},
 		{[]string{"agent", "--name", "a", "--persona", "default", "--exec", "true"}, "exactly one of"},
 		{[]string{"agent", "--name", "a", "--persona", "grumpy"}, "unknown persona style"},
+		{[]string{"agent", "--name", "a", "--persona", "default", "--think", "soon"}, "--think"},
 		{[]string{"agent", "--name", "a", "--persona", "default", "--server", "http://x"}, "ws://"},
 	}
 	for _, tt := range tests {
