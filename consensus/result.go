@@ -53,6 +53,30 @@ func (s *State) resolutions() []ClaimResolution {
 		c := int(counts[k])
 		out[k].Votes, block = block[:0:c], block[c:]
 	}
+	fillVotes(out, outputs, target)
+	threshold := s.req.ConsensusPolicy.Threshold
+	for k := range out {
+		r := &out[k]
+		for i := range r.Votes {
+			if r.Votes[i].Vote == VoteAccept {
+				r.AcceptCount++
+			} else {
+				r.RejectCount++
+			}
+		}
+		r.TotalVoters = len(r.Votes)
+		r.Status = "unresolved"
+		if !s.deadlineHit && r.TotalVoters > 0 && float64(r.AcceptCount)/float64(r.TotalVoters) >= threshold {
+			r.Status = "resolved"
+		}
+	}
+	return out
+}
+
+// fillVotes records the votes of outputs in the resolutions, in order;
+// target holds each vote's resolution index (-1 for none). A later vote of
+// a participant on a claim replaces its earlier one in place.
+func fillVotes(out []ClaimResolution, outputs []*Output, target []int32) {
 	// last[k] is 1 + the index of the output that cast claim k's latest
 	// vote. When the outputs' participants are distinct (always, for a run
 	// Step built), a vote can only repeat one of its own output's, which is
@@ -90,23 +114,6 @@ func (s *State) resolutions() []ClaimResolution {
 			p.ParticipantID, p.ClaimID, p.Vote, p.Reason = o.ParticipantID, v.ClaimID, v.Vote, v.Reason
 		}
 	}
-	threshold := s.req.ConsensusPolicy.Threshold
-	for k := range out {
-		r := &out[k]
-		for i := range r.Votes {
-			if r.Votes[i].Vote == VoteAccept {
-				r.AcceptCount++
-			} else {
-				r.RejectCount++
-			}
-		}
-		r.TotalVoters = len(r.Votes)
-		r.Status = "unresolved"
-		if !s.deadlineHit && r.TotalVoters > 0 && float64(r.AcceptCount)/float64(r.TotalVoters) >= threshold {
-			r.Status = "resolved"
-		}
-	}
-	return out
 }
 
 // voteTargets maps every vote of outputs, in order, to the index in the
