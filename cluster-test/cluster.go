@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -134,7 +135,8 @@ func (c *Cluster) newNode(i, expect int) *Node {
 	id := fmt.Sprintf("n%d", i+1)
 	return &Node{
 		Index: i, ID: id, Dir: filepath.Join(c.t.TempDir(), id),
-		HTTPAddr: "127.0.0.1:0", GRPCAddr: reservePort(c.t, false), GossipAddr: reservePort(c.t, true),
+		HTTPAddr: reservePort(c.t, false), RaftAddr: reservePort(c.t, false),
+		GRPCAddr: reservePort(c.t, false), GossipAddr: reservePort(c.t, true),
 		c: c, bootstrapExpect: expect, state: NodeStopped,
 	}
 }
@@ -159,10 +161,14 @@ func (c *Cluster) startAll() {
 		wg.Go(func() { errs[i] = c.start(ctx, c.nodes[i]) })
 	}
 	wg.Wait()
+	var failed []string
 	for i, err := range errs {
 		if err != nil {
-			c.t.Fatalf("clustertest: start %s: %v", c.nodes[i], err)
+			failed = append(failed, fmt.Sprintf("%s: %v", c.nodes[i], err))
 		}
+	}
+	if len(failed) > 0 {
+		c.t.Fatalf("clustertest: start failed:\n  %s", strings.Join(failed, "\n  "))
 	}
 }
 
@@ -212,14 +218,10 @@ func (c *Cluster) start(ctx context.Context, n *Node) error {
 	return nil
 }
 
-// listenRaft binds the node's Raft listener: a free port the first time,
-// the same address on restarts (peers have it in their configuration).
-// The port was ours a moment ago; binding is retried briefly in case the
-// kernel still holds it.
+// listenRaft binds the node's Raft listener on its reserved address (the
+// same on restarts: peers have it in their configuration). Binding is
+// retried briefly in case the kernel still holds the port.
 func listenRaft(ctx context.Context, addr string) (net.Listener, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
 	var lastErr error
 	for {
 		ln, err := net.Listen("tcp", addr)
@@ -238,27 +240,63 @@ func listenRaft(ctx context.Context, addr string) (net.Listener, error) {
 // reservePort returns a free 127.0.0.1 port (TCP, and UDP too when udp),
 // released for the node to bind. Gossip seeds and gRPC addresses must be
 // known before the node binds them, so port 0 cannot be read back there.
+//
+// The port is drawn below the kernel's ephemeral range: a port from bind
+// to port 0 is also what outgoing connections get as their local port,
+// and on a busy machine one of them took a reserved port before the node
+// bound it. Below the range only explicit binds compete.
 func reservePort(t testing.TB, udp bool) string {
 	t.Helper()
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	lo, hi := reserveRange()
+	for range 200 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+portRand.IntN(hi-lo)))
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			t.Fatalf("clustertest: reserve port: %v", err)
+			continue
 		}
-		addr := ln.Addr().String()
 		if udp {
 			pc, err := net.ListenPacket("udp", addr)
 			if err != nil {
 				_ = ln.Close()
-				continue // TCP port free but UDP taken: try another
+				continue
 			}
 			_ = pc.Close()
 		}
 		_ = ln.Close()
 		return addr
 	}
-	t.Fatal("clustertest: no free TCP+UDP port after 50 tries")
+	t.Fatal("clustertest: no free port after 200 tries")
 	return ""
+}
+
+// portRand draws candidate ports; it is safe for concurrent use.
+var portRand = rand.New(&lockedSource{src: rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid()))})
+
+type lockedSource struct {
+	mu  sync.Mutex
+	src rand.Source
+}
+
+func (s *lockedSource) Uint64() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.src.Uint64()
+}
+
+// reserveRange is [10000, start of the ephemeral range), or [10000, 32768)
+// when the range cannot be read.
+func reserveRange() (lo, hi int) {
+	lo, hi = 10000, 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	if f := strings.Fields(string(b)); len(f) == 2 {
+		if start, err := strconv.Atoi(f[0]); err == nil && start > lo+1000 {
+			hi = start
+		}
+	}
+	return lo, hi
 }
 
 // testLogger logs to t.Output() (shown only for failing tests or -v),

@@ -29,9 +29,9 @@ func TestFormation_BootstrapExpect(t *testing.T) {
 			requireVoters(t, c, l, idsOf(c.Nodes()))
 			for i := range tt.n {
 				cl := c.Connect(t, i, map[string]any{"name": fmt.Sprintf("client-%d", i)})
-				if err := cl.Register(fmt.Sprintf("agent-%d", i), nil); err != nil {
-					t.Fatalf("register through %s: %s", c.Node(i), Describe(err))
-				}
+				// A retryable error while leadership settles is legitimate; the
+				// write must go through each node eventually.
+				registerRetry(t, cl, fmt.Sprintf("agent-%d", i), nil)
 			}
 			c.RequireInvariants(t)
 			if got := c.Ledger.Acked(); got != tt.n {
