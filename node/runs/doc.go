@@ -35,9 +35,9 @@
 // follower waits up to ServiceConfig.LagWait for an unknown run or task to
 // appear before refusing it.
 //
-// What it does not do: run the engine off the log (there is no local
-// mode here; see consensus.RunLocal), forget finished runs (they stay in
-// the state and snapshots), or tell an agent that a task was cancelled.
+// What it does not do: run debates without Raft (consensus.RunLocal does),
+// forget finished runs (they stay in the state and in snapshots, events
+// included), or tell an agent that its task was cancelled.
 //
 // The wire shapes (task message, reply, methods, errors, events) are in
 // PROTOCOL.md beside this file. node.Server wires the package: see the

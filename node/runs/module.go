@@ -37,11 +37,14 @@ type Module struct {
 
 var _ raftstore.Module = (*Module)(nil)
 
-// Applied is the result of an applied RUN_INPUT.
+// Applied is the result of an applied RUN_INPUT (the value Store.Apply
+// returns for it).
 type Applied struct {
+	// RunID and RequestID identify the run the input was applied to.
 	RunID     string
 	RequestID string
-	Status    string
+	// Status is the run's MAP status after the input (StatusRunning, ...).
+	Status string
 }
 
 // New builds an empty Module.
