@@ -37,8 +37,8 @@ func clientConfig(t *testing.T, urls ...string) mapclient.Config {
 	return cfg
 }
 
-// startRunsNode starts a dev node, skipping the test when the node does not
-// serve the runs extension (node/runs not wired into node.Server).
+// startRunsNode starts a dev node and checks that it serves the runs
+// extension.
 func startRunsNode(t *testing.T) *node.Server {
 	t.Helper()
 	cfg := node.DevConfig(t.TempDir())
@@ -70,7 +70,7 @@ func startRunsNode(t *testing.T) *node.Server {
 			return srv
 		}
 	}
-	t.Skip("node/runs not wired yet: the node does not advertise " + runsExtensionURI)
+	t.Fatalf("the node does not advertise %s: %s", runsExtensionURI, c.Session().Capabilities)
 	return nil
 }
 
