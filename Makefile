@@ -52,6 +52,9 @@ proto-check: proto ## fail when committed generated code differs from a fresh ge
 	@git diff --exit-code -- proto/ || (echo "generated protobuf code is stale: run make proto and commit"; exit 1)
 	@test -z "$$(git ls-files --others --exclude-standard proto/)" || (echo "untracked generated files in proto/"; exit 1)
 
+demo: build ## 3 nodes + 3 agents run a debate; the leader is killed mid-debate; results in ./out
+	$(GO) run ./cluster-test/demo --bin bin/concord --out out
+
 dev: build ## one dev node on 127.0.0.1 (ws://127.0.0.1:7700/map)
 	./bin/concord server --dev
 
