@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -79,7 +80,7 @@ func (o *leaderObserver) sample() {
 		}
 		s := st.Stats()
 		term, _ := strconv.ParseUint(s["term"], 10, 64)
-		if s["state"] != raftstore.StateLeader.String() {
+		if s["state"] != "Leader" { // raft's own name (raft.Leader.String())
 			term = 0
 		}
 		o.record(n.ID, term)
@@ -104,10 +105,14 @@ func (o *leaderObserver) stop() {
 	<-o.done
 }
 
-// check reports every term led by more than one node.
+// check reports every term led by more than one node, and fails when no
+// leader was ever seen (the check would be vacuous).
 func (o *leaderObserver) check() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if len(o.leaders) == 0 {
+		return errors.New("the leader observer saw no leader at all")
+	}
 	var bad []string
 	for term, ids := range o.leaders {
 		if len(ids) > 1 {
