@@ -40,8 +40,10 @@ type fakeReader struct {
 	events []registry.Event
 }
 
-func (f *fakeReader) Agent(id string) (registry.Agent, bool) { return registry.Agent{ID: id}, f.agents[id] }
-func (f *fakeReader) Window() (uint64, uint64)                { return 1, uint64(len(f.events)) }
+func (f *fakeReader) Agent(id string) (registry.Agent, bool) {
+	return registry.Agent{ID: id}, f.agents[id]
+}
+func (f *fakeReader) Window() (uint64, uint64) { return 1, uint64(len(f.events)) }
 func (f *fakeReader) EventsAfter(pos uint64, limit int) []registry.Event {
 	if pos >= uint64(len(f.events)) {
 		return nil
