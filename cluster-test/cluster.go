@@ -187,6 +187,9 @@ func (c *Cluster) config(n *Node, raftLn net.Listener) node.Config {
 	cfg.Raft.StreamLayer = c.Net.StreamLayer(n.ID, raftLn)
 	cfg.GRPCDialer = c.Net.Dialer(n.ID)
 	cfg.Logger = testLogger(c.t, n.ID)
+	if c.opts.logLevel != nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(c.t.Output(), &slog.HandlerOptions{Level: *c.opts.logLevel})).With("node", n.ID)
+	}
 	for _, m := range c.opts.mutate {
 		m(n.Index, &cfg)
 	}

@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -93,6 +94,7 @@ type options struct {
 	order     []int
 	mutate    []func(i int, c *node.Config)
 	netConfig func(*faultnet.Config)
+	logLevel  *slog.Level
 }
 
 // WithSeed fixes the random source of start order and staggering (the
@@ -123,6 +125,13 @@ func WithJoinSeeds(k int) Option {
 // WithNodeConfig adjusts node i's config after the harness filled it.
 func WithNodeConfig(f func(i int, c *node.Config)) Option {
 	return func(o *options) { o.mutate = append(o.mutate, f) }
+}
+
+// WithLogLevel sets the nodes' log level (benchmarks use warn: raft's info
+// logs would be part of what they measure), overriding
+// CONCORD_TEST_LOG_LEVEL.
+func WithLogLevel(l slog.Level) Option {
+	return func(o *options) { o.logLevel = &l }
 }
 
 // WithNetwork adjusts the fault network's config.

@@ -14,7 +14,7 @@ import (
 // agentOn connects a participant to node i and registers one agent owned
 // by it; the connection's session speaks for that agent in map/send.
 // Orphan policy: a dropped connection leaves the agent registered.
-func agentOn(t *testing.T, c *Cluster, i int, agentID string, fields map[string]any) *Client {
+func agentOn(t testing.TB, c *Cluster, i int, agentID string, fields map[string]any) *Client {
 	t.Helper()
 	cl := c.Connect(t, i, map[string]any{
 		"participantType": "agent", "participantId": agentID, "name": agentID,
@@ -27,7 +27,7 @@ func agentOn(t *testing.T, c *Cluster, i int, agentID string, fields map[string]
 // registerRetry registers an agent as set-up, retrying retryable errors
 // (an election in progress); AGENT_EXISTS after an attempt with unknown
 // outcome means that attempt took effect. Every attempt is in the ledger.
-func registerRetry(t *testing.T, cl *Client, agentID string, fields map[string]any) {
+func registerRetry(t testing.TB, cl *Client, agentID string, fields map[string]any) {
 	t.Helper()
 	uncertain := false
 	err := Poll(context.Background(), CallTimeout, func() error {
@@ -50,7 +50,7 @@ func registerRetry(t *testing.T, cl *Client, agentID string, fields map[string]a
 
 // requireMAPError checks err is a MAP error with the code and retryable
 // flag, and returns it.
-func requireMAPError(t *testing.T, err error, code int, retryable bool) *rpc.Error {
+func requireMAPError(t testing.TB, err error, code int, retryable bool) *rpc.Error {
 	t.Helper()
 	var re *rpc.Error
 	if !errors.As(err, &re) {
@@ -99,7 +99,7 @@ func sessionOfAgent(r registry.Reader, agentID string) (registry.Session, bool) 
 // subscribeRetry subscribes as set-up, retrying retryable errors (a retry
 // after an unknown outcome may leave an extra subscription, whose events
 // are filed under its own id and ignored).
-func subscribeRetry(t *testing.T, cl *Client, params map[string]any) string {
+func subscribeRetry(t testing.TB, cl *Client, params map[string]any) string {
 	t.Helper()
 	var id string
 	err := Poll(context.Background(), CallTimeout, func() error {
@@ -117,7 +117,7 @@ func subscribeRetry(t *testing.T, cl *Client, params map[string]any) string {
 }
 
 // writeRetry calls a method as set-up, retrying retryable errors.
-func writeRetry(t *testing.T, cl *Client, method string, params any) {
+func writeRetry(t testing.TB, cl *Client, method string, params any) {
 	t.Helper()
 	err := Poll(context.Background(), CallTimeout, func() error {
 		_, err := cl.Call(method, params)

@@ -367,3 +367,7 @@ func tail(path string, n int) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// sigterm is the graceful stop signal (named for the benchmarks, which
+// race a write against it).
+const sigterm = syscall.SIGTERM
