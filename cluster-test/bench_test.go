@@ -19,13 +19,13 @@ import (
 // logs on every node; run them without -race.
 
 // BenchmarkCluster_CommitThroughput: Raft-committed writes per second on a
-// 3-node cluster, with 64 MAP clients spread over the nodes registering
+// 3-node cluster, with 256 MAP clients spread over the nodes registering
 // agents (each register is one AGENT_REGISTER entry, committed by a
-// quorum with fsync), beside the baseline of 64 goroutines committing
+// quorum with fsync), beside the baseline of 256 goroutines committing
 // NOOP entries directly on the leader's raftstore (no MAP, no registry,
 // no forwarding).
 func BenchmarkCluster_CommitThroughput(b *testing.B) {
-	const clients = 64
+	const clients = 256
 	b.Run(fmt.Sprintf("map-register/clients=%d", clients), func(b *testing.B) {
 		c := New(b, 3, WithLogLevel(slog.LevelWarn))
 		pool := make([]*Client, clients)
