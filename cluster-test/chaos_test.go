@@ -98,5 +98,5 @@ func TestChaos_ProcsRepeatedLeaderKills(t *testing.T) {
 		cl.Close()
 	}
 	pc.Leader(t)
-	requireAgentsEverywhere(t, pc, acked)
+	requireProcAgents(t, pc, acked)
 }

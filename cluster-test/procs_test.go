@@ -61,12 +61,12 @@ func TestProcs_KillLeader(t *testing.T) {
 
 	pc.Restart(t, leader.Index)
 	pc.Leader(t)
-	requireAgentsEverywhere(t, pc, acked)
+	requireProcAgents(t, pc, acked)
 }
 
-// requireAgentsEverywhere waits until map/agents/list on every running
+// requireProcAgents waits until map/agents/list on every running
 // process returns the same agents and they include every id in want.
-func requireAgentsEverywhere(t *testing.T, pc *ProcCluster, want []string) {
+func requireProcAgents(t *testing.T, pc *ProcCluster, want []string) {
 	t.Helper()
 	clients := map[*Proc]*Client{}
 	for _, p := range pc.Running() {
