@@ -59,6 +59,13 @@ type Config struct {
 	// caller's context. About two election timeouts lets one election
 	// finish.
 	ForwardRetryTimeout time.Duration
+	// ForwardAttemptTimeout bounds one Forward call to the leader. A leader
+	// cut off by a partition never answers; without this bound a follower's
+	// write would hang until the caller's own deadline. An attempt that
+	// runs out fails with "outcome unknown" (raftstore.ErrLeadershipLost:
+	// the leader may have committed it) and is not retried. It must exceed
+	// the slowest healthy commit (fsync + replication) with room to spare.
+	ForwardAttemptTimeout time.Duration
 
 	// ForwardBackoff is the first pause between Forward retries; it doubles
 	// per attempt up to ForwardMaxBackoff.
@@ -154,6 +161,7 @@ func DefaultConfig() Config {
 		KeepaliveTimeout:         5 * time.Second,
 		MaxMessageSize:           16 << 20,
 		ForwardRetryTimeout:      3 * time.Second,
+		ForwardAttemptTimeout:    2 * time.Second,
 		ForwardBackoff:           20 * time.Millisecond,
 		ForwardMaxBackoff:        500 * time.Millisecond,
 		RelayQueueSize:           8192,
@@ -182,7 +190,7 @@ func (c Config) Validate() error {
 		d    time.Duration
 	}{
 		{"DialTimeout", c.DialTimeout}, {"KeepaliveTime", c.KeepaliveTime},
-		{"KeepaliveTimeout", c.KeepaliveTimeout}, {"ForwardRetryTimeout", c.ForwardRetryTimeout},
+		{"KeepaliveTimeout", c.KeepaliveTimeout}, {"ForwardRetryTimeout", c.ForwardRetryTimeout}, {"ForwardAttemptTimeout", c.ForwardAttemptTimeout},
 		{"ForwardBackoff", c.ForwardBackoff}, {"ForwardMaxBackoff", c.ForwardMaxBackoff},
 		{"RelayDeliveryTimeout", c.RelayDeliveryTimeout}, {"RelayReconnectBackoff", c.RelayReconnectBackoff},
 		{"RelayReconnectMaxBackoff", c.RelayReconnectMaxBackoff}, {"RelayIdleTimeout", c.RelayIdleTimeout},

@@ -134,9 +134,18 @@ func (f *Forwarder) attempt(ctx context.Context, target string, cmd []byte) (idx
 		}
 		return 0, "", fmt.Errorf("leader %s at %s not reachable", target, addr), true
 	}
-	resp, err := concordv1.NewClusterClient(cc).Forward(ctx, &concordv1.ForwardRequest{Command: cmd, OriginNodeId: f.cfg.NodeID})
+	actx, cancel := context.WithTimeout(ctx, f.cfg.ForwardAttemptTimeout)
+	defer cancel()
+	resp, err := concordv1.NewClusterClient(cc).Forward(actx, &concordv1.ForwardRequest{Command: cmd, OriginNodeId: f.cfg.NodeID})
 	if err == nil {
 		return resp.GetIndex(), "", nil, false
+	}
+	if ctx.Err() == nil && actx.Err() != nil {
+		// The leader did not answer in time (cut off, or overloaded): it may
+		// have proposed the command, so this is "outcome unknown", never a
+		// retry that could apply it twice.
+		return 0, "", fmt.Errorf("no answer from leader %s within %v: %w: %w", target,
+			f.cfg.ForwardAttemptTimeout, raftstore.ErrLeadershipLost, raftstore.ErrTimeout), false
 	}
 	next, err, retry = f.classify(ctx, target, err)
 	f.log.Debug("forward attempt failed", "leader_id", target, "retry", retry, "err", err)

@@ -1,12 +1,11 @@
 package mapsvc
 
 import (
-	"context"
 	"errors"
 
+	"github.com/concordmap/concord/node/internal/storeerr"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
-	"github.com/concordmap/concord/raftstore"
 )
 
 // ErrInvalidConfig wraps every Config.Validate failure.
@@ -48,15 +47,8 @@ func translate(err error) error {
 		}
 		return e
 	}
-	for _, unavailable := range []error{
-		raftstore.ErrNotLeader, raftstore.ErrNoLeader, raftstore.ErrTimeout,
-		raftstore.ErrLeadershipLost, raftstore.ErrShutdown,
-		context.DeadlineExceeded, context.Canceled,
-	} {
-		if errors.Is(err, unavailable) {
-			return rpc.NewError(rpc.CodeExhausted, "Cluster unavailable, retry").
-				WithDetails(map[string]any{"reason": err.Error()})
-		}
+	if e, ok := storeerr.Unavailable(err); ok {
+		return e
 	}
 	return err
 }

@@ -1,14 +1,13 @@
 package runs
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/node/internal/storeerr"
 	"github.com/concordmap/concord/node/rpc"
-	"github.com/concordmap/concord/raftstore"
 )
 
 // MAP error codes returned by this package (map-protocol.md §6; the
@@ -122,15 +121,8 @@ func toRPC(err error) error {
 	if errors.As(err, &ve) {
 		return invalidRequest(ve)
 	}
-	for _, unavailable := range []error{
-		raftstore.ErrNotLeader, raftstore.ErrNoLeader, raftstore.ErrTimeout,
-		raftstore.ErrLeadershipLost, raftstore.ErrShutdown,
-		context.DeadlineExceeded, context.Canceled,
-	} {
-		if errors.Is(err, unavailable) {
-			return rpc.NewError(rpc.CodeExhausted, "Cluster unavailable, retry").
-				WithRetryAfter(0).WithDetails(map[string]any{"reason": err.Error()})
-		}
+	if e, ok := storeerr.Unavailable(err); ok {
+		return e
 	}
 	return fmt.Errorf("runs: %w", err)
 }
