@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/concordmap/concord/node"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 // Node returns node i (0-based, in creation order), whatever its state.
@@ -91,14 +95,31 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 	}
 }
 
-// Remove stops node i and has the leader remove it from the Raft
-// configuration (the operator's "remove peer" after a server is retired).
+// Remove stops node i, waits until gossip on every running node no longer
+// sees it alive, and has the leader remove it from the Raft configuration
+// (the operator's "remove peer" after a server is retired). Removing it
+// while gossip still sees it alive would be undone: the leader's
+// reconciler re-adds alive servers.
 func (c *Cluster) Remove(t testing.TB, i int) {
 	t.Helper()
 	n := c.Node(i)
 	if n.State() == NodeRunning {
 		c.Stop(t, i)
 	}
+	Eventually(t, MembershipTimeout, func() error {
+		for _, r := range c.Running() {
+			members, err := c.Members(r)
+			if err != nil {
+				return err
+			}
+			for _, m := range members {
+				if m.GetId() == n.ID && m.GetStatus() == concordv1.MemberStatus_MEMBER_STATUS_ALIVE {
+					return fmt.Errorf("%s still sees %s alive", r, n)
+				}
+			}
+		}
+		return nil
+	})
 	Eventually(t, MembershipTimeout, func() error {
 		l, err := c.agreedLeader(c.Running())
 		if err != nil {
@@ -130,6 +151,24 @@ func (c *Cluster) Leave(t testing.TB, i int) {
 	if !ok {
 		t.FailNow()
 	}
+}
+
+// Members asks node n's Cluster gRPC service (Members, the admin RPC the
+// CLI uses) for its gossip view. The harness dials it directly, outside
+// the fault network.
+func (c *Cluster) Members(n *Node) ([]*concordv1.ClusterMember, error) {
+	conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	defer cancel()
+	res, err := concordv1.NewClusterClient(conn).Members(ctx, &concordv1.MembersRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("members of %s: %w", n, err)
+	}
+	return res.GetMembers(), nil
 }
 
 // AddNode starts one more server that joins the running cluster through

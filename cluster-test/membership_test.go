@@ -9,7 +9,8 @@ import (
 // TestMembership_JoinAndLeave adds a fourth server (gossip join, no
 // bootstrap-expect: the leader's reconciler makes it a voter), then has an
 // original follower leave gracefully (removed from the Raft configuration
-// at once), and checks the cluster keeps committing through every change.
+// at once), then removes the added server by hand, and checks the cluster
+// keeps committing through every change.
 func TestMembership_JoinAndLeave(t *testing.T) {
 	c := New(t, 3)
 	l := c.Leader(t)
@@ -25,7 +26,9 @@ func TestMembership_JoinAndLeave(t *testing.T) {
 	n4 := c.AddNode(t)
 	requireVoters(t, c, c.Leader(t), idsOf(c.Running()))
 	write("after-join")
-	// The new server holds the state written before it joined.
+	// The new server catches up with the log, including what was written
+	// before it joined.
+	c.WaitApplied(t, c.Leader(t).Store().AppliedIndex())
 	c.RequireConverged(t)
 	if _, ok := n4.Server().Registry().Agent("before-join"); !ok {
 		t.Fatalf("%s lacks an agent written before it joined", n4)
@@ -46,6 +49,13 @@ func TestMembership_JoinAndLeave(t *testing.T) {
 	l = c.Leader(t)
 	requireVoters(t, c, l, idsOf(c.Running()))
 	write("after-leave")
+
+	// An operator removes the added server by hand (stop, then remove the
+	// peer): two voters remain and still commit.
+	c.Remove(t, n4.Index)
+	l = c.Leader(t)
+	requireVoters(t, c, l, idsOf(c.Running()))
+	write("after-remove")
 	c.RequireInvariants(t)
 }
 
