@@ -252,7 +252,11 @@ func reservePort(t testing.TB, udp bool) string {
 	t.Helper()
 	lo, hi := reserveRange()
 	for range 200 {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+portRand.IntN(hi-lo)))
+		port := lo + portRand.IntN(hi-lo)
+		if !claimPort(port) {
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
@@ -270,6 +274,24 @@ func reservePort(t testing.TB, udp bool) string {
 	}
 	t.Fatal("clustertest: no free port after 200 tries")
 	return ""
+}
+
+// claimed holds every port reservePort handed out in this test binary:
+// a reserved port is free until its node binds it, so without this two
+// reservations could draw the same one.
+var (
+	claimedMu sync.Mutex
+	claimed   = map[int]bool{}
+)
+
+func claimPort(port int) bool {
+	claimedMu.Lock()
+	defer claimedMu.Unlock()
+	if claimed[port] {
+		return false
+	}
+	claimed[port] = true
+	return true
 }
 
 // portRand draws candidate ports; it is safe for concurrent use.
