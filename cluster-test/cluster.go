@@ -104,8 +104,13 @@ type Cluster struct {
 // random stagger (WithStartOrder, WithStagger, WithSeed change that), and
 // returns once every node is ready and they agree on a stable leader. It
 // registers Close with t.Cleanup.
+//
+// Under -short (make test-short) it skips the test: a cluster takes seconds.
 func New(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("clustertest: multi-node cluster skipped with -short")
+	}
 	o := buildOptions(opts)
 	ncfg := faultnet.DefaultConfig()
 	ncfg.Logger = testLogger(t, "faultnet")

@@ -87,9 +87,12 @@ func WithProcArgs(f func(i int) []string) ProcOption {
 // StartProcs builds concord (once per test binary) and starts n server
 // processes with --bootstrap-expect n, joining the first three's gossip
 // addresses with an encrypted gossip key, and waits until every one
-// answers /v1/ready.
+// answers /v1/ready. Under -short it skips the test.
 func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("clustertest: process cluster skipped with -short")
+	}
 	var o procOptions
 	for _, opt := range opts {
 		opt(&o)
