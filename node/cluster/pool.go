@@ -113,6 +113,13 @@ func waitReady(ctx context.Context, cc *grpc.ClientConn, d time.Duration) bool {
 			return true
 		case connectivity.Shutdown:
 			return false
+		case connectivity.TransientFailure:
+			// The last connect failed (a dead or cut-off peer): say so now
+			// instead of waiting out d, so the forwarder re-reads who leads
+			// (a new leader is usually known within an election timeout)
+			// and the relay fails over or backs off. The channel keeps
+			// reconnecting with the short backoff configured above.
+			return false
 		case connectivity.Idle:
 			cc.Connect() // a channel may fall back to idle after a failure
 		}
