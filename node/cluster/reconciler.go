@@ -178,7 +178,7 @@ func (r *Reconciler) detach(ctx context.Context, a action, now time.Time) error 
 		meta.EventIds = append(meta.EventIds, ulid.Make().String())
 	}
 	_, _, err := r.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_DETACH, &concordv1.SessionDetachRequest{
-		Meta: meta, SessionId: a.session, Epoch: epoch, Reason: a.reason,
+		Meta: meta, SessionId: a.session, Epoch: epoch, Reason: a.reason, HomeNode: a.id,
 		TtlMs: r.cfg.DetachedSessionTTL.Milliseconds(),
 	})
 	if err != nil {

@@ -109,7 +109,7 @@ func (s *Service) Closed(c *rpc.Conn) {
 	defer cancel()
 	_, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_DETACH, &concordv1.SessionDetachRequest{
 		Meta:      s.meta(cs.participantID, 1+len(s.reg.SessionAgents(sid))),
-		SessionId: sid, Epoch: epoch, Reason: "connection closed",
+		SessionId: sid, Epoch: epoch, Reason: "connection closed", HomeNode: s.cfg.NodeID,
 		TtlMs: s.cfg.DetachedSessionTTL.Milliseconds(),
 	})
 	if err != nil {

@@ -103,7 +103,7 @@ func (s *Service) detachDeadNodes(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CloseTimeout)
 		_, err := s.propose(cctx, concordv1.CommandType_COMMAND_TYPE_SESSION_DETACH, &concordv1.SessionDetachRequest{
 			Meta:      s.meta("", 1+len(s.reg.SessionAgents(sess.ID))),
-			SessionId: sess.ID, Epoch: epoch, Reason: "node " + sess.HomeNode + " failed",
+			SessionId: sess.ID, Epoch: epoch, Reason: "node " + sess.HomeNode + " failed", HomeNode: sess.HomeNode,
 			TtlMs: s.cfg.DetachedSessionTTL.Milliseconds(),
 		})
 		cancel()

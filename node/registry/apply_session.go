@@ -116,22 +116,22 @@ func connectedPayload(s *Session, reconnected bool) map[string]any {
 
 // applySessionClose handles COMMAND_TYPE_SESSION_CLOSE (map/disconnect).
 func (s *State) applySessionClose(tx *txn, m *concordv1.SessionCloseRequest) (any, error) {
-	return tx.detach(m.GetSessionId(), m.GetEpoch(), m.GetReason(), m.GetTtlMs(), true), nil
+	return tx.detach(m.GetSessionId(), m.GetEpoch(), "", m.GetReason(), m.GetTtlMs(), true), nil
 }
 
 // applySessionDetach handles COMMAND_TYPE_SESSION_DETACH (connection lost).
 func (s *State) applySessionDetach(tx *txn, m *concordv1.SessionDetachRequest) (any, error) {
-	return tx.detach(m.GetSessionId(), m.GetEpoch(), m.GetReason(), m.GetTtlMs(), false), nil
+	return tx.detach(m.GetSessionId(), m.GetEpoch(), m.GetHomeNode(), m.GetReason(), m.GetTtlMs(), false), nil
 }
 
 // detach marks a session detached and applies its disconnect policy to the
 // agents it owns: unregister (also the default for an empty policy),
 // orphan, or grace-period (orphan now, unregister at the grace expiry).
-// A detach for another epoch or an already detached session is stale and
-// changes nothing.
-func (tx *txn) detach(id string, epoch uint64, reason string, ttl int64, closing bool) DetachResult {
+// A detach for another epoch, for another home node (when homeNode is
+// set), or of an already detached session is stale and changes nothing.
+func (tx *txn) detach(id string, epoch uint64, homeNode, reason string, ttl int64, closing bool) DetachResult {
 	e, ok := tx.d.sessions[id]
-	if !ok || e.epoch != epoch || !e.s.Connected {
+	if !ok || e.epoch != epoch || !e.s.Connected || (homeNode != "" && e.s.HomeNode != homeNode) {
 		return DetachResult{}
 	}
 	ne := *e

@@ -206,3 +206,25 @@ func TestState_SessionClose(t *testing.T) {
 		t.Fatalf("resume after close %+v", res)
 	}
 }
+
+// A detach names the node that lost the connection: it does not detach the
+// session once it is homed elsewhere, even at the same epoch (a resume that
+// never committed and a later one on another node both expect epoch+1).
+func TestState_SessionDetachChecksHomeNode(t *testing.T) {
+	h := newHarness(t, 100)
+	h.must(cSessionOpen, openSession("s1", "p1", BehaviorOrphan, 0)) // epoch 1, on n1
+	h.must(cAgentRegister, register("a1", inSession("s1", "p1")))
+	other := detach("s1", 1, 60_000)
+	other.HomeNode = "n2"
+	if d := h.must(cSessionDetach, other).(DetachResult); d.Applied {
+		t.Fatal("a detach from n2 applied to a session homed on n1")
+	}
+	if s, _ := h.s.Session("s1"); !s.Connected || s.HomeNode != "n1" {
+		t.Fatalf("session after a foreign detach: %+v", s)
+	}
+	own := detach("s1", 1, 60_000)
+	own.HomeNode = "n1"
+	if d := h.must(cSessionDetach, own).(DetachResult); !d.Applied {
+		t.Fatal("the home node's detach did not apply")
+	}
+}

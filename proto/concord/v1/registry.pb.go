@@ -1358,7 +1358,13 @@ type SessionDetachRequest struct {
 	// and ignored.
 	Epoch uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// ttl_ms is how long the detached session stays resumable (0 = forever).
-	TtlMs         int64 `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	TtlMs int64 `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// home_node is the node that held the lost connection. When set, the
+	// detach applies only while the session is still homed there: epochs of
+	// two attach attempts on different nodes can coincide when the first
+	// attempt never committed, and the second must not be detached by the
+	// first one's close. Empty (older entries) skips the check.
+	HomeNode      string `protobuf:"bytes,6,opt,name=home_node,json=homeNode,proto3" json:"home_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1426,6 +1432,13 @@ func (x *SessionDetachRequest) GetTtlMs() int64 {
 		return x.TtlMs
 	}
 	return 0
+}
+
+func (x *SessionDetachRequest) GetHomeNode() string {
+	if x != nil {
+		return x.HomeNode
+	}
+	return ""
 }
 
 // SessionExpireRequest (COMMAND_TYPE_SESSION_EXPIRE), proposed by the
@@ -2429,14 +2442,15 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x15\n" +
-	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\"\xa7\x01\n" +
+	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\"\xc4\x01\n" +
 	"\x14SessionDetachRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x15\n" +
-	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\"\x8c\x01\n" +
+	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12\x1b\n" +
+	"\thome_node\x18\x06 \x01(\tR\bhomeNode\"\x8c\x01\n" +
 	"\x14SessionExpireRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x1d\n" +
 	"\n" +
