@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +25,24 @@ type metrics struct {
 	framesRejected *prometheus.CounterVec
 	applyDuration  *prometheus.HistogramVec
 	applyErrors    *prometheus.CounterVec
+
+	// rpcByMethod caches the per-method children of rpcTotal (code 0) and
+	// rpcDuration: WithLabelValues hashes the labels and takes the vec's
+	// lock on every call, which showed in map/send profiles. Bounded by
+	// maxCachedMethods because method names come from clients.
+	rpcByMethod sync.Map // method -> *methodMetrics
+	rpcCached   atomic.Int32
+}
+
+// maxCachedMethods bounds rpcByMethod; methods past it take the slow path.
+const maxCachedMethods = 256
+
+// methodMetrics is one method's cached series. ok is created on the first
+// success only, so a method that never succeeds exports no code="0" series
+// (as with plain WithLabelValues).
+type methodMetrics struct {
+	dur prometheus.Observer
+	ok  atomic.Pointer[prometheus.Counter]
 }
 
 func newMetrics(nodeID string, store *raftstore.Store) *metrics {
@@ -64,8 +84,41 @@ func newMetrics(nodeID string, store *raftstore.Store) *metrics {
 
 // RPCDone, ConnOpened, ConnClosed and FrameRejected implement rpc.Observer.
 func (m *metrics) RPCDone(method string, code int, d time.Duration) {
-	m.rpcTotal.WithLabelValues(method, strconv.Itoa(code)).Inc()
-	m.rpcDuration.WithLabelValues(method).Observe(d.Seconds())
+	mm := m.methodMetrics(method)
+	if mm == nil {
+		m.rpcTotal.WithLabelValues(method, strconv.Itoa(code)).Inc()
+		m.rpcDuration.WithLabelValues(method).Observe(d.Seconds())
+		return
+	}
+	if code != 0 {
+		m.rpcTotal.WithLabelValues(method, strconv.Itoa(code)).Inc()
+	} else {
+		ok := mm.ok.Load()
+		if ok == nil {
+			c := m.rpcTotal.WithLabelValues(method, "0")
+			ok = &c
+			mm.ok.Store(ok)
+		}
+		(*ok).Inc()
+	}
+	mm.dur.Observe(d.Seconds())
+}
+
+// methodMetrics returns the cached series of method, or nil once the cache
+// is full.
+func (m *metrics) methodMetrics(method string) *methodMetrics {
+	if v, ok := m.rpcByMethod.Load(method); ok {
+		return v.(*methodMetrics)
+	}
+	if m.rpcCached.Load() >= maxCachedMethods {
+		return nil
+	}
+	mm := &methodMetrics{dur: m.rpcDuration.WithLabelValues(method)}
+	if v, loaded := m.rpcByMethod.LoadOrStore(method, mm); loaded {
+		return v.(*methodMetrics)
+	}
+	m.rpcCached.Add(1)
+	return mm
 }
 func (m *metrics) ConnOpened(transport string) { m.connections.WithLabelValues(transport).Inc() }
 func (m *metrics) ConnClosed(transport string) { m.connections.WithLabelValues(transport).Dec() }
