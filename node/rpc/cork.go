@@ -24,9 +24,10 @@ type corkConn struct {
 	net.Conn
 	writeTimeout time.Duration
 
-	mu     sync.Mutex // serializes real writes and guards corked/buf
-	corked bool
-	buf    []byte
+	mu        sync.Mutex // serializes real writes and guards corked/buf/closeSent
+	corked    bool
+	closeSent bool // a close frame went (or is going) out: no data frames after it
+	buf       []byte
 }
 
 func newCorkConn(nc net.Conn, writeTimeout time.Duration) *corkConn {
@@ -84,6 +85,15 @@ func (c *corkConn) cork() {
 	c.mu.Lock()
 	c.corked = true
 	c.buf = (*bp)[:0]
+	c.mu.Unlock()
+}
+
+// markCloseSent records that a close frame is about to be written; data
+// frames written by writeTextFrames after this fail with
+// websocket.ErrCloseSent, as the library's own writer does.
+func (c *corkConn) markCloseSent() {
+	c.mu.Lock()
+	c.closeSent = true
 	c.mu.Unlock()
 }
 

@@ -69,7 +69,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("websocket upgrade failed", "peer", r.RemoteAddr, "err", err)
 		return
 	}
-	c := newConn(s.baseCtx, s.cfg, newWSTransport(ws, hc.cork, s.cfg), s.h)
+	c := newConn(s.baseCtx, s.cfg, newWSTransport(ws, hc.cork, s.cfg, true), s.h)
 	_ = s.serve(c)
 }
 

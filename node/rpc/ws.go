@@ -21,6 +21,8 @@ const (
 	// readBufKeep is the largest read buffer kept between messages; bigger
 	// ones (for rare large payloads) are dropped after use.
 	readBufKeep = 64 << 10
+	// closeEchoTimeout is the library's deadline for echoing a close frame.
+	closeEchoTimeout = time.Second
 )
 
 // wsWriteBufferPool shares write buffers between idle connections.
@@ -33,10 +35,13 @@ type wsTransport struct {
 	maxFrame int64
 	timeout  time.Duration
 	buf      []byte // reader goroutine only
+	// server: the accepting side, whose corkConn sits above TLS (on the
+	// hijacked connection); its data frames are framed here (wsframe.go).
+	server bool
 }
 
-func newWSTransport(ws *websocket.Conn, cork *corkConn, cfg Config) *wsTransport {
-	t := &wsTransport{ws: ws, cork: cork, maxFrame: cfg.MaxFrameBytes, timeout: cfg.WriteTimeout}
+func newWSTransport(ws *websocket.Conn, cork *corkConn, cfg Config, server bool) *wsTransport {
+	t := &wsTransport{ws: ws, cork: cork, maxFrame: cfg.MaxFrameBytes, timeout: cfg.WriteTimeout, server: server}
 	// The library's own limit stays off: we enforce MaxFrameBytes while
 	// reading so an oversized message can be answered instead of killing
 	// the connection (its default would be to close with 1009).
@@ -45,6 +50,14 @@ func newWSTransport(ws *websocket.Conn, cork *corkConn, cfg Config) *wsTransport
 	_ = cork.Conn.SetReadDeadline(time.Now().Add(idle))
 	ws.SetPongHandler(func(string) error {
 		return cork.Conn.SetReadDeadline(time.Now().Add(idle))
+	})
+	// The library's default close handler (echo the close code), plus the
+	// mark that stops data frames, which bypass the library (wsframe.go),
+	// from following the echoed close frame.
+	ws.SetCloseHandler(func(code int, _ string) error {
+		cork.markCloseSent()
+		_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(closeEchoTimeout))
+		return nil
 	})
 	return t
 }
@@ -97,6 +110,11 @@ func readLimited(r io.Reader, buf []byte, limit int64) ([]byte, error) {
 }
 
 func (t *wsTransport) writeMessages(frames []*frame) error {
+	if t.server {
+		return t.cork.writeTextFrames(frames)
+	}
+	// A client's frames are masked, and its corkConn may sit under TLS:
+	// they go through the library.
 	t.cork.cork()
 	for _, f := range frames {
 		if err := t.ws.WriteMessage(websocket.TextMessage, f.b); err != nil {
@@ -112,6 +130,7 @@ func (t *wsTransport) ping() error {
 }
 
 func (t *wsTransport) sendClose(code int, reason string) error {
+	t.cork.markCloseSent()
 	return t.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(t.timeout))
 }
 
