@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -218,3 +219,19 @@ func tooDeep(data []byte) bool {
 }
 
 func validUTF8(b []byte) bool { return utf8.Valid(b) }
+
+func TestHasSpecial8(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			var b [8]byte
+			for i := range b {
+				b[i] = 'a'
+			}
+			b[pos] = byte(c)
+			want := c < 0x20 || c == '"' || c == '\\'
+			if got := hasSpecial8(binary.LittleEndian.Uint64(b[:])); got != want {
+				t.Fatalf("byte %#x at %d: got %v, want %v", c, pos, got, want)
+			}
+		}
+	}
+}
