@@ -63,9 +63,17 @@ func parseAddress(raw json.RawMessage) (address, error) {
 		}
 		return address{kind: addrString, id: s}, nil
 	case '{':
+		if id, ok := plainAgentForm(raw); ok {
+			return address{kind: addrAgent, id: id}, nil
+		}
+		return parseAddressObject(raw)
 	default:
 		return address{}, rpc.InvalidParams("to", "must be a string or an address object")
 	}
+}
+
+// parseAddressObject decodes an address object (raw starts with '{').
+func parseAddressObject(raw json.RawMessage) (address, error) {
 	var obj members
 	var forms []string
 	err := jsonscan.Members(raw, func(k string, v []byte) error {
@@ -104,6 +112,24 @@ func parseAddress(raw json.RawMessage) (address, error) {
 	}
 }
 
+// plainAgentForm recognises the commonest address, {"agent":"<id>"} written
+// compactly with a non-empty id that needs no unescaping, without the
+// general member scan (which allocates). Anything else returns false and
+// takes the general path, which gives the same result for this form.
+func plainAgentForm(raw []byte) (string, bool) {
+	const head, tail = `{"agent":"`, `"}`
+	if len(raw) <= len(head)+len(tail) || string(raw[:len(head)]) != head || string(raw[len(raw)-len(tail):]) != tail {
+		return "", false
+	}
+	id := raw[len(head) : len(raw)-len(tail)]
+	for _, c := range id {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return string(id), true
+}
+
 // member is one key/value of an address object (a duplicate key: the last wins).
 type member struct {
 	key string
@@ -135,7 +161,7 @@ func parseForm(key string, obj members) (address, error) {
 	var err error
 	switch a.kind {
 	case addrAgent, addrScope, addrParticipant:
-		a.id, err = nonEmptyString(v, "to."+key)
+		a.id, err = nonEmptyString(v, idFields[a.kind])
 	case addrAgents:
 		a.ids, err = stringList(v, "to.agents")
 	case addrRole:
@@ -162,6 +188,10 @@ func parseForm(key string, obj members) (address, error) {
 	}
 	return a, err
 }
+
+// idFields names the id member of the forms that carry one (constant
+// strings: no concatenation per message).
+var idFields = map[addrKind]string{addrAgent: "to.agent", addrScope: "to.scope", addrParticipant: "to.participant"}
 
 func parseFederated(obj members) (address, error) {
 	sys, err := nonEmptyString(obj.get("system"), "to.system")

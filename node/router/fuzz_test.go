@@ -66,3 +66,24 @@ func FuzzSendParams(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlainAgentForm: the {"agent":"id"} shortcut agrees with the general
+// address decoder whenever it accepts.
+func FuzzPlainAgentForm(f *testing.F) {
+	for _, s := range []string{`{"agent":"w2"}`, `{"agent":""}`, `{"agent":"a\"b"}`, `{"agent":"é"}`, `{"agent":"x","depth":1}`, `{"agent":"x"} `} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !json.Valid([]byte(raw)) || !strings.HasPrefix(raw, "{") {
+			t.Skip() // the rpc layer only hands over valid JSON
+		}
+		id, ok := plainAgentForm([]byte(raw))
+		if !ok {
+			return
+		}
+		want, err := parseAddressObject(json.RawMessage(raw))
+		if err != nil || want.kind != addrAgent || want.id != id {
+			t.Fatalf("shortcut %q, general %+v %v", id, want, err)
+		}
+	})
+}

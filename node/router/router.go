@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -96,16 +98,23 @@ func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) 
 	now := r.now()
 	ts := now.UnixMilli()
 	id := ulid.Make().String()
-	notif := buildNotification(id, from.from(), &p, ts)
+	bp := notifPool.Get().(*[]byte)
+	notif := buildNotification((*bp)[:0], id, from.from(), &p, ts)
 	msg := notif[len(`{"message":`) : len(notif)-1]
 
 	out := &SendResult{MessageID: id, Delivered: make([]string, 0, len(res.recipients))}
+	relayed := false // the relay may keep msg: then notif is not reused
 	for _, rc := range res.recipients {
+		relayed = relayed || (rc.reason == "" && rc.homeNode != r.nodeID)
 		if reason := r.deliverOne(ctx, rc, notif, msg); reason != "" {
 			out.Failed = append(out.Failed, FailedRecipient{ID: rc.label(), Reason: reason})
 		} else {
 			out.Delivered = append(out.Delivered, rc.label())
 		}
+	}
+	if !relayed && cap(notif) <= maxPooledNotif {
+		*bp = notif[:0]
+		notifPool.Put(bp)
 	}
 	if r.events != nil && r.events.HasSubscribers() {
 		r.publish(from, &p, res, out, ts)
@@ -183,10 +192,18 @@ func (r *Router) DeliverLocal(_ context.Context, env *Envelope) error {
 	return nil
 }
 
-// buildNotification assembles {"message":{id, from, to, payload?, meta}}
-// from the raw params in one buffer; payload and `to` are copied verbatim.
-func buildNotification(id, from string, p *sendParams, ts int64) []byte {
-	b := make([]byte, 0, 128+len(from)+len(p.to)+len(p.payload)+len(p.meta))
+// notifPool recycles notification buffers: a local recipient's connection
+// copies the params into its own frame (NotifyRaw), so the buffer is free
+// again once Send has delivered, unless the relay got it.
+var notifPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// maxPooledNotif keeps one huge message from pinning memory in the pool.
+const maxPooledNotif = 64 << 10
+
+// buildNotification appends {"message":{id, from, to, payload?, meta}}
+// from the raw params to b; payload and `to` are copied verbatim.
+func buildNotification(b []byte, id, from string, p *sendParams, ts int64) []byte {
+	b = slices.Grow(b, 128+len(from)+len(p.to)+len(p.payload)+len(p.meta))
 	b = append(b, `{"message":{"id":`...)
 	b = appendString(b, id)
 	b = append(b, `,"from":`...)
