@@ -239,10 +239,14 @@ func taskPhase(t *agentbridge.Task) string {
 	return string(t.Kind)
 }
 
-// arm makes the gate hold every task of phase from now on.
+// arm makes the gate hold every task of phase from now on, releasing
+// what it held so far.
 func (g *phaseGate) arm(phase string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.phase != "" {
+		close(g.release)
+	}
 	g.phase, g.arrived, g.release = phase, make(chan string, 64), make(chan struct{})
 }
 
