@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -84,6 +85,34 @@ func FuzzPlainAgentForm(f *testing.F) {
 		want, err := parseAddressObject(json.RawMessage(raw))
 		if err != nil || want.kind != addrAgent || want.id != id {
 			t.Fatalf("shortcut %q, general %+v %v", id, want, err)
+		}
+	})
+}
+
+// FuzzSendResultJSON: SendResult.AppendJSON writes exactly what
+// encoding/json (HTML escaping off, as node/rpc encodes results) writes.
+func FuzzSendResultJSON(f *testing.F) {
+	f.Add("01J00000000000000000000000", "w2", "x", "slow_consumer", true)
+	f.Add("id", "é<&>\u2028\x01\"\\", "", "", false)
+	f.Fuzz(func(t *testing.T, id, delivered, failedID, reason string, withFailed bool) {
+		for _, r := range []*SendResult{
+			{MessageID: id, Delivered: []string{delivered, id}},
+			{MessageID: id},
+			{MessageID: id, Delivered: []string{}, Failed: []FailedRecipient{{ID: failedID, Reason: reason}, {ID: id, Reason: delivered}}},
+		} {
+			if !withFailed {
+				r.Failed = nil
+			}
+			var want bytes.Buffer
+			enc := json.NewEncoder(&want)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(r); err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.AppendJSON(nil)
+			if err != nil || string(got) != strings.TrimSuffix(want.String(), "\n") {
+				t.Fatalf("AppendJSON = %s (%v), encoding/json = %s", got, err, want.String())
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,60 @@ type SendResult struct {
 	MessageID string            `json:"messageId"`
 	Delivered []string          `json:"delivered"`
 	Failed    []FailedRecipient `json:"failed,omitempty"`
+}
+
+// AppendJSON appends the JSON encoding of r, the same bytes encoding/json
+// writes with HTML escaping off; node/rpc uses it to encode map/send's
+// result without reflection.
+func (r *SendResult) AppendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"messageId":`...)
+	b = appendResultString(b, r.MessageID)
+	b = append(b, `,"delivered":`...)
+	if r.Delivered == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, id := range r.Delivered {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendResultString(b, id)
+		}
+		b = append(b, ']')
+	}
+	if len(r.Failed) > 0 {
+		b = append(b, `,"failed":[`...)
+		for i, f := range r.Failed {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = appendResultString(b, f.ID)
+			b = append(b, `,"reason":`...)
+			b = appendResultString(b, f.Reason)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
+}
+
+// appendResultString appends s as encoding/json does with HTML escaping
+// off: printable ASCII other than '"' and '\\' verbatim, anything else
+// through an encoder.
+func appendResultString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s) // a string always encodes
+			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // FailedRecipient is one recipient the message did not reach.

@@ -41,6 +41,13 @@ var encoderPool = sync.Pool{New: func() any {
 	return e
 }}
 
+// jsonAppender is a result that appends its own JSON encoding, byte for
+// byte what encoding/json (HTML escaping off) would write, without
+// reflection: hot results such as map/send's implement it.
+type jsonAppender interface {
+	AppendJSON(b []byte) ([]byte, error)
+}
+
 // appendJSON appends the JSON encoding of v. json.RawMessage and []byte-typed
 // raw values are appended as they are (the caller vouches they are valid
 // JSON: that is the whole point of keeping payloads raw).
@@ -53,6 +60,8 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 			return append(b, "null"...), nil
 		}
 		return append(b, x...), nil
+	case jsonAppender:
+		return x.AppendJSON(b)
 	}
 	e := encoderPool.Get().(*jsonEncoder)
 	defer encoderPool.Put(e)
