@@ -156,7 +156,7 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	if st == nil {
 		return nil, errNotConnected
 	}
-	cs := st.snapshot()
+	cs := st.handlerSnapshot()
 	if cs.sessionID == "" {
 		return nil, errNotConnected
 	}
@@ -166,7 +166,7 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	if m.capability != nil && !m.capability(&cs.caps) {
 		return nil, permissionDenied("requires capability " + m.capName)
 	}
-	res, err := m.fn(ctx, c, &cs, req.Params)
+	res, err := m.fn(ctx, c, cs, req.Params)
 	return res, translate(err)
 }
 

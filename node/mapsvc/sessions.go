@@ -21,6 +21,27 @@ type connState struct {
 	// not known yet (proposal timed out): Closed still detaches it.
 	pendingSession string
 	pendingEpoch   uint64
+
+	// scratch receives the snapshot Handle passes to a method (see
+	// handlerSnapshot). Reader goroutine only; not guarded by mu.
+	scratch *connState
+}
+
+// handlerSnapshot is snapshot into a buffer reused across requests: Handle
+// runs one request at a time on the connection's reader goroutine and no
+// method keeps the *connState past its return, so a fresh heap copy per
+// request (the pointer escapes through the method table) is not needed.
+func (cs *connState) handlerSnapshot() *connState {
+	if cs.scratch == nil {
+		cs.scratch = &connState{}
+	}
+	out := cs.scratch
+	cs.mu.Lock()
+	out.sessionID, out.participantID, out.participantType = cs.sessionID, cs.participantID, cs.participantType
+	out.caps, out.epoch, out.resumeToken = cs.caps, cs.epoch, cs.resumeToken
+	out.pendingSession, out.pendingEpoch = cs.pendingSession, cs.pendingEpoch
+	cs.mu.Unlock()
+	return out
 }
 
 // snapshot returns a consistent copy of the session fields.
