@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,22 +107,35 @@ func BenchmarkMAPSend_BaselineWSEcho(b *testing.B) {
 	pipelined(b, c.ws, c.ws, frame, "")
 }
 
+// window bounds the frames in flight (sent, not yet received). Without it a
+// receiver that falls behind fills its send queue on the node, which then
+// (correctly) drops notifications for the slow consumer, and the count would
+// never reach b.N. It stays well below rpc's default SendQueueLen.
+const window = 1024
+
 // pipelined writes b.N frames on out while reading on in until b.N frames
-// (containing want, when set) have arrived; it reports msgs/s.
+// (containing want, when set) have arrived, keeping at most window frames in
+// flight; it reports msgs/s.
 func pipelined(b *testing.B, out, in *websocket.Conn, frame []byte, want string) {
 	b.Helper()
+	var received atomic.Int64
+	progress := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	b.ResetTimer()
 	start := time.Now()
 	go func() {
-		for got := 0; got < b.N; {
+		for received.Load() < int64(b.N) {
 			_, data, err := in.ReadMessage()
 			if err != nil {
 				done <- err
 				return
 			}
 			if want == "" || strings.Contains(string(data), want) {
-				got++
+				received.Add(1)
+				select {
+				case progress <- struct{}{}:
+				default:
+				}
 			}
 		}
 		done <- nil
@@ -135,13 +149,27 @@ func pipelined(b *testing.B, out, in *websocket.Conn, frame []byte, want string)
 			}
 		}()
 	}
-	for range b.N {
+	for sent := range b.N {
+		for int64(sent)-received.Load() >= window {
+			select {
+			case <-progress:
+			case err := <-done:
+				b.Fatalf("receiver stopped after %d of %d: %v", received.Load(), b.N, err)
+			case <-time.After(10 * time.Second):
+				b.Fatalf("no progress: %d sent, %d received", sent, received.Load())
+			}
+		}
 		if err := out.WriteMessage(websocket.TextMessage, frame); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := <-done; err != nil {
-		b.Fatal(err)
+	select {
+	case err := <-done:
+		if err != nil {
+			b.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		b.Fatalf("only %d of %d frames arrived", received.Load(), b.N)
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 }
