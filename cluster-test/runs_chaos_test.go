@@ -131,3 +131,51 @@ func TestChaos_RunsProcessKill9(t *testing.T) {
 		requireRunReplicated(t, runID, readers...)
 	}
 }
+
+// TestChaos_RunsPinnedAgentsNodeRestarts gives each agent a single server
+// URL (`concord agent --server ws://one-node`) and kills and restarts
+// those nodes, one after the other, ten times while the debate's tasks are
+// outstanding. Each time the agent must resume its own session on its
+// restarted node (reconnected, same session id): a fresh session would
+// leave the old one attached to that node with no connection. Then the run
+// finishes with the undisturbed result.
+func TestChaos_RunsPinnedAgentsNodeRestarts(t *testing.T) {
+	c := New(t, 3)
+	script := personaScript(nil)
+	gate := &phaseGate{}
+	t.Cleanup(gate.open)
+	var agents []*runAgent
+	for k, id := range runParticipants {
+		agents = append(agents, startRunAgent(t, id, []string{c.Node(k).MAPURL()}, scriptAgents(script, gate)))
+	}
+	requireAgentsEverywhere(t, c, runParticipants...)
+	obs := newRunsObserver(t, nodeURLs(c, 0))
+	rr := newRunRequest(t, "req-chaos-pinned", "alice", runTaskTimeoutMs)
+	gate.arm("debate")
+	runID := obs.start(t, rr)
+	gate.waitHeld(t, 3)
+	for i := range 10 {
+		k := i % 3
+		a := agents[k]
+		before, seen := a.client.Session().SessionID, len(a.reconnected())
+		t.Logf("restart %d: kill %s (agent %s, session %s)", i, c.Node(k), a.id, before)
+		c.Kill(t, k)
+		time.Sleep(time.Duration(100*(i%5)) * time.Millisecond) // down for a while: the agent's reconnect backoff grows
+		c.Restart(t, k)
+		Eventually(t, ConvergeTimeout, func() error {
+			if len(a.reconnected()) <= seen {
+				return fmt.Errorf("agent %s has not reconnected to %s", a.id, c.Node(k))
+			}
+			return nil
+		})
+		if rc := a.reconnected()[seen]; !rc.Resumed || rc.SessionID != before {
+			t.Fatalf("restart %d: agent %s reconnected to %s with session %s (resumed %v), want its session %s resumed",
+				i, a.id, c.Node(k), rc.SessionID, rc.Resumed, before)
+		}
+		c.Leader(t)
+	}
+	gate.open()
+	requireUndisturbedOutcome(t, obs.waitDone(t, runID), rr, script)
+	requireRunReplicated(t, runID, clusterReaders(t, c)...)
+	c.RequireInvariants(t)
+}
