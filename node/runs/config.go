@@ -144,6 +144,14 @@ type ServiceConfig struct {
 	// the clock again, which bounds how late a timer fires after the
 	// clock jumps forward (timers are absolute times from the log).
 	TimerCheckInterval time.Duration
+	// ResendInterval is how often the leader's driver sends a task again
+	// while the engine still waits for it. A message accepted into a
+	// connection that then dies (the agent reconnecting elsewhere) is lost
+	// with it; re-sending is what makes such an agent still receive its
+	// task. Agents see duplicates (the bridge dedupes; a second reply is
+	// refused with 90002 and commits nothing). Shorter recovers sooner after
+	// a cut, at the price of more duplicates. 0 disables re-sending.
+	ResendInterval time.Duration
 
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
@@ -164,6 +172,7 @@ func DefaultServiceConfig() ServiceConfig {
 		ProposeTimeout:  10 * time.Second,
 
 		TimerCheckInterval: time.Second,
+		ResendInterval:     5 * time.Second,
 	}
 }
 
@@ -185,6 +194,8 @@ func (c ServiceConfig) Validate() error {
 		return bad("LagWait must be >= 0")
 	case c.MaxPageSize < 1 || c.DefaultPageSize < 1 || c.DefaultPageSize > c.MaxPageSize:
 		return bad("need 1 <= DefaultPageSize <= MaxPageSize")
+	case c.ResendInterval < 0:
+		return bad("ResendInterval must be >= 0")
 	case c.RetryMin <= 0 || c.RetryMax < c.RetryMin:
 		return bad("need 0 < RetryMin <= RetryMax")
 	case c.SendTimeout <= 0 || c.ProposeTimeout <= 0 || c.TimerCheckInterval <= 0:

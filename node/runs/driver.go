@@ -39,6 +39,7 @@ type driverConfig struct {
 	sendTimeout    time.Duration
 	proposeTimeout time.Duration
 	maxSleep       time.Duration
+	resendInterval time.Duration // 0: never re-send a delivered task
 }
 
 // pendingTask is a task the engine waits for, as this driver knows it.

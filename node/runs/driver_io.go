@@ -57,6 +57,13 @@ func (d *driver) sendDone(o outcome) {
 	if o.err == nil {
 		p.sent = true
 		d.log.Debug("task sent", "run_id", p.runID, "task_id", o.key, "participant_id", p.task.ParticipantID)
+		// Accepted is not received: a connection that dies with the message
+		// in its queue loses it. Send again while the engine still waits.
+		if d.cfg.resendInterval > 0 {
+			p.attempt = 0
+			p.gen++
+			d.scheduleIn(d.cfg.resendInterval, o.key, entrySend, p.gen)
+		}
 		return
 	}
 	lvl := slog.LevelDebug

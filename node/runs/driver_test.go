@@ -204,3 +204,27 @@ func TestDriver_StopsWithoutLeadership(t *testing.T) {
 		t.Fatalf("status %s", e.status(id))
 	}
 }
+
+// TestDriver_ResendsTasksAcceptedButLost: the router accepted p2's first
+// task message but the connection died with it (the agent silently never
+// gets it). The driver sends it again after ResendInterval and the run
+// finishes without a timeout or an elimination.
+func TestDriver_ResendsTasksAcceptedButLost(t *testing.T) {
+	e := newEnv(t, func(c *ServiceConfig) { c.ResendInterval = 100 * time.Millisecond })
+	e.agents.setBehaviour(func(task *consensus.Task, attempt int) int {
+		if task.ParticipantID == "p2" && task.Round == 0 && attempt == 1 {
+			return actSwallow
+		}
+		return actAnswer
+	})
+	e.setLeader(true)
+	id := e.mustStart(request3)
+	e.waitStatus(id, StatusFinished)
+	if n := e.agents.attempts(id + "/r0/p2"); n < 2 {
+		t.Fatalf("p2's lost task sent %d times, want it sent again", n)
+	}
+	run, _ := e.mod.Get(id, Include{})
+	if len(run.Eliminations) != 0 || e.props.count("task_failed") != 0 {
+		t.Fatalf("eliminations %+v, task_failed %d", run.Eliminations, e.props.count("task_failed"))
+	}
+}

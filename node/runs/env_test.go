@@ -268,6 +268,7 @@ const (
 	actAnswer = iota // answer like consensus.Persona
 	actSilent        // accept the message, never answer
 	actRefuse        // delivery fails (agent not connected)
+	actSwallow       // accepted, but lost with a dying connection
 )
 
 // fakeAgents is the Sender: it plays every participant. A task it accepts

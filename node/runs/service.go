@@ -122,6 +122,7 @@ func (s *Service) newDriver() *driver {
 		sendTimeout:    s.cfg.SendTimeout,
 		proposeTimeout: s.cfg.ProposeTimeout,
 		maxSleep:       s.cfg.TimerCheckInterval,
+		resendInterval: s.cfg.ResendInterval,
 	}, s.log)
 }
 
