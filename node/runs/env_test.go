@@ -265,10 +265,10 @@ func inputKind(in *concordv1.RunInput) string {
 
 // Agent behaviours.
 const (
-	actAnswer = iota // answer like consensus.Persona
-	actSilent        // accept the message, never answer
-	actRefuse        // delivery fails (agent not connected)
-	actSwallow       // accepted, but lost with a dying connection
+	actAnswer  = iota // answer like consensus.Persona
+	actSilent         // accept the message, never answer
+	actRefuse         // delivery fails (agent not connected)
+	actSwallow        // accepted, but lost with a dying connection
 )
 
 // fakeAgents is the Sender: it plays every participant. A task it accepts
