@@ -9,6 +9,7 @@ import (
 
 	"github.com/concordmap/concord/consensus"
 	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/runs"
 )
 
 // Method names and wire facts of the runs extension (node/runs/PROTOCOL.md).
@@ -33,21 +34,9 @@ type Caller interface {
 	CallRetry(ctx context.Context, method string, params any) (json.RawMessage, error)
 }
 
-// Summary is a run as list, get and cancel show it.
-type Summary struct {
-	RunID              string                  `json:"runId"`
-	RequestID          string                  `json:"requestId"`
-	Status             string                  `json:"status"`
-	Phase              string                  `json:"phase"`
-	Round              int                     `json:"round"`
-	Participants       []string                `json:"participants"`
-	ActiveParticipants []string                `json:"activeParticipants"`
-	Eliminations       []consensus.Elimination `json:"eliminations"`
-	StartedBy          string                  `json:"startedBy,omitempty"`
-	StartedAt          int64                   `json:"startedAt"`
-	FinishedAt         int64                   `json:"finishedAt,omitempty"`
-	Error              *consensus.Failure      `json:"error,omitempty"`
-}
+// Summary is a run as list, get and cancel show it: the server's own wire
+// type (node/runs, PROTOCOL.md), so client and server cannot drift apart.
+type Summary = runs.Summary
 
 // RunInfo is get's run: the summary plus the parts include asked for.
 // Result and Events are kept as the server's bytes.
