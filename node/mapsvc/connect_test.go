@@ -274,6 +274,14 @@ func TestResume_ParticipantIDMayBeAnOwnedAgent(t *testing.T) {
 	other.must("map/agents/register", `{"agentId":"stranger"}`)
 	_ = c1.conn.Close("network down")
 	<-c1.conn.Done()
+	// The close proposes the session's detach asynchronously: let it apply
+	// before measuring that the refused connect writes nothing.
+	eventually(t, 5*time.Second, func() error {
+		if s, _ := e.reg.Session(sid); s.Connected {
+			return fmt.Errorf("session %s still connected", sid)
+		}
+		return nil
+	})
 
 	c2 := e.dial()
 	e.refused(c2, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent",
