@@ -13,7 +13,7 @@ import (
 // remember; production deployments can firewall /debug separately.
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/map", s.rpc)
+	mux.Handle("/map", s.gateUntilCaughtUp(s.rpc))
 	mux.HandleFunc("GET /v1/health", s.handleHealth)
 	mux.HandleFunc("GET /v1/ready", s.handleReady)
 	mux.HandleFunc("GET /v1/status", s.handleStatus)
@@ -36,10 +36,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-// handleReady answers 200 once the node knows a leader and has applied
-// everything it knows to be committed (readiness), else 503 with the reason.
+// handleReady answers 200 while the node serves consistent state (see
+// readyReason), else 503 with the reason.
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
-	if reason := s.notReadyReason(); reason != "" {
+	if reason := s.readyReason(); reason != "" {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": reason})
 		return
 	}
@@ -63,4 +63,18 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// gateUntilCaughtUp answers 503 with Retry-After, before any WebSocket
+// upgrade, while the node is still catching up after a start: clients retry
+// or pick another node instead of reading state this node has not replayed.
+func (s *Server) gateUntilCaughtUp(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.caughtUp.Load() {
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": s.readyReason()})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

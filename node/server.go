@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/concordmap/concord/node/cluster"
@@ -52,6 +53,12 @@ type Server struct {
 	httpLn  net.Listener
 	grpcLn  net.Listener
 	httpSrv *http.Server
+
+	// caughtUp turns true once Start has seen the node apply everything
+	// committed before it started; until then the MAP endpoint refuses
+	// connections, so a restarting node never answers from stale state
+	// (a resume of a session it has not replayed yet would open a new one).
+	caughtUp atomic.Bool
 
 	// cancel stops the background loops started by Start; wg waits for them.
 	cancel context.CancelFunc
@@ -282,6 +289,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.waitReady(ctx); err != nil {
 		return err
 	}
+	s.caughtUp.Store(true)
 	s.log.Info("node ready", "http", s.HTTPAddr(), "grpc", s.grpcAdvertise(), "raft", s.store.Addr(),
 		"gossip", s.membership.LocalMember().GossipAddr)
 	return nil
@@ -329,9 +337,11 @@ func (s *Server) waitReady(ctx context.Context) error {
 	}
 }
 
-// notReadyReason returns "" when the node is ready to serve, else why not:
-// it must know a leader, a follower must have heard from it, and the FSM
-// must have applied everything known to be committed.
+// notReadyReason returns "" when the node has caught up, else why not: it
+// must know a leader, a follower must have heard from it, and the FSM must
+// have applied everything known to be committed. Start waits for this
+// strict form once; afterwards readyReason tolerates the normal lag of a
+// busy node.
 func (s *Server) notReadyReason() string {
 	if id, _ := s.store.Leader(); id == "" {
 		return "no raft leader"
@@ -346,6 +356,48 @@ func (s *Server) notReadyReason() string {
 		return fmt.Sprintf("applying log (%d of %d)", applied, commit)
 	}
 	return ""
+}
+
+// maxReadyApplyLag is how many committed entries a caught-up node may have
+// left to apply and still answer ready: on a busy node applied trails commit
+// by a batch or two at any instant, which is not a reason to pull it out of
+// a load balancer.
+const maxReadyApplyLag = 1024
+
+// readyReason is the readiness probe's view: "" when the node serves, else
+// why not. Before Start has seen the node catch up it is notReadyReason;
+// afterwards the node stays ready while it knows a leader, a follower has
+// heard from it within a few election timeouts, and the apply lag is small.
+func (s *Server) readyReason() string {
+	if !s.caughtUp.Load() {
+		if reason := s.notReadyReason(); reason != "" {
+			return "catching up: " + reason
+		}
+		return "starting"
+	}
+	if id, _ := s.store.Leader(); id == "" {
+		return "no raft leader"
+	}
+	stats := s.store.Stats()
+	if !s.store.IsLeader() {
+		contact, err := time.ParseDuration(stats["last_contact"])
+		if err != nil || contact > s.maxLeaderSilence() {
+			return "no recent contact with the leader (last " + stats["last_contact"] + ")"
+		}
+	}
+	applied, _ := strconv.ParseUint(stats["applied_index"], 10, 64)
+	commit, _ := strconv.ParseUint(stats["commit_index"], 10, 64)
+	if commit > applied+maxReadyApplyLag {
+		return fmt.Sprintf("applying log (%d of %d)", applied, commit)
+	}
+	return ""
+}
+
+// maxLeaderSilence is how long a follower may go without hearing from the
+// leader before it reports itself not ready: a few heartbeat timeouts, so
+// one slow heartbeat does not flap readiness.
+func (s *Server) maxLeaderSilence() time.Duration {
+	return 4 * s.cfg.Raft.HeartbeatTimeout
 }
 
 // HTTPAddr returns the bound HTTP address (host:port), "" before Start.
