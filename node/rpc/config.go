@@ -31,6 +31,13 @@ type Config struct {
 	// into an empty queue, whatever its size.
 	SendQueueBytes int64
 
+	// MaxDeferred bounds the requests of one connection whose handlers
+	// deferred their reply (see Defer). At the bound the reader waits for
+	// one of them to complete before it serves the next request, so a
+	// pipelining peer gets backpressure rather than unbounded work. 0
+	// disables deferral: every request is answered when its handler returns.
+	MaxDeferred int
+
 	// WriteTimeout bounds one flush of queued frames to the socket. A peer
 	// that does not take our bytes for this long is disconnected.
 	WriteTimeout time.Duration
@@ -71,6 +78,7 @@ func DefaultConfig() Config {
 		MaxBatchLen:      1000,
 		SendQueueLen:     4096,
 		SendQueueBytes:   32 << 20,
+		MaxDeferred:      1024,
 		WriteTimeout:     10 * time.Second,
 		PingInterval:     30 * time.Second,
 		PongTimeout:      30 * time.Second,
@@ -90,6 +98,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: SendQueueLen %d < 1", ErrInvalidConfig, c.SendQueueLen)
 	case c.SendQueueBytes < 1:
 		return fmt.Errorf("%w: SendQueueBytes %d < 1", ErrInvalidConfig, c.SendQueueBytes)
+	case c.MaxDeferred < 0:
+		return fmt.Errorf("%w: MaxDeferred %d < 0", ErrInvalidConfig, c.MaxDeferred)
 	case c.WriteTimeout <= 0:
 		return fmt.Errorf("%w: WriteTimeout must be > 0", ErrInvalidConfig)
 	case c.PingInterval <= 0:

@@ -68,6 +68,18 @@ type Conn struct {
 	closeCode   int
 	closeReason string
 
+	// deferred counts replies deferred by handlers (Defer) and not sent
+	// yet; a requested close waits for them. Guarded by mu. deferSlots
+	// holds one token per outstanding deferral (cap Config.MaxDeferred;
+	// nil disables deferral).
+	deferred   int
+	deferSlots chan struct{}
+
+	// The request being served, for Defer: reader goroutine only.
+	cur         *Request
+	curInBatch  bool
+	curDeferred *Deferred
+
 	// afterReply holds functions registered with AfterReply by the
 	// handlers of the frame being served; the reader runs them once that
 	// frame's replies are queued. Guarded by mu.
@@ -111,6 +123,9 @@ func newConn(base context.Context, cfg Config, tr transport, h Handler) *Conn {
 		done:       make(chan struct{}),
 		pending:    make(map[uint64]chan callResult),
 		methods:    make(map[string]string),
+	}
+	if cfg.MaxDeferred > 0 {
+		c.deferSlots = make(chan struct{}, cfg.MaxDeferred)
 	}
 	if !c.obsOn {
 		c.obs = nopObserver{}
@@ -200,10 +215,10 @@ func (c *Conn) closeWith(code int, reason string) error {
 		return ErrClosed
 	}
 	c.closeReq, c.closeCode, c.closeReason = true, code, reason
-	handling := c.handling
+	busy := c.handling || c.deferred > 0
 	c.mu.Unlock()
 	c.cancel() // a handler blocked on ctx returns, so its reply can go out
-	if !handling {
+	if !busy {
 		c.beginClose(code, reason)
 	}
 	return nil
@@ -249,13 +264,22 @@ func (c *Conn) closeState() (int, string) {
 }
 
 // setHandling marks the reader as inside (or outside) a frame's handlers.
-// Leaving reports whether a Close arrived meanwhile.
+// Leaving reports whether a Close arrived meanwhile and nothing deferred is
+// outstanding (else the last deferred reply starts the close).
 func (c *Conn) setHandling(v bool) (closeRequested bool) {
 	c.mu.Lock()
 	c.handling = v
-	closeRequested = c.closeReq && !c.closing
+	closeRequested = c.closeReq && !c.closing && c.deferred == 0
 	c.mu.Unlock()
 	return closeRequested
+}
+
+// closeRequested reports whether Close was called: the reader serves no
+// further frames, even while the close itself waits for deferred replies.
+func (c *Conn) closeRequested() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeReq
 }
 
 // noHandler serves connections dialled without a Handler: requests get

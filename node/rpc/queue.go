@@ -36,6 +36,22 @@ func (q *sendQueue) tryPut(f *frame) error {
 	return err
 }
 
+// forcePut enqueues f past the length and byte bounds (only a closed queue
+// refuses it). It is for deferred replies, whose number Config.MaxDeferred
+// bounds already and which must not block the goroutine completing them.
+func (q *sendQueue) forcePut(f *frame) error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return ErrClosed
+	}
+	q.frames = append(q.frames, f)
+	q.bytes += int64(len(f.b))
+	q.mu.Unlock()
+	q.signal()
+	return nil
+}
+
 func (q *sendQueue) putLocked(f *frame) error {
 	switch {
 	case q.closed:

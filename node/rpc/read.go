@@ -18,7 +18,7 @@ func (c *Conn) readLoop() error {
 			}
 			return err
 		}
-		if c.isClosing() {
+		if c.isClosing() || c.closeRequested() {
 			continue // closing: drain until the peer's goodbye or the teardown
 		}
 		c.handleFrame(data)
@@ -54,6 +54,7 @@ func (c *Conn) handleFrame(data []byte) {
 		return
 	}
 	c.setHandling(true)
+	c.curInBatch = df.batch
 	f := getFrame()
 	if !df.batch {
 		if !c.serveMessage(f, df.one, df.oneE) {
@@ -105,7 +106,16 @@ func (c *Conn) serveMessage(f *frame, m message, derr *decodeError) bool {
 		return false
 	}
 	req := Request{ID: m.id, Method: c.methodName(m), Params: m.params}
-	result, rerr := c.invoke(&req)
+	c.cur = &req
+	result, rerr, panicked := c.invoke(&req)
+	d := c.curDeferred
+	c.cur, c.curDeferred = nil, nil
+	if d != nil { // the handler answers later (Defer)
+		if panicked {
+			d.Reply(nil, rerr)
+		}
+		return false
+	}
 	if req.ID == nil {
 		return false
 	}
@@ -118,7 +128,8 @@ func (c *Conn) serveMessage(f *frame, m message, derr *decodeError) bool {
 }
 
 // invoke runs the handler, turning panics and foreign errors into -32603.
-func (c *Conn) invoke(req *Request) (result any, rerr *Error) {
+// A request whose handler deferred its reply is observed when it replies.
+func (c *Conn) invoke(req *Request) (result any, rerr *Error, panicked bool) {
 	var start time.Time
 	if c.obsOn {
 		start = time.Now()
@@ -126,9 +137,9 @@ func (c *Conn) invoke(req *Request) (result any, rerr *Error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error("handler panic", "method", req.Method, "panic", p, "stack", string(debug.Stack()))
-			result, rerr = nil, internalError()
+			result, rerr, panicked = nil, internalError(), true
 		}
-		if c.obsOn && req.ID != nil {
+		if c.obsOn && req.ID != nil && c.curDeferred == nil {
 			code := 0
 			if rerr != nil {
 				code = rerr.Code
@@ -137,21 +148,31 @@ func (c *Conn) invoke(req *Request) (result any, rerr *Error) {
 		}
 	}()
 	res, err := c.h.Handle(c.hctx, c, req)
+	if rerr = c.toRPCError(req.Method, req.ID, err); rerr != nil {
+		return nil, rerr, false
+	}
+	return res, nil, false
+}
+
+// toRPCError maps a handler's error to what the peer is sent: nil for
+// success (a typed nil *Error included), an *Error as is, anything else a
+// generic -32603 with the real error logged.
+func (c *Conn) toRPCError(method string, id []byte, err error) *Error {
 	if err == nil {
-		return res, nil
+		return nil
 	}
 	var e *Error
 	if errors.As(err, &e) {
 		if e == nil { // a typed nil *Error: the handler meant "no error"
-			return res, nil
+			return nil
 		}
-		if req.ID == nil {
-			c.log.Debug("notification handler failed", "method", req.Method, "err", err)
+		if id == nil {
+			c.log.Debug("notification handler failed", "method", method, "err", err)
 		}
-		return nil, e
+		return e
 	}
-	c.log.Error("handler failed", "method", req.Method, "err", err)
-	return nil, internalError()
+	c.log.Error("handler failed", "method", method, "err", err)
+	return internalError()
 }
 
 // methodName returns the request's method as a string, interning the names
