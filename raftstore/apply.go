@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,6 +29,10 @@ import (
 //
 // On a follower, Apply forwards through Config.Forwarder when one is set
 // (see forward.go) and otherwise returns *NotLeaderError / ErrNoLeader.
+// With a Forwarder, a leader that loses leadership before raft takes the
+// command (raft's ErrNotLeader, or a leadership transfer in progress)
+// forwards it too, within the same bound, instead of failing: nothing was
+// appended, so it cannot apply twice. ErrLeadershipLost is never retried.
 //
 // The wait is bounded by ctx, or by Config.ApplyTimeout when ctx has no
 // deadline. Concurrent Apply calls are group-committed by raft (one log
@@ -42,10 +47,34 @@ func (s *Store) Apply(ctx context.Context, t concordv1.CommandType, msg proto.Me
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: marshal %s: %w", ErrInvalidCommand, t, err)
 	}
-	if s.cfg.Forwarder != nil && s.raft.State() != raft.Leader {
-		return s.forward(ctx, t, buf)
+	if s.cfg.Forwarder == nil {
+		return s.propose(ctx, t, buf)
 	}
-	return s.propose(ctx, t, buf)
+	// One bound for both attempts: a propose that bounces and the forward
+	// after it share the caller's deadline (or ApplyTimeout).
+	ctx, cancel := s.withDefaultTimeout(ctx)
+	defer cancel()
+	if s.raft.State() == raft.Leader {
+		res, index, err := s.propose(ctx, t, buf)
+		if !notProposed(err) {
+			return res, index, err
+		}
+		// Leadership moved between the check above and raft's leader
+		// loop taking the command: raft answered ErrNotLeader (or a
+		// transfer is under way), so nothing was appended and sending it
+		// to the new leader cannot apply it twice. ErrLeadershipLost is
+		// not in this set: the command may still commit, and the caller
+		// gets the outcome-unknown error unchanged.
+		s.log.Debug("leadership moved before the command was appended; forwarding", "err", err)
+	}
+	return s.forward(ctx, t, buf)
+}
+
+// notProposed reports an error from propose that guarantees the command
+// never reached the log: this server was not (or stopped being) the
+// leader before raft accepted it.
+func notProposed(err error) bool {
+	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader)
 }
 
 // ApplyRaw is Apply for a command already encoded as type byte + body, as
@@ -72,6 +101,9 @@ func (s *Store) propose(ctx context.Context, t concordv1.CommandType, data []byt
 	defer s.leave()
 	if s.raft.State() != raft.Leader {
 		return nil, 0, s.notLeader()
+	}
+	if h := s.testHookBeforeApply; h != nil {
+		h()
 	}
 	ctx, cancel := s.withDefaultTimeout(ctx)
 	defer cancel()

@@ -52,6 +52,11 @@ type Store struct {
 	subs      map[*subscriber]struct{}
 	isLeader  bool
 	leaderChg chan struct{} // closed and replaced on every leader change
+
+	// testHookBeforeApply, for tests: called by propose after its leader
+	// check and before raft.Apply, to move leadership inside that window.
+	// Set before the Store is used; never changed afterwards.
+	testHookBeforeApply func()
 }
 
 // New opens (or creates) the raft state in cfg.DataDir, restores the latest
