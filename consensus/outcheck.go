@@ -49,67 +49,66 @@ func item(list string, i int, field string) string {
 	return fmt.Sprintf("output.%s[%d].%s", list, i, field)
 }
 
-// build validates the decoded envelope for the task (pid, phase, round)
-// and returns the Output, or a problem.
-func (d *outDecoder) build(pid string, phase Phase, round int) (*Output, string) {
+// result runs every check of the output schema that does not depend on
+// the task and records, per group, the first problem in the reference
+// decoder's order; RoundResult.check adds the task-dependent ones in
+// between (see RoundResult).
+func (d *outDecoder) result() *RoundResult {
 	if !d.kind.set || d.kind.code != 1 {
-		return nil, `kind must be "round"`
+		return fatalResult(`kind must be "round"`)
 	}
 	if !d.hasOutput {
-		return nil, "output is required"
+		return fatalResult("output is required")
 	}
 	a := arenaText(d.arena)
 	r := &d.out
-	if r.participantID.set && a.at(r.participantID.span) != pid {
-		return nil, fmt.Sprintf("output.participantId %q does not match the task's participant %q",
-			a.at(r.participantID.span), pid)
+	rr := &RoundResult{}
+	if r.participantID.set {
+		rr.decl |= declPID
+		rr.declPID = a.at(r.participantID.span)
 	}
-	if r.phase.set && Phase(a.at(r.phase.span)) != phase {
-		return nil, fmt.Sprintf("output.phase %q does not match the task's phase %q", a.at(r.phase.span), phase)
+	if r.phase.set {
+		rr.decl |= declPhase
+		rr.declPhase = a.at(r.phase.span)
 	}
-	if r.round.set && r.round.v != float64(round) {
-		return nil, fmt.Sprintf("output.round %v does not match the task's round %d", r.round.v, round)
+	if r.round.set {
+		rr.decl |= declRound
+		rr.declRound = r.round.v
 	}
-	if m := optText(r.fullResponse.set, r.fullResponse.len(), true, true, MaxTextBytes); m != "" {
-		return nil, "output.fullResponse" + m
+	rr.fieldErr = checkFields(r)
+	if m := optText(r.taskTitle.set, r.taskTitle.len(), true, true, MaxTextBytes); m != "" {
+		rr.titleErr = "output.taskTitle" + m
+	} else if utf16Len(a.at(r.taskTitle.span)) > MaxTaskTitle {
+		rr.titleErr = fmt.Sprintf("output.taskTitle exceeds %d characters", MaxTaskTitle)
 	}
-	if m := optText(r.summary.set, r.summary.len(), true, true, MaxTextBytes); m != "" {
-		return nil, "output.summary" + m
+	rr.hasVotes = r.votes.set
+	rr.votesErr = checkVotes(r)
+	if rr.listErr = checkClaims(&r.claims); rr.listErr == "" {
+		rr.listErr = checkJudgements(&r.judgements)
 	}
-	if m := optText(r.respondedAt.set, r.respondedAt.n, false, true, MaxIDBytes); m != "" {
-		return nil, "output.respondedAt" + m
-	}
-	if r.selfScore.set && !(r.selfScore.v >= 0 && r.selfScore.v <= 100) {
-		return nil, "output.selfScore must be between 0 and 100"
-	}
-	if m := checkPhaseFields(r, a, phase); m != "" {
-		return nil, m
-	}
-	if m := checkClaims(&r.claims); m != "" {
-		return nil, m
-	}
-	if m := checkJudgements(&r.judgements); m != "" {
-		return nil, m
-	}
-	return r.assemble(a, pid, phase, round), ""
+	r.assemble(a, rr)
+	return rr
 }
 
-func checkPhaseFields(r *outputSpans, a arenaText, phase Phase) string {
-	switch phase {
-	case PhaseInitial, PhaseDebate:
-		if phase == PhaseInitial {
-			if m := optText(r.taskTitle.set, r.taskTitle.len(), true, true, MaxTextBytes); m != "" {
-				return "output.taskTitle" + m
-			}
-			if utf16Len(a.at(r.taskTitle.span)) > MaxTaskTitle {
-				return fmt.Sprintf("output.taskTitle exceeds %d characters", MaxTaskTitle)
-			}
-		}
-		if r.votes.set {
-			return fmt.Sprintf("output.claimVotes must be absent in the %s phase", phase)
-		}
-		return ""
+// checkFields checks the fields every phase has, after the task binding.
+func checkFields(r *outputSpans) string {
+	if m := optText(r.fullResponse.set, r.fullResponse.len(), true, true, MaxTextBytes); m != "" {
+		return "output.fullResponse" + m
 	}
+	if m := optText(r.summary.set, r.summary.len(), true, true, MaxTextBytes); m != "" {
+		return "output.summary" + m
+	}
+	if m := optText(r.respondedAt.set, r.respondedAt.n, false, true, MaxIDBytes); m != "" {
+		return "output.respondedAt" + m
+	}
+	if r.selfScore.set && !(r.selfScore.v >= 0 && r.selfScore.v <= 100) {
+		return "output.selfScore must be between 0 and 100"
+	}
+	return ""
+}
+
+// checkVotes checks claimVotes as the final vote requires them.
+func checkVotes(r *outputSpans) string {
 	votes := r.votes.items()
 	if !r.votes.set || len(votes) == 0 {
 		return "output.claimVotes must have at least 1 entry"
@@ -191,37 +190,35 @@ func checkJudgements(l *list[judgementSpans]) string {
 	return ""
 }
 
-// outputBlock allocates an Output together with its selfScore, so an
-// output costs one allocation for both.
-type outputBlock struct {
-	out       Output
-	selfScore float64
-}
-
 var (
 	categoryText = [...]string{"", "pro", "con", "risk", "tradeoff", "todo"}
 	stanceText   = [...]string{"", StanceAgree, StanceDisagree, StanceRevise}
 	voteText     = [...]string{"", VoteAccept, VoteReject}
 )
 
-// assemble builds the Output of validated spans. Optional strings
-// (reasons, revisions, merge targets) point into one shared block.
-func (r *outputSpans) assemble(a arenaText, pid string, phase Phase, round int) *Output {
-	b := &outputBlock{}
-	out := &b.out
-	*out = Output{ParticipantID: pid, Phase: phase, Round: round,
-		FullResponse: a.at(r.fullResponse.span), Summary: a.at(r.summary.span)}
+// assemble builds rr's output of validated spans, unless no task could
+// accept it. Optional strings (reasons, revisions, merge targets) point
+// into one shared block; the votes are kept only when a final vote could
+// accept them, the title only when an initial round could.
+func (r *outputSpans) assemble(a arenaText, rr *RoundResult) {
+	if !rr.usable() {
+		return
+	}
+	out := &rr.out
+	*out = Output{FullResponse: a.at(r.fullResponse.span), Summary: a.at(r.summary.span)}
+	if rr.titleErr == "" {
+		out.TaskTitle = a.at(r.taskTitle.span)
+	}
 	if r.selfScore.set {
-		b.selfScore = r.selfScore.v
-		out.SelfScore = &b.selfScore
+		rr.selfScore = r.selfScore.v
+		out.SelfScore = &rr.selfScore
 	}
 	votes, js := r.votes.items(), r.judgements.items()
-	opt := make([]string, 0, r.optionalCount(phase))
-	switch phase {
-	case PhaseInitial:
-		out.TaskTitle = a.at(r.taskTitle.span)
-	case PhaseDebate:
-	default:
+	if !rr.hasVotes {
+		votes = nil
+	}
+	opt := make([]string, 0, r.optionalCount(votes))
+	if len(votes) > 0 {
 		out.ClaimVotes = make([]VoteInput, len(votes))
 		for i := range votes {
 			v := &votes[i]
@@ -248,17 +245,14 @@ func (r *outputSpans) assemble(a arenaText, pid string, phase Phase, round int) 
 		o.RevisedStatement, opt = a.opt(j.revised, opt)
 		o.MergesWith, opt = a.opt(j.merges, opt)
 	}
-	return out
 }
 
 // optionalCount is the number of optional strings assemble stores.
-func (r *outputSpans) optionalCount(phase Phase) int {
+func (r *outputSpans) optionalCount(votes []voteSpans) int {
 	n := 0
-	if phase != PhaseInitial && phase != PhaseDebate {
-		for _, v := range r.votes.items() {
-			if v.reason.set {
-				n++
-			}
+	for _, v := range votes {
+		if v.reason.set {
+			n++
 		}
 	}
 	for _, j := range r.judgements.items() {

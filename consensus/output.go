@@ -2,7 +2,6 @@ package consensus
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"unicode/utf8"
 )
@@ -72,26 +71,6 @@ type rawOutput struct {
 type roundEnvelope struct {
 	Kind   *string    `json:"kind"`
 	Output *rawOutput `json:"output"`
-}
-
-// decodeRoundOutput parses and validates an untrusted round result for the
-// task (participant, phase, round). The output is bound to the dispatched
-// task: a participantId, phase or round that disagrees is an error (§22.1).
-// It never panics; every problem is returned as an error message.
-func decodeRoundOutput(raw []byte, pid string, phase Phase, round int) (*Output, error) {
-	if err := checkRaw(raw); err != nil {
-		return nil, err
-	}
-	d := getOutDecoder(raw)
-	defer putOutDecoder(d)
-	if !d.parse() {
-		return nil, jsonError(raw)
-	}
-	out, msg := d.build(pid, phase, round)
-	if msg != "" {
-		return nil, errors.New(invalidResult + ": " + msg)
-	}
-	return out, nil
 }
 
 // jsonError words the rejection of a result that is not well-formed JSON
