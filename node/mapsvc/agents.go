@@ -313,5 +313,5 @@ func (s *Service) send(ctx context.Context, _ *rpc.Conn, cs *connState, raw json
 	if s.cfg.Router == nil {
 		return nil, rpc.NewError(rpc.CodeMethodNotFound, "").WithDetails(map[string]any{"method": "map/send"})
 	}
-	return s.cfg.Router.Send(ctx, s.sender(cs), raw)
+	return s.cfg.Router.HandleSend(ctx, s.sender(cs), raw)
 }

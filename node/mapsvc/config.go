@@ -27,7 +27,11 @@ type Sender = router.Sender
 // Router is what the service needs from node/router; *router.Router
 // satisfies it.
 type Router interface {
+	// Send waits for every recipient's outcome (in-process sends).
 	Send(ctx context.Context, from Sender, params json.RawMessage) (any, error)
+	// HandleSend serves a connection's map/send; it may defer the reply
+	// (rpc.Defer) while another node acknowledges delivery.
+	HandleSend(ctx context.Context, from Sender, params json.RawMessage) (any, error)
 }
 
 // Fanout is what the service needs from node/fanout; *fanout.Hub

@@ -56,6 +56,12 @@ func (r *fakeRouter) Send(_ context.Context, from Sender, params json.RawMessage
 	return map[string]any{"messageId": "m-1", "delivered": []string{}}, nil
 }
 
+// HandleSend answers synchronously: deferral is node/router's and
+// node/rpc's business, tested there.
+func (r *fakeRouter) HandleSend(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
+	return r.Send(ctx, from, params)
+}
+
 func (r *fakeRouter) calls() []routerCall {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -85,10 +85,13 @@ type EventSink interface {
 
 // Relay forwards a message to a recipient homed on another node of this
 // system. Implemented by the cluster layer (gRPC streams between nodes).
-// Forward must keep the order of calls per (nodeID, recipient) and must not
-// block for long: it is called on the sender's request goroutine.
+// Submit must keep the order of calls per (nodeID, recipient), must call
+// done exactly once, within a bounded time, with nil when the recipient's
+// node handed the message to its connection (else why not), and must not
+// block for long: it is called on the sender's request goroutine. done
+// must not block either.
 type Relay interface {
-	Forward(ctx context.Context, nodeID string, msg *Envelope) error
+	Submit(ctx context.Context, nodeID string, msg *Envelope, done func(error))
 }
 
 // Envelope is one message travelling to one recipient on another node.

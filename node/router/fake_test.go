@@ -136,14 +136,14 @@ type relayed struct {
 	env  Envelope
 }
 
-func (r *fakeRelay) Forward(_ context.Context, node string, env *Envelope) error {
+func (r *fakeRelay) Submit(_ context.Context, node string, env *Envelope, done func(error)) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.err != nil {
-		return r.err
+	err := r.err
+	if err == nil {
+		r.sent = append(r.sent, relayed{node, *env})
 	}
-	r.sent = append(r.sent, relayed{node, *env})
-	return nil
+	r.mu.Unlock()
+	done(err)
 }
 
 type noSessions struct{}

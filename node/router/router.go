@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -133,11 +134,49 @@ type FailedRecipient struct {
 	Reason string `json:"reason"`
 }
 
-// Send handles map/send for the sender's session. It returns a *SendResult,
-// or an *rpc.Error: -32602 for malformed params, 2000/2001/2002/2004/1003/5001
-// from address resolution, 2003 when no recipient could be reached.
-// Call it in order per connection: that is what keeps per-recipient order.
+// Send handles map/send for the sender's session and returns once every
+// recipient's outcome is known (for in-process callers such as spawn's
+// initial message; a connection's requests go through HandleSend). It
+// returns a *SendResult, or an *rpc.Error: -32602 for malformed params,
+// 2000/2001/2002/2004/1003/5001 from address resolution, 2003 when no
+// recipient could be reached. Call it in order per connection: that is what
+// keeps per-recipient order.
 func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
+	op, err := r.begin(ctx, from, params)
+	if err != nil {
+		return nil, err
+	}
+	op.release()
+	<-op.done
+	return op.result, op.err
+}
+
+// HandleSend is Send as a connection's request handler: when a recipient
+// is on another node it defers the reply (rpc.Defer) until that node
+// acknowledged delivery, so the connection serves its next request
+// meanwhile — a pipelining sender is not held to one round trip per
+// message. Sends reach the relay in arrival order either way.
+func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
+	op, err := r.begin(ctx, from, params)
+	if err != nil {
+		return nil, err
+	}
+	if op.remote > 0 {
+		if d, ok := rpc.Defer(ctx); ok {
+			op.then(func() { d.Reply(op.result, op.err) })
+			op.release()
+			return nil, nil
+		}
+	}
+	op.release()
+	<-op.done
+	return op.result, op.err
+}
+
+// begin decodes and resolves a send, delivers to local recipients and
+// submits remote ones to the relay. The returned operation completes once
+// the caller has released it and every relay submission has answered.
+func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage) (*sendOp, error) {
 	p, err := decodeSendParams(params)
 	if err != nil {
 		return nil, err
@@ -150,55 +189,127 @@ func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) 
 	if err != nil {
 		return nil, err
 	}
-	now := r.now()
-	ts := now.UnixMilli()
-	id := ulid.Make().String()
+	op := &sendOp{r: r, from: from, p: p, res: res, ts: r.now().UnixMilli(), id: ulid.Make().String(),
+		reasons: make([]string, len(res.recipients)), done: make(chan struct{})}
+	op.pending.Store(1) // the caller's reference, dropped by release
 	bp := notifPool.Get().(*[]byte)
-	notif := buildNotification((*bp)[:0], id, from.from(), &p, ts)
+	notif := buildNotification((*bp)[:0], op.id, from.from(), &p, op.ts)
 	msg := notif[len(`{"message":`) : len(notif)-1]
+	for i, rc := range res.recipients {
+		switch {
+		case rc.reason != "":
+			op.reasons[i] = rc.reason
+		case rc.homeNode == r.nodeID:
+			op.reasons[i] = r.notify(rc.sessionID, notif)
+		case r.relay == nil:
+			op.reasons[i] = reasonNoRelay
+		default:
+			op.remote++
+			op.pending.Add(1)
+			env := &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}
+			r.relay.Submit(ctx, rc.homeNode, env, func(err error) {
+				if err != nil {
+					r.log.Debug("relay failed", "peer", rc.homeNode, "err", err)
+				}
+				op.reasons[i] = relayFailureReason(err)
+				op.release()
+			})
+		}
+	}
+	// The relay keeps msg until each peer acknowledged it: only a send
+	// without remote recipients may recycle the buffer.
+	if op.remote == 0 && cap(notif) <= maxPooledNotif {
+		*bp = notif[:0]
+		notifPool.Put(bp)
+	}
+	return op, nil
+}
 
-	out := &SendResult{MessageID: id, Delivered: make([]string, 0, len(res.recipients))}
-	relayed := false // the relay may keep msg: then notif is not reused
-	for _, rc := range res.recipients {
-		relayed = relayed || (rc.reason == "" && rc.homeNode != r.nodeID)
-		if reason := r.deliverOne(ctx, rc, notif, msg); reason != "" {
+// relayFailureReason maps a relay outcome to a map/send failure reason
+// ("" for delivered): the peer's own verdict when it gave one.
+func relayFailureReason(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrNotConnected):
+		return reasonNotConnected
+	case errors.Is(err, rpc.ErrSlowConsumer):
+		return reasonSlowConsumer
+	default:
+		return reasonRelayFailed
+	}
+}
+
+// sendOp is one map/send in progress: its recipients' outcomes are filled
+// in by the caller (local ones) and by relay callbacks (remote ones); the
+// last of them to finish builds the result and publishes the events.
+type sendOp struct {
+	r       *Router
+	from    Sender
+	p       sendParams
+	res     resolution
+	ts      int64
+	id      string
+	reasons []string // per recipient: "" delivered, else why not
+	remote  int      // recipients submitted to the relay
+
+	pending atomic.Int32 // unfinished submissions + the caller's reference
+	mu      sync.Mutex
+	next    func() // run once finished (then)
+	over    bool
+
+	done   chan struct{} // closed once result and err are set
+	result any
+	err    error
+}
+
+// release drops one reference; the last one finishes the operation.
+// Each index of reasons is written before its release, and atomic
+// operations order those writes before finish reads them.
+func (op *sendOp) release() {
+	if op.pending.Add(-1) == 0 {
+		op.finish()
+	}
+}
+
+// then runs fn once the operation has finished (at once if it has).
+func (op *sendOp) then(fn func()) {
+	op.mu.Lock()
+	if !op.over {
+		op.next = fn
+		op.mu.Unlock()
+		return
+	}
+	op.mu.Unlock()
+	fn()
+}
+
+func (op *sendOp) finish() {
+	out := &SendResult{MessageID: op.id, Delivered: make([]string, 0, len(op.reasons))}
+	for i, rc := range op.res.recipients {
+		if reason := op.reasons[i]; reason != "" {
 			out.Failed = append(out.Failed, FailedRecipient{ID: rc.label(), Reason: reason})
 		} else {
 			out.Delivered = append(out.Delivered, rc.label())
 		}
 	}
-	if !relayed && cap(notif) <= maxPooledNotif {
-		*bp = notif[:0]
-		notifPool.Put(bp)
-	}
-	if r.events != nil && r.events.HasSubscribers() {
-		r.publish(from, &p, res, out, ts)
+	if r := op.r; r.events != nil && r.events.HasSubscribers() {
+		r.publish(op.from, &op.p, op.res, out, op.ts)
 	}
 	if len(out.Delivered) == 0 && len(out.Failed) > 0 {
-		return nil, rpc.NewError(rpc.CodeDeliveryFailed, "Delivery failed for every recipient").
-			WithDetails(map[string]any{"messageId": id, "failed": out.Failed})
+		op.err = rpc.NewError(rpc.CodeDeliveryFailed, "Delivery failed for every recipient").
+			WithDetails(map[string]any{"messageId": op.id, "failed": out.Failed})
+	} else {
+		op.result = out
 	}
-	return out, nil
-}
-
-// deliverOne hands the message to one recipient and returns "" on success
-// or the failure reason.
-func (r *Router) deliverOne(ctx context.Context, rc recipient, notif, msg []byte) string {
-	if rc.reason != "" {
-		return rc.reason
+	op.mu.Lock()
+	op.over = true
+	fn := op.next
+	op.mu.Unlock()
+	close(op.done)
+	if fn != nil {
+		fn()
 	}
-	if rc.homeNode == r.nodeID {
-		return r.notify(rc.sessionID, notif)
-	}
-	if r.relay == nil {
-		return reasonNoRelay
-	}
-	env := &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}
-	if err := r.relay.Forward(ctx, rc.homeNode, env); err != nil {
-		r.log.Debug("relay forward failed", "peer", rc.homeNode, "err", err)
-		return reasonRelayFailed
-	}
-	return ""
 }
 
 // notify enqueues the map/message notification on a local session's
