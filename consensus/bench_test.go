@@ -66,16 +66,55 @@ func benchRun(b *testing.B, claims int) *LocalRun {
 }
 
 // BenchmarkStep_5Agents200Claims3Rounds replays a whole run (start, 25 agent
-// results with their raw JSON, finalisation) through Step.
+// results, finalisation) through Step, with the agents' results in three
+// forms:
+//   - typed: parsed at the edge beforehand (ParseRoundResult), so Step does
+//     only the task binding and the engine's work (issue 3's figure);
+//   - binary: decoded from their Raft-log form (DecodeRoundResult) and
+//     stepped, what a replica's Apply does per input;
+//   - raw_json: the agents' raw JSON, parsed inside Step: edge parse + Step,
+//     the whole cost of an answer.
 func BenchmarkStep_5Agents200Claims3Rounds(b *testing.B) {
 	run := benchRun(b, 200)
+	typed := edgeInputs(b, run.Inputs)
+	bins := make([][]byte, len(typed))
+	for i, in := range typed {
+		if in.Parsed != nil {
+			bins[i], _ = in.Parsed.MarshalBinary()
+		}
+	}
+	b.Run("typed", func(b *testing.B) { benchReplay(b, typed, nil) })
+	b.Run("binary", func(b *testing.B) { benchReplay(b, typed, bins) })
+	b.Run("raw_json", func(b *testing.B) { benchReplay(b, run.Inputs, nil) })
+}
+
+// benchReplay replays inputs per op; with bins, each round result is
+// first decoded from bins[i].
+func benchReplay(b *testing.B, inputs []Input, bins [][]byte) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := processCPU()
 	for i := 0; i < b.N; i++ {
-		replay(b, nil, run.Inputs)
+		if bins == nil {
+			replay(b, nil, inputs)
+			continue
+		}
+		var s *State
+		for k, in := range inputs {
+			if bins[k] != nil {
+				rr, err := DecodeRoundResult(bins[k])
+				if err != nil {
+					b.Fatal(err)
+				}
+				in.Parsed = rr
+			}
+			var err error
+			if s, _, err = Step(s, in); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
-	reportRate(b, len(run.Inputs), cpu)
+	reportRate(b, len(inputs), cpu)
 }
 
 // reportRate reports inputs/s (wall clock) and the process CPU time per op,

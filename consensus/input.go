@@ -50,8 +50,12 @@ type Input struct {
 	TaskID        string          `json:"taskId,omitempty"`
 	ParticipantID string          `json:"participantId,omitempty"`
 	Output        json.RawMessage `json:"output,omitempty"`
-	Failure       FailureKind     `json:"failure,omitempty"`
-	Error         string          `json:"error,omitempty"`
+	// Parsed, when set, is a round task's result already parsed at the
+	// edge (ParseRoundResult); it replaces Output, which may then be empty.
+	// A report or action task needs Output: Parsed alone is ignored there.
+	Parsed  *RoundResult `json:"parsed,omitempty"`
+	Failure FailureKind  `json:"failure,omitempty"`
+	Error   string       `json:"error,omitempty"`
 
 	// Timer.
 	TimerID string `json:"timerId,omitempty"`
@@ -68,6 +72,13 @@ func Start(at int64, sessionID string, req *Request) Input {
 // TaskResult returns a task-result input carrying the agent's raw answer.
 func TaskResult(at int64, taskID, participantID string, output json.RawMessage) Input {
 	return Input{Kind: InputTaskResult, At: at, TaskID: taskID, ParticipantID: participantID, Output: output}
+}
+
+// TaskRoundResult returns a task-result input carrying a round result
+// parsed at the edge. Step keeps references to r's data: r must not change
+// afterwards (a RoundResult never does).
+func TaskRoundResult(at int64, taskID, participantID string, r *RoundResult) Input {
+	return Input{Kind: InputTaskResult, At: at, TaskID: taskID, ParticipantID: participantID, Parsed: r}
 }
 
 // TaskFailed returns a task-failure input.

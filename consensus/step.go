@@ -128,7 +128,13 @@ func (st *stepper) onTaskResult(in Input) error {
 		if slot.pid != in.ParticipantID {
 			return ignored("result sender does not own task " + in.TaskID)
 		}
-		out, err := decodeRoundOutput(in.Output, slot.pid, s.cur.phase, s.cur.round)
+		var out *Output
+		var err error
+		if in.Parsed != nil {
+			out, err = in.Parsed.bind(slot.pid, s.cur.phase, s.cur.round)
+		} else {
+			out, err = decodeRoundOutput(in.Output, slot.pid, s.cur.phase, s.cur.round)
+		}
 		if err != nil {
 			st.settleRoundTask(slot, taskFailed, nil, err.Error())
 		} else {
@@ -136,6 +142,9 @@ func (st *stepper) onTaskResult(in Input) error {
 		}
 		st.maybeCloseRound()
 		return nil
+	}
+	if in.Parsed != nil && in.Output == nil {
+		return ignored("a parsed round result cannot answer task " + in.TaskID)
 	}
 	if t := s.reportTask; t != nil && t.id == in.TaskID {
 		if t.pid != in.ParticipantID {
