@@ -120,6 +120,28 @@ func (s *State) appendClaim(c Claim) {
 // call it.
 func (s *State) catalogChanged() { s.taskCatalogs = [2][]Claim{} }
 
+// sharedCatalog returns the catalog itself, capped at its length, for a
+// task or result to hold instead of a copy. Appending to the catalog never
+// reaches such a slice (its capacity ends at its length); an edit in place
+// copies the catalog first (editCatalog).
+func (s *State) sharedCatalog() []Claim {
+	if len(s.catalog) == 0 {
+		return []Claim{} // encodes as [], as the copy it replaces did
+	}
+	s.catalogShared = true
+	return s.catalog[:len(s.catalog):len(s.catalog)]
+}
+
+// editCatalog must precede every in-place edit of a catalog entry: while
+// a slice from sharedCatalog may be held elsewhere, the state moves to a
+// private copy first.
+func (s *State) editCatalog() {
+	if s.catalogShared {
+		s.catalog = slices.Clone(s.catalog)
+		s.catalogShared = false
+	}
+}
+
 // root follows mergedInto links to the canonical claim. It returns the
 // position of the root, or -1 for an id not in the catalog. The walk is
 // bounded because merges always point at an earlier-created survivor.
@@ -149,6 +171,7 @@ func (s *State) applyJudgement(j *Judgement, pid string, merges []AppliedMerge) 
 		return merges
 	}
 	if j.RevisedStatement != nil && (j.Stance == StanceRevise || j.Stance == StanceDisagree) {
+		s.editCatalog()
 		s.catalog[direct].Statement = *j.RevisedStatement
 		s.catalogChanged()
 	}
@@ -175,6 +198,7 @@ func (s *State) applyJudgement(j *Judgement, pid string, merges []AppliedMerge) 
 		survivor, loser = b, a
 	}
 	sid, lid := s.catalog[survivor].ClaimID, s.catalog[loser].ClaimID
+	s.editCatalog()
 	s.catalogChanged()
 	s.catalog[loser].Status = ClaimMerged
 	s.catalog[loser].MergedInto = sid

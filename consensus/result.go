@@ -343,7 +343,7 @@ func (s *State) baseResult() *Result {
 	res := &Result{
 		ResultVersion: 1, RequestID: s.req.RequestID, SessionID: s.sessionID,
 		Task:   TaskInfo{Prompt: s.req.Task, Title: s.title(v.rep.ParticipantID, v.scoreboard)},
-		Status: v.status, FinalClaims: append([]Claim{}, s.catalog...), ClaimResolutions: v.resolutions,
+		Status: v.status, FinalClaims: s.sharedCatalog(), ClaimResolutions: v.resolutions,
 		Representative: v.rep, Scoreboard: v.scoreboard, Eliminations: s.eliminationList(),
 		Disagreements: s.disagreements(), Rounds: append([]RoundRecord{}, s.rounds...),
 	}

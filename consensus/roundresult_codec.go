@@ -254,12 +254,21 @@ func (r *resultReader) text(min, max int) string {
 	return r.arena.String()[off:]
 }
 
-func (r *resultReader) optText(max int) *string {
+// optText reads an optional string into block, which the caller sized
+// for every optional string of its list (one allocation for all of them).
+func (r *resultReader) optText(max int, block *[]string, size int) *string {
 	if !r.boolean() {
 		return nil
 	}
-	s := r.text(0, max)
-	return &s
+	if *block == nil {
+		*block = make([]string, 0, size)
+	}
+	if len(*block) == cap(*block) {
+		r.ok = false
+		return nil
+	}
+	*block = append(*block, r.text(0, max))
+	return &(*block)[len(*block)-1]
 }
 
 // id reads a front-coded claim id (1..MaxIDBytes bytes) following prev.
@@ -331,6 +340,7 @@ func decodeResultOutput(rb *rbuf, rr *RoundResult, flags uint8) bool {
 		}
 	}
 	o.Judgements = make([]Judgement, r.list())
+	var opt []string
 	prev := ""
 	for i := range o.Judgements {
 		j := &o.Judgements[i]
@@ -339,20 +349,20 @@ func decodeResultOutput(rb *rbuf, rr *RoundResult, flags uint8) bool {
 		j.Stance = r.code(stanceText[:])
 		j.Confidence = r.f64()
 		j.Rationale = r.text(1, MaxTextBytes)
-		j.RevisedStatement = r.optText(MaxTextBytes)
-		j.MergesWith = r.optText(MaxIDBytes)
+		j.RevisedStatement = r.optText(MaxTextBytes, &opt, 2*len(o.Judgements))
+		j.MergesWith = r.optText(MaxIDBytes, &opt, 2*len(o.Judgements))
 		r.ok = r.ok && j.Confidence >= 0 && j.Confidence <= 1 &&
 			(j.RevisedStatement == nil || *j.RevisedStatement != "") && (j.MergesWith == nil || *j.MergesWith != "")
 	}
 	if n := r.list(); n > 0 {
 		o.ClaimVotes = make([]VoteInput, n)
-		prev = ""
+		opt, prev = nil, ""
 		for i := range o.ClaimVotes {
 			v := &o.ClaimVotes[i]
 			v.ClaimID = r.id(prev)
 			prev = v.ClaimID
 			v.Vote = r.code(voteText[:])
-			v.Reason = r.optText(MaxTextBytes)
+			v.Reason = r.optText(MaxTextBytes, &opt, n)
 		}
 	}
 	// Votes are kept exactly when they were present (and then valid), the

@@ -223,3 +223,33 @@ func TestClaims_IDCollisionKeepsBoth(t *testing.T) {
 		t.Errorf("catalog = %+v", s.catalog)
 	}
 }
+
+// A task catalog shares the state's catalog until an edit: the edit moves
+// the state to a private copy, so a dispatched task keeps what it showed.
+func TestClaims_SharedCatalogIsCopiedOnEdit(t *testing.T) {
+	s := &State{req: threeReq(t, "")}
+	s.rebuildIndex()
+	s.applyClaimUpdate([]*Output{{ParticipantID: "a", ExtractedClaims: []ExtractedClaim{
+		{Title: "A0", Statement: "s"}, {Title: "A1", Statement: "s"}}}}, 0)
+	shown := s.taskCatalog(PhaseDebate)
+	if &shown[0] != &s.catalog[0] {
+		t.Fatal("catalog without merges is not shared")
+	}
+	s.applyClaimUpdate([]*Output{{ParticipantID: "b", ExtractedClaims: []ExtractedClaim{{Title: "B0", Statement: "s"}}}}, 1)
+	if len(shown) != 2 || cap(shown) != 2 {
+		t.Fatalf("an append reached the shared slice: %d/%d", len(shown), cap(shown))
+	}
+	rev, into := "revised", "a:0:0"
+	s.applyClaimUpdate([]*Output{{ParticipantID: "c", Judgements: []Judgement{
+		{ClaimID: "a:0:0", Stance: StanceRevise, RevisedStatement: &rev},
+		{ClaimID: "a:0:1", Stance: StanceAgree, MergesWith: &into}}}}, 2)
+	if shown[0].Statement != "s" || shown[1].Status != ClaimActive || len(shown[0].ProposedBy) != 1 {
+		t.Fatalf("an edit reached a dispatched catalog: %+v", shown)
+	}
+	if s.catalog[0].Statement != "revised" || s.catalog[1].Status != ClaimMerged {
+		t.Fatalf("edit lost: %+v", s.catalog)
+	}
+	if got := s.taskCatalog(PhaseDebate); len(got) != 2 || got[1].ClaimID != "b:1:0" {
+		t.Fatalf("active catalog after a merge = %+v", got)
+	}
+}

@@ -109,6 +109,9 @@ type State struct {
 	// taskCatalogs caches taskCatalog for the initial phase [0] and the
 	// later ones [1] until the catalog changes; derived, not encoded.
 	taskCatalogs [2][]Claim
+	// catalogShared: a slice of catalog itself was handed out (tasks,
+	// results); derived, not encoded. See sharedCatalog.
+	catalogShared bool
 }
 
 // SessionID returns the run's session id.

@@ -154,10 +154,11 @@ func (t *Task) MarshalJSON() ([]byte, error) {
 }
 
 // taskCatalog is the catalog sent with a round task: all of it for the
-// initial round, only active claims afterwards (§7.1). The copy is shared by
-// every task of the round, and by the tasks of later rounds while the
-// catalog does not change (debate rounds that only agree, the final vote);
-// it is never modified.
+// initial round, only active claims afterwards (§7.1). While no claim is
+// merged that is the catalog itself, shared copy-on-write (sharedCatalog);
+// otherwise a filtered copy. Either is shared by every task of the round,
+// and by the tasks of later rounds while the catalog does not change
+// (debate rounds that only agree, the final vote); it is never modified.
 func (s *State) taskCatalog(phase Phase) []Claim {
 	k := 1
 	if phase == PhaseInitial {
@@ -166,10 +167,21 @@ func (s *State) taskCatalog(phase Phase) []Claim {
 	if c := s.taskCatalogs[k]; c != nil {
 		return c
 	}
-	out := make([]Claim, 0, len(s.catalog))
+	active := 0
 	for i := range s.catalog {
-		if phase == PhaseInitial || s.catalog[i].Status == ClaimActive {
-			out = append(out, s.catalog[i])
+		if s.catalog[i].Status == ClaimActive {
+			active++
+		}
+	}
+	var out []Claim
+	if phase == PhaseInitial || active == len(s.catalog) {
+		out = s.sharedCatalog()
+	} else {
+		out = make([]Claim, 0, active)
+		for i := range s.catalog {
+			if s.catalog[i].Status == ClaimActive {
+				out = append(out, s.catalog[i])
+			}
 		}
 	}
 	s.taskCatalogs[k] = out
@@ -261,7 +273,7 @@ func (s *State) buildReportTask(t *pendingTask) *Task {
 		Prompt: s.reportPrompt(),
 		ReportInput: &ReportInput{Status: v.status,
 			Representative: ReportRepresentative{ParticipantID: rep.ParticipantID, Speech: rep.Speech, Score: rep.Score},
-			FinalClaims:    append([]Claim{}, s.catalog...), ClaimResolutions: v.resolutions, Scoreboard: v.scoreboard,
+			FinalClaims:    s.sharedCatalog(), ClaimResolutions: v.resolutions, Scoreboard: v.scoreboard,
 			Rounds: append([]RoundRecord{}, s.rounds...)},
 		ReportMetadata: &ReportMetadata{SeparateSession: true, ReporterIsActiveParticipant: s.isActive(t.pid),
 			RequestedRepresentativeID: req.ReportPolicy.RepresentativeID, Constraints: req.Constraints,
