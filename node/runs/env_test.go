@@ -227,15 +227,20 @@ func (l *fakeLeadership) set(v bool) {
 
 // countingProposer counts proposed RUN_INPUT kinds and passes them on.
 type countingProposer struct {
-	next  Proposer
-	mu    sync.Mutex
-	kinds map[string]int
+	next   Proposer
+	mu     sync.Mutex
+	kinds  map[string]int
+	inputs []*concordv1.RunInput // with keep: every proposed input
+	keep   bool
 }
 
 func (p *countingProposer) Apply(ctx context.Context, t concordv1.CommandType, m proto.Message) (any, uint64, error) {
 	if in, ok := m.(*concordv1.RunInput); ok {
 		p.mu.Lock()
 		p.kinds[inputKind(in)]++
+		if p.keep {
+			p.inputs = append(p.inputs, in)
+		}
 		p.mu.Unlock()
 	}
 	return p.next.Apply(ctx, t, m)

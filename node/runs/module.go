@@ -136,7 +136,12 @@ func (m *Module) applyStart(index uint64, in *concordv1.RunInput) (*run, []conse
 func (m *Module) applyStep(in *concordv1.RunInput) (*run, []consensus.Effect, error) {
 	r := m.runs[in.GetRunId()]
 	at := max(in.GetTimeMs(), r.lastAt)
-	_, fx, err := consensus.Step(r.st, engineInput(in, at))
+	ein, err := engineInput(in, at)
+	if err != nil {
+		// Bytes no proposer writes: refused alike on every replica.
+		return nil, nil, errf(ErrInvalidInput, map[string]any{"reason": err.Error(), "runId": r.id})
+	}
+	_, fx, err := consensus.Step(r.st, ein)
 	if err != nil {
 		if errors.Is(err, consensus.ErrIgnored) {
 			// check() mirrors the engine's rules, so this is a rule the
@@ -162,20 +167,30 @@ func (m *Module) applyStep(in *concordv1.RunInput) (*run, []consensus.Effect, er
 }
 
 // engineInput converts a non-start RUN_INPUT (already checked) to the
-// engine's input at time at.
-func engineInput(in *concordv1.RunInput, at int64) consensus.Input {
+// engine's input at time at. A round result parsed at the edge is decoded
+// from its binary form; its bytes come from the log, so a corrupt one is an
+// error, not a panic.
+func engineInput(in *concordv1.RunInput, at int64) (consensus.Input, error) {
 	switch x := in.GetInput().(type) {
 	case *concordv1.RunInput_TaskResult:
-		return consensus.TaskResult(at, x.TaskResult.GetTaskId(), x.TaskResult.GetParticipantId(), x.TaskResult.GetOutputJson())
+		res := x.TaskResult
+		if b := res.GetRoundResult(); len(b) > 0 {
+			rr, err := consensus.DecodeRoundResult(b)
+			if err != nil {
+				return consensus.Input{}, err
+			}
+			return consensus.TaskRoundResult(at, res.GetTaskId(), res.GetParticipantId(), rr), nil
+		}
+		return consensus.TaskResult(at, res.GetTaskId(), res.GetParticipantId(), res.GetOutputJson()), nil
 	case *concordv1.RunInput_TaskFailed:
 		f := x.TaskFailed
-		return consensus.TaskFailed(at, f.GetTaskId(), f.GetParticipantId(), consensus.FailureKind(f.GetKind()), f.GetReason())
+		return consensus.TaskFailed(at, f.GetTaskId(), f.GetParticipantId(), consensus.FailureKind(f.GetKind()), f.GetReason()), nil
 	case *concordv1.RunInput_TimerFired:
-		return consensus.TimerFired(at, x.TimerFired.GetTimerId())
+		return consensus.TimerFired(at, x.TimerFired.GetTimerId()), nil
 	case *concordv1.RunInput_Cancel:
-		return consensus.Cancel(at, x.Cancel.GetReason())
+		return consensus.Cancel(at, x.Cancel.GetReason()), nil
 	}
-	return consensus.Input{}
+	return consensus.Input{}, nil
 }
 
 // Check reports the error Apply would return for in against this replica's

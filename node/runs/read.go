@@ -108,20 +108,20 @@ func (m *Module) List(status, before string, limit int) ([]Summary, bool) {
 	return out, false
 }
 
-// taskOwner returns the participant of an outstanding task and whether the
-// given agent is someone the run may send tasks to, or the error a reply
-// for it gets.
-func (m *Module) taskOwner(runID, taskID string) (pid string, err error) {
+// taskOwner returns the participant and kind (consensus.TaskKind) of an
+// outstanding task, or the error a reply for it gets.
+func (m *Module) taskOwner(runID, taskID string) (pid, kind string, err error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	r := m.runs[runID]
 	if r == nil {
-		return "", notFound(runID)
+		return "", "", notFound(runID)
 	}
 	if err := r.checkTask(taskID, ""); err != nil {
-		return "", err
+		return "", "", err
 	}
-	return r.taskByID[taskID].pid, nil
+	t := r.taskByID[taskID]
+	return t.pid, t.kind, nil
 }
 
 // involves reports whether agentID takes part in the run.

@@ -33,10 +33,10 @@ func (s *Service) HandleSend(ctx context.Context, from router.Sender, params jso
 		return nil, err
 	}
 	runID := runOfTask(rp.taskID)
-	var pid string
+	var pid, kind string
 	err = s.awaitKnown(ctx, func() error {
 		var e error
-		pid, e = s.mod.taskOwner(runID, rp.taskID)
+		pid, kind, e = s.mod.taskOwner(runID, rp.taskID)
 		return e
 	})
 	if err != nil {
@@ -52,6 +52,13 @@ func (s *Service) HandleSend(ctx context.Context, from router.Sender, params jso
 	case len(rp.payload) > consensus.MaxOutputBytes:
 		// The engine would fail it anyway; do not put a huge entry in the log.
 		in.Input = failedInput(rp.taskID, pid, "result larger than "+strconv.Itoa(consensus.MaxOutputBytes)+" bytes")
+	case kind == string(consensus.TaskRound):
+		// Parsed and checked here, once: replicas decode the compact form
+		// instead of parsing the JSON, and the log entry shrinks. The kind
+		// of a task id never changes, so the local replica's view is safe.
+		rr, _ := consensus.ParseRoundResult(rp.payload).MarshalBinary()
+		in.Input = &concordv1.RunInput_TaskResult{TaskResult: &concordv1.RunTaskResult{
+			TaskId: rp.taskID, ParticipantId: pid, RoundResult: rr}}
 	default:
 		in.Input = &concordv1.RunInput_TaskResult{TaskResult: &concordv1.RunTaskResult{
 			TaskId: rp.taskID, ParticipantId: pid, OutputJson: rp.payload}}

@@ -10,10 +10,17 @@ import (
 // catalogKey identifies a claim catalog slice. The engine shares one
 // catalog slice between every task of a round (and later rounds while the
 // catalog is unchanged) and never modifies it, so identity means equal
-// contents.
+// contents. The cache keeps the slice itself beside its JSON: while an
+// entry exists its array cannot be freed and its address reused by
+// another catalog.
 type catalogKey struct {
 	first *consensus.Claim
 	n     int
+}
+
+type cachedCatalog struct {
+	claims []consensus.Claim // keeps first alive
+	json   []byte
 }
 
 // taskEncoder renders tasks as consensus.Task.MarshalJSON does, encoding
@@ -21,7 +28,7 @@ type catalogKey struct {
 // catalog that is most of a task's bytes, and every participant of a round
 // gets the same catalog. Only the driver loop uses it.
 type taskEncoder struct {
-	catalogs map[catalogKey][]byte
+	catalogs map[catalogKey]cachedCatalog
 }
 
 // cacheLimit bounds the catalogs kept (a few per concurrent run suffice).
@@ -35,16 +42,17 @@ func (c *taskEncoder) encode(t *consensus.Task) (taskJSON, error) {
 		return taskJSON{head: b}, err
 	}
 	key := catalogKey{first: &t.ClaimCatalog[0], n: len(t.ClaimCatalog)}
-	cat, ok := c.catalogs[key]
+	cached, ok := c.catalogs[key]
+	cat := cached.json
 	if !ok {
 		var err error
 		if cat, err = json.Marshal(t.ClaimCatalog); err != nil {
 			return taskJSON{}, err
 		}
 		if c.catalogs == nil || len(c.catalogs) >= cacheLimit {
-			c.catalogs = map[catalogKey][]byte{}
+			c.catalogs = map[catalogKey]cachedCatalog{}
 		}
-		c.catalogs[key] = cat
+		c.catalogs[key] = cachedCatalog{claims: t.ClaimCatalog, json: cat}
 	}
 	bare := *t
 	bare.ClaimCatalog = nil

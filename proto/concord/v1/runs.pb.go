@@ -247,8 +247,17 @@ type RunTaskResult struct {
 	// participant_id is the task's participant as verified by the proposer
 	// (the sender owned that agent).
 	ParticipantId string `protobuf:"bytes,2,opt,name=participant_id,json=participantId,proto3" json:"participant_id,omitempty"`
-	// output_json is the agent's raw result envelope {kind, output}.
-	OutputJson    []byte `protobuf:"bytes,3,opt,name=output_json,json=outputJson,proto3" json:"output_json,omitempty"`
+	// output_json is the agent's raw result envelope {kind, output}: set for
+	// report and action tasks (and for round tasks in entries written before
+	// round_result existed; Apply still accepts them).
+	OutputJson []byte `protobuf:"bytes,3,opt,name=output_json,json=outputJson,proto3" json:"output_json,omitempty"`
+	// round_result is a round task's answer parsed and schema-checked at the
+	// edge (the node that received the reply), in consensus.RoundResult's
+	// versioned binary form; output_json is empty then. Apply decodes it
+	// instead of parsing the agent's JSON on every replica, and the entry is a
+	// fraction of the JSON's size. An answer that fails the schema is carried
+	// too (with its error), so the engine still records a failed task.
+	RoundResult   []byte `protobuf:"bytes,4,opt,name=round_result,json=roundResult,proto3" json:"round_result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -300,6 +309,13 @@ func (x *RunTaskResult) GetParticipantId() string {
 func (x *RunTaskResult) GetOutputJson() []byte {
 	if x != nil {
 		return x.OutputJson
+	}
+	return nil
+}
+
+func (x *RunTaskResult) GetRoundResult() []byte {
+	if x != nil {
+		return x.RoundResult
 	}
 	return nil
 }
@@ -979,12 +995,13 @@ const file_concord_v1_runs_proto_rawDesc = "" +
 	"\x06cancel\x18\x0e \x01(\v2\x15.concord.v1.RunCancelH\x00R\x06cancelB\a\n" +
 	"\x05input\"-\n" +
 	"\bRunStart\x12!\n" +
-	"\frequest_json\x18\x01 \x01(\fR\vrequestJson\"p\n" +
+	"\frequest_json\x18\x01 \x01(\fR\vrequestJson\"\x93\x01\n" +
 	"\rRunTaskResult\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
 	"\x0eparticipant_id\x18\x02 \x01(\tR\rparticipantId\x12\x1f\n" +
 	"\voutput_json\x18\x03 \x01(\fR\n" +
-	"outputJson\"{\n" +
+	"outputJson\x12!\n" +
+	"\fround_result\x18\x04 \x01(\fR\vroundResult\"{\n" +
 	"\rRunTaskFailed\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
 	"\x0eparticipant_id\x18\x02 \x01(\tR\rparticipantId\x12\x12\n" +
