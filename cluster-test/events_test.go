@@ -62,3 +62,46 @@ func TestEvents_SameIDsOnEveryNode(t *testing.T) {
 	}
 	c.RequireInvariants(t)
 }
+
+// TestEvents_MessageEventsClusterWide: subscribers on nodes 2 and 3 see
+// message_sent and message_delivered for a message from an agent on node 1
+// to an agent on node 2 — ephemeral events, relayed to the nodes that hold
+// subscriptions rather than read from the replicated log.
+func TestEvents_MessageEventsClusterWide(t *testing.T) {
+	c := New(t, 3)
+	sub := map[string]any{"filter": map[string]any{"eventTypes": []string{"message_sent", "message_delivered"}}}
+	subscribers := []*Client{
+		c.Connect(t, 1, map[string]any{"participantType": "client"}),
+		c.Connect(t, 2, map[string]any{"participantType": "client"}),
+	}
+	subIDs := make([]string, len(subscribers))
+	for k, s := range subscribers {
+		subIDs[k] = subscribeRetry(t, s, sub)
+	}
+	src := agentOn(t, c, 0, "src", nil)
+	agentOn(t, c, 1, "dst", nil)
+	c.RequireConverged(t) // node 1 has applied both subscriptions
+	res, err := src.Send(map[string]any{"to": map[string]any{"agent": "dst"}, "payload": map[string]any{"n": 1}})
+	if err != nil || !slices.Equal(res.Delivered, []string{"dst"}) {
+		t.Fatalf("send: %+v %v", res, err)
+	}
+	for k, s := range subscribers {
+		_, err := s.WaitEvents(subIDs[k], DeliveryTimeout, func(evs []EventNote) error {
+			var seen []string
+			for _, e := range evs {
+				var d struct{ MessageID string }
+				_ = json.Unmarshal(e.Event.Data, &d)
+				if d.MessageID == res.MessageID {
+					seen = append(seen, e.Event.Type)
+				}
+			}
+			if !slices.Equal(seen, []string{"message_sent", "message_delivered"}) {
+				return fmt.Errorf("events for message %s: %v", res.MessageID, seen)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("subscriber on %s: %v", c.Node(k+1), err)
+		}
+	}
+}

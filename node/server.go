@@ -188,7 +188,7 @@ func (s *Server) buildMAPService() error {
 	rcfg.NodeID = s.cfg.NodeID
 	rcfg.Registry = s.registry
 	rcfg.Sessions = sessions
-	rcfg.Events = cluster.NewEventBroadcaster(hub, s.relay)
+	rcfg.Events = cluster.NewEventBroadcaster(hub, s.relay, s.registry)
 	rcfg.Relay = s.relay
 	rcfg.Logger = s.cfg.Logger
 	rt, err := router.New(rcfg)

@@ -103,17 +103,23 @@ func (r *Relay) Submit(ctx context.Context, nodeID string, env *router.Envelope,
 // PublishEvent sends an ephemeral message event to every alive peer, for
 // their local subscribers. It never blocks: a peer whose queue is full
 // misses the event (counted in DroppedEvents).
-func (r *Relay) PublishEvent(ev registry.Event) {
+func (r *Relay) PublishEvent(ev registry.Event) { r.publishEvent(ev, nil) }
+
+// publishEvent is PublishEvent to the alive peers for which want (nil:
+// every one) is true.
+func (r *Relay) publishEvent(ev registry.Event, want func(nodeID string) bool) {
 	if r.peers == nil {
 		return
 	}
-	peers := r.peers.Peers()
-	if len(peers) == 0 {
-		return
-	}
-	wire := eventToWire(&ev)
-	deadline := r.cfg.now().Add(r.cfg.RelayDeliveryTimeout)
-	for _, p := range peers {
+	var wire *concordv1.RelayEvent
+	var deadline time.Time
+	for _, p := range r.peers.Peers() {
+		if want != nil && !want(p) {
+			continue
+		}
+		if wire == nil {
+			wire, deadline = eventToWire(&ev), r.cfg.now().Add(r.cfg.RelayDeliveryTimeout)
+		}
 		it := &item{kind: concordv1.RelayKind_RELAY_KIND_EVENT, event: wire, deadline: deadline}
 		if err := r.enqueue(context.Background(), p, it, false); err != nil {
 			r.droppedEvents.Add(1)
@@ -230,10 +236,11 @@ func (r *Relay) release(ps *peerSender) bool {
 
 // EventBroadcaster is the router's EventSink on a node of a cluster: it
 // publishes every message event to the local subscribers and relays it to
-// every alive peer, whose subscribers may want it too.
+// the alive peers that could want it.
 type EventBroadcaster struct {
 	local LocalEvents
 	relay *Relay
+	subs  SubscriberIndex
 }
 
 // LocalEvents is the local event sink (*fanout.Hub); router.EventSink has
@@ -243,21 +250,47 @@ type LocalEvents interface {
 	HasSubscribers() bool
 }
 
-// NewEventBroadcaster combines the local sink with the relay.
-func NewEventBroadcaster(local LocalEvents, relay *Relay) *EventBroadcaster {
-	return &EventBroadcaster{local: local, relay: relay}
+// SubscriberIndex tells which nodes hold subscriptions (*registry.State,
+// from the replicated registry): a peer without any gets no copy of an
+// ephemeral event.
+type SubscriberIndex interface {
+	HasSubscriptionsOn(nodeID string) bool
 }
 
-// PublishEphemeral publishes ev locally and relays it to the peers. It
-// never blocks.
+// NewEventBroadcaster combines the local sink with the relay. subs may be
+// nil: then every alive peer gets every event.
+func NewEventBroadcaster(local LocalEvents, relay *Relay, subs SubscriberIndex) *EventBroadcaster {
+	return &EventBroadcaster{local: local, relay: relay, subs: subs}
+}
+
+// PublishEphemeral publishes ev locally and relays it to the peers with
+// subscribers. It never blocks.
 func (b *EventBroadcaster) PublishEphemeral(ev registry.Event) {
 	b.local.PublishEphemeral(ev)
-	b.relay.PublishEvent(ev)
+	b.relay.publishEvent(ev, b.peerWants())
 }
 
-// HasSubscribers is true when local subscribers exist or any peer is
-// alive: peers do not advertise their subscriptions, so with peers an
-// event is always built (a false positive only costs work).
+// HasSubscribers is true when local subscribers exist or an alive peer
+// holds subscriptions, so the router skips building events nobody reads.
+// A subscription added on a peer counts once this node has applied it.
 func (b *EventBroadcaster) HasSubscribers() bool {
-	return b.local.HasSubscribers() || (b.relay.peers != nil && len(b.relay.peers.Peers()) > 0)
+	if b.local.HasSubscribers() {
+		return true
+	}
+	if b.relay.peers == nil {
+		return false
+	}
+	for _, p := range b.relay.peers.Peers() {
+		if b.subs == nil || b.subs.HasSubscriptionsOn(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *EventBroadcaster) peerWants() func(string) bool {
+	if b.subs == nil {
+		return nil
+	}
+	return b.subs.HasSubscriptionsOn
 }

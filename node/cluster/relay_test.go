@@ -268,9 +268,17 @@ func TestRelay_EventsReachPeers(t *testing.T) {
 	res := newResolver("b", srv.addr)
 	r := newTestRelay(t, testConfig(t, "a"), res, res)
 	local := &localSink{}
-	b := NewEventBroadcaster(local, r)
+	subs := &subscriberSet{}
+	b := NewEventBroadcaster(local, r, subs)
+	if b.HasSubscribers() {
+		t.Fatal("HasSubscribers = true with an alive peer that holds no subscription")
+	}
+	// Not relayed to a peer without subscriptions: the peer's first event
+	// is the one published after it subscribed (one stream keeps order).
+	b.PublishEphemeral(registry.Event{ID: "01I", Type: router.EventMessageSent})
+	subs.on.Store(true)
 	if !b.HasSubscribers() {
-		t.Fatal("HasSubscribers = false with an alive peer")
+		t.Fatal("HasSubscribers = false with an alive peer that holds subscriptions")
 	}
 	ev := registry.Event{ID: "01J", Type: router.EventMessageSent, Timestamp: 42, Source: "p1",
 		Data: []byte(`{"messageId":"m"}`), AgentIDs: []string{"a1", "a2"}, ScopeIDs: []string{"s1"}}
@@ -284,8 +292,8 @@ func TestRelay_EventsReachPeers(t *testing.T) {
 	case <-time.After(scaled(5 * time.Second)):
 		t.Fatal("event not relayed")
 	}
-	if local.n.Load() != 1 {
-		t.Fatalf("local sink got %d events, want 1", local.n.Load())
+	if local.n.Load() != 2 {
+		t.Fatalf("local sink got %d events, want 2", local.n.Load())
 	}
 	res.set("b", "")
 	if b.HasSubscribers() {
@@ -426,3 +434,8 @@ func TestRelay_BlockedPeerCannotHangSenders(t *testing.T) {
 	}
 	mustBeWithin(t, start, 3*time.Second, "failing messages to a blocked peer")
 }
+
+// subscriberSet says peer "b" holds subscriptions once on is set.
+type subscriberSet struct{ on atomic.Bool }
+
+func (s *subscriberSet) HasSubscriptionsOn(nodeID string) bool { return nodeID == "b" && s.on.Load() }

@@ -27,7 +27,7 @@ func (s *State) applySessionOpen(tx *txn, m *concordv1.SessionOpenRequest) (any,
 		ResumeTokenHash:  slices.Clone(r.GetResumeTokenHash()),
 	}
 	e := &sessionEntry{s: sess, epoch: 1}
-	tx.d.sessions[sess.ID] = e
+	tx.d.putSession(e)
 	tx.emit(EventParticipantConnected, connectedPayload(&sess, false), nil, nil)
 	res := SessionResult{Epoch: e.epoch}
 	tx.reclaimRequested(&sess, m.GetReclaimAgents(), &res)
@@ -58,7 +58,7 @@ func (tx *txn) resumeSession(m *concordv1.SessionOpenRequest) SessionResult {
 	}
 	ne.epoch++
 	ne.ttlMs, ne.graceDone = 0, false
-	tx.d.sessions[sess.ID] = &ne
+	tx.d.putSession(&ne)
 	tx.emit(EventParticipantConnected, connectedPayload(sess, true), nil, nil)
 
 	res := SessionResult{Epoch: ne.epoch, Resumed: true}
@@ -144,7 +144,7 @@ func (tx *txn) detach(id string, epoch uint64, homeNode, reason string, ttl int6
 	}
 	ne.epoch++
 	ne.ttlMs, ne.graceDone = max(ttl, 0), false
-	tx.d.sessions[id] = &ne
+	tx.d.putSession(&ne)
 	if reason == "" {
 		reason = "disconnected"
 	}
@@ -239,14 +239,14 @@ func (tx *txn) expireGrace(e *sessionEntry) []string {
 	}
 	ne := *e
 	ne.graceDone = true
-	tx.d.sessions[e.s.ID] = &ne
+	tx.d.putSession(&ne)
 	return gone
 }
 
 // removeSession forgets a session and its subscriptions; agents it
 // orphaned stay orphaned with no session.
 func (tx *txn) removeSession(id string) {
-	delete(tx.d.sessions, id)
+	tx.d.delSession(id)
 	for _, aid := range tx.d.sessionAgents(id) {
 		ae := tx.d.agents[aid]
 		ne := *ae

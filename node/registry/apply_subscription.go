@@ -23,7 +23,7 @@ func (s *State) applySubscriptionAdd(tx *txn, m *concordv1.SubscriptionAddReques
 	subs = append(subs, ne.s.Subscriptions[:i]...)
 	subs = append(subs, sub)
 	ne.s.Subscriptions = append(subs, ne.s.Subscriptions[i:]...)
-	tx.d.sessions[ne.s.ID] = &ne
+	tx.d.putSession(&ne)
 	return sub, nil
 }
 
@@ -44,7 +44,7 @@ func (s *State) applySubscriptionRemove(tx *txn, m *concordv1.SubscriptionRemove
 	ne := *e
 	ne.s = copySession(&e.s)
 	ne.s.Subscriptions = append(ne.s.Subscriptions[:i:i], e.s.Subscriptions[i+1:]...)
-	tx.d.sessions[ne.s.ID] = &ne
+	tx.d.putSession(&ne)
 	return removed, nil
 }
 
@@ -66,7 +66,7 @@ func (s *State) applySubscriptionCursor(tx *txn, m *concordv1.SubscriptionCursor
 		ne.s = copySession(&e.s)
 		ne.s.Subscriptions[i].CursorSeq = c.GetSeq()
 		ne.s.Subscriptions[i].CursorEventID = c.GetEventId()
-		tx.d.sessions[ne.s.ID] = &ne
+		tx.d.putSession(&ne)
 		moved++
 	}
 	return moved, nil

@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"testing"
@@ -77,6 +78,7 @@ func randomCommands(seed int64, n int) []step {
 }
 
 func run(h *harness, steps []step) (applied, refused int) {
+	defer checkSubsIndex(h.t, h.s)
 	for _, st := range steps {
 		checkErr := h.s.Check(st.typ, st.msg)
 		_, err := h.apply(st.typ, st.msg)
@@ -149,6 +151,7 @@ func TestState_SnapshotRoundTrip(t *testing.T) {
 		t.Fatal("Restore touched live state before commit")
 	}
 	commit()
+	checkSubsIndex(t, dst.s)
 	select {
 	case <-wake:
 	default:
@@ -351,4 +354,27 @@ func FuzzRestore(f *testing.F) {
 			_ = dump(s)
 		}
 	})
+}
+
+// checkSubsIndex compares the derived per-node subscription counts with a
+// recount from the sessions, and HasSubscriptionsOn with both.
+func checkSubsIndex(t *testing.T, s *State) {
+	t.Helper()
+	want := map[string]int{}
+	for _, se := range s.Sessions() {
+		if se.HomeNode != "" && len(se.Subscriptions) > 0 {
+			want[se.HomeNode] += len(se.Subscriptions)
+		}
+	}
+	s.mu.RLock()
+	got := maps.Clone(s.d.subsOnNode)
+	s.mu.RUnlock()
+	if !maps.Equal(got, want) {
+		t.Fatalf("subsOnNode = %v, recount from sessions = %v", got, want)
+	}
+	for _, n := range []string{"n1", "n2", "n3", ""} {
+		if s.HasSubscriptionsOn(n) != (want[n] > 0) {
+			t.Fatalf("HasSubscriptionsOn(%q) = %v with %d subscriptions there", n, !(want[n] > 0), want[n])
+		}
+	}
 }

@@ -147,12 +147,12 @@ func restoreRecord(nd *data, rec *concordv1.RegistryRecord, events *[]Event) err
 		sc := scopeFromRecord(r.Scope)
 		nd.scopes[sc.ID] = &sc
 	case *concordv1.RegistryRecord_Session:
-		nd.sessions[r.Session.GetId()] = &sessionEntry{
+		nd.putSession(&sessionEntry{
 			s:         sessionFromRecord(r.Session),
 			epoch:     r.Session.GetEpoch(),
 			ttlMs:     r.Session.GetTtlMs(),
 			graceDone: r.Session.GetGraceDone(),
-		}
+		})
 	case *concordv1.RegistryRecord_Event:
 		*events = append(*events, eventFromRecord(r.Event))
 	default:

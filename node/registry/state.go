@@ -60,18 +60,54 @@ type data struct {
 	// Restore, not persisted). Always change agents via putAgent/delAgent.
 	bySession map[string]map[string]struct{}
 	scopes    map[string]*Scope
-	sessions  map[string]*sessionEntry
-	events    eventLog
+	// sessions: always change via putSession/delSession, which keep
+	// subsOnNode current.
+	sessions map[string]*sessionEntry
+	// subsOnNode counts the subscriptions of sessions attached to each
+	// node (derived, like bySession): nodes without any need no copy of
+	// ephemeral message events.
+	subsOnNode map[string]int
+	events     eventLog
 }
 
 func newData(window int) *data {
 	return &data{
-		agents:    map[string]*agentEntry{},
-		bySession: map[string]map[string]struct{}{},
-		scopes:    map[string]*Scope{},
-		sessions:  map[string]*sessionEntry{},
-		events:    newEventLog(window),
+		agents:     map[string]*agentEntry{},
+		bySession:  map[string]map[string]struct{}{},
+		scopes:     map[string]*Scope{},
+		sessions:   map[string]*sessionEntry{},
+		subsOnNode: map[string]int{},
+		events:     newEventLog(window),
 	}
+}
+
+// putSession stores a session entry, keeping subsOnNode current.
+func (d *data) putSession(e *sessionEntry) {
+	if old, ok := d.sessions[e.s.ID]; ok {
+		d.countSubs(&old.s, -1)
+	}
+	d.sessions[e.s.ID] = e
+	d.countSubs(&e.s, 1)
+}
+
+// delSession removes a session entry, keeping subsOnNode current.
+func (d *data) delSession(id string) {
+	if old, ok := d.sessions[id]; ok {
+		d.countSubs(&old.s, -1)
+		delete(d.sessions, id)
+	}
+}
+
+func (d *data) countSubs(s *Session, sign int) {
+	if s.HomeNode == "" || len(s.Subscriptions) == 0 {
+		return
+	}
+	n := d.subsOnNode[s.HomeNode] + sign*len(s.Subscriptions)
+	if n <= 0 {
+		delete(d.subsOnNode, s.HomeNode)
+		return
+	}
+	d.subsOnNode[s.HomeNode] = n
 }
 
 // putAgent stores an agent entry and keeps the session index current.
@@ -300,6 +336,15 @@ func (s *State) Scopes() []Scope {
 		out = append(out, copyScope(s.d.scopes[id]))
 	}
 	return out
+}
+
+// HasSubscriptionsOn reports whether any session attached to nodeID holds
+// a subscription: whether that node could want a copy of an ephemeral
+// event (message_sent and the like, which are not in the replicated log).
+func (s *State) HasSubscriptionsOn(nodeID string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.d.subsOnNode[nodeID] > 0
 }
 
 // Session returns a copy of one session (with its subscriptions).
