@@ -44,7 +44,8 @@ type Config struct {
 	// the leader before it starts an election. Lower detects a dead leader
 	// sooner but risks elections under load or GC pauses. The default,
 	// 500 ms (half of hashicorp/raft's), keeps leader failover around a
-	// second on a LAN; raise it for WAN links or overloaded hosts.
+	// second on a LAN; raise it for WAN links or overloaded hosts. Set the
+	// four timeouts together with SetRaftMultiplier (timing.go).
 	HeartbeatTimeout time.Duration
 
 	// ElectionTimeout is how long a candidate waits for votes before it
@@ -111,24 +112,24 @@ type Config struct {
 }
 
 // DefaultConfig returns production defaults. NodeID and DataDir must still
-// be set. The timings are raft's production defaults (suited to a LAN with
-// fsync'ed disks); tests use faster presets instead of changing these.
+// be set. The timings are the DefaultRaftMultiplier profile (timing.go),
+// suited to a LAN with fsync'ed disks; SetRaftMultiplier picks another one.
+// Tests use faster presets instead of changing these.
 func DefaultConfig() Config {
-	return Config{
-		BindAddr:           "127.0.0.1:7702",
-		HeartbeatTimeout:   500 * time.Millisecond,
-		ElectionTimeout:    500 * time.Millisecond,
-		LeaderLeaseTimeout: 250 * time.Millisecond,
-		CommitTimeout:      50 * time.Millisecond,
-		SnapshotInterval:   120 * time.Second,
-		SnapshotThreshold:  8192,
-		TrailingLogs:       10240,
-		RetainSnapshots:    2,
-		ApplyTimeout:       10 * time.Second,
-		MaxApplyBatch:      256,
-		MaxPool:            3,
-		TransportTimeout:   10 * time.Second,
+	c := Config{
+		BindAddr:          "127.0.0.1:7702",
+		SnapshotInterval:  120 * time.Second,
+		SnapshotThreshold: 8192,
+		TrailingLogs:      10240,
+		RetainSnapshots:   2,
+		ApplyTimeout:      10 * time.Second,
+		MaxApplyBatch:     256,
+		MaxPool:           3,
+		TransportTimeout:  10 * time.Second,
 	}
+	// 500 ms heartbeat and election, 250 ms lease, 50 ms commit.
+	c.SetTimings(mustLANTimings(DefaultRaftMultiplier))
+	return c
 }
 
 // Validate reports the first problem with c, or nil.
@@ -173,7 +174,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("raftstore: invalid config: %w", err)
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

@@ -67,6 +67,10 @@ var (
 	// whole snapshot behind while it waits.
 	ErrResultUnavailable = errors.New("raftstore: command committed but its result is not available here")
 
+	// ErrInvalidConfig is returned by Config.Validate, New and LANTimings
+	// for a configuration that cannot work; the message names the field.
+	ErrInvalidConfig = errors.New("raftstore: invalid config")
+
 	// ErrBadSnapshot is returned by Restore (and by raft, from it) when a
 	// snapshot stream is malformed: wrong format version, unknown module,
 	// records out of order, or a module that did not read all its records.
