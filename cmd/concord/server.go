@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/raftstore"
 )
 
 // serverFlags map 1:1 onto node.Config fields.
@@ -34,6 +35,7 @@ type serverFlags struct {
 	deadCleanup     time.Duration
 	minQuorum       int
 	leaveOnShutdown bool
+	raftMultiplier  int
 	logs            logFlags
 	// changed reports whether the user set a flag, so --dev keeps its own
 	// defaults for everything not given explicitly.
@@ -53,6 +55,12 @@ with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/m
 			return runServer(cmd.Context(), cmd, f)
 		},
 	}
+	f.bind(cmd)
+	return cmd
+}
+
+// bind registers the server flags on cmd, writing into f.
+func (f *serverFlags) bind(cmd *cobra.Command) {
 	d := node.DefaultConfig()
 	fl := cmd.Flags()
 	fl.BoolVar(&f.dev, "dev", false, "run one node on 127.0.0.1 with a temporary data dir, bootstrapped")
@@ -73,9 +81,11 @@ with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/m
 	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", d.Cluster.DeadServerCleanupDelay, "remove a dead server from Raft after this long")
 	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many by dead-server cleanup")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
+	fl.IntVar(&f.raftMultiplier, "raft-multiplier", raftstore.DefaultRaftMultiplier,
+		"scale Raft timings from a LAN base, 1 to 10: heartbeat/election = N x 100 ms, leader lease N x 50 ms (at least 100 ms), commit N x 10 ms. "+
+			"1 fails over in a few hundred ms on a dedicated low-latency LAN; the default 5 in about a second; raise it for WAN links or overloaded hosts. Every server should use the same value")
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
 	f.logs.register(cmd)
-	return cmd
 }
 
 func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
@@ -162,6 +172,12 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	cfg.Bootstrap = cfg.Bootstrap || f.bootstrap
 	cfg.RPC.MaxFrameBytes = f.maxFrameBytes
+	// --dev keeps DevConfig's quick single-node timings unless asked.
+	if !f.dev || f.changed("raft-multiplier") {
+		if err := cfg.Raft.SetRaftMultiplier(f.raftMultiplier); err != nil {
+			return cfg, cleanup, fmt.Errorf("--raft-multiplier: %w", err)
+		}
+	}
 	if !f.dev && (cfg.NodeID == "" || cfg.DataDir == "") {
 		return cfg, cleanup, fmt.Errorf("--node-id and --data-dir are required (or use --dev)")
 	}
