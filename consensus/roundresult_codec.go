@@ -53,7 +53,13 @@ var ErrCorruptRoundResult = errors.New("consensus: corrupt round result")
 
 // MarshalBinary returns the compact binary form of r (never fails).
 func (r *RoundResult) MarshalBinary() ([]byte, error) {
-	return r.AppendBinary(nil)
+	n := 16 + len(r.fatal) + len(r.declPID) + len(r.declPhase) + len(r.fieldErr) + len(r.titleErr) +
+		len(r.votesErr) + len(r.listErr)
+	if r.usable() {
+		o := &r.out
+		n += textBytes(o) + 3*len(o.ExtractedClaims) + 16*len(o.Judgements) + 4*len(o.ClaimVotes)
+	}
+	return r.AppendBinary(make([]byte, 0, n))
 }
 
 // AppendBinary appends the binary form of r to b.

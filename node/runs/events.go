@@ -12,22 +12,18 @@ import (
 )
 
 // recordEvents turns the engine events of one Step into run events (kept
-// in the run) and MAP events (for the registry window). Payloads are
-// encoded once; both shapes are built from those bytes.
+// in the run) and MAP events (for the registry window). Each payload is
+// encoded once, straight into the MAP event's data; the run event's
+// payload is a window of those bytes.
 func (r *run) recordEvents(evs []*consensus.Event) []registry.Event {
 	if len(evs) == 0 {
 		return nil
 	}
 	out := make([]registry.Event, 0, len(evs))
 	for _, ev := range evs {
-		payload, err := json.Marshal(ev.Payload)
-		if err != nil {
-			// Engine payloads are plain structs and always encode; keep
-			// replicas identical rather than panicking if one ever fails.
-			payload = json.RawMessage("null")
-		}
-		re := runEvent{seq: ev.Seq, atMs: ev.AtMs, at: ev.At, typ: ev.Type, payload: payload,
-			id: eventID(r.id, ev.Seq, ev.AtMs)}
+		re := runEvent{seq: ev.Seq, atMs: ev.AtMs, at: ev.At, typ: ev.Type, id: eventID(r.id, ev.Seq, ev.AtMs)}
+		data, payload := r.mapEventData(&re, ev.Payload)
+		re.payload = payload
 		r.events = append(r.events, re)
 		r.observe(&r.events[len(r.events)-1])
 		out = append(out, registry.Event{
@@ -35,12 +31,16 @@ func (r *run) recordEvents(evs []*consensus.Event) []registry.Event {
 			Type:      EventTypePrefix + ev.Type,
 			Timestamp: ev.AtMs,
 			Source:    ServiceID,
-			Data:      r.mapEventData(&re),
+			Data:      data,
 			AgentIDs:  subjects(ev.Payload),
 		})
 	}
 	return out
 }
+
+// jsonAppender is implemented by engine payloads with a hand-written
+// encoder (byte-identical to encoding/json's, tested in consensus).
+type jsonAppender interface{ AppendJSON([]byte) []byte }
 
 // eventID derives a run event's MAP id from (run id, seq): a ULID whose
 // time is the event's and whose entropy is a hash of the pair, so it is
@@ -55,9 +55,10 @@ func eventID(runID string, seq, atMs int64) string {
 	return u.String()
 }
 
-// mapEventData is the MAP event's data: {runId, requestId, seq, at, payload}.
-func (r *run) mapEventData(ev *runEvent) json.RawMessage {
-	b := make([]byte, 0, 96+len(r.id)+len(r.requestID)+len(ev.payload))
+// mapEventData encodes the MAP event's data {runId, requestId, seq, at,
+// payload} and returns it with the payload's bytes within it.
+func (r *run) mapEventData(ev *runEvent, p any) (data, payload json.RawMessage) {
+	b := make([]byte, 0, 128+len(r.id)+len(r.requestID)+payloadSizeHint(p))
 	b = append(b, `{"runId":`...)
 	b = appendJSONString(b, r.id)
 	b = append(b, `,"requestId":`...)
@@ -67,8 +68,33 @@ func (r *run) mapEventData(ev *runEvent) json.RawMessage {
 	b = append(b, `,"at":`...)
 	b = appendJSONString(b, ev.at)
 	b = append(b, `,"payload":`...)
-	b = append(b, ev.payload...)
-	return append(b, '}')
+	start := len(b)
+	if a, ok := p.(jsonAppender); ok {
+		b = a.AppendJSON(b)
+	} else if enc, err := json.Marshal(p); err == nil {
+		b = append(b, enc...)
+	} else {
+		// Engine payloads are plain structs and always encode; keep
+		// replicas identical rather than panicking if one ever fails.
+		b = append(b, "null"...)
+	}
+	end := len(b)
+	b = append(b, '}')
+	return b, b[start:end:end]
+}
+
+// payloadSizeHint estimates a payload's JSON size, so the buffer of a
+// large ParticipantResponded is allocated once.
+func payloadSizeHint(p any) int {
+	r, ok := p.(*consensus.ParticipantRespondedPayload)
+	if !ok {
+		return 128
+	}
+	n := 256 + len(r.FullResponse) + len(r.Summary) + 96*len(r.JudgementsDetail)
+	for _, c := range r.ExtractedClaimsDetail {
+		n += 48 + len(c.Title) + len(c.Statement)
+	}
+	return n + 40*len(r.ClaimVotesDetail)
 }
 
 // engineEvent is the engine's own event envelope (argue's shape:
