@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,36 +37,49 @@ const benchKills = 10
 // the next kill. benchKills kills per iteration; p50 and p90 over all of
 // them are reported in milliseconds.
 //
-// "default" uses raftstore.DefaultConfig's raft timings (heartbeat and
-// election 500 ms, leader lease 250 ms, commit 50 ms), "tuned" FastConfig's
-// (300 ms, 300 ms, 300 ms, 10 ms); everything else is FastConfig in both.
+// "default" uses raftstore.DefaultConfig's raft timings (multiplier 5:
+// heartbeat and election 500 ms, leader lease 250 ms, commit 50 ms),
+// "tuned" the operators' fastest profile, `concord server
+// --raft-multiplier 1` (TunedRaftMultiplier: 100 ms, 100 ms, 100 ms,
+// 10 ms); everything else is FastConfig in both.
+//
+// Elections not caused by a kill are counted too: "spurious-elections"
+// is how often the Raft term moved while no kill was being handled (the
+// quiet time between kills: measuring, restarting the killed node, its
+// agent resuming), and "terms-per-kill" how many terms each kill's
+// election took (1 unless votes split).
 func BenchmarkRuns_LeaderKillRedispatch(b *testing.B) {
-	def := raftstore.DefaultConfig()
 	for _, tc := range []struct {
-		name string
-		raft func(*raftstore.Config)
+		name       string
+		multiplier int
 	}{
-		{"default", func(c *raftstore.Config) {
-			c.HeartbeatTimeout, c.ElectionTimeout = def.HeartbeatTimeout, def.ElectionTimeout
-			c.LeaderLeaseTimeout, c.CommitTimeout = def.LeaderLeaseTimeout, def.CommitTimeout
-		}},
-		{"tuned", func(*raftstore.Config) {}},
+		{"default", raftstore.DefaultRaftMultiplier},
+		{"tuned", TunedRaftMultiplier},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			c := New(b, 3, WithLogLevel(slog.LevelWarn),
-				WithNodeConfig(func(_ int, cfg *node.Config) { tc.raft(&cfg.Raft) }))
+			c := New(b, 3, WithLogLevel(slog.LevelWarn), WithNodeConfig(func(_ int, cfg *node.Config) {
+				if err := cfg.Raft.SetRaftMultiplier(tc.multiplier); err != nil {
+					b.Fatal(err)
+				}
+			}))
 			bench := newRedispatchBench(b, c)
 			var elect, redispatch, driver []time.Duration
+			var killTerms uint64
 			for range b.N {
 				for range benchKills {
-					e, r := bench.killLeader(b)
-					elect, redispatch, driver = append(elect, e), append(redispatch, r), append(driver, r-e)
+					k := bench.killLeader(b)
+					elect, redispatch, driver = append(elect, k.elect), append(redispatch, k.redispatch), append(driver, k.redispatch-k.elect)
+					killTerms += k.terms
 				}
 			}
+			bench.countQuietTerms(b) // the quiet time after the last kill
 			reportPercentiles(b, "election", elect)
 			reportPercentiles(b, "redispatch", redispatch)
 			reportPercentiles(b, "driver", driver)
-			b.Logf("%s: election %v; redispatch %v", tc.name, roundAll(elect), roundAll(redispatch))
+			b.ReportMetric(float64(bench.spurious), "spurious-elections")
+			b.ReportMetric(float64(killTerms)/float64(len(elect)), "terms-per-kill")
+			b.Logf("%s (raft multiplier %d): election %v; redispatch %v; %d spurious elections",
+				tc.name, tc.multiplier, roundAll(elect), roundAll(redispatch), bench.spurious)
 		})
 	}
 }
@@ -76,6 +90,17 @@ type redispatchBench struct {
 	c      *Cluster
 	agents []*runAgent // agent k on node k
 	tasks  []string    // agent k's task id
+
+	// lastTerm is the term the cluster settled in after the last kill
+	// (or at start); spurious counts term changes seen outside kills.
+	lastTerm uint64
+	spurious uint64
+}
+
+// killResult is one kill's measurements.
+type killResult struct {
+	elect, redispatch time.Duration
+	terms             uint64 // terms the election took (1 = first try)
 }
 
 func newRedispatchBench(b *testing.B, c *Cluster) *redispatchBench {
@@ -94,40 +119,69 @@ func newRedispatchBench(b *testing.B, c *Cluster) *redispatchBench {
 		rb.tasks = append(rb.tasks, runID+"/r0/"+id)
 		requireResent(b, map[string]*runAgent{id: rb.agents[k]}, rb.tasks[k:k+1], time.Time{})
 	}
+	rb.lastTerm = maxTerm(c.Running())
 	return rb
+}
+
+// countQuietTerms adds the term changes since lastTerm, when no kill was
+// in progress, to spurious; it waits for a stable leader first, so an
+// election still running is counted rather than missed.
+func (rb *redispatchBench) countQuietTerms(b *testing.B) *Node {
+	l := rb.c.Leader(b)
+	if t := l.term(); t > rb.lastTerm {
+		rb.spurious += t - rb.lastTerm
+		b.Logf("%d election(s) outside a kill: term %d -> %d", t-rb.lastTerm, rb.lastTerm, t)
+	}
+	rb.lastTerm = l.term()
+	return l
+}
+
+// maxTerm is the highest Raft term among nodes.
+func maxTerm(nodes []*Node) uint64 {
+	var t uint64
+	for _, n := range nodes {
+		t = max(t, n.term())
+	}
+	return t
 }
 
 // killLeader kills the leader once, measures, and restarts it; it returns
 // the election and re-dispatch times.
-func (rb *redispatchBench) killLeader(b *testing.B) (elect, redispatch time.Duration) {
-	l := rb.c.Leader(b)
+func (rb *redispatchBench) killLeader(b *testing.B) (k killResult) {
 	rb.requireAgentsHome(b)
-	elected, stop := firstLeadership(others(rb.c.Running(), l))
+	l := rb.countQuietTerms(b)
+	before := rb.lastTerm
+	survivors := others(rb.c.Running(), l)
+	elected, stop := firstLeadership(survivors)
 	killed := time.Now()
 	rb.c.Kill(b, l.Index)
 	select {
 	case at := <-elected:
-		elect = at.Sub(killed)
+		k.elect = at.Sub(killed)
 	case <-time.After(LeaderTimeout):
 		b.Fatalf("no survivor became leader within %v of killing %s", LeaderTimeout, l)
 	}
 	stop()
+	// The winner's term is final by the time it leads; from here until
+	// the next kill the term should not move.
+	rb.lastTerm = maxTerm(survivors)
+	k.terms = rb.lastTerm - before
 	err := Poll(context.Background(), DeliveryTimeout, func() error {
-		redispatch = 0
-		for k, a := range rb.agents {
-			if k == l.Index {
+		k.redispatch = 0
+		for i, a := range rb.agents {
+			if i == l.Index {
 				continue // its node is gone
 			}
 			var got time.Time
 			for _, n := range a.receivedSince(killed) {
-				if n.taskID == rb.tasks[k] && got.IsZero() {
+				if n.taskID == rb.tasks[i] && got.IsZero() {
 					got = n.at
 				}
 			}
 			if got.IsZero() {
-				return fmt.Errorf("agent %s has not received %s again", a.id, rb.tasks[k])
+				return fmt.Errorf("agent %s has not received %s again", a.id, rb.tasks[i])
 			}
-			redispatch = max(redispatch, got.Sub(killed))
+			k.redispatch = max(k.redispatch, got.Sub(killed))
 		}
 		return nil
 	})
@@ -135,7 +189,7 @@ func (rb *redispatchBench) killLeader(b *testing.B) (elect, redispatch time.Dura
 		b.Fatalf("after killing %s: %v", l, err)
 	}
 	rb.c.Restart(b, l.Index)
-	return elect, redispatch
+	return k
 }
 
 // requireAgentsHome waits until agent k is connected to node k again (the
@@ -213,4 +267,60 @@ func roundAll(ds []time.Duration) []time.Duration {
 		out[i] = d.Round(time.Millisecond)
 	}
 	return out
+}
+
+// quietPeriod is how long BenchmarkRaft_QuietElections leaves a cluster
+// alone.
+const quietPeriod = time.Minute
+
+// BenchmarkRaft_QuietElections checks that a raft timing profile is
+// stable: a 3-node cluster is left idle for quietPeriod and every election
+// in that time is counted ("elections": Raft term changes, which must be
+// 0) along with every time a node took leadership ("leader-changes"). The
+// default profile runs beside the tuned one as the baseline. It ignores
+// b.N.
+func BenchmarkRaft_QuietElections(b *testing.B) {
+	for _, tc := range []struct {
+		name       string
+		multiplier int
+	}{
+		{"default", raftstore.DefaultRaftMultiplier},
+		{"tuned", TunedRaftMultiplier},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := New(b, 3, WithLogLevel(slog.LevelWarn), WithNodeConfig(func(_ int, cfg *node.Config) {
+				if err := cfg.Raft.SetRaftMultiplier(tc.multiplier); err != nil {
+					b.Fatal(err)
+				}
+			}))
+			start := c.Leader(b).term()
+			var gained atomic.Int64
+			var wg sync.WaitGroup
+			var cancels []func()
+			for _, n := range c.Running() {
+				ch, cancel := n.Store().SubscribeLeadership()
+				cancels = append(cancels, cancel)
+				initial := <-ch // the current state, not a change
+				wg.Go(func() {
+					was := initial
+					for leading := range ch {
+						if leading && !was {
+							gained.Add(1)
+						}
+						was = leading
+					}
+				})
+			}
+			time.Sleep(quietPeriod) // the measurement: time passing with nothing to do
+			end := maxTerm(c.Running())
+			b.ReportMetric(float64(end-start), "elections")
+			b.ReportMetric(float64(gained.Load()), "leader-changes")
+			b.Logf("%s (raft multiplier %d): term %d -> %d over %v, %d leader changes",
+				tc.name, tc.multiplier, start, end, quietPeriod, gained.Load())
+			for _, cancel := range cancels {
+				cancel()
+			}
+			wg.Wait()
+		})
+	}
 }
