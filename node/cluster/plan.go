@@ -50,6 +50,7 @@ type planInput struct {
 	servers  []raftstore.Server    // the Raft configuration
 	members  map[string]memberView // gossip members and tracked unknown nodes
 	sessions []registry.Session    // the registry's sessions (may be nil)
+	removed  map[string]bool       // force-removed alive servers not to add back
 	now      time.Time
 	delay    time.Duration // DeadServerCleanupDelay
 	minQuo   int           // MinQuorum
@@ -60,7 +61,8 @@ type planInput struct {
 // first (a new voter raises the count before anything is removed), then
 // removals, then session detaches. Rules:
 //   - an alive server member missing from the configuration, a non-voter,
-//     or at another Raft address → AddVoter;
+//     or at another Raft address → AddVoter, unless an operator removed it
+//     by force while it was alive (in.removed);
 //   - a configured server that left gracefully → RemoveServer at once;
 //   - a configured server dead (or unknown to gossip) for at least delay →
 //     RemoveServer, unless that would leave fewer than minQuo voters;
@@ -79,7 +81,7 @@ func plan(in planInput) []action {
 		}
 	}
 	for _, m := range sortedMembers(in.members) {
-		if m.id == in.self || m.status != membership.StatusAlive || !m.server || m.raftAddr == "" {
+		if m.id == in.self || m.status != membership.StatusAlive || !m.server || m.raftAddr == "" || in.removed[m.id] {
 			continue
 		}
 		s, ok := byID[m.id]

@@ -30,16 +30,19 @@ type ReconcilerDeps struct {
 // tracking since when each node has been dead, but acts only while the
 // local store is the leader: it adds alive servers as voters, removes
 // servers that left at once and dead ones after DeadServerCleanupDelay
-// (never below MinQuorum voters), and proposes SESSION_DETACH for sessions
+// (never below MinQuorum voters), never adds back a server an operator
+// force-removed while it was alive (until it leaves, dies or rejoins; see
+// removedAlive), and proposes SESSION_DETACH for sessions
 // still marked connected to a node that died or left. Every step is
 // idempotent (AddVoter of a present server, RemoveServer of an absent one,
 // and a detach quoting a stale epoch are no-ops), so a new leader simply
 // runs the same passes.
 type Reconciler struct {
-	cfg   Config
-	log   *slog.Logger
-	deps  ReconcilerDeps
-	track *tracker
+	cfg     Config
+	log     *slog.Logger
+	deps    ReconcilerDeps
+	track   *tracker
+	removed *removedAlive // force-removed alive servers (reconciler_removed.go)
 }
 
 // NewReconciler validates its inputs and returns a Reconciler; Run starts it.
@@ -50,7 +53,8 @@ func NewReconciler(cfg Config, deps ReconcilerDeps) (*Reconciler, error) {
 	if deps.Store == nil || deps.Members == nil {
 		return nil, fmt.Errorf("%w: Reconciler needs Store and Members", ErrInvalidConfig)
 	}
-	return &Reconciler{cfg: cfg, log: cfg.logger("cluster.reconciler"), deps: deps, track: newTracker()}, nil
+	log := cfg.logger("cluster.reconciler")
+	return &Reconciler{cfg: cfg, log: log, deps: deps, track: newTracker(), removed: newRemovedAlive(log)}, nil
 }
 
 // Run is the reconcile loop. It wakes on leadership changes, membership
@@ -119,6 +123,7 @@ func (r *Reconciler) view(ctx context.Context) (planInput, error) {
 		}
 	}
 	in.members = r.track.update(r.deps.Members.Members(), extra, in.now)
+	in.removed = r.removed.update(servers, in.members)
 	return in, nil
 }
 

@@ -120,10 +120,20 @@ func (v *service) RaftPeers(ctx context.Context, _ *concordv1.RaftPeersRequest) 
 }
 
 // RemovePeer removes a server from the Raft configuration; a follower
-// passes the request to the leader once.
+// passes the request to the leader once. A server this node's gossip sees
+// alive is refused unless req.Force: the leader's reconciler adds alive
+// servers back, so the removal would silently undo itself. A forced
+// removal stays in effect until the server leaves, dies or rejoins (see
+// removedAlive in reconciler_removed.go).
 func (v *service) RemovePeer(ctx context.Context, req *concordv1.RemovePeerRequest) (*concordv1.RemovePeerResponse, error) {
 	if req.GetId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "id is required")
+	}
+	if !req.GetForce() && v.s.memberAlive(req.GetId()) {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"%s is alive in gossip, so the leader would add it back to raft at once: stop the node first "+
+				"(or stop it with a graceful leave, concord server --leave-on-shutdown, which removes it by itself), "+
+				"or pass --force to remove it while it runs (it is then kept out until it leaves, dies or rejoins)", req.GetId())
 	}
 	err := v.s.deps.Store.RemoveServer(ctx, req.GetId())
 	var nl *raftstore.NotLeaderError
@@ -133,14 +143,28 @@ func (v *service) RemovePeer(ctx context.Context, req *concordv1.RemovePeerReque
 			if perr != nil {
 				return nil, status.Error(codes.Unavailable, perr.Error())
 			}
-			return concordv1.NewClusterClient(cc).RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: req.GetId(), Forwarded: true})
+			return concordv1.NewClusterClient(cc).RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: req.GetId(), Forwarded: true, Force: req.GetForce()})
 		}
 	}
 	if err != nil {
 		return nil, v.s.storeStatus(err)
 	}
-	v.s.log.Info("raft peer removed by request", "peer", req.GetId())
+	v.s.log.Info("raft peer removed by request", "peer", req.GetId(), "force", req.GetForce())
 	return &concordv1.RemovePeerResponse{}, nil
+}
+
+// memberAlive reports whether gossip (when this server has it) sees node
+// id alive.
+func (s *Server) memberAlive(id string) bool {
+	if s.deps.Members == nil {
+		return false
+	}
+	for _, m := range s.deps.Members.Members() {
+		if m.ID == id {
+			return m.Status == membership.StatusAlive
+		}
+	}
+	return false
 }
 
 // Status reports this node's Raft view.

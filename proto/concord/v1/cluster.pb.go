@@ -1197,7 +1197,12 @@ type RemovePeerRequest struct {
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// forwarded is set by a follower passing the request to the leader, so
 	// it is passed on at most once.
-	Forwarded     bool `protobuf:"varint,2,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
+	Forwarded bool `protobuf:"varint,2,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
+	// force removes a server that gossip still sees alive. Without it such a
+	// request is refused (FAILED_PRECONDITION): the leader would add the
+	// server back. A forced removal keeps it out until it leaves, dies or
+	// rejoins at another address.
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1242,6 +1247,13 @@ func (x *RemovePeerRequest) GetId() string {
 func (x *RemovePeerRequest) GetForwarded() bool {
 	if x != nil {
 		return x.Forwarded
+	}
+	return false
+}
+
+func (x *RemovePeerRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
 	}
 	return false
 }
@@ -1481,10 +1493,11 @@ const file_concord_v1_cluster_proto_rawDesc = "" +
 	"\bsuffrage\x18\x03 \x01(\x0e2\x18.concord.v1.RaftSuffrageR\bsuffrage\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\bR\x06leader\"?\n" +
 	"\x11RaftPeersResponse\x12*\n" +
-	"\x05peers\x18\x01 \x03(\v2\x14.concord.v1.RaftPeerR\x05peers\"A\n" +
+	"\x05peers\x18\x01 \x03(\v2\x14.concord.v1.RaftPeerR\x05peers\"W\n" +
 	"\x11RemovePeerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
-	"\tforwarded\x18\x02 \x01(\bR\tforwarded\"\x14\n" +
+	"\tforwarded\x18\x02 \x01(\bR\tforwarded\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\x14\n" +
 	"\x12RemovePeerResponse\"\x0f\n" +
 	"\rStatusRequest\"\xd1\x02\n" +
 	"\x0eStatusResponse\x12\x17\n" +

@@ -60,7 +60,8 @@ type ClusterClient interface {
 	// RaftPeers lists the Raft configuration as this node knows it (admin).
 	RaftPeers(ctx context.Context, in *RaftPeersRequest, opts ...grpc.CallOption) (*RaftPeersResponse, error)
 	// RemovePeer removes a server from the Raft configuration. A follower
-	// passes the request on to the leader once (admin).
+	// passes the request on to the leader once (admin). A server gossip sees
+	// alive is refused unless force is set.
 	RemovePeer(ctx context.Context, in *RemovePeerRequest, opts ...grpc.CallOption) (*RemovePeerResponse, error)
 	// Status reports this node's Raft view (admin).
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
@@ -170,7 +171,8 @@ type ClusterServer interface {
 	// RaftPeers lists the Raft configuration as this node knows it (admin).
 	RaftPeers(context.Context, *RaftPeersRequest) (*RaftPeersResponse, error)
 	// RemovePeer removes a server from the Raft configuration. A follower
-	// passes the request on to the leader once (admin).
+	// passes the request on to the leader once (admin). A server gossip sees
+	// alive is refused unless force is set.
 	RemovePeer(context.Context, *RemovePeerRequest) (*RemovePeerResponse, error)
 	// Status reports this node's Raft view (admin).
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
