@@ -99,13 +99,21 @@ func newRaftCmd() *cobra.Command {
 		},
 	}
 	peers.register(peersCmd)
+	var force bool
 	removeCmd := &cobra.Command{
 		Use:   "remove-peer NODE_ID",
 		Short: "Remove a server from the Raft configuration (e.g. one that will never return)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Remove a server from the Raft configuration (e.g. one that will never return).
+
+A server that gossip still sees alive is refused: the leader would add it back
+at once. Stop it first (a dead server is also removed by itself after
+--dead-server-cleanup), or stop it with --leave-on-shutdown for a graceful
+leave. --force removes it while it runs and keeps it out of Raft until it
+leaves, dies or rejoins at another address.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return remove.call(cmd.Context(), func(ctx context.Context, c concordv1.ClusterClient) error {
-				if _, err := c.RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: args[0]}); err != nil {
+				if _, err := c.RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: args[0], Force: force}); err != nil {
 					return err
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "removed %s from the raft configuration\n", args[0])
@@ -114,6 +122,7 @@ func newRaftCmd() *cobra.Command {
 		},
 	}
 	remove.register(removeCmd)
+	removeCmd.Flags().BoolVar(&force, "force", false, "remove the server even though gossip sees it alive, and keep it out until it leaves, dies or rejoins")
 	raftCmd.AddCommand(peersCmd, removeCmd)
 	return raftCmd
 }
