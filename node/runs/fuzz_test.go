@@ -34,6 +34,22 @@ func FuzzDecodeReply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		r, err := decodeReply(json.RawMessage(raw))
 		invalidParams(t, err)
+		// meta is decoded as the map-based decoder it replaced did.
+		var metaRaw, payload []byte
+		if members(raw, func(k string, v []byte) bool {
+			switch k {
+			case "meta":
+				metaRaw = v
+			case "payload":
+				payload = v
+			}
+			return true
+		}) && len(payload) > 0 && string(payload) != "null" && len(metaRaw) > 0 && string(metaRaw) != "null" {
+			id, ok := refMetaTaskID(metaRaw)
+			if ok != (err == nil) || ok && id != r.taskID {
+				t.Fatalf("meta %q: reference %q %v, got %q %v", metaRaw, id, ok, r.taskID, err)
+			}
+		}
 		if err != nil {
 			return
 		}
@@ -85,4 +101,20 @@ func FuzzDecodeParams(f *testing.F) {
 			t.Fatalf("cancel accepted %q %d", id, len(reason))
 		}
 	})
+}
+
+// refMetaTaskID is the previous, map-based decoding of a reply's meta.
+func refMetaTaskID(metaRaw []byte) (string, bool) {
+	meta, err := object(metaRaw)
+	if err != nil {
+		return "", false
+	}
+	id, err := str(meta, "correlationId", true)
+	if err != nil {
+		return "", false
+	}
+	if v, ok := meta["isResult"]; ok && string(v) != "true" && string(v) != "false" {
+		return "", false
+	}
+	return id, true
 }

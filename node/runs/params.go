@@ -185,14 +185,25 @@ func decodeReply(raw json.RawMessage) (reply, error) {
 	if len(metaRaw) == 0 || string(metaRaw) == "null" {
 		return reply{}, rpc.InvalidParams("meta.correlationId", "required: the task id")
 	}
-	meta, err := object(metaRaw)
-	if err != nil {
+	// What decoding meta into a map accepted (valid JSON, an object, the
+	// last of repeated keys wins), without building the map: every reply
+	// passes here.
+	var cid, isResult []byte
+	if !json.Valid(metaRaw) || !members(metaRaw, func(key string, val []byte) bool {
+		switch key {
+		case "correlationId":
+			cid = val
+		case "isResult":
+			isResult = val
+		}
+		return true
+	}) {
 		return reply{}, rpc.InvalidParams("meta", "must be an object")
 	}
-	if r.taskID, err = str(meta, "correlationId", true); err != nil {
+	if cid == nil || cid[0] != '"' || json.Unmarshal(cid, &r.taskID) != nil || r.taskID == "" {
 		return reply{}, rpc.InvalidParams("meta.correlationId", "required: the task id")
 	}
-	if v, ok := meta["isResult"]; ok && string(v) != "true" && string(v) != "false" {
+	if isResult != nil && string(isResult) != "true" && string(isResult) != "false" {
 		return reply{}, rpc.InvalidParams("meta.isResult", "must be a boolean")
 	}
 	// Only an error answer needs decoding here; skip the scan of large
