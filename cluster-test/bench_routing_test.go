@@ -1,11 +1,13 @@
 package clustertest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,8 +47,9 @@ var benchPayload256 = `"` + strings.Repeat("x", 254) + `"`
 
 func benchMAPSend(b *testing.B, receiverNode int) {
 	c := New(b, 2, WithLogLevel(slog.LevelWarn))
-	src := rawAgent(b, c.Nodes()[0].MAPURL(), "src")
-	dst := rawAgent(b, c.Nodes()[receiverNode].MAPURL(), "dst")
+	cork := &corkedConn{}
+	src := rawAgent(b, c.Nodes()[0].MAPURL(), "src", cork)
+	dst := rawAgent(b, c.Nodes()[receiverNode].MAPURL(), "dst", nil)
 	c.RequireConverged(b)
 	frame := []byte(`{"jsonrpc":"2.0","id":7,"method":"map/send","params":{"to":{"agent":"dst"},"payload":` + benchPayload256 + `}}`)
 	var received, answered, failed atomic.Int64
@@ -80,7 +83,11 @@ func benchMAPSend(b *testing.B, receiverNode int) {
 		return true
 	})
 	for sent := range b.N {
+		if sent%benchFlushEvery == 0 {
+			cork.flush(b)
+		}
 		for int64(sent)-answered.Load() >= benchWindow || int64(sent)-received.Load() >= 2*benchWindow {
+			cork.flush(b)
 			select {
 			case <-progress:
 			case err := <-readErr:
@@ -93,6 +100,7 @@ func benchMAPSend(b *testing.B, receiverNode int) {
 			b.Fatal(err)
 		}
 	}
+	cork.flush(b)
 	for range 2 {
 		select {
 		case err := <-readErr:
@@ -107,10 +115,61 @@ func benchMAPSend(b *testing.B, receiverNode int) {
 	reportFailures(b, failed.Load())
 }
 
+// benchFlushEvery is how many frames the sender coalesces into one write:
+// a pipelining client batches its socket writes as the node does its own
+// (and as gRPC does under the baseline), instead of one syscall per frame.
+const benchFlushEvery = 32
+
+// corkedConn, once corked, buffers a client connection's writes until
+// flush (or until the buffer fills). Writes may come from two goroutines:
+// the sender's frames and gorilla's control replies.
+type corkedConn struct {
+	mu sync.Mutex
+	net.Conn
+	w      *bufio.Writer
+	corked bool
+}
+
+func (c *corkedConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.corked {
+		return c.Conn.Write(p)
+	}
+	return c.w.Write(p)
+}
+
+func (c *corkedConn) cork() {
+	c.mu.Lock()
+	c.corked = true
+	c.mu.Unlock()
+}
+
+func (c *corkedConn) flush(b *testing.B) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // rawAgent connects a raw WebSocket client as agent id and registers it.
-func rawAgent(b *testing.B, url, id string) *websocket.Conn {
+// With cork set, the client's writes go through it, corked once the agent
+// is registered (the caller flushes from then on).
+func rawAgent(b *testing.B, url, id string, cork *corkedConn) *websocket.Conn {
 	b.Helper()
-	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+	dialer := *websocket.DefaultDialer
+	if cork != nil {
+		dialer.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			cork.Conn, cork.w = nc, bufio.NewWriterSize(nc, 64<<10)
+			return cork, nil
+		}
+	}
+	ws, _, err := dialer.Dial(url, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,6 +183,7 @@ func rawAgent(b *testing.B, url, id string) *websocket.Conn {
 		if err := ws.WriteMessage(websocket.TextMessage, []byte(calls[i])); err != nil {
 			b.Fatal(err)
 		}
+
 		_ = ws.SetReadDeadline(deadline)
 		_, data, err := ws.ReadMessage()
 		switch {
@@ -136,6 +196,9 @@ func rawAgent(b *testing.B, url, id string) *websocket.Conn {
 		}
 	}
 	_ = ws.SetReadDeadline(time.Time{})
+	if cork != nil {
+		cork.cork()
+	}
 	return ws
 }
 

@@ -286,22 +286,8 @@ func (s *Service) mayControl(cs *connState, agentID string) error {
 // is the one its session owns when there is exactly one, or the one whose
 // id is the participant id.
 func (s *Service) sender(cs *connState) Sender {
-	snd := Sender{SessionID: cs.sessionID, ParticipantID: cs.participantID, ParticipantType: cs.participantType}
-	var owned []string
-	for _, a := range s.reg.SessionAgents(cs.sessionID) {
-		if a.OwnerID == "" {
-			continue
-		}
-		owned = append(owned, a.ID)
-		if a.ID == cs.participantID {
-			snd.AgentID = a.ID
-			return snd
-		}
-	}
-	if len(owned) == 1 {
-		snd.AgentID = owned[0]
-	}
-	return snd
+	return Sender{SessionID: cs.sessionID, ParticipantID: cs.participantID, ParticipantType: cs.participantType,
+		AgentID: s.reg.SpeakerAgent(cs.sessionID, cs.participantID)}
 }
 
 // send serves map/send through the router, or through the in-process

@@ -228,3 +228,31 @@ func TestState_SessionDetachChecksHomeNode(t *testing.T) {
 		t.Fatal("the home node's detach did not apply")
 	}
 }
+
+func TestState_SpeakerAgent(t *testing.T) {
+	h := newHarness(t, 100)
+	for _, sid := range []string{"s-none", "s-one", "s-two", "s-named"} {
+		h.must(cSessionOpen, openSession(sid, "p-"+sid, BehaviorOrphan, 0))
+	}
+	h.must(cAgentRegister, register("a1", inSession("s-one", "p-s-one")))
+	h.must(cAgentRegister, register("b1", inSession("s-two", "p-s-two")))
+	h.must(cAgentRegister, register("b2", inSession("s-two", "p-s-two")))
+	h.must(cAgentRegister, register("c1", inSession("s-named", "p-s-named")))
+	h.must(cAgentRegister, register("p-s-named", inSession("s-named", "p-s-named")))
+	for _, tc := range []struct{ session, participant, want string }{
+		{"s-none", "p-s-none", ""},
+		{"s-one", "p-s-one", "a1"},
+		{"s-two", "p-s-two", ""}, // ambiguous: the sender names no agent
+		{"s-named", "p-s-named", "p-s-named"},
+		{"s-missing", "p", ""},
+	} {
+		if got := h.s.SpeakerAgent(tc.session, tc.participant); got != tc.want {
+			t.Errorf("SpeakerAgent(%s, %s) = %q, want %q", tc.session, tc.participant, got, tc.want)
+		}
+	}
+	// An orphaned agent (no owner) no longer speaks for the session.
+	h.must(cSessionDetach, detach("s-one", 1, 0))
+	if got := h.s.SpeakerAgent("s-one", "p-s-one"); got != "" {
+		t.Errorf("after detach with orphan policy: %q", got)
+	}
+}

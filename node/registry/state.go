@@ -383,6 +383,30 @@ func (s *State) SessionAgents(sessionID string) []Agent {
 	return out
 }
 
+// SpeakerAgent returns the agent a session's participant speaks for when
+// it sends: among the session's agents that have an owner, the one whose
+// id is participantID, else the only one, else "". It is SessionAgents
+// without the copies, for map/send's hot path.
+func (s *State) SpeakerAgent(sessionID, participantID string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	only, owned := "", 0
+	for id := range s.d.bySession[sessionID] {
+		if s.d.agents[id].a.OwnerID == "" {
+			continue
+		}
+		if id == participantID {
+			return id
+		}
+		only = id
+		owned++
+	}
+	if owned == 1 {
+		return only
+	}
+	return ""
+}
+
 // SessionEpoch returns the attach epoch of a session: it increases at every
 // open, resume, detach and close. The MAP layer records the epoch its
 // connection attached at and puts it in SESSION_DETACH/CLOSE so that a

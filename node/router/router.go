@@ -147,7 +147,7 @@ func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) 
 		return nil, err
 	}
 	op.release()
-	<-op.done
+	op.wait()
 	return op.result, op.err
 }
 
@@ -169,7 +169,7 @@ func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMes
 		}
 	}
 	op.release()
-	<-op.done
+	op.wait()
 	return op.result, op.err
 }
 
@@ -190,7 +190,7 @@ func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage)
 		return nil, err
 	}
 	op := &sendOp{r: r, from: from, p: p, res: res, ts: r.now().UnixMilli(), id: ulid.Make().String(),
-		reasons: make([]string, len(res.recipients)), done: make(chan struct{})}
+		reasons: make([]string, len(res.recipients))}
 	op.pending.Store(1) // the caller's reference, dropped by release
 	bp := notifPool.Get().(*[]byte)
 	notif := buildNotification((*bp)[:0], op.id, from.from(), &p, op.ts)
@@ -255,10 +255,9 @@ type sendOp struct {
 
 	pending atomic.Int32 // unfinished submissions + the caller's reference
 	mu      sync.Mutex
-	next    func() // run once finished (then)
-	over    bool
+	next    func() // run once finished (then, wait)
+	over    bool   // result and err are set
 
-	done   chan struct{} // closed once result and err are set
 	result any
 	err    error
 }
@@ -284,6 +283,19 @@ func (op *sendOp) then(fn func()) {
 	fn()
 }
 
+// wait returns once the operation has finished.
+func (op *sendOp) wait() {
+	op.mu.Lock()
+	if op.over {
+		op.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	op.next = func() { close(ch) }
+	op.mu.Unlock()
+	<-ch
+}
+
 func (op *sendOp) finish() {
 	out := &SendResult{MessageID: op.id, Delivered: make([]string, 0, len(op.reasons))}
 	for i, rc := range op.res.recipients {
@@ -306,7 +318,6 @@ func (op *sendOp) finish() {
 	op.over = true
 	fn := op.next
 	op.mu.Unlock()
-	close(op.done)
 	if fn != nil {
 		fn()
 	}
