@@ -270,3 +270,22 @@ func BenchmarkDecodeRoundOutput_BaselineReference(b *testing.B) {
 	}
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
+
+// BenchmarkDecodeRoundResult_FinalVote200 decodes the binary form of the
+// same final vote, what a replica's Apply does instead of parsing JSON.
+func BenchmarkDecodeRoundResult_FinalVote200(b *testing.B) {
+	raw, _ := finalVoteRaw(b)
+	bin, _ := ParseRoundResult(raw).MarshalBinary()
+	b.SetBytes(int64(len(bin)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	for i := 0; i < b.N; i++ {
+		if _, err := DecodeRoundResult(bin); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(len(bin)), "entry-bytes")
+	b.ReportMetric(float64(len(raw)), "json-bytes")
+}

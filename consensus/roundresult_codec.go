@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"unicode/utf8"
 )
 
 // The binary form of a RoundResult, carried in Raft log entries instead of
 // the agent's raw JSON. It reuses the state encoding's primitives (wbuf,
-// rbuf: uvarints, length-prefixed strings, presence bytes, IEEE-754 bits)
-// and adds two things for size: enum-like values (stance, vote, category)
-// are one byte, and the claim ids of a judgement or vote list are
-// front-coded against the previous id of the same list (agents vote in
-// catalog order, so "p3:0:117" after "p3:0:116" costs 3 bytes).
+// rbuf: uvarints, length-prefixed strings, presence bytes, IEEE-754 bits);
+// enum-like values (stance, vote, category) are one byte. The output's
+// strings are not interleaved with its structure: they come first, as one
+// block, and the structure gives only their lengths, in a fixed order. The
+// decoder turns the block into one string (one copy, one allocation) and
+// every field is a substring of it; UTF-8 is checked once for the block,
+// plus that every string starts on a character boundary.
 //
 // Layout, version 1:
 //
@@ -24,13 +25,13 @@ import (
 //	rrFatal: str fatal, and nothing else
 //	u8 decl; str declPID, str declPhase, f64 declRound as decl says
 //	str fieldErr, titleErr, votesErr, listErr
-//	rrOutput: uvarint total bytes of the strings below, str fullResponse,
-//	  str summary, str taskTitle, [f64 selfScore],
-//	  [count claims: str title, str statement, u8 category],
-//	  count judgements: id, u8 stance, f64 confidence, str rationale,
-//	    optStr revisedStatement, optStr mergesWith,
-//	  count votes: id, u8 vote, optStr reason
-//	where id is uvarint shared-prefix length + str suffix.
+//	rrOutput: bytes text (every string below, concatenated in order), then
+//	  len fullResponse, len summary, len taskTitle, [f64 selfScore],
+//	  [count claims: len title, len statement, u8 category],
+//	  count judgements: len claimId, u8 stance, f64 confidence,
+//	    len rationale, optLen revisedStatement, optLen mergesWith,
+//	  count votes: len claimId, u8 vote, optLen reason
+//	where len is a uvarint and optLen a presence byte plus a len.
 //
 // A new layout must bump roundResultVersion and keep decoding version 1:
 // entries already in a log are applied again after every restart.
@@ -137,50 +138,74 @@ func ptrLen(p *string) int {
 
 func encodeResultOutput(w *wbuf, o *Output) {
 	w.count(textBytes(o))
-	w.str(o.FullResponse)
-	w.str(o.Summary)
-	w.str(o.TaskTitle)
+	each(o, func(s string) { w.b = append(w.b, s...) })
+	w.count(len(o.FullResponse))
+	w.count(len(o.Summary))
+	w.count(len(o.TaskTitle))
 	if o.SelfScore != nil {
 		w.f64(*o.SelfScore)
 	}
 	if o.hasClaims {
 		w.count(len(o.ExtractedClaims))
 		for _, c := range o.ExtractedClaims {
-			w.str(c.Title)
-			w.str(c.Statement)
+			w.count(len(c.Title))
+			w.count(len(c.Statement))
 			w.u8(textCode(categoryText[:], c.Category))
 		}
 	}
 	w.count(len(o.Judgements))
-	prev := ""
 	for i := range o.Judgements {
 		j := &o.Judgements[i]
-		prev = w.frontCoded(prev, j.ClaimID)
+		w.count(len(j.ClaimID))
 		w.u8(textCode(stanceText[:], j.Stance))
 		w.f64(j.Confidence)
-		w.str(j.Rationale)
-		w.optStr(j.RevisedStatement)
-		w.optStr(j.MergesWith)
+		w.count(len(j.Rationale))
+		w.optLen(j.RevisedStatement)
+		w.optLen(j.MergesWith)
 	}
 	w.count(len(o.ClaimVotes))
-	prev = ""
 	for _, v := range o.ClaimVotes {
-		prev = w.frontCoded(prev, v.ClaimID)
+		w.count(len(v.ClaimID))
 		w.u8(textCode(voteText[:], v.Vote))
-		w.optStr(v.Reason)
+		w.optLen(v.Reason)
 	}
 }
 
-// frontCoded writes id as its shared prefix with prev plus the rest, and
-// returns id (the next prev).
-func (w *wbuf) frontCoded(prev, id string) string {
-	k := 0
-	for k < len(prev) && k < len(id) && prev[k] == id[k] {
-		k++
+// each calls fn with every string of o that the binary form carries, in
+// the order of its text block.
+func each(o *Output, fn func(string)) {
+	fn(o.FullResponse)
+	fn(o.Summary)
+	fn(o.TaskTitle)
+	for _, c := range o.ExtractedClaims {
+		fn(c.Title)
+		fn(c.Statement)
 	}
-	w.uvar(uint64(k))
-	w.str(id[k:])
-	return id
+	for i := range o.Judgements {
+		j := &o.Judgements[i]
+		fn(j.ClaimID)
+		fn(j.Rationale)
+		if j.RevisedStatement != nil {
+			fn(*j.RevisedStatement)
+		}
+		if j.MergesWith != nil {
+			fn(*j.MergesWith)
+		}
+	}
+	for _, v := range o.ClaimVotes {
+		fn(v.ClaimID)
+		if v.Reason != nil {
+			fn(*v.Reason)
+		}
+	}
+}
+
+// optLen writes a presence byte and the length of an optional string.
+func (w *wbuf) optLen(p *string) {
+	w.boolean(p != nil)
+	if p != nil {
+		w.count(len(*p))
+	}
 }
 
 // textCode is the index of s in names (0 is "" or unknown).
@@ -241,28 +266,35 @@ func DecodeRoundResult(b []byte) (*RoundResult, error) {
 	return rr, nil
 }
 
-// resultReader decodes the strings of one output into a single block.
+// resultReader decodes an output's structure; its strings are cut from
+// text in order.
 type resultReader struct {
 	*rbuf
-	arena strings.Builder
-	ok    bool
+	text string
+	pos  int // next string's offset in text
+	ok   bool
 }
 
-// text reads a string of at most max bytes (at least min) into the arena.
-func (r *resultReader) text(min, max int) string {
-	p := r.raw()
-	if len(p) < min || len(p) > max || !utf8.Valid(p) {
+// next returns the next string of the text block: n bytes (min <= n <=
+// max) starting on a character boundary. The block is valid UTF-8 and
+// the string after it starts on a boundary too (checked by the next call,
+// or it is the block's end), so every string is valid UTF-8.
+func (r *resultReader) next(min, max int) string {
+	n := r.uvar()
+	if n < uint64(min) || n > uint64(max) || n > uint64(len(r.text)-r.pos) ||
+		r.pos < len(r.text) && !utf8.RuneStart(r.text[r.pos]) {
 		r.ok = false
+		r.pos = len(r.text)
 		return ""
 	}
-	off := r.arena.Len()
-	r.arena.Write(p)
-	return r.arena.String()[off:]
+	s := r.text[r.pos : r.pos+int(n)]
+	r.pos += int(n)
+	return s
 }
 
-// optText reads an optional string into block, which the caller sized
+// optNext reads an optional string into block, which the caller sized
 // for every optional string of its list (one allocation for all of them).
-func (r *resultReader) optText(max int, block *[]string, size int) *string {
+func (r *resultReader) optNext(max int, block *[]string, size int) *string {
 	if !r.boolean() {
 		return nil
 	}
@@ -273,27 +305,8 @@ func (r *resultReader) optText(max int, block *[]string, size int) *string {
 		r.ok = false
 		return nil
 	}
-	*block = append(*block, r.text(0, max))
+	*block = append(*block, r.next(0, max))
 	return &(*block)[len(*block)-1]
-}
-
-// id reads a front-coded claim id (1..MaxIDBytes bytes) following prev.
-func (r *resultReader) id(prev string) string {
-	k := r.uvar()
-	p := r.raw()
-	n := int(k) + len(p)
-	if k > uint64(len(prev)) || n == 0 || n > MaxIDBytes {
-		r.ok = false
-		return ""
-	}
-	off := r.arena.Len()
-	r.arena.WriteString(prev[:k])
-	r.arena.Write(p)
-	s := r.arena.String()[off:]
-	if !utf8.ValidString(s) { // the cut may split a character the suffix completes
-		r.ok = false
-	}
-	return s
 }
 
 // code reads a one-byte code that must index names (1..len(names)-1).
@@ -318,15 +331,14 @@ func (r *resultReader) list() int {
 
 func decodeResultOutput(rb *rbuf, rr *RoundResult, flags uint8) bool {
 	r := &resultReader{rbuf: rb, ok: true}
-	// The size is a hint for the arena: front coding lets it exceed the
-	// bytes left, so it is only trusted up to a bound, and a wrong hint
-	// costs a reallocation, never a wrong string.
-	total := r.uvar()
-	r.arena.Grow(int(min(total, uint64(8*len(rb.b)), 2*MaxOutputBytes)))
+	r.text = string(rb.raw())
+	if !utf8.ValidString(r.text) {
+		return false
+	}
 	o := &rr.out
-	o.FullResponse = r.text(1, MaxTextBytes)
-	o.Summary = r.text(1, MaxTextBytes)
-	o.TaskTitle = r.text(0, MaxTextBytes)
+	o.FullResponse = r.next(1, MaxTextBytes)
+	o.Summary = r.next(1, MaxTextBytes)
+	o.TaskTitle = r.next(0, MaxTextBytes)
 	if flags&rrSelfScore != 0 {
 		rr.selfScore = r.f64()
 		o.SelfScore = &rr.selfScore
@@ -337,7 +349,7 @@ func decodeResultOutput(rb *rbuf, rr *RoundResult, flags uint8) bool {
 		o.ExtractedClaims = make([]ExtractedClaim, r.list())
 		for i := range o.ExtractedClaims {
 			c := &o.ExtractedClaims[i]
-			c.Title, c.Statement = r.text(1, MaxTextBytes), r.text(1, MaxTextBytes)
+			c.Title, c.Statement = r.next(1, MaxTextBytes), r.next(1, MaxTextBytes)
 			if k := r.u8(); int(k) < len(categoryText) {
 				c.Category = categoryText[k]
 			} else {
@@ -347,34 +359,32 @@ func decodeResultOutput(rb *rbuf, rr *RoundResult, flags uint8) bool {
 	}
 	o.Judgements = make([]Judgement, r.list())
 	var opt []string
-	prev := ""
 	for i := range o.Judgements {
 		j := &o.Judgements[i]
-		j.ClaimID = r.id(prev)
-		prev = j.ClaimID
+		j.ClaimID = r.next(1, MaxIDBytes)
 		j.Stance = r.code(stanceText[:])
 		j.Confidence = r.f64()
-		j.Rationale = r.text(1, MaxTextBytes)
-		j.RevisedStatement = r.optText(MaxTextBytes, &opt, 2*len(o.Judgements))
-		j.MergesWith = r.optText(MaxIDBytes, &opt, 2*len(o.Judgements))
+		j.Rationale = r.next(1, MaxTextBytes)
+		j.RevisedStatement = r.optNext(MaxTextBytes, &opt, 2*len(o.Judgements))
+		j.MergesWith = r.optNext(MaxIDBytes, &opt, 2*len(o.Judgements))
 		r.ok = r.ok && j.Confidence >= 0 && j.Confidence <= 1 &&
 			(j.RevisedStatement == nil || *j.RevisedStatement != "") && (j.MergesWith == nil || *j.MergesWith != "")
 	}
 	if n := r.list(); n > 0 {
 		o.ClaimVotes = make([]VoteInput, n)
-		opt, prev = nil, ""
+		opt = nil
 		for i := range o.ClaimVotes {
 			v := &o.ClaimVotes[i]
-			v.ClaimID = r.id(prev)
-			prev = v.ClaimID
+			v.ClaimID = r.next(1, MaxIDBytes)
 			v.Vote = r.code(voteText[:])
-			v.Reason = r.optText(MaxTextBytes, &opt, n)
+			v.Reason = r.optNext(MaxTextBytes, &opt, n)
 		}
 	}
-	// Votes are kept exactly when they were present (and then valid), the
-	// title only when it is one an initial round accepts.
-	r.ok = r.ok && rr.hasVotes == (len(o.ClaimVotes) > 0) && (o.TaskTitle == "") == (rr.titleErr != "") &&
-		utf16Len(o.TaskTitle) <= MaxTaskTitle
+	// Every string of the block is used; votes are kept exactly when they
+	// were present (and then valid), the title only when it is one an
+	// initial round accepts.
+	r.ok = r.ok && r.pos == len(r.text) && rr.hasVotes == (len(o.ClaimVotes) > 0) &&
+		(o.TaskTitle == "") == (rr.titleErr != "") && utf16Len(o.TaskTitle) <= MaxTaskTitle
 	return r.ok && !r.bad
 }
 

@@ -96,7 +96,7 @@ func errText(err error) string {
 	return err.Error()
 }
 
-func TestRoundResult_FrontCodingIsSmall(t *testing.T) {
+func TestRoundResult_BinaryIsSmall(t *testing.T) {
 	raw, _ := wrapOutput(&Task{Kind: TaskRound, ParticipantID: "p1", Phase: PhaseFinalVote, Round: 4},
 		benchFinalVote())
 	b, _ := ParseRoundResult(raw).MarshalBinary()
