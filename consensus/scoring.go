@@ -113,8 +113,9 @@ func scoreOutput(o *Output, t int) outputScore {
 		}
 		stanceAvg = sum / float64(len(o.Judgements))
 	}
-	full := float64(trimmedLen(o.FullResponse))
-	summ := float64(trimmedLen(o.Summary))
+	// Lengths saturate: full at 180 (÷160, ÷180), summary at 80 (÷80, ÷60).
+	full := float64(trimmedLenCap(o.FullResponse, 180))
+	summ := float64(trimmedLenCap(o.Summary, 80))
 	rev, votes := 0.55, 0.7
 	if hasRevision {
 		rev = 1

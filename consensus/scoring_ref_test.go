@@ -185,3 +185,13 @@ func TestProperty_TallyMatchesReference(t *testing.T) {
 		}
 	})
 }
+
+func TestTrimmedLenCap(t *testing.T) {
+	for _, s := range []string{"", "  ", " abc ", "\u3000x\u3000", "😀😀😀", "é" + long("x", 300), " " + long("😀", 200) + "\u2028"} {
+		for _, limit := range []int{0, 1, 2, 3, 5, 80, 180, 1000} {
+			if got, want := trimmedLenCap(s, limit), min(trimmedLen(s), limit); got != want {
+				t.Errorf("trimmedLenCap(%q, %d) = %d, want %d", s, limit, got, want)
+			}
+		}
+	}
+}

@@ -48,6 +48,28 @@ func utf16Len(s string) int {
 // trimmedLen is argue's `len`: UTF-16 length after a JS trim.
 func trimmedLen(s string) int { return utf16Len(jsTrim(s)) }
 
+// trimmedLenCap is min(trimmedLen(s), limit), counting no further than
+// the limit: scoring only compares lengths up to a saturation point (§13),
+// and a full response can be 256 KiB.
+func trimmedLenCap(s string, limit int) int {
+	s = jsTrim(s)
+	n := 0
+	for i := 0; i < len(s) && n < limit; {
+		if c := s[i]; c < utf8.RuneSelf {
+			n++
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		n++
+		if r >= 0x10000 {
+			n++
+		}
+	}
+	return min(n, limit)
+}
+
 // utf16Prefix returns the longest prefix of s holding at most n UTF-16 code
 // units. A surrogate pair that would be split is dropped whole: JavaScript
 // would keep a lone surrogate, which Go strings cannot carry (see DESIGN.md).
