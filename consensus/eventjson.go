@@ -144,3 +144,46 @@ func appendJSONFloat(b []byte, f float64) []byte {
 	}
 	return b
 }
+
+// AppendClaimsJSON appends claims as encoding/json encodes a []Claim. The
+// leader encodes a round's catalog (hundreds of claims) for its task
+// messages on the path between two rounds.
+func AppendClaimsJSON(b []byte, claims []Claim) []byte {
+	if claims == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i := range claims {
+		c := &claims[i]
+		b = appendComma(b, i)
+		b = append(b, `{"claimId":`...)
+		b = appendJSONString(b, c.ClaimID)
+		b = append(b, `,"title":`...)
+		b = appendJSONString(b, c.Title)
+		b = append(b, `,"statement":`...)
+		b = appendJSONString(b, c.Statement)
+		if c.Category != "" {
+			b = append(b, `,"category":`...)
+			b = appendJSONString(b, c.Category)
+		}
+		b = append(b, `,"proposedBy":`...)
+		if c.ProposedBy == nil {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, '[')
+			for k, p := range c.ProposedBy {
+				b = appendComma(b, k)
+				b = appendJSONString(b, p)
+			}
+			b = append(b, ']')
+		}
+		b = append(b, `,"status":`...)
+		b = appendJSONString(b, c.Status)
+		if c.MergedInto != "" {
+			b = append(b, `,"mergedInto":`...)
+			b = appendJSONString(b, c.MergedInto)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}

@@ -17,6 +17,12 @@ func TestAppendJSON_MatchesEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if run.Result != nil {
+			want, _ := json.Marshal(run.Result.FinalClaims)
+			if got := AppendClaimsJSON(nil, run.Result.FinalClaims); !bytes.Equal(got, want) {
+				t.Fatalf("seed %d catalog:\n got %s\nwant %s", seed, got, want)
+			}
+		}
 		for _, ev := range run.Events {
 			p, ok := ev.Payload.(*ParticipantRespondedPayload)
 			if !ok {
@@ -55,6 +61,12 @@ func FuzzAppendJSON(f *testing.F) {
 		}
 		if got := p.AppendJSON(nil); !bytes.Equal(got, want) {
 			t.Fatalf("\n got %s\nwant %s", got, want)
+		}
+		claims := []Claim{{ClaimID: s1, Title: s2, Statement: s1, Category: s2, ProposedBy: []string{s1, s2},
+			Status: s2, MergedInto: s1}, {ProposedBy: []string{}}, {}}
+		want, _ = json.Marshal(claims)
+		if got := AppendClaimsJSON(nil, claims); !bytes.Equal(got, want) {
+			t.Fatalf("claims\n got %s\nwant %s", got, want)
 		}
 	})
 }

@@ -2,7 +2,6 @@ package runs
 
 import (
 	"bytes"
-	"encoding/json"
 
 	"github.com/concordmap/concord/consensus"
 )
@@ -45,10 +44,7 @@ func (c *taskEncoder) encode(t *consensus.Task) (taskJSON, error) {
 	cached, ok := c.catalogs[key]
 	cat := cached.json
 	if !ok {
-		var err error
-		if cat, err = json.Marshal(t.ClaimCatalog); err != nil {
-			return taskJSON{}, err
-		}
+		cat = consensus.AppendClaimsJSON(make([]byte, 0, 192*len(t.ClaimCatalog)), t.ClaimCatalog)
 		if c.catalogs == nil || len(c.catalogs) >= cacheLimit {
 			c.catalogs = map[catalogKey]cachedCatalog{}
 		}
