@@ -2,6 +2,7 @@ package consensus
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -225,4 +226,31 @@ func FuzzDecodeRoundResult(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A parsed round result answers only round tasks: sent for a report task
+// it is ignored and changes nothing.
+func TestRoundResult_NotForReportTasks(t *testing.T) {
+	h := newHarness(t, mustRequest(t, `{"requestId":"r","task":"T","participants":[{"id":"a"},{"id":"b"}],
+		"roundPolicy":{"minRounds":0,"maxRounds":1},"reportPolicy":{"composer":"representative"}}`))
+	for ids := h.pending(); len(ids) > 0 && h.tasks[ids[0]].Kind == TaskRound; ids = h.pending() {
+		for _, id := range ids {
+			raw, _ := Persona{}.Answer(h.tasks[id])
+			if err := h.step(TaskRoundResult(h.now, id, h.tasks[id].ParticipantID, ParseRoundResult(raw))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ids := h.pending()
+	if len(ids) != 1 || h.tasks[ids[0]].Kind != TaskReport {
+		t.Fatalf("pending %v, want the report task", ids)
+	}
+	before := EncodeState(h.s)
+	rr := ParseRoundResult([]byte(`{"kind":"report","output":{}}`))
+	if err := h.step(TaskRoundResult(h.now, ids[0], h.tasks[ids[0]].ParticipantID, rr)); !errors.Is(err, ErrIgnored) {
+		t.Fatalf("parsed result for a report task: %v", err)
+	}
+	if !bytes.Equal(EncodeState(h.s), before) {
+		t.Fatal("an ignored input changed the state")
+	}
 }

@@ -143,24 +143,33 @@ func (st *stepper) onTaskResult(in Input) error {
 		st.maybeCloseRound()
 		return nil
 	}
-	if in.Parsed != nil && in.Output == nil {
-		return ignored("a parsed round result cannot answer task " + in.TaskID)
-	}
 	if t := s.reportTask; t != nil && t.id == in.TaskID {
-		if t.pid != in.ParticipantID {
-			return ignored("result sender does not own task " + in.TaskID)
+		if err := checkRawResult(in, t); err != nil {
+			return err
 		}
 		st.onReportResult(in.Output)
 		return nil
 	}
 	if t := s.actionTask; t != nil && t.id == in.TaskID {
-		if t.pid != in.ParticipantID {
-			return ignored("result sender does not own task " + in.TaskID)
+		if err := checkRawResult(in, t); err != nil {
+			return err
 		}
 		st.onActionResult(in.Output)
 		return nil
 	}
 	return ignored("unknown or settled task " + in.TaskID)
+}
+
+// checkRawResult: a report or action result must come from the task's
+// participant, as raw JSON (RoundResult only parses round results).
+func checkRawResult(in Input, t *pendingTask) error {
+	if t.pid != in.ParticipantID {
+		return ignored("result sender does not own task " + in.TaskID)
+	}
+	if in.Output == nil && in.Parsed != nil {
+		return ignored("a parsed round result cannot answer task " + in.TaskID)
+	}
+	return nil
 }
 
 // onTaskFailed handles a delegate-reported failure.
