@@ -234,6 +234,10 @@ func benchRuns(b *testing.B, claims, concurrent int) {
 	inputs := props.count("start") + props.count("task_result")
 	b.ReportMetric(float64(inputs)/b.Elapsed().Seconds(), "inputs/s")
 	b.ReportMetric(float64(inputs)/float64(b.N), "inputs/run")
+	all := props.count("start") + props.count("task_result") + props.count("task_failed") + props.count("timer_fired")
+	props.mu.Lock()
+	b.ReportMetric(float64(props.bytes)/float64(all), "entry-B/input")
+	props.mu.Unlock()
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(inputs)/1e3, "cpu-µs/input")
 	if n := agents.errs.Load(); n > 0 {
 		b.Fatalf("%d agent errors", n)

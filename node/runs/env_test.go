@@ -230,6 +230,7 @@ type countingProposer struct {
 	next   Proposer
 	mu     sync.Mutex
 	kinds  map[string]int
+	bytes  int                   // encoded size of every proposed input
 	inputs []*concordv1.RunInput // with keep: every proposed input
 	keep   bool
 }
@@ -238,6 +239,7 @@ func (p *countingProposer) Apply(ctx context.Context, t concordv1.CommandType, m
 	if in, ok := m.(*concordv1.RunInput); ok {
 		p.mu.Lock()
 		p.kinds[inputKind(in)]++
+		p.bytes += proto.Size(in)
 		if p.keep {
 			p.inputs = append(p.inputs, in)
 		}
