@@ -21,6 +21,7 @@ import (
 	"github.com/concordmap/concord/node/router"
 	"github.com/concordmap/concord/node/rpc"
 	"github.com/concordmap/concord/node/runs"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
 
@@ -309,8 +310,11 @@ func (s *Server) goLoop(name string, fn func() error) {
 
 // waitReady waits until the node can serve consistent reads of everything
 // committed before it started: on the leader a ReadIndex barrier (which
-// also applies the log replayed after a restart), on a follower contact
-// with the leader and the log applied up to the commit index it learned.
+// also applies the log replayed after a restart); on a follower a NOOP
+// committed through the leader and applied here. A follower's own view is
+// not enough: raft's heartbeats name the leader without carrying its commit
+// index, so a restarted follower looks caught up (applied = commit = what
+// its snapshot held) before it has replayed anything.
 func (s *Server) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
 	defer cancel()
@@ -318,16 +322,12 @@ func (s *Server) waitReady(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		reason := s.notReadyReason()
-		if reason == "" && s.store.IsLeader() {
-			bctx, bcancel := context.WithTimeout(ctx, time.Second)
-			err := s.store.LinearizableRead(bctx)
-			bcancel()
+		if reason == "" {
+			err := s.readyBarrier(ctx)
 			if err == nil {
 				return nil
 			}
-			reason = "leader barrier: " + err.Error()
-		} else if reason == "" {
-			return nil
+			reason = "ready barrier: " + err.Error()
 		}
 		select {
 		case <-ctx.Done():
@@ -335,6 +335,18 @@ func (s *Server) waitReady(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// readyBarrier returns once this node's FSM has applied an index the
+// leader committed after this call began.
+func (s *Server) readyBarrier(ctx context.Context) error {
+	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if s.store.IsLeader() {
+		return s.store.LinearizableRead(bctx)
+	}
+	_, _, err := s.store.Apply(bctx, concordv1.CommandType_COMMAND_TYPE_NOOP, &concordv1.Noop{Note: "ready barrier: " + s.cfg.NodeID})
+	return err
 }
 
 // notReadyReason returns "" when the node has caught up, else why not: it
