@@ -13,7 +13,11 @@
 //
 // Agent output is untrusted: results arrive as raw JSON and are validated
 // against the phase's schema; anything malformed becomes a failed task and
-// eliminates its sender, never a panic.
+// eliminates its sender, never a panic. A round result can be parsed once
+// where it arrives (ParseRoundResult: every check that does not depend on
+// the task) and carried to Step in a compact binary form (MarshalBinary,
+// DecodeRoundResult); Step then only binds it to its task, with the same
+// outcome and error text as for the raw JSON.
 //
 // Outside the reducer the package offers ParseRequest (request validation
 // with field-level errors for a MAP server's -32602 answers), the artifact

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -192,6 +193,22 @@ func TestTrimmedLenCap(t *testing.T) {
 			if got, want := trimmedLenCap(s, limit), min(trimmedLen(s), limit); got != want {
 				t.Errorf("trimmedLenCap(%q, %d) = %d, want %d", s, limit, got, want)
 			}
+		}
+	}
+}
+
+func TestIsoTime_MatchesFormat(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		ms := rapid.Int64Range(-62135596800000, 253402300799999).Draw(rt, "ms")
+		if got, want := isoTime(ms), time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z"); got != want {
+			rt.Fatalf("isoTime(%d) = %q, want %q", ms, got, want)
+		}
+	})
+	for _, ms := range []int64{0, 1, 999, 1_750_000_000_123, -1, -62135596800000, 253402300799999, 253402300800000,
+		-62135596800001, 1 << 50, -(1 << 50)} {
+		want := time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+		if got := isoTime(ms); got != want {
+			t.Errorf("isoTime(%d) = %q, want %q", ms, got, want)
 		}
 	}
 }

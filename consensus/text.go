@@ -160,7 +160,36 @@ func round2(x float64) float64 { return roundHalfUp(x*100) / 100 }
 
 func clamp01(x float64) float64 { return math.Min(1, math.Max(0, x)) }
 
-// isoTime formats a millisecond timestamp like JavaScript's toISOString.
+// isoTime formats a millisecond timestamp like JavaScript's toISOString
+// (time.Format's "2006-01-02T15:04:05.000Z", written by hand for the
+// four-digit years every real clock gives: it runs once per step).
 func isoTime(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+	t := time.UnixMilli(ms).UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.Format("2006-01-02T15:04:05.000Z")
+	}
+	hour, min, sec := t.Clock()
+	var b [24]byte
+	put := func(i, v, n int) {
+		for k := i + n - 1; k >= i; k-- {
+			b[k] = byte('0' + v%10)
+			v /= 10
+		}
+	}
+	put(0, year, 4)
+	b[4] = '-'
+	put(5, int(month), 2)
+	b[7] = '-'
+	put(8, day, 2)
+	b[10] = 'T'
+	put(11, hour, 2)
+	b[13] = ':'
+	put(14, min, 2)
+	b[16] = ':'
+	put(17, sec, 2)
+	b[19] = '.'
+	put(20, t.Nanosecond()/1e6, 3)
+	b[23] = 'Z'
+	return string(b[:])
 }
