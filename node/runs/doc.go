@@ -24,7 +24,14 @@
 //   - Service's MAP face: the extension methods x-concord/runs/start, get,
 //     list and cancel (mounted through mapsvc.Config.ExtensionMethods) and
 //     HandleSend, the endpoint for agents' replies (map/send to
-//     "concord.runs", mounted through mapsvc.Config.Services).
+//     "concord.runs", mounted through mapsvc.Config.Services). A reply to a
+//     round task is parsed and schema-checked there, once
+//     (consensus.ParseRoundResult), and committed in the engine's compact
+//     binary form (RunTaskResult.round_result) instead of the agent's JSON:
+//     replicas decode it rather than parse JSON in Apply, and the log entry
+//     shrinks. A reply that fails the schema is committed the same way and
+//     fails its task in Apply exactly as its JSON would have. Report and
+//     action replies are committed as JSON.
 //
 // Refusals write nothing. Inputs the engine would ignore (a duplicate or
 // late reply, a reply from the wrong agent, a stale timer, cancel of a
