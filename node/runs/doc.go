@@ -31,7 +31,10 @@
 //     replicas decode it rather than parse JSON in Apply, and the log entry
 //     shrinks. A reply that fails the schema is committed the same way and
 //     fails its task in Apply exactly as its JSON would have. Report and
-//     action replies are committed as JSON.
+//     action replies are committed as JSON. Upgrades: a node built before
+//     round_result existed would apply such an entry as an empty result (a
+//     failed task) and diverge, so a cluster must not run such nodes beside
+//     newer ones while runs are in progress (there is no feature gate yet).
 //
 // Refusals write nothing. Inputs the engine would ignore (a duplicate or
 // late reply, a reply from the wrong agent, a stale timer, cancel of a
