@@ -32,6 +32,8 @@ import (
 //     last events are kept (SSEConfig.BufferEvents) so a client that
 //     reconnects with Last-Event-ID gets what it missed, or a map.gap event
 //     naming the sequence numbers that were dropped.
+//   - DELETE /map/session ends a session at once, as closing a WebSocket
+//     does (map/disconnect ends the MAP session, not the connection).
 //   - A session with no POST in flight and no stream for
 //     SSEConfig.IdleTimeout is closed like a dropped WebSocket.
 
@@ -67,8 +69,8 @@ type sseHandler struct {
 }
 
 // HTTPSSEHandler returns the HTTP+SSE transport for this Server: POST
-// /map/rpc, POST /map/batch and GET /map/events (mount it so it sees those
-// paths, e.g. at "/map/"). Sessions it creates are connections of s: they
+// /map/rpc, POST /map/batch, GET /map/events and DELETE /map/session (mount
+// it so it sees those paths, e.g. at "/map/"). Sessions it creates are connections of s: they
 // count in NumConns and Shutdown closes them. Safe for concurrent use; call
 // it once per mount (each handler has its own sessions).
 func (s *Server) HTTPSSEHandler(cfg SSEConfig) (http.Handler, error) {
@@ -86,6 +88,7 @@ func (s *Server) HTTPSSEHandler(cfg SSEConfig) (http.Handler, error) {
 	h.mux.HandleFunc("POST /map/rpc", func(w http.ResponseWriter, r *http.Request) { h.servePost(w, r, false) })
 	h.mux.HandleFunc("POST /map/batch", func(w http.ResponseWriter, r *http.Request) { h.servePost(w, r, true) })
 	h.mux.HandleFunc("GET /map/events", h.serveEvents)
+	h.mux.HandleFunc("DELETE /map/session", h.serveDelete)
 	return h, nil
 }
 
@@ -133,6 +136,19 @@ func (h *sseHandler) endStreams() {
 	for _, s := range list {
 		s.detachAll()
 	}
+}
+
+// serveDelete closes the named session (status 1000, like a client's
+// WebSocket close); its stream gets map.close and ends. 204 on success.
+func (h *sseHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
+	sess, status, serr := h.sessionFor(r, false)
+	if serr != nil {
+		writeRPC(w, status, nil, nil, serr)
+		return
+	}
+	defer sess.end()
+	_ = sess.conn.Close("http session deleted")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // lookup finds the session named by the request, if any.

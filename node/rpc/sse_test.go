@@ -470,3 +470,29 @@ func TestSSEConfig_Validate(t *testing.T) {
 		}
 	}
 }
+
+func TestSSE_DeleteSession(t *testing.T) {
+	env := startSSE(t, testConfig(t), testSSEConfig(), newTestHandler())
+	sid := env.connect(t)
+	sc := env.stream(t, sid, nil)
+	del := func() int {
+		req, _ := http.NewRequest(http.MethodDelete, env.base+"/map/session", nil)
+		req.Header.Set(SessionHeader, sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := del(); s != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", s)
+	}
+	evs := sc.expectEnd(t)
+	if len(evs) != 1 || evs[0].data != `{"code":1000,"reason":"http session deleted"}` {
+		t.Fatalf("events before end: %+v", evs)
+	}
+	if s := del(); s != http.StatusNotFound {
+		t.Fatalf("second DELETE: %d", s)
+	}
+}
