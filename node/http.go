@@ -6,6 +6,8 @@ import (
 	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/concordmap/concord/node/rpc"
 )
 
 // httpHandler builds the node's HTTP mux. The MAP WebSocket endpoint and the
@@ -14,6 +16,7 @@ import (
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/map", s.gateUntilCaughtUp(s.rpc))
+	mux.Handle("/map/", s.gateUntilCaughtUp(s.rpc.MustHTTPSSEHandler(rpc.DefaultSSEConfig())))
 	mux.HandleFunc("GET /v1/health", s.handleHealth)
 	mux.HandleFunc("GET /v1/ready", s.handleReady)
 	mux.HandleFunc("GET /v1/status", s.handleStatus)
