@@ -233,6 +233,8 @@ type countingProposer struct {
 	bytes  int                   // encoded size of every proposed input
 	inputs []*concordv1.RunInput // with keep: every proposed input
 	keep   bool
+	lat    time.Duration // summed propose-to-applied time
+	n      int
 }
 
 func (p *countingProposer) Apply(ctx context.Context, t concordv1.CommandType, m proto.Message) (any, uint64, error) {
@@ -245,7 +247,13 @@ func (p *countingProposer) Apply(ctx context.Context, t concordv1.CommandType, m
 		}
 		p.mu.Unlock()
 	}
-	return p.next.Apply(ctx, t, m)
+	t0 := time.Now()
+	a, b, c := p.next.Apply(ctx, t, m)
+	p.mu.Lock()
+	p.lat += time.Since(t0)
+	p.n++
+	p.mu.Unlock()
+	return a, b, c
 }
 
 func (p *countingProposer) count(kind string) int {
