@@ -19,7 +19,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServerCmd(), newVersionCmd(), newMembersCmd(), newRaftCmd(), newKeygenCmd())
-	root.AddCommand(newArgueCmd(), newAgentCmd())
+	root.AddCommand(newArgueCmd(), newAgentCmd(), newStdioCmd())
 	return root
 }
 
