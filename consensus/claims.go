@@ -150,6 +150,11 @@ func (s *State) root(id string) int {
 	if !ok {
 		return -1
 	}
+	return s.rootAt(i)
+}
+
+// rootAt is root for the claim at catalog position i.
+func (s *State) rootAt(i int) int {
 	for steps := 0; steps <= len(s.catalog); steps++ {
 		c := &s.catalog[i]
 		if c.Status != ClaimMerged || c.MergedInto == "" {

@@ -198,7 +198,7 @@ func (s *State) rootOwners() ownerSets {
 	o := ownerSets{words: (len(s.req.Participants) + 63) / 64}
 	o.bits = make([]uint64, len(s.catalog)*o.words)
 	for i := range s.catalog {
-		r := s.root(s.catalog[i].ClaimID)
+		r := s.rootAt(i)
 		for _, p := range s.catalog[i].ProposedBy {
 			if pi := s.req.participantIndex(p); pi >= 0 {
 				o.bits[r*o.words+pi/64] |= 1 << (pi % 64)
