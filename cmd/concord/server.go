@@ -36,6 +36,8 @@ type serverFlags struct {
 	minQuorum       int
 	leaveOnShutdown bool
 	raftMultiplier  int
+	runRetention    time.Duration
+	maxFinishedRuns int
 	logs            logFlags
 	// changed reports whether the user set a flag, so --dev keeps its own
 	// defaults for everything not given explicitly.
@@ -84,6 +86,10 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.IntVar(&f.raftMultiplier, "raft-multiplier", raftstore.DefaultRaftMultiplier,
 		"scale Raft timings from a LAN base, 1 to 10: heartbeat/election = N x 100 ms, leader lease N x 50 ms (at least 100 ms), commit N x 10 ms. "+
 			"1 fails over in a few hundred ms on a dedicated low-latency LAN; the default 5 in about a second; raise it for WAN links or overloaded hosts. Every server should use the same value")
+	fl.DurationVar(&f.runRetention, "run-retention", d.RunService.FinishedRetention,
+		"how long a finished consensus run stays readable (argue get/list/watch) before the leader forgets it; 0 keeps runs by age")
+	fl.IntVar(&f.maxFinishedRuns, "max-finished-runs", d.RunService.MaxFinishedRuns,
+		"keep at most this many finished runs (the oldest are forgotten first); 0 means no cap")
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
 	f.logs.register(cmd)
 }
@@ -172,6 +178,7 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	cfg.Bootstrap = cfg.Bootstrap || f.bootstrap
 	cfg.RPC.MaxFrameBytes = f.maxFrameBytes
+	cfg.RunService.FinishedRetention, cfg.RunService.MaxFinishedRuns = f.runRetention, f.maxFinishedRuns
 	// --dev keeps DevConfig's quick single-node timings unless asked.
 	if !f.dev || f.changed("raft-multiplier") {
 		if err := cfg.Raft.SetRaftMultiplier(f.raftMultiplier); err != nil {

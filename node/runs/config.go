@@ -153,6 +153,16 @@ type ServiceConfig struct {
 	// a cut, at the price of more duplicates. 0 disables re-sending.
 	ResendInterval time.Duration
 
+	// FinishedRetention is how long a finished run stays readable (get,
+	// list, watch) before the leader forgets it; 0 keeps runs by age.
+	// MaxFinishedRuns caps how many finished runs are kept (the oldest go
+	// first); 0 means no cap. PruneInterval is how often the leader looks
+	// for runs to forget. Without retention, run state, snapshots and
+	// restore time grow with every run ever started.
+	FinishedRetention time.Duration
+	MaxFinishedRuns   int
+	PruneInterval     time.Duration
+
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
 	// Clock returns the current time; for tests. nil means time.Now.
@@ -173,6 +183,10 @@ func DefaultServiceConfig() ServiceConfig {
 
 		TimerCheckInterval: time.Second,
 		ResendInterval:     5 * time.Second,
+
+		FinishedRetention: 24 * time.Hour,
+		MaxFinishedRuns:   1000,
+		PruneInterval:     time.Minute,
 	}
 }
 
@@ -196,6 +210,8 @@ func (c ServiceConfig) Validate() error {
 		return bad("need 1 <= DefaultPageSize <= MaxPageSize")
 	case c.ResendInterval < 0:
 		return bad("ResendInterval must be >= 0")
+	case c.FinishedRetention < 0 || c.MaxFinishedRuns < 0 || c.PruneInterval < 0:
+		return bad("FinishedRetention, MaxFinishedRuns and PruneInterval must be >= 0")
 	case c.RetryMin <= 0 || c.RetryMax < c.RetryMin:
 		return bad("need 0 < RetryMin <= RetryMax")
 	case c.SendTimeout <= 0 || c.ProposeTimeout <= 0 || c.TimerCheckInterval <= 0:

@@ -274,6 +274,8 @@ func inputKind(in *concordv1.RunInput) string {
 		return "timer_fired"
 	case *concordv1.RunInput_Cancel:
 		return "cancel"
+	case *concordv1.RunInput_Forget:
+		return "forget"
 	}
 	return "?"
 }

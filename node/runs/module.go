@@ -91,6 +91,9 @@ func (m *Module) apply(index uint64, msg proto.Message) (any, error) {
 	if err := m.check(in); err != nil {
 		return nil, err
 	}
+	if in.GetForget() != nil {
+		return m.applyForget(in.GetRunId()), nil
+	}
 	var (
 		r   *run
 		fx  []consensus.Effect
@@ -222,6 +225,12 @@ func (m *Module) check(in *concordv1.RunInput) error {
 	}
 	if r == nil {
 		return notFound(id)
+	}
+	if in.GetForget() != nil {
+		if !r.st.Done() {
+			return errf(ErrInvalidInput, map[string]any{"reason": "only a finished run can be forgotten", "runId": id})
+		}
+		return nil
 	}
 	if in.GetCancel() != nil {
 		if r.st.Done() {

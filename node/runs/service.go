@@ -98,14 +98,21 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// startDriver runs one driver until the returned stop is called.
+// startDriver runs one driver and the retention reaper until the returned
+// stop is called.
 func (s *Service) startDriver(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	d := s.newDriver()
+	reaped := make(chan struct{})
+	go func() {
+		defer close(reaped)
+		s.reap(ctx)
+	}()
 	go func() {
 		defer close(done)
 		d.run(ctx)
+		<-reaped
 	}()
 	return func() {
 		cancel()

@@ -44,6 +44,7 @@ type RunInput struct {
 	//	*RunInput_TaskFailed
 	//	*RunInput_TimerFired
 	//	*RunInput_Cancel
+	//	*RunInput_Forget
 	Input         isRunInput_Input `protobuf_oneof:"input"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -159,6 +160,15 @@ func (x *RunInput) GetCancel() *RunCancel {
 	return nil
 }
 
+func (x *RunInput) GetForget() *RunForget {
+	if x != nil {
+		if x, ok := x.Input.(*RunInput_Forget); ok {
+			return x.Forget
+		}
+	}
+	return nil
+}
+
 type isRunInput_Input interface {
 	isRunInput_Input()
 }
@@ -183,6 +193,10 @@ type RunInput_Cancel struct {
 	Cancel *RunCancel `protobuf:"bytes,14,opt,name=cancel,proto3,oneof"`
 }
 
+type RunInput_Forget struct {
+	Forget *RunForget `protobuf:"bytes,15,opt,name=forget,proto3,oneof"`
+}
+
 func (*RunInput_Start) isRunInput_Input() {}
 
 func (*RunInput_TaskResult) isRunInput_Input() {}
@@ -192,6 +206,8 @@ func (*RunInput_TaskFailed) isRunInput_Input() {}
 func (*RunInput_TimerFired) isRunInput_Input() {}
 
 func (*RunInput_Cancel) isRunInput_Input() {}
+
+func (*RunInput_Forget) isRunInput_Input() {}
 
 // RunStart creates a run.
 type RunStart struct {
@@ -491,6 +507,54 @@ func (x *RunCancel) GetReason() string {
 	return ""
 }
 
+// RunForget removes a finished run from the replicated state (retention):
+// the leader proposes it for runs finished longer ago than the retention
+// period, or beyond the number of finished runs kept. The log names the
+// run, so replicas agree whatever each node's own retention settings are.
+type RunForget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunForget) Reset() {
+	*x = RunForget{}
+	mi := &file_concord_v1_runs_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunForget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunForget) ProtoMessage() {}
+
+func (x *RunForget) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_runs_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunForget.ProtoReflect.Descriptor instead.
+func (*RunForget) Descriptor() ([]byte, []int) {
+	return file_concord_v1_runs_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RunForget) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // RunsRecord is one snapshot record of the runs module: a header first,
 // then one record per run in run id order.
 type RunsRecord struct {
@@ -506,7 +570,7 @@ type RunsRecord struct {
 
 func (x *RunsRecord) Reset() {
 	*x = RunsRecord{}
-	mi := &file_concord_v1_runs_proto_msgTypes[6]
+	mi := &file_concord_v1_runs_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +582,7 @@ func (x *RunsRecord) String() string {
 func (*RunsRecord) ProtoMessage() {}
 
 func (x *RunsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_runs_proto_msgTypes[6]
+	mi := &file_concord_v1_runs_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +595,7 @@ func (x *RunsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunsRecord.ProtoReflect.Descriptor instead.
 func (*RunsRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_runs_proto_rawDescGZIP(), []int{6}
+	return file_concord_v1_runs_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RunsRecord) GetRecord() isRunsRecord_Record {
@@ -586,7 +650,7 @@ type RunsHeader struct {
 
 func (x *RunsHeader) Reset() {
 	*x = RunsHeader{}
-	mi := &file_concord_v1_runs_proto_msgTypes[7]
+	mi := &file_concord_v1_runs_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +662,7 @@ func (x *RunsHeader) String() string {
 func (*RunsHeader) ProtoMessage() {}
 
 func (x *RunsHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_runs_proto_msgTypes[7]
+	mi := &file_concord_v1_runs_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +675,7 @@ func (x *RunsHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunsHeader.ProtoReflect.Descriptor instead.
 func (*RunsHeader) Descriptor() ([]byte, []int) {
-	return file_concord_v1_runs_proto_rawDescGZIP(), []int{7}
+	return file_concord_v1_runs_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunsHeader) GetFormatVersion() uint32 {
@@ -646,7 +710,7 @@ type RunRecord struct {
 
 func (x *RunRecord) Reset() {
 	*x = RunRecord{}
-	mi := &file_concord_v1_runs_proto_msgTypes[8]
+	mi := &file_concord_v1_runs_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +722,7 @@ func (x *RunRecord) String() string {
 func (*RunRecord) ProtoMessage() {}
 
 func (x *RunRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_runs_proto_msgTypes[8]
+	mi := &file_concord_v1_runs_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +735,7 @@ func (x *RunRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRecord.ProtoReflect.Descriptor instead.
 func (*RunRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_runs_proto_rawDescGZIP(), []int{8}
+	return file_concord_v1_runs_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RunRecord) GetRunId() string {
@@ -762,7 +826,7 @@ type RunEventRecord struct {
 
 func (x *RunEventRecord) Reset() {
 	*x = RunEventRecord{}
-	mi := &file_concord_v1_runs_proto_msgTypes[9]
+	mi := &file_concord_v1_runs_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +838,7 @@ func (x *RunEventRecord) String() string {
 func (*RunEventRecord) ProtoMessage() {}
 
 func (x *RunEventRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_runs_proto_msgTypes[9]
+	mi := &file_concord_v1_runs_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +851,7 @@ func (x *RunEventRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEventRecord.ProtoReflect.Descriptor instead.
 func (*RunEventRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_runs_proto_rawDescGZIP(), []int{9}
+	return file_concord_v1_runs_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RunEventRecord) GetSeq() int64 {
@@ -845,7 +909,7 @@ type RunTimerRecord struct {
 
 func (x *RunTimerRecord) Reset() {
 	*x = RunTimerRecord{}
-	mi := &file_concord_v1_runs_proto_msgTypes[10]
+	mi := &file_concord_v1_runs_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +921,7 @@ func (x *RunTimerRecord) String() string {
 func (*RunTimerRecord) ProtoMessage() {}
 
 func (x *RunTimerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_runs_proto_msgTypes[10]
+	mi := &file_concord_v1_runs_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +934,7 @@ func (x *RunTimerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunTimerRecord.ProtoReflect.Descriptor instead.
 func (*RunTimerRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_runs_proto_rawDescGZIP(), []int{10}
+	return file_concord_v1_runs_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunTimerRecord) GetId() string {
@@ -910,7 +974,7 @@ type RunTaskRecord struct {
 
 func (x *RunTaskRecord) Reset() {
 	*x = RunTaskRecord{}
-	mi := &file_concord_v1_runs_proto_msgTypes[11]
+	mi := &file_concord_v1_runs_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +986,7 @@ func (x *RunTaskRecord) String() string {
 func (*RunTaskRecord) ProtoMessage() {}
 
 func (x *RunTaskRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_runs_proto_msgTypes[11]
+	mi := &file_concord_v1_runs_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +999,7 @@ func (x *RunTaskRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunTaskRecord.ProtoReflect.Descriptor instead.
 func (*RunTaskRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_runs_proto_rawDescGZIP(), []int{11}
+	return file_concord_v1_runs_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RunTaskRecord) GetTaskId() string {
@@ -978,7 +1042,7 @@ var File_concord_v1_runs_proto protoreflect.FileDescriptor
 const file_concord_v1_runs_proto_rawDesc = "" +
 	"\n" +
 	"\x15concord/v1/runs.proto\x12\n" +
-	"concord.v1\"\x8d\x03\n" +
+	"concord.v1\"\xbe\x03\n" +
 	"\bRunInput\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\x12\x17\n" +
@@ -992,7 +1056,8 @@ const file_concord_v1_runs_proto_rawDesc = "" +
 	"taskFailed\x12<\n" +
 	"\vtimer_fired\x18\r \x01(\v2\x19.concord.v1.RunTimerFiredH\x00R\n" +
 	"timerFired\x12/\n" +
-	"\x06cancel\x18\x0e \x01(\v2\x15.concord.v1.RunCancelH\x00R\x06cancelB\a\n" +
+	"\x06cancel\x18\x0e \x01(\v2\x15.concord.v1.RunCancelH\x00R\x06cancel\x12/\n" +
+	"\x06forget\x18\x0f \x01(\v2\x15.concord.v1.RunForgetH\x00R\x06forgetB\a\n" +
 	"\x05input\"-\n" +
 	"\bRunStart\x12!\n" +
 	"\frequest_json\x18\x01 \x01(\fR\vrequestJson\"\x93\x01\n" +
@@ -1011,6 +1076,8 @@ const file_concord_v1_runs_proto_rawDesc = "" +
 	"\btimer_id\x18\x01 \x01(\tR\atimerId\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"#\n" +
 	"\tRunCancel\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"#\n" +
+	"\tRunForget\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"s\n" +
 	"\n" +
 	"RunsRecord\x120\n" +
@@ -1065,7 +1132,7 @@ func file_concord_v1_runs_proto_rawDescGZIP() []byte {
 	return file_concord_v1_runs_proto_rawDescData
 }
 
-var file_concord_v1_runs_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_concord_v1_runs_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_concord_v1_runs_proto_goTypes = []any{
 	(*RunInput)(nil),       // 0: concord.v1.RunInput
 	(*RunStart)(nil),       // 1: concord.v1.RunStart
@@ -1073,12 +1140,13 @@ var file_concord_v1_runs_proto_goTypes = []any{
 	(*RunTaskFailed)(nil),  // 3: concord.v1.RunTaskFailed
 	(*RunTimerFired)(nil),  // 4: concord.v1.RunTimerFired
 	(*RunCancel)(nil),      // 5: concord.v1.RunCancel
-	(*RunsRecord)(nil),     // 6: concord.v1.RunsRecord
-	(*RunsHeader)(nil),     // 7: concord.v1.RunsHeader
-	(*RunRecord)(nil),      // 8: concord.v1.RunRecord
-	(*RunEventRecord)(nil), // 9: concord.v1.RunEventRecord
-	(*RunTimerRecord)(nil), // 10: concord.v1.RunTimerRecord
-	(*RunTaskRecord)(nil),  // 11: concord.v1.RunTaskRecord
+	(*RunForget)(nil),      // 6: concord.v1.RunForget
+	(*RunsRecord)(nil),     // 7: concord.v1.RunsRecord
+	(*RunsHeader)(nil),     // 8: concord.v1.RunsHeader
+	(*RunRecord)(nil),      // 9: concord.v1.RunRecord
+	(*RunEventRecord)(nil), // 10: concord.v1.RunEventRecord
+	(*RunTimerRecord)(nil), // 11: concord.v1.RunTimerRecord
+	(*RunTaskRecord)(nil),  // 12: concord.v1.RunTaskRecord
 }
 var file_concord_v1_runs_proto_depIdxs = []int32{
 	1,  // 0: concord.v1.RunInput.start:type_name -> concord.v1.RunStart
@@ -1086,16 +1154,17 @@ var file_concord_v1_runs_proto_depIdxs = []int32{
 	3,  // 2: concord.v1.RunInput.task_failed:type_name -> concord.v1.RunTaskFailed
 	4,  // 3: concord.v1.RunInput.timer_fired:type_name -> concord.v1.RunTimerFired
 	5,  // 4: concord.v1.RunInput.cancel:type_name -> concord.v1.RunCancel
-	7,  // 5: concord.v1.RunsRecord.header:type_name -> concord.v1.RunsHeader
-	8,  // 6: concord.v1.RunsRecord.run:type_name -> concord.v1.RunRecord
-	9,  // 7: concord.v1.RunRecord.events:type_name -> concord.v1.RunEventRecord
-	10, // 8: concord.v1.RunRecord.timers:type_name -> concord.v1.RunTimerRecord
-	11, // 9: concord.v1.RunRecord.tasks:type_name -> concord.v1.RunTaskRecord
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	6,  // 5: concord.v1.RunInput.forget:type_name -> concord.v1.RunForget
+	8,  // 6: concord.v1.RunsRecord.header:type_name -> concord.v1.RunsHeader
+	9,  // 7: concord.v1.RunsRecord.run:type_name -> concord.v1.RunRecord
+	10, // 8: concord.v1.RunRecord.events:type_name -> concord.v1.RunEventRecord
+	11, // 9: concord.v1.RunRecord.timers:type_name -> concord.v1.RunTimerRecord
+	12, // 10: concord.v1.RunRecord.tasks:type_name -> concord.v1.RunTaskRecord
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_runs_proto_init() }
@@ -1109,8 +1178,9 @@ func file_concord_v1_runs_proto_init() {
 		(*RunInput_TaskFailed)(nil),
 		(*RunInput_TimerFired)(nil),
 		(*RunInput_Cancel)(nil),
+		(*RunInput_Forget)(nil),
 	}
-	file_concord_v1_runs_proto_msgTypes[6].OneofWrappers = []any{
+	file_concord_v1_runs_proto_msgTypes[7].OneofWrappers = []any{
 		(*RunsRecord_Header)(nil),
 		(*RunsRecord_Run)(nil),
 	}
@@ -1120,7 +1190,7 @@ func file_concord_v1_runs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_runs_proto_rawDesc), len(file_concord_v1_runs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
