@@ -17,9 +17,8 @@ type taskPayload struct {
 	RunID string          `json:"runId"`
 	Task  json.RawMessage `json:"task"`
 	// TimeoutAt, when present, is the engine's deadline for the task (ms
-	// since the epoch). node/runs (PROTOCOL.md) does not send it today, so
-	// Config.TaskTimeout bounds every task; it is read so that a server
-	// that adds it gets exact deadlines without an agent upgrade.
+	// since the epoch, node/runs PROTOCOL.md); the bridge stops at the
+	// earlier of it and Config.TaskTimeout.
 	TimeoutAt int64 `json:"timeoutAt"`
 }
 

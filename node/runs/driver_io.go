@@ -160,6 +160,10 @@ func taskMessage(b []byte, runID string, t *consensus.Task, body taskJSON, nowMs
 	b = appendJSONString(b, t.ParticipantID)
 	b = append(b, `},"payload":{"type":"`+TaskMessageType+`","runId":`...)
 	b = appendJSONString(b, runID)
+	if t.TimeoutAt > 0 {
+		b = append(b, `,"timeoutAt":`...)
+		b = strconv.AppendInt(b, t.TimeoutAt, 10)
+	}
 	b = append(b, `,"task":`...)
 	b = body.appendTo(b)
 	b = append(b, `},"meta":{"expectsResponse":true,"correlationId":`...)

@@ -245,9 +245,10 @@ func taskFromMessage(params json.RawMessage) (*consensus.Task, string, error) {
 	var msg struct {
 		To      struct{ Agent string } `json:"to"`
 		Payload struct {
-			Type  string `json:"type"`
-			RunID string `json:"runId"`
-			Task  struct {
+			Type      string `json:"type"`
+			RunID     string `json:"runId"`
+			TimeoutAt int64  `json:"timeoutAt"`
+			Task      struct {
 				Kind          consensus.TaskKind           `json:"kind"`
 				SessionID     string                       `json:"sessionId"`
 				RequestID     string                       `json:"requestId"`
@@ -271,14 +272,15 @@ func taskFromMessage(params json.RawMessage) (*consensus.Task, string, error) {
 		return nil, "", err
 	}
 	p := msg.Payload
-	if p.Type != TaskMessageType || !msg.Meta.ExpectsResponse || msg.Meta.CorrelationID == "" || msg.Meta.Timestamp == 0 {
+	if p.Type != TaskMessageType || !msg.Meta.ExpectsResponse || msg.Meta.CorrelationID == "" || msg.Meta.Timestamp == 0 ||
+		p.TimeoutAt <= 0 {
 		return nil, "", fmt.Errorf("bad task message %s", params)
 	}
 	if msg.To.Agent != p.Task.ParticipantID || !strings.Contains(p.Task.SessionID, p.RunID) ||
 		!strings.HasPrefix(msg.Meta.CorrelationID, p.RunID+"/") {
 		return nil, "", fmt.Errorf("task message routed wrong: %s", params)
 	}
-	return &consensus.Task{ID: msg.Meta.CorrelationID, Kind: p.Task.Kind, ParticipantID: p.Task.ParticipantID,
+	return &consensus.Task{ID: msg.Meta.CorrelationID, TimeoutAt: p.TimeoutAt, Kind: p.Task.Kind, ParticipantID: p.Task.ParticipantID,
 		SessionID: p.Task.SessionID, RequestID: p.Task.RequestID, Phase: p.Task.Phase, Round: p.Task.Round,
 		Prompt: p.Task.Prompt, ClaimCatalog: p.Task.ClaimCatalog, ReportInput: p.Task.ReportInput,
 		ArgueResult: p.Task.ArgueResult, PeerRoundInputs: p.Task.Peers}, p.RunID, nil
