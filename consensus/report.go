@@ -19,16 +19,24 @@ func (s *State) builtinReport(v *runView) FinalReport {
 	if !ok {
 		label = "Failed"
 	}
+	var last []*Output
+	if n := len(s.rounds); n > 0 {
+		last = s.rounds[n-1].Outputs
+	}
+	// One buffer of the longest possible size (collapsing never lengthens).
+	size := len(label) + 1
+	for _, o := range last {
+		size += len("\n\n**") + len(o.ParticipantID) + len("**: ") + len(o.Summary)
+	}
 	var b strings.Builder
+	b.Grow(size)
 	b.WriteString(label)
 	b.WriteString(".")
-	if n := len(s.rounds); n > 0 {
-		for _, o := range s.rounds[n-1].Outputs {
-			b.WriteString("\n\n**")
-			b.WriteString(o.ParticipantID)
-			b.WriteString("**: ")
-			b.WriteString(collapseSpace(o.Summary))
-		}
+	for _, o := range last {
+		b.WriteString("\n\n**")
+		b.WriteString(o.ParticipantID)
+		b.WriteString("**: ")
+		writeCollapsed(&b, o.Summary)
 	}
 	r := FinalReport{Mode: ComposerBuiltin, TraceIncluded: rp.IncludeDeliberationTrace, TraceLevel: rp.TraceLevel,
 		FinalSummary: b.String(), RepresentativeSpeech: v.rep.Speech}

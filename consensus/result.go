@@ -34,17 +34,34 @@ func (s *State) finalVoteOutputs() []*Output {
 
 // resolutions applies spec §12 to every active claim in catalog order.
 func (s *State) resolutions() []ClaimResolution {
-	out := make([]ClaimResolution, 0, len(s.catalog))
-	pos := make([]int32, len(s.catalog)) // catalog position -> index in out, -1 when not active
+	outputs := s.finalVoteOutputs()
+	votes := 0
+	for _, o := range outputs {
+		votes += len(o.ClaimVotes)
+	}
+	// pos, counts, last and target are temporaries: one pooled block.
+	sc := getScratch()
+	defer sc.release()
+	n := len(s.catalog)
+	tmp := sc.int32s(3*n + votes)
+	pos, tmp := tmp[:n:n], tmp[n:] // catalog position -> index in out, -1 when not active
+	active := 0
 	for i := range s.catalog {
 		pos[i] = -1
 		if s.catalog[i].Status == ClaimActive {
-			pos[i] = int32(len(out))
-			out = append(out, ClaimResolution{ClaimID: s.catalog[i].ClaimID})
+			pos[i] = int32(active)
+			active++
 		}
 	}
-	outputs := s.finalVoteOutputs()
-	target, counts, total := s.voteTargets(outputs, pos, len(out))
+	out := make([]ClaimResolution, active)
+	for i := range s.catalog {
+		if k := pos[i]; k >= 0 {
+			out[k].ClaimID = s.catalog[i].ClaimID
+		}
+	}
+	counts, tmp := tmp[:active:active], tmp[active:]
+	last, tmp := tmp[:active:active], tmp[active:]
+	target, total := s.voteTargets(outputs, pos, counts, tmp[:0:votes])
 	// Each claim's votes get a window of one shared block, sized by the
 	// count of votes naming it (duplicates included, so an upper bound): no
 	// slice ever grows.
@@ -53,7 +70,7 @@ func (s *State) resolutions() []ClaimResolution {
 		c := int(counts[k])
 		out[k].Votes, block = block[:0:c], block[c:]
 	}
-	fillVotes(out, outputs, target)
+	fillVotes(out, outputs, target, last)
 	threshold := s.req.ConsensusPolicy.Threshold
 	for k := range out {
 		r := &out[k]
@@ -74,14 +91,14 @@ func (s *State) resolutions() []ClaimResolution {
 }
 
 // fillVotes records the votes of outputs in the resolutions, in order;
-// target holds each vote's resolution index (-1 for none). A later vote of
-// a participant on a claim replaces its earlier one in place.
-func fillVotes(out []ClaimResolution, outputs []*Output, target []int32) {
+// target holds each vote's resolution index (-1 for none), last is zeroed
+// scratch of len(out). A later vote of a participant on a claim replaces
+// its earlier one in place.
+func fillVotes(out []ClaimResolution, outputs []*Output, target, last []int32) {
 	// last[k] is 1 + the index of the output that cast claim k's latest
 	// vote. When the outputs' participants are distinct (always, for a run
 	// Step built), a vote can only repeat one of its own output's, which is
 	// then the last vote of the claim; otherwise every vote is searched.
-	last := make([]int32, len(out))
 	distinct := distinctParticipants(outputs)
 	for oi, o := range outputs {
 		for _, v := range o.ClaimVotes {
@@ -116,16 +133,11 @@ func fillVotes(out []ClaimResolution, outputs []*Output, target []int32) {
 	}
 }
 
-// voteTargets maps every vote of outputs, in order, to the index in the
-// resolutions of the active claim it names (-1 for none), and counts the
-// votes per resolution.
-func (s *State) voteTargets(outputs []*Output, pos []int32, claims int) (target, counts []int32, total int) {
-	n := 0
-	for _, o := range outputs {
-		n += len(o.ClaimVotes)
-	}
-	target = make([]int32, 0, n)
-	counts = make([]int32, claims)
+// voteTargets appends to target, for every vote of outputs in order, the
+// index in the resolutions of the active claim it names (-1 for none), and
+// counts the votes per resolution in counts (zeroed, one per resolution).
+func (s *State) voteTargets(outputs []*Output, pos, counts, target []int32) ([]int32, int) {
+	total := 0
 	next := 0 // agents vote in catalog order: try the claim after the last one first
 	for _, o := range outputs {
 		for _, v := range o.ClaimVotes {
@@ -144,7 +156,7 @@ func (s *State) voteTargets(outputs []*Output, pos []int32, claims int) (target,
 			}
 		}
 	}
-	return target, counts, total
+	return target, total
 }
 
 // distinctParticipants reports whether no two outputs share a participant.
@@ -323,7 +335,17 @@ func (s *State) title(repID string, board []ParticipantScore) string {
 
 // disagreements lists every disagree judgement of every recorded round.
 func (s *State) disagreements() []Disagreement {
-	out := []Disagreement{}
+	n := 0
+	for ri := range s.rounds {
+		for _, o := range s.rounds[ri].Outputs {
+			for _, j := range o.Judgements {
+				if j.Stance == StanceDisagree {
+					n++
+				}
+			}
+		}
+	}
+	out := make([]Disagreement, 0, n)
 	for ri := range s.rounds {
 		for _, o := range s.rounds[ri].Outputs {
 			for _, j := range o.Judgements {

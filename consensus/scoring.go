@@ -22,7 +22,26 @@ func (s *State) scoreboard() []ParticipantScore {
 		w = DefaultRubric()
 	}
 	wsum := w.Correctness + w.Completeness + w.Actionability + w.Consistency
+	// Every participant's scores get a window of one block, sized by a
+	// counting pass.
+	sc := getScratch()
+	defer sc.release()
+	counts := sc.int32s(len(s.req.Participants))
+	n := 0
+	for ri := range s.rounds {
+		for _, o := range s.rounds[ri].Outputs {
+			if pi := s.req.participantIndex(o.ParticipantID); pi >= 0 {
+				counts[pi]++
+				n++
+			}
+		}
+	}
 	per := make([][]outputScore, len(s.req.Participants))
+	block := make([]outputScore, n)
+	for pi := range per {
+		c := int(counts[pi])
+		per[pi], block = block[:0:c], block[c:]
+	}
 	for ri := range s.rounds {
 		rec := &s.rounds[ri]
 		t := roundT(rec.Outputs)
@@ -148,7 +167,9 @@ func (s *State) correctness() []float64 {
 	n := len(s.req.Participants)
 	total := make([]int, n)
 	agree := make([]int, n)
-	owners := s.rootOwners()
+	sc := getScratch()
+	defer sc.release()
+	owners := s.rootOwners(sc)
 	for ri := range s.rounds {
 		for _, o := range s.rounds[ri].Outputs {
 			judge := s.req.participantIndex(o.ParticipantID)
@@ -193,10 +214,11 @@ func (o ownerSets) set(r int) []uint64 { return o.bits[r*o.words : (r+1)*o.words
 
 // rootOwners gives each root position the participant indexes that own it:
 // the union of proposedBy over every claim with that root. Sets make the
-// union free of duplicates and allocate once for the whole catalog.
-func (s *State) rootOwners() ownerSets {
+// union free of duplicates and take one scratch block for the whole
+// catalog (pooled: the sets die with correctness).
+func (s *State) rootOwners(sc *scratch) ownerSets {
 	o := ownerSets{words: (len(s.req.Participants) + 63) / 64}
-	o.bits = make([]uint64, len(s.catalog)*o.words)
+	o.bits = sc.uint64s(len(s.catalog) * o.words)
 	for i := range s.catalog {
 		r := s.rootAt(i)
 		for _, p := range s.catalog[i].ProposedBy {

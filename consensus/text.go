@@ -130,19 +130,25 @@ func truncateMiddle(s string, max int) (string, bool) {
 func collapseSpace(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
-	pending := false
+	writeCollapsed(&b, s)
+	return b.String()
+}
+
+// writeCollapsed writes collapseSpace(s) to b (which may already hold
+// text), without building the collapsed string on its own.
+func writeCollapsed(b *strings.Builder, s string) {
+	pending, wrote := false, false
 	for _, r := range s {
 		if isJSSpace(r) {
 			pending = true
 			continue
 		}
-		if pending && b.Len() > 0 {
+		if pending && wrote {
 			b.WriteByte(' ')
 		}
-		pending = false
+		pending, wrote = false, true
 		b.WriteRune(r)
 	}
-	return b.String()
 }
 
 // roundHalfUp rounds v to the nearest integer, halves going up, exactly as
