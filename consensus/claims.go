@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // applyClaimUpdate applies spec §10 for an initial or debate round: claim
@@ -72,17 +73,20 @@ func (s *State) newClaimIDs(outputs []*Output, rs string) (string, []string) {
 	if n == 0 {
 		return "", nil
 	}
-	b := make([]byte, 0, size)
+	// A Builder hands its buffer over as the string: no second copy.
+	var b strings.Builder
+	b.Grow(size)
+	var num [20]byte
 	for _, o := range outputs {
 		for seq := range o.ExtractedClaims {
-			b = append(b, o.ParticipantID...)
-			b = append(b, ':')
-			b = append(b, rs...)
-			b = append(b, ':')
-			b = strconv.AppendInt(b, int64(seq), 10)
+			b.WriteString(o.ParticipantID)
+			b.WriteByte(':')
+			b.WriteString(rs)
+			b.WriteByte(':')
+			b.Write(strconv.AppendInt(num[:0], int64(seq), 10))
 		}
 	}
-	return string(b), make([]string, n)
+	return b.String(), make([]string, n)
 }
 
 // decimalLen is len(strconv.Itoa(n)) for n >= 0.

@@ -237,6 +237,7 @@ func (s *State) pendingRoundTasks(cur *roundState) []*Task {
 	peerBlock := make([]PeerInput, 0, n*max(maxPeers, 0))
 	mem := make([]roundTaskMem, n)
 	out := make([]*Task, 0, n)
+	keyPrefix := req.sessionKeyPrefix() + ":" + s.sessionID + ":"
 	for i := range cur.tasks {
 		t := &cur.tasks[i]
 		if t.status != taskPending {
@@ -249,7 +250,7 @@ func (s *State) pendingRoundTasks(cur *roundState) []*Task {
 			}
 		}
 		m := &mem[len(out)]
-		m.md = RoundMetadata{ParticipantSessionKey: req.sessionKeyPrefix() + ":" + s.sessionID + ":" + t.pid,
+		m.md = RoundMetadata{ParticipantSessionKey: keyPrefix + t.pid,
 			PeerContextPassMode: req.PeerContextPolicy.PassMode, Constraints: req.Constraints, Context: req.Context,
 			OutputSchema: schema}
 		if pi := req.participantIndex(t.pid); pi >= 0 {
