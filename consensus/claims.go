@@ -16,11 +16,9 @@ func (s *State) applyClaimUpdate(outputs []*Output, round int) (int, []AppliedMe
 	rs := strconv.Itoa(round)
 	ids, owners := s.newClaimIDs(outputs, rs)
 	s.catalog = slices.Grow(s.catalog, len(owners))
-	if len(s.index) == 0 && len(owners) > 0 {
-		// The initial round creates most claims: size the index once
-		// instead of letting it grow by doubling.
-		s.index = make(map[string]int, len(owners))
-	}
+	// The initial round creates most claims: size the index once instead
+	// of letting it grow by doubling.
+	s.index.reserve(s.catalog, len(s.catalog)+len(owners))
 	for _, o := range outputs {
 		for seq, ec := range o.ExtractedClaims {
 			// ids holds "<pid>:<round>:<seq>" for every new claim, in order.
@@ -51,7 +49,9 @@ func (s *State) applyClaimUpdate(outputs []*Output, round int) (int, []AppliedMe
 		}
 	}
 	slices.SortStableFunc(merges, func(a, b AppliedMerge) int {
-		return cmp.Compare(s.index[a.SourceClaimID], s.index[b.SourceClaimID])
+		pa, _ := s.claimPos(a.SourceClaimID)
+		pb, _ := s.claimPos(b.SourceClaimID)
+		return cmp.Compare(pa, pb)
 	})
 	for i := range merges {
 		sort.Strings(merges[i].ParticipantIDs)
@@ -102,20 +102,20 @@ func decimalLen(n int) int {
 // argue would overwrite the older claim; keeping both is the safer choice
 // (ids like "seed:1:0" and participant "seed"'s "seed:1:0" can collide).
 func (s *State) freeID(id string) string {
-	if _, taken := s.index[id]; !taken {
+	if _, taken := s.claimPos(id); !taken {
 		return id
 	}
 	for n := 2; ; n++ {
 		c := id + "#" + strconv.Itoa(n)
-		if _, taken := s.index[c]; !taken {
+		if _, taken := s.claimPos(c); !taken {
 			return c
 		}
 	}
 }
 
 func (s *State) appendClaim(c Claim) {
-	s.index[c.ClaimID] = len(s.catalog)
 	s.catalog = append(s.catalog, c)
+	s.index.add(s.catalog, len(s.catalog)-1)
 	s.catalogChanged()
 }
 
@@ -150,7 +150,7 @@ func (s *State) editCatalog() {
 // position of the root, or -1 for an id not in the catalog. The walk is
 // bounded because merges always point at an earlier-created survivor.
 func (s *State) root(id string) int {
-	i, ok := s.index[id]
+	i, ok := s.claimPos(id)
 	if !ok {
 		return -1
 	}
@@ -164,7 +164,7 @@ func (s *State) rootAt(i int) int {
 		if c.Status != ClaimMerged || c.MergedInto == "" {
 			return i
 		}
-		j, ok := s.index[c.MergedInto]
+		j, ok := s.claimPos(c.MergedInto)
 		if !ok {
 			return i
 		}
@@ -175,7 +175,7 @@ func (s *State) rootAt(i int) int {
 
 // applyJudgement applies one judgement's revision and merge (§10.2).
 func (s *State) applyJudgement(j *Judgement, pid string, merges []AppliedMerge) []AppliedMerge {
-	direct, ok := s.index[j.ClaimID]
+	direct, ok := s.claimPos(j.ClaimID)
 	if !ok {
 		return merges
 	}

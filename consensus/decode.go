@@ -191,7 +191,7 @@ func (s *State) check() error {
 		return fmt.Errorf("bad lifecycle %d", s.life)
 	case len(s.active) != len(s.req.Participants):
 		return fmt.Errorf("active set has %d entries for %d participants", len(s.active), len(s.req.Participants))
-	case len(s.index) != len(s.catalog):
+	case s.index.n != len(s.catalog):
 		return fmt.Errorf("duplicate claim ids")
 	case s.prevRound < -1 || s.prevRound >= len(s.rounds):
 		return fmt.Errorf("bad previous round %d", s.prevRound)

@@ -145,7 +145,7 @@ func (s *State) voteTargets(outputs []*Output, pos, counts, target []int32) ([]i
 			if next < len(s.catalog) && s.catalog[next].ClaimID == v.ClaimID {
 				k = pos[next]
 				next++
-			} else if i, ok := s.index[v.ClaimID]; ok {
+			} else if i, ok := s.claimPos(v.ClaimID); ok {
 				k = pos[i]
 				next = i + 1
 			}

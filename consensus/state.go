@@ -83,7 +83,7 @@ type State struct {
 	eliminations []Elimination
 
 	catalog []Claim
-	index   map[string]int // claimId -> catalog position; derived, not encoded
+	index   claimIndex // claimId -> catalog position; derived, not encoded
 
 	rounds    []RoundRecord
 	prevRound int // index into rounds feeding peerRoundInputs, -1 for none
@@ -206,12 +206,18 @@ func (s *State) deadlinePassed(at int64) bool {
 	return d != nil && at-s.startedAt >= *d
 }
 
+// rebuildIndex indexes the catalog from scratch. A duplicate id is left
+// out, so the index then has fewer entries than the catalog (State.check).
 func (s *State) rebuildIndex() {
-	s.index = make(map[string]int, len(s.catalog))
+	s.index = claimIndex{}
+	s.index.reserve(s.catalog, len(s.catalog))
 	for i := range s.catalog {
-		s.index[s.catalog[i].ClaimID] = i
+		s.index.add(s.catalog, i)
 	}
 }
+
+// claimPos returns the catalog position of the claim with id id.
+func (s *State) claimPos(id string) (int, bool) { return s.index.lookup(s.catalog, id) }
 
 // Clone returns a deep copy of s (via the state encoding, which is the
 // definition of state identity).
