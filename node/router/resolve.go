@@ -63,6 +63,17 @@ type resolution struct {
 	system     bool   // {system:true}: the router itself is the recipient
 }
 
+// hasRemote reports whether a deliverable recipient is homed on a node
+// other than self (a message the relay will carry).
+func (res resolution) hasRemote(self string) bool {
+	for _, rc := range res.recipients {
+		if rc.reason == "" && rc.homeNode != self {
+			return true
+		}
+	}
+	return false
+}
+
 // resolve turns an address into recipients. The sender is never its own
 // recipient for group forms (scope, role, broadcast, participants).
 func (r *Router) resolve(from Sender, a address) (resolution, error) {

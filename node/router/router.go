@@ -192,8 +192,17 @@ func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage)
 	op := &sendOp{r: r, from: from, p: p, res: res, ts: r.now().UnixMilli(), id: ulid.Make().String(),
 		reasons: make([]string, len(res.recipients))}
 	op.pending.Store(1) // the caller's reference, dropped by release
-	bp := notifPool.Get().(*[]byte)
-	notif := buildNotification((*bp)[:0], op.id, from.from(), &p, op.ts)
+	// The relay keeps msg until each peer acknowledged it, so a send with
+	// remote recipients builds it in a buffer of its own (sized, not the
+	// pool's 1 KiB); one without recycles a pooled buffer.
+	var bp *[]byte
+	var notif []byte
+	if r.relay != nil && res.hasRemote(r.nodeID) {
+		notif = buildNotification(nil, op.id, from.from(), &p, op.ts)
+	} else {
+		bp = notifPool.Get().(*[]byte)
+		notif = buildNotification((*bp)[:0], op.id, from.from(), &p, op.ts)
+	}
 	msg := notif[len(`{"message":`) : len(notif)-1]
 	for i, rc := range res.recipients {
 		switch {
@@ -216,9 +225,7 @@ func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage)
 			})
 		}
 	}
-	// The relay keeps msg until each peer acknowledged it: only a send
-	// without remote recipients may recycle the buffer.
-	if op.remote == 0 && cap(notif) <= maxPooledNotif {
+	if bp != nil && cap(notif) <= maxPooledNotif {
 		*bp = notif[:0]
 		notifPool.Put(bp)
 	}
@@ -359,11 +366,18 @@ func (r *Router) DeliverLocal(_ context.Context, env *Envelope) error {
 	if !ok {
 		return ErrNotConnected
 	}
-	notif := make([]byte, 0, len(env.Message)+len(`{"message":}`))
-	notif = append(notif, `{"message":`...)
+	// NotifyRaw copies the params into the connection's frame, so the
+	// buffer goes back to the pool at once.
+	bp := notifPool.Get().(*[]byte)
+	notif := append((*bp)[:0], `{"message":`...)
 	notif = append(notif, env.Message...)
 	notif = append(notif, '}')
-	if err := c.NotifyRaw(MethodMessage, notif); err != nil {
+	err := c.NotifyRaw(MethodMessage, notif)
+	if cap(notif) <= maxPooledNotif {
+		*bp = notif[:0]
+		notifPool.Put(bp)
+	}
+	if err != nil {
 		return fmt.Errorf("deliver to session %s: %w", sessionID, err)
 	}
 	return nil
