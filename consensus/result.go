@@ -128,7 +128,10 @@ func fillVotes(out []ClaimResolution, outputs []*Output, target, last []int32) {
 			// Field by field: cheaper than copying a Vote value while the
 			// garbage collector is marking.
 			p := &r.Votes[x]
-			p.ParticipantID, p.ClaimID, p.Vote, p.Reason = o.ParticipantID, v.ClaimID, v.Vote, v.Reason
+			p.ParticipantID, p.ClaimID, p.Vote = o.ParticipantID, v.ClaimID, v.Vote
+			if v.Reason != nil || p.Reason != nil {
+				p.Reason = v.Reason // skips a barriered store of nil over nil
+			}
 		}
 	}
 }

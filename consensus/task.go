@@ -296,41 +296,65 @@ func (s *State) buildActionTask(t *pendingTask) *Task {
 	return task
 }
 
+// Fixed parts of the round prompt, by line.
+const (
+	roundPromptHead = "You take part in a structured multi-agent debate run by a consensus engine.\n" +
+		`Answer with exactly one JSON object: {"kind":"round","output":{...}} where output follows metadata.outputSchema. No markdown fences.` + "\n"
+	roundPromptInitial = "Goal: give your own analysis, a short taskTitle (at most 60 characters) and the concrete claims you want debated.\n" +
+		"Required: fullResponse, summary, taskTitle, judgements (may be empty). Optional: extractedClaims [{title, statement, category?}].\n" +
+		"Do not assign claim ids and do not send claimVotes."
+	roundPromptDebate = "Goal: judge the claims in claimCatalog in the light of peerRoundInputs; revise, object, or merge duplicates (the older claim survives).\n" +
+		"Required: fullResponse, summary, judgements [{claimId, stance: agree|disagree|revise, confidence 0..1, rationale, revisedStatement?, mergesWith?}].\n" +
+		"Optional: extractedClaims for genuinely new points. Do not send claimVotes."
+	roundPromptFinalVote = "Goal: vote on every claim in claimCatalog, once each.\n" +
+		"Required: fullResponse, summary, judgements (may be empty), claimVotes [{claimId, vote: accept|reject, reason?}] with at least one vote."
+)
+
 // roundPrompt is the built-in round prompt (our wording; argue's contract is
-// the fields it states, not the text).
+// the fields it states, not the text). It is written into one buffer of
+// its final size: the lines are fixed text around a few values.
 func (s *State) roundPrompt(phase Phase, round int) string {
 	req := s.req
 	if phase == PhaseDebate && req.PromptPolicy != nil && req.PromptPolicy.DebateTemplate != "" {
 		return req.PromptPolicy.DebateTemplate
 	}
-	lines := []string{
-		"You take part in a structured multi-agent debate run by a consensus engine.",
-		`Answer with exactly one JSON object: {"kind":"round","output":{...}} where output follows metadata.outputSchema. No markdown fences.`,
-		"phase=" + string(phase), "round=" + strconv.Itoa(round), "task=" + req.Task,
-	}
-	if c := req.Constraints; c != nil {
-		if c.Language != "" {
-			lines = append(lines, "language="+c.Language)
-		}
-		if c.TokenBudgetHint != nil {
-			lines = append(lines, "token_budget_hint="+strconv.FormatInt(*c.TokenBudgetHint, 10))
-		}
-	}
-	lines = append(lines, "")
+	tail := roundPromptFinalVote
 	switch phase {
 	case PhaseInitial:
-		lines = append(lines, "Goal: give your own analysis, a short taskTitle (at most 60 characters) and the concrete claims you want debated.",
-			"Required: fullResponse, summary, taskTitle, judgements (may be empty). Optional: extractedClaims [{title, statement, category?}].",
-			"Do not assign claim ids and do not send claimVotes.")
+		tail = roundPromptInitial
 	case PhaseDebate:
-		lines = append(lines, "Goal: judge the claims in claimCatalog in the light of peerRoundInputs; revise, object, or merge duplicates (the older claim survives).",
-			"Required: fullResponse, summary, judgements [{claimId, stance: agree|disagree|revise, confidence 0..1, rationale, revisedStatement?, mergesWith?}].",
-			"Optional: extractedClaims for genuinely new points. Do not send claimVotes.")
-	default:
-		lines = append(lines, "Goal: vote on every claim in claimCatalog, once each.",
-			"Required: fullResponse, summary, judgements (may be empty), claimVotes [{claimId, vote: accept|reject, reason?}] with at least one vote.")
+		tail = roundPromptDebate
 	}
-	return strings.Join(lines, "\n")
+	var num [20]byte
+	rs := strconv.AppendInt(num[:0], int64(round), 10)
+	var lang, budget string
+	if c := req.Constraints; c != nil {
+		lang = c.Language
+		if c.TokenBudgetHint != nil {
+			budget = strconv.FormatInt(*c.TokenBudgetHint, 10)
+		}
+	}
+	var b strings.Builder
+	b.Grow(len(roundPromptHead) + len("phase=\nround=\ntask=") + len(phase) + len(rs) + len(req.Task) +
+		len("\nlanguage=") + len(lang) + len("\ntoken_budget_hint=") + len(budget) + len("\n\n") + len(tail))
+	b.WriteString(roundPromptHead)
+	b.WriteString("phase=")
+	b.WriteString(string(phase))
+	b.WriteString("\nround=")
+	b.Write(rs)
+	b.WriteString("\ntask=")
+	b.WriteString(req.Task)
+	if lang != "" {
+		b.WriteString("\nlanguage=")
+		b.WriteString(lang)
+	}
+	if budget != "" {
+		b.WriteString("\ntoken_budget_hint=")
+		b.WriteString(budget)
+	}
+	b.WriteString("\n\n")
+	b.WriteString(tail)
+	return b.String()
 }
 
 func (s *State) reportPrompt() string {

@@ -107,9 +107,36 @@ func utf16Suffix(s string, n int) string {
 	return s[i:]
 }
 
+// utf16Within reports utf16Len(s) <= max, counting no further than max + 1
+// units: a UTF-16 unit takes at least one UTF-8 byte, so a string of at most
+// max bytes needs no count, and a long one is cut short.
+func utf16Within(s string, max int) bool {
+	if len(s) <= max {
+		return true
+	}
+	n := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			n++
+			i++
+		} else {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			i += size
+			n++
+			if r >= 0x10000 {
+				n++
+			}
+		}
+		if n > max {
+			return false
+		}
+	}
+	return true
+}
+
 // truncateTail cuts s to max UTF-16 units, ending with an ellipsis when cut.
 func truncateTail(s string, max int) (string, bool) {
-	if utf16Len(s) <= max {
+	if utf16Within(s, max) {
 		return s, false
 	}
 	return utf16Prefix(s, max-1) + "…", true
@@ -117,7 +144,7 @@ func truncateTail(s string, max int) (string, bool) {
 
 // truncateMiddle keeps the head and tail of s around an ellipsis.
 func truncateMiddle(s string, max int) (string, bool) {
-	if utf16Len(s) <= max {
+	if utf16Within(s, max) {
 		return s, false
 	}
 	head := (max - 1) / 2
