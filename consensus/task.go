@@ -207,6 +207,20 @@ func (s *State) peerTexts() []PeerInput {
 	return peers
 }
 
+// roundSchemaRef names a phase's output schema; the known phases' names are
+// constants.
+func roundSchemaRef(phase Phase) string {
+	switch phase {
+	case PhaseInitial:
+		return "argue.round.initial.output-content.v1"
+	case PhaseDebate:
+		return "argue.round.debate.output-content.v1"
+	case PhaseFinalVote:
+		return "argue.round.final_vote.output-content.v1"
+	}
+	return "argue.round." + string(phase) + ".output-content.v1"
+}
+
 // roundTaskMem is the memory of one round task; a round allocates all of
 // them in one block.
 type roundTaskMem struct {
@@ -231,8 +245,7 @@ func (s *State) pendingRoundTasks(cur *roundState) []*Task {
 	catalog := s.taskCatalog(cur.phase)
 	peers := s.peerTexts()
 	prompt := s.roundPrompt(cur.phase, cur.round)
-	schema := OutputSchema{Ref: "argue.round." + string(cur.phase) + ".output-content.v1",
-		JSONSchema: roundSchemas[cur.phase]}
+	schema := OutputSchema{Ref: roundSchemaRef(cur.phase), JSONSchema: roundSchemas[cur.phase]}
 	maxPeers := int(min(int64(len(peers)), req.PeerContextPolicy.MaxPeersPerRound))
 	peerBlock := make([]PeerInput, 0, n*max(maxPeers, 0))
 	mem := make([]roundTaskMem, n)
