@@ -29,7 +29,7 @@ func (s *State) applyClaimUpdate(outputs []*Output, round int) (int, []AppliedMe
 			// merge replaces it with a fresh slice, never appends in place.
 			by := owners[newClaims : newClaims+1 : newClaims+1]
 			by[0] = o.ParticipantID
-			s.appendClaim(Claim{ClaimID: id, Title: ec.Title, Statement: ec.Statement, Category: ec.Category,
+			s.appendClaim(&Claim{ClaimID: id, Title: ec.Title, Statement: ec.Statement, Category: ec.Category,
 				ProposedBy: by, Status: ClaimActive})
 			newClaims++
 		}
@@ -37,7 +37,7 @@ func (s *State) applyClaimUpdate(outputs []*Output, round int) (int, []AppliedMe
 	if len(s.catalog) == 0 {
 		for _, o := range outputs {
 			id := s.freeID("seed:" + o.ParticipantID + ":" + rs)
-			s.appendClaim(Claim{ClaimID: id, Title: "Seed from " + o.ParticipantID, Statement: o.Summary,
+			s.appendClaim(&Claim{ClaimID: id, Title: "Seed from " + o.ParticipantID, Statement: o.Summary,
 				Category: "todo", ProposedBy: []string{o.ParticipantID}, Status: ClaimActive})
 			newClaims++
 		}
@@ -113,16 +113,31 @@ func (s *State) freeID(id string) string {
 	}
 }
 
-func (s *State) appendClaim(c Claim) {
-	s.catalog = append(s.catalog, c)
-	s.index.add(s.catalog, len(s.catalog)-1)
+func (s *State) appendClaim(c *Claim) {
+	// Field by field into the slot: appending the value copies it with a
+	// bulk barrier while the collector marks, which costs more.
+	n := len(s.catalog)
+	if n == cap(s.catalog) {
+		s.catalog = slices.Grow(s.catalog, 1)
+	}
+	s.catalog = s.catalog[:n+1]
+	p := &s.catalog[n]
+	p.ClaimID, p.Title, p.Statement, p.Category = c.ClaimID, c.Title, c.Statement, c.Category
+	p.ProposedBy, p.Status, p.MergedInto = c.ProposedBy, c.Status, c.MergedInto
+	s.index.add(s.catalog, n)
 	s.catalogChanged()
 }
 
 // catalogChanged drops the task catalogs cached by taskCatalog. Every
 // change to s.catalog goes through appendClaim or applyJudgement, and both
 // call it.
-func (s *State) catalogChanged() { s.taskCatalogs = [2][]Claim{} }
+func (s *State) catalogChanged() {
+	// Tested first: clearing slice headers is a barriered store while the
+	// collector marks, and the initial round adds claims one by one.
+	if s.taskCatalogs[0] != nil || s.taskCatalogs[1] != nil {
+		s.taskCatalogs = [2][]Claim{}
+	}
+}
 
 // sharedCatalog returns the catalog itself, capped at its length, for a
 // task or result to hold instead of a copy. Appending to the catalog never

@@ -217,7 +217,7 @@ func TestClaims_MergeChainsRevisionsAndLog(t *testing.T) {
 func TestClaims_IDCollisionKeepsBoth(t *testing.T) {
 	s := &State{req: threeReq(t, "")}
 	s.rebuildIndex()
-	s.appendClaim(Claim{ClaimID: "seed:1:0"})
+	s.appendClaim(&Claim{ClaimID: "seed:1:0"})
 	s.applyClaimUpdate([]*Output{{ParticipantID: "seed", Round: 1, ExtractedClaims: []ExtractedClaim{{Title: "t", Statement: "s"}}}}, 1)
 	if len(s.catalog) != 2 || s.catalog[1].ClaimID != "seed:1:0#2" {
 		t.Errorf("catalog = %+v", s.catalog)

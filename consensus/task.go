@@ -262,18 +262,22 @@ func (s *State) pendingRoundTasks(cur *roundState) []*Task {
 				peerBlock = append(peerBlock, p)
 			}
 		}
+		// Field by field into the zeroed block: assigning composite
+		// literals copies them with a bulk barrier while the collector
+		// marks; fields a round task leaves empty stay zero.
 		m := &mem[len(out)]
-		m.md = RoundMetadata{ParticipantSessionKey: keyPrefix + t.pid,
-			PeerContextPassMode: req.PeerContextPolicy.PassMode, Constraints: req.Constraints, Context: req.Context,
-			OutputSchema: schema}
+		md := &m.md
+		md.ParticipantSessionKey = keyPrefix + t.pid
+		md.PeerContextPassMode, md.Constraints, md.Context = req.PeerContextPolicy.PassMode, req.Constraints, req.Context
+		md.OutputSchema.Ref, md.OutputSchema.JSONSchema = schema.Ref, schema.JSONSchema
 		if pi := req.participantIndex(t.pid); pi >= 0 {
-			m.md.Role = req.Participants[pi].Role
+			md.Role = req.Participants[pi].Role
 		}
-		m.task = Task{ID: t.id, Kind: TaskRound, ParticipantID: t.pid, TimeoutAt: t.due, Phase: cur.phase,
-			Round: cur.round, SessionID: s.sessionID, RequestID: req.RequestID, Prompt: prompt,
-			PeerRoundInputs: peerBlock[start:len(peerBlock):len(peerBlock)], ClaimCatalog: catalog,
-			RoundMetadata: &m.md}
-		out = append(out, &m.task)
+		k := &m.task
+		k.ID, k.Kind, k.ParticipantID, k.TimeoutAt, k.Phase, k.Round = t.id, TaskRound, t.pid, t.due, cur.phase, cur.round
+		k.SessionID, k.RequestID, k.Prompt = s.sessionID, req.RequestID, prompt
+		k.PeerRoundInputs, k.ClaimCatalog, k.RoundMetadata = peerBlock[start:len(peerBlock):len(peerBlock)], catalog, md
+		out = append(out, k)
 	}
 	return out
 }
