@@ -14,21 +14,29 @@ import (
 func (s *State) applyClaimUpdate(outputs []*Output, round int) (int, []AppliedMerge) {
 	newClaims := 0
 	rs := strconv.Itoa(round)
-	ids, owners := s.newClaimIDs(outputs, rs)
-	s.catalog = slices.Grow(s.catalog, len(owners))
+	ids, count := s.newClaimIDs(outputs, rs)
+	s.catalog = slices.Grow(s.catalog, count)
 	// The initial round creates most claims: size the index once instead
 	// of letting it grow by doubling.
-	s.index.reserve(s.catalog, len(s.catalog)+len(owners))
-	for _, o := range outputs {
+	s.index.reserve(s.catalog, len(s.catalog)+count)
+	// Claims of one output share one proposedBy slice, a one-entry window
+	// of one block: proposedBy is never edited in place (a merge gives the
+	// survivor a fresh slice), and the window's capacity ends at its length.
+	var owners []string
+	if count > 0 {
+		owners = make([]string, len(outputs))
+	}
+	for oi, o := range outputs {
+		var by []string
+		if len(o.ExtractedClaims) > 0 {
+			owners[oi] = o.ParticipantID
+			by = owners[oi : oi+1 : oi+1]
+		}
 		for seq, ec := range o.ExtractedClaims {
 			// ids holds "<pid>:<round>:<seq>" for every new claim, in order.
 			n := len(o.ParticipantID) + 1 + len(rs) + 1 + decimalLen(seq)
 			id := s.freeID(ids[:n])
 			ids = ids[n:]
-			// Each claim's proposedBy is a one-entry window of one block; a
-			// merge replaces it with a fresh slice, never appends in place.
-			by := owners[newClaims : newClaims+1 : newClaims+1]
-			by[0] = o.ParticipantID
 			s.appendClaim(&Claim{ClaimID: id, Title: ec.Title, Statement: ec.Statement, Category: ec.Category,
 				ProposedBy: by, Status: ClaimActive})
 			newClaims++
@@ -60,9 +68,9 @@ func (s *State) applyClaimUpdate(outputs []*Output, round int) (int, []AppliedMe
 }
 
 // newClaimIDs returns the candidate ids of every extracted claim of the
-// round concatenated in one string (one allocation for all of them), and a
-// block for their proposedBy entries.
-func (s *State) newClaimIDs(outputs []*Output, rs string) (string, []string) {
+// round concatenated in one string (one allocation for all of them), and
+// the number of those claims.
+func (s *State) newClaimIDs(outputs []*Output, rs string) (string, int) {
 	n, size := 0, 0
 	for _, o := range outputs {
 		for seq := range o.ExtractedClaims {
@@ -71,7 +79,7 @@ func (s *State) newClaimIDs(outputs []*Output, rs string) (string, []string) {
 		}
 	}
 	if n == 0 {
-		return "", nil
+		return "", 0
 	}
 	// A Builder hands its buffer over as the string: no second copy.
 	var b strings.Builder
@@ -86,7 +94,7 @@ func (s *State) newClaimIDs(outputs []*Output, rs string) (string, []string) {
 			b.Write(strconv.AppendInt(num[:0], int64(seq), 10))
 		}
 	}
-	return b.String(), make([]string, n)
+	return b.String(), n
 }
 
 // decimalLen is len(strconv.Itoa(n)) for n >= 0.

@@ -214,6 +214,24 @@ func TestClaims_MergeChainsRevisionsAndLog(t *testing.T) {
 	}
 }
 
+// The claims of one output share one proposedBy slice: a merge into one of
+// them must not change the other's owners.
+func TestClaims_SharedOwnersStayPerClaim(t *testing.T) {
+	s := &State{req: threeReq(t, "")}
+	s.rebuildIndex()
+	s.applyClaimUpdate([]*Output{
+		{ParticipantID: "a", ExtractedClaims: []ExtractedClaim{{Title: "A0", Statement: "s"}, {Title: "A1", Statement: "s"}}},
+		{ParticipantID: "b", ExtractedClaims: []ExtractedClaim{{Title: "B0", Statement: "s"}}},
+	}, 0)
+	mw := "a:0:1"
+	s.applyClaimUpdate([]*Output{{ParticipantID: "c", Judgements: []Judgement{
+		{ClaimID: "b:0:0", Stance: StanceAgree, MergesWith: &mw}}}}, 1)
+	c := s.catalog
+	if !reflect.DeepEqual(c[1].ProposedBy, []string{"a", "b"}) || !reflect.DeepEqual(c[0].ProposedBy, []string{"a"}) {
+		t.Errorf("owners = %v, %v, want [a b] for the survivor and [a] for its sibling", c[1].ProposedBy, c[0].ProposedBy)
+	}
+}
+
 func TestClaims_IDCollisionKeepsBoth(t *testing.T) {
 	s := &State{req: threeReq(t, "")}
 	s.rebuildIndex()
