@@ -16,7 +16,12 @@ type outputScore struct {
 // scoreboard computes spec §13 for every participant in request order, then
 // sorts by total descending and participantId ascending (byte order).
 func (s *State) scoreboard() []ParticipantScore {
-	correctness := s.correctness()
+	sc := getScratch()
+	defer sc.release()
+	outputs := s.outputCount()
+	tmp := sc.int32s(outputs + len(s.req.Participants))
+	pis, counts := s.outputParticipants(tmp[:outputs]), tmp[outputs:]
+	correctness := s.correctness(sc, pis)
 	w := s.req.ScoringPolicy.Rubric
 	if w.Correctness == 0 && w.Completeness == 0 && w.Actionability == 0 && w.Consistency == 0 {
 		w = DefaultRubric()
@@ -24,16 +29,11 @@ func (s *State) scoreboard() []ParticipantScore {
 	wsum := w.Correctness + w.Completeness + w.Actionability + w.Consistency
 	// Every participant's scores get a window of one block, sized by a
 	// counting pass.
-	sc := getScratch()
-	defer sc.release()
-	counts := sc.int32s(len(s.req.Participants))
 	n := 0
-	for ri := range s.rounds {
-		for _, o := range s.rounds[ri].Outputs {
-			if pi := s.req.participantIndex(o.ParticipantID); pi >= 0 {
-				counts[pi]++
-				n++
-			}
+	for _, pi := range pis {
+		if pi >= 0 {
+			counts[pi]++
+			n++
 		}
 	}
 	per := make([][]outputScore, len(s.req.Participants))
@@ -46,7 +46,8 @@ func (s *State) scoreboard() []ParticipantScore {
 		rec := &s.rounds[ri]
 		t := roundT(rec.Outputs)
 		for _, o := range rec.Outputs {
-			pi := s.req.participantIndex(o.ParticipantID)
+			pi := pis[0]
+			pis = pis[1:]
 			if pi < 0 {
 				continue
 			}
@@ -161,18 +162,40 @@ func clampRange(x, lo, hi float64) float64 {
 	return x
 }
 
+// outputCount is the number of recorded outputs over all rounds.
+func (s *State) outputCount() int {
+	n := 0
+	for ri := range s.rounds {
+		n += len(s.rounds[ri].Outputs)
+	}
+	return n
+}
+
+// outputParticipants fills pis with the participant index of every
+// recorded output (-1 for none), rounds in order, and returns it.
+func (s *State) outputParticipants(pis []int32) []int32 {
+	k := 0
+	for ri := range s.rounds {
+		for _, o := range s.rounds[ri].Outputs {
+			pis[k] = int32(s.req.participantIndex(o.ParticipantID))
+			k++
+		}
+	}
+	return pis
+}
+
 // correctness is the peer-review value per participant index (§13): every
 // judgement on a claim owned by someone else counts for each other owner.
-func (s *State) correctness() []float64 {
+// pis is outputParticipants; sc lends the owner sets.
+func (s *State) correctness(sc *scratch, pis []int32) []float64 {
 	n := len(s.req.Participants)
 	total := make([]int, n)
 	agree := make([]int, n)
-	sc := getScratch()
-	defer sc.release()
 	owners := s.rootOwners(sc)
 	for ri := range s.rounds {
 		for _, o := range s.rounds[ri].Outputs {
-			judge := s.req.participantIndex(o.ParticipantID)
+			judge := int(pis[0])
+			pis = pis[1:]
 			for _, j := range o.Judgements {
 				r := s.root(j.ClaimID)
 				if r < 0 {
@@ -219,10 +242,14 @@ func (o ownerSets) set(r int) []uint64 { return o.bits[r*o.words : (r+1)*o.words
 func (s *State) rootOwners(sc *scratch) ownerSets {
 	o := ownerSets{words: (len(s.req.Participants) + 63) / 64}
 	o.bits = sc.uint64s(len(s.catalog) * o.words)
+	lastID, lastPI := "", -1 // claims come in runs of one proposer
 	for i := range s.catalog {
 		r := s.rootAt(i)
 		for _, p := range s.catalog[i].ProposedBy {
-			if pi := s.req.participantIndex(p); pi >= 0 {
+			if p != lastID || lastPI < 0 {
+				lastID, lastPI = p, s.req.participantIndex(p)
+			}
+			if pi := lastPI; pi >= 0 {
 				o.bits[r*o.words+pi/64] |= 1 << (pi % 64)
 			}
 		}

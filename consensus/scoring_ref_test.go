@@ -181,7 +181,11 @@ func TestProperty_TallyMatchesReference(t *testing.T) {
 		if got, want := s.resolutions(), s.refResolutions(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("resolutions differ:\n%+v\n%+v", got, want)
 		}
-		if got, want := s.correctness(), s.refCorrectness(); !reflect.DeepEqual(got, want) {
+		sc := getScratch()
+		pis := s.outputParticipants(make([]int32, s.outputCount()))
+		got, want := s.correctness(sc, pis), s.refCorrectness()
+		sc.release()
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("correctness differs:\n%v\n%v", got, want)
 		}
 	})
