@@ -163,9 +163,13 @@ func drawTallyState(t *rapid.T) *State {
 			}
 			if rec.phase == PhaseFinalVote {
 				for k := rapid.IntRange(1, 2*nc+1).Draw(t, "votes"); k > 0; k-- {
-					reason := fmt.Sprint(k)
+					var reason *string // absent or present, so a replaced vote can drop its reason
+					if rapid.Bool().Draw(t, "reason") {
+						r := fmt.Sprint(k)
+						reason = &r
+					}
 					o.ClaimVotes = append(o.ClaimVotes, VoteInput{ClaimID: pickID(),
-						Vote: rapid.SampledFrom([]string{VoteAccept, VoteReject}).Draw(t, "vote"), Reason: &reason})
+						Vote: rapid.SampledFrom([]string{VoteAccept, VoteReject}).Draw(t, "vote"), Reason: reason})
 				}
 			}
 			rec.Outputs = append(rec.Outputs, o)
