@@ -28,6 +28,10 @@ const (
 	EventTypePrefix = "x-concord.run."
 	// TaskMessageType is payload.type of a task message sent to an agent.
 	TaskMessageType = "x-concord.run.task"
+	// TaskCancelledType is payload.type of the notice that the engine no
+	// longer waits for a task the agent was sent (timed out, run cancelled
+	// or over), so the agent can stop working on it.
+	TaskCancelledType = "x-concord.run.task_cancelled"
 
 	MethodStart  = "x-concord/runs/start"
 	MethodGet    = "x-concord/runs/get"

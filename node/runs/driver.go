@@ -193,6 +193,9 @@ func (d *driver) absorb(ctx context.Context, w work) {
 			delete(d.timers, e.ID)
 			d.forgetTask(e.ID) // a task's own timer is cleared when it settles
 		case consensus.CancelTask:
+			if p := d.tasks[e.TaskID]; p != nil && (p.sent || p.sending) {
+				d.noticeCancelled(ctx, e.TaskID, p)
+			}
 			d.forgetTask(e.TaskID)
 		case consensus.Finish:
 			d.forgetRun(w.runID)

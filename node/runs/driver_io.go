@@ -126,6 +126,30 @@ func (d *driver) startSend(ctx context.Context, id string, p *pendingTask) {
 	})
 }
 
+// noticeCancelled tells the agent, best effort and without waiting, that
+// the engine stopped waiting for a task it was sent: an LLM behind the
+// agent can stop spending on an answer that would be refused (90002).
+func (d *driver) noticeCancelled(ctx context.Context, id string, p *pendingTask) {
+	pid, runID := p.task.ParticipantID, p.runID
+	d.wg.Go(func() {
+		b := make([]byte, 0, 160+len(id)+len(runID)+len(pid))
+		b = append(b, `{"to":{"agent":`...)
+		b = appendJSONString(b, pid)
+		b = append(b, `},"payload":{"type":"`+TaskCancelledType+`","runId":`...)
+		b = appendJSONString(b, runID)
+		b = append(b, `,"taskId":`...)
+		b = appendJSONString(b, id)
+		b = append(b, `},"meta":{"correlationId":`...)
+		b = appendJSONString(b, id)
+		b = append(b, `}}`...)
+		sctx, cancel := context.WithTimeout(ctx, d.cfg.sendTimeout)
+		defer cancel()
+		if _, err := d.send.Send(sctx, serviceSender, b); err != nil {
+			d.log.Debug("task cancellation notice not delivered", "task_id", id, "err", err)
+		}
+	})
+}
+
 // fireTimer proposes timer_fired for a due timer, unless the local replica
 // (current on the leader) says the engine would ignore it.
 func (d *driver) fireTimer(ctx context.Context, id string, tm *armedTimer) {

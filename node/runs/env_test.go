@@ -301,13 +301,14 @@ type fakeAgents struct {
 	mu     sync.Mutex
 	behave func(task *consensus.Task, attempt int) int
 	sends  map[string]int // task id -> send attempts
+	notice map[string]int // task id -> cancellation notices received
 	late   int            // replies refused with 90002
 	errs   []error
 }
 
 func newFakeAgents(t *testing.T, e *env) *fakeAgents {
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &fakeAgents{t: t, e: e, ctx: ctx, cancel: cancel, sends: map[string]int{},
+	a := &fakeAgents{t: t, e: e, ctx: ctx, cancel: cancel, sends: map[string]int{}, notice: map[string]int{},
 		behave: func(*consensus.Task, int) int { return actAnswer }}
 	t.Cleanup(func() {
 		a.cancel()
@@ -333,7 +334,20 @@ func (a *fakeAgents) attempts(taskID string) int {
 	return a.sends[taskID]
 }
 
+// cancelNotices returns how many cancellation notices arrived for a task.
+func (a *fakeAgents) cancelNotices(taskID string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.notice[taskID]
+}
+
 func (a *fakeAgents) Send(_ context.Context, from router.Sender, params json.RawMessage) (any, error) {
+	if id, pid, ok := cancelNotice(params); ok {
+		a.mu.Lock()
+		a.notice[id]++
+		a.mu.Unlock()
+		return &router.SendResult{MessageID: "m", Delivered: []string{pid}}, nil
+	}
 	task, _, err := taskFromMessage(params)
 	a.mu.Lock()
 	if err == nil && (from.ParticipantID != ServiceID || from.ParticipantType != "system") {

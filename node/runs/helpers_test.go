@@ -241,6 +241,31 @@ func (a agentSet) Agent(id string) (registry.Agent, bool) {
 // taskFromMessage rebuilds the task an agent received from the map/send
 // params of a task message, the way a real agent sees it: payload.task
 // (argue's task JSON) and meta.correlationId (the task id).
+// cancelNotice reads a task cancellation notice: the task id, the agent
+// it is for, and whether params is one.
+func cancelNotice(params json.RawMessage) (taskID, pid string, ok bool) {
+	var msg struct {
+		To      struct{ Agent string } `json:"to"`
+		Payload struct {
+			Type   string `json:"type"`
+			RunID  string `json:"runId"`
+			TaskID string `json:"taskId"`
+		} `json:"payload"`
+		Meta struct {
+			CorrelationID   string `json:"correlationId"`
+			ExpectsResponse bool   `json:"expectsResponse"`
+		} `json:"meta"`
+	}
+	if json.Unmarshal(params, &msg) != nil || msg.Payload.Type != TaskCancelledType {
+		return "", "", false
+	}
+	p := msg.Payload
+	if p.TaskID == "" || msg.Meta.CorrelationID != p.TaskID || msg.Meta.ExpectsResponse || !strings.HasPrefix(p.TaskID, p.RunID+"/") {
+		return "", "", false
+	}
+	return p.TaskID, msg.To.Agent, true
+}
+
 func taskFromMessage(params json.RawMessage) (*consensus.Task, string, error) {
 	var msg struct {
 		To      struct{ Agent string } `json:"to"`

@@ -146,6 +146,15 @@ func TestService_Cancel(t *testing.T) {
 		CodeRunNotFound, "")
 	e.refused(t, "cancel without id", func() (map[string]any, *rpc.Error) { return e.call(MethodCancel, `{}`) },
 		CodeInvalidParams, "")
+	// Every agent that was sent a task is told it is cancelled, once.
+	eventually(t, 5*time.Second, func() error {
+		for _, p := range []string{"p1", "p2", "p3"} {
+			if n := e.agents.cancelNotices(id + "/r0/" + p); n != 1 {
+				return fmt.Errorf("%s got %d cancellation notices, want 1", p, n)
+			}
+		}
+		return nil
+	})
 	// The driver forgot the run: nothing more is sent, no timer fires.
 	sent := e.agents.attempts(id + "/r0/p1")
 	if sent != 1 {
