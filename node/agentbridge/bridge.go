@@ -46,12 +46,14 @@ type Bridge struct {
 	wg       sync.WaitGroup
 
 	// Stats, for tests and logs.
-	handled, failed, rejected, duplicates int
+	handled, failed, rejected, duplicates, cancelled int
 }
 
 type taskState struct {
-	running bool
-	reply   any // the payload sent, once answered
+	running   bool
+	reply     any                // the payload sent, once answered
+	cancel    context.CancelFunc // ends the running handler's context
+	cancelled bool               // the run stopped waiting: no answer is sent
 }
 
 // New validates cfg and returns a Bridge.
@@ -71,14 +73,15 @@ func New(cfg Config) (*Bridge, error) {
 }
 
 // Stats reports how many tasks were answered, answered with an error,
-// rejected for overload, and ignored as duplicates.
-type Stats struct{ Handled, Failed, Rejected, Duplicates int }
+// rejected for overload, ignored as duplicates, and cancelled by their run
+// while being worked on.
+type Stats struct{ Handled, Failed, Rejected, Duplicates, Cancelled int }
 
 // Stats returns the counters.
 func (b *Bridge) Stats() Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Stats{b.handled, b.failed, b.rejected, b.duplicates}
+	return Stats{Handled: b.handled, Failed: b.failed, Rejected: b.rejected, Duplicates: b.duplicates, Cancelled: b.cancelled}
 }
 
 // Run registers the agent through c and serves tasks until ctx ends. Then
@@ -128,6 +131,10 @@ func (b *Bridge) Run(ctx context.Context, c Client) error {
 // Deliver takes one map/message (mapclient's OnMessage). It never blocks:
 // the task runs on a goroutine of its own, owned by the bridge.
 func (b *Bridge) Deliver(msg mapclient.Message) {
+	if id, ok := parseCancel(msg); ok {
+		b.cancelTask(id)
+		return
+	}
 	t, err := parseTask(msg)
 	if t == nil {
 		b.log.Debug("message ignored: not a run task", "from", msg.From)
@@ -146,6 +153,10 @@ func (b *Bridge) Deliver(msg mapclient.Message) {
 	}
 	if st, ok := b.tasks[t.ID]; ok {
 		b.duplicates++
+		if st.cancelled {
+			b.log.Debug("task ignored: cancelled by its run", "task_id", t.ID)
+			return
+		}
 		if st.running {
 			b.log.Debug("duplicate task ignored: still running", "task_id", t.ID)
 			return
@@ -159,10 +170,28 @@ func (b *Bridge) Deliver(msg mapclient.Message) {
 		b.goAux(t, b.errorPayload(fmt.Errorf("agent %s overloaded: %d tasks in progress", b.cfg.AgentID, b.active)))
 		return
 	}
-	b.tasks[t.ID] = &taskState{running: true}
+	st := &taskState{running: true}
+	b.tasks[t.ID] = st
 	b.active++
 	b.wg.Add(1)
-	go b.handle(b.work, t)
+	go b.handle(b.work, t, st)
+}
+
+// cancelTask stops the work on a task its run no longer waits for: the
+// handler's context ends (an --exec command is killed) and no answer is
+// sent, since the engine would refuse it.
+func (b *Bridge) cancelTask(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st, ok := b.tasks[id]
+	if !ok || !st.running {
+		return // unknown (never received or long forgotten) or answered already
+	}
+	st.cancelled = true
+	if st.cancel != nil {
+		st.cancel()
+	}
+	b.log.Info("task cancelled by its run", "task_id", id)
 }
 
 // goAux sends payload for t from a short-lived goroutine. Caller holds b.mu.
@@ -184,37 +213,50 @@ func (b *Bridge) goAux(t *Task, payload any) {
 
 // handle runs one task: wait for a slot, run the handler under the task's
 // deadline, reply, remember the answer.
-func (b *Bridge) handle(work context.Context, t *Task) {
+func (b *Bridge) handle(work context.Context, t *Task, st *taskState) {
 	defer b.wg.Done()
 	deadline := time.Now().Add(b.cfg.TaskTimeout)
 	if !t.Deadline.IsZero() && t.Deadline.Before(deadline) {
 		deadline = t.Deadline
 	}
 	ctx, cancel := context.WithDeadline(work, deadline)
+	b.mu.Lock()
+	st.cancel = cancel
+	b.mu.Unlock()
 	payload, err := b.runHandler(ctx, t)
 	cancel()
+	b.mu.Lock()
+	cancelled := st.cancelled
+	b.mu.Unlock()
+	if cancelled {
+		b.finish(t.ID, &taskState{cancelled: true}, &b.cancelled)
+		return
+	}
+	counter := &b.handled
 	if err != nil {
 		if work.Err() != nil {
 			err = fmt.Errorf("agent %s stopping: %w", b.cfg.AgentID, err)
 		}
 		b.log.Warn("task failed", "task_id", t.ID, "err", err)
-		payload = b.errorPayload(err)
+		payload, counter = b.errorPayload(err), &b.failed
 	}
 	b.reply(t, payload, deadline)
+	b.finish(t.ID, &taskState{reply: payload}, counter)
+}
+
+// finish records a task's end: counter (one of the Stats fields) goes up,
+// and its final state is kept for duplicates among the last DoneCacheSize.
+func (b *Bridge) finish(id string, st *taskState, counter *int) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.active--
-	if err != nil {
-		b.failed++
-	} else {
-		b.handled++
-	}
-	b.tasks[t.ID] = &taskState{reply: payload}
-	b.doneIDs = append(b.doneIDs, t.ID)
+	*counter++
+	b.tasks[id] = st
+	b.doneIDs = append(b.doneIDs, id)
 	for len(b.doneIDs) > b.cfg.DoneCacheSize {
 		delete(b.tasks, b.doneIDs[0])
 		b.doneIDs = b.doneIDs[1:]
 	}
-	b.mu.Unlock()
 }
 
 // runHandler waits for a slot and calls the handler, turning a panic into

@@ -339,3 +339,49 @@ func TestConfig_Validate(t *testing.T) {
 		}
 	}
 }
+
+func cancelMsg(id string) mapclient.Message {
+	return mapclient.Message{ID: "cancel-" + id, From: "concord.runs",
+		Payload: json.RawMessage(`{"type":"x-concord.run.task_cancelled","runId":"run-1","taskId":"` + id + `"}`),
+		Meta:    mapclient.MessageMeta{CorrelationID: id}}
+}
+
+// TestBridge_TaskCancelledByRun: the notice ends the running handler's
+// context, no answer is sent, a re-sent copy of the task is ignored, and a
+// notice for a task not running changes nothing.
+func TestBridge_TaskCancelledByRun(t *testing.T) {
+	started := make(chan struct{}, 1)
+	h := HandlerFunc(func(ctx context.Context, _ *Task) (json.RawMessage, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	b, f, _ := startBridge(t, h, nil)
+	b.Deliver(cancelMsg("t0")) // unknown task: nothing happens
+	b.Deliver(taskMsg("t1", ""))
+	<-started
+	b.Deliver(cancelMsg("t1"))
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Stats().Cancelled != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("handler not cancelled: %+v", b.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.Deliver(taskMsg("t1", "")) // the leader re-sent it before it knew: ignored
+	b.Deliver(taskMsg("t2", "")) // the bridge still serves
+	<-started
+	b.Deliver(cancelMsg("t2"))
+	for b.Stats().Cancelled != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("second handler not cancelled: %+v", b.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, ok := f.reply("t1"); ok {
+		t.Fatal("a cancelled task was answered")
+	}
+	if st := b.Stats(); st.Handled != 0 || st.Failed != 0 || st.Duplicates != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

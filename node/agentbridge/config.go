@@ -10,6 +10,9 @@ import (
 const (
 	// TaskMessageType is payload.type of a task message.
 	TaskMessageType = "x-concord.run.task"
+	// TaskCancelledType is payload.type of the notice that the engine no
+	// longer waits for a task: the bridge cancels the work on it.
+	TaskCancelledType = "x-concord.run.task_cancelled"
 	// DefaultServiceID is the service agents reply to.
 	DefaultServiceID = "concord.runs"
 )

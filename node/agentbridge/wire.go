@@ -22,6 +22,19 @@ type taskPayload struct {
 	TimeoutAt int64 `json:"timeoutAt"`
 }
 
+// parseCancel reads a task cancellation notice: the task id, or false when
+// msg is not one.
+func parseCancel(msg mapclient.Message) (string, bool) {
+	var p struct {
+		Type   string `json:"type"`
+		TaskID string `json:"taskId"`
+	}
+	if len(msg.Payload) == 0 || json.Unmarshal(msg.Payload, &p) != nil || p.Type != TaskCancelledType || p.TaskID == "" {
+		return "", false
+	}
+	return p.TaskID, true
+}
+
 // parseTask reads a task message. It returns nil when msg is not a run
 // task, and a task with an error when it is one that cannot be used (the
 // bridge answers it with an error payload).
