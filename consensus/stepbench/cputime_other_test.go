@@ -1,0 +1,5 @@
+//go:build !unix
+
+package stepbench
+
+func processCPU() int64 { return 0 }
