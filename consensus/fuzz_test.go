@@ -3,6 +3,7 @@ package consensus
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"reflect"
 	"testing"
 )
@@ -91,6 +92,11 @@ func FuzzDecodeState(f *testing.F) {
 	s, _, _ := Step(nil, Start(1, "s", mustRequest(f, minimalRequest)))
 	f.Add(EncodeState(s))
 	f.Add([]byte(stateMagic + "\x01"))
+	// A mid-debate state with a catalog, so mutations reach the claim index
+	// (duplicate ids, merge links).
+	if fixture, err := os.ReadFile("testdata/state_v1.bin"); err == nil {
+		f.Add(fixture)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := DecodeState(b)
 		if err != nil {
