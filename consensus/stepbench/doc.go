@@ -2,7 +2,8 @@
 // (issue 3: a 5-agent, 200-claim, 3-round run) in a test binary of its own.
 //
 // consensus's own test binary keeps about 2 MB live that has nothing to do
-// with Step (mostly the tables the property-test library builds at init).
+// with Step (about half of it the tables the property-test library builds
+// at init).
 // With the runtime's 4 MB minimum heap goal that leaves 2 MB between
 // collections instead of about 4 MB, so the in-package benchmark pays for
 // 40 % more collection cycles per run than a process whose live heap is
