@@ -144,3 +144,34 @@ func replay(b *testing.B, ins []consensus.Input, bins [][]byte) {
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(len(ins)*b.N)/b.Elapsed().Seconds(), "inputs/s")
 }
+
+// BenchmarkStep_BaselineJSON is the same naive reference as consensus's
+// own, in this binary so the ratio holds under the same conditions: per
+// op, every agent output of the run decoded with plain encoding/json (no
+// validation, no reducer) and the run's result marshalled once.
+func BenchmarkStep_BaselineJSON(b *testing.B) {
+	req, script := benchScript(b)
+	run, err := consensus.RunLocal(context.Background(), req, script, consensus.LocalOptions{SessionID: "bench"})
+	if err != nil || run.Result == nil {
+		b.Fatalf("bench run: %v", err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	for i := 0; i < b.N; i++ {
+		for _, in := range run.Inputs {
+			if in.Kind != consensus.InputTaskResult {
+				continue
+			}
+			var out map[string]any
+			if err := json.Unmarshal(in.Output, &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := json.Marshal(run.Result); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(len(run.Inputs)*b.N)/b.Elapsed().Seconds(), "inputs/s")
+}
