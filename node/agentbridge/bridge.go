@@ -157,7 +157,7 @@ func (b *Bridge) Deliver(msg mapclient.Message) {
 			b.log.Debug("task ignored: cancelled by its run", "task_id", t.ID)
 			return
 		}
-		if st.running {
+		if st.reply == nil {
 			b.log.Debug("duplicate task ignored: still running", "task_id", t.ID)
 			return
 		}
@@ -240,6 +240,11 @@ func (b *Bridge) handle(work context.Context, t *Task, st *taskState) {
 		b.log.Warn("task failed", "task_id", t.ID, "err", err)
 		payload, counter = b.errorPayload(err), &b.failed
 	}
+	// The answer is known from here on: a duplicate that arrives while it
+	// is being sent gets it too.
+	b.mu.Lock()
+	st.reply = payload
+	b.mu.Unlock()
 	b.reply(t, payload, deadline)
 	b.finish(t.ID, &taskState{reply: payload}, counter)
 }
