@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
+	"github.com/concordmap/concord/node/internal/backoff"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -41,7 +41,7 @@ func (c *Client) connectAny(ctx context.Context, start int) (*rpc.Conn, connectR
 				return nil, connectResult{}, 0, fmt.Errorf("%w: %w", ErrUnreachable, last)
 			}
 		}
-		t := time.NewTimer(backoff(c.cfg.MinBackoff, c.cfg.MaxBackoff, pass))
+		t := time.NewTimer(backoff.Delay(pass, c.cfg.MinBackoff, c.cfg.MaxBackoff, nil))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -49,18 +49,6 @@ func (c *Client) connectAny(ctx context.Context, start int) (*rpc.Conn, connectR
 		case <-t.C:
 		}
 	}
-}
-
-// backoff returns the pause after the pass-th failed pass: exponential from
-// lo, capped at hi, with up to 50% jitter so many clients of a failed node
-// do not reconnect in lockstep.
-func backoff(lo, hi time.Duration, pass int) time.Duration {
-	d := lo
-	for i := 0; i < pass && d < hi; i++ {
-		d *= 2
-	}
-	d = min(d, hi)
-	return d/2 + rand.N(d/2+1)
 }
 
 // connectOne dials url and sends map/connect, resuming the current session

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/concordmap/concord/node/internal/backoff"
 )
 
 var errOnlySelf = errors.New("no other member reached")
@@ -37,7 +39,7 @@ func (m *Membership) joinLoop(ctx context.Context, ml *memberlist.Memberlist, r 
 		if err == nil {
 			err = errOnlySelf
 		}
-		delay := backoff(attempt, m.cfg.JoinRetryInterval, m.cfg.JoinMaxBackoff, r)
+		delay := backoff.Delay(attempt, m.cfg.JoinRetryInterval, m.cfg.JoinMaxBackoff, r)
 		m.log.Warn("join failed, will retry", "attempt", attempt+1, "retry_in", delay, "err", err)
 		t := time.NewTimer(delay)
 		select {
@@ -55,18 +57,4 @@ func (m *Membership) joinLoop(ctx context.Context, ml *memberlist.Memberlist, r 
 		case <-t.C:
 		}
 	}
-}
-
-// backoff returns the delay before retry number attempt (0-based): base
-// doubled per attempt, capped at limit, with "equal jitter": half of it
-// fixed and half uniformly random. The jitter spreads nodes that started
-// together; the fixed half keeps a delay from collapsing to zero.
-func backoff(attempt int, base, limit time.Duration, r *rand.Rand) time.Duration {
-	d := base
-	for i := 0; i < attempt && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	half := d / 2
-	return d - half + time.Duration(r.Int64N(int64(half)+1))
 }

@@ -5,11 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/concordmap/concord/node/internal/backoff"
 )
 
 // upstream is one WebSocket connection of a Bridge to a node.
@@ -27,9 +28,8 @@ func (b *Bridge) connect(ctx context.Context, start int, timeout time.Duration) 
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
-	backoff := b.cfg.MinBackoff
 	var lastErr error
-	for {
+	for pass := 0; ; pass++ {
 		for k := range b.cfg.URLs {
 			i := (start + k) % len(b.cfg.URLs)
 			up, err := b.dial(ctx, b.cfg.URLs[i], deadline)
@@ -46,15 +46,13 @@ func (b *Bridge) connect(ctx context.Context, start int, timeout time.Duration) 
 		if !deadline.IsZero() && time.Now().After(deadline) {
 			return nil, 0, fmt.Errorf("rpc: no MAP server reachable within %v: %w", timeout, lastErr)
 		}
-		pause := backoff/2 + rand.N(backoff/2+1) // jitter: peers do not retry in step
-		t := time.NewTimer(pause)
+		t := time.NewTimer(backoff.Delay(pass, b.cfg.MinBackoff, b.cfg.MaxBackoff, nil))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, 0, ctx.Err()
 		case <-t.C:
 		}
-		backoff = min(backoff*2, b.cfg.MaxBackoff)
 	}
 }
 

@@ -1,4 +1,4 @@
-package membership
+package backoff
 
 import (
 	"math/rand/v2"
@@ -23,7 +23,7 @@ func TestBackoff_BoundsAndGrowth(t *testing.T) {
 	}
 	for _, tc := range tests {
 		for range 200 {
-			d := backoff(tc.attempt, base, limit, r)
+			d := Delay(tc.attempt, base, limit, r)
 			if d < tc.nominal/2 || d > tc.nominal {
 				t.Fatalf("%s: attempt %d gave %v, want within [%v, %v]", tc.describe, tc.attempt, d, tc.nominal/2, tc.nominal)
 			}
@@ -36,7 +36,7 @@ func TestBackoff_SeededSourceIsReproducibleAndJittered(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 0))
 		out := make([]time.Duration, 8)
 		for i := range out {
-			out[i] = backoff(i, time.Second, 30*time.Second, r)
+			out[i] = Delay(i, time.Second, 30*time.Second, r)
 		}
 		return out
 	}
@@ -45,5 +45,13 @@ func TestBackoff_SeededSourceIsReproducibleAndJittered(t *testing.T) {
 	}
 	if a, b := seq(7), seq(8); slices.Equal(a, b) {
 		t.Fatalf("different seeds gave identical delays %v: no jitter", a)
+	}
+}
+
+func TestDelay_GlobalSource(t *testing.T) {
+	for range 200 {
+		if d := Delay(2, time.Second, time.Minute, nil); d < 2*time.Second || d > 4*time.Second {
+			t.Fatalf("attempt 2 gave %v, want within [2s, 4s]", d)
+		}
 	}
 }
