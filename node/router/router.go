@@ -161,7 +161,7 @@ func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	if op.remote > 0 {
+	if op.remote {
 		if d, ok := rpc.Defer(ctx); ok {
 			op.then(func() { d.Reply(op.result, op.err) })
 			op.release()
@@ -195,9 +195,10 @@ func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage)
 	// The relay keeps msg until each peer acknowledged it, so a send with
 	// remote recipients builds it in a buffer of its own (sized, not the
 	// pool's 1 KiB); one without recycles a pooled buffer.
+	op.remote = r.relay != nil && res.hasRemote(r.nodeID)
 	var bp *[]byte
 	var notif []byte
-	if r.relay != nil && res.hasRemote(r.nodeID) {
+	if op.remote {
 		notif = buildNotification(nil, op.id, from.from(), &p, op.ts)
 	} else {
 		bp = notifPool.Get().(*[]byte)
@@ -213,7 +214,6 @@ func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage)
 		case r.relay == nil:
 			op.reasons[i] = reasonNoRelay
 		default:
-			op.remote++
 			op.pending.Add(1)
 			env := &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}
 			r.relay.Submit(ctx, rc.homeNode, env, func(err error) {
@@ -225,9 +225,8 @@ func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage)
 			})
 		}
 	}
-	if bp != nil && cap(notif) <= maxPooledNotif {
-		*bp = notif[:0]
-		notifPool.Put(bp)
+	if bp != nil {
+		putNotif(bp, notif)
 	}
 	return op, nil
 }
@@ -258,7 +257,7 @@ type sendOp struct {
 	ts      int64
 	id      string
 	reasons []string // per recipient: "" delivered, else why not
-	remote  int      // recipients submitted to the relay
+	remote  bool     // some recipient is submitted to the relay
 
 	pending atomic.Int32 // unfinished submissions + the caller's reference
 	mu      sync.Mutex
@@ -373,10 +372,7 @@ func (r *Router) DeliverLocal(_ context.Context, env *Envelope) error {
 	notif = append(notif, env.Message...)
 	notif = append(notif, '}')
 	err := c.NotifyRaw(MethodMessage, notif)
-	if cap(notif) <= maxPooledNotif {
-		*bp = notif[:0]
-		notifPool.Put(bp)
-	}
+	putNotif(bp, notif)
 	if err != nil {
 		return fmt.Errorf("deliver to session %s: %w", sessionID, err)
 	}
@@ -390,6 +386,15 @@ var notifPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 
 // maxPooledNotif keeps one huge message from pinning memory in the pool.
 const maxPooledNotif = 64 << 10
+
+// putNotif returns a pooled buffer, now holding notif (possibly grown),
+// unless it grew too large to keep.
+func putNotif(bp *[]byte, notif []byte) {
+	if cap(notif) <= maxPooledNotif {
+		*bp = notif[:0]
+		notifPool.Put(bp)
+	}
+}
 
 // buildNotification appends {"message":{id, from, to, payload?, meta}}
 // from the raw params to b; payload and `to` are copied verbatim.
