@@ -354,21 +354,7 @@ func (s *Server) readyBarrier(ctx context.Context) error {
 // have applied everything known to be committed. Start waits for this
 // strict form once; afterwards readyReason tolerates the normal lag of a
 // busy node.
-func (s *Server) notReadyReason() string {
-	if id, _ := s.store.Leader(); id == "" {
-		return "no raft leader"
-	}
-	stats := s.store.Stats()
-	if !s.store.IsLeader() && stats["last_contact"] == "never" {
-		return "no contact with the leader yet"
-	}
-	applied, _ := strconv.ParseUint(stats["applied_index"], 10, 64)
-	commit, _ := strconv.ParseUint(stats["commit_index"], 10, 64)
-	if applied < commit {
-		return fmt.Sprintf("applying log (%d of %d)", applied, commit)
-	}
-	return ""
-}
+func (s *Server) notReadyReason() string { return s.raftReason(0, 0) }
 
 // maxReadyApplyLag is how many committed entries a caught-up node may have
 // left to apply and still answer ready: on a busy node applied trails commit
@@ -379,7 +365,8 @@ const maxReadyApplyLag = 1024
 // readyReason is the readiness probe's view: "" when the node serves, else
 // why not. Before Start has seen the node catch up it is notReadyReason;
 // afterwards the node stays ready while it knows a leader, a follower has
-// heard from it within a few election timeouts, and the apply lag is small.
+// heard from it within a few heartbeat timeouts (one slow heartbeat must
+// not flap readiness), and the apply lag is small.
 func (s *Server) readyReason() string {
 	if !s.caughtUp.Load() {
 		if reason := s.notReadyReason(); reason != "" {
@@ -387,29 +374,31 @@ func (s *Server) readyReason() string {
 		}
 		return "starting"
 	}
+	return s.raftReason(4*s.cfg.Raft.HeartbeatTimeout, maxReadyApplyLag)
+}
+
+// raftReason returns "" when this node knows a leader, a follower has heard
+// from it (within maxSilence; 0: ever) and the FSM trails the commit index
+// by at most maxLag entries; else why not.
+func (s *Server) raftReason(maxSilence time.Duration, maxLag uint64) string {
 	if id, _ := s.store.Leader(); id == "" {
 		return "no raft leader"
 	}
 	stats := s.store.Stats()
-	if !s.store.IsLeader() {
-		contact, err := time.ParseDuration(stats["last_contact"])
-		if err != nil || contact > s.maxLeaderSilence() {
-			return "no recent contact with the leader (last " + stats["last_contact"] + ")"
+	if last := stats["last_contact"]; !s.store.IsLeader() {
+		switch contact, err := time.ParseDuration(last); {
+		case last == "never":
+			return "no contact with the leader yet"
+		case maxSilence > 0 && (err != nil || contact > maxSilence):
+			return "no recent contact with the leader (last " + last + ")"
 		}
 	}
 	applied, _ := strconv.ParseUint(stats["applied_index"], 10, 64)
 	commit, _ := strconv.ParseUint(stats["commit_index"], 10, 64)
-	if commit > applied+maxReadyApplyLag {
+	if commit > applied+maxLag {
 		return fmt.Sprintf("applying log (%d of %d)", applied, commit)
 	}
 	return ""
-}
-
-// maxLeaderSilence is how long a follower may go without hearing from the
-// leader before it reports itself not ready: a few heartbeat timeouts, so
-// one slow heartbeat does not flap readiness.
-func (s *Server) maxLeaderSilence() time.Duration {
-	return 4 * s.cfg.Raft.HeartbeatTimeout
 }
 
 // HTTPAddr returns the bound HTTP address (host:port), "" before Start.
