@@ -114,8 +114,7 @@ func (m *Module) apply(index uint64, msg proto.Message) (any, error) {
 	if m.out != nil && len(drv) > 0 {
 		m.out.push(work{runID: r.id, fx: drv}, m.outboxLimit)
 	}
-	close(m.notify)
-	m.notify = make(chan struct{})
+	m.wake()
 	return &Applied{RunID: r.id, RequestID: r.requestID, Status: r.status()}, nil
 }
 
@@ -287,6 +286,13 @@ func (r *run) checkTimer(id string, at int64) error {
 		return taskErr(ReasonTimerNotDue, id)
 	}
 	return nil
+}
+
+// wake closes the channel changed handed out and replaces it. Callers
+// hold m.mu for writing.
+func (m *Module) wake() {
+	close(m.notify)
+	m.notify = make(chan struct{})
 }
 
 // changed returns a channel closed at the next applied input.

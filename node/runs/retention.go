@@ -21,8 +21,7 @@ func (m *Module) applyForget(id string) *Applied {
 	if i, ok := slices.BinarySearch(m.ids, id); ok {
 		m.ids = slices.Delete(m.ids, i, i+1)
 	}
-	close(m.notify)
-	m.notify = make(chan struct{})
+	m.wake()
 	return &Applied{RunID: r.id, RequestID: r.requestID, Status: r.status()}
 }
 

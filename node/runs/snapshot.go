@@ -148,8 +148,7 @@ func (m *Module) Restore(next func() ([]byte, error)) (func(), error) {
 			m.out.mu.Unlock()
 			m.out.wake()
 		}
-		close(m.notify)
-		m.notify = make(chan struct{})
+		m.wake()
 	}, nil
 }
 
