@@ -32,24 +32,19 @@ func (sc *scratch) release() {
 
 // int32s returns n zeroed int32s; the previous result of int32s must no
 // longer be in use.
-func (sc *scratch) int32s(n int) []int32 {
-	if cap(sc.i32) < n {
-		sc.i32 = make([]int32, n)
-		return sc.i32
-	}
-	b := sc.i32[:n]
-	clear(b)
-	return b
-}
+func (sc *scratch) int32s(n int) []int32 { return zeroed(&sc.i32, n) }
 
 // uint64s returns n zeroed uint64s; the previous result of uint64s must no
 // longer be in use.
-func (sc *scratch) uint64s(n int) []uint64 {
-	if cap(sc.u64) < n {
-		sc.u64 = make([]uint64, n)
-		return sc.u64
+func (sc *scratch) uint64s(n int) []uint64 { return zeroed(&sc.u64, n) }
+
+// zeroed returns n zeroed elements of *buf, growing it when too small.
+func zeroed[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+		return *buf
 	}
-	b := sc.u64[:n]
+	b := (*buf)[:n]
 	clear(b)
 	return b
 }
