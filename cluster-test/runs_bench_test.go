@@ -49,19 +49,9 @@ const benchKills = 10
 // agent resuming), and "terms-per-kill" how many terms each kill's
 // election took (1 unless votes split).
 func BenchmarkRuns_LeaderKillRedispatch(b *testing.B) {
-	for _, tc := range []struct {
-		name       string
-		multiplier int
-	}{
-		{"default", raftstore.DefaultRaftMultiplier},
-		{"tuned", TunedRaftMultiplier},
-	} {
+	for _, tc := range raftProfiles {
 		b.Run(tc.name, func(b *testing.B) {
-			c := New(b, 3, WithLogLevel(slog.LevelWarn), WithNodeConfig(func(_ int, cfg *node.Config) {
-				if err := cfg.Raft.SetRaftMultiplier(tc.multiplier); err != nil {
-					b.Fatal(err)
-				}
-			}))
+			c := newProfiledCluster(b, tc.multiplier)
 			bench := newRedispatchBench(b, c)
 			var elect, redispatch, driver []time.Duration
 			var killTerms uint64
@@ -280,19 +270,9 @@ const quietPeriod = time.Minute
 // default profile runs beside the tuned one as the baseline. It ignores
 // b.N.
 func BenchmarkRaft_QuietElections(b *testing.B) {
-	for _, tc := range []struct {
-		name       string
-		multiplier int
-	}{
-		{"default", raftstore.DefaultRaftMultiplier},
-		{"tuned", TunedRaftMultiplier},
-	} {
+	for _, tc := range raftProfiles {
 		b.Run(tc.name, func(b *testing.B) {
-			c := New(b, 3, WithLogLevel(slog.LevelWarn), WithNodeConfig(func(_ int, cfg *node.Config) {
-				if err := cfg.Raft.SetRaftMultiplier(tc.multiplier); err != nil {
-					b.Fatal(err)
-				}
-			}))
+			c := newProfiledCluster(b, tc.multiplier)
 			start := c.Leader(b).term()
 			var gained atomic.Int64
 			var wg sync.WaitGroup
@@ -323,4 +303,23 @@ func BenchmarkRaft_QuietElections(b *testing.B) {
 			wg.Wait()
 		})
 	}
+}
+
+// raftProfiles are the raft timing profiles the failover benchmarks
+// compare: the default beside the tuned one.
+var raftProfiles = []struct {
+	name       string
+	multiplier int
+}{
+	{"default", raftstore.DefaultRaftMultiplier},
+	{"tuned", TunedRaftMultiplier},
+}
+
+// newProfiledCluster starts 3 nodes with the given --raft-multiplier.
+func newProfiledCluster(b *testing.B, multiplier int) *Cluster {
+	return New(b, 3, WithLogLevel(slog.LevelWarn), WithNodeConfig(func(_ int, cfg *node.Config) {
+		if err := cfg.Raft.SetRaftMultiplier(multiplier); err != nil {
+			b.Fatal(err)
+		}
+	}))
 }
