@@ -17,9 +17,9 @@ import (
 // strictly in arrival order, one at a time, on that connection's reader
 // goroutine (MAP needs per-sender ordering for map/send). Different
 // connections are handled concurrently. A handler that must wait a long time
-// should hand the work to its own goroutine and answer later by other means;
-// while it blocks, the connection reads nothing (including responses to
-// Calls on it: see ErrCallInHandler).
+// should defer its reply (Defer) and answer later with Deferred.Reply; while
+// it blocks, the connection reads nothing (including responses to Calls on
+// it: see ErrCallInHandler).
 type Handler interface {
 	// Handle serves one request or notification. For a notification the
 	// result and error are ignored (a failure is only logged). Return an

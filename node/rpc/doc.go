@@ -1,9 +1,11 @@
 // Package rpc is the JSON-RPC 2.0 peer every MAP connection runs on.
 //
-// It frames, decodes, dispatches and writes JSON-RPC messages over three
-// transports: WebSocket (Server.ServeHTTP, Dial), NDJSON over a pair of
-// streams (Server.ServeStdio, for subprocess agents) and in-process pipes
-// (Server.ServeConn). Each connection is both a server (its Handler answers
+// It frames, decodes, dispatches and writes JSON-RPC messages over four
+// transports: WebSocket (Server.ServeHTTP, Dial), HTTP+SSE sessions
+// (Server.HTTPSSEHandler, sse.go), NDJSON over a pair of streams
+// (Server.ServeStdio, for subprocess agents) and in-process pipes
+// (Server.ServeConn). Bridge relays a subprocess's NDJSON to a node's
+// WebSocket (`concord stdio`). Each connection is both a server (its Handler answers
 // the peer) and a client (Conn.Call, Conn.Notify), as MAP requires
 // (map-protocol.md §2). It knows nothing of MAP methods: node's MAP layer
 // implements Handler. It defines the MAP error object and code table (§6).
@@ -14,7 +16,10 @@
 // for every inbound request and notification in arrival order, one at a
 // time (per-sender ordering for map/send comes for free), and a writer that
 // drains the bounded send queue. No goroutine is started per message. A
-// handler that blocks stalls only its own connection. Calling Conn.Call on
+// handler that blocks stalls only its own connection; one that waits on
+// another party (map/send to another node) defers its reply instead
+// (Defer): the reader serves the next request and the reply goes out when
+// the handler calls Reply, in completion order. Calling Conn.Call on
 // the connection whose request is being handled, with the handler's
 // context, returns ErrCallInHandler instead of deadlocking.
 //
