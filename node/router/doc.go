@@ -2,7 +2,7 @@
 // the send params, resolves every Address form against the replicated agent
 // registry (registry.Reader), builds the MAP Message once and hands it to each
 // recipient: a `map/message` notification on the recipient's connection when
-// the recipient is attached to this node, Relay.Forward when it is homed on
+// the recipient is attached to this node, Relay.Submit when it is homed on
 // another node.
 //
 // What it does not do: it stores nothing (map/send is ephemeral transport:
@@ -10,19 +10,24 @@
 // it does not implement federation (a federated address fails with
 // FEDERATION_SYSTEM_NOT_FOUND, 5001, details.reason "federation_not_supported").
 //
-// Who calls it: node/mapsvc delegates map/send to Router.Send from the
-// connection's request goroutine; the cluster layer calls DeliverLocal for
+// Who calls it: node/mapsvc delegates a connection's map/send to
+// Router.HandleSend on the connection's request goroutine (a send to another
+// node defers its reply until that node acknowledged, rpc.Defer, so the
+// connection serves its next request meanwhile); in-process senders call
+// Router.Send, which waits. The cluster layer calls DeliverLocal for
 // messages relayed from other nodes. The router reports message_sent,
 // message_delivered and message_failed to an EventSink (*fanout.Hub) and
 // skips building them when the sink has no subscriber.
 //
 // Delivery results are honest: `delivered` lists only recipients whose
-// connection accepted the message (or whose home node's Relay accepted it);
+// connection accepted the message (or whose home node acknowledged handing
+// it to the recipient's connection);
 // a recipient that is orphaned, not connected, on a node without a Relay, or
 // whose send queue is full (rpc.ErrSlowConsumer) is reported as failed, and a
 // send in which every recipient failed returns DELIVERY_FAILED (2003).
 //
-// Ordering: Send is called in order per connection and local delivery
+// Ordering: sends start in order per connection (only their replies may be
+// deferred) and local delivery
 // enqueues on the recipient's connection synchronously, so messages from one
 // sender to one recipient keep their order (on a single node; across nodes
 // the Relay must keep per-stream order).
