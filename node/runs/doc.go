@@ -4,7 +4,7 @@
 // Three parts:
 //
 //   - Module, the raftstore state module "runs". Every engine input (start,
-//     task result, task failure, timer, cancel) is one committed
+//     task result, task failure, timer, cancel; and forget) is one committed
 //     COMMAND_TYPE_RUN_INPUT entry carrying its own time and ids; Apply feeds
 //     it to consensus.Step, so every replica holds byte-identical run state.
 //     Apply also keeps what the engine does not expose (pending timers, the
@@ -45,9 +45,13 @@
 // follower waits up to ServiceConfig.LagWait for an unknown run or task to
 // appear before refusing it.
 //
-// What it does not do: run debates without Raft (consensus.RunLocal does),
-// forget finished runs (they stay in the state and in snapshots, events
-// included), or tell an agent that its task was cancelled.
+// The leader also tells an agent when the engine stops waiting for a task
+// it was sent (x-concord.run.task_cancelled, best effort), and forgets
+// finished runs after ServiceConfig.FinishedRetention or beyond
+// MaxFinishedRuns by proposing a RunForget input (retention.go): the log
+// names the run, so replicas agree whatever their own settings.
+//
+// What it does not do: run debates without Raft (consensus.RunLocal does).
 //
 // The wire shapes (task message, reply, methods, errors, events) are in
 // PROTOCOL.md beside this file. node.Server wires the package: see the
