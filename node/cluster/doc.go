@@ -9,7 +9,8 @@
 //     nothing can have been proposed; gives up with ErrNoLeader.
 //   - Relay: router.Relay over one long-lived, batched bidirectional stream
 //     per peer, with a per-envelope delivery outcome from the peer's ack;
-//     also relays ephemeral message events to every peer (EventBroadcaster).
+//     also relays ephemeral message events to the peers that hold
+//     subscriptions (EventBroadcaster).
 //   - Server: the grpc.Server with the Cluster service: Forward, the
 //     receiving side of Relay (LocalDeliverer, EventSink), and the admin
 //     RPCs for the CLI (Members, RaftPeers, RemovePeer, Status).

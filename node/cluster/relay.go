@@ -65,8 +65,8 @@ func NewRelay(cfg Config, resolver AddrResolver, peers PeerLister) (*Relay, erro
 	}, nil
 }
 
-// Forward implements router.Relay: it queues env for the node nodeID and
-// waits for the peer's ack. It returns nil once the peer handed the message
+// Forward queues env for the node nodeID and waits for the peer's ack: the
+// waiting form of Submit (which implements router.Relay). It returns nil once the peer handed the message
 // to the recipient's connection; a *DeliveryError (matching
 // router.ErrNotConnected or rpc.ErrSlowConsumer) when the peer could not;
 // ErrPeerUnavailable when the node is not alive or unreachable;
@@ -87,9 +87,9 @@ func (r *Relay) Forward(ctx context.Context, nodeID string, env *router.Envelope
 	}
 }
 
-// Submit is the non-waiting form of Forward, for callers that complete a
-// request later (a deferred map/send response) or send to many recipients
-// at once. done is called exactly once with Forward's result: on the
+// Submit implements router.Relay: the non-waiting form of Forward, for
+// callers that complete a request later (a deferred map/send response) or
+// send to many recipients at once. done is called exactly once with Forward's result: on the
 // caller's goroutine before Submit returns when the message is refused at
 // once, otherwise on a relay goroutine. done must not block.
 func (r *Relay) Submit(ctx context.Context, nodeID string, env *router.Envelope, done func(error)) {
