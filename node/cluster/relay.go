@@ -89,9 +89,10 @@ func (r *Relay) Forward(ctx context.Context, nodeID string, env *router.Envelope
 
 // Submit implements router.Relay: the non-waiting form of Forward, for
 // callers that complete a request later (a deferred map/send response) or
-// send to many recipients at once. done is called exactly once with Forward's result: on the
-// caller's goroutine before Submit returns when the message is refused at
-// once, otherwise on a relay goroutine. done must not block.
+// send to many recipients at once. done is called exactly once with
+// Forward's result: on the caller's goroutine before Submit returns when
+// the message is refused at once, otherwise on a relay goroutine. done must
+// not block.
 func (r *Relay) Submit(ctx context.Context, nodeID string, env *router.Envelope, done func(error)) {
 	it := r.messageItem(ctx, env)
 	it.done = done
