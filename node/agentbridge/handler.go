@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/consensus/local"
 )
 
 // Handler answers one task with a result envelope {kind, output}, or an
@@ -55,6 +56,16 @@ func NewPersonaHandler(style string) (Handler, error) {
 // consensus.Script): the answer of the task's participant.
 func NewScriptHandler(s *consensus.Script) Handler {
 	return EngineAgentHandler(s.Agent)
+}
+
+// LoadScriptHandler reads the answers file at path (see consensus.Script)
+// and answers from it, like NewScriptHandler.
+func LoadScriptHandler(path string) (Handler, error) {
+	s, err := local.LoadScriptFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return NewScriptHandler(s), nil
 }
 
 // EngineAgentHandler adapts in-process consensus agents: the task JSON is

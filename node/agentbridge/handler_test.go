@@ -30,8 +30,8 @@ func engineTasks(t *testing.T) []*consensus.Task {
 		mu.Unlock()
 		return consensus.Persona{}.Answer(task)
 	})
-	run, err := consensus.RunLocal(context.Background(), req, consensus.AgentMap{"p1": rec, "p2": rec, "p3": rec},
-		consensus.LocalOptions{SessionID: "s-1", StartMs: 1_700_000_000_000})
+	run, err := consensus.Simulate(context.Background(), req, consensus.AgentMap{"p1": rec, "p2": rec, "p3": rec},
+		consensus.SimOptions{SessionID: "s-1", StartMs: 1_700_000_000_000})
 	if err != nil || run.Result == nil {
 		t.Fatalf("local run: %v %+v", err, run.Failure)
 	}

@@ -8,7 +8,7 @@
 //
 // # Local runs
 //
-// RunLocal drives consensus.RunLocal with persona agents (or an answers
+// RunLocal drives consensus/local's Run with persona agents (or an answers
 // script). It uses the engine's virtual clock unless asked for the wall
 // clock: personas answer instantly anyway, and the virtual clock makes a
 // run deterministic (request, run id and start time fix every byte) and

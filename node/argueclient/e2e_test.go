@@ -164,9 +164,9 @@ func TestRemoteRun_PersonaAgents(t *testing.T) {
 		}
 	}
 
-	local, err := consensus.RunLocal(context.Background(), req, consensus.AgentMap{
+	local, err := consensus.Simulate(context.Background(), req, consensus.AgentMap{
 		"alice": consensus.Persona{}.Agent(), "bob": consensus.Persona{}.Agent(), "carol": consensus.Persona{}.Agent()},
-		consensus.LocalOptions{StartMs: 1})
+		consensus.SimOptions{StartMs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

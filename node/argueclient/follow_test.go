@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/consensus/local"
 	"github.com/concordmap/concord/node/mapclient"
 )
 
@@ -20,7 +21,7 @@ import (
 // only the first `visible` events (and status running) until told more.
 type fakeRuns struct {
 	mu      sync.Mutex
-	run     *consensus.LocalRun
+	run     *consensus.Outcome
 	runID   string
 	visible int
 	gets    int
@@ -62,14 +63,14 @@ func (f *fakeRuns) CallRetry(ctx context.Context, method string, params any) (js
 	return f.Call(ctx, method, params)
 }
 
-func localRun(t *testing.T, task string) *consensus.LocalRun {
+func localRun(t *testing.T, task string) *consensus.Outcome {
 	t.Helper()
 	_, req, err := RequestSpec{RequestID: "req-f", Task: task, Agents: []string{"a", "b", "c"}, Action: "go"}.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := consensus.RunLocal(context.Background(), req, personaDirectory{consensus.Persona{}.Agent()},
-		consensus.LocalOptions{SessionID: "RUN1", StartMs: 1_760_000_000_000})
+	run, err := consensus.Simulate(context.Background(), req, personaDirectory{consensus.Persona{}.Agent()},
+		consensus.SimOptions{SessionID: "RUN1", StartMs: 1_760_000_000_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +131,13 @@ func TestFollower_LiveEventsWithGaps(t *testing.T) {
 	if err != nil || oc.Status != StatusFinished || oc.Err() != nil {
 		t.Fatalf("outcome %+v, %v", oc, err)
 	}
-	local := filepath.Join(dir, "local")
-	if err := consensus.WriteArtifacts(local, run.Result, nil, run.Events); err != nil {
+	localDir := filepath.Join(dir, "local")
+	if err := local.WriteArtifacts(localDir, run.Result, nil, run.Events); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"events.jsonl", "result.json", "summary.md"} {
 		a, _ := os.ReadFile(filepath.Join(oc.Dir, name))
-		b, _ := os.ReadFile(filepath.Join(local, name))
+		b, _ := os.ReadFile(filepath.Join(localDir, name))
 		if len(a) == 0 || !bytes.Equal(a, b) {
 			t.Errorf("%s from the server differs from the local writer's", name)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/consensus/local"
 )
 
 // Run statuses as `concord argue` reports them (node/runs uses the same).
@@ -96,7 +97,7 @@ func statusOf(f *consensus.Failure) string {
 	return StatusFailed
 }
 
-// RunLocal runs the request in process with consensus.RunLocal (no
+// RunLocal runs the request in process with consensus/local's Run (no
 // cluster), renders progress and writes the artifacts. A run that ends
 // failed or cancelled (Ctrl-C cancels it) still writes its files and
 // returns its Outcome, together with Outcome.Err().
@@ -108,9 +109,9 @@ func RunLocal(ctx context.Context, opts LocalOptions) (*Outcome, error) {
 	if sid == "" {
 		sid = ulid.Make().String()
 	}
-	lo := consensus.LocalOptions{SessionID: sid, StartMs: opts.StartMs, Logger: opts.Logger}
+	lo := local.Options{SessionID: sid, StartMs: opts.StartMs, Logger: opts.Logger}
 	if opts.WallClock {
-		lo.Clock = consensus.WallClock{}
+		lo.Clock = local.WallClock{}
 	} else if lo.StartMs == 0 {
 		lo.StartMs = time.Now().UnixMilli()
 	}
@@ -121,7 +122,7 @@ func RunLocal(ctx context.Context, opts LocalOptions) (*Outcome, error) {
 	if opts.Script != nil {
 		dir = opts.Script
 	}
-	run, err := consensus.RunLocal(ctx, opts.Request, dir, lo)
+	run, err := local.Run(ctx, opts.Request, dir, lo)
 	if run == nil {
 		return nil, fmt.Errorf("local run: %w", err)
 	}
@@ -130,11 +131,14 @@ func RunLocal(ctx context.Context, opts LocalOptions) (*Outcome, error) {
 	}
 	out := &Outcome{RunID: sid, RequestID: opts.Request.RequestID, Status: statusOf(run.Failure),
 		Result: run.Result, Failure: run.Failure, Dir: outDirFor(opts.OutDir, opts.Request.RequestID)}
-	if err := consensus.WriteArtifacts(out.Dir, run.Result, run.Failure, run.Events); err != nil {
+	if err := local.WriteArtifacts(out.Dir, run.Result, run.Failure, run.Events); err != nil {
 		return out, fmt.Errorf("write artifacts: %w", err)
 	}
 	return out, out.Err()
 }
+
+// LoadScript reads the answers file at path for LocalOptions.Script.
+func LoadScript(path string) (*consensus.Script, error) { return local.LoadScriptFile(path) }
 
 // personaDirectory gives every participant the same persona agent.
 type personaDirectory struct{ agent consensus.Agent }

@@ -16,7 +16,7 @@ import (
 func int64p(v int64) *int64 { return &v }
 
 // TestRunLocal_EndToEnd runs `argue run --local` logic and checks the
-// three files against what consensus.RunLocal and its writers produce for
+// three files against what consensus.Simulate and its writers produce for
 // the same request, session id and start time.
 func TestRunLocal_EndToEnd(t *testing.T) {
 	spec := RequestSpec{RequestID: "req-e2e", Task: "Should we ship <feature> & when?", Agents: []string{"alice", "bob", "carol"},
@@ -37,8 +37,8 @@ func TestRunLocal_EndToEnd(t *testing.T) {
 		t.Fatalf("outcome %+v", oc)
 	}
 
-	want, err := consensus.RunLocal(context.Background(), req, personaDirectory{consensus.Persona{}.Agent()},
-		consensus.LocalOptions{SessionID: sid, StartMs: start})
+	want, err := consensus.Simulate(context.Background(), req, personaDirectory{consensus.Persona{}.Agent()},
+		consensus.SimOptions{SessionID: sid, StartMs: start})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestRunLocal_EndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, w) {
-			t.Errorf("%s differs from consensus.RunLocal's output", name)
+			t.Errorf("%s differs from consensus.Simulate's output", name)
 		}
 	}
 

@@ -96,7 +96,7 @@ func TestResultFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := consensus.RunLocal(context.Background(), req, personaDirectory{consensus.Persona{}.Agent()}, consensus.LocalOptions{StartMs: 1})
+	run, err := consensus.Simulate(context.Background(), req, personaDirectory{consensus.Persona{}.Agent()}, consensus.SimOptions{StartMs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 // TestDriver_FullRunMatchesRunLocal: the leader's driver sends every task
 // to persona agents, their replies finish the run, and the result equals
-// consensus.RunLocal's for the same agents apart from timing fields.
+// consensus.Simulate's for the same agents apart from timing fields.
 func TestDriver_FullRunMatchesRunLocal(t *testing.T) {
 	e := newEnv(t)
 	e.setLeader(true)
