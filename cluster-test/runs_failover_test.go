@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concordmap/concord/node/argueclient"
+	"github.com/concordmap/concord/node/client/argueclient"
 )
 
 // Replicated consensus runs (issue 5) through node failures: the leader

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/consensus"
-	"github.com/concordmap/concord/node/argueclient"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/argueclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 	"github.com/concordmap/concord/node/rpc"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/concordmap/concord/node/argueclient"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/argueclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 // defaultServer is the MAP endpoint of `concord server --dev`.

@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

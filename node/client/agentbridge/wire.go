@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 	"github.com/concordmap/concord/node/rpc"
 )
 

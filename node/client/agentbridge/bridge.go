@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 // Client is what the bridge needs from a MAP connection (*mapclient.Client

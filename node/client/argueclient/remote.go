@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 // Remote runs and follows runs on a Concord system.

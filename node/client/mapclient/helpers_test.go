@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,4 +1,4 @@
-package rpc
+package stdio
 
 import (
 	"crypto/tls"
@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/concordmap/concord/node/rpc"
 )
 
-// BridgeConfig configures a Bridge (the stdio-to-WebSocket relay behind
-// `concord stdio`). Start from DefaultBridgeConfig.
-type BridgeConfig struct {
+// Config configures a Bridge (the stdio-to-WebSocket relay behind
+// `concord stdio`). Start from DefaultConfig.
+type Config struct {
 	// URLs are the MAP WebSocket endpoints (ws:// or wss://) of the
 	// system's nodes, tried in order; after a connection loss the next one
 	// is tried first.
@@ -78,10 +80,10 @@ type BridgeConfig struct {
 	Logger *slog.Logger
 }
 
-// DefaultBridgeConfig returns production values (URLs left empty).
-func DefaultBridgeConfig() BridgeConfig {
-	return BridgeConfig{
-		MaxFrameBytes:       DefaultConfig().MaxFrameBytes,
+// DefaultConfig returns production values (URLs left empty).
+func DefaultConfig() Config {
+	return Config{
+		MaxFrameBytes:       rpc.DefaultConfig().MaxFrameBytes,
 		MaxServerFrameBytes: 64 << 20,
 		QueueLen:            1024,
 		HandshakeTimeout:    10 * time.Second,
@@ -99,24 +101,32 @@ func DefaultBridgeConfig() BridgeConfig {
 }
 
 // Validate reports the first field that is out of range.
-func (c BridgeConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case len(c.URLs) == 0:
-		return fmt.Errorf("%w: no URLs", ErrInvalidConfig)
+		return fmt.Errorf("%w: no URLs", rpc.ErrInvalidConfig)
 	case c.MaxFrameBytes < 1024:
-		return fmt.Errorf("%w: MaxFrameBytes %d < 1024", ErrInvalidConfig, c.MaxFrameBytes)
+		return fmt.Errorf("%w: MaxFrameBytes %d < 1024", rpc.ErrInvalidConfig, c.MaxFrameBytes)
 	case c.MaxServerFrameBytes < c.MaxFrameBytes:
-		return fmt.Errorf("%w: MaxServerFrameBytes below MaxFrameBytes", ErrInvalidConfig)
+		return fmt.Errorf("%w: MaxServerFrameBytes below MaxFrameBytes", rpc.ErrInvalidConfig)
 	case c.QueueLen < 1:
-		return fmt.Errorf("%w: QueueLen %d < 1", ErrInvalidConfig, c.QueueLen)
+		return fmt.Errorf("%w: QueueLen %d < 1", rpc.ErrInvalidConfig, c.QueueLen)
 	case c.HandshakeTimeout <= 0 || c.WriteTimeout <= 0 || c.PingInterval <= 0 || c.PongTimeout <= 0:
-		return fmt.Errorf("%w: HandshakeTimeout, WriteTimeout, PingInterval and PongTimeout must be > 0", ErrInvalidConfig)
+		return fmt.Errorf("%w: HandshakeTimeout, WriteTimeout, PingInterval and PongTimeout must be > 0", rpc.ErrInvalidConfig)
 	case c.ConnectTimeout < 0 || c.ReconnectTimeout <= 0:
-		return fmt.Errorf("%w: ConnectTimeout must be >= 0 and ReconnectTimeout > 0", ErrInvalidConfig)
+		return fmt.Errorf("%w: ConnectTimeout must be >= 0 and ReconnectTimeout > 0", rpc.ErrInvalidConfig)
 	case c.MinBackoff <= 0 || c.MaxBackoff < c.MinBackoff:
-		return fmt.Errorf("%w: want 0 < MinBackoff <= MaxBackoff", ErrInvalidConfig)
+		return fmt.Errorf("%w: want 0 < MinBackoff <= MaxBackoff", rpc.ErrInvalidConfig)
 	case c.ResumeTimeout <= 0 || c.DrainTimeout < 0:
-		return fmt.Errorf("%w: ResumeTimeout must be > 0 and DrainTimeout >= 0", ErrInvalidConfig)
+		return fmt.Errorf("%w: ResumeTimeout must be > 0 and DrainTimeout >= 0", rpc.ErrInvalidConfig)
 	}
 	return nil
+}
+
+// logger returns Logger, or one that discards.
+func (c Config) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.New(slog.DiscardHandler)
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/consensus"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 	"github.com/concordmap/concord/node/runs"
 )
 

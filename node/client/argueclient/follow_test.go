@@ -14,7 +14,7 @@ import (
 
 	"github.com/concordmap/concord/consensus"
 	"github.com/concordmap/concord/consensus/local"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 // fakeRuns serves x-concord/runs/get from a finished local run, showing

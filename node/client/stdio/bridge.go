@@ -1,4 +1,4 @@
-package rpc
+package stdio
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+
+	"github.com/concordmap/concord/node/rpc"
 )
 
 // Bridge relays a subprocess agent's MAP NDJSON (map-protocol.md §2.2
@@ -22,7 +24,7 @@ import (
 // node, after which the subprocess gets an x-concord/stdio.reconnected
 // notification telling it whether its session was restored.
 type Bridge struct {
-	cfg BridgeConfig
+	cfg Config
 	log *slog.Logger
 	out *lineWriter
 	trk tracker
@@ -35,11 +37,11 @@ type Bridge struct {
 const ReconnectedMethod = "x-concord/stdio.reconnected"
 
 // NewBridge validates cfg.
-func NewBridge(cfg BridgeConfig) (*Bridge, error) {
+func NewBridge(cfg Config) (*Bridge, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Bridge{cfg: cfg, log: discardLogger(cfg.Logger).With("component", "stdio-bridge")}, nil
+	return &Bridge{cfg: cfg, log: cfg.logger().With("component", "stdio-bridge")}, nil
 }
 
 // errStdinDone ends a connection because the subprocess closed stdin.
@@ -106,16 +108,14 @@ func (b *Bridge) loop(ctx context.Context, lines <-chan []byte) error {
 // at the framing level. lines is closed when stdin ends.
 func (b *Bridge) readStdin(in io.Reader, lines chan<- []byte, stop <-chan struct{}) {
 	defer close(lines)
-	st := newStreamTransport(kindStdio, "stdin", in, io.Discard, b.cfg.MaxFrameBytes)
+	lr := rpc.NewLineReader(in, b.cfg.MaxFrameBytes)
 	for {
-		msg, err := st.readMessage()
-		var tl *tooLargeError
-		switch {
-		case errors.As(err, &tl):
-			e := NewError(CodeInvalidRequest, "Message too large").WithDetails(map[string]any{"limit": tl.limit})
-			b.out.reply(idFromPrefix(tl.prefix), e)
+		msg, err := lr.Next()
+		if resp, ok := rpc.TooLargeResponse(err); ok {
+			b.out.line(resp)
 			continue
-		case err != nil:
+		}
+		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				b.log.Debug("stdin ended", "err", err)
 			}
@@ -124,8 +124,8 @@ func (b *Bridge) readStdin(in io.Reader, lines chan<- []byte, stop <-chan struct
 		// The node would answer these the same way; answering here keeps
 		// garbage (e.g. invalid UTF-8, which a text frame must not carry)
 		// off the socket.
-		if df := decodeFrame(msg, maxBridgeBatch); df.fatal != nil && df.fatal.code == CodeParseError {
-			b.out.reply(nil, df.fatal.rpcError())
+		if resp, ok := rpc.ParseErrorResponse(msg); ok {
+			b.out.line(resp)
 			continue
 		}
 		select {
@@ -135,10 +135,6 @@ func (b *Bridge) readStdin(in io.Reader, lines chan<- []byte, stop <-chan struct
 		}
 	}
 }
-
-// maxBridgeBatch only stops the bridge's own pre-check from rejecting a
-// batch: the node enforces its configured MaxBatchLen.
-const maxBridgeBatch = 1 << 30
 
 // lineWriter writes whole lines to the subprocess from several goroutines.
 type lineWriter struct {
@@ -163,16 +159,13 @@ func (lw *lineWriter) line(b []byte) {
 	_ = lw.w.Flush()
 }
 
-func (lw *lineWriter) reply(id []byte, e *Error) {
-	b, _ := appendResponse(nil, id, nil, e)
-	lw.line(b)
+func (lw *lineWriter) reply(id []byte, e *rpc.Error) {
+	lw.line(rpc.ErrorResponse(id, e))
 }
 
 func (lw *lineWriter) notify(method string, params any) {
-	f := getFrame()
-	defer putFrame(f)
-	if err := encodeCall(f, nil, method, params); err == nil {
-		lw.line(f.b)
+	if b, err := rpc.NotificationFrame(method, params); err == nil {
+		lw.line(b)
 	}
 }
 
@@ -198,26 +191,21 @@ type bridgeSession struct {
 
 // sent records the requests in a frame about to go to the node.
 func (t *tracker) sent(msg []byte) {
-	df := decodeFrame(msg, maxBridgeBatch)
+	envs, _ := rpc.Envelopes(msg)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for k := range df.len() {
-		m, derr := df.at(k)
-		if derr != nil || m.kind != kindRequest || m.id == nil {
+	for _, m := range envs {
+		if !m.IsRequest || m.ID == nil {
 			continue
 		}
 		if t.inflight == nil {
 			t.inflight = make(map[string]trackedCall)
 		}
-		method := m.method
-		if m.methodEscaped {
-			method = unescapeString(method)
-		}
-		call := trackedCall{method: string(method)}
+		call := trackedCall{method: m.Method}
 		if call.method == "map/connect" {
-			call.params = append([]byte(nil), m.params...)
+			call.params = append([]byte(nil), m.Params...)
 		}
-		t.inflight[string(m.id)] = call
+		t.inflight[string(m.ID)] = call
 	}
 }
 
@@ -228,19 +216,18 @@ func (t *tracker) received(frame []byte) {
 	if len(t.inflight) == 0 {
 		return // the hot path: notifications while nothing is pending
 	}
-	df := decodeFrame(frame, maxBridgeBatch)
-	for k := range df.len() {
-		m, derr := df.at(k)
-		if derr != nil || m.kind != kindResponse || m.id == nil {
+	envs, _ := rpc.Envelopes(frame)
+	for _, m := range envs {
+		if !m.IsResponse || m.ID == nil {
 			continue
 		}
-		call, ok := t.inflight[string(m.id)]
+		call, ok := t.inflight[string(m.ID)]
 		if !ok {
 			continue
 		}
-		delete(t.inflight, string(m.id))
-		if m.errObj == nil {
-			t.sessionEventLocked(call, m.result)
+		delete(t.inflight, string(m.ID))
+		if m.Error == nil {
+			t.sessionEventLocked(call, m.Result)
 		}
 	}
 	if len(t.inflight) == 0 && t.empty != nil {
@@ -274,7 +261,7 @@ func (t *tracker) failAll(out *lineWriter) {
 		t.empty = nil
 	}
 	t.mu.Unlock()
-	e := NewError(CodeInternal, "Connection to the MAP server lost; the request may or may not have been applied").
+	e := rpc.NewError(rpc.CodeInternal, "Connection to the MAP server lost; the request may or may not have been applied").
 		WithDetails(map[string]any{"reason": "connection_lost"})
 	for id := range calls {
 		out.reply([]byte(id), e)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 // Serve connects to the system as the agent cfg.AgentID (participantType

@@ -1,4 +1,4 @@
-package rpc
+package stdio
 
 import (
 	"bytes"
@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/concordmap/concord/node/internal/backoff"
+	"github.com/concordmap/concord/node/rpc"
+	"github.com/gorilla/websocket"
 )
 
 // upstream is one WebSocket connection of a Bridge to a node.
@@ -119,11 +119,8 @@ func (up *upstream) replayConnect(sess *bridgeSession) (*replayResult, error) {
 	params["resumeToken"], _ = json.Marshal(sess.resumeToken)
 	raw, _ := json.Marshal(params)
 	id := []byte(strconv.Quote("concord-stdio-resume-" + strconv.FormatInt(time.Now().UnixNano(), 36)))
-	f := getFrame()
-	defer putFrame(f)
-	encodeRequest(f, id, "map/connect", raw)
 	_ = up.ws.SetWriteDeadline(time.Now().Add(up.b.cfg.WriteTimeout))
-	if err := up.ws.WriteMessage(websocket.TextMessage, f.b); err != nil {
+	if err := up.ws.WriteMessage(websocket.TextMessage, rpc.RequestFrame(id, "map/connect", raw)); err != nil {
 		return nil, err
 	}
 	_ = up.ws.SetReadDeadline(time.Now().Add(up.b.cfg.ResumeTimeout))
@@ -132,13 +129,9 @@ func (up *upstream) replayConnect(sess *bridgeSession) (*replayResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		if df := decodeFrame(data, maxBridgeBatch); !df.batch && df.fatal == nil && df.oneE == nil &&
-			df.one.kind == kindResponse && bytes.Equal(df.one.id, id) {
-			r := &replayResult{Result: df.one.result}
-			if df.one.errObj != nil {
-				r.Error = json.RawMessage(df.one.errObj)
-			}
-			return r, nil
+		if envs, batch := rpc.Envelopes(data); !batch && len(envs) == 1 &&
+			envs[0].IsResponse && bytes.Equal(envs[0].ID, id) {
+			return &replayResult{Result: envs[0].Result, Error: envs[0].Error}, nil
 		}
 		up.b.trk.received(data)
 		up.b.out.line(data)

@@ -16,9 +16,9 @@ import (
 
 	"github.com/concordmap/concord/consensus"
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/node/agentbridge"
-	"github.com/concordmap/concord/node/argueclient"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/agentbridge"
+	"github.com/concordmap/concord/node/client/argueclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 const runsExtensionURI = "urn:map:ext:x-concord-runs:1"

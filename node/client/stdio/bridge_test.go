@@ -1,4 +1,4 @@
-package rpc
+package stdio
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/concordmap/concord/node/rpc"
 )
 
 // bridgePeer plays the subprocess: it writes the bridge's stdin and reads
@@ -22,7 +24,7 @@ type bridgePeer struct {
 	done chan error // Run's result
 }
 
-func startBridge(t *testing.T, cfg BridgeConfig) *bridgePeer {
+func startBridge(t *testing.T, cfg Config) *bridgePeer {
 	t.Helper()
 	cfg.Logger = testLogger(t)
 	b, err := NewBridge(cfg)
@@ -71,8 +73,8 @@ func (p *bridgePeer) line(t *testing.T) string {
 	}
 }
 
-func testBridgeConfig(urls ...string) BridgeConfig {
-	cfg := DefaultBridgeConfig()
+func testBridgeConfig(urls ...string) Config {
+	cfg := DefaultConfig()
 	cfg.URLs = urls
 	cfg.MaxFrameBytes = 1024
 	cfg.MinBackoff, cfg.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
@@ -135,9 +137,9 @@ func (p *tcpProxy) cut() {
 }
 
 // wsServer is a Server behind its own httptest server.
-func wsServer(t *testing.T, h Handler) (*httptest.Server, string) {
+func wsServer(t *testing.T, h rpc.Handler) (*httptest.Server, string) {
 	t.Helper()
-	s, err := NewServer(testConfig(t), h)
+	s, err := rpc.NewServer(testServerConfig(t), h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +201,7 @@ type resumeHandler struct {
 
 func newResumeHandler() *resumeHandler {
 	r := &resumeHandler{testHandler: newTestHandler(), slow: make(chan struct{}, 8)}
-	r.onHandle = func(ctx context.Context, _ *Conn, req *Request) (any, error, bool) {
+	r.onHandle = func(ctx context.Context, _ *rpc.Conn, req *rpc.Request) (any, error, bool) {
 		switch req.Method {
 		case "map/connect":
 			var p map[string]any
@@ -316,16 +318,16 @@ func TestBridgeConfig_Validate(t *testing.T) {
 	if err := testBridgeConfig("ws://x/map").Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for name, edit := range map[string]func(*BridgeConfig){
-		"no urls":  func(c *BridgeConfig) { c.URLs = nil },
-		"frame":    func(c *BridgeConfig) { c.MaxFrameBytes = 10 },
-		"queue":    func(c *BridgeConfig) { c.QueueLen = 0 },
-		"backoff":  func(c *BridgeConfig) { c.MaxBackoff = c.MinBackoff / 2 },
-		"timeouts": func(c *BridgeConfig) { c.PongTimeout = 0 },
+	for name, edit := range map[string]func(*Config){
+		"no urls":  func(c *Config) { c.URLs = nil },
+		"frame":    func(c *Config) { c.MaxFrameBytes = 10 },
+		"queue":    func(c *Config) { c.QueueLen = 0 },
+		"backoff":  func(c *Config) { c.MaxBackoff = c.MinBackoff / 2 },
+		"timeouts": func(c *Config) { c.PongTimeout = 0 },
 	} {
 		c := testBridgeConfig("ws://x/map")
 		edit(&c)
-		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+		if err := c.Validate(); !errors.Is(err, rpc.ErrInvalidConfig) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
