@@ -211,10 +211,12 @@ func (s *Server) buildMAPService() error {
 		return fmt.Errorf("build runs service: %w", err)
 	}
 	s.runsSvc = runsSvc
+	if err := rt.RegisterService(runs.ServiceID, runsSvc); err != nil {
+		return fmt.Errorf("register runs service: %w", err)
+	}
 
 	mcfg := s.cfg.MAP
 	mcfg.ExtensionMethods = runsSvc.Methods()
-	mcfg.Services = map[string]mapsvc.ServiceEndpoint{runs.ServiceID: runsSvc}
 	mcfg.Extensions = append(mcfg.Extensions, mapsvc.Extension{URI: runs.ExtensionURI, Version: runs.ExtensionVersion})
 	mcfg.NodeID = s.cfg.NodeID
 	mcfg.System = mapsvc.SystemInfo{Name: "concord", Version: s.cfg.Version}

@@ -94,6 +94,19 @@ type Relay interface {
 	Submit(ctx context.Context, nodeID string, msg *Envelope, done func(error))
 }
 
+// LocalService is an in-process service that receives the map/sends
+// addressed to its id (RegisterService), such as "concord.runs" receiving
+// agents' replies to run tasks. It is one recipient kind of the router: the
+// node that received the send hands it over whole, whichever node leads or
+// is the id's home, and the service's answer (a result, or an *rpc.Error)
+// is the send's answer. HandleSend is called on the sender's request
+// goroutine, in order per connection, and must be safe for concurrent use
+// across connections. params are the send's raw params; it must not keep
+// them after it returns.
+type LocalService interface {
+	HandleSend(ctx context.Context, from Sender, params json.RawMessage) (any, error)
+}
+
 // Envelope is one message travelling to one recipient on another node.
 type Envelope struct {
 	// Message is the full MAP Message object, shared by every recipient of

@@ -3,7 +3,12 @@
 // registry (registry.Reader), builds the MAP Message once and hands it to each
 // recipient: a `map/message` notification on the recipient's connection when
 // the recipient is attached to this node, Relay.Submit when it is homed on
-// another node.
+// another node. A service id registered with RegisterService (such as
+// "concord.runs", agents' replies to run tasks) is one more recipient kind:
+// the send is handed whole to that in-process LocalService, on the node that
+// received it. Every map/send takes this one path, so params are validated
+// and addresses parsed in one place; federation will add remote systems as
+// one more kind (see resolution).
 //
 // What it does not do: it stores nothing (map/send is ephemeral transport:
 // no inbox, no retry, no read state), it never proposes Raft commands, and

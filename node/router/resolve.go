@@ -56,8 +56,17 @@ func sessionRecipient(s *registry.Session) recipient {
 	return rc
 }
 
-// resolution is the outcome of resolving an address.
+// resolution is the outcome of resolving an address: one of the recipient
+// kinds below. Federation adds one more: an agent of another system,
+// resolved from the federated forms against the exported directory and
+// handed to that system's link, as recipients homed on a peer node are
+// handed to the Relay.
 type resolution struct {
+	// service, when set, is a LocalService registered for the address's
+	// id: the send is handed to it whole and its answer is the send's.
+	service LocalService
+	// recipients are agents and participant sessions of this system's
+	// registry, each delivered to its connection here or to its home node.
 	recipients []recipient
 	scopeID    string // the addressed scope, for events
 	system     bool   // {system:true}: the router itself is the recipient
@@ -77,6 +86,9 @@ func (res resolution) hasRemote(self string) bool {
 // resolve turns an address into recipients. The sender is never its own
 // recipient for group forms (scope, role, broadcast, participants).
 func (r *Router) resolve(from Sender, a address) (resolution, error) {
+	if svc := r.serviceAt(a); svc != nil {
+		return resolution{service: svc}, nil
+	}
 	switch a.kind {
 	case addrString:
 		return r.resolveString(from, a.id)
@@ -103,6 +115,28 @@ func (r *Router) resolve(from Sender, a address) (resolution, error) {
 		return r.resolveParticipants(from, a.which)
 	}
 	return resolution{}, rpc.InvalidParams("to", "unsupported address form")
+}
+
+// serviceAt returns the LocalService an address names, if any: the string
+// "<id>" or "agent:<id>", or {"agent": "<id>"}, with id registered. Other
+// forms never reach a service ({agents: [id]} or {scope: id} included).
+func (r *Router) serviceAt(a address) LocalService {
+	m := r.services.Load()
+	if m == nil {
+		return nil
+	}
+	switch a.kind {
+	case addrAgent:
+		return (*m)[a.id]
+	case addrString:
+		if svc, ok := (*m)[a.id]; ok {
+			return svc
+		}
+		if rest, ok := strings.CutPrefix(a.id, "agent:"); ok {
+			return (*m)[rest]
+		}
+	}
+	return nil
 }
 
 // resolveString handles the string shorthand: an agent id, "agent:<id>",

@@ -32,6 +32,37 @@ type Router struct {
 	relay  Relay
 	log    *slog.Logger
 	now    func() time.Time
+
+	// services maps service ids to their LocalService; copied on write by
+	// RegisterService so that sends read it without a lock.
+	services atomic.Pointer[map[string]LocalService]
+}
+
+// RegisterService makes svc the recipient of every map/send addressed to id
+// (the string "<id>" or "agent:<id>", or {"agent": "<id>"}); an id shadows
+// an agent registered with the same id. Register services while wiring the
+// node, before it serves; it is safe to call concurrently with sends, and
+// refuses an empty id, a nil service or an id already taken.
+func (r *Router) RegisterService(id string, svc LocalService) error {
+	if id == "" || svc == nil {
+		return fmt.Errorf("%w: RegisterService: empty id or nil service", ErrInvalidConfig)
+	}
+	for {
+		old := r.services.Load()
+		next := make(map[string]LocalService, 1)
+		if old != nil {
+			if _, taken := (*old)[id]; taken {
+				return fmt.Errorf("%w: RegisterService: %q already registered", ErrInvalidConfig, id)
+			}
+			for k, v := range *old {
+				next[k] = v
+			}
+		}
+		next[id] = svc
+		if r.services.CompareAndSwap(old, &next) {
+			return nil
+		}
+	}
 }
 
 // New validates cfg and returns a Router.
@@ -142,10 +173,14 @@ type FailedRecipient struct {
 // recipient could be reached. Call it in order per connection: that is what
 // keeps per-recipient order.
 func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
-	op, err := r.begin(ctx, from, params)
+	p, res, err := r.route(from, params)
 	if err != nil {
 		return nil, err
 	}
+	if res.service != nil {
+		return res.service.HandleSend(ctx, from, params)
+	}
+	op := r.begin(ctx, from, p, res)
 	op.release()
 	op.wait()
 	return op.result, op.err
@@ -157,10 +192,14 @@ func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) 
 // meanwhile — a pipelining sender is not held to one round trip per
 // message. Sends reach the relay in arrival order either way.
 func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
-	op, err := r.begin(ctx, from, params)
+	p, res, err := r.route(from, params)
 	if err != nil {
 		return nil, err
 	}
+	if res.service != nil {
+		return res.service.HandleSend(ctx, from, params)
+	}
+	op := r.begin(ctx, from, p, res)
 	if op.remote {
 		if d, ok := rpc.Defer(ctx); ok {
 			op.then(func() { d.Reply(op.result, op.err) })
@@ -173,22 +212,28 @@ func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMes
 	return op.result, op.err
 }
 
-// begin decodes and resolves a send, delivers to local recipients and
-// submits remote ones to the relay. The returned operation completes once
-// the caller has released it and every relay submission has answered.
-func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage) (*sendOp, error) {
+// route decodes a send's params and resolves its address to recipients
+// (see resolution for the recipient kinds).
+func (r *Router) route(from Sender, params json.RawMessage) (sendParams, resolution, error) {
 	p, err := decodeSendParams(params)
 	if err != nil {
-		return nil, err
+		return sendParams{}, resolution{}, err
 	}
 	addr, err := parseAddress(p.to)
 	if err != nil {
-		return nil, err
+		return sendParams{}, resolution{}, err
 	}
 	res, err := r.resolve(from, addr)
 	if err != nil {
-		return nil, err
+		return sendParams{}, resolution{}, err
 	}
+	return p, res, nil
+}
+
+// begin delivers a resolved send to its local recipients and submits the
+// remote ones to the relay. The returned operation completes once the
+// caller has released it and every relay submission has answered.
+func (r *Router) begin(ctx context.Context, from Sender, p sendParams, res resolution) *sendOp {
 	op := &sendOp{r: r, from: from, p: p, res: res, ts: r.now().UnixMilli(), id: ulid.Make().String(),
 		reasons: make([]string, len(res.recipients))}
 	op.pending.Store(1) // the caller's reference, dropped by release
@@ -228,7 +273,7 @@ func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage)
 	if bp != nil {
 		putNotif(bp, notif)
 	}
-	return op, nil
+	return op
 }
 
 // relayFailureReason maps a relay outcome to a map/send failure reason

@@ -65,13 +65,15 @@ func newNode(t *testing.T) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := rt.RegisterService(ServiceID, runsSvc); err != nil {
+		t.Fatal(err)
+	}
 	cfg := mapsvc.DefaultConfig()
 	cfg.NodeID, cfg.Sessions, cfg.Store, cfg.Registry = "n1", sessions, store, reg
 	cfg.IsLeader, cfg.WaitApplied, cfg.LinearizableRead = store.IsLeader, store.WaitApplied, store.LinearizableRead
 	cfg.Router, cfg.Fanout, cfg.Logger = rt, hub, log
 	cfg.Extensions = []mapsvc.Extension{{URI: ExtensionURI, Version: ExtensionVersion}}
 	cfg.ExtensionMethods = runsSvc.Methods()
-	cfg.Services = map[string]mapsvc.ServiceEndpoint{ServiceID: runsSvc}
 	svc, err := mapsvc.New(cfg)
 	if err != nil {
 		t.Fatal(err)

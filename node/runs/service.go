@@ -22,7 +22,7 @@ type MethodFunc = func(ctx context.Context, from router.Sender, params json.RawM
 
 // Service is the node-side face of the runs module: the MAP extension
 // methods (x-concord/runs/*), the reply endpoint for map/send addressed to
-// "concord.runs" (HandleSend, a mapsvc.ServiceEndpoint), and Run, which
+// "concord.runs" (HandleSend, a router.LocalService), and Run, which
 // drives runs while this node leads. Methods and HandleSend are safe for
 // concurrent use; Run is called once, by the owner.
 type Service struct {
