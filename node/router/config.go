@@ -15,7 +15,7 @@ import (
 // collaborators; New validates it.
 type Config struct {
 	// NodeID is this node's id; an agent whose registry.Agent.HomeNode
-	// equals it is delivered locally, any other home node goes through Relay.
+	// equals it is delivered locally, any other home node goes through Peers.
 	NodeID string
 
 	// Registry is the replicated agent/scope/session state the addresses are
@@ -30,9 +30,9 @@ type Config struct {
 	// Optional: nil disables message events.
 	Events EventSink
 
-	// Relay forwards messages to recipients homed on other nodes. Optional:
+	// Peers forwards messages to recipients homed on other nodes. Optional:
 	// nil (a single node) makes such recipients fail with DELIVERY_FAILED.
-	Relay Relay
+	Peers Peers
 
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
@@ -83,14 +83,14 @@ type EventSink interface {
 	HasSubscribers() bool
 }
 
-// Relay forwards a message to a recipient homed on another node of this
+// Peers forwards a message to a recipient homed on another node of this
 // system. Implemented by the cluster layer (gRPC streams between nodes).
 // Submit must keep the order of calls per (nodeID, recipient), must call
 // done exactly once, within a bounded time, with nil when the recipient's
 // node handed the message to its connection (else why not), and must not
 // block for long: it is called on the sender's request goroutine. done
 // must not block either.
-type Relay interface {
+type Peers interface {
 	Submit(ctx context.Context, nodeID string, msg *Envelope, done func(error))
 }
 

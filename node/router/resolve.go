@@ -60,7 +60,7 @@ func sessionRecipient(s *registry.Session) recipient {
 // kinds below. Federation adds one more: an agent of another system,
 // resolved from the federated forms against the exported directory and
 // handed to that system's link, as recipients homed on a peer node are
-// handed to the Relay.
+// handed to Peers.
 type resolution struct {
 	// service, when set, is a LocalService registered for the address's
 	// id: the send is handed to it whole and its answer is the send's.

@@ -29,7 +29,7 @@ type Router struct {
 	reg    registry.Reader
 	conns  func(sessionID string) (notifier, bool)
 	events EventSink
-	relay  Relay
+	peers  Peers
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -90,7 +90,7 @@ func New(cfg Config) (*Router, error) {
 			return c, true
 		},
 		events: cfg.Events,
-		relay:  cfg.Relay,
+		peers:  cfg.Peers,
 		log:    log.With("component", "router", "node_id", cfg.NodeID),
 		now:    now,
 	}, nil
@@ -240,7 +240,7 @@ func (r *Router) begin(ctx context.Context, from Sender, p sendParams, res resol
 	// The relay keeps msg until each peer acknowledged it, so a send with
 	// remote recipients builds it in a buffer of its own (sized, not the
 	// pool's 1 KiB); one without recycles a pooled buffer.
-	op.remote = r.relay != nil && res.hasRemote(r.nodeID)
+	op.remote = r.peers != nil && res.hasRemote(r.nodeID)
 	var bp *[]byte
 	var notif []byte
 	if op.remote {
@@ -256,12 +256,12 @@ func (r *Router) begin(ctx context.Context, from Sender, p sendParams, res resol
 			op.reasons[i] = rc.reason
 		case rc.homeNode == r.nodeID:
 			op.reasons[i] = r.notify(rc.sessionID, notif)
-		case r.relay == nil:
+		case r.peers == nil:
 			op.reasons[i] = reasonNoRelay
 		default:
 			op.pending.Add(1)
 			env := &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}
-			r.relay.Submit(ctx, rc.homeNode, env, func(err error) {
+			r.peers.Submit(ctx, rc.homeNode, env, func(err error) {
 				if err != nil {
 					r.log.Debug("relay failed", "peer", rc.homeNode, "err", err)
 				}

@@ -113,7 +113,7 @@ func (d *driver) startSend(ctx context.Context, id string, p *pendingTask) {
 			sctx, cancel := context.WithTimeout(ctx, d.cfg.sendTimeout)
 			_, err = d.send.Send(sctx, serviceSender, msg)
 			cancel()
-			// Send does not keep params (Sender contract), so the buffer
+			// Send does not keep params (Messenger contract), so the buffer
 			// is reused: fresh 100 KB buffers per task cost more in page
 			// faults and GC than the copy itself.
 			*buf = msg

@@ -59,7 +59,7 @@ func newNode(t *testing.T) *node {
 	}
 	scfg := DefaultServiceConfig()
 	scfg.NodeID, scfg.Module, scfg.Store, scfg.Agents = "n1", mod, store, reg
-	scfg.Sender, scfg.Leadership, scfg.IsLeader, scfg.WaitApplied = rt, store, store.IsLeader, store.WaitApplied
+	scfg.Messenger, scfg.Leadership, scfg.IsLeader, scfg.WaitApplied = rt, store, store.IsLeader, store.WaitApplied
 	scfg.Logger = log
 	runsSvc, err := NewService(scfg)
 	if err != nil {
