@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 )
@@ -110,7 +110,7 @@ type SendResult struct {
 // result without reflection.
 func (r *SendResult) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"messageId":`...)
-	b = appendResultString(b, r.MessageID)
+	b = jsonkit.AppendString(b, r.MessageID)
 	b = append(b, `,"delivered":`...)
 	if r.Delivered == nil {
 		b = append(b, "null"...)
@@ -120,7 +120,7 @@ func (r *SendResult) AppendJSON(b []byte) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendResultString(b, id)
+			b = jsonkit.AppendString(b, id)
 		}
 		b = append(b, ']')
 	}
@@ -131,32 +131,14 @@ func (r *SendResult) AppendJSON(b []byte) ([]byte, error) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"id":`...)
-			b = appendResultString(b, f.ID)
+			b = jsonkit.AppendString(b, f.ID)
 			b = append(b, `,"reason":`...)
-			b = appendResultString(b, f.Reason)
+			b = jsonkit.AppendString(b, f.Reason)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
 	return append(b, '}'), nil
-}
-
-// appendResultString appends s as encoding/json does with HTML escaping
-// off: printable ASCII other than '"' and '\\' verbatim, anything else
-// through an encoder.
-func appendResultString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(s) // a string always encodes
-			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // FailedRecipient is one recipient the message did not reach.
@@ -446,9 +428,9 @@ func putNotif(bp *[]byte, notif []byte) {
 func buildNotification(b []byte, id, from string, p *sendParams, ts int64) []byte {
 	b = slices.Grow(b, 128+len(from)+len(p.to)+len(p.payload)+len(p.meta))
 	b = append(b, `{"message":{"id":`...)
-	b = appendString(b, id)
+	b = jsonkit.AppendString(b, id)
 	b = append(b, `,"from":`...)
-	b = appendString(b, from)
+	b = jsonkit.AppendString(b, from)
 	b = append(b, `,"to":`...)
 	b = append(b, p.to...)
 	if p.payload != nil {
