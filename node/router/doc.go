@@ -8,7 +8,7 @@
 // the send is handed whole to that in-process LocalService, on the node that
 // received it. Every map/send takes this one path, so params are validated
 // and addresses parsed in one place; federation will add remote systems as
-// one more kind (see resolution).
+// one more kind (see Router.route).
 //
 // What it does not do: it stores nothing (map/send is ephemeral transport:
 // no inbox, no retry, no read state), it never proposes Raft commands, and

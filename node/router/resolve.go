@@ -56,17 +56,10 @@ func sessionRecipient(s *registry.Session) recipient {
 	return rc
 }
 
-// resolution is the outcome of resolving an address: one of the recipient
-// kinds below. Federation adds one more: an agent of another system,
-// resolved from the federated forms against the exported directory and
-// handed to that system's link, as recipients homed on a peer node are
-// handed to Peers.
+// resolution is the outcome of resolving an address against this
+// system's registry: agents and participant sessions, each delivered to its
+// connection here or handed to Peers for its home node.
 type resolution struct {
-	// service, when set, is a LocalService registered for the address's
-	// id: the send is handed to it whole and its answer is the send's.
-	service LocalService
-	// recipients are agents and participant sessions of this system's
-	// registry, each delivered to its connection here or to its home node.
 	recipients []recipient
 	scopeID    string // the addressed scope, for events
 	system     bool   // {system:true}: the router itself is the recipient
@@ -86,9 +79,6 @@ func (res resolution) hasRemote(self string) bool {
 // resolve turns an address into recipients. The sender is never its own
 // recipient for group forms (scope, role, broadcast, participants).
 func (r *Router) resolve(from Sender, a address) (resolution, error) {
-	if svc := r.serviceAt(a); svc != nil {
-		return resolution{service: svc}, nil
-	}
 	switch a.kind {
 	case addrString:
 		return r.resolveString(from, a.id)

@@ -155,12 +155,12 @@ type FailedRecipient struct {
 // recipient could be reached. Call it in order per connection: that is what
 // keeps per-recipient order.
 func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
-	p, res, err := r.route(from, params)
+	p, res, svc, err := r.route(from, params)
 	if err != nil {
 		return nil, err
 	}
-	if res.service != nil {
-		return res.service.HandleSend(ctx, from, params)
+	if svc != nil {
+		return svc.HandleSend(ctx, from, params)
 	}
 	op := r.begin(ctx, from, p, res)
 	op.release()
@@ -174,12 +174,12 @@ func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) 
 // meanwhile — a pipelining sender is not held to one round trip per
 // message. Sends reach the relay in arrival order either way.
 func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
-	p, res, err := r.route(from, params)
+	p, res, svc, err := r.route(from, params)
 	if err != nil {
 		return nil, err
 	}
-	if res.service != nil {
-		return res.service.HandleSend(ctx, from, params)
+	if svc != nil {
+		return svc.HandleSend(ctx, from, params)
 	}
 	op := r.begin(ctx, from, p, res)
 	if op.remote {
@@ -194,22 +194,28 @@ func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMes
 	return op.result, op.err
 }
 
-// route decodes a send's params and resolves its address to recipients
-// (see resolution for the recipient kinds).
-func (r *Router) route(from Sender, params json.RawMessage) (sendParams, resolution, error) {
-	p, err := decodeSendParams(params)
-	if err != nil {
-		return sendParams{}, resolution{}, err
+// route decodes a send's params and resolves its address to one kind of
+// recipient: a LocalService registered for the address's id (svc: the send
+// is handed to it whole and its answer is the send's), or agents and
+// sessions of this system's registry (res). Federation adds one more kind:
+// agents of another system, resolved from the federated forms against the
+// exported directory and handed to that system's link as recipients homed
+// on a peer node are handed to Peers.
+func (r *Router) route(from Sender, params json.RawMessage) (p sendParams, res resolution, svc LocalService, err error) {
+	if p, err = decodeSendParams(params); err != nil {
+		return sendParams{}, resolution{}, nil, err
 	}
 	addr, err := parseAddress(p.to)
 	if err != nil {
-		return sendParams{}, resolution{}, err
+		return sendParams{}, resolution{}, nil, err
 	}
-	res, err := r.resolve(from, addr)
-	if err != nil {
-		return sendParams{}, resolution{}, err
+	if svc = r.serviceAt(addr); svc != nil {
+		return p, resolution{}, svc, nil
 	}
-	return p, res, nil
+	if res, err = r.resolve(from, addr); err != nil {
+		return sendParams{}, resolution{}, nil, err
+	}
+	return p, res, nil, nil
 }
 
 // begin delivers a resolved send to its local recipients and submits the
