@@ -107,28 +107,6 @@ func (r *Router) resolve(from Sender, a address) (resolution, error) {
 	return resolution{}, rpc.InvalidParams("to", "unsupported address form")
 }
 
-// serviceAt returns the LocalService an address names, if any: the string
-// "<id>" or "agent:<id>", or {"agent": "<id>"}, with id registered. Other
-// forms never reach a service ({agents: [id]} or {scope: id} included).
-func (r *Router) serviceAt(a address) LocalService {
-	m := r.services.Load()
-	if m == nil {
-		return nil
-	}
-	switch a.kind {
-	case addrAgent:
-		return (*m)[a.id]
-	case addrString:
-		if svc, ok := (*m)[a.id]; ok {
-			return svc
-		}
-		if rest, ok := strings.CutPrefix(a.id, "agent:"); ok {
-			return (*m)[rest]
-		}
-	}
-	return nil
-}
-
 // resolveString handles the string shorthand: an agent id, "agent:<id>",
 // "scope:<id>", or a federated "sysId:agent:<id>". An exact agent id wins
 // over a prefix reading; when both readings name different existing

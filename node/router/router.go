@@ -38,33 +38,6 @@ type Router struct {
 	services atomic.Pointer[map[string]LocalService]
 }
 
-// RegisterService makes svc the recipient of every map/send addressed to id
-// (the string "<id>" or "agent:<id>", or {"agent": "<id>"}); an id shadows
-// an agent registered with the same id. Register services while wiring the
-// node, before it serves; it is safe to call concurrently with sends, and
-// refuses an empty id, a nil service or an id already taken.
-func (r *Router) RegisterService(id string, svc LocalService) error {
-	if id == "" || svc == nil {
-		return fmt.Errorf("%w: RegisterService: empty id or nil service", ErrInvalidConfig)
-	}
-	for {
-		old := r.services.Load()
-		next := make(map[string]LocalService, 1)
-		if old != nil {
-			if _, taken := (*old)[id]; taken {
-				return fmt.Errorf("%w: RegisterService: %q already registered", ErrInvalidConfig, id)
-			}
-			for k, v := range *old {
-				next[k] = v
-			}
-		}
-		next[id] = svc
-		if r.services.CompareAndSwap(old, &next) {
-			return nil
-		}
-	}
-}
-
 // New validates cfg and returns a Router.
 func New(cfg Config) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
@@ -152,8 +125,9 @@ type FailedRecipient struct {
 // initial message; a connection's requests go through HandleSend). It
 // returns a *SendResult, or an *rpc.Error: -32602 for malformed params,
 // 2000/2001/2002/2004/1003/5001 from address resolution, 2003 when no
-// recipient could be reached. Call it in order per connection: that is what
-// keeps per-recipient order.
+// recipient could be reached; a send addressed to a registered service
+// returns that service's answer instead. Call it in order per connection:
+// that is what keeps per-recipient order.
 func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
 	p, res, svc, err := r.route(from, params)
 	if err != nil {
@@ -172,7 +146,7 @@ func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) 
 // is on another node it defers the reply (rpc.Defer) until that node
 // acknowledged delivery, so the connection serves its next request
 // meanwhile — a pipelining sender is not held to one round trip per
-// message. Sends reach the relay in arrival order either way.
+// message. Sends reach Peers in arrival order either way.
 func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
 	p, res, svc, err := r.route(from, params)
 	if err != nil {
