@@ -106,11 +106,13 @@ func (s *Server) buildMembership() error {
 func (s *Server) buildClusterServer() error {
 	cc := s.clusterConfig()
 	srv, err := cluster.NewServer(cc, cluster.ServerDeps{
-		Store:     s.store,
-		Resolver:  s.directory,
-		Members:   s.membership,
-		Deliverer: s.router,
-		Events:    s.hub,
+		Store:          s.store,
+		Resolver:       s.directory,
+		Members:        s.membership,
+		Deliverer:      s.router,
+		Events:         s.hub,
+		Snapshots:      s.store,
+		SnapshotLabels: raftstore.SaveOptions{SystemID: s.cfg.SystemID, Version: s.cfg.Version},
 	})
 	if err != nil {
 		return fmt.Errorf("build cluster server: %w", err)
