@@ -108,8 +108,8 @@ func writeFixture(t *testing.T, base string) {
 	call(t, c, "map/scopes/join", map[string]any{"scopeId": "room", "agentId": "bob"})
 	start := call(t, c, "x-concord/runs/start", map[string]any{"request": map[string]any{
 		"requestId": "fixture-run", "task": "Is a fixture a promise?",
-		"participants": []map[string]any{{"id": "alice"}, {"id": "bob"}, {"id": "carol"}},
-		"roundPolicy":  map[string]any{"minRounds": 1, "maxRounds": 2},
+		"participants":  []map[string]any{{"id": "alice"}, {"id": "bob"}, {"id": "carol"}},
+		"roundPolicy":   map[string]any{"minRounds": 1, "maxRounds": 2},
 		"waitingPolicy": map[string]any{"perTaskTimeoutMs": 3_600_000, "perRoundTimeoutMs": 7_200_000},
 	}})
 	runID, _ := start["runId"].(string)
