@@ -38,6 +38,8 @@ type serverFlags struct {
 	runRetention    time.Duration
 	maxFinishedRuns int
 	logs            logFlags
+	configFile      string
+	printConfig     bool
 	// changed reports whether the user set a flag, so --dev keeps its own
 	// defaults for everything not given explicitly.
 	changed func(name string) bool
@@ -49,9 +51,21 @@ func newServerCmd() *cobra.Command {
 		Use:   "server",
 		Short: "Run a Concord node",
 		Long: `Run a Concord node. With --dev it runs one bootstrapped node on 127.0.0.1
-with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).`,
+with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).
+
+Every flag can also come from the environment, CONCORD_<FLAG> (upper case,
+dashes to underscores: CONCORD_NODE_ID, CONCORD_JOIN=a:7703,b:7703), or from a
+YAML file given with --config whose keys are flag names. Flags win over the
+environment, which wins over the file; --print-config shows the result.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sources, err := applySources(cmd.Flags(), os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			if f.printConfig {
+				return printConfig(cmd.OutOrStdout(), cmd.Flags(), sources)
+			}
 			f.changed = cmd.Flags().Changed
 			return runServer(cmd.Context(), cmd, f)
 		},
@@ -91,6 +105,9 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 		"keep at most this many finished runs (the oldest are forgotten first); 0 means no cap")
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
 	f.logs.register(cmd)
+	fl.StringVar(&f.configFile, configFlag, "",
+		"YAML file of server settings, keys = flag names (env CONCORD_CONFIG); flags win over CONCORD_<FLAG> environment variables, which win over the file")
+	fl.BoolVar(&f.printConfig, printConfigFlag, false, "print the effective settings (flags, environment, file) as a config file, secrets redacted, and exit")
 }
 
 func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
