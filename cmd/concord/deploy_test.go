@@ -331,4 +331,3 @@ func TestDeploy_SystemdAndExampleConfig(t *testing.T) {
 		t.Errorf("concord.example.yaml: %v", err)
 	}
 }
-
