@@ -116,6 +116,7 @@ func (s *Server) build() error {
 	}
 	s.forwarder.SetLeaderSource(s.store)
 	s.metrics = newMetrics(s.cfg.NodeID, s.store)
+	s.metrics.addOps(s.cfg.NodeID, s.store, s.registry, s.runs)
 	if err := s.buildMembership(); err != nil {
 		return err
 	}
@@ -191,6 +192,9 @@ func (s *Server) buildMAPService() error {
 	rcfg.Sessions = sessions
 	rcfg.Events = cluster.NewEventBroadcaster(hub, s.peers, s.registry)
 	rcfg.Peers = s.peers
+	if s.peers != nil {
+		rcfg.Peers = countingPeers{next: s.peers, out: s.metrics.ops.relay.out}
+	}
 	rcfg.Logger = s.cfg.Logger
 	rt, err := router.New(rcfg)
 	if err != nil {

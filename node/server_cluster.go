@@ -109,7 +109,7 @@ func (s *Server) buildClusterServer() error {
 		Store:          s.store,
 		Resolver:       s.directory,
 		Members:        s.membership,
-		Deliverer:      s.router,
+		Deliverer:      countingDeliverer{next: s.router, m: s.metrics.ops.relay},
 		Events:         s.hub,
 		Snapshots:      s.store,
 		SnapshotLabels: raftstore.SaveOptions{SystemID: s.cfg.SystemID, Version: s.cfg.Version},
