@@ -17,8 +17,8 @@ export function renderResult(res) {
       card('Claims resolved', `${(res.claimResolutions || []).filter((r) => r.status === 'resolved').length} of ${(res.claimResolutions || []).length}`),
       card('Rounds', (res.rounds || []).length)),
     rep.reason ? h('p', { class: 'muted' }, `Chosen because: ${rep.reason} (score ${fmt(rep.score)})`) : null,
-    report.finalSummary ? [h('h4', null, 'Summary'), h('div', { class: 'speech', id: 'result-summary' }, report.finalSummary)] : null,
-    rep.speech || report.representativeSpeech ? [h('h4', null, 'Representative speech'), h('div', { class: 'speech' }, report.representativeSpeech || rep.speech)] : null,
+    report.finalSummary ? [h('h4', null, 'Summary'), h('div', { class: 'speech', id: 'result-summary' }, prose(report.finalSummary))] : null,
+    rep.speech || report.representativeSpeech ? [h('h4', null, 'Representative speech'), h('div', { class: 'speech' }, prose(report.representativeSpeech || rep.speech))] : null,
     h('h4', null, 'Claims'),
     table({
       label: 'Result claims',
@@ -54,7 +54,14 @@ export function renderResult(res) {
 
 function votes(r) {
   if (!r || !(r.votes || []).length) return '—';
-  return h('ul', { class: 'plain' }, r.votes.map((v) => h('li', null, `${v.participantId} `, statusBadge(v.vote))));
+  return h('ul', { class: 'chips' }, r.votes.map((v) => h('li', null, `${v.participantId} `, statusBadge(v.vote))));
+}
+
+// prose renders report text: paragraphs per blank line, **bold** kept as
+// bold (argue's reports use it for names), everything else as text.
+function prose(text) {
+  return String(text).split(/\n{2,}/).map((para) => h('p', null,
+    para.split(/\*\*(.+?)\*\*/g).map((part, i) => (i % 2 ? h('strong', null, part) : part))));
 }
 
 function fmt(n) {

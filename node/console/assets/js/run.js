@@ -12,6 +12,7 @@ export function runPage(main, { map, nodes, store }, runId) {
   let summary = null;
   let result = null;
   let stopped = false;
+  const opened = new Map(); // round key → open, as the reader left it
   const head = h('div', { id: 'run-head' });
   const resultBox = h('div', { id: 'run-result' });
   const live = h('div', { id: 'run-live' });
@@ -39,12 +40,15 @@ export function runPage(main, { map, nodes, store }, runId) {
   const render = throttle(() => {
     if (stopped || !summary) return;
     const v = model.derive();
+    const running = summary.status === 'running';
     document.getElementById('run-title').textContent = `Debate ${summary.requestId || runId}`;
     renderHead(v);
     if (result) replace(resultBox, renderResult(result));
     else replace(resultBox);
     replace(live,
-      section('rounds-h', 'Rounds', v.rounds.length ? v.rounds.map((r) => renderRound(r, v)) : h('p', { class: 'empty' }, 'Waiting for the first round.')),
+      section('rounds-h', 'Rounds', v.rounds.length
+        ? v.rounds.map((r, i) => renderRound(r, running, i === v.rounds.length - 1, opened))
+        : h('p', { class: 'empty' }, 'Waiting for the first round.')),
       section('claims-h', 'Claims', renderClaims(v)),
       section('progress-h', 'Progress', v.notes.length
         ? h('ol', { class: 'plain', id: 'progress' }, v.notes.map((n) => h('li', null, time(n.at), ' ', n.text)))
@@ -112,26 +116,45 @@ function section(id, title, body) {
   return h('section', { class: 'panel', 'aria-labelledby': id }, h('h3', { id }, title), body);
 }
 
-function renderRound(r, v) {
+// renderRound shows one round as a disclosure: open while it runs (and,
+// for a running debate, the latest round), closed once the debate is over;
+// a reader's own open/close choice is kept across re-renders in opened.
+function renderRound(r, running, latest, opened) {
+  const key = `${r.phase}:${r.round}`;
   const c = r.completed;
-  const state = c ? `completed: ${c.completed} answered, ${c.timedOut} timed out, ${c.failed} failed, ${c.newClaims} new claims, ${c.mergeCount} merges`
+  const state = c ? `${c.completed} answered, ${c.timedOut} timed out, ${c.failed} failed, ${c.newClaims} new claims, ${c.mergeCount} merges`
     : `in progress: ${r.responses.size} of ${r.participants.length} answered`;
-  return h('div', { class: 'round', 'data-round': `${r.phase}:${r.round}`, 'data-answered': r.responses.size, 'data-done': c ? 'true' : 'false' },
-    h('h4', null, `Round ${r.round} · ${r.phase.replace('_', ' ')} `, c ? badge('completed', 'ok') : badge('in progress', 'info')),
-    h('p', { class: 'muted' }, state),
+  const open = opened.has(key) ? opened.get(key) : running && (latest || !c);
+  const el = h('details', { class: 'round', open, 'data-round': key, 'data-answered': r.responses.size, 'data-done': c ? 'true' : 'false' },
+    h('summary', null, h('span', { class: 'round-title' }, `Round ${r.round} · ${r.phase.replace('_', ' ')}`), ' ',
+      c ? badge('completed', 'ok') : badge('in progress', 'info'), ' ', h('span', { class: 'muted' }, state)),
     table({
       label: `Round ${r.round} answers`,
       columns: [
         { title: 'Agent', rowHeader: true, cell: (pid) => h('span', { class: 'mono' }, pid) },
-        { title: 'Task', cell: (pid) => statusBadge(r.responses.has(pid) ? 'answered' : r.eliminated.has(pid) ? 'eliminated' : 'waiting') },
+        { title: 'Task', cell: (pid) => statusBadge(taskState(r, pid)) },
         { title: 'Summary', cell: (pid) => (r.responses.get(pid) || {}).summary || '—' },
         { title: 'New claims', cell: (pid) => list(((r.responses.get(pid) || {}).extractedClaimsDetail || []).map((x) => x.title)) },
-        { title: 'Judgements', cell: (pid) => list(((r.responses.get(pid) || {}).judgementsDetail || []).map((j) => [h('span', { class: 'mono' }, j.claimId), ' ', statusBadge(j.stance)])) },
-        { title: 'Votes', cell: (pid) => list(((r.responses.get(pid) || {}).claimVotesDetail || []).map((x) => [h('span', { class: 'mono' }, x.claimId), ' ', statusBadge(x.vote)])) },
+        { title: 'Judgements', cell: (pid) => chips(((r.responses.get(pid) || {}).judgementsDetail || []).map((j) => [j.claimId, j.stance])) },
+        { title: 'Votes', cell: (pid) => chips(((r.responses.get(pid) || {}).claimVotesDetail || []).map((x) => [x.claimId, x.vote])) },
       ],
       rows: r.participants.length ? r.participants : [...r.responses.keys()],
-      rowAttrs: (pid) => ({ 'data-agent': pid, 'data-task': r.responses.has(pid) ? 'answered' : r.eliminated.has(pid) ? 'eliminated' : 'waiting' }),
+      rowAttrs: (pid) => ({ 'data-agent': pid, 'data-task': taskState(r, pid) }),
     }));
+  // toggle also fires for the initial state; only a change is the reader's.
+  el.addEventListener('toggle', () => { if (el.open !== open) opened.set(key, el.open); });
+  return el;
+}
+
+function taskState(r, pid) {
+  if (r.responses.has(pid)) return 'answered';
+  return r.eliminated.has(pid) ? 'eliminated' : 'waiting';
+}
+
+// chips renders (claim, word) pairs compactly: "alice:0:1 agree".
+function chips(pairs) {
+  if (!pairs.length) return '—';
+  return h('ul', { class: 'chips' }, pairs.map(([id, word]) => h('li', null, h('span', { class: 'mono' }, id), ' ', statusBadge(word))));
 }
 
 function renderClaims(v) {
@@ -149,7 +172,7 @@ function renderClaims(v) {
       { title: 'Agree', num: true, cell: (c) => count(c, 'agree') },
       { title: 'Disagree', num: true, cell: (c) => count(c, 'disagree') },
       { title: 'Revise', num: true, cell: (c) => count(c, 'revise') },
-      { title: 'Votes', cell: (c) => list([...c.votes].map(([pid, vote]) => [pid, ' ', statusBadge(vote)])) },
+      { title: 'Votes', cell: (c) => chips([...c.votes]) },
     ],
     rows: claims,
     rowAttrs: (c) => ({ 'data-claim': c.id, 'data-status': c.status }),
