@@ -186,6 +186,52 @@ func (b *browser) shoot(name string) {
 	}
 }
 
+// shootViewport writes what a w×h window shows with sel at its top.
+func (b *browser) shootViewport(name, sel string, w, h int64) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(w, h)); err != nil {
+		b.t.Fatal(err)
+	}
+	b.eval(fmt.Sprintf(`document.querySelector(%q).scrollIntoView(); new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, sel))
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(consoleScreenshotDir, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(consoleWidths[0], 900)); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// requireAccessible checks the current page for the basics a screen
+// reader and a keyboard need: one h1 and a page heading, every form
+// control labelled, every button and link named, column headers scoped,
+// ids unique.
+func (b *browser) requireAccessible(page string) {
+	b.t.Helper()
+	var problems []string
+	b.eval(`(() => {
+		const p = [];
+		const short = (el) => el.outerHTML.slice(0, 90);
+		if (document.querySelectorAll('h1').length !== 1) p.push('want exactly one h1');
+		if (!document.querySelector('main h2')) p.push('no page heading (h2) in main');
+		for (const el of document.querySelectorAll('input, select, textarea'))
+			if (!el.labels || el.labels.length === 0) p.push('unlabelled ' + short(el));
+		for (const el of document.querySelectorAll('button, a[href]'))
+			if (!(el.textContent.trim() || el.getAttribute('aria-label'))) p.push('nameless ' + short(el));
+		for (const th of document.querySelectorAll('thead th'))
+			if (th.getAttribute('scope') !== 'col') p.push('column header without scope ' + short(th));
+		const ids = [...document.querySelectorAll('[id]')].map((e) => e.id);
+		for (const id of new Set(ids)) if (ids.indexOf(id) !== ids.lastIndexOf(id)) p.push('duplicate id ' + id);
+		return p;
+	})()`, &problems)
+	if len(problems) > 0 {
+		b.t.Fatalf("console %s page: accessibility problems: %q", page, problems)
+	}
+}
+
 // requireNoPageErrors fails on any uncaught error the page recorded.
 func (b *browser) requireNoPageErrors() {
 	b.t.Helper()
@@ -219,15 +265,30 @@ func TestConsole_Browser(t *testing.T) {
 	b.waitFor("three servers listed", `document.querySelectorAll('#servers tbody tr[data-node]').length === 3`, consoleWait)
 	b.waitFor("leader "+leader.ID+" shown", fmt.Sprintf(`document.querySelector('#leader')?.dataset.leader === %q`, leader.ID), consoleWait)
 	b.waitFor("leader row marked", fmt.Sprintf(`document.querySelector('#servers tr[data-node=%q]')?.dataset.role === 'leader'`, leader.ID), consoleWait)
+	b.requireAccessible("system")
 	b.shoot("system")
 
+	// Keyboard: the skip link comes first, then the page links; Enter on
+	// one opens its page.
+	b.eval(`document.activeElement && document.activeElement.blur(); true`)
+	if err := chromedp.Do(b.ctx, chromedp.KeyEvent("\t\t\t")); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.text(":focus"); got != "Agents and scopes" {
+		t.Fatalf("third Tab focuses %q, want the Agents and scopes link", got)
+	}
+	if err := chromedp.Do(b.ctx, chromedp.KeyEvent("\r")); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("agents page opened by keyboard", `location.hash === '#/agents'`, consoleWait)
+
 	// Agents: the three debaters, with their home nodes.
-	b.goTo("#/agents")
 	for _, id := range runParticipants {
 		b.waitFor("agent "+id+" listed", fmt.Sprintf(`document.querySelector('#agents tr[data-agent=%q]')`, id), consoleWait)
 	}
 	home, _ := leader.Server().Registry().Agent("alice")
 	b.waitFor("alice's home node "+home.HomeNode+" shown", fmt.Sprintf(`document.querySelector('#agents tr[data-agent="alice"] td:nth-child(5)')?.textContent === %q`, home.HomeNode), consoleWait)
+	b.requireAccessible("agents")
 	b.shoot("agents")
 
 	// Debates: start one from the form.
@@ -235,6 +296,7 @@ func TestConsole_Browser(t *testing.T) {
 	for _, id := range runParticipants {
 		b.waitFor("checkbox for "+id, fmt.Sprintf(`document.getElementById('start-agent-%s')`, id), consoleWait)
 	}
+	b.requireAccessible("debates")
 	b.shoot("debates")
 	if err := chromedp.Do(b.ctx,
 		chromedp.SendKeys(chromedp.CSS("#start-task"), "Should the session cache be sharded across regions?"),
@@ -259,7 +321,9 @@ func TestConsole_Browser(t *testing.T) {
 	}
 	b.waitFor("run finished", `document.querySelector('#run-status')?.dataset.status === 'finished'`, runDoneTimeout)
 	b.waitFor("result shown", `document.querySelectorAll('#result tr[data-claim]').length > 0`, consoleWait)
+	b.requireAccessible("run")
 	b.shoot("run-result")
+	b.shootViewport("readme", "body", 1100, 760) // the README's picture (node/console/console.png)
 
 	// The result on the page is result.json's.
 	want := resultFileRows(t, c, runID)
@@ -272,6 +336,28 @@ func TestConsole_Browser(t *testing.T) {
 	b.eval(`document.getElementById('file-result-json')?.href || ''`, &href)
 	if !strings.HasSuffix(href, "/v1/runs/"+runID+"/result.json") {
 		t.Fatalf("result.json link = %q", href)
+	}
+	// The other two files are argue's too: one event line per engine
+	// event, and the summary naming the result's status.
+	events := strings.Split(strings.TrimSpace(string(runFile(t, c, runID, "events.jsonl"))), "\n")
+	for i, line := range events {
+		var l struct {
+			Kind  string `json:"kind"`
+			Seq   int    `json:"seq"`
+			Event struct {
+				SessionID string `json:"sessionId"`
+				Type      string `json:"type"`
+			} `json:"event"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Kind != "argue.event" || l.Seq != i || l.Event.SessionID != runID {
+			t.Fatalf("events.jsonl line %d = %s (%v)", i, line, err)
+		}
+		if i == len(events)-1 && l.Event.Type != "Finalized" {
+			t.Fatalf("events.jsonl ends with %s, want Finalized", l.Event.Type)
+		}
+	}
+	if summary := string(runFile(t, c, runID, "summary.md")); !strings.Contains(summary, "**Status:**") {
+		t.Fatalf("summary.md = %q", summary)
 	}
 
 	// Failover: kill the leader, which served the page.
@@ -343,16 +429,7 @@ func watchRun(t *testing.T, b *browser) []string {
 // returns its claims as the console lists them: id, status, resolution.
 func resultFileRows(t *testing.T, c *Cluster, runID string) []resultRow {
 	t.Helper()
-	url := "http://" + c.Running()[0].HTTPAddr + "/v1/runs/" + runID + "/result.json"
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("get %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("get %s: %d %s %v", url, resp.StatusCode, body, err)
-	}
+	body := runFile(t, c, runID, "result.json")
 	var res struct {
 		FinalClaims []struct {
 			ClaimID string `json:"claimId"`
@@ -378,4 +455,20 @@ func resultFileRows(t *testing.T, c *Cluster, runID string) []resultRow {
 		t.Fatalf("result.json has no claims: %s", body)
 	}
 	return rows
+}
+
+// runFile GETs one of a run's files from a running node's /v1.
+func runFile(t *testing.T, c *Cluster, runID, name string) []byte {
+	t.Helper()
+	url := "http://" + c.Running()[0].HTTPAddr + "/v1/runs/" + runID + "/" + name
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("get %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("get %s: %d %s %v", url, resp.StatusCode, body, err)
+	}
+	return body
 }

@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/concordmap/concord/consensus"
 	"github.com/concordmap/concord/node/console"
+	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/runs"
 )
 
@@ -133,12 +135,16 @@ func (s *Server) handleRunFile(w http.ResponseWriter, r *http.Request) {
 // read this node's /v1 endpoints (GET and HEAD only): the console, when
 // the node it was opened on dies, keeps reading /v1 from the others. Any
 // other origin gets no CORS headers, so browsers keep refusing it; writes
-// never get them. Member origins are http(s)://<advertised HTTP address>.
+// never get them. Member origins are http(s)://<advertised HTTP address>
+// of a member this node lists now or has listed since it started: a
+// console opened on a node that died and was since reaped from gossip
+// still comes from that node's origin.
 func (s *Server) allowMemberOrigins(next http.Handler) http.Handler {
+	seen := &seenAddrs{addrs: map[string]bool{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/v1/") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			w.Header().Add("Vary", "Origin")
-			if origin := r.Header.Get("Origin"); origin != "" && s.isMemberOrigin(origin, r.Host) {
+			if origin := r.Header.Get("Origin"); origin != "" && seen.isMemberOrigin(s.membership.Members(), origin, r.Host) {
 				w.Header().Set("Access-Control-Allow-Origin", origin)
 			}
 		}
@@ -146,10 +152,21 @@ func (s *Server) allowMemberOrigins(next http.Handler) http.Handler {
 	})
 }
 
-// isMemberOrigin reports whether origin is a member's HTTP address. A
-// member bound to an unspecified address (0.0.0.0:7700) advertises no
-// host a browser can use: its port on the host this request named counts.
-func (s *Server) isMemberOrigin(origin, reqHost string) bool {
+// maxSeenAddrs bounds the remembered member addresses (a system has a
+// handful of servers; churn beyond this forgets the oldest set).
+const maxSeenAddrs = 1024
+
+// seenAddrs remembers the HTTP addresses of members this node has listed.
+type seenAddrs struct {
+	mu    sync.Mutex
+	addrs map[string]bool
+}
+
+// isMemberOrigin reports whether origin is the HTTP address of a current
+// or remembered member. A member bound to an unspecified address
+// (0.0.0.0:7700) advertises no host a browser can use: its port on the
+// host this request named counts.
+func (sa *seenAddrs) isMemberOrigin(members []membership.Member, origin, reqHost string) bool {
 	u, err := url.Parse(origin)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
 		return false
@@ -158,11 +175,19 @@ func (s *Server) isMemberOrigin(origin, reqHost string) bool {
 	if h, _, err := net.SplitHostPort(reqHost); err == nil {
 		reqHostname = h
 	}
-	for _, m := range s.membership.Members() {
-		if m.HTTPAddr == u.Host {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	if len(sa.addrs)+len(members) > maxSeenAddrs {
+		clear(sa.addrs)
+	}
+	for _, m := range members {
+		sa.addrs[m.HTTPAddr] = true
+	}
+	for addr := range sa.addrs {
+		if addr == u.Host {
 			return true
 		}
-		host, port, err := net.SplitHostPort(m.HTTPAddr)
+		host, port, err := net.SplitHostPort(addr)
 		if err == nil && (host == "" || net.ParseIP(host).IsUnspecified()) && port == u.Port() && u.Hostname() == reqHostname {
 			return true
 		}

@@ -39,6 +39,14 @@ export function replace(container, ...nodes) {
     const again = document.getElementById(focusId);
     if (again) again.focus({ preventScroll: true });
   }
+  // A table wider than its box scrolls; make that box reachable by
+  // keyboard (and only then, so narrow tables add no tab stops).
+  requestAnimationFrame(() => {
+    for (const box of container.querySelectorAll('.scroll')) {
+      if (box.scrollWidth > box.clientWidth + 1) box.setAttribute('tabindex', '0');
+      else box.removeAttribute('tabindex');
+    }
+  });
 }
 
 // table builds an accessible table: caption, header cells with scope, and
@@ -51,7 +59,7 @@ export function table({ caption, columns, rows, rowAttrs, empty, label }) {
     body.push(h('tr', null, h('td', { colspan: columns.length, class: 'empty' }, empty || 'Nothing yet.')));
   }
   const t = h('table', null, caption ? h('caption', null, caption) : null, h('thead', null, head), h('tbody', null, body));
-  return h('div', { class: 'scroll', role: 'region', tabindex: '0', 'aria-label': label || caption || 'table' }, t);
+  return h('div', { class: 'scroll', role: 'region', 'aria-label': label || caption || 'table' }, t);
 }
 
 function cells(columns, r) {
@@ -90,7 +98,7 @@ export function time(v) {
   if (v === undefined || v === null || v === 0 || v === '') return '—';
   const d = new Date(v);
   if (Number.isNaN(d.getTime())) return String(v);
-  return h('time', { datetime: d.toISOString() }, d.toLocaleTimeString());
+  return h('time', { datetime: d.toISOString(), title: d.toLocaleString() }, d.toLocaleTimeString());
 }
 
 export function dateTime(v) {

@@ -3,7 +3,7 @@
 // events; a gap in the event sequence (events missed while reconnecting)
 // loads the run again. A finished run shows its result first, rendered
 // like argue's viewer, with links to the node's result files.
-import { h, card, replace, table, statusBadge, badge, time, dateTime, throttle } from './dom.js';
+import { h, card, replace, table, statusBadge, badge, time, throttle } from './dom.js';
 import { RunModel, fromEngine, fromMap } from './runmodel.js';
 import { renderResult } from './result.js';
 
@@ -66,16 +66,16 @@ export function runPage(main, { map, nodes, store }, runId) {
     });
     replace(head, h('section', { class: 'panel', 'aria-label': 'Run status' },
       h('div', { class: 'toolbar' },
-        h('dl', { class: 'cards' },
+        h('dl', { class: 'cards compact' },
           card('Status', statusBadge(s.status), { id: 'run-status', 'data-status': s.status }),
-          card('Phase', s.phase ? `${s.phase} · round ${s.round}` : '—', { id: 'run-phase' }),
+          card('Phase', s.phase ? `${s.phase.replace('_', ' ')} · round ${s.round}` : '—', { id: 'run-phase' }),
           card('Agents', `${(s.activeParticipants || []).length} of ${(s.participants || []).length} active`),
-          card('Started', dateTime(s.startedAt)),
-          card('Finished', dateTime(s.finishedAt))),
+          card('Started', time(s.startedAt)),
+          card('Took', s.finishedAt ? duration(s.finishedAt - s.startedAt) : 'running')),
         s.status === 'running' ? h('button', { type: 'button', class: 'danger', id: 'run-cancel', onclick: cancel }, 'Cancel run') : null),
       s.error ? h('p', { class: 'msg error' }, `${s.error.code}: ${s.error.message}`) : null,
-      h('h3', null, 'Files'),
-      h('ul', { class: 'downloads' }, files),
+      h('div', { class: 'files' }, h('h3', { id: 'files-h' }, 'Files'),
+        h('ul', { class: 'downloads', 'aria-labelledby': 'files-h' }, files)),
       v.drafted ? h('p', null, `Consensus drafted: ${v.drafted.resolvedCount} of ${v.drafted.claimCount} claims resolved.`) : null));
   }
 
@@ -182,4 +182,11 @@ function renderClaims(v) {
 function list(items) {
   if (!items.length) return '—';
   return h('ul', { class: 'plain' }, items.map((x) => h('li', null, x)));
+}
+
+// duration renders milliseconds as "850 ms", "12.3 s" or "4 min 5 s".
+function duration(ms) {
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
 }
