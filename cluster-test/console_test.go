@@ -16,7 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/concordmap/concord/node/agentbridge"
+	"github.com/concordmap/concord/node/client/agentbridge"
 )
 
 // Browser tests of the web console (issue 15): a real headless Chromium

@@ -220,7 +220,7 @@ func (n *node) personaAgent(id string) {
 // TestIntegration_RunOverMAP drives a whole run through the real MAP
 // stack: a client subscribes to x-concord.run.* and starts the run, three
 // agents get their tasks as map/message and reply with map/send to
-// "concord.runs", and the result equals RunLocal's.
+// "concord.runs", and the result equals consensus.Simulate's.
 func TestIntegration_RunOverMAP(t *testing.T) {
 	n := newNode(t)
 	for _, id := range []string{"p1", "p2", "p3"} {
@@ -253,7 +253,7 @@ func TestIntegration_RunOverMAP(t *testing.T) {
 	}
 	local := runLocal(t, id, request3)
 	if g, w := timingFree(t, run["result"]), timingFree(t, local.Result); g != w {
-		t.Fatalf("result over MAP differs from RunLocal:\n got %.2000s\nwant %.2000s", g, w)
+		t.Fatalf("result over MAP differs from Simulate:\n got %.2000s\nwant %.2000s", g, w)
 	}
 	// The subscriber saw every run event, once, in order.
 	types := cl.eventTypes()
