@@ -298,6 +298,13 @@ func TestConsole_Browser(t *testing.T) {
 	}
 	b.requireAccessible("debates")
 	b.shoot("debates")
+	// A form the console refuses itself, then one the node refuses (the
+	// field error is shown), then a good one.
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#start-submit"))); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("empty form refused", `/task is empty; choose at least two agents/.test(document.getElementById('start-msg').textContent)`, consoleWait)
+	b.eval(`document.getElementById('start-min').value = '3'; document.getElementById('start-max').value = '1'; true`)
 	if err := chromedp.Do(b.ctx,
 		chromedp.SendKeys(chromedp.CSS("#start-task"), "Should the session cache be sharded across regions?"),
 		chromedp.Click(chromedp.CSS("#start-agent-alice")),
@@ -306,6 +313,11 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#start-submit")),
 	); err != nil {
 		t.Fatalf("fill the start form: %v", err)
+	}
+	b.waitFor("node's field error shown", `/request\.roundPolicy\.maxRounds: must be greater/.test(document.getElementById('start-msg').textContent)`, consoleWait)
+	b.eval(`document.getElementById('start-min').value = '1'; document.getElementById('start-max').value = '2'; true`)
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#start-submit"))); err != nil {
+		t.Fatal(err)
 	}
 	b.waitFor("run page opened", `location.hash.startsWith('#/debates/')`, consoleWait)
 	var hash string

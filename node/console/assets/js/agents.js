@@ -32,6 +32,9 @@ export function agentsPage(main, { store }) {
   for (const el of [q, state, scope, node]) el.addEventListener('input', renderAgents);
 
   function options(select, label, values) {
+    const key = [...values].sort().join('\n');
+    if (select.dataset.key === key) return; // unchanged: leave an open list alone
+    select.dataset.key = key;
     const keep = select.value;
     replace(select, h('option', { value: '' }, `All ${label}`), [...values].sort().map((v) => h('option', { value: v }, v)));
     select.value = values.has(keep) ? keep : '';
@@ -59,7 +62,7 @@ export function agentsPage(main, { store }) {
         { title: 'Owner', cell: (a) => (a.ownerId ? h('span', { class: 'mono' }, a.ownerId) : statusBadge('orphaned')) },
         { title: 'Node', cell: (a) => store.homes[a.id] || '—' },
         { title: 'Scopes', cell: (a) => (a.scopes || []).join(', ') || '—' },
-        { title: 'Last active', cell: (a) => time((a.lifecycle || {}).lastActiveAt || (a.lifecycle || {}).createdAt) },
+        { title: 'Last active', wide: true, cell: (a) => time((a.lifecycle || {}).lastActiveAt || (a.lifecycle || {}).createdAt) },
       ],
       rows: shown,
       rowAttrs: (a) => ({ 'data-agent': a.id }),
@@ -92,7 +95,7 @@ export function agentsPage(main, { store }) {
         { title: 'From', cell: (m) => h('span', { class: 'mono' }, m.from || '—') },
         { title: 'To', cell: (m) => h('span', { class: 'mono' }, address(m.to)) },
         { title: 'Outcome', cell: (m) => statusBadge(m.outcome) },
-        { title: 'Correlation', cell: (m) => (m.correlationId ? h('span', { class: 'mono' }, m.correlationId) : '—') },
+        { title: 'Correlation', wide: true, cell: (m) => (m.correlationId ? h('span', { class: 'mono' }, m.correlationId) : '—') },
       ],
       rows: store.messages,
       empty: 'No messages seen since the console opened.',

@@ -88,9 +88,14 @@ function startForm(map, store) {
       h('div', { class: 'row' }, h('div', null, h('label', { for: 'start-composer' }, 'Report'), composer)),
       submit, msg));
 
+  let shownIds = null;
   function agents() {
-    const checked = new Set([...agentsBox.querySelectorAll('input:checked')].map((i) => i.value));
     const ids = store.agents.map((a) => a.id);
+    // Rebuild only when the directory changed: a checkbox must not be
+    // replaced under the reader's pointer by an unrelated refresh.
+    if (shownIds === ids.join('\n')) return;
+    shownIds = ids.join('\n');
+    const checked = new Set([...agentsBox.querySelectorAll('input:checked')].map((i) => i.value));
     replace(agentsBox, ids.length
       ? ids.map((id) => h('label', null, h('input', { type: 'checkbox', name: 'agent', value: id, id: `start-agent-${id}`, checked: checked.has(id) }), id))
       : h('span', { class: 'empty' }, 'No agents are registered.'));

@@ -50,10 +50,10 @@ export function replace(container, ...nodes) {
 }
 
 // table builds an accessible table: caption, header cells with scope, and
-// one row per item from row(item) (an array of cells: node, string or
-// {text|node, class, header}).
+// one row per item: columns[i].cell(item) gives a cell's content (node,
+// string, array); rowHeader makes the first cell a row header.
 export function table({ caption, columns, rows, rowAttrs, empty, label }) {
-  const head = h('tr', null, columns.map((c) => h('th', { scope: 'col', class: c.num ? 'num' : null }, c.title)));
+  const head = h('tr', null, columns.map((c) => h('th', { scope: 'col', class: colClass(c) }, c.title)));
   const body = rows.map((r, i) => h('tr', rowAttrs ? rowAttrs(r, i) : null, cells(columns, r)));
   if (body.length === 0) {
     body.push(h('tr', null, h('td', { colspan: columns.length, class: 'empty' }, empty || 'Nothing yet.')));
@@ -65,10 +65,16 @@ export function table({ caption, columns, rows, rowAttrs, empty, label }) {
 function cells(columns, r) {
   return columns.map((c, i) => {
     const v = c.cell(r);
-    const attrs = { class: c.num ? 'num' : null };
+    const attrs = { class: colClass(c) };
     if (i === 0 && c.rowHeader) return h('th', { scope: 'row', ...attrs }, v);
     return h('td', attrs, v);
   });
+}
+
+// colClass: "num" right-aligns a column, "wide" hides it in a narrow
+// window (the column is secondary and the table would need to scroll).
+function colClass(c) {
+  return [c.num ? 'num' : '', c.wide ? 'wide' : ''].filter(Boolean).join(' ') || null;
 }
 
 // badge renders a status word with a colour class; the word itself carries
