@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/concordmap/concord/consensus"
 	"github.com/concordmap/concord/node/client/agentbridge"
 )
 
@@ -250,8 +251,8 @@ type resultRow [3]string
 // and the leader; a debate started from the console appears and its rounds
 // update live; the finished result shows the claims and statuses of
 // result.json; then the leader (the node the page came from) is killed and
-// the page, without a reload, shows the new leader and keeps following
-// runs over its resumed MAP session.
+// the page, without a reload, shows the new leader, keeps following runs
+// over its resumed MAP session and cancels one.
 func TestConsole_Browser(t *testing.T) {
 	b := newBrowser(t)
 	c := New(t, 3)
@@ -387,17 +388,35 @@ func TestConsole_Browser(t *testing.T) {
 	b.shoot("system-failover")
 
 	// The resumed subscriptions keep the runs list live: a run started
-	// elsewhere now appears without any reload.
+	// elsewhere appears without any reload. It waits for an agent that
+	// never answers, so it is still running when the console cancels it.
 	b.goTo("#/debates")
 	b.waitFor("first run listed after failover", fmt.Sprintf(`document.querySelector('#runs tr[data-run=%q]')`, runID), consoleWait)
+	agentOn(t, c, c.Running()[0].Index, "mute", nil)
+	requireAgentsEverywhere(t, c, "mute")
 	var survivors []string
 	for _, n := range c.Running() {
 		survivors = append(survivors, n.MAPURL())
 	}
+	raw := json.RawMessage(`{"requestId":"to-cancel","task":"Wait for an agent that never answers",
+		"participants":[{"id":"alice"},{"id":"mute"}],"roundPolicy":{"minRounds":1,"maxRounds":1},
+		"waitingPolicy":{"perTaskTimeoutMs":600000,"perRoundTimeoutMs":600000}}`)
+	req, err := consensus.ParseRequest(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
 	obs := newRunsObserver(t, survivors)
-	second := obs.start(t, newRunRequest(t, "after-failover", "alice", runTaskTimeoutMs))
-	b.waitFor("run started after failover listed live", fmt.Sprintf(`document.querySelector('#runs tr[data-run=%q]')`, second), consoleWait)
-	obs.waitDone(t, second)
+	second := obs.start(t, runRequest{id: "to-cancel", raw: raw, req: req})
+	b.waitFor("run started after failover listed live", fmt.Sprintf(`document.querySelector('#runs tr[data-run=%q]')?.dataset.status === 'running'`, second), consoleWait)
+	b.requireAccessible("debates")
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#cancel-"+second))); err != nil {
+		t.Fatalf("click cancel: %v", err)
+	}
+	b.waitFor("run cancelled from the console", fmt.Sprintf(`document.querySelector('#runs tr[data-run=%q]')?.dataset.status === 'cancelled'`, second), consoleWait)
+	if info, err := obs.get(second); err != nil || info.Status != "cancelled" {
+		t.Fatalf("run %s after the console's cancel: %+v, %v", second, info, err)
+	}
+	b.shoot("debates-after")
 	b.requireNoPageErrors()
 	var opened float64
 	b.eval(`window.__opened || 0`, &opened)
