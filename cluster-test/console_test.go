@@ -260,6 +260,11 @@ func TestConsole_Browser(t *testing.T) {
 	startRunAgents(t, c, runParticipants, []int{0, 1, 2},
 		agentbridge.WithThinkTime(agentbridge.NewScriptHandler(personaScript(nil)), consoleThink))
 
+	// One more agent, in a scope, for the directory's filters.
+	dave := agentOn(t, c, 1, "dave", map[string]any{"role": "reviewer"})
+	writeRetry(t, dave, "map/scopes/create", map[string]any{"scopeId": "reviewers", "name": "Reviewers"})
+	writeRetry(t, dave, "map/scopes/join", map[string]any{"scopeId": "reviewers", "agentId": "dave"})
+
 	b.open("http://" + leader.HTTPAddr + "/ui/")
 
 	// System: three nodes, the leader named.
@@ -289,6 +294,13 @@ func TestConsole_Browser(t *testing.T) {
 	}
 	home, _ := leader.Server().Registry().Agent("alice")
 	b.waitFor("alice's home node "+home.HomeNode+" shown", fmt.Sprintf(`document.querySelector('#agents tr[data-agent="alice"] td:nth-child(5)')?.textContent === %q`, home.HomeNode), consoleWait)
+	b.waitFor("scope listed", `document.querySelector('#scopes tbody th')?.textContent === 'reviewers'`, consoleWait)
+	b.eval(`(() => { const s = document.getElementById('agent-scope'); s.value = 'reviewers'; s.dispatchEvent(new Event('input')); return true })()`)
+	b.waitFor("scope filter keeps only dave", `[...document.querySelectorAll('#agents tr[data-agent]')].map((r) => r.dataset.agent).join() === 'dave'`, consoleWait)
+	b.eval(`(() => { const s = document.getElementById('agent-scope'); s.value = ''; s.dispatchEvent(new Event('input'));
+		const q = document.getElementById('agent-q'); q.value = 'bo'; q.dispatchEvent(new Event('input')); return true })()`)
+	b.waitFor("search keeps only bob", `[...document.querySelectorAll('#agents tr[data-agent]')].map((r) => r.dataset.agent).join() === 'bob'`, consoleWait)
+	b.eval(`(() => { const q = document.getElementById('agent-q'); q.value = ''; q.dispatchEvent(new Event('input')); return true })()`)
 	b.requireAccessible("agents")
 	b.shoot("agents")
 
@@ -372,6 +384,11 @@ func TestConsole_Browser(t *testing.T) {
 	if summary := string(runFile(t, c, runID, "summary.md")); !strings.Contains(summary, "**Status:**") {
 		t.Fatalf("summary.md = %q", summary)
 	}
+
+	// The debate's task messages went through the node the console is on.
+	b.goTo("#/agents")
+	b.waitFor("recent messages listed", `document.querySelectorAll('#messages tbody tr td').length > 1`, consoleWait)
+	b.shoot("agents-after")
 
 	// Failover: kill the leader, which served the page.
 	b.goTo("#/system")

@@ -1,7 +1,7 @@
 // Debates page: start a debate (x-concord/runs/start: task, agents,
 // policy), the runs with their status (x-concord/runs/list, refreshed on
 // run events), and cancel a running one (x-concord/runs/cancel).
-import { h, replace, table, statusBadge, dateTime } from './dom.js';
+import { h, replace, table, statusBadge, time } from './dom.js';
 import { MapError } from './map.js';
 
 export function debatesPage(main, { map, store }) {
@@ -23,9 +23,9 @@ export function debatesPage(main, { map, store }) {
       columns: [
         { title: 'Run', rowHeader: true, cell: (r) => h('a', { href: `#/debates/${encodeURIComponent(r.runId)}`, class: 'mono' }, r.requestId || r.runId) },
         { title: 'Status', cell: (r) => statusBadge(r.status) },
-        { title: 'Phase', cell: (r) => (r.phase ? `${r.phase} · round ${r.round}` : '—') },
+        { title: 'Phase', cell: (r) => (r.phase ? `${r.phase.replace('_', ' ')} · round ${r.round}` : '—') },
         { title: 'Agents', cell: (r) => (r.participants || []).join(', ') },
-        { title: 'Started', cell: (r) => dateTime(r.startedAt) },
+        { title: 'Started', cell: (r) => time(r.startedAt) },
         { title: 'Actions', cell: (r) => (r.status === 'running'
           ? h('button', { type: 'button', class: 'danger', id: `cancel-${r.runId}`, 'aria-label': `Cancel run ${r.requestId || r.runId}`, onclick: () => cancel(r) }, 'Cancel')
           : '—') },

@@ -107,12 +107,6 @@ export function time(v) {
   return h('time', { datetime: d.toISOString(), title: d.toLocaleString() }, d.toLocaleTimeString());
 }
 
-export function dateTime(v) {
-  if (!v) return '—';
-  const d = new Date(v);
-  if (Number.isNaN(d.getTime())) return String(v);
-  return h('time', { datetime: d.toISOString() }, d.toLocaleString());
-}
 
 // address renders a MAP Address compactly ("alice", "scope:ops", …).
 export function address(a) {
