@@ -2,7 +2,7 @@
 // node, scopes) with filters, the scopes, and the metadata of recent
 // messages (who sent what to whom and whether it was delivered; never
 // payloads). Data comes from the Store, kept current by MAP events.
-import { h, replace, table, statusBadge, time, address } from './dom.js';
+import { h, replace, table, statusBadge, time, address, plural } from './dom.js';
 
 export function agentsPage(main, { store }) {
   const q = h('input', { type: 'search', id: 'agent-q', placeholder: 'id, name or role' });
@@ -53,7 +53,7 @@ export function agentsPage(main, { store }) {
       (!node.value || store.homes[a.id] === node.value));
     note.textContent = store.errors.agents || '';
     replace(agentsBox, table({
-      caption: `${shown.length} of ${agents.length} agents`,
+      caption: `${shown.length} of ${plural(agents.length, 'agent')}`,
       label: 'Agents',
       columns: [
         { title: 'Agent', rowHeader: true, cell: (a) => h('span', null, h('span', { class: 'mono' }, a.id), a.name && a.name !== a.id ? h('span', { class: 'muted' }, ` (${a.name})`) : null) },
@@ -69,7 +69,7 @@ export function agentsPage(main, { store }) {
       empty: agents.length ? 'No agent matches the filters.' : 'No agents are registered.',
     }));
     replace(scopesBox, table({
-      caption: `${store.scopes.length} scopes`,
+      caption: plural(store.scopes.length, 'scope'),
       label: 'Scopes',
       columns: [
         { title: 'Scope', rowHeader: true, cell: (s) => h('span', { class: 'mono' }, s.id) },
@@ -88,7 +88,7 @@ export function agentsPage(main, { store }) {
 
   function renderMessages() {
     replace(msgsBox, table({
-      caption: `${store.messages.length} recent messages`,
+      caption: plural(store.messages.length, 'recent message'),
       label: 'Recent messages',
       columns: [
         { title: 'Time', cell: (m) => time(m.at) },

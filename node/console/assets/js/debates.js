@@ -1,7 +1,7 @@
 // Debates page: start a debate (x-concord/runs/start: task, agents,
 // policy), the runs with their status (x-concord/runs/list, refreshed on
 // run events), and cancel a running one (x-concord/runs/cancel).
-import { h, replace, table, statusBadge, time } from './dom.js';
+import { h, replace, table, statusBadge, time, plural } from './dom.js';
 import { MapError } from './map.js';
 
 export function debatesPage(main, { map, store }) {
@@ -18,7 +18,7 @@ export function debatesPage(main, { map, store }) {
 
   function render() {
     replace(runsBox, table({
-      caption: `${store.runs.length} runs, newest first`,
+      caption: `${plural(store.runs.length, 'run')}, newest first`,
       label: 'Runs',
       columns: [
         { title: 'Run', rowHeader: true, cell: (r) => h('a', { href: `#/debates/${encodeURIComponent(r.runId)}`, class: 'mono' }, r.requestId || r.runId) },

@@ -139,3 +139,8 @@ export function throttle(fn, ms) {
 export function card(title, value, attrs) {
   return h('div', { class: 'card' }, h('dt', null, title), h('dd', attrs || null, value));
 }
+
+// plural renders "1 run", "3 runs".
+export function plural(n, noun) {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}

@@ -35,8 +35,19 @@ export class MapClient extends EventTarget {
   }
 
   start() {
+    this.stopped = false;
     this.connectLoop();
-    setInterval(() => this.ping(), pingEveryMs);
+    this.pinger = setInterval(() => this.ping(), pingEveryMs);
+  }
+
+  // stop closes the connection for good (the page is going away, or a
+  // test is done).
+  stop() {
+    this.stopped = true;
+    clearInterval(this.pinger);
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) ws.close();
   }
 
   setState(state) {
@@ -47,8 +58,9 @@ export class MapClient extends EventTarget {
   // connectLoop tries the candidate nodes in turn, with a short backoff
   // between passes, until one accepts map/connect.
   async connectLoop() {
-    for (;;) {
+    while (!this.stopped) {
       for (const origin of this.nodes.candidates()) {
+        if (this.stopped) return;
         try {
           await this.connectTo(origin);
           this.attempt = 0;
@@ -124,15 +136,30 @@ export class MapClient extends EventTarget {
   }
 
   // resubscribe (re)creates the subscriptions a session lacks: all of them
-  // on a fresh session, replaying from the last event each one saw; after
-  // a resume (which restored the others) only those made while offline.
+  // on a fresh session, those replaying from the replicated event log
+  // starting after the last event they saw; after a resume (which restored
+  // the others) only those made while offline. A subscription the node
+  // refuses is left for the next connect rather than failing this one.
   async resubscribe(resumed) {
     for (const s of this.subs) {
       if (resumed && s.id) continue;
+      s.id = null;
       const params = { ...s.params };
-      if (s.lastEventId) params.replayFrom = s.lastEventId;
-      const res = await this.call('map/subscribe', params);
-      s.id = res.subscriptionId;
+      if (s.replay && s.lastEventId) params.replayFrom = s.lastEventId;
+      try {
+        s.id = (await this.call('map/subscribe', params)).subscriptionId;
+      } catch (err) {
+        if (!(err instanceof MapError)) throw err; // the connection is gone
+        if (!params.replayFrom) { console.debug('subscribe refused', err); continue; }
+        // The event aged out of the node's window: follow from now (the
+        // pages reload their data on 'connected').
+        try {
+          s.id = (await this.call('map/subscribe', s.params)).subscriptionId;
+        } catch (err2) {
+          if (!(err2 instanceof MapError)) throw err2;
+          console.debug('subscribe refused', err2);
+        }
+      }
     }
   }
 
@@ -219,9 +246,12 @@ export class MapClient extends EventTarget {
   }
 
   // subscribe registers a subscription for the whole life of the page:
-  // it is created now (or on connect) and survives reconnects.
-  async subscribe(params, onEvent) {
-    const s = { params, onEvent, id: null, lastEventId: '' };
+  // it is created now (or on connect) and survives reconnects. replay
+  // says its events are in the replicated log (registry and run events),
+  // so a new session can pick up after the last one seen; message events
+  // are not.
+  async subscribe(params, onEvent, { replay = false } = {}) {
+    const s = { params, onEvent, replay, id: null, lastEventId: '' };
     this.subs.push(s);
     if (this.state === 'open') {
       const res = await this.call('map/subscribe', params);

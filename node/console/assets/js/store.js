@@ -30,8 +30,8 @@ export class Store extends EventTarget {
     this.map.subscribe({ filter: { eventTypes: ['x-concord.run.*'] } }, (ev) => {
       this.dispatchEvent(new CustomEvent('runEvent', { detail: ev }));
       this.refreshRuns();
-    }).catch(later);
-    this.map.subscribe({ filter: { eventTypes: ['agent.*', 'scope.*', 'participant.*'] } }, () => this.refreshAgents()).catch(later);
+    }, { replay: true }).catch(later);
+    this.map.subscribe({ filter: { eventTypes: ['agent.*', 'scope.*', 'participant.*'] } }, () => this.refreshAgents(), { replay: true }).catch(later);
     this.map.subscribe({ filter: { eventTypes: ['message.*'] } }, (ev) => this.addMessage(ev)).catch(later);
     this.map.addEventListener('connected', () => {
       this.refreshRuns();
