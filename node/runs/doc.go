@@ -25,7 +25,7 @@
 //   - Service's MAP face: the extension methods x-concord/runs/start, get,
 //     list and cancel (mounted through mapsvc.Config.ExtensionMethods) and
 //     HandleSend, the endpoint for agents' replies (map/send to
-//     "concord.runs", mounted through mapsvc.Config.Services). A reply to a
+//     "concord.runs", registered with router.RegisterService). A reply to a
 //     round task is parsed and schema-checked there, once
 //     (consensus.ParseRoundResult), and committed in the engine's compact
 //     binary form (RunTaskResult.round_result) instead of the agent's JSON:

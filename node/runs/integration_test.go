@@ -59,10 +59,13 @@ func newNode(t *testing.T) *node {
 	}
 	scfg := DefaultServiceConfig()
 	scfg.NodeID, scfg.Module, scfg.Store, scfg.Agents = "n1", mod, store, reg
-	scfg.Sender, scfg.Leadership, scfg.IsLeader, scfg.WaitApplied = rt, store, store.IsLeader, store.WaitApplied
+	scfg.Messenger, scfg.Leadership, scfg.IsLeader, scfg.WaitApplied = rt, store, store.IsLeader, store.WaitApplied
 	scfg.Logger = log
 	runsSvc, err := NewService(scfg)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.RegisterService(ServiceID, runsSvc); err != nil {
 		t.Fatal(err)
 	}
 	cfg := mapsvc.DefaultConfig()
@@ -71,7 +74,6 @@ func newNode(t *testing.T) *node {
 	cfg.Router, cfg.Fanout, cfg.Logger = rt, hub, log
 	cfg.Extensions = []mapsvc.Extension{{URI: ExtensionURI, Version: ExtensionVersion}}
 	cfg.ExtensionMethods = runsSvc.Methods()
-	cfg.Services = map[string]mapsvc.ServiceEndpoint{ServiceID: runsSvc}
 	svc, err := mapsvc.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -40,9 +40,9 @@ func (c *batchCounter) option() grpc.ServerOption {
 	})
 }
 
-// relayPair is node A's Relay sending to node B's Server.
+// relayPair is node A's PeerStreams sending to node B's Server.
 type relayPair struct {
-	relay *Relay
+	relay *PeerStreams
 	srvB  *runningServer
 	recB  *recorder
 	res   *staticResolver
@@ -58,22 +58,22 @@ func newRelayPair(t *testing.T, tweak func(a, b *Config), opts ...grpc.ServerOpt
 	p := &relayPair{recB: newRecorder()}
 	p.srvB = startServer(t, cfgB, ServerDeps{Store: &fakeStore{id: "b"}, Deliverer: p.recB}, nil)
 	p.res = newResolver("b", p.srvB.addr)
-	p.relay = newTestRelay(t, cfgA, p.res, p.res)
+	p.relay = newTestPeerStreams(t, cfgA, p.res, p.res)
 	return p
 }
 
-func TestRelay_DeliversAndAcks(t *testing.T) {
+func TestPeerStreams_DeliversAndAcks(t *testing.T) {
 	p := newRelayPair(t, nil)
 	ctx := testCtx(t)
-	if err := p.relay.Forward(ctx, "b", envelope("x", `{"id":"m1"}`)); err != nil {
-		t.Fatalf("Forward: %v", err)
+	if err := p.relay.Send(ctx, "b", envelope("x", `{"id":"m1"}`)); err != nil {
+		t.Fatalf("Send: %v", err)
 	}
 	if got := p.recB.messages("x"); len(got) != 1 || got[0] != `{"id":"m1"}` {
 		t.Fatalf("delivered %q, want the message byte for byte", got)
 	}
 }
 
-func TestRelay_AckFailures(t *testing.T) {
+func TestPeerStreams_AckFailures(t *testing.T) {
 	p := newRelayPair(t, nil)
 	p.recB.fail["gone"] = fmt.Errorf("deliver: %w", router.ErrNotConnected)
 	p.recB.fail["slow"] = fmt.Errorf("deliver: %w", rpc.ErrSlowConsumer)
@@ -93,29 +93,29 @@ func TestRelay_AckFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.agent, func(t *testing.T) {
-			err := p.relay.Forward(ctx, "b", envelope(tc.agent, `{}`))
+			err := p.relay.Send(ctx, "b", envelope(tc.agent, `{}`))
 			if tc.want == nil {
 				if err != nil {
-					t.Fatalf("Forward: %v", err)
+					t.Fatalf("Send: %v", err)
 				}
 				return
 			}
 			var de *DeliveryError
 			if !errors.Is(err, tc.want) || !errors.Is(err, ErrRemoteDelivery) || !errors.As(err, &de) || de.Code != tc.code {
-				t.Fatalf("Forward = %v, want %v with code %s", err, tc.want, tc.code)
+				t.Fatalf("Send = %v, want %v with code %s", err, tc.want, tc.code)
 			}
 		})
 	}
 	// Empty envelopes are refused by the receiver, not by the sender.
-	if err := p.relay.Forward(ctx, "b", &router.Envelope{}); err != nil && !errors.Is(err, ErrRemoteDelivery) {
+	if err := p.relay.Send(ctx, "b", &router.Envelope{}); err != nil && !errors.Is(err, ErrRemoteDelivery) {
 		t.Fatalf("empty envelope: %v", err)
 	}
 }
 
-// TestRelay_OrderAndBatchingUnderLoad pipelines many messages from
+// TestPeerStreams_OrderAndBatchingUnderLoad pipelines many messages from
 // concurrent senders: each recipient must get its messages in send order,
 // and the stream must carry many envelopes per batch.
-func TestRelay_OrderAndBatchingUnderLoad(t *testing.T) {
+func TestPeerStreams_OrderAndBatchingUnderLoad(t *testing.T) {
 	var bc batchCounter
 	p := newRelayPair(t, nil, bc.option())
 	const senders, perSender = 8, 2000
@@ -161,12 +161,12 @@ func TestRelay_OrderAndBatchingUnderLoad(t *testing.T) {
 	}
 }
 
-func TestRelay_PeerNotAlive(t *testing.T) {
+func TestPeerStreams_PeerNotAlive(t *testing.T) {
 	p := newRelayPair(t, nil)
 	start := time.Now()
-	err := p.relay.Forward(testCtx(t), "nobody", envelope("x", `{}`))
+	err := p.relay.Send(testCtx(t), "nobody", envelope("x", `{}`))
 	if !errors.Is(err, ErrPeerUnavailable) {
-		t.Fatalf("Forward to an unknown node = %v, want ErrPeerUnavailable", err)
+		t.Fatalf("Send to an unknown node = %v, want ErrPeerUnavailable", err)
 	}
 	mustBeWithin(t, start, 100*time.Millisecond, "refusing an unknown node")
 	var got error
@@ -176,48 +176,48 @@ func TestRelay_PeerNotAlive(t *testing.T) {
 	}
 }
 
-// TestRelay_PeerDownFailsWithinDeadline: the node is alive in gossip but
+// TestPeerStreams_PeerDownFailsWithinDeadline: the node is alive in gossip but
 // nothing listens at its address.
-func TestRelay_PeerDownFailsWithinDeadline(t *testing.T) {
+func TestPeerStreams_PeerDownFailsWithinDeadline(t *testing.T) {
 	lis := listen(t, "")
 	addr := lis.Addr().String()
 	lis.Close()
 	cfg := testConfig(t, "a")
 	cfg.RelayDeliveryTimeout = scaled(500 * time.Millisecond)
 	res := newResolver("down", addr)
-	r := newTestRelay(t, cfg, res, res)
+	r := newTestPeerStreams(t, cfg, res, res)
 	start := time.Now()
-	err := r.Forward(context.Background(), "down", envelope("x", `{}`))
+	err := r.Send(context.Background(), "down", envelope("x", `{}`))
 	if !errors.Is(err, ErrPeerUnavailable) {
-		t.Fatalf("Forward = %v, want ErrPeerUnavailable", err)
+		t.Fatalf("Send = %v, want ErrPeerUnavailable", err)
 	}
 	mustBeWithin(t, start, cfg.RelayDeliveryTimeout+500*time.Millisecond, "failing a message to a down peer")
 }
 
-// TestRelay_StalledPeerTimesOut: the peer accepts the stream but never
+// TestPeerStreams_StalledPeerTimesOut: the peer accepts the stream but never
 // acks; the message fails by its deadline and the stream is torn down.
-func TestRelay_StalledPeerTimesOut(t *testing.T) {
+func TestPeerStreams_StalledPeerTimesOut(t *testing.T) {
 	p := newRelayPair(t, func(a, _ *Config) { a.RelayDeliveryTimeout = scaled(300 * time.Millisecond) })
 	block := make(chan struct{})
 	p.recB.mu.Lock()
 	p.recB.block = block
 	p.recB.mu.Unlock()
 	start := time.Now()
-	err := p.relay.Forward(context.Background(), "b", envelope("x", `{}`))
+	err := p.relay.Send(context.Background(), "b", envelope("x", `{}`))
 	close(block)
 	if !errors.Is(err, ErrDeliveryTimeout) {
-		t.Fatalf("Forward = %v, want ErrDeliveryTimeout", err)
+		t.Fatalf("Send = %v, want ErrDeliveryTimeout", err)
 	}
 	mustBeWithin(t, start, 300*time.Millisecond+500*time.Millisecond, "timing out a stalled peer")
 	p.recB.mu.Lock()
 	p.recB.block = nil
 	p.recB.mu.Unlock()
 	eventually(t, 5*time.Second, func() error { // a fresh stream works again
-		return p.relay.Forward(testCtx(t), "b", envelope("x", `{}`))
+		return p.relay.Send(testCtx(t), "b", envelope("x", `{}`))
 	})
 }
 
-func TestRelay_ContextDeadlineBoundsTheWait(t *testing.T) {
+func TestPeerStreams_ContextDeadlineBoundsTheWait(t *testing.T) {
 	p := newRelayPair(t, nil)
 	block := make(chan struct{})
 	defer close(block)
@@ -227,46 +227,46 @@ func TestRelay_ContextDeadlineBoundsTheWait(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := p.relay.Forward(ctx, "b", envelope("x", `{}`))
+	err := p.relay.Send(ctx, "b", envelope("x", `{}`))
 	// Either the relay's sweep (the item's deadline is ctx's) or ctx.Done
-	// in Forward ends the wait first; both report ErrDeliveryTimeout.
+	// in Send ends the wait first; both report ErrDeliveryTimeout.
 	if !errors.Is(err, ErrDeliveryTimeout) {
-		t.Fatalf("Forward = %v, want ErrDeliveryTimeout", err)
+		t.Fatalf("Send = %v, want ErrDeliveryTimeout", err)
 	}
-	mustBeWithin(t, start, 400*time.Millisecond, "a Forward with a 100 ms deadline")
+	mustBeWithin(t, start, 400*time.Millisecond, "a Send with a 100 ms deadline")
 }
 
-// TestRelay_ReconnectAfterPeerRestart: B stops (sends fail), then comes
+// TestPeerStreams_ReconnectAfterPeerRestart: B stops (sends fail), then comes
 // back on the same address and the relay uses it again.
-func TestRelay_ReconnectAfterPeerRestart(t *testing.T) {
+func TestPeerStreams_ReconnectAfterPeerRestart(t *testing.T) {
 	p := newRelayPair(t, func(a, _ *Config) { a.RelayDeliveryTimeout = scaled(500 * time.Millisecond) })
 	ctx := testCtx(t)
-	if err := p.relay.Forward(ctx, "b", envelope("x", `{"n":1}`)); err != nil {
-		t.Fatalf("first Forward: %v", err)
+	if err := p.relay.Send(ctx, "b", envelope("x", `{"n":1}`)); err != nil {
+		t.Fatalf("first Send: %v", err)
 	}
 	p.srvB.stop(t)
-	err := p.relay.Forward(context.Background(), "b", envelope("x", `{"n":2}`))
+	err := p.relay.Send(context.Background(), "b", envelope("x", `{"n":2}`))
 	if err == nil {
-		t.Fatal("Forward to a stopped peer succeeded")
+		t.Fatal("Send to a stopped peer succeeded")
 	}
 	if !errors.Is(err, ErrPeerUnavailable) && !errors.Is(err, ErrDeliveryTimeout) {
-		t.Fatalf("Forward to a stopped peer = %v", err)
+		t.Fatalf("Send to a stopped peer = %v", err)
 	}
 	rec2 := newRecorder()
 	startServer(t, testConfig(t, "b"), ServerDeps{Store: &fakeStore{id: "b"}, Deliverer: rec2}, listen(t, p.srvB.addr))
 	eventually(t, 5*time.Second, func() error {
-		return p.relay.Forward(ctx, "b", envelope("x", `{"n":3}`))
+		return p.relay.Send(ctx, "b", envelope("x", `{"n":3}`))
 	})
 	if got := rec2.messages("x"); len(got) == 0 || got[len(got)-1] != `{"n":3}` {
 		t.Fatalf("restarted peer got %q", got)
 	}
 }
 
-func TestRelay_EventsReachPeers(t *testing.T) {
+func TestPeerStreams_EventsReachPeers(t *testing.T) {
 	events := make(chan registry.Event, 4)
 	srv := startServer(t, testConfig(t, "b"), ServerDeps{Store: &fakeStore{id: "b"}, Events: sinkFunc(func(ev registry.Event) { events <- ev })}, nil)
 	res := newResolver("b", srv.addr)
-	r := newTestRelay(t, testConfig(t, "a"), res, res)
+	r := newTestPeerStreams(t, testConfig(t, "a"), res, res)
 	local := &localSink{}
 	subs := &subscriberSet{}
 	b := NewEventBroadcaster(local, r, subs)
@@ -301,7 +301,7 @@ func TestRelay_EventsReachPeers(t *testing.T) {
 	}
 }
 
-func TestRelay_CloseFailsPending(t *testing.T) {
+func TestPeerStreams_CloseFailsPending(t *testing.T) {
 	p := newRelayPair(t, nil)
 	block := make(chan struct{})
 	defer close(block)
@@ -309,7 +309,7 @@ func TestRelay_CloseFailsPending(t *testing.T) {
 	p.recB.block = block
 	p.recB.mu.Unlock()
 	errs := make(chan error, 1)
-	go func() { errs <- p.relay.Forward(context.Background(), "b", envelope("x", `{}`)) }()
+	go func() { errs <- p.relay.Send(context.Background(), "b", envelope("x", `{}`)) }()
 	eventually(t, 5*time.Second, func() error {
 		p.relay.mu.RLock()
 		defer p.relay.mu.RUnlock()
@@ -322,16 +322,16 @@ func TestRelay_CloseFailsPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-errs; !errors.Is(err, ErrClosed) && !errors.Is(err, ErrDeliveryTimeout) {
-		t.Fatalf("Forward in flight at Close = %v", err)
+		t.Fatalf("Send in flight at Close = %v", err)
 	}
-	if err := p.relay.Forward(testCtx(t), "b", envelope("x", `{}`)); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Forward after Close = %v, want ErrClosed", err)
+	if err := p.relay.Send(testCtx(t), "b", envelope("x", `{}`)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Send after Close = %v, want ErrClosed", err)
 	}
 }
 
-func TestRelay_IdleSenderExits(t *testing.T) {
+func TestPeerStreams_IdleSenderExits(t *testing.T) {
 	p := newRelayPair(t, func(a, _ *Config) { a.RelayIdleTimeout = 50 * time.Millisecond })
-	if err := p.relay.Forward(testCtx(t), "b", envelope("x", `{}`)); err != nil {
+	if err := p.relay.Send(testCtx(t), "b", envelope("x", `{}`)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, func() error {
@@ -342,8 +342,8 @@ func TestRelay_IdleSenderExits(t *testing.T) {
 		}
 		return nil
 	})
-	if err := p.relay.Forward(testCtx(t), "b", envelope("x", `{}`)); err != nil {
-		t.Fatalf("Forward after idle exit: %v", err)
+	if err := p.relay.Send(testCtx(t), "b", envelope("x", `{}`)); err != nil {
+		t.Fatalf("Send after idle exit: %v", err)
 	}
 }
 
@@ -404,10 +404,10 @@ func (f *fakeStore) RemoveServer(_ context.Context, id string) error {
 	return nil
 }
 
-// TestRelay_BlockedPeerCannotHangSenders: the peer stops reading, so the
+// TestPeerStreams_BlockedPeerCannotHangSenders: the peer stops reading, so the
 // stream's flow-control window fills and Send blocks; every message must
 // still fail by its deadline (the callers here have none of their own).
-func TestRelay_BlockedPeerCannotHangSenders(t *testing.T) {
+func TestPeerStreams_BlockedPeerCannotHangSenders(t *testing.T) {
 	p := newRelayPair(t, func(a, _ *Config) { a.RelayDeliveryTimeout = scaled(300 * time.Millisecond) })
 	block := make(chan struct{})
 	defer close(block)

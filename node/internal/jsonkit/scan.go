@@ -1,4 +1,4 @@
-package jsonscan
+package jsonkit
 
 import (
 	"bytes"
@@ -13,7 +13,8 @@ import (
 
 // Members calls fn for every member of the JSON object obj, in order, with
 // the member's key (unescaped) and its raw value, which aliases obj.
-// Duplicate keys are passed on as they come. fn returning an error stops the
+// Duplicate keys are passed on as they come; anything but whitespace after
+// the object is ErrMalformed. fn returning an error stops the
 // walk and Members returns that error unchanged; fn is called for a member
 // before the separator after it is checked, so a callback error wins over a
 // later syntax error.
@@ -24,7 +25,7 @@ func Members(obj []byte, fn func(key string, val []byte) error) error {
 	}
 	i = skipWS(obj, i+1)
 	if i < len(obj) && obj[i] == '}' {
-		return nil
+		return onlyWSAfter(obj, i+1)
 	}
 	for {
 		if i >= len(obj) || obj[i] != '"' {
@@ -57,15 +58,24 @@ func Members(obj []byte, fn func(key string, val []byte) error) error {
 		case ',':
 			i = skipWS(obj, i+1)
 		case '}':
-			return nil
+			return onlyWSAfter(obj, i+1)
 		default:
 			return ErrMalformed
 		}
 	}
 }
 
+// onlyWSAfter checks that only whitespace follows the object closed at obj[i-1].
+func onlyWSAfter(obj []byte, i int) error {
+	if skipWS(obj, i) != len(obj) {
+		return ErrMalformed
+	}
+	return nil
+}
+
 // WithoutMember returns obj without its top-level member key (all
-// occurrences), and whether obj could be walked. The other members are
+// occurrences), and whether obj could be walked (as Members: trailing
+// non-whitespace is not). The other members are
 // copied byte for byte. Keys are compared in place: only a key containing
 // an escape is decoded, so the common case allocates nothing but the
 // result.
@@ -78,7 +88,7 @@ func WithoutMember(obj []byte, key string) ([]byte, bool) {
 	out = append(out, '{')
 	i = skipWS(obj, i+1)
 	if i < len(obj) && obj[i] == '}' {
-		return append(out, '}'), true
+		return append(out, '}'), onlyWSAfter(obj, i+1) == nil
 	}
 	for {
 		start := i
@@ -114,6 +124,9 @@ func WithoutMember(obj []byte, key string) ([]byte, bool) {
 		case ',':
 			i = skipWS(obj, i+1)
 		case '}':
+			if onlyWSAfter(obj, i+1) != nil {
+				return nil, false
+			}
 			return append(out, '}'), true
 		default:
 			return nil, false

@@ -1,4 +1,4 @@
-package jsonscan
+package jsonkit
 
 import (
 	"errors"
@@ -54,6 +54,7 @@ func TestMembersMalformed(t *testing.T) {
 	for _, in := range []string{
 		``, `   `, `[]`, `"x"`, `{`, `{"a"`, `{"a":`, `{"a":1`, `{"a":1,`, `{"a":1,}`, `{"a" 1}`,
 		`{a:1}`, `{"a":1 "b":2}`, `{"a":"x}`, `{"a":{"b":1}`, `{"a":[1,2}`, `{"\q":1}`,
+		`{"a":}`, `{"a":1} x`, `{} {}`, `{"a":1}}`,
 	} {
 		if _, err := collect(t, in); !errors.Is(err, ErrMalformed) {
 			t.Errorf("Members(%q) = %v, want ErrMalformed", in, err)

@@ -1,4 +1,4 @@
-package jsonscan
+package jsonkit
 
 // Scanning primitives shared by Members and WithoutMember. They report
 // failure instead of indexing past the end, so malformed input can never

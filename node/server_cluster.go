@@ -47,7 +47,7 @@ func (s *Server) clusterConfig() cluster.Config {
 
 // buildClusterClients builds the parts Raft and the router need at
 // construction: the directory (who is alive, where), the forwarder and the
-// relay. Their goroutines start lazily or in Start.
+// peer streams. Their goroutines start lazily or in Start.
 func (s *Server) buildClusterClients() error {
 	cc := s.clusterConfig()
 	dir, err := cluster.NewDirectory(cc, &s.members)
@@ -58,12 +58,12 @@ func (s *Server) buildClusterClients() error {
 	if err != nil {
 		return fmt.Errorf("build forwarder: %w", err)
 	}
-	relay, err := cluster.NewRelay(cc, dir, dir)
+	peers, err := cluster.NewPeerStreams(cc, dir, dir)
 	if err != nil {
 		_ = fwd.Close()
-		return fmt.Errorf("build relay: %w", err)
+		return fmt.Errorf("build peer streams: %w", err)
 	}
-	s.directory, s.forwarder, s.relay = dir, fwd, relay
+	s.directory, s.forwarder, s.peers = dir, fwd, peers
 	return nil
 }
 

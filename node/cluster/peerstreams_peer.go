@@ -22,7 +22,7 @@ type item struct {
 	deadline  time.Time
 	sent      time.Time // when its batch went out
 
-	ch   chan error  // Forward's completion (buffered 1), or
+	ch   chan error  // Send's completion (buffered 1), or
 	done func(error) // Submit's; both nil for events
 
 	// finished is set once the item is completed while in flight, so a
@@ -43,21 +43,21 @@ func (it *item) complete(err error) {
 // peer. Its run goroutine is the only one that sends; the stream's
 // receiver goroutine completes acknowledged items.
 type peerSender struct {
-	r     *Relay
+	r     *PeerStreams
 	id    string
 	log   *slog.Logger
 	queue chan *item
 	acked chan struct{} // capacity 1: window space was freed
 
 	// enqueuers counts callers about to put an item on queue (see
-	// Relay.acquire); the sender stays while it is > 0.
+	// PeerStreams.acquire); the sender stays while it is > 0.
 	enqueuers atomic.Int64
 
 	mu       sync.Mutex
 	inflight ring // items sent and not yet acknowledged, by seq
 }
 
-func newPeerSender(r *Relay, id string) *peerSender {
+func newPeerSender(r *PeerStreams, id string) *peerSender {
 	return &peerSender{
 		r: r, id: id, log: r.log.With("peer", id),
 		queue:    make(chan *item, r.cfg.RelayQueueSize),

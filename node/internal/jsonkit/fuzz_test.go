@@ -1,4 +1,4 @@
-package jsonscan
+package jsonkit
 
 import (
 	"encoding/json"

@@ -13,8 +13,8 @@ import (
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
-// Relay sends MAP messages and message events to other nodes of the system.
-// It implements router.Relay.
+// PeerStreams sends MAP messages and message events to other nodes of the system.
+// It implements router.Peers.
 //
 // Per peer it keeps a bounded queue, one sender goroutine and one
 // long-lived Cluster.Relay stream: the goroutine drains up to
@@ -27,7 +27,7 @@ import (
 // MAP send is at-most-once, so they are not re-sent).
 //
 // All methods are safe for concurrent use. Close stops every goroutine.
-type Relay struct {
+type PeerStreams struct {
 	cfg      Config
 	log      *slog.Logger
 	resolver AddrResolver
@@ -35,7 +35,7 @@ type Relay struct {
 	pool     *pool
 	sweep    time.Duration
 
-	// mu guards senders and closed. Lock order: Relay.mu, then
+	// mu guards senders and closed. Lock order: PeerStreams.mu, then
 	// peerSender.mu (only the idle exit takes both).
 	mu      sync.RWMutex
 	senders map[string]*peerSender
@@ -46,17 +46,17 @@ type Relay struct {
 	droppedEvents atomic.Uint64
 }
 
-// NewRelay returns a Relay that finds peers through resolver (a
+// NewPeerStreams returns a PeerStreams that finds peers through resolver (a
 // *Directory) and broadcasts events to the peers listed by peers (the
 // same *Directory; nil disables event broadcast).
-func NewRelay(cfg Config, resolver AddrResolver, peers PeerLister) (*Relay, error) {
+func NewPeerStreams(cfg Config, resolver AddrResolver, peers PeerLister) (*PeerStreams, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if resolver == nil {
-		return nil, fmt.Errorf("%w: Relay needs an AddrResolver", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: PeerStreams needs an AddrResolver", ErrInvalidConfig)
 	}
-	return &Relay{
+	return &PeerStreams{
 		cfg: cfg, log: cfg.logger("cluster.relay"), resolver: resolver, peers: peers,
 		pool:    newPool(cfg),
 		sweep:   min(max(cfg.RelayDeliveryTimeout/10, 5*time.Millisecond), 100*time.Millisecond),
@@ -65,15 +65,16 @@ func NewRelay(cfg Config, resolver AddrResolver, peers PeerLister) (*Relay, erro
 	}, nil
 }
 
-// Forward queues env for the node nodeID and waits for the peer's ack: the
-// waiting form of Submit (which implements router.Relay). It returns nil once the peer handed the message
+// Send queues env for the node nodeID and waits for the peer's ack: the
+// waiting form of Submit (which implements router.Peers). It returns nil
+// once the peer handed the message
 // to the recipient's connection; a *DeliveryError (matching
 // router.ErrNotConnected or rpc.ErrSlowConsumer) when the peer could not;
 // ErrPeerUnavailable when the node is not alive or unreachable;
 // ErrDeliveryTimeout when no ack came within Config.RelayDeliveryTimeout
 // (or ctx's earlier deadline); ctx's error if ctx ends first; ErrClosed
 // after Close. env.Message is not copied and must not change afterwards.
-func (r *Relay) Forward(ctx context.Context, nodeID string, env *router.Envelope) error {
+func (r *PeerStreams) Send(ctx context.Context, nodeID string, env *router.Envelope) error {
 	it := r.messageItem(ctx, env)
 	it.ch = make(chan error, 1)
 	if err := r.enqueue(ctx, nodeID, it, true); err != nil {
@@ -87,13 +88,13 @@ func (r *Relay) Forward(ctx context.Context, nodeID string, env *router.Envelope
 	}
 }
 
-// Submit implements router.Relay: the non-waiting form of Forward, for
+// Submit implements router.Peers: the non-waiting form of Send, for
 // callers that complete a request later (a deferred map/send response) or
 // send to many recipients at once. done is called exactly once with
-// Forward's result: on the caller's goroutine before Submit returns when
+// Send's result: on the caller's goroutine before Submit returns when
 // the message is refused at once, otherwise on a relay goroutine. done must
 // not block.
-func (r *Relay) Submit(ctx context.Context, nodeID string, env *router.Envelope, done func(error)) {
+func (r *PeerStreams) Submit(ctx context.Context, nodeID string, env *router.Envelope, done func(error)) {
 	it := r.messageItem(ctx, env)
 	it.done = done
 	if err := r.enqueue(ctx, nodeID, it, true); err != nil {
@@ -104,11 +105,11 @@ func (r *Relay) Submit(ctx context.Context, nodeID string, env *router.Envelope,
 // PublishEvent sends an ephemeral message event to every alive peer, for
 // their local subscribers. It never blocks: a peer whose queue is full
 // misses the event (counted in DroppedEvents).
-func (r *Relay) PublishEvent(ev registry.Event) { r.publishEvent(ev, nil) }
+func (r *PeerStreams) PublishEvent(ev registry.Event) { r.publishEvent(ev, nil) }
 
 // publishEvent is PublishEvent to the alive peers for which want (nil:
 // every one) is true.
-func (r *Relay) publishEvent(ev registry.Event, want func(nodeID string) bool) {
+func (r *PeerStreams) publishEvent(ev registry.Event, want func(nodeID string) bool) {
 	if r.peers == nil {
 		return
 	}
@@ -130,12 +131,12 @@ func (r *Relay) publishEvent(ev registry.Event, want func(nodeID string) bool) {
 
 // DroppedEvents is how many event copies were dropped because a peer's
 // queue was full, the peer was unavailable or the relay closed.
-func (r *Relay) DroppedEvents() uint64 { return r.droppedEvents.Load() }
+func (r *PeerStreams) DroppedEvents() uint64 { return r.droppedEvents.Load() }
 
 // Close fails everything queued or in flight with ErrClosed, stops every
 // sender goroutine and stream, waits for them and closes the connections.
 // It is idempotent.
-func (r *Relay) Close() error {
+func (r *PeerStreams) Close() error {
 	r.mu.Lock()
 	already := r.closed
 	r.closed = true
@@ -147,7 +148,7 @@ func (r *Relay) Close() error {
 	return r.pool.close()
 }
 
-func (r *Relay) messageItem(ctx context.Context, env *router.Envelope) *item {
+func (r *PeerStreams) messageItem(ctx context.Context, env *router.Envelope) *item {
 	deadline := r.cfg.now().Add(r.cfg.RelayDeliveryTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -161,7 +162,7 @@ func (r *Relay) messageItem(ctx context.Context, env *router.Envelope) *item {
 // enqueue puts it on nodeID's queue. With wait it blocks while the queue
 // is full, until the item's deadline, ctx's end or Close; without, a full
 // queue fails at once.
-func (r *Relay) enqueue(ctx context.Context, nodeID string, it *item, wait bool) error {
+func (r *PeerStreams) enqueue(ctx context.Context, nodeID string, it *item, wait bool) error {
 	if _, ok := r.resolver.GRPCAddr(nodeID); !ok {
 		return fmt.Errorf("relay to %s: %w: not an alive member", nodeID, ErrPeerUnavailable)
 	}
@@ -195,7 +196,7 @@ func (r *Relay) enqueue(ctx context.Context, nodeID string, it *item, wait bool)
 // acquire returns nodeID's sender, starting one if needed, with its
 // enqueuers count raised: a sender exits when idle only while nobody holds
 // it this way, so an item is never put on the queue of a gone sender.
-func (r *Relay) acquire(nodeID string) (*peerSender, error) {
+func (r *PeerStreams) acquire(nodeID string) (*peerSender, error) {
 	r.mu.RLock()
 	if r.closed {
 		r.mu.RUnlock()
@@ -225,7 +226,7 @@ func (r *Relay) acquire(nodeID string) (*peerSender, error) {
 
 // release removes an idle sender; false when it must keep running because
 // something was queued or is being queued meanwhile.
-func (r *Relay) release(ps *peerSender) bool {
+func (r *PeerStreams) release(ps *peerSender) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ps.enqueuers.Load() > 0 || len(ps.queue) > 0 {
@@ -240,7 +241,7 @@ func (r *Relay) release(ps *peerSender) bool {
 // the alive peers that could want it.
 type EventBroadcaster struct {
 	local LocalEvents
-	relay *Relay
+	relay *PeerStreams
 	subs  SubscriberIndex
 }
 
@@ -260,7 +261,7 @@ type SubscriberIndex interface {
 
 // NewEventBroadcaster combines the local sink with the relay. subs may be
 // nil: then every alive peer gets every event.
-func NewEventBroadcaster(local LocalEvents, relay *Relay, subs SubscriberIndex) *EventBroadcaster {
+func NewEventBroadcaster(local LocalEvents, relay *PeerStreams, subs SubscriberIndex) *EventBroadcaster {
 	return &EventBroadcaster{local: local, relay: relay, subs: subs}
 }
 

@@ -1,6 +1,6 @@
-package jsonscan
+package jsonkit
 
 import "errors"
 
 // ErrMalformed reports input that is not a walkable JSON object.
-var ErrMalformed = errors.New("jsonscan: malformed JSON")
+var ErrMalformed = errors.New("jsonkit: malformed JSON")
