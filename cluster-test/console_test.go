@@ -257,8 +257,15 @@ func TestConsole_Browser(t *testing.T) {
 	b := newBrowser(t)
 	c := New(t, 3)
 	leader := c.Leader(t)
+	// carol asks, in the first debate round, to merge bob's risk claim
+	// into alice's: the console must show the merge.
+	merge := consensus.Answer{Output: json.RawMessage(`{"fullResponse": "Both risks are the same risk.",
+		"summary": "bob's and alice's risks are one claim",
+		"judgements": [{"claimId": "bob:0:1", "stance": "agree", "confidence": 0.9,
+			"rationale": "the same risk as alice's", "mergesWith": "alice:0:1"}]}`)}
+	script := personaScript(map[string]map[string]consensus.Answer{"carol": {"debate:1": merge}})
 	startRunAgents(t, c, runParticipants, []int{0, 1, 2},
-		agentbridge.WithThinkTime(agentbridge.NewScriptHandler(personaScript(nil)), consoleThink))
+		agentbridge.WithThinkTime(agentbridge.NewScriptHandler(script), consoleThink))
 
 	// One more agent, in a scope, for the directory's filters.
 	dave := agentOn(t, c, 1, "dave", map[string]any{"role": "reviewer"})
@@ -345,6 +352,7 @@ func TestConsole_Browser(t *testing.T) {
 		t.Fatalf("console showed %d distinct states of the running debate (%q); want the rounds to update live", len(seen), seen)
 	}
 	b.waitFor("run finished", `document.querySelector('#run-status')?.dataset.status === 'finished'`, runDoneTimeout)
+	b.waitFor("the merge shown in the live claims", `[...document.querySelectorAll('#run-live tr[data-claim][data-status="merged"]')].length === 1`, consoleWait)
 	b.waitFor("result shown", `document.querySelectorAll('#result tr[data-claim]').length > 0`, consoleWait)
 	b.requireAccessible("run")
 	b.shoot("run-result")

@@ -3,7 +3,7 @@
 // events; a gap in the event sequence (events missed while reconnecting)
 // loads the run again. A finished run shows its result first, rendered
 // like argue's viewer, with links to the node's result files.
-import { h, card, replace, table, statusBadge, badge, time, throttle } from './dom.js';
+import { h, card, replace, table, statusBadge, badge, time, throttle, plural } from './dom.js';
 import { RunModel, fromEngine, fromMap } from './runmodel.js';
 import { renderResult } from './result.js';
 
@@ -122,7 +122,7 @@ function section(id, title, body) {
 function renderRound(r, running, latest, opened) {
   const key = `${r.phase}:${r.round}`;
   const c = r.completed;
-  const state = c ? `${c.completed} answered, ${c.timedOut} timed out, ${c.failed} failed, ${c.newClaims} new claims, ${c.mergeCount} merges`
+  const state = c ? `${c.completed} answered, ${c.timedOut} timed out, ${c.failed} failed, ${plural(c.newClaims, 'new claim')}, ${plural(c.mergeCount, 'merge')}`
     : `in progress: ${r.responses.size} of ${r.participants.length} answered`;
   const open = opened.has(key) ? opened.get(key) : running && (latest || !c);
   const el = h('details', { class: 'round', open, 'data-round': key, 'data-answered': r.responses.size, 'data-done': c ? 'true' : 'false' },
