@@ -3,7 +3,7 @@
 // term, indexes, last contact), polled once a second from /v1: members
 // and the Raft configuration from the current node, /v1/status from every
 // member (a member that does not answer is shown unreachable).
-import { h, card, replace, table, statusBadge } from './dom.js';
+import { h, card, replace, table, statusBadge, badge } from './dom.js';
 
 const pollMs = 1000;
 
@@ -60,7 +60,7 @@ export function systemPage(main, { nodes, map }) {
       columns: [
         { title: 'Node', rowHeader: true, cell: (r) => h('span', { class: 'mono' }, r.m.id) },
         { title: 'Gossip', cell: (r) => statusBadge(r.m.status) },
-        { title: 'Raft role', cell: (r) => statusBadge(role(r.peer)) },
+        { title: 'Raft role', cell: (r) => roleBadge(role(r.peer)) },
         { title: 'Raft state', cell: (r) => statusBadge(r.st.ok ? r.st.s.raft.state.toLowerCase() : 'unreachable') },
         { title: 'Term', num: true, cell: (r) => stat(r, 'term') },
         { title: 'Last log', num: true, cell: (r) => stat(r, 'last_log_index') },
@@ -89,6 +89,13 @@ function role(peer) {
   if (!peer) return 'none';
   if (peer.leader) return 'leader';
   return peer.suffrage === 'voter' ? 'voter' : 'nonvoter';
+}
+
+// roleBadge shows a Raft role in words: leader, voter, non-voter, or not
+// in the configuration.
+function roleBadge(r) {
+  const words = { leader: 'leader', voter: 'voter', nonvoter: 'non-voter', none: 'not in Raft' };
+  return badge(words[r], { leader: 'ok', voter: 'info', nonvoter: 'warn' }[r] || 'muted');
 }
 
 function stat(r, key) {
