@@ -176,6 +176,18 @@ func consoleFollowDebate(t *testing.T, b *browser, c *Cluster, runID string) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("console result claims = %q, result.json = %q", got, want)
 	}
+	// The live view rebuilt the claim catalog from the events alone: it
+	// must name the engine's claims and merges.
+	var live [][2]string
+	b.eval(`[...document.querySelectorAll('#run-live tr[data-claim]')].map((tr) => [tr.dataset.claim, tr.dataset.status]).sort()`, &live)
+	wantLive := make([][2]string, 0, len(want))
+	for _, r := range want {
+		wantLive = append(wantLive, [2]string{r[0], r[1]})
+	}
+	slices.SortFunc(wantLive, func(x, y [2]string) int { return strings.Compare(x[0], y[0]) })
+	if !slices.Equal(live, wantLive) {
+		t.Fatalf("console live claims = %q, result.json = %q", live, wantLive)
+	}
 	var href string
 	b.eval(`document.getElementById('file-result-json')?.href || ''`, &href)
 	if !strings.HasSuffix(href, "/v1/runs/"+runID+"/result.json") {
