@@ -64,13 +64,16 @@ export function debatesPage(main, { map, store }) {
 
 // startForm builds the start form. Its agent checkboxes follow the
 // directory; the request it sends is argue's start request (requestId,
-// task, participants, roundPolicy, waitingPolicy, reportPolicy).
+// task, participants, roundPolicy, consensusPolicy, waitingPolicy,
+// reportPolicy).
 function startForm(map, store) {
   const task = h('textarea', { id: 'start-task', name: 'task', required: true, rows: 3 });
   const agentsBox = h('div', { class: 'checks', id: 'start-agents' });
   const minRounds = h('input', { type: 'number', id: 'start-min', min: 1, max: 20, value: 1, required: true });
   const maxRounds = h('input', { type: 'number', id: 'start-max', min: 1, max: 20, value: 2, required: true });
   const timeout = h('input', { type: 'number', id: 'start-timeout', min: 1, max: 3600, value: 60, required: true });
+  const threshold = h('input', { type: 'number', id: 'start-threshold', min: 0, max: 1, step: 0.05, value: 1, required: true,
+    'aria-describedby': 'start-threshold-help' });
   const composer = h('select', { id: 'start-composer' },
     h('option', { value: 'builtin' }, 'built-in summary'),
     h('option', { value: 'representative' }, 'written by the representative'));
@@ -85,7 +88,10 @@ function startForm(map, store) {
         h('div', null, h('label', { for: 'start-min' }, 'Min rounds'), minRounds),
         h('div', null, h('label', { for: 'start-max' }, 'Max rounds'), maxRounds),
         h('div', null, h('label', { for: 'start-timeout' }, 'Per-task timeout (s)'), timeout)),
-      h('div', { class: 'row' }, h('div', null, h('label', { for: 'start-composer' }, 'Report'), composer)),
+      h('div', { class: 'row' },
+        h('div', null, h('label', { for: 'start-threshold' }, 'Consensus threshold'), threshold,
+          h('p', { class: 'help muted', id: 'start-threshold-help' }, 'Share of votes that must accept a claim (1 = all).')),
+        h('div', null, h('label', { for: 'start-composer' }, 'Report'), composer)),
       submit, msg));
 
   let shownIds = null;
@@ -114,6 +120,7 @@ function startForm(map, store) {
       task: task.value.trim(),
       participants: chosen.map((id) => ({ id })),
       roundPolicy: { minRounds: Number(minRounds.value), maxRounds: Number(maxRounds.value) },
+      consensusPolicy: { threshold: Number(threshold.value) },
       waitingPolicy: { perTaskTimeoutMs: ms, perRoundTimeoutMs: 2 * ms },
       reportPolicy: composer.value === 'representative' ? { composer: 'representative' } : { composer: 'builtin' },
     };
