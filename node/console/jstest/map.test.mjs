@@ -7,10 +7,11 @@ import { Nodes } from '../assets/js/nodes.js';
 
 // FakeNode answers MAP like a node would, as far as these tests need.
 class FakeNode {
-  constructor(id, { refuseResume = false } = {}) {
+  constructor(id, { refuseResume = false, failConnect = false } = {}) {
     this.id = id;
     this.down = false;
     this.refuseResume = refuseResume;
+    this.failConnect = failConnect;
     this.sockets = [];
     this.calls = [];
     this.subs = 0;
@@ -23,6 +24,7 @@ class FakeNode {
     const p = msg.params || {};
     switch (msg.method) {
       case 'map/connect':
+        if (this.failConnect) return fail(-32603, 'not ready');
         if (p.resumeToken && this.refuseResume) return fail(1001, 'resume refused');
         if (p.resumeToken) return reply({ sessionId: p.sessionId, resumeToken: p.resumeToken, reconnected: true, systemInfo: { nodeId: this.id } });
         return reply({ sessionId: `s-${this.id}`, resumeToken: `t-${this.id}`, reconnected: false, systemInfo: { nodeId: this.id } });
@@ -87,9 +89,9 @@ globalThis.WebSocket = FakeWebSocket;
 console.debug = () => {}; // the client logs each failed attempt
 
 // cluster builds two fake nodes a and b and a client opened on a.
-function cluster(opts = {}) {
+function cluster(opts = {}, aOpts = {}) {
   nodes.clear();
-  const a = new FakeNode('a');
+  const a = new FakeNode('a', aOpts);
   const b = new FakeNode('b', opts);
   nodes.set('ws://a.test:1/map', a);
   nodes.set('ws://b.test:2/map', b);
@@ -165,4 +167,16 @@ test('subscribes again, after the last event, when the resume is refused', async
   b.push('sub-b-1', 'e8', 'run.two');
   await after;
   assert.deepEqual([...runs], ['run.one', 'run.two']);
+});
+
+test('a node that accepts the socket but fails map/connect costs one attempt, not a second loop', async (t) => {
+  const { a, b, client } = cluster({}, { failConnect: true });
+  t.after(() => client.stop());
+  const first = connected(client);
+  client.start();
+  assert.equal((await first).nodeId, 'b');
+  await new Promise((r) => setTimeout(r, 300)); // a second loop would connect again meanwhile
+  assert.equal(b.calls.filter((m) => m.method === 'map/connect').length, 1);
+  assert.equal(b.sockets.filter((ws) => ws.readyState === 1).length, 1);
+  assert.equal(a.sockets.filter((ws) => ws.readyState === 1).length, 0);
 });

@@ -74,26 +74,37 @@ export class MapClient extends EventTarget {
     }
   }
 
+  // connectTo opens a connection to origin and runs map/connect on it. It
+  // resolves once the session is up; only a connection that got that far
+  // starts a new connectLoop when it closes (a failed attempt is the
+  // running loop's business).
   connectTo(origin) {
     return new Promise((resolve, reject) => {
       const url = origin.replace(/^http/, 'ws') + '/map';
       const ws = new WebSocket(url);
       let settled = false;
+      let established = false;
       const fail = (err) => {
-        if (!settled) { settled = true; try { ws.close(); } catch (_) { /* already closed */ } reject(err); }
+        if (settled) return;
+        settled = true;
+        if (this.ws === ws) this.ws = null;
+        try { ws.close(); } catch (_) { /* already closed */ }
+        reject(err);
       };
       const timer = setTimeout(() => fail(new Error('connect timeout')), pingTimeoutMs);
       ws.onopen = async () => {
         this.ws = ws;
         try {
           const res = await this.handshake();
+          await this.resubscribe(!!res.reconnected);
+          if (settled) return; // timed out meanwhile
           clearTimeout(timer);
           settled = true;
+          established = true;
           this.origin = origin;
           this.nodeId = (res.systemInfo && res.systemInfo.nodeId) || '';
           this.nodes.setCurrent(origin);
           this.lastHeard = Date.now();
-          await this.resubscribe(!!res.reconnected);
           this.setState('open');
           this.dispatchEvent(new CustomEvent('connected', { detail: { nodeId: this.nodeId, origin, reconnected: !!res.reconnected } }));
           resolve();
@@ -107,7 +118,10 @@ export class MapClient extends EventTarget {
       ws.onclose = () => {
         clearTimeout(timer);
         this.failPending(ws, new Error('connection lost'));
-        if (!settled) { fail(new Error('closed during connect')); return; }
+        if (!established) {
+          fail(new Error('closed during connect'));
+          return;
+        }
         if (this.ws === ws) {
           this.ws = null;
           this.setState('reconnecting');
