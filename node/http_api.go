@@ -17,9 +17,10 @@ import (
 )
 
 // routeConsole adds the web console (/ui/) and the read-only /v1
-// endpoints it reads besides MAP (README "HTTP API"): gossip members, the
-// Raft configuration, agent placement and a run's result files. They are ordinary /v1
-// endpoints, for scripts as much as for the console.
+// endpoints it reads besides MAP and /v1/status (README "Console"): gossip
+// members, the Raft configuration, agent placement and a run's result
+// files. They are ordinary /v1 endpoints, for scripts as much as for the
+// console.
 func (s *Server) routeConsole(mux *http.ServeMux) {
 	mux.Handle("/ui/", console.Handler())
 	mux.HandleFunc("GET /v1/members", s.handleMembers)
