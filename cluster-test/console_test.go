@@ -247,6 +247,24 @@ func consoleFailover(t *testing.T, b *browser, c *Cluster, leader *Node, runID s
 		t.Fatalf("run %s after the console's cancel: %+v, %v", second, info, err)
 	}
 	b.shoot("debates-after")
+
+	// The cancelled run's page says why it ended and offers the files a
+	// cancelled run has: events.jsonl and summary.md, no result.json.
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#runs tr[data-run=%q] a`, second)))); err != nil {
+		t.Fatalf("open the cancelled run: %v", err)
+	}
+	b.waitFor("cancelled run shown", `document.querySelector('#run-status')?.dataset.status === 'cancelled'`, consoleWait)
+	b.waitFor("cancellation reason shown", `/Cancelled: Run cancelled: cancelled from the console/.test(document.getElementById('run-head').textContent)`, consoleWait)
+	var files []string
+	b.eval(`[...document.querySelectorAll('#run-head .downloads a')].map((a) => a.textContent)`, &files)
+	if !slices.Equal(files, []string{"events.jsonl", "summary.md"}) {
+		t.Fatalf("cancelled run offers %q, want events.jsonl and summary.md", files)
+	}
+	if summary := string(runFile(t, c, second, "summary.md")); !strings.Contains(summary, "Cancelled") {
+		t.Fatalf("summary.md of the cancelled run = %q", summary)
+	}
+	b.requireAccessible("cancelled run")
+	b.shoot("run-cancelled")
 }
 
 // requireArgueFiles checks the run's events.jsonl (one argue.event line per

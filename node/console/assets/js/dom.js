@@ -92,7 +92,7 @@ const kinds = {
   active: 'info', merged: 'muted', resolved: 'ok', accepted: 'ok', rejected: 'bad', accept: 'ok', reject: 'bad',
   agree: 'ok', disagree: 'bad', revise: 'warn', idle: 'ok', busy: 'info', registered: 'info',
   orphaned: 'warn', stopped: 'muted', suspended: 'warn', answered: 'ok', waiting: 'muted', eliminated: 'bad',
-  delivered: 'ok', sent: 'muted', none: 'muted',
+  delivered: 'ok', sent: 'muted', none: 'muted', abandoned: 'muted',
 };
 export function statusBadge(word) {
   return badge(word || '—', kinds[word] || 'muted');

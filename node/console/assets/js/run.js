@@ -60,9 +60,10 @@ export function runPage(main, { map, nodes, store }, runId) {
     const over = s.status !== 'running';
     const files = ['result.json', 'events.jsonl', 'summary.md'].map((f) => {
       const ready = f === 'events.jsonl' || (f === 'result.json' ? !!result : over);
+      const why = over ? `none: the run ${s.status === 'finished' ? 'has no result' : 'was ' + s.status}` : 'when the run is over';
       return h('li', null, ready
         ? h('a', { href: nodes.url(`/v1/runs/${encodeURIComponent(runId)}/${f}`), download: `${s.requestId || runId}-${f}`, id: `file-${f.replace('.', '-')}` }, f)
-        : h('span', { class: 'muted' }, `${f} (when the run is over)`));
+        : h('span', { class: 'muted' }, `${f} (${why})`));
     });
     replace(head, h('section', { class: 'panel', 'aria-label': 'Run status' },
       h('div', { class: 'toolbar' },
@@ -123,32 +124,36 @@ function renderRound(r, running, latest, opened) {
   const key = `${r.phase}:${r.round}`;
   const c = r.completed;
   const state = c ? `${c.completed} answered, ${c.timedOut} timed out, ${c.failed} failed, ${plural(c.newClaims, 'new claim')}, ${plural(c.mergeCount, 'merge')}`
-    : `in progress: ${r.responses.size} of ${r.participants.length} answered`;
+    : `${running ? 'in progress' : 'stopped'}: ${r.responses.size} of ${r.participants.length} answered`;
+  const progress = c ? badge('completed', 'ok') : running ? badge('in progress', 'info') : badge('stopped', 'warn');
   const open = opened.has(key) ? opened.get(key) : running && (latest || !c);
   const el = h('details', { class: 'round', open, 'data-round': key, 'data-answered': r.responses.size, 'data-done': c ? 'true' : 'false' },
     h('summary', null, h('span', { class: 'round-title' }, `Round ${r.round} · ${r.phase.replace('_', ' ')}`), ' ',
-      c ? badge('completed', 'ok') : badge('in progress', 'info'), ' ', h('span', { class: 'muted' }, state)),
+      progress, ' ', h('span', { class: 'muted' }, state)),
     table({
       label: `Round ${r.round} answers`,
       columns: [
         { title: 'Agent', rowHeader: true, cell: (pid) => h('span', { class: 'mono' }, pid) },
-        { title: 'Task', cell: (pid) => statusBadge(taskState(r, pid)) },
+        { title: 'Task', cell: (pid) => statusBadge(taskState(r, pid, running)) },
         { title: 'Summary', cell: (pid) => (r.responses.get(pid) || {}).summary || '—' },
         { title: 'New claims', cell: (pid) => list(((r.responses.get(pid) || {}).extractedClaimsDetail || []).map((x) => x.title)) },
         { title: 'Judgements', cell: (pid) => chips(((r.responses.get(pid) || {}).judgementsDetail || []).map((j) => [j.claimId, j.stance])) },
         { title: 'Votes', cell: (pid) => chips(((r.responses.get(pid) || {}).claimVotesDetail || []).map((x) => [x.claimId, x.vote])) },
       ],
       rows: r.participants.length ? r.participants : [...r.responses.keys()],
-      rowAttrs: (pid) => ({ 'data-agent': pid, 'data-task': taskState(r, pid) }),
+      rowAttrs: (pid) => ({ 'data-agent': pid, 'data-task': taskState(r, pid, running) }),
     }));
   // toggle also fires for the initial state; only a change is the reader's.
   el.addEventListener('toggle', () => { if (el.open !== open) opened.set(key, el.open); });
   return el;
 }
 
-function taskState(r, pid) {
+// taskState is a participant's round task: answered, eliminated, waiting
+// (the round runs) or abandoned (the run ended without the answer).
+function taskState(r, pid, running) {
   if (r.responses.has(pid)) return 'answered';
-  return r.eliminated.has(pid) ? 'eliminated' : 'waiting';
+  if (r.eliminated.has(pid)) return 'eliminated';
+  return running || r.completed ? 'waiting' : 'abandoned';
 }
 
 // chips renders (claim, word) pairs compactly: "alice:0:1 agree".
