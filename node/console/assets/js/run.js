@@ -49,7 +49,7 @@ export function runPage(main, { map, nodes, store }, runId) {
       section('rounds-h', 'Rounds', v.rounds.length
         ? v.rounds.map((r, i) => renderRound(r, running, i === v.rounds.length - 1, opened))
         : h('p', { class: 'empty' }, 'Waiting for the first round.')),
-      section('claims-h', 'Claims', renderClaims(v)),
+      section('claims-h', 'Claims', renderClaims(v, running)),
       section('progress-h', 'Progress', v.notes.length
         ? h('ol', { class: 'plain', id: 'progress' }, v.notes.map((n) => h('li', null, time(n.at), ' ', n.text)))
         : h('p', { class: 'empty' }, 'Nothing has concluded yet.')));
@@ -162,9 +162,9 @@ function chips(pairs) {
   return h('ul', { class: 'chips' }, pairs.map(([id, word]) => h('li', null, h('span', { class: 'mono' }, id), ' ', statusBadge(word))));
 }
 
-function renderClaims(v) {
+function renderClaims(v, running) {
   const claims = [...v.claims.values()];
-  if (!claims.length) return h('p', { class: 'empty' }, 'No claims yet.');
+  if (!claims.length) return h('p', { class: 'empty' }, running ? 'No claims yet.' : 'No claims.');
   const count = (c, s) => c.stances.filter((x) => x.stance === s).length;
   return table({
     caption: `${claims.length} claims, ${claims.filter((c) => c.status === 'merged').length} merged`,
