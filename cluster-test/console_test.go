@@ -198,6 +198,7 @@ func consoleFollowDebate(t *testing.T, b *browser, c *Cluster, runID string) {
 	// The debate's task messages went through the node the console is on.
 	b.goTo("#/agents")
 	b.waitFor("recent messages listed", `document.querySelectorAll('#messages tbody tr td').length > 1`, consoleWait)
+	b.waitFor("alice's recent messages counted", `Number(document.querySelector('#agents tr[data-agent="alice"] td:nth-child(7)')?.textContent) > 0`, consoleWait)
 	b.shoot("agents-after")
 }
 

@@ -2,7 +2,7 @@
 // node, scopes) with filters, the scopes, and the metadata of recent
 // messages (who sent what to whom and whether it was delivered; never
 // payloads). Data comes from the Store, kept current by MAP events.
-import { h, replace, table, statusBadge, time, address, plural } from './dom.js';
+import { h, replace, table, statusBadge, time, address, plural, throttle } from './dom.js';
 
 export function agentsPage(main, { store }) {
   const q = h('input', { type: 'search', id: 'agent-q', placeholder: 'id, name or role' });
@@ -62,6 +62,7 @@ export function agentsPage(main, { store }) {
         { title: 'Owner', cell: (a) => (a.ownerId ? h('span', { class: 'mono' }, a.ownerId) : statusBadge('orphaned')) },
         { title: 'Node', cell: (a) => store.homes[a.id] || '—' },
         { title: 'Scopes', cell: (a) => (a.scopes || []).join(', ') || '—' },
+        { title: 'Recent messages', num: true, wide: true, cell: (a) => messagesOf(a.id) },
         { title: 'Last active', wide: true, cell: (a) => time((a.lifecycle || {}).lastActiveAt || (a.lifecycle || {}).createdAt) },
       ],
       rows: shown,
@@ -80,6 +81,11 @@ export function agentsPage(main, { store }) {
       rows: store.scopes,
       empty: 'No scopes.',
     }));
+  }
+
+  // messagesOf counts the recent messages an agent sent or received.
+  function messagesOf(id) {
+    return store.messages.filter((m) => m.from === id || address(m.to) === id || (m.deliveredTo || []).includes(id)).length;
   }
 
   function membersOf(s) {
@@ -103,14 +109,15 @@ export function agentsPage(main, { store }) {
   }
 
   store.addEventListener('agents', renderAgents);
-  store.addEventListener('messages', renderMessages);
+  const onMessages = throttle(() => { renderMessages(); renderAgents(); }, 250);
+  store.addEventListener('messages', onMessages);
   renderAgents();
   renderMessages();
   store.refreshAgents();
   return {
     stop() {
       store.removeEventListener('agents', renderAgents);
-      store.removeEventListener('messages', renderMessages);
+      store.removeEventListener('messages', onMessages);
     },
   };
 }
