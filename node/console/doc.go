@@ -14,6 +14,6 @@
 //
 // node.Server mounts Handler at /ui/. Browser tests of the pages live in
 // cluster-test (console_test.go), against a real 3-node cluster; the MAP
-// client's failover and resume logic also has JavaScript unit tests
-// (jstest/, run by TestJS with node --test against fake nodes).
+// client's failover and resume and the run view's model also have
+// JavaScript unit tests (jstest/, run by TestJS with node --test).
 package console

@@ -8,9 +8,10 @@ import (
 	"time"
 )
 
-// TestJS runs the console's JavaScript unit tests (jstest/, the MAP
-// client's failover and resume against fake nodes) with Node's built-in
-// test runner; without node on PATH it skips, saying so.
+// TestJS runs the console's JavaScript unit tests (jstest/: the MAP
+// client's failover and resume against fake nodes, the run view's model)
+// with Node's built-in test runner; without node on PATH it skips, saying
+// so.
 func TestJS(t *testing.T) {
 	nodeBin, err := exec.LookPath("node")
 	if err != nil {
