@@ -29,7 +29,7 @@ func TestHealthAndSnapshotCLI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := runCLI(t, tt.args...)
+			out, err := execRoot(t, tt.args...)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -44,14 +44,14 @@ func TestHealthAndSnapshotCLI(t *testing.T) {
 
 	// snapshot save, inspect and restore through the CLI against the node.
 	file := filepath.Join(t.TempDir(), "dev.snap")
-	out, err := runCLI(t, "snapshot", "save", "--addr", srv.GRPCAddr(), file)
+	out, err := execRoot(t, "snapshot", "save", "--addr", srv.GRPCAddr(), file)
 	if err != nil || !strings.Contains(out, "saved snapshot at index") {
 		t.Fatalf("save: %q %v", out, err)
 	}
-	if out, err = runCLI(t, "snapshot", "inspect", file); err != nil || !strings.Contains(out, "registry") {
+	if out, err = execRoot(t, "snapshot", "inspect", file); err != nil || !strings.Contains(out, "registry") {
 		t.Fatalf("inspect: %q %v", out, err)
 	}
-	if out, err = runCLI(t, "snapshot", "restore", "--addr", srv.GRPCAddr(), file); err != nil || !strings.Contains(out, "restored snapshot of index") {
+	if out, err = execRoot(t, "snapshot", "restore", "--addr", srv.GRPCAddr(), file); err != nil || !strings.Contains(out, "restored snapshot of index") {
 		t.Fatalf("restore: %q %v", out, err)
 	}
 }

@@ -8,17 +8,6 @@ import (
 	"testing"
 )
 
-func runCLI(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
-
 func TestSnapshotInspect(t *testing.T) {
 	fixture := filepath.Join("..", "..", "node", "backup", "testdata", "v1.snap")
 	good, err := os.ReadFile(fixture)
@@ -42,7 +31,7 @@ func TestSnapshotInspect(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := runCLI(t, "snapshot", "inspect", tt.file)
+			out, err := execRoot(t, "snapshot", "inspect", tt.file)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
