@@ -164,7 +164,7 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
-func startDev(t *testing.T) *node.Server {
+func startDev(t testing.TB) *node.Server {
 	t.Helper()
 	cfg := node.DevConfig(t.TempDir())
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -182,7 +182,7 @@ func startDev(t *testing.T) *node.Server {
 	return srv
 }
 
-func adminConn(t *testing.T, srv *node.Server) *grpc.ClientConn {
+func adminConn(t testing.TB, srv *node.Server) *grpc.ClientConn {
 	t.Helper()
 	cc, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -192,7 +192,7 @@ func adminConn(t *testing.T, srv *node.Server) *grpc.ClientConn {
 	return cc
 }
 
-func dial(t *testing.T, srv *node.Server) *rpc.Conn {
+func dial(t testing.TB, srv *node.Server) *rpc.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -204,7 +204,7 @@ func dial(t *testing.T, srv *node.Server) *rpc.Conn {
 	return conn
 }
 
-func call(t *testing.T, c *rpc.Conn, method string, params any) map[string]any {
+func call(t testing.TB, c *rpc.Conn, method string, params any) map[string]any {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
