@@ -181,9 +181,14 @@ func TestSnapshot_SaveBusyRestoreFresh(t *testing.T) {
 	b := New(t, 3)
 	agentOn(t, b, 0, "stale", nil) // B's own state, which a restore replaces
 
-	// The busy snapshot, through a follower: consistent on every node and
-	// holding a prefix of the writer's registrations.
-	restoreSnapshot(t, b, b.Followers(t)[0], filepath.Join(dir, "busy.snap"))
+	// The busy snapshot, through a follower, while the other follower is
+	// down: consistent on every node (the stopped one installs it from the
+	// leader when it returns) and holding a prefix of the writer's
+	// registrations.
+	followers := b.Followers(t)
+	b.Stop(t, followers[1].Index)
+	restoreSnapshot(t, b, followers[0], filepath.Join(dir, "busy.snap"))
+	b.Restart(t, followers[1].Index)
 	b.RequireConverged(t)
 	busyAgents := map[string]bool{}
 	for _, ag := range b.Node(0).Server().Registry().Agents() {
