@@ -46,7 +46,8 @@ func Inspect(path string) (Info, error) {
 
 // Save streams a snapshot of the system's state from the node behind cc
 // into path. It writes a temporary file beside path, verifies it, syncs it
-// and renames it into place, so path never holds a partial snapshot.
+// and renames it into place, so path never holds a partial snapshot. A
+// call cut by a leadership change is retried until ctx ends.
 func Save(ctx context.Context, cc grpc.ClientConnInterface, path string) (Info, error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
@@ -60,21 +61,8 @@ func Save(ctx context.Context, cc grpc.ClientConnInterface, path string) (Info, 
 			_ = os.Remove(tmp.Name())
 		}
 	}()
-	stream, err := concordv1.NewSnapshotsClient(cc).Save(ctx, &concordv1.SaveSnapshotRequest{})
-	if err != nil {
-		return Info{}, fmt.Errorf("save snapshot: %w", err)
-	}
-	for {
-		chunk, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return Info{}, fmt.Errorf("save snapshot: %w", err)
-		}
-		if _, err := tmp.Write(chunk.GetData()); err != nil {
-			return Info{}, fmt.Errorf("write snapshot file: %w", err)
-		}
+	if _, err := withRetry(ctx, func() (struct{}, error) { return struct{}{}, download(ctx, cc, tmp) }); err != nil {
+		return Info{}, err
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return Info{}, fmt.Errorf("rewind snapshot file: %w", err)
@@ -96,6 +84,33 @@ func Save(ctx context.Context, cc grpc.ClientConnInterface, path string) (Info, 
 	return info, nil
 }
 
+// download streams a snapshot into f from its start (truncating what an
+// earlier attempt wrote).
+func download(ctx context.Context, cc grpc.ClientConnInterface, f *os.File) error {
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("truncate snapshot file: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("rewind snapshot file: %w", err)
+	}
+	stream, err := concordv1.NewSnapshotsClient(cc).Save(ctx, &concordv1.SaveSnapshotRequest{})
+	if err != nil {
+		return fmt.Errorf("save snapshot: %w", err)
+	}
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("save snapshot: %w", err)
+		}
+		if _, err := f.Write(chunk.GetData()); err != nil {
+			return fmt.Errorf("write snapshot file: %w", err)
+		}
+	}
+}
+
 // Restored is the outcome of a restore.
 type Restored struct {
 	Info Info
@@ -107,20 +122,32 @@ type Restored struct {
 // Restore replaces the whole state of the system behind cc with the
 // snapshot file at path. The file is verified locally first, so a corrupt
 // or too new file is refused without contacting the node; the leader
-// checks it again before it changes anything.
+// checks it again before it changes anything. A call cut by a leadership
+// change (whose outcome may be unknown) is repeated until ctx ends:
+// restoring the same file twice gives the same state.
 func Restore(ctx context.Context, cc grpc.ClientConnInterface, path string) (Restored, error) {
 	info, err := Inspect(path)
 	if err != nil {
 		return Restored{}, err
 	}
+	idx, err := withRetry(ctx, func() (uint64, error) { return upload(ctx, cc, path) })
+	if err != nil {
+		return Restored{}, err
+	}
+	return Restored{Info: info, Index: idx}, nil
+}
+
+// upload streams the file at path to Restore and returns the index at
+// which the restored state took effect.
+func upload(ctx context.Context, cc grpc.ClientConnInterface, path string) (uint64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Restored{}, fmt.Errorf("open snapshot: %w", err)
+		return 0, fmt.Errorf("open snapshot: %w", err)
 	}
 	defer f.Close()
 	stream, err := concordv1.NewSnapshotsClient(cc).Restore(ctx)
 	if err != nil {
-		return Restored{}, fmt.Errorf("restore snapshot: %w", err)
+		return 0, fmt.Errorf("restore snapshot: %w", err)
 	}
 	buf := make([]byte, chunkBytes)
 	for {
@@ -134,14 +161,14 @@ func Restore(ctx context.Context, cc grpc.ClientConnInterface, path string) (Res
 			break
 		}
 		if rerr != nil {
-			return Restored{}, fmt.Errorf("read snapshot: %w", rerr)
+			return 0, fmt.Errorf("read snapshot: %w", rerr)
 		}
 	}
 	resp, err := stream.CloseAndRecv()
 	if err != nil {
-		return Restored{}, fmt.Errorf("restore snapshot: %w", err)
+		return 0, fmt.Errorf("restore snapshot: %w", err)
 	}
-	return Restored{Info: info, Index: resp.GetRestoredIndex()}, nil
+	return resp.GetRestoredIndex(), nil
 }
 
 // WriteInfo prints info for humans, as `concord snapshot inspect` shows it.
