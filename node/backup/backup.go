@@ -93,7 +93,7 @@ func download(ctx context.Context, cc grpc.ClientConnInterface, f *os.File) erro
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("rewind snapshot file: %w", err)
 	}
-	stream, err := concordv1.NewSnapshotsClient(cc).Save(ctx, &concordv1.SaveSnapshotRequest{})
+	stream, err := concordv1.NewSnapshotsClient(cc).Save(ctx, &concordv1.SnapshotsSaveRequest{})
 	if err != nil {
 		return fmt.Errorf("save snapshot: %w", err)
 	}

@@ -34,14 +34,14 @@ type snapshotService struct {
 }
 
 // Save streams a snapshot file of the leader's state.
-func (v *snapshotService) Save(req *concordv1.SaveSnapshotRequest, stream concordv1.Snapshots_SaveServer) error {
+func (v *snapshotService) Save(req *concordv1.SnapshotsSaveRequest, stream concordv1.Snapshots_SaveServer) error {
 	ctx := stream.Context()
 	if !v.s.isLeader() && !req.GetForwarded() {
 		cc, err := v.s.leaderConn()
 		if err != nil {
 			return err
 		}
-		up, err := concordv1.NewSnapshotsClient(cc).Save(ctx, &concordv1.SaveSnapshotRequest{Forwarded: true})
+		up, err := concordv1.NewSnapshotsClient(cc).Save(ctx, &concordv1.SnapshotsSaveRequest{Forwarded: true})
 		if err != nil {
 			return err
 		}
@@ -89,7 +89,7 @@ func (v *snapshotService) Restore(stream concordv1.Snapshots_RestoreServer) erro
 		return snapshotStatus(v.s, err)
 	}
 	v.s.log.Warn("snapshot restored by request", "index", info.Index, "term", info.Term, "restored_index", idx)
-	return stream.SendAndClose(&concordv1.RestoreSnapshotResponse{Index: info.Index, Term: info.Term, RestoredIndex: idx})
+	return stream.SendAndClose(&concordv1.SnapshotsRestoreResponse{Index: info.Index, Term: info.Term, RestoredIndex: idx})
 }
 
 // forwardRestore relays a Restore stream to the leader.

@@ -21,7 +21,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-type SaveSnapshotRequest struct {
+type SnapshotsSaveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// forwarded is set by a follower passing the call to the leader, so it
 	// is passed on at most once.
@@ -30,20 +30,20 @@ type SaveSnapshotRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SaveSnapshotRequest) Reset() {
-	*x = SaveSnapshotRequest{}
+func (x *SnapshotsSaveRequest) Reset() {
+	*x = SnapshotsSaveRequest{}
 	mi := &file_concord_v1_snapshot_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SaveSnapshotRequest) String() string {
+func (x *SnapshotsSaveRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SaveSnapshotRequest) ProtoMessage() {}
+func (*SnapshotsSaveRequest) ProtoMessage() {}
 
-func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
+func (x *SnapshotsSaveRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_concord_v1_snapshot_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -55,12 +55,12 @@ func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
-func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use SnapshotsSaveRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotsSaveRequest) Descriptor() ([]byte, []int) {
 	return file_concord_v1_snapshot_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *SaveSnapshotRequest) GetForwarded() bool {
+func (x *SnapshotsSaveRequest) GetForwarded() bool {
 	if x != nil {
 		return x.Forwarded
 	}
@@ -122,7 +122,7 @@ func (x *SnapshotChunk) GetForwarded() bool {
 	return false
 }
 
-type RestoreSnapshotResponse struct {
+type SnapshotsRestoreResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// index and term are the Raft position recorded in the restored file.
 	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
@@ -134,20 +134,20 @@ type RestoreSnapshotResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *RestoreSnapshotResponse) Reset() {
-	*x = RestoreSnapshotResponse{}
+func (x *SnapshotsRestoreResponse) Reset() {
+	*x = SnapshotsRestoreResponse{}
 	mi := &file_concord_v1_snapshot_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *RestoreSnapshotResponse) String() string {
+func (x *SnapshotsRestoreResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*RestoreSnapshotResponse) ProtoMessage() {}
+func (*SnapshotsRestoreResponse) ProtoMessage() {}
 
-func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
+func (x *SnapshotsRestoreResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_concord_v1_snapshot_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -159,26 +159,26 @@ func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use RestoreSnapshotResponse.ProtoReflect.Descriptor instead.
-func (*RestoreSnapshotResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use SnapshotsRestoreResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotsRestoreResponse) Descriptor() ([]byte, []int) {
 	return file_concord_v1_snapshot_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *RestoreSnapshotResponse) GetIndex() uint64 {
+func (x *SnapshotsRestoreResponse) GetIndex() uint64 {
 	if x != nil {
 		return x.Index
 	}
 	return 0
 }
 
-func (x *RestoreSnapshotResponse) GetTerm() uint64 {
+func (x *SnapshotsRestoreResponse) GetTerm() uint64 {
 	if x != nil {
 		return x.Term
 	}
 	return 0
 }
 
-func (x *RestoreSnapshotResponse) GetRestoredIndex() uint64 {
+func (x *SnapshotsRestoreResponse) GetRestoredIndex() uint64 {
 	if x != nil {
 		return x.RestoredIndex
 	}
@@ -290,13 +290,13 @@ var File_concord_v1_snapshot_proto protoreflect.FileDescriptor
 const file_concord_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
 	"\x19concord/v1/snapshot.proto\x12\n" +
-	"concord.v1\"3\n" +
-	"\x13SaveSnapshotRequest\x12\x1c\n" +
+	"concord.v1\"4\n" +
+	"\x14SnapshotsSaveRequest\x12\x1c\n" +
 	"\tforwarded\x18\x01 \x01(\bR\tforwarded\"A\n" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1c\n" +
-	"\tforwarded\x18\x02 \x01(\bR\tforwarded\"j\n" +
-	"\x17RestoreSnapshotResponse\x12\x14\n" +
+	"\tforwarded\x18\x02 \x01(\bR\tforwarded\"k\n" +
+	"\x18SnapshotsRestoreResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12%\n" +
 	"\x0erestored_index\x18\x03 \x01(\x04R\rrestoredIndex\"\xca\x01\n" +
@@ -307,10 +307,10 @@ const file_concord_v1_snapshot_proto_rawDesc = "" +
 	"\x0fcreated_unix_ms\x18\x04 \x01(\x03R\rcreatedUnixMs\x12\x17\n" +
 	"\anode_id\x18\x05 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tsystem_id\x18\x06 \x01(\tR\bsystemId\x12\x18\n" +
-	"\aversion\x18\a \x01(\tR\aversion2\x9e\x01\n" +
-	"\tSnapshots\x12D\n" +
-	"\x04Save\x12\x1f.concord.v1.SaveSnapshotRequest\x1a\x19.concord.v1.SnapshotChunk0\x01\x12K\n" +
-	"\aRestore\x12\x19.concord.v1.SnapshotChunk\x1a#.concord.v1.RestoreSnapshotResponse(\x01B:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
+	"\aversion\x18\a \x01(\tR\aversion2\xa0\x01\n" +
+	"\tSnapshots\x12E\n" +
+	"\x04Save\x12 .concord.v1.SnapshotsSaveRequest\x1a\x19.concord.v1.SnapshotChunk0\x01\x12L\n" +
+	"\aRestore\x12\x19.concord.v1.SnapshotChunk\x1a$.concord.v1.SnapshotsRestoreResponse(\x01B:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (
 	file_concord_v1_snapshot_proto_rawDescOnce sync.Once
@@ -326,16 +326,16 @@ func file_concord_v1_snapshot_proto_rawDescGZIP() []byte {
 
 var file_concord_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_concord_v1_snapshot_proto_goTypes = []any{
-	(*SaveSnapshotRequest)(nil),     // 0: concord.v1.SaveSnapshotRequest
-	(*SnapshotChunk)(nil),           // 1: concord.v1.SnapshotChunk
-	(*RestoreSnapshotResponse)(nil), // 2: concord.v1.RestoreSnapshotResponse
-	(*SnapshotFileHeader)(nil),      // 3: concord.v1.SnapshotFileHeader
+	(*SnapshotsSaveRequest)(nil),     // 0: concord.v1.SnapshotsSaveRequest
+	(*SnapshotChunk)(nil),            // 1: concord.v1.SnapshotChunk
+	(*SnapshotsRestoreResponse)(nil), // 2: concord.v1.SnapshotsRestoreResponse
+	(*SnapshotFileHeader)(nil),       // 3: concord.v1.SnapshotFileHeader
 }
 var file_concord_v1_snapshot_proto_depIdxs = []int32{
-	0, // 0: concord.v1.Snapshots.Save:input_type -> concord.v1.SaveSnapshotRequest
+	0, // 0: concord.v1.Snapshots.Save:input_type -> concord.v1.SnapshotsSaveRequest
 	1, // 1: concord.v1.Snapshots.Restore:input_type -> concord.v1.SnapshotChunk
 	1, // 2: concord.v1.Snapshots.Save:output_type -> concord.v1.SnapshotChunk
-	2, // 3: concord.v1.Snapshots.Restore:output_type -> concord.v1.RestoreSnapshotResponse
+	2, // 3: concord.v1.Snapshots.Restore:output_type -> concord.v1.SnapshotsRestoreResponse
 	2, // [2:4] is the sub-list for method output_type
 	0, // [0:2] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name

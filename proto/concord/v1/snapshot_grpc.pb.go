@@ -36,16 +36,18 @@ const (
 type SnapshotsClient interface {
 	// Save streams a consistent snapshot of the leader's state, taken after
 	// a barrier so it holds every write acknowledged before the call (admin).
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-	Save(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	Save(ctx context.Context, in *SnapshotsSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
 	// Restore replaces the whole replicated state of the system with the
 	// snapshot file streamed in (admin). The leader checks the whole file
 	// (checksum, versions, every module decodes) before anything changes;
 	// followers then install it from the leader. Errors: INVALID_ARGUMENT
 	// (corrupt or truncated file), FAILED_PRECONDITION (a format version this
 	// binary does not understand), UNAVAILABLE (no leader).
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-	Restore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, RestoreSnapshotResponse], error)
+	Restore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotsRestoreResponse], error)
 }
 
 type snapshotsClient struct {
@@ -56,13 +58,13 @@ func NewSnapshotsClient(cc grpc.ClientConnInterface) SnapshotsClient {
 	return &snapshotsClient{cc}
 }
 
-func (c *snapshotsClient) Save(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+func (c *snapshotsClient) Save(ctx context.Context, in *SnapshotsSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Snapshots_ServiceDesc.Streams[0], Snapshots_Save_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[SaveSnapshotRequest, SnapshotChunk]{ClientStream: stream}
+	x := &grpc.GenericClientStream[SnapshotsSaveRequest, SnapshotChunk]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -75,18 +77,18 @@ func (c *snapshotsClient) Save(ctx context.Context, in *SaveSnapshotRequest, opt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Snapshots_SaveClient = grpc.ServerStreamingClient[SnapshotChunk]
 
-func (c *snapshotsClient) Restore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, RestoreSnapshotResponse], error) {
+func (c *snapshotsClient) Restore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotsRestoreResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Snapshots_ServiceDesc.Streams[1], Snapshots_Restore_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[SnapshotChunk, RestoreSnapshotResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[SnapshotChunk, SnapshotsRestoreResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Snapshots_RestoreClient = grpc.ClientStreamingClient[SnapshotChunk, RestoreSnapshotResponse]
+type Snapshots_RestoreClient = grpc.ClientStreamingClient[SnapshotChunk, SnapshotsRestoreResponse]
 
 // SnapshotsServer is the server API for Snapshots service.
 // All implementations must embed UnimplementedSnapshotsServer
@@ -101,16 +103,18 @@ type Snapshots_RestoreClient = grpc.ClientStreamingClient[SnapshotChunk, Restore
 type SnapshotsServer interface {
 	// Save streams a consistent snapshot of the leader's state, taken after
 	// a barrier so it holds every write acknowledged before the call (admin).
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-	Save(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	Save(*SnapshotsSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
 	// Restore replaces the whole replicated state of the system with the
 	// snapshot file streamed in (admin). The leader checks the whole file
 	// (checksum, versions, every module decodes) before anything changes;
 	// followers then install it from the leader. Errors: INVALID_ARGUMENT
 	// (corrupt or truncated file), FAILED_PRECONDITION (a format version this
 	// binary does not understand), UNAVAILABLE (no leader).
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-	Restore(grpc.ClientStreamingServer[SnapshotChunk, RestoreSnapshotResponse]) error
+	Restore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotsRestoreResponse]) error
 	mustEmbedUnimplementedSnapshotsServer()
 }
 
@@ -121,10 +125,10 @@ type SnapshotsServer interface {
 // pointer dereference when methods are called.
 type UnimplementedSnapshotsServer struct{}
 
-func (UnimplementedSnapshotsServer) Save(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+func (UnimplementedSnapshotsServer) Save(*SnapshotsSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
 	return status.Error(codes.Unimplemented, "method Save not implemented")
 }
-func (UnimplementedSnapshotsServer) Restore(grpc.ClientStreamingServer[SnapshotChunk, RestoreSnapshotResponse]) error {
+func (UnimplementedSnapshotsServer) Restore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotsRestoreResponse]) error {
 	return status.Error(codes.Unimplemented, "method Restore not implemented")
 }
 func (UnimplementedSnapshotsServer) mustEmbedUnimplementedSnapshotsServer() {}
@@ -149,22 +153,22 @@ func RegisterSnapshotsServer(s grpc.ServiceRegistrar, srv SnapshotsServer) {
 }
 
 func _Snapshots_Save_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(SaveSnapshotRequest)
+	m := new(SnapshotsSaveRequest)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(SnapshotsServer).Save(m, &grpc.GenericServerStream[SaveSnapshotRequest, SnapshotChunk]{ServerStream: stream})
+	return srv.(SnapshotsServer).Save(m, &grpc.GenericServerStream[SnapshotsSaveRequest, SnapshotChunk]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Snapshots_SaveServer = grpc.ServerStreamingServer[SnapshotChunk]
 
 func _Snapshots_Restore_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(SnapshotsServer).Restore(&grpc.GenericServerStream[SnapshotChunk, RestoreSnapshotResponse]{ServerStream: stream})
+	return srv.(SnapshotsServer).Restore(&grpc.GenericServerStream[SnapshotChunk, SnapshotsRestoreResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Snapshots_RestoreServer = grpc.ClientStreamingServer[SnapshotChunk, RestoreSnapshotResponse]
+type Snapshots_RestoreServer = grpc.ClientStreamingServer[SnapshotChunk, SnapshotsRestoreResponse]
 
 // Snapshots_ServiceDesc is the grpc.ServiceDesc for Snapshots service.
 // It's only intended for direct use with grpc.RegisterService,
