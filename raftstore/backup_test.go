@@ -58,6 +58,9 @@ func TestBackup_SaveInspectRestoreAcrossClusters(t *testing.T) {
 			if _, _, err := s.RestoreSnapshot(testCtx(t), bytes.NewReader(file)); !errors.Is(err, ErrNotLeader) {
 				t.Fatalf("restore on follower: %v, want ErrNotLeader", err)
 			}
+			if _, err := s.SaveSnapshot(testCtx(t), io.Discard, SaveOptions{}); !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("save on follower: %v, want ErrNotLeader", err)
+			}
 			break
 		}
 	}
