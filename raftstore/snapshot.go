@@ -159,6 +159,11 @@ func (f *fsm) decode(r io.Reader) (*decoded, error) {
 		if err == nil && !rr.ended {
 			err = fmt.Errorf("%w: module did not read all its records", ErrBadSnapshot)
 		}
+		if err != nil && !errors.Is(err, ErrBadSnapshot) {
+			// The module refused its records (its own format version,
+			// a record that does not decode): bad for this binary.
+			err = fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("restore module %q: %w", name, err)
 		}
