@@ -106,17 +106,16 @@ func (s *Server) buildMembership() error {
 func (s *Server) buildClusterServer() error {
 	cc := s.clusterConfig()
 	srv, err := cluster.NewServer(cc, cluster.ServerDeps{
-		Store:          s.store,
-		Resolver:       s.directory,
-		Members:        s.membership,
-		Deliverer:      countingDeliverer{next: s.router, m: s.metrics.ops.relay},
-		Events:         s.hub,
-		Snapshots:      s.store,
-		SnapshotLabels: raftstore.SaveOptions{SystemID: s.cfg.SystemID, Version: s.cfg.Version},
+		Store:     s.store,
+		Resolver:  s.directory,
+		Members:   s.membership,
+		Deliverer: countingDeliverer{next: s.router, m: s.metrics.ops.relay},
+		Events:    s.hub,
 	})
 	if err != nil {
 		return fmt.Errorf("build cluster server: %w", err)
 	}
+	srv.ServeSnapshots(s.store, raftstore.SaveOptions{SystemID: s.cfg.SystemID, Version: s.cfg.Version})
 	s.memberSub = s.membership.Subscribe()
 	rec, err := cluster.NewReconciler(cc, cluster.ReconcilerDeps{
 		Store:         s.store,

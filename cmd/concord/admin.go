@@ -28,16 +28,16 @@ func (f *adminFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 5*time.Second, "deadline for the request")
 }
 
-// call dials the node and runs fn with a deadline on its Cluster service.
+// call runs fn against the node's Cluster service (see callConn).
 func (f *adminFlags) call(ctx context.Context, fn func(context.Context, concordv1.ClusterClient) error) error {
-	return f.withConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
+	return f.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
 		return fn(ctx, concordv1.NewClusterClient(cc))
 	})
 }
 
-// withConn dials the node and runs fn with a deadline. Plaintext gRPC, like
+// callConn dials the node and runs fn with a deadline. Plaintext gRPC, like
 // the node-to-node traffic (TLS is a later issue).
-func (f *adminFlags) withConn(ctx context.Context, fn func(context.Context, grpc.ClientConnInterface) error) error {
+func (f *adminFlags) callConn(ctx context.Context, fn func(context.Context, grpc.ClientConnInterface) error) error {
 	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", f.addr, err)

@@ -44,7 +44,7 @@ every write acknowledged before the command started; writes go on meanwhile.
 FILE is written atomically (a temporary file, verified, then renamed).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.withConn(cmd.Context(), func(ctx context.Context, cc grpc.ClientConnInterface) error {
+			return f.callConn(cmd.Context(), func(ctx context.Context, cc grpc.ClientConnInterface) error {
 				info, err := backup.Save(ctx, cc, args[0])
 				if err != nil {
 					return err
@@ -70,7 +70,7 @@ anything changes: a corrupt file or one from a newer concord is refused and
 the system keeps its state. Writes made while the restore runs are lost.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.withConn(cmd.Context(), func(ctx context.Context, cc grpc.ClientConnInterface) error {
+			return f.callConn(cmd.Context(), func(ctx context.Context, cc grpc.ClientConnInterface) error {
 				res, err := backup.Restore(ctx, cc, args[0])
 				if err != nil {
 					return err

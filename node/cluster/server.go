@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
-	"github.com/concordmap/concord/raftstore"
 )
 
 // ServerDeps are the Server's collaborators.
@@ -32,11 +31,6 @@ type ServerDeps struct {
 	Deliverer LocalDeliverer
 	// Events receives relayed message events (the *fanout.Hub). Optional.
 	Events EventSink
-	// Snapshots, when set, serves the operator's Snapshots service (save
-	// and restore; the *raftstore.Store), labelling files with
-	// SnapshotLabels.
-	Snapshots      SnapshotStore
-	SnapshotLabels raftstore.SaveOptions
 }
 
 // Server is the node's gRPC server with the Cluster service registered.
@@ -82,9 +76,6 @@ func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
 		stopping: make(chan struct{}),
 	}
 	concordv1.RegisterClusterServer(s.grpc, &service{s: s})
-	if deps.Snapshots != nil {
-		concordv1.RegisterSnapshotsServer(s.grpc, &snapshotService{s: s})
-	}
 	return s, nil
 }
 

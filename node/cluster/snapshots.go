@@ -25,12 +25,20 @@ type SnapshotStore interface {
 // message limit.
 const snapshotChunkBytes = 256 << 10
 
-// snapshotService implements concordv1.SnapshotsServer (admin methods):
-// the leader saves and restores; a follower passes the call on to the
-// leader once.
+// ServeSnapshots registers the operator's Snapshots service (admin
+// methods: save and restore) backed by store, labelling saved files with
+// labels. Call it before Serve, at most once.
+func (s *Server) ServeSnapshots(store SnapshotStore, labels raftstore.SaveOptions) {
+	concordv1.RegisterSnapshotsServer(s.grpc, &snapshotService{s: s, store: store, labels: labels})
+}
+
+// snapshotService implements concordv1.SnapshotsServer: the leader saves
+// and restores; a follower passes the call on to the leader once.
 type snapshotService struct {
 	concordv1.UnimplementedSnapshotsServer
-	s *Server
+	s      *Server
+	store  SnapshotStore
+	labels raftstore.SaveOptions
 }
 
 // Save streams a snapshot file of the leader's state.
@@ -59,7 +67,7 @@ func (v *snapshotService) Save(req *concordv1.SnapshotsSaveRequest, stream conco
 		}
 	}
 	w := &chunkWriter{send: stream.Send, buf: make([]byte, 0, snapshotChunkBytes)}
-	info, err := v.s.deps.Snapshots.SaveSnapshot(ctx, w, v.s.deps.SnapshotLabels)
+	info, err := v.store.SaveSnapshot(ctx, w, v.labels)
 	if err == nil {
 		err = w.flush()
 	}
@@ -84,7 +92,7 @@ func (v *snapshotService) Restore(stream concordv1.Snapshots_RestoreServer) erro
 		return v.forwardRestore(ctx, first, stream)
 	}
 	r := &chunkReader{recv: stream.Recv, buf: first.GetData()}
-	info, idx, err := v.s.deps.Snapshots.RestoreSnapshot(ctx, r)
+	info, idx, err := v.store.RestoreSnapshot(ctx, r)
 	if err != nil {
 		return snapshotStatus(v.s, err)
 	}
