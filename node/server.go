@@ -116,7 +116,6 @@ func (s *Server) build() error {
 	}
 	s.forwarder.SetLeaderSource(s.store)
 	s.metrics = newMetrics(s.cfg.NodeID, s.store)
-	s.metrics.addOps(s.cfg.NodeID, s.store, s.registry, s.runs)
 	if err := s.buildMembership(); err != nil {
 		return err
 	}
@@ -173,6 +172,7 @@ func (s *Server) openStore() error {
 // subscription hub. The session table is created first because the router
 // and the hub look connections up in it, and the service fills it.
 func (s *Server) buildMAPService() error {
+	s.metrics.addOps(s.cfg.NodeID, s.store, s.registry, s.runs)
 	proposer := meteredProposer{store: s.store, m: s.metrics}
 	sessions := mapsvc.NewSessions()
 	fcfg := fanout.DefaultConfig()
