@@ -37,6 +37,9 @@ func (s *Server) clusterConfig() cluster.Config {
 	cc := s.cfg.Cluster
 	cc.NodeID = s.cfg.NodeID
 	cc.Logger = s.cfg.Logger
+	opts, peerCreds := s.securityOptions()
+	cc.ServerOptions = append(append([]grpc.ServerOption(nil), cc.ServerOptions...), opts...)
+	cc.PeerCredentials = peerCreds
 	if s.cfg.GRPCDialer != nil {
 		dial := s.cfg.GRPCDialer
 		cc.DialOptions = append(append([]grpc.DialOption(nil), cc.DialOptions...),

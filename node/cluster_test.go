@@ -28,6 +28,7 @@ func startCluster(t *testing.T, n int) []*node.Server {
 	for i := range cfgs {
 		c := node.DevConfig(t.TempDir())
 		c.NodeID = fmt.Sprintf("n%d", i+1)
+		secure(&c)
 		c.Bootstrap = false
 		c.BootstrapExpect = n
 		c.GossipAddr = seeds[i]
