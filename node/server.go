@@ -430,6 +430,9 @@ func (s *Server) MAPURL() string {
 	return "ws://" + s.HTTPAddr() + "/map"
 }
 
+// GRPCAddr returns the bound gRPC address (host:port).
+func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
+
 // HTTPURL returns the base URL of the HTTP API (https:// with TLS).
 func (s *Server) HTTPURL() string {
 	if s.httpTLS() {
