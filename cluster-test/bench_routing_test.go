@@ -159,6 +159,7 @@ func (c *corkedConn) flush(b *testing.B) {
 func rawAgent(b *testing.B, url, id string, cork *corkedConn) *websocket.Conn {
 	b.Helper()
 	dialer := *websocket.DefaultDialer
+	dialer.TLSClientConfig = ClientTLS()
 	if cork != nil {
 		dialer.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)

@@ -55,7 +55,7 @@ const (
 // speed tests up; only this preset is.
 func FastConfig() node.Config {
 	c := node.DefaultConfig()
-	c.SystemID = "clustertest"
+	c.SystemID = SystemID
 	c.GossipPlaintext = true
 	c.ReadyTimeout = NodeReadyTimeout
 	c.ShutdownTimeout = ShutdownTimeout
