@@ -63,7 +63,7 @@ func (m *Manager) Verify(chain []*x509.Certificate, usage x509.ExtKeyUsage, e Ex
 	}
 	switch {
 	case e.Role != "" && id.Role != e.Role:
-		return id, fmt.Errorf("%w: %s is a %s certificate, a %s certificate is required", ErrPeerRefused, id, id.Role, e.Role)
+		return id, fmt.Errorf("%w: %s has role %s, a %s certificate is required", ErrPeerRefused, id, id.Role, e.Role)
 	case e.NodeID != "" && id.Name != e.NodeID:
 		return id, fmt.Errorf("%w: %s does not name node %q", ErrPeerRefused, id, e.NodeID)
 	}
