@@ -104,4 +104,3 @@ func TestAuthorizer_HTTP(t *testing.T) {
 		}
 	}
 }
-
