@@ -120,7 +120,7 @@ func (s *Server) buildClusterServer() error {
 	}
 	s.memberSub = s.membership.Subscribe()
 	rec, err := cluster.NewReconciler(cc, cluster.ReconcilerDeps{
-		Store:         s.store,
+		Store:         verifiedVoters{RaftConfigurator: s.store, s: s},
 		Members:       s.membership,
 		Sessions:      s.registry,
 		MemberChanges: s.memberSub.Changed(),

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/concordmap/concord/node/authz"
+	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/pki"
 	"github.com/concordmap/concord/node/tlsconf"
@@ -144,7 +145,38 @@ func (s *Server) raftStreamWrapper() func(raft.StreamLayer) raft.StreamLayer {
 	if s.tls == nil {
 		return nil
 	}
-	return func(inner raft.StreamLayer) raft.StreamLayer { return s.tls.StreamLayer(inner, s.authorizeRaftPeer) }
+	return func(inner raft.StreamLayer) raft.StreamLayer {
+		s.raftLayer = s.tls.StreamLayer(inner, s.authorizeRaftPeer)
+		return s.raftLayer
+	}
+}
+
+// voterProbeTimeout bounds the TLS handshake with a server the leader is
+// about to add as a voter.
+const voterProbeTimeout = 3 * time.Second
+
+// verifiedVoters is the reconciler's view of the Raft store: with TLS a
+// server is added as a voter only after a TLS handshake on its Raft
+// address proves it holds this system's certificate for its node id.
+// Gossip membership is authenticated by the gossip key alone; without
+// this a stranger who learned the key would become a voter that can never
+// vote, and enough of them would stall the quorum.
+type verifiedVoters struct {
+	cluster.RaftConfigurator
+	s *Server
+}
+
+func (v verifiedVoters) AddVoter(ctx context.Context, id, addr string) error {
+	if l := v.s.raftLayer; l != nil {
+		timeout := voterProbeTimeout
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+			timeout = time.Until(dl)
+		}
+		if err := l.Probe(raft.ServerAddress(addr), id, timeout); err != nil {
+			return fmt.Errorf("not adding %s as a voter: its raft address %s did not prove the identity: %w", id, addr, err)
+		}
+	}
+	return v.RaftConfigurator.AddVoter(ctx, id, addr)
 }
 
 // wrapHTTPListener serves HTTP over TLS when configured.

@@ -57,6 +57,7 @@ type Server struct {
 	tls       *tlsconf.Manager
 	authz     *authz.Authorizer
 	raftStore lateStore
+	raftLayer *tlsconf.RaftLayer // set while the raft store is built
 
 	httpLn  net.Listener
 	grpcLn  net.Listener
@@ -432,6 +433,10 @@ func (s *Server) MAPURL() string {
 
 // GRPCAddr returns the bound gRPC address (host:port).
 func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
+
+// GossipAddr returns the gossip address peers use (host:port), "" before
+// Start.
+func (s *Server) GossipAddr() string { return s.membership.LocalMember().GossipAddr }
 
 // HTTPURL returns the base URL of the HTTP API (https:// with TLS).
 func (s *Server) HTTPURL() string {

@@ -18,22 +18,28 @@ import (
 // connections handshake on first read, in raft's per-connection goroutine,
 // so a slow or hostile client never stalls the accept loop; dials
 // handshake before returning, within raft's dial timeout.
-func (m *Manager) StreamLayer(inner raft.StreamLayer, authorize func(pki.Identity) error) raft.StreamLayer {
+func (m *Manager) StreamLayer(inner raft.StreamLayer, authorize func(pki.Identity) error) *RaftLayer {
 	e := Expect{Role: pki.RoleServer, Authorize: authorize}
-	return &streamLayer{
+	return &RaftLayer{
 		StreamLayer: inner,
+		m:           m,
+		authorize:   authorize,
 		server:      m.ServerConfig("raft", ClientAuthRequire, e),
 		client:      m.ClientConfig(e),
 	}
 }
 
-type streamLayer struct {
+// RaftLayer is the TLS raft.StreamLayer StreamLayer returns. Safe for
+// concurrent use.
+type RaftLayer struct {
 	raft.StreamLayer
+	m              *Manager
+	authorize      func(pki.Identity) error
 	server, client *tls.Config
 }
 
 // Accept implements net.Listener.
-func (l *streamLayer) Accept() (net.Conn, error) {
+func (l *RaftLayer) Accept() (net.Conn, error) {
 	c, err := l.StreamLayer.Accept()
 	if err != nil {
 		return nil, err
@@ -42,12 +48,33 @@ func (l *streamLayer) Accept() (net.Conn, error) {
 }
 
 // Dial implements raft.StreamLayer.
-func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (l *RaftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	c, err := l.StreamLayer.Dial(address, timeout)
 	if err != nil {
 		return nil, err
 	}
-	tc := tls.Client(c, l.client)
+	return handshake(c, l.client, address, timeout)
+}
+
+// Probe proves that the server at address holds a certificate of this
+// system for node nodeID (and passes authorize): a TLS handshake, then the
+// connection is closed. The leader probes a server before adding it as a
+// voter, so a stranger who only learned the gossip key cannot become one.
+func (l *RaftLayer) Probe(address raft.ServerAddress, nodeID string, timeout time.Duration) error {
+	c, err := l.StreamLayer.Dial(address, timeout)
+	if err != nil {
+		return err
+	}
+	cfg := l.m.ClientConfig(Expect{Role: pki.RoleServer, NodeID: nodeID, Authorize: l.authorize})
+	tc, err := handshake(c, cfg, address, timeout)
+	if err != nil {
+		return err
+	}
+	return tc.Close()
+}
+
+func handshake(c net.Conn, cfg *tls.Config, address raft.ServerAddress, timeout time.Duration) (*tls.Conn, error) {
+	tc := tls.Client(c, cfg)
 	if timeout > 0 {
 		_ = tc.SetDeadline(time.Now().Add(timeout))
 	}
