@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,6 +84,73 @@ func TestTLSCommands_ClusterAdminOverTLS(t *testing.T) {
 				t.Fatalf("raft peers: err = %v, want %s", err, tc.errHas)
 			}
 		})
+	}
+}
+
+// TestTLS_SIGHUPReloadsCertificate: a new certificate written in place
+// is served to new handshakes after SIGHUP, without a restart.
+func TestTLS_SIGHUPReloadsCertificate(t *testing.T) {
+	dir := t.TempDir()
+	f := func(name string) string { return filepath.Join(dir, name) }
+	create := func() {
+		t.Helper()
+		for _, args := range [][]string{
+			{"tls", "cert", "create", "--server", "--system-id", "sys", "--node-id", "n1", "--dir", dir},
+		} {
+			if out, err := execRoot(t, args...); err != nil {
+				t.Fatalf("%v: %v\n%s", args, err, out)
+			}
+		}
+	}
+	if _, err := execRoot(t, "tls", "ca", "create", "--system-id", "sys", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	create()
+	cfg, err := serverConfig(t, "--node-id", "n1", "--system-id", "sys", "--data-dir", t.TempDir(), "--bootstrap",
+		"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
+		"--tls-ca-file", f("sys-ca.pem"), "--tls-cert-file", f("sys-server-n1.pem"), "--tls-key-file", f("sys-server-n1-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.GossipKey = make([]byte, 32)
+	srv, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop := reloadOnHangup(srv, slog.New(slog.DiscardHandler))
+	defer stop()
+	served := func() string {
+		t.Helper()
+		c, err := tls.Dial("tcp", srv.HTTPAddr(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reading the served cert
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := served()
+	if err := os.Remove(f("sys-server-n1.pem")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(f("sys-server-n1-key.pem")); err != nil {
+		t.Fatal(err)
+	}
+	create()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for served() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the old certificate is still served after SIGHUP")
+		}
+		time.Sleep(20 * time.Millisecond) // the signal is handled on its own goroutine
 	}
 }
 
