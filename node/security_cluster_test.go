@@ -26,20 +26,13 @@ func TestSecurity_StrangerWithGossipAccessNeverVotes(t *testing.T) {
 	leader := agreedLeader(t, servers)
 	seeds := []string{leader.GossipAddr()}
 
-	foreign, err := pki.CreateCA("dev", pki.Validity{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fca, err := pki.LoadCA(foreign)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fca := tlstest.ForeignCA("dev")
 	sp, err := fca.IssueServer(pki.ServerRequest{SystemID: "dev", NodeID: "n4"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stranger := clusterNodeConfig(t, "n4", freeGossipAddr(t), seeds, 0)
-	stranger.TLS = tlsconf.Config{CAPEM: foreign.CertPEM, CertPEM: sp.CertPEM, KeyPEM: sp.KeyPEM}
+	stranger.TLS = tlsconf.Config{CAPEM: fca.CertPEM, CertPEM: sp.CertPEM, KeyPEM: sp.KeyPEM}
 	stranger.ReadyTimeout = 3 * time.Second // it never becomes ready
 	startBackground(t, stranger)
 	waitMember(t, leader, "n4")

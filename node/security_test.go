@@ -96,14 +96,7 @@ type rogueCerts struct {
 func makeRogueCerts(t *testing.T) rogueCerts {
 	t.Helper()
 	ca := tlstest.CA("dev")
-	foreignPair, err := pki.CreateCA("dev", pki.Validity{}) // same name, another key
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreign, err := pki.LoadCA(foreignPair)
-	if err != nil {
-		t.Fatal(err)
-	}
+	foreign := tlstest.ForeignCA("dev") // same name, another key
 	old := pki.Validity{NotBefore: time.Now().Add(-48 * time.Hour), Duration: 24 * time.Hour}
 	var r rogueCerts
 	must := mustCert(t)

@@ -40,24 +40,7 @@ func TestTLSCommands_ClusterAdminOverTLS(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := serverConfig(t, "--node-id", "n1", "--system-id", "sys", "--data-dir", t.TempDir(), "--bootstrap",
-		"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
-		"--tls-ca-file", f("sys-ca.pem"), "--tls-cert-file", f("sys-server-n1.pem"), "--tls-key-file", f("sys-server-n1-key.pem"),
-		"--operator-token-file", tokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.GossipKey = make([]byte, 32)
-	srv, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	srv := startTLSNode(t, dir, "--operator-token-file", tokenFile)
 	if !strings.HasPrefix(srv.MAPURL(), "wss://") {
 		t.Fatalf("MAP URL %s, want wss://", srv.MAPURL())
 	}
@@ -106,23 +89,7 @@ func TestTLS_SIGHUPReloadsCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	create()
-	cfg, err := serverConfig(t, "--node-id", "n1", "--system-id", "sys", "--data-dir", t.TempDir(), "--bootstrap",
-		"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
-		"--tls-ca-file", f("sys-ca.pem"), "--tls-cert-file", f("sys-server-n1.pem"), "--tls-key-file", f("sys-server-n1-key.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.GossipKey = make([]byte, 32)
-	srv, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	srv := startTLSNode(t, dir)
 	stop := reloadOnHangup(srv, slog.New(slog.DiscardHandler))
 	defer stop()
 	served := func() string {
@@ -152,6 +119,31 @@ func TestTLS_SIGHUPReloadsCertificate(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // the signal is handled on its own goroutine
 	}
+}
+
+// startTLSNode starts node n1 of system "sys" with the certificates
+// `concord tls` wrote into dir, from `concord server` flags plus extra.
+func startTLSNode(t *testing.T, dir string, extra ...string) *node.Server {
+	t.Helper()
+	f := func(name string) string { return filepath.Join(dir, name) }
+	cfg, err := serverConfig(t, append([]string{"--node-id", "n1", "--system-id", "sys", "--data-dir", t.TempDir(), "--bootstrap",
+		"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
+		"--tls-ca-file", f("sys-ca.pem"), "--tls-cert-file", f("sys-server-n1.pem"), "--tls-key-file", f("sys-server-n1-key.pem")}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.GossipKey = make([]byte, 32)
+	srv, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return srv
 }
 
 // TestServerFlags_SecureByDefault: outside --dev a server needs TLS

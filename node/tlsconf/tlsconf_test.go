@@ -38,14 +38,7 @@ func TestManager_Verify(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca := tlstest.CA("tsys")
-	foreign, err := pki.CreateCA("tsys", pki.Validity{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fca, err := pki.LoadCA(foreign)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fca := tlstest.ForeignCA("tsys")
 	srv := func(r pki.ServerRequest) []*x509.Certificate {
 		if r.SystemID == "" {
 			r.SystemID = "tsys"
@@ -124,14 +117,7 @@ func TestManager_ReloadSwapsCAAndCert(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldPeer := chain(tlstest.CA("rsys").IssueServer(pki.ServerRequest{SystemID: "rsys", NodeID: "n2"}))
-	newCAPair, err := pki.CreateCA("rsys", pki.Validity{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	newCA, err := pki.LoadCA(newCAPair)
-	if err != nil {
-		t.Fatal(err)
-	}
+	newCA := tlstest.ForeignCA("rsys")
 	own, err := newCA.IssueServer(pki.ServerRequest{SystemID: "rsys", NodeID: "n1"})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +133,7 @@ func TestManager_ReloadSwapsCAAndCert(t *testing.T) {
 	if _, err := m.Verify(oldPeer, x509.ExtKeyUsageClientAuth, tlsconf.Expect{}); err != nil {
 		t.Fatalf("after a failed reload the old CA no longer works: %v", err)
 	}
-	for path, data := range map[string][]byte{files.CAFile: newCAPair.CertPEM, files.CertFile: own.CertPEM, files.KeyFile: own.KeyPEM} {
+	for path, data := range map[string][]byte{files.CAFile: newCA.CertPEM, files.CertFile: own.CertPEM, files.KeyFile: own.KeyPEM} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -29,14 +29,7 @@ func caLocked(systemID string) *pki.CA {
 	if ca, ok := cas[systemID]; ok {
 		return ca
 	}
-	p, err := pki.CreateCA(systemID, pki.Validity{})
-	if err != nil {
-		panic(fmt.Sprintf("tlstest: create CA: %v", err))
-	}
-	ca, err := pki.LoadCA(p)
-	if err != nil {
-		panic(fmt.Sprintf("tlstest: load CA: %v", err))
-	}
+	ca := ForeignCA(systemID) // the first one made for the id becomes the test CA
 	cas[systemID] = ca
 	return ca
 }
@@ -107,4 +100,18 @@ func ClientTLS(systemID, name string) *tls.Config {
 		panic(fmt.Sprintf("tlstest: client tls: %v", err))
 	}
 	return m.ClientConfig(tlsconf.Expect{})
+}
+
+// ForeignCA returns a new CA for systemID that is not the test CA: the
+// same system id, another key, as an attacker's own CA would be.
+func ForeignCA(systemID string) *pki.CA {
+	p, err := pki.CreateCA(systemID, pki.Validity{})
+	if err != nil {
+		panic(fmt.Sprintf("tlstest: create foreign CA: %v", err))
+	}
+	ca, err := pki.LoadCA(p)
+	if err != nil {
+		panic(fmt.Sprintf("tlstest: load foreign CA: %v", err))
+	}
+	return ca
 }
