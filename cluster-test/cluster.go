@@ -75,9 +75,14 @@ func (n *Node) State() NodeState {
 	return n.state
 }
 
-// MAPURL is the node's MAP WebSocket endpoint (valid while it runs);
-// clients trust the test CA (ClientTLS).
-func (n *Node) MAPURL() string { return "wss://" + n.HTTPAddr + "/map" }
+// MAPURL is the node's MAP WebSocket endpoint (valid while it runs):
+// wss:// (clients trust the test CA, ClientTLS) unless WithInsecure.
+func (n *Node) MAPURL() string {
+	if s := n.Server(); s != nil {
+		return s.MAPURL()
+	}
+	return "wss://" + n.HTTPAddr + "/map"
+}
 
 func (n *Node) String() string { return fmt.Sprintf("%s(#%d)", n.ID, n.Index) }
 
