@@ -49,8 +49,7 @@ type lateStore struct {
 // before any listener or client exists.
 func (s *Server) buildSecurity() error {
 	if !s.cfg.TLS.Enabled() {
-		s.log.Warn("INSECURE: running without TLS: gRPC, Raft and HTTP are plaintext and unauthenticated; " +
-			"anyone who reaches these ports can read and write the cluster's state (use only on loopback or for development)")
+		s.warnInsecure()
 	} else {
 		tc := s.cfg.TLS
 		tc.SystemID = s.cfg.SystemID
@@ -74,6 +73,33 @@ func (s *Server) buildSecurity() error {
 	}
 	s.authz = a
 	return nil
+}
+
+// insecureWarnInterval is how often a node without TLS repeats its
+// warning, so it is not lost at the top of a long log.
+const insecureWarnInterval = 15 * time.Minute
+
+func (s *Server) warnInsecure() {
+	s.log.Warn("INSECURE: running without TLS: gRPC, Raft and HTTP are plaintext and unauthenticated; " +
+		"anyone who reaches these ports can read and write the cluster's state (use only on loopback or for development)")
+}
+
+// repeatInsecureWarning logs warnInsecure every insecureWarnInterval until
+// ctx ends; a no-op with TLS.
+func (s *Server) repeatInsecureWarning(ctx context.Context) error {
+	if s.tls != nil {
+		return nil
+	}
+	t := time.NewTicker(insecureWarnInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			s.warnInsecure()
+		}
+	}
 }
 
 // checkOwnIdentity accepts only a certificate naming this node.

@@ -291,6 +291,7 @@ func (s *Server) start(ctx context.Context) error {
 	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
 	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
 	s.goLoop("runs", func() error { return s.runsSvc.Run(runCtx) })
+	s.goLoop("insecure-warning", func() error { return s.repeatInsecureWarning(runCtx) })
 
 	s.httpSrv = &http.Server{
 		Handler:           s.authz.HTTP(s.httpClass, s.httpHandler()),

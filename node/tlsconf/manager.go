@@ -62,8 +62,7 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Reload() error {
 	b, err := m.load()
 	if err != nil {
-		m.log.Error("tls reload failed; keeping the previous certificate", "err", err)
-		return err
+		return fmt.Errorf("tls reload (the previous material stays in use): %w", err)
 	}
 	m.cur.Store(b)
 	var attrs []any
