@@ -23,6 +23,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/pki"
+	"github.com/concordmap/concord/node/tlsconf"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -301,3 +302,24 @@ func memberTLS() *tls.Config {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestSecurity_HTTPClientAuthRequire: with --http-client-auth require the
+// HTTP port refuses a client without a certificate at the handshake (MAP
+// included) and serves one with a valid certificate of the system.
+func TestSecurity_HTTPClientAuthRequire(t *testing.T) {
+	srv, logs := startSecureNode(t, func(c *node.Config) { c.HTTPClientAuth = tlsconf.ClientAuthRequire })
+	if _, err := httpsClient("dev", "").Get(srv.HTTPURL() + "/v1/health"); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+	if !containsEventually(logs, "didn't provide a certificate") {
+		t.Error("the refused handshake was not logged")
+	}
+	resp, err := httpsClient("dev", "alice").Get(srv.HTTPURL() + "/v1/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("operator: %d", resp.StatusCode)
+	}
+}
