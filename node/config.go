@@ -86,9 +86,11 @@ type Config struct {
 	// (Authorization: Bearer on HTTP, gRPC metadata "authorization").
 	// Read from a file or the environment, never a flag value.
 	OperatorToken []byte
-	// MetricsOpen serves /metrics without a credential (scrapers); false
-	// requires a member's or an operator's credential.
-	MetricsOpen bool
+	// OpenReads serves /metrics and the read-only GET /v1/* endpoints
+	// (status, members, raft peers, placement, run files: what scrapers and
+	// the web console read) without a credential, as MAP itself is open;
+	// false requires a member's or an operator's credential for them.
+	OpenReads bool
 
 	// Bootstrap bootstraps a single-node Raft cluster on first start. A
 	// node with existing Raft state ignores it.
@@ -155,7 +157,7 @@ func DefaultConfig() Config {
 		GossipAddr:      "0.0.0.0:7703",
 		HTTPTLS:         true,
 		HTTPClientAuth:  tlsconf.ClientAuthRequest,
-		MetricsOpen:     true,
+		OpenReads:       true,
 	}
 }
 

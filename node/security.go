@@ -218,24 +218,22 @@ func (s *Server) wrapHTTPListener(ln net.Listener) net.Listener {
 
 func (s *Server) httpTLS() bool { return s.tls != nil && s.cfg.HTTPTLS }
 
-// httpClass says who may use an HTTP endpoint: MAP (which has its own
-// authentication) and health probes are open, /metrics as configured,
-// views of the cluster need a member or an operator, /debug and any write
-// an operator.
+// httpClass says who may use an HTTP endpoint: MAP (which authenticates
+// in map/connect), health probes and the console's static files are open;
+// /metrics and GET /v1/* as Config.OpenReads says; /debug and every
+// write need an operator. CORS preflights carry no credentials by design.
 func (s *Server) httpClass(r *http.Request) authz.Class {
 	p := r.URL.Path
 	switch {
-	case p == "/map" || strings.HasPrefix(p, "/map/"), p == "/v1/health", p == "/v1/ready":
+	case p == "/map" || strings.HasPrefix(p, "/map/"), p == "/v1/health", p == "/v1/ready", strings.HasPrefix(p, "/ui/"),
+		r.Method == http.MethodOptions:
 		return authz.Open
-	case p == "/metrics":
-		if s.cfg.MetricsOpen {
-			return authz.Open
-		}
-		return authz.Read
 	case strings.HasPrefix(p, "/debug/"):
 		return authz.Operator
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		return authz.Admin
+	case s.cfg.OpenReads && (p == "/metrics" || strings.HasPrefix(p, "/v1/")):
+		return authz.Open
 	}
 	return authz.Read
 }

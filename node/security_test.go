@@ -232,33 +232,40 @@ func check(t *testing.T, what string, err error, want codes.Code) {
 	}
 }
 
-// TestSecurity_HTTPAdmin checks the HTTP port's operator surface: /v1/status
-// and /debug/pprof need a credential (401 without, 403 with one that is not
-// enough), an operator certificate or the token opens them, and health,
-// readiness, metrics and MAP stay open.
+// TestSecurity_HTTPAdmin checks the HTTP port's operator surface: pprof and
+// writes need an operator credential (401 without, 403 with one that is not
+// enough), an operator certificate or the token opens them; health,
+// readiness, the console and MAP stay open, and so do /metrics and GET
+// /v1/* unless OpenReads is off (then a member's or operator's credential).
 func TestSecurity_HTTPAdmin(t *testing.T) {
-	srv, _ := startSecureNode(t, nil)
+	open, _ := startSecureNode(t, nil)
+	closed, _ := startSecureNode(t, func(c *node.Config) { c.OpenReads = false })
 	anon, op := httpsClient("dev", ""), httpsClient("dev", "alice")
 	member := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: memberTLS()}}
 	tests := []struct {
 		name   string
+		srv    *node.Server
 		client *http.Client
 		token  string
 		path   string
 		want   int
 	}{
-		{"health without credential", anon, "", "/v1/health", http.StatusOK},
-		{"ready without credential", anon, "", "/v1/ready", http.StatusOK},
-		{"metrics without credential", anon, "", "/metrics", http.StatusOK},
-		{"status without credential", anon, "", "/v1/status", http.StatusUnauthorized},
-		{"pprof without credential", anon, "", "/debug/pprof/cmdline", http.StatusUnauthorized},
-		{"pprof with a wrong token", anon, "guess", "/debug/pprof/cmdline", http.StatusForbidden},
-		{"pprof with a member server's certificate", member, "", "/debug/pprof/cmdline", http.StatusForbidden},
-		{"status with a member server's certificate", member, "", "/v1/status", http.StatusOK},
-		{"status with the operator certificate", op, "", "/v1/status", http.StatusOK},
-		{"pprof with the operator certificate", op, "", "/debug/pprof/cmdline", http.StatusOK},
-		{"pprof with the token", anon, testToken, "/debug/pprof/cmdline", http.StatusOK},
-		{"write without credential", anon, "", "/v1/anything", http.StatusUnauthorized},
+		{"health without credential", closed, anon, "", "/v1/health", http.StatusOK},
+		{"ready without credential", closed, anon, "", "/v1/ready", http.StatusOK},
+		{"console without credential", closed, anon, "", "/ui/", http.StatusOK},
+		{"metrics without credential", open, anon, "", "/metrics", http.StatusOK},
+		{"status without credential", open, anon, "", "/v1/status", http.StatusOK},
+		{"closed: metrics without credential", closed, anon, "", "/metrics", http.StatusUnauthorized},
+		{"closed: status without credential", closed, anon, "", "/v1/status", http.StatusUnauthorized},
+		{"closed: status with a member server's certificate", closed, member, "", "/v1/status", http.StatusOK},
+		{"closed: status with the operator certificate", closed, op, "", "/v1/status", http.StatusOK},
+		{"pprof without credential", open, anon, "", "/debug/pprof/cmdline", http.StatusUnauthorized},
+		{"pprof with a wrong token", open, anon, "guess", "/debug/pprof/cmdline", http.StatusForbidden},
+		{"pprof with a member server's certificate", open, member, "", "/debug/pprof/cmdline", http.StatusForbidden},
+		{"pprof with the operator certificate", open, op, "", "/debug/pprof/cmdline", http.StatusOK},
+		{"pprof with the token", open, anon, testToken, "/debug/pprof/cmdline", http.StatusOK},
+		{"write without credential", open, anon, "", "/v1/anything", http.StatusUnauthorized},
+		{"write with the token", open, anon, testToken, "/v1/anything", http.StatusNotFound}, // authorized; no such endpoint
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,7 +273,7 @@ func TestSecurity_HTTPAdmin(t *testing.T) {
 			if strings.HasPrefix(tc.name, "write") {
 				method = http.MethodPost
 			}
-			req, _ := http.NewRequest(method, srv.HTTPURL()+tc.path, nil)
+			req, _ := http.NewRequest(method, tc.srv.HTTPURL()+tc.path, nil)
 			if tc.token != "" {
 				req.Header.Set("Authorization", "Bearer "+tc.token)
 			}
@@ -285,7 +292,7 @@ func TestSecurity_HTTPAdmin(t *testing.T) {
 		})
 	}
 	// A plaintext request to the TLS port gets no answer from the API.
-	resp, err := http.Get("http://" + srv.HTTPAddr() + "/v1/status")
+	resp, err := http.Get("http://" + open.HTTPAddr() + "/v1/status")
 	if err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest {

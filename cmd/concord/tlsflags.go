@@ -23,7 +23,7 @@ type serverTLSFlags struct {
 	httpClientAuth            string
 	insecure                  bool
 	tokenFile                 string
-	openMetrics               bool
+	openReads                 bool
 }
 
 func (f *serverTLSFlags) bind(fl *pflag.FlagSet) {
@@ -35,7 +35,7 @@ func (f *serverTLSFlags) bind(fl *pflag.FlagSet) {
 	fl.StringVar(&f.httpClientAuth, "http-client-auth", "request", "client certificates on the HTTP port: none, request (an operator certificate counts as a credential) or require")
 	fl.BoolVar(&f.insecure, "insecure", false, "run without TLS: every port plaintext and unauthenticated (logged loudly; for isolated test networks only)")
 	fl.StringVar(&f.tokenFile, "operator-token-file", "", "file holding the operator token accepted as an admin credential (or env CONCORD_OPERATOR_TOKEN)")
-	fl.BoolVar(&f.openMetrics, "open-metrics", d.MetricsOpen, "serve /metrics without a credential (false: a member's or an operator's credential is required)")
+	fl.BoolVar(&f.openReads, "http-open-reads", d.OpenReads, "serve /metrics and GET /v1/* (status, members; what the console reads) without a credential (false: a member's or an operator's credential is required)")
 }
 
 // apply fills cfg's TLS fields. Outside --dev, TLS material is required
@@ -47,7 +47,7 @@ func (f *serverTLSFlags) apply(cfg *node.Config, dev bool) error {
 	if err != nil {
 		return fmt.Errorf("--http-client-auth: %w", err)
 	}
-	cfg.HTTPTLS, cfg.HTTPClientAuth, cfg.MetricsOpen = f.httpTLS, auth, f.openMetrics
+	cfg.HTTPTLS, cfg.HTTPClientAuth, cfg.OpenReads = f.httpTLS, auth, f.openReads
 	if cfg.OperatorToken, err = secretFrom(f.tokenFile, "CONCORD_OPERATOR_TOKEN"); err != nil {
 		return fmt.Errorf("operator token: %w", err)
 	}
