@@ -37,6 +37,13 @@ func TestProcs_SnapshotHealthAndConfig(t *testing.T) {
 		}
 	}
 	bin := ConcordBinary(t)
+	op := OperatorEnv(t) // the CLI's operator certificate (CONCORD_CA_FILE, ...)
+	var caFile string
+	for _, kv := range op {
+		if v, ok := strings.CutPrefix(kv, "CONCORD_CA_FILE="); ok {
+			caFile = v
+		}
+	}
 	var follower *Proc
 	for _, p := range a.Running() {
 		if p != a.Leader(t) {
@@ -45,7 +52,7 @@ func TestProcs_SnapshotHealthAndConfig(t *testing.T) {
 		}
 	}
 	file := filepath.Join(t.TempDir(), "a.snap")
-	if out, err := runBin(t, bin, nil, "snapshot", "save", "--addr", follower.GRPCAddr, file); err != nil {
+	if out, err := runBin(t, bin, op, "snapshot", "save", "--addr", follower.GRPCAddr, file); err != nil {
 		t.Fatalf("snapshot save: %v\n%s", err, out)
 	}
 	out, err := runBin(t, bin, nil, "snapshot", "inspect", file)
@@ -54,7 +61,7 @@ func TestProcs_SnapshotHealthAndConfig(t *testing.T) {
 	}
 
 	b := StartProcs(t, 3)
-	if out, err := runBin(t, bin, nil, "snapshot", "restore", "--addr", b.Proc(1).GRPCAddr, file); err != nil {
+	if out, err := runBin(t, bin, op, "snapshot", "restore", "--addr", b.Proc(1).GRPCAddr, file); err != nil {
 		t.Fatalf("snapshot restore: %v\n%s", err, out)
 	}
 	reader := b.Connect(t, 2, map[string]any{"participantType": "client"})
@@ -67,11 +74,11 @@ func TestProcs_SnapshotHealthAndConfig(t *testing.T) {
 		return nil
 	})
 
-	if out, err := runBin(t, bin, nil, "health", "--ready", "--url", "http://"+b.Proc(2).HTTPAddr); err != nil {
+	if out, err := runBin(t, bin, nil, "health", "--ready", "--url", "https://"+b.Proc(2).HTTPAddr, "--ca-file", caFile); err != nil {
 		t.Fatalf("health --ready: %v\n%s", err, out)
 	}
 	b.Stop(t, 2)
-	if out, err := runBin(t, bin, nil, "health", "--url", "http://"+b.Proc(2).HTTPAddr, "--timeout", "1s"); err == nil {
+	if out, err := runBin(t, bin, nil, "health", "--url", "https://"+b.Proc(2).HTTPAddr, "--ca-file", caFile, "--timeout", "1s"); err == nil {
 		t.Fatalf("health of a stopped node succeeded:\n%s", out)
 	}
 
@@ -81,12 +88,12 @@ func TestProcs_SnapshotHealthAndConfig(t *testing.T) {
 	}
 	start := time.Now()
 	out, err = runBin(t, bin, []string{"CONCORD_SYSTEM_ID=from-env", "CONCORD_GOSSIP_KEY=c2VjcmV0"},
-		"server", "--config", cfg, "--print-config", "--http-addr", "127.0.0.1:1")
+		"server", "--config", cfg, "--print-config", "--http-addr", "127.0.0.1:1", "--tls-key-file", "/etc/concord/key.pem")
 	if err != nil {
 		t.Fatalf("print-config: %v\n%s", err, out)
 	}
 	for _, want := range []string{"node-id: from-file  # file", "system-id: from-env  # env", `gossip-key: "<redacted>"  # env`,
-		"http-addr: 127.0.0.1:1  # flag", "join: ['a:7703', 'b:7703']  # file"} {
+		"http-addr: 127.0.0.1:1  # flag", "join: ['a:7703', 'b:7703']  # file", "tls-key-file: /etc/concord/key.pem  # flag"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("print-config lacks %q:\n%s", want, out)
 		}

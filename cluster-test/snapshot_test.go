@@ -14,7 +14,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/concordmap/concord/node/backup"
@@ -22,10 +21,11 @@ import (
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
-// adminConn dials a node's gRPC port as `concord snapshot` does.
-func adminConn(t testing.TB, n *Node) *grpc.ClientConn {
+// operatorConn dials a node's gRPC port as `concord snapshot` does: with
+// the operator's certificate.
+func operatorConn(t testing.TB, n *Node) *grpc.ClientConn {
 	t.Helper()
-	cc, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := adminConn(n.GRPCAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func saveSnapshot(t testing.TB, n *Node, path string) backup.Info {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), ConvergeTimeout)
 	defer cancel()
-	info, err := backup.Save(ctx, adminConn(t, n), path)
+	info, err := backup.Save(ctx, operatorConn(t, n), path)
 	if err != nil {
 		t.Fatalf("save snapshot through %s: %v", n, err)
 	}
@@ -48,7 +48,7 @@ func restoreSnapshot(t testing.TB, c *Cluster, n *Node, path string) backup.Rest
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), ConvergeTimeout)
 	defer cancel()
-	res, err := backup.Restore(ctx, adminConn(t, n), path)
+	res, err := backup.Restore(ctx, operatorConn(t, n), path)
 	if err != nil {
 		t.Fatalf("restore snapshot through %s: %v", n, err)
 	}
@@ -248,7 +248,7 @@ func TestSnapshot_SaveBusyRestoreFresh(t *testing.T) {
 		if err := os.WriteFile(path, tc.file, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := backup.Restore(context.Background(), adminConn(t, b.Node(0)), path); !errors.Is(err, backup.ErrCorrupt) && !errors.Is(err, backup.ErrUnsupportedVersion) {
+		if _, err := backup.Restore(context.Background(), operatorConn(t, b.Node(0)), path); !errors.Is(err, backup.ErrCorrupt) && !errors.Is(err, backup.ErrUnsupportedVersion) {
 			t.Fatalf("%s: CLI restore err %v", tc.name, err)
 		}
 	}
@@ -262,7 +262,7 @@ func restoreRaw(t testing.TB, n *Node, file []byte) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
-	st, err := concordv1.NewSnapshotsClient(adminConn(t, n)).Restore(ctx)
+	st, err := concordv1.NewSnapshotsClient(operatorConn(t, n)).Restore(ctx)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package node_test
 import (
 	"bufio"
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +16,7 @@ import (
 // series with labels).
 func metricValue(t *testing.T, srv *node.Server, prefix string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + srv.HTTPAddr() + "/metrics")
+	resp, err := httpsClient("dev", "alice").Get(srv.HTTPURL() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

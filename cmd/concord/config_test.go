@@ -46,6 +46,7 @@ bootstrap-expect: 3
 dead-server-cleanup: 2m
 leave-on-shutdown: true
 max-frame-bytes: 2048
+insecure: true
 `)
 	tests := []struct {
 		name    string
@@ -79,9 +80,9 @@ max-frame-bytes: 2048
 			src: map[string]source{"node-id": fromFile},
 		},
 		{
-			name: "env without a file", env: map[string]string{"CONCORD_NODE_ID": "n9", "CONCORD_DATA_DIR": "/d", "CONCORD_OPERATOR_TOKEN": "not a flag: ignored"},
+			name: "env without a file", env: map[string]string{"CONCORD_NODE_ID": "n9", "CONCORD_DATA_DIR": "/d", "CONCORD_INSECURE": "true", "CONCORD_OPERATOR_TOKEN": "not a flag: ignored"},
 			nodeID: "n9", cleanup: 30 * time.Second,
-			src: map[string]source{"node-id": fromEnv, "join": fromDefault},
+			src: map[string]source{"node-id": fromEnv, "join": fromDefault, "insecure": fromEnv},
 		},
 	}
 	for _, tt := range tests {
@@ -150,8 +151,11 @@ func TestConfig_PrintRedactsSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A secret-named flag added later is redacted too, a path flag is not.
-	cmd.Flags().String("operator-token", "", "")
-	cmd.Flags().String("tls-key-file", "", "")
+	for _, name := range []string{"operator-token", "tls-key-file"} {
+		if cmd.Flags().Lookup(name) == nil {
+			cmd.Flags().String(name, "", "")
+		}
+	}
 	_ = cmd.Flags().Set("operator-token", "hunter2")
 	_ = cmd.Flags().Set("tls-key-file", "/etc/concord/key.pem")
 	var out bytes.Buffer

@@ -33,9 +33,9 @@ import (
 const deployDir = "../../deploy"
 
 // pendingFlags are named in the cluster trust conventions (TRUST.md) and used
-// by deploy/, but are added by work not merged yet (wip/tls, wip/ops). Once
+// by deploy/, but are added by work not merged yet (wip/ops). Once
 // `concord server` has one, the test fails until it is removed from here.
-var pendingFlags = []string{"tls-ca-file", "tls-cert-file", "tls-key-file", "gossip-key-file"}
+var pendingFlags = []string{"gossip-key-file"}
 
 // serverFlagSet returns `concord server`'s flags plus the pending ones.
 func serverFlagSet(t *testing.T) *pflag.FlagSet {

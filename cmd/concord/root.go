@@ -18,7 +18,8 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(), newVersionCmd(), newMembersCmd(), newRaftCmd(), newKeygenCmd(), newSnapshotCmd(), newHealthCmd())
+	root.AddCommand(newServerCmd(), newVersionCmd(), newMembersCmd(), newRaftCmd(), newKeygenCmd(), newTLSCmd())
+	root.AddCommand(newSnapshotCmd(), newHealthCmd())
 	root.AddCommand(newArgueCmd(), newAgentCmd(), newStdioCmd())
 	return root
 }

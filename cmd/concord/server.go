@@ -38,6 +38,7 @@ type serverFlags struct {
 	runRetention    time.Duration
 	maxFinishedRuns int
 	logs            logFlags
+	tls             serverTLSFlags
 	configFile      string
 	printConfig     bool
 	// changed reports whether the user set a flag, so --dev keeps its own
@@ -52,6 +53,10 @@ func newServerCmd() *cobra.Command {
 		Short: "Run a Concord node",
 		Long: `Run a Concord node. With --dev it runs one bootstrapped node on 127.0.0.1
 with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).
+
+Outside --dev a node needs TLS material (--tls-ca-file, --tls-cert-file,
+--tls-key-file; see concord tls) and a gossip key, or an explicit --insecure.
+SIGHUP reloads the CA, certificate and key without a restart.
 
 Every flag can also come from the environment, CONCORD_<FLAG> (upper case,
 dashes to underscores: CONCORD_NODE_ID, CONCORD_JOIN=a:7703,b:7703), or from a
@@ -104,6 +109,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.IntVar(&f.maxFinishedRuns, "max-finished-runs", d.RunService.MaxFinishedRuns,
 		"keep at most this many finished runs (the oldest are forgotten first); 0 means no cap")
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
+	f.tls.bind(fl)
 	f.logs.register(cmd)
 	fl.StringVar(&f.configFile, configFlag, "",
 		"YAML file of server settings, keys = flag names (env CONCORD_CONFIG); flags win over CONCORD_<FLAG> environment variables, which win over the file")
@@ -131,7 +137,9 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 		_ = srv.Shutdown(context.Background())
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP http://%s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPAddr())
+	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP %s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPURL())
+	stopReload := reloadOnHangup(srv, log)
+	defer stopReload()
 	<-ctx.Done()
 	fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 	shCtx, shCancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -203,6 +211,9 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	if !f.dev && (cfg.NodeID == "" || cfg.DataDir == "") {
 		return cfg, cleanup, fmt.Errorf("--node-id and --data-dir are required (or use --dev)")
+	}
+	if err := f.tls.apply(&cfg, f.dev); err != nil {
+		return cfg, cleanup, err
 	}
 	return cfg, cleanup, nil
 }
