@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -40,16 +41,16 @@ type Handler interface {
 // pipe. It is both a JSON-RPC server (its Handler answers the peer) and a
 // client (Call, Notify). All methods are safe for concurrent use.
 //
-// Goroutines: a reader (which also runs the Handler) and a writer that
-// drains the send queue. Both end when the connection closes; Done is
-// closed when they have.
+// Goroutines: a reader (which also runs the Handler) and, only while there
+// is something to write, a writer that drains the send queue. Both end when
+// the connection closes; Done is closed when they have.
 type Conn struct {
 	id     string
 	kind   string
 	remote string
 	cfg    Config
 	h      Handler
-	log    *slog.Logger
+	log    atomic.Pointer[slog.Logger] // see logger
 	obs    Observer
 	obsOn  bool
 	tr     transport
@@ -99,6 +100,11 @@ type Conn struct {
 
 	methods map[string]string // interned method names; reader goroutine only
 	spare   []*frame          // writer goroutine only
+	// pingTimer asks the writer for a WebSocket keepalive ping (nil for
+	// other transports). A timer rather than a ticker in a goroutine: an
+	// idle connection costs no goroutine between pings. Armed by run,
+	// re-armed by the writer after each ping, stopped at teardown.
+	pingTimer *time.Timer
 }
 
 type handlerCtxKey struct{}
@@ -122,7 +128,11 @@ func newConn(base context.Context, cfg Config, tr transport, h Handler) *Conn {
 		writerDone: make(chan struct{}),
 		done:       make(chan struct{}),
 		pending:    make(map[uint64]chan callResult),
-		methods:    make(map[string]string),
+	}
+	c.q.startWriter = func() { go c.writeLoop() } // owned by run: it waits on writerDone
+	if c.kind == kindWebSocket {
+		c.pingTimer = time.AfterFunc(time.Hour, c.q.requestPing)
+		c.pingTimer.Stop()
 	}
 	if cfg.MaxDeferred > 0 {
 		c.deferSlots = make(chan struct{}, cfg.MaxDeferred)
@@ -130,10 +140,29 @@ func newConn(base context.Context, cfg Config, tr transport, h Handler) *Conn {
 	if !c.obsOn {
 		c.obs = nopObserver{}
 	}
-	c.log = discardLogger(cfg.Logger).With("component", "rpc", "conn_id", c.id, "transport", c.kind, "peer", c.remote)
 	c.ctx, c.cancel = context.WithCancel(base)
 	c.hctx = context.WithValue(c.ctx, handlerCtxKey{}, c)
 	return c
+}
+
+// logger returns the connection's logger, built on first use: most
+// connections never log, and a logger with these attributes costs a few
+// hundred bytes that an idle session would hold for nothing.
+func (c *Conn) logger() *slog.Logger {
+	if l := c.log.Load(); l != nil {
+		return l
+	}
+	l := discardLogger(c.cfg.Logger).With("component", "rpc", "conn_id", c.id, "transport", c.kind, "peer", c.remote)
+	c.log.CompareAndSwap(nil, l)
+	return c.log.Load()
+}
+
+// debug logs at debug level without building the logger when that level
+// is off (it is called for every connection opened and closed).
+func (c *Conn) debug(msg string, args ...any) {
+	if c.cfg.Logger != nil && c.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		c.logger().Debug(msg, args...)
+	}
 }
 
 // ID returns the connection's process-unique id (a ULID).

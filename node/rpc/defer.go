@@ -89,7 +89,7 @@ func (d *Deferred) Reply(result any, err error) {
 	f := getFrame()
 	var encErr error
 	if f.b, encErr = appendResponse(f.b, d.id, result, rerr); encErr != nil {
-		c.log.Error("encode result", "method", d.method, "err", encErr)
+		c.logger().Error("encode result", "method", d.method, "err", encErr)
 	}
 	if c.q.forcePut(f) != nil {
 		putFrame(f)
