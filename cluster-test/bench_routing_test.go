@@ -153,11 +153,8 @@ func (c *corkedConn) flush(b *testing.B) {
 	}
 }
 
-// rawAgent connects a raw WebSocket client as agent id and registers it.
-// With cork set, the client's writes go through it, corked once the agent
-// is registered (the caller flushes from then on).
-func rawAgent(b *testing.B, url, id string, cork *corkedConn) *websocket.Conn {
-	b.Helper()
+// corkedDialer dials with its writes through cork when cork is set.
+func corkedDialer(cork *corkedConn) *websocket.Dialer {
 	dialer := *websocket.DefaultDialer
 	if cork != nil {
 		dialer.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -169,6 +166,15 @@ func rawAgent(b *testing.B, url, id string, cork *corkedConn) *websocket.Conn {
 			return cork, nil
 		}
 	}
+	return &dialer
+}
+
+// rawAgent connects a raw WebSocket client as agent id and registers it.
+// With cork set, the client's writes go through it, corked once the agent
+// is registered (the caller flushes from then on).
+func rawAgent(b *testing.B, url, id string, cork *corkedConn) *websocket.Conn {
+	b.Helper()
+	dialer := corkedDialer(cork)
 	ws, _, err := dialer.Dial(url, nil)
 	if err != nil {
 		b.Fatal(err)

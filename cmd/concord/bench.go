@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -48,6 +49,15 @@ func (f *benchFlags) report(w io.Writer, res any) error {
 	return err
 }
 
+// runLoad runs one load with the command's context and prints its summary.
+func runLoad[T any](cmd *cobra.Command, f *benchFlags, load func(context.Context) (T, error)) error {
+	res, err := load(cmd.Context())
+	if err != nil {
+		return err
+	}
+	return f.report(cmd.OutOrStdout(), res)
+}
+
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -68,11 +78,7 @@ func newBenchWriteCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.URLs, cfg.Duration, cfg.Progress = f.urls, f.duration, cmd.ErrOrStderr()
-			res, err := benchload.Write(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			return f.report(cmd.OutOrStdout(), res)
+			return runLoad(cmd, &f, func(ctx context.Context) (benchload.WriteResult, error) { return benchload.Write(ctx, cfg) })
 		},
 	}
 	f.register(cmd, true)
@@ -89,11 +95,7 @@ func newBenchSessionsCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.URLs, cfg.Progress = f.urls, cmd.ErrOrStderr()
-			res, err := benchload.Sessions(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			return f.report(cmd.OutOrStdout(), res)
+			return runLoad(cmd, &f, func(ctx context.Context) (benchload.SessionsResult, error) { return benchload.Sessions(ctx, cfg) })
 		},
 	}
 	f.register(cmd, false)
@@ -112,11 +114,7 @@ func newBenchSendCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.URLs, cfg.Duration, cfg.Progress = f.urls, f.duration, cmd.ErrOrStderr()
-			res, err := benchload.Send(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			return f.report(cmd.OutOrStdout(), res)
+			return runLoad(cmd, &f, func(ctx context.Context) (benchload.SendResult, error) { return benchload.Send(ctx, cfg) })
 		},
 	}
 	f.register(cmd, true)

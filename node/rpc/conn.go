@@ -80,6 +80,7 @@ type Conn struct {
 	cur         *Request
 	curInBatch  bool
 	curDeferred *Deferred
+	curStart    time.Time // when its handler started (with an Observer only)
 
 	// afterReply holds functions registered with AfterReply by the
 	// handlers of the frame being served; the reader runs them once that

@@ -57,7 +57,7 @@ func Defer(ctx context.Context) (*Deferred, bool) {
 	c.mu.Unlock()
 	d := &Deferred{c: c, id: c.cur.ID, method: c.cur.Method}
 	if c.obsOn {
-		d.start = time.Now()
+		d.start = c.curStart
 	}
 	c.curDeferred = d
 	return d, true

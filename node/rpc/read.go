@@ -143,6 +143,7 @@ func (c *Conn) invoke(req *Request) (result any, rerr *Error, panicked bool) {
 	var start time.Time
 	if c.obsOn {
 		start = time.Now()
+		c.curStart = start // Defer measures from here too
 	}
 	defer func() {
 		if p := recover(); p != nil {
