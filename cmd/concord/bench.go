@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/concordmap/concord/node/benchload"
+	"github.com/concordmap/concord/node/client/benchload"
 )
 
 // benchFlags are shared by the bench subcommands.

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/node/benchload"
+	"github.com/concordmap/concord/node/client/benchload"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
