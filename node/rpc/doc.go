@@ -97,6 +97,8 @@
 //   - BenchmarkDecodeFrame vs BenchmarkDecodeFrameStdlib (a map/send frame):
 //     1.3 µs, 0 allocs vs 8.8 µs, 11 allocs with encoding/json.
 //
+// The memory of idle sessions, before and after, is in DESIGN.md.
+//
 // # Keepalive and close
 //
 // The writer pings every PingInterval; a connection that produces no pong
