@@ -56,9 +56,9 @@ type Conn struct {
 	tr     transport
 	q      *sendQueue
 
-	ctx    context.Context // cancelled when the connection starts closing
-	cancel context.CancelFunc
-	hctx   context.Context // ctx plus the handlerCtxKey marker, given to Handle
+	// ctx is cancelled when the connection starts closing and is what
+	// Handle receives (with the handlerCtxKey marker): connctx.go.
+	ctx connCtx
 
 	// mu guards the close state below. Lock order: mu, then q.mu / pmu
 	// (never held together in practice).
@@ -141,8 +141,7 @@ func newConn(base context.Context, cfg Config, tr transport, h Handler) *Conn {
 	if !c.obsOn {
 		c.obs = nopObserver{}
 	}
-	c.ctx, c.cancel = context.WithCancel(base)
-	c.hctx = context.WithValue(c.ctx, handlerCtxKey{}, c)
+	c.ctx.init(base, c)
 	return c
 }
 
@@ -247,7 +246,7 @@ func (c *Conn) closeWith(code int, reason string) error {
 	c.closeReq, c.closeCode, c.closeReason = true, code, reason
 	busy := c.handling || c.deferred > 0
 	c.mu.Unlock()
-	c.cancel() // a handler blocked on ctx returns, so its reply can go out
+	c.ctx.cancel() // a handler blocked on ctx returns, so its reply can go out
 	if !busy {
 		c.beginClose(code, reason)
 	}
@@ -267,7 +266,7 @@ func (c *Conn) beginClose(code int, reason string) {
 		c.closeReq, c.closeCode, c.closeReason = true, code, reason
 	}
 	c.mu.Unlock()
-	c.cancel()
+	c.ctx.cancel()
 	c.q.close()
 	close(c.closingCh)
 }

@@ -48,7 +48,7 @@ func (c *Conn) rejectTooLarge(tl *tooLargeError) {
 func (c *Conn) reply(id []byte, e *Error) {
 	f := getFrame()
 	f.b, _ = appendResponse(f.b, id, nil, e)
-	if err := c.q.put(c.ctx, f); err != nil {
+	if err := c.q.put(&c.ctx, f); err != nil {
 		putFrame(f)
 	}
 }
@@ -92,7 +92,7 @@ func (c *Conn) handleFrame(data []byte) {
 	// Replies wait for room: a peer that does not read its answers stops
 	// being served (backpressure) instead of growing the queue.
 	if f != nil {
-		if err := c.q.put(c.ctx, f); err != nil {
+		if err := c.q.put(&c.ctx, f); err != nil {
 			putFrame(f)
 		}
 	}
@@ -158,7 +158,7 @@ func (c *Conn) invoke(req *Request) (result any, rerr *Error, panicked bool) {
 			c.obs.RPCDone(req.Method, code, time.Since(start))
 		}
 	}()
-	res, err := c.h.Handle(c.hctx, c, req)
+	res, err := c.h.Handle(&c.ctx, c, req)
 	if rerr = c.toRPCError(req.Method, req.ID, err); rerr != nil {
 		return nil, rerr, false
 	}
