@@ -48,7 +48,7 @@ type Conn struct {
 	id     string
 	kind   string
 	remote string
-	cfg    Config
+	cfg    *Config // shared with the Server (or Dial's copy); never changed
 	h      Handler
 	log    atomic.Pointer[slog.Logger] // see logger
 	obs    Observer
@@ -72,7 +72,7 @@ type Conn struct {
 	// deferred counts replies deferred by handlers (Defer) and not sent
 	// yet; a requested close waits for them. Guarded by mu. deferSlots
 	// holds one token per outstanding deferral (cap Config.MaxDeferred;
-	// nil disables deferral).
+	// made by the first Defer; MaxDeferred 0 disables deferral).
 	deferred   int
 	deferSlots chan struct{}
 
@@ -110,7 +110,7 @@ type Conn struct {
 
 type handlerCtxKey struct{}
 
-func newConn(base context.Context, cfg Config, tr transport, h Handler) *Conn {
+func newConn(base context.Context, cfg *Config, tr transport, h Handler) *Conn {
 	if h == nil {
 		h = noHandler{}
 	}
@@ -134,9 +134,6 @@ func newConn(base context.Context, cfg Config, tr transport, h Handler) *Conn {
 	if c.kind == kindWebSocket {
 		c.pingTimer = time.AfterFunc(time.Hour, c.q.requestPing)
 		c.pingTimer.Stop()
-	}
-	if cfg.MaxDeferred > 0 {
-		c.deferSlots = make(chan struct{}, cfg.MaxDeferred)
 	}
 	if !c.obsOn {
 		c.obs = nopObserver{}

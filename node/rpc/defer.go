@@ -38,8 +38,13 @@ type Deferred struct {
 // that never replies holds the close until the transport is torn down.
 func Defer(ctx context.Context) (*Deferred, bool) {
 	c, _ := ctx.Value(handlerCtxKey{}).(*Conn)
-	if c == nil || c.deferSlots == nil || c.cur == nil || c.curInBatch || c.curDeferred != nil {
+	if c == nil || c.cfg.MaxDeferred <= 0 || c.cur == nil || c.curInBatch || c.curDeferred != nil {
 		return nil, false
+	}
+	if c.deferSlots == nil {
+		// Made on first use (here, on the reader goroutine, before any
+		// Deferred exists to read it): most sessions never defer.
+		c.deferSlots = make(chan struct{}, c.cfg.MaxDeferred)
 	}
 	select {
 	case c.deferSlots <- struct{}{}:

@@ -82,7 +82,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Not derived from baseCtx: Shutdown closes (and so cancels) every
 	// registered connection itself, and a child of a shared context costs
 	// each of thousands of idle sessions an entry in its children map.
-	c := newConn(context.Background(), s.cfg, tr, s.h)
+	c := newConn(context.Background(), &s.cfg, tr, s.h)
 	if !s.register(c) {
 		go func() { // Shutdown started between acquire and here: it did not see c
 			defer s.wg.Done()
@@ -107,7 +107,7 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 		return ErrServerClosed
 	}
 	defer s.wg.Done()
-	c := newConn(s.baseCtx, s.cfg, newStreamTransport(kindStdio, "stdio", r, w, s.cfg.MaxFrameBytes), s.h)
+	c := newConn(s.baseCtx, &s.cfg, newStreamTransport(kindStdio, "stdio", r, w, s.cfg.MaxFrameBytes), s.h)
 	stop := context.AfterFunc(ctx, func() { _ = c.closeWith(closeGoingAway, "context done") })
 	defer stop()
 	return s.serve(c)
@@ -126,8 +126,8 @@ func (s *Server) ServeConn(ctx context.Context, h Handler) (*Conn, error) {
 	}
 	c2sR, c2sW := io.Pipe()
 	s2cR, s2cW := io.Pipe()
-	srv := newConn(s.baseCtx, s.cfg, newStreamTransport(kindInProcess, "inprocess", c2sR, s2cW, s.cfg.MaxFrameBytes), s.h)
-	cli := newConn(context.Background(), s.cfg, newStreamTransport(kindInProcess, "inprocess", s2cR, c2sW, s.cfg.MaxFrameBytes), h)
+	srv := newConn(s.baseCtx, &s.cfg, newStreamTransport(kindInProcess, "inprocess", c2sR, s2cW, s.cfg.MaxFrameBytes), s.h)
+	cli := newConn(context.Background(), &s.cfg, newStreamTransport(kindInProcess, "inprocess", s2cR, c2sW, s.cfg.MaxFrameBytes), h)
 	go func() {
 		defer s.wg.Done()
 		_ = s.serve(srv)

@@ -26,9 +26,11 @@ import (
 //     control frames until a data frame comes, would wait inside with a
 //     borrowed buffer after every ping.
 
-// wakeReadSize is how much an idle connection reads when input arrives;
-// enough for a keepalive frame or a small request.
-const wakeReadSize = 128
+// wakeReadSize is how much an idle connection reads when input arrives:
+// enough for a pong, or a ping with up to 26 bytes of payload, to be
+// answered without waking the library; a data frame needs a second read
+// whatever the size. Every idle session holds this array.
+const wakeReadSize = 32
 
 // busyReaderPool lends wsReadBufferSize read buffers to server-side
 // connections while they have input.
