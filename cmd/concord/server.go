@@ -39,6 +39,7 @@ type serverFlags struct {
 	maxFinishedRuns int
 	maxLogEntries   uint64
 	logs            logFlags
+	tls             serverTLSFlags
 	// changed reports whether the user set a flag, so --dev keeps its own
 	// defaults for everything not given explicitly.
 	changed func(name string) bool
@@ -50,7 +51,11 @@ func newServerCmd() *cobra.Command {
 		Use:   "server",
 		Short: "Run a Concord node",
 		Long: `Run a Concord node. With --dev it runs one bootstrapped node on 127.0.0.1
-with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).`,
+with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).
+
+Outside --dev a node needs TLS material (--tls-ca-file, --tls-cert-file,
+--tls-key-file; see concord tls) and a gossip key, or an explicit --insecure.
+SIGHUP reloads the CA, certificate and key without a restart.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.changed = cmd.Flags().Changed
@@ -94,6 +99,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.Uint64Var(&f.maxLogEntries, "max-log-entries", d.Raft.MaxLogEntries,
 		"snapshot as soon as this many Raft log entries were written since the last snapshot, bounding the log (and the memory its mapped file takes) whatever the write rate; "+
 			"lower snapshots more often, 0 leaves it to the 2-minute snapshot timer")
+	f.tls.bind(fl)
 	f.logs.register(cmd)
 }
 
@@ -118,7 +124,9 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 		_ = srv.Shutdown(context.Background())
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP http://%s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPAddr())
+	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP %s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPURL())
+	stopReload := reloadOnHangup(srv, log)
+	defer stopReload()
 	<-ctx.Done()
 	fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 	shCtx, shCancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -191,6 +199,9 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	if !f.dev && (cfg.NodeID == "" || cfg.DataDir == "") {
 		return cfg, cleanup, fmt.Errorf("--node-id and --data-dir are required (or use --dev)")
+	}
+	if err := f.tls.apply(&cfg, f.dev); err != nil {
+		return cfg, cleanup, err
 	}
 	return cfg, cleanup, nil
 }

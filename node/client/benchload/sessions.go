@@ -25,7 +25,8 @@ type SessionsConfig struct {
 	ConnectTimeout time.Duration
 	// Progress receives a line a second; nil prints nothing.
 	Progress io.Writer
-	// RPC configures every connection.
+	// RPC configures every connection; its TLSConfig also serves the
+	// https requests for /v1/status when the URLs are wss://.
 	RPC rpc.ClientConfig
 }
 
@@ -71,7 +72,7 @@ func Sessions(ctx context.Context, cfg SessionsConfig) (SessionsResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return SessionsResult{}, err
 	}
-	before, err := readProcesses(ctx, cfg.URLs)
+	before, err := readProcesses(ctx, cfg.URLs, cfg.RPC.TLSConfig)
 	if err != nil {
 		return SessionsResult{}, fmt.Errorf("read node status before: %w", err)
 	}
@@ -102,7 +103,7 @@ func Sessions(ctx context.Context, cfg SessionsConfig) (SessionsResult, error) {
 	case <-ctx.Done():
 		return SessionsResult{}, ctx.Err()
 	}
-	after, err := readProcesses(ctx, cfg.URLs)
+	after, err := readProcesses(ctx, cfg.URLs, cfg.RPC.TLSConfig)
 	if err != nil {
 		return SessionsResult{}, fmt.Errorf("read node status with sessions open: %w", err)
 	}

@@ -2,6 +2,7 @@ package benchload
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -38,8 +39,9 @@ func statusURL(mapURL string) (string, error) {
 	return u.String(), nil
 }
 
-// readProcess fetches the node's /v1/status.
-func readProcess(ctx context.Context, mapURL string) (NodeProcess, error) {
+// readProcess fetches the node's /v1/status (over HTTPS with tlsCfg when
+// the MAP URL is wss://).
+func readProcess(ctx context.Context, mapURL string, tlsCfg *tls.Config) (NodeProcess, error) {
 	su, err := statusURL(mapURL)
 	if err != nil {
 		return NodeProcess{}, err
@@ -48,7 +50,12 @@ func readProcess(ctx context.Context, mapURL string) (NodeProcess, error) {
 	if err != nil {
 		return NodeProcess{}, fmt.Errorf("status request: %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if tlsCfg != nil {
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+		defer client.CloseIdleConnections()
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return NodeProcess{}, fmt.Errorf("get %s: %w", su, err)
 	}
@@ -68,7 +75,7 @@ func readProcess(ctx context.Context, mapURL string) (NodeProcess, error) {
 }
 
 // readProcesses reads every distinct URL's status, in order.
-func readProcesses(ctx context.Context, urls []string) ([]NodeProcess, error) {
+func readProcesses(ctx context.Context, urls []string, tlsCfg *tls.Config) ([]NodeProcess, error) {
 	var out []NodeProcess
 	seen := map[string]bool{}
 	for _, u := range urls {
@@ -76,7 +83,7 @@ func readProcesses(ctx context.Context, urls []string) ([]NodeProcess, error) {
 			continue
 		}
 		seen[u] = true
-		p, err := readProcess(ctx, u)
+		p, err := readProcess(ctx, u, tlsCfg)
 		if err != nil {
 			return nil, err
 		}
