@@ -177,12 +177,7 @@ func corkedDialer(cork *corkedConn) *websocket.Dialer {
 // is registered (the caller flushes from then on).
 func rawAgent(b *testing.B, url, id string, cork *corkedConn) *websocket.Conn {
 	b.Helper()
-	dialer := corkedDialer(cork)
-	ws, _, err := dialer.Dial(url, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = ws.Close() })
+	ws := rawDial(b, url, cork)
 	calls := []string{
 		`{"jsonrpc":"2.0","id":1,"method":"map/connect","params":{"protocolVersion":1,"participantType":"agent","participantId":"` + id + `"}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"map/agents/register","params":{"agentId":"` + id + `"}}`,
