@@ -20,7 +20,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newServerCmd(), newVersionCmd(), newMembersCmd(), newRaftCmd(), newKeygenCmd(), newTLSCmd())
 	root.AddCommand(newSnapshotCmd(), newHealthCmd())
-	root.AddCommand(newArgueCmd(), newAgentCmd(), newStdioCmd())
+	root.AddCommand(newArgueCmd(), newAgentCmd(), newStdioCmd(), newBenchCmd())
 	return root
 }
 
