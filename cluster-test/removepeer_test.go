@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/cluster"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -253,7 +254,7 @@ func removePeer(n *Node, id string, force bool) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
-	_, err = concordv1.NewClusterClient(conn).RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: id, Force: force})
+	_, err = concordv1.NewClusterClient(conn).RemovePeer(cluster.WithAdminMarker(ctx), &concordv1.RemovePeerRequest{Id: id, Force: force})
 	return err
 }
 

@@ -43,15 +43,16 @@ var (
 	// and to callers still waiting when the Store is shut down.
 	ErrShutdown = errors.New("raftstore: shut down")
 
-	// ErrUnknownCommand is returned by Apply and ApplyRaw for a command type
-	// that no registered module handles and that lacks the ignorable bit
-	// (0x80). Proposing it would make every replica panic, so it is refused
-	// before it reaches the log.
+	// ErrUnknownCommand is returned by Apply for a command type that no
+	// registered module handles and that lacks the ignorable bit (0x80):
+	// proposing it would make every replica panic, so it is refused before
+	// it reaches the log. ApplyRaw (bytes from another process) returns it
+	// for every type no module handles, ignorable or not.
 	ErrUnknownCommand = errors.New("raftstore: unknown command type")
 
 	// ErrInvalidCommand is returned by Apply and ApplyRaw when the command
 	// cannot be proposed as it is: empty data, type 0, a body that does not
-	// decode (ApplyRaw), or a message of the wrong type for the command
+	// decode or a NOOP carrying unknown fields (ApplyRaw), or a message of the wrong type for the command
 	// (Apply). Nothing was proposed.
 	ErrInvalidCommand = errors.New("raftstore: invalid command")
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/concordmap/concord/node/cluster"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -38,7 +39,8 @@ func (f *adminFlags) call(ctx context.Context, fn func(context.Context, concordv
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	if err := fn(ctx, concordv1.NewClusterClient(conn)); err != nil {
+	// Every CLI call is an operator's: mark it (see cluster.AdminMetadataKey).
+	if err := fn(cluster.WithAdminMarker(ctx), concordv1.NewClusterClient(conn)); err != nil {
 		return fmt.Errorf("%s: %w", f.addr, err)
 	}
 	return nil

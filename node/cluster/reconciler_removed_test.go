@@ -177,12 +177,17 @@ func TestServer_RemovePeerOfAliveMember(t *testing.T) {
 			t.Errorf("error %q does not mention %q", status.Convert(err).Message(), want)
 		}
 	}
+	// A forced removal without the admin marker is refused: a peer's
+	// node-to-node call never forces one by accident.
+	if _, err := c.RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: "n2", Force: true}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("forced RemovePeer without the admin marker = %v, want PermissionDenied", err)
+	}
 	for _, req := range []*concordv1.RemovePeerRequest{
 		{Id: "n3"},              // dead
 		{Id: "n9"},              // unknown to gossip
 		{Id: "n2", Force: true}, // alive, forced
 	} {
-		if _, err := c.RemovePeer(ctx, req); err != nil {
+		if _, err := c.RemovePeer(WithAdminMarker(ctx), req); err != nil {
 			t.Fatalf("RemovePeer(%v): %v", req, err)
 		}
 	}

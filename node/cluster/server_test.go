@@ -110,7 +110,7 @@ func TestServer_Members(t *testing.T) {
 // relay stream must not hold a graceful shutdown until its deadline.
 func TestServer_GracefulShutdownWithOpenRelayStream(t *testing.T) {
 	p := newRelayPair(t, nil)
-	if err := p.relay.Forward(testCtx(t), "b", envelope("x", `{}`)); err != nil {
+	if err := p.relay.Forward(testCtx(t), "b", envelope("x", mapMsg("m"))); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scaled(5*time.Second))
