@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 
@@ -90,6 +91,9 @@ func (s *Server) buildMembership() error {
 		Role:     membership.RoleServer,
 	}
 	mc.GossipKey, mc.AllowPlaintext = s.cfg.GossipKey, s.cfg.GossipPlaintext
+	if !s.cfg.GossipPlaintext {
+		mc.KeyringFile = filepath.Join(s.cfg.DataDir, KeyringFileName)
+	}
 	mc.JoinAddrs = s.cfg.Join
 	mc.BootstrapExpect = s.cfg.BootstrapExpect
 	mc.Logger = s.cfg.Logger

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/concordmap/concord/node/cluster"
@@ -52,7 +54,10 @@ type Config struct {
 	// retried with backoff until it succeeds.
 	Join []string
 	// GossipKey is the 16, 24 or 32-byte AES key that encrypts gossip.
-	// Required unless GossipPlaintext (which only --dev and tests set).
+	// Required on first start unless GossipPlaintext (which only --dev and
+	// tests set). It seeds the keyring file in DataDir (KeyringFileName);
+	// afterwards that file, changed by `concord keyring`, is authoritative
+	// and a GossipKey that is not in it is ignored with a warning.
 	GossipKey       []byte
 	GossipPlaintext bool
 
@@ -165,8 +170,8 @@ func (c Config) Validate() error {
 		return errors.New("node: Bootstrap and BootstrapExpect are mutually exclusive")
 	case c.BootstrapExpect < 0:
 		return errors.New("node: BootstrapExpect must not be negative")
-	case len(c.GossipKey) == 0 && !c.GossipPlaintext:
-		return errors.New("node: GossipKey is required (16, 24 or 32 bytes) unless GossipPlaintext is set")
+	case len(c.GossipKey) == 0 && !c.GossipPlaintext && !keyringExists(c.DataDir):
+		return errors.New("node: GossipKey is required (16, 24 or 32 bytes) on first start, unless GossipPlaintext is set")
 	case c.ReadyTimeout <= 0:
 		return errors.New("node: ReadyTimeout must be positive")
 	case c.ShutdownTimeout <= 0:
@@ -184,3 +189,16 @@ func (c Config) Validate() error {
 // Version is the binary's version, set at build time with
 // -ldflags "-X github.com/concordmap/concord/node.Version=...".
 var Version = "0.1.0-dev"
+
+// KeyringFileName is the gossip keyring's file in the data dir (0600).
+const KeyringFileName = "gossip-keyring.json"
+
+// keyringExists reports whether dataDir holds a gossip keyring, which
+// makes GossipKey optional on later starts.
+func keyringExists(dataDir string) bool {
+	if dataDir == "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dataDir, KeyringFileName))
+	return err == nil
+}

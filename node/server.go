@@ -251,7 +251,32 @@ func (s *Server) buildMAPService() error {
 // Config.ReadyTimeout.
 func (s *Server) Start(ctx context.Context) error {
 	err := errors.New("node: already started")
-	s.startOnce.Do(func() { err = s.start(ctx) })
+	s.startOnce.Do(func() { err = s.startWatched(ctx) })
+	return err
+}
+
+// startWatched runs start, failing it at once when gossip gives up for
+// good (a gossip key the seeds refuse): waiting for peers or a leader
+// until ReadyTimeout would only end in a message that hides the cause.
+func (s *Server) startWatched(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // ends when start returns (stop) or gossip gives up
+		defer close(done)
+		select {
+		case <-s.membership.Fatal():
+			cancel(s.membership.FatalErr())
+		case <-stop:
+		}
+	}()
+	err := s.start(ctx)
+	close(stop)
+	<-done
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, membership.ErrGossipKey) {
+		return cause
+	}
 	return err
 }
 

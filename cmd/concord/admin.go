@@ -132,7 +132,7 @@ leaves, dies or rejoins at another address.`,
 func newKeygenCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "keygen",
-		Short: "Print a new random gossip encryption key (base64, 32 bytes) for --gossip-key",
+		Short: "Print a new random gossip encryption key (base64, 32 bytes) for --gossip-key-file or concord keyring install",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			key := make([]byte, 32)

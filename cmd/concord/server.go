@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"time"
@@ -31,7 +30,9 @@ type serverFlags struct {
 	gossipAdvertise string
 	join            []string
 	bootstrapExpect int
-	gossipKey       string
+	gossipKeyFile   string
+	// gossipKeyArg is the removed --gossip-key: set only to refuse it.
+	gossipKeyArg    string
 	deadCleanup     time.Duration
 	minQuorum       int
 	leaveOnShutdown bool
@@ -79,7 +80,11 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.StringVar(&f.gossipAdvertise, "gossip-advertise", "", "gossip address peers use (default: --gossip-addr)")
 	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of servers to join (comma separated; retried with backoff)")
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "bootstrap Raft once this many servers see each other (every initial server uses the same value)")
-	fl.StringVar(&f.gossipKey, "gossip-key", "", "base64 gossip encryption key, 16/24/32 bytes (required unless --dev; see concord keygen)")
+	fl.StringVar(&f.gossipKeyFile, "gossip-key-file", "",
+		"file holding the base64 gossip encryption key, 16/24/32 bytes (or set "+gossipKeyEnv+"; required unless --dev; see concord keygen). "+
+			"Used on first start: afterwards the keyring in the data dir (see concord keyring) is authoritative")
+	fl.StringVar(&f.gossipKeyArg, "gossip-key", "", "removed: use --gossip-key-file or "+gossipKeyEnv)
+	_ = fl.MarkHidden("gossip-key")
 	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", d.Cluster.DeadServerCleanupDelay, "remove a dead server from Raft after this long")
 	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many by dead-server cleanup")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
@@ -166,11 +171,15 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.Cluster.DeadServerCleanupDelay = f.deadCleanup
 	cfg.Cluster.MinQuorum = f.minQuorum
-	if f.gossipKey != "" {
-		key, err := base64.StdEncoding.DecodeString(f.gossipKey)
-		if err != nil {
-			return cfg, cleanup, fmt.Errorf("--gossip-key: not base64: %w", err)
-		}
+	if f.changed("gossip-key") {
+		return cfg, cleanup, fmt.Errorf("--gossip-key: %w (they show in ps and /debug/pprof/cmdline): "+
+			"put the key in a file readable only by the server and pass --gossip-key-file, or set %s", errSecretOnCommandLine, gossipKeyEnv)
+	}
+	key, err := readGossipKey(f.gossipKeyFile)
+	if err != nil {
+		return cfg, cleanup, err
+	}
+	if key != nil {
 		cfg.GossipKey = key
 	}
 	if f.bootstrapExpect > 0 {

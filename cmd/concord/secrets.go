@@ -1,0 +1,52 @@
+package main
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Secrets never travel on the command line: argv is visible to every local
+// user (ps, /proc/PID/cmdline) and to whoever reads /debug/pprof/cmdline.
+// They come from a file named by a flag or from an environment variable.
+
+// gossipKeyEnv is the environment variable holding the base64 gossip key.
+const gossipKeyEnv = "CONCORD_GOSSIP_KEY"
+
+// errSecretOnCommandLine is returned when a removed secret-valued flag is
+// used.
+var errSecretOnCommandLine = errors.New("secrets are not accepted on the command line")
+
+// readGossipKey returns the gossip key from file (when set) or from the
+// environment variable CONCORD_GOSSIP_KEY, decoded from base64; nil when
+// neither is set. Giving both is an error: one of them would be silently
+// ignored.
+func readGossipKey(file string) ([]byte, error) {
+	env, inEnv := os.LookupEnv(gossipKeyEnv)
+	var text, from string
+	switch {
+	case file != "" && inEnv:
+		return nil, fmt.Errorf("gossip key given twice: --gossip-key-file and %s; keep one", gossipKeyEnv)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--gossip-key-file: %w", err)
+		}
+		text, from = string(b), "--gossip-key-file "+file
+	case inEnv:
+		text, from = env, gossipKeyEnv
+	default:
+		return nil, nil
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(text))
+	if err != nil {
+		return nil, fmt.Errorf("%s: not base64 (make one with concord keygen): %w", from, err)
+	}
+	switch len(key) {
+	case 16, 24, 32:
+		return key, nil
+	}
+	return nil, fmt.Errorf("%s: key is %d bytes, want 16, 24 or 32 (make one with concord keygen)", from, len(key))
+}
