@@ -393,6 +393,10 @@ const maxReadyApplyLag = 1024
 // heard from it within a few heartbeat timeouts (one slow heartbeat must
 // not flap readiness), and the apply lag is small.
 func (s *Server) readyReason() string {
+	if err := s.store.DiskFull(); err != nil {
+		// Named first: "no raft leader" would hide the cause.
+		return fmt.Sprintf("disk full: data dir %s: %v", s.cfg.DataDir, err)
+	}
 	if !s.caughtUp.Load() {
 		if reason := s.notReadyReason(); reason != "" {
 			return "catching up: " + reason

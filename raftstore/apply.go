@@ -37,7 +37,15 @@ import (
 // The wait is bounded by ctx, or by Config.ApplyTimeout when ctx has no
 // deadline. Concurrent Apply calls are group-committed by raft (one log
 // write for many commands) but each gets its own entry, index and result.
+//
+// While this server's disk is full (see DiskFull), the error matches
+// ErrDiskFull as well as the one above it.
 func (s *Store) Apply(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, uint64, error) {
+	res, index, err := s.apply(ctx, t, msg)
+	return res, index, s.blameDisk(err)
+}
+
+func (s *Store) apply(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, uint64, error) {
 	if err := s.fsm.checkMessage(t, msg); err != nil {
 		return nil, 0, err
 	}
@@ -91,7 +99,8 @@ func (s *Store) ApplyRaw(ctx context.Context, data []byte) (any, uint64, error) 
 	if err := s.fsm.checkProposal(data); err != nil {
 		return nil, 0, err
 	}
-	return s.propose(ctx, concordv1.CommandType(data[0]), data)
+	res, index, err := s.propose(ctx, concordv1.CommandType(data[0]), data)
+	return res, index, s.blameDisk(err)
 }
 
 // propose submits data to raft and maps the outcome.

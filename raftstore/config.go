@@ -109,6 +109,11 @@ type Config struct {
 	// its Addr() is the advertised address. The Store closes it on
 	// Shutdown (through the transport).
 	StreamLayer raft.StreamLayer
+
+	// LogWriteFault, for tests / fault injection: when set, it is called
+	// before every write of log entries, and a non-nil error is returned as
+	// that write's error (e.g. syscall.ENOSPC to act out a full disk).
+	LogWriteFault func() error
 }
 
 // DefaultConfig returns production defaults. NodeID and DataDir must still

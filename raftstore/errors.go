@@ -56,6 +56,16 @@ var (
 	// (Apply). Nothing was proposed.
 	ErrInvalidCommand = errors.New("raftstore: invalid command")
 
+	// ErrDiskFull is returned (wrapped with the write's error) by Apply and
+	// ApplyRaw while this server cannot write its log because the disk (or
+	// a quota) is full: a leader that fails to append steps down and
+	// nothing is committed, so the write may be retried once space returns
+	// or another leader takes over. An availability error (no leader,
+	// timeout) on a server whose last log write failed for space wraps it
+	// too, since the full disk is the cause to report. DiskFull tells
+	// whether the condition persists.
+	ErrDiskFull = errors.New("raftstore: disk full")
+
 	// ErrNothingToSnapshot is returned by Snapshot when the FSM has applied
 	// nothing since this Store started (raft's rule; a snapshot at an
 	// unchanged index is otherwise taken again).
@@ -138,7 +148,31 @@ func (s *Store) translate(err error) error {
 	case errors.Is(err, raft.ErrCantBootstrap):
 		return err // handled by the bootstrap callers
 	}
+	// raft's LogCache flattens the log store's error into text, so a
+	// failed append is recognised by the state the log store recorded.
+	if full := s.bolt.diskFull(); full != nil {
+		return full // raft's text only repeats it
+	}
 	return fmt.Errorf("raftstore: %w", err)
+}
+
+// DiskFull returns the error of this server's last log write when it
+// failed because the disk is full (matching ErrDiskFull), nil once a write
+// succeeds again. Readiness probes report it.
+func (s *Store) DiskFull() error { return s.bolt.diskFull() }
+
+// blameDisk wraps an availability error with the full disk behind it,
+// when this server's last log write failed for space: "no leader" or a
+// timeout is then a symptom, and a client is better told the cause.
+func (s *Store) blameDisk(err error) error {
+	if err == nil || errors.Is(err, ErrDiskFull) || errors.Is(err, ErrLeadershipLost) {
+		return err
+	}
+	full := s.bolt.diskFull()
+	if full == nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrTimeout)) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", full, err)
 }
 
 // notLeader builds the error for "this node cannot serve this, go to the

@@ -1,9 +1,11 @@
 package raftstore
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,6 +23,13 @@ type logStore struct {
 	*raftboltdb.BoltStore
 	batches atomic.Uint64 // StoreLogs calls
 	entries atomic.Uint64 // entries written by them
+
+	// full holds the last write error that said the disk is full (nil
+	// after a write succeeds again); see DiskFull.
+	full atomic.Pointer[error]
+	// fault, for tests: called before each StoreLogs; a non-nil error is
+	// returned as the write's error (Config.LogWriteFault).
+	fault func() error
 }
 
 var (
@@ -48,10 +57,47 @@ func (l *logStore) StoreLog(log *raft.Log) error {
 
 // StoreLogs stores a group of entries in one transaction (one fsync).
 func (l *logStore) StoreLogs(logs []*raft.Log) error {
-	if err := l.BoltStore.StoreLogs(logs); err != nil {
-		return err
+	var err error
+	if l.fault != nil {
+		err = l.fault()
 	}
+	if err == nil {
+		err = l.BoltStore.StoreLogs(logs)
+	}
+	if err != nil {
+		return l.noteFull(err)
+	}
+	l.full.Store(nil)
 	l.batches.Add(1)
 	l.entries.Add(uint64(len(logs)))
+	return nil
+}
+
+// Set and SetUint64 (the stable store: term, vote) record a full disk too.
+// raft panics when it cannot save its term; the record at least lets the
+// log say why.
+func (l *logStore) Set(k, v []byte) error { return l.noteFull(l.BoltStore.Set(k, v)) }
+
+func (l *logStore) SetUint64(k []byte, v uint64) error {
+	return l.noteFull(l.BoltStore.SetUint64(k, v))
+}
+
+// noteFull records err when it says the disk is full (ENOSPC, or EDQUOT
+// for a quota) and returns it, wrapped with ErrDiskFull in that case.
+func (l *logStore) noteFull(err error) error {
+	if err == nil || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
+		return err
+	}
+	err = fmt.Errorf("%w: write raft log: %w", ErrDiskFull, err)
+	l.full.Store(&err)
+	return err
+}
+
+// diskFull returns the last disk-full write error, nil when the last log
+// write succeeded (or none failed).
+func (l *logStore) diskFull() error {
+	if p := l.full.Load(); p != nil {
+		return *p
+	}
 	return nil
 }

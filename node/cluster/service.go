@@ -47,6 +47,8 @@ func (s *Server) storeStatus(err error) error {
 		if s.deps.Resolver != nil {
 			fe.LeaderGrpcAddress, _ = s.deps.Resolver.GRPCAddr(nl.LeaderID)
 		}
+	case errors.Is(err, raftstore.ErrDiskFull):
+		code, fe.Reason = codes.ResourceExhausted, concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_DISK_FULL
 	case errors.Is(err, raftstore.ErrNoLeader):
 		code, fe.Reason = codes.Unavailable, concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_NO_LEADER
 	case errors.Is(err, raftstore.ErrLeadershipLost):
