@@ -255,31 +255,6 @@ func (s *Server) Start(ctx context.Context) error {
 	return err
 }
 
-// startWatched runs start, failing it at once when gossip gives up for
-// good (a gossip key the seeds refuse): waiting for peers or a leader
-// until ReadyTimeout would only end in a message that hides the cause.
-func (s *Server) startWatched(ctx context.Context) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { // ends when start returns (stop) or gossip gives up
-		defer close(done)
-		select {
-		case <-s.membership.Fatal():
-			cancel(s.membership.FatalErr())
-		case <-stop:
-		}
-	}()
-	err := s.start(ctx)
-	close(stop)
-	<-done
-	if cause := context.Cause(ctx); err != nil && errors.Is(cause, membership.ErrGossipKey) {
-		return cause
-	}
-	return err
-}
-
 func (s *Server) start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -411,6 +386,9 @@ func (s *Server) readyReason() string {
 // by at most maxLag entries; else why not.
 func (s *Server) raftReason(maxSilence time.Duration, maxLag uint64) string {
 	if id, _ := s.store.Leader(); id == "" {
+		if s.outOfConfiguration() {
+			return notConfiguredReason
+		}
 		return "no raft leader"
 	}
 	stats := s.store.Stats()

@@ -23,6 +23,8 @@ func TestRemovedAlive(t *testing.T) {
 	n3 := func(m memberView) map[string]memberView { return views(alive("n1"), alive("n2"), m) }
 	moved := alive("n3")
 	moved.raftAddr = "n3:other"
+	restarted := alive("n3")
+	restarted.bootID = "second-boot"
 	type step struct {
 		servers []raftstore.Server
 		members map[string]memberView
@@ -55,6 +57,9 @@ func TestRemovedAlive(t *testing.T) {
 		}},
 		{"mark cleared when it rejoins at another address", []step{
 			{all, up, nil}, {two, up, []string{"n3"}}, {two, n3(moved), nil},
+		}},
+		{"mark cleared when it restarts at the same address (new boot id)", []step{
+			{all, up, nil}, {two, up, []string{"n3"}}, {two, n3(restarted), nil},
 		}},
 		{"mark cleared when it is configured again", []step{
 			{all, up, nil}, {two, up, []string{"n3"}}, {all, up, nil}, {all, up, nil},

@@ -289,6 +289,7 @@ func (c Config) validateMeta() error {
 	}
 	w := c.wireMeta()
 	w.leaving, w.bootstrapped = true, true
+	w.bootID = strings.Repeat("0", bootIDLen)
 	if n := len(encodeMeta(w)); n > memberlist.MetaMaxSize {
 		return fmt.Errorf("encoded Meta is %d bytes, memberlist allows %d", n, memberlist.MetaMaxSize)
 	}

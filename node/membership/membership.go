@@ -58,6 +58,9 @@ type Membership struct {
 	keyring *memberlist.Keyring
 	keyMu   sync.Mutex
 
+	// bootID is random per New: advertised so peers see a restart.
+	bootID string
+
 	// fatal is closed when the join loop gives up for good; fatalErr says
 	// why (ErrGossipKey). See Fatal.
 	fatal    chan struct{}
@@ -91,6 +94,7 @@ func New(cfg Config) (*Membership, error) {
 		ignored: make(map[string]time.Time),
 	}
 	m.fatal = make(chan struct{})
+	m.bootID = newBootID()
 	m.mlLog = newMemberlistLogger(logger.With("component", "memberlist", "node_id", cfg.NodeID), &m.mlLogMuted)
 	keys, err := m.initialKeys()
 	if err != nil {
@@ -212,6 +216,7 @@ func (m *Membership) LocalMember() Member {
 		NodeMeta:        m.cfg.Meta,
 		BootstrapExpect: m.cfg.BootstrapExpect,
 		Bootstrapped:    m.bootstrapped.Load(),
+		BootID:          m.bootID,
 		Status:          StatusAlive,
 	}
 }
