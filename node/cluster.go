@@ -115,6 +115,7 @@ func (s *Server) buildClusterServer() error {
 		Members:   s.membership,
 		Deliverer: s.router,
 		Events:    s.hub,
+		Keyring:   s.membership,
 	})
 	if err != nil {
 		return fmt.Errorf("build cluster server: %w", err)

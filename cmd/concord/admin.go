@@ -29,9 +29,16 @@ func (f *adminFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 5*time.Second, "deadline for the request")
 }
 
-// call dials the node and runs fn with a deadline. Plaintext gRPC, like the
-// node-to-node traffic (TLS is a later issue).
+// call runs fn against the node's Cluster service (see callConn).
 func (f *adminFlags) call(ctx context.Context, fn func(context.Context, concordv1.ClusterClient) error) error {
+	return f.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
+		return fn(ctx, concordv1.NewClusterClient(cc))
+	})
+}
+
+// callConn dials the node and runs fn with a deadline. Plaintext gRPC, like
+// the node-to-node traffic (TLS is a later issue).
+func (f *adminFlags) callConn(ctx context.Context, fn func(context.Context, grpc.ClientConnInterface) error) error {
 	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", f.addr, err)
@@ -40,7 +47,7 @@ func (f *adminFlags) call(ctx context.Context, fn func(context.Context, concordv
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	// Every CLI call is an operator's: mark it (see cluster.AdminMetadataKey).
-	if err := fn(cluster.WithAdminMarker(ctx), concordv1.NewClusterClient(conn)); err != nil {
+	if err := fn(cluster.WithAdminMarker(ctx), conn); err != nil {
 		return fmt.Errorf("%s: %w", f.addr, err)
 	}
 	return nil

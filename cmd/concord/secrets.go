@@ -40,6 +40,12 @@ func readGossipKey(file string) ([]byte, error) {
 	default:
 		return nil, nil
 	}
+	return decodeKey(text, from)
+}
+
+// decodeKey decodes a base64 gossip key (surrounding space ignored) of 16,
+// 24 or 32 bytes; from names where it came from in errors.
+func decodeKey(text, from string) ([]byte, error) {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(text))
 	if err != nil {
 		return nil, fmt.Errorf("%s: not base64 (make one with concord keygen): %w", from, err)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strings"
 
 	"google.golang.org/grpc/metadata"
 
@@ -21,16 +22,20 @@ const AdminMetadataKey = "concord-admin"
 // follower passing an admin request to the leader forwards it.
 const authorizationMetadataKey = "authorization"
 
-// adminMethods are the full gRPC method names only an operator may call.
+// adminMethods are the Cluster service's methods only an operator may
+// call; every method of the Admin service is one too.
 var adminMethods = map[string]bool{
 	concordv1.Cluster_RemovePeer_FullMethodName: true,
 }
 
 // IsAdminMethod reports whether fullMethod (as grpc.UnaryServerInfo names
-// it) is an admin method that needs an operator credential. Read-only
+// it) is an admin method that needs an operator credential: every method
+// of the Admin service (keyring) and Cluster's RemovePeer. Read-only
 // introspection (Members, RaftPeers, Status) is not in the list: peers
 // call Status, and what needs which credential is the interceptor's rule.
-func IsAdminMethod(fullMethod string) bool { return adminMethods[fullMethod] }
+func IsAdminMethod(fullMethod string) bool {
+	return adminMethods[fullMethod] || strings.HasPrefix(fullMethod, "/"+concordv1.Admin_ServiceDesc.ServiceName+"/")
+}
 
 // WithAdminMarker returns ctx with the admin marker in its outgoing
 // metadata. Clients (the CLI) call admin methods with it.
