@@ -112,8 +112,14 @@ func TestAdmin_KeyringFansOut(t *testing.T) {
 	fp2, fp1 := membership.KeyFingerprint(k2), membership.KeyFingerprint(k1)
 	for _, step := range []func() error{
 		func() error { _, err := c.KeyringUse(ctx, &concordv1.KeyringUseRequest{Fingerprint: fp2}); return err },
-		func() error { _, err := c.KeyringRemove(ctx, &concordv1.KeyringRemoveRequest{Fingerprint: fp1}); return err },
-		func() error { _, err := c.KeyringRemove(ctx, &concordv1.KeyringRemoveRequest{Fingerprint: fp1}); return err }, // again: a no-op
+		func() error {
+			_, err := c.KeyringRemove(ctx, &concordv1.KeyringRemoveRequest{Fingerprint: fp1})
+			return err
+		},
+		func() error {
+			_, err := c.KeyringRemove(ctx, &concordv1.KeyringRemoveRequest{Fingerprint: fp1})
+			return err
+		}, // again: a no-op
 	} {
 		if err := step(); err != nil {
 			t.Fatal(err)
