@@ -80,6 +80,12 @@ type Config struct {
 	// Version is reported by map/connect systemInfo and /v1/health.
 	Version string
 
+	// EnableDebug mounts /debug/pprof on the HTTP port. Off by default:
+	// profiles and the process's command line are for operators only, so
+	// when on it is served by debugHandler, an admin surface to protect
+	// like the admin API.
+	EnableDebug bool
+
 	// Raft, RPC, Registry and MAP configure the sub-components. Their identity
 	// and address fields are filled from the fields above by New.
 	Raft     raftstore.Config

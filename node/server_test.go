@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -121,7 +122,7 @@ func TestServer_RestartKeepsState(t *testing.T) {
 	}
 }
 
-// TestServer_HTTPEndpoints checks health, readiness, metrics and pprof.
+// TestServer_HTTPEndpoints checks health, readiness and metrics.
 func TestServer_HTTPEndpoints(t *testing.T) {
 	srv := startNode(t, t.TempDir())
 	c := dial(t, srv)
@@ -137,7 +138,6 @@ func TestServer_HTTPEndpoints(t *testing.T) {
 		{"/metrics", `concord_raft_state{node_id="dev-1",state="Leader"} 1`},
 		{"/metrics", `concord_connections{transport="websocket"} 1`},
 		{"/metrics", `concord_raft_apply_duration_seconds_count{command="COMMAND_TYPE_SESSION_OPEN"}`},
-		{"/debug/pprof/", "goroutine"},
 	} {
 		resp, err := http.Get("http://" + srv.HTTPAddr() + tc.path)
 		if err != nil {
@@ -148,5 +148,35 @@ func TestServer_HTTPEndpoints(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), tc.want) {
 			t.Errorf("GET %s: status %d, want body containing %q, got:\n%.2000s", tc.path, resp.StatusCode, tc.want, body)
 		}
+	}
+}
+
+// /debug/pprof is served only with EnableDebug; nothing under /debug/
+// answers otherwise.
+func TestServer_DebugOnlyWhenEnabled(t *testing.T) {
+	for _, enabled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("enabled=%v", enabled), func(t *testing.T) {
+			cfg := node.DevConfig(t.TempDir())
+			cfg.EnableDebug = enabled
+			cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			srv, err := node.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+			if err := srv.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=1", "/debug/vars"} {
+				code, body := get(t, srv, path)
+				want := http.StatusNotFound
+				if enabled && path != "/debug/vars" {
+					want = http.StatusOK
+				}
+				if code != want {
+					t.Errorf("GET %s: %d, want %d (%.200s)", path, code, want, body)
+				}
+			}
+		})
 	}
 }

@@ -37,6 +37,8 @@ func readGossipKey(file string) ([]byte, error) {
 		text, from = string(b), "--gossip-key-file "+file
 	case inEnv:
 		text, from = env, gossipKeyEnv
+		// Read once; no child process needs to inherit it.
+		_ = os.Unsetenv(gossipKeyEnv)
 	default:
 		return nil, nil
 	}

@@ -39,6 +39,7 @@ type serverFlags struct {
 	raftMultiplier  int
 	runRetention    time.Duration
 	maxFinishedRuns int
+	enableDebug     bool
 	logs            logFlags
 	// changed reports whether the user set a flag, so --dev keeps its own
 	// defaults for everything not given explicitly.
@@ -96,6 +97,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.IntVar(&f.maxFinishedRuns, "max-finished-runs", d.RunService.MaxFinishedRuns,
 		"keep at most this many finished runs (the oldest are forgotten first); 0 means no cap")
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
+	fl.BoolVar(&f.enableDebug, "enable-debug", false, "serve /debug/pprof on the HTTP port (profiles and the command line: an operator-only surface)")
 	f.logs.register(cmd)
 }
 
@@ -187,6 +189,7 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	cfg.Bootstrap = cfg.Bootstrap || f.bootstrap
 	cfg.RPC.MaxFrameBytes = f.maxFrameBytes
+	cfg.EnableDebug = f.enableDebug
 	cfg.RunService.FinishedRetention, cfg.RunService.MaxFinishedRuns = f.runRetention, f.maxFinishedRuns
 	// --dev keeps DevConfig's quick single-node timings unless asked.
 	if !f.dev || f.changed("raft-multiplier") {
