@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -30,15 +29,7 @@ func TestServer_DiskFullAnswersRetryable(t *testing.T) {
 		}
 		return nil
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	srv := startConfig(t, cfg)
 	c := dial(t, srv)
 	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent"})
 	c.call("map/agents/register", map[string]any{"agentId": "before"})
@@ -46,7 +37,7 @@ func TestServer_DiskFullAnswersRetryable(t *testing.T) {
 	full.Store(true)
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
-	_, err = c.conn.Call(ctx, "map/agents/register", map[string]any{"agentId": "during"})
+	_, err := c.conn.Call(ctx, "map/agents/register", map[string]any{"agentId": "during"})
 	var re *rpc.Error
 	if !errors.As(err, &re) || re.Code != rpc.CodeExhausted || re.Data == nil || !re.Data.Retryable ||
 		re.Data.Details["reason"] != "disk_full" {

@@ -41,14 +41,7 @@ func encryptedConfig(t *testing.T, id string, key []byte) node.Config {
 // ready timeout with "wait for servers" or "no raft leader").
 func TestStart_WrongGossipKeyFailsFast(t *testing.T) {
 	seedCfg := encryptedConfig(t, "n1", newKey(t))
-	seed, err := node.New(seedCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = seed.Shutdown(context.Background()) })
-	if err := seed.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	startConfig(t, seedCfg)
 
 	cfg := encryptedConfig(t, "n2", newKey(t))
 	cfg.Bootstrap = false

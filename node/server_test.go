@@ -23,8 +23,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // startNode starts a dev node keeping its data in dir and stops it at cleanup.
 func startNode(t *testing.T, dir string) *node.Server {
 	t.Helper()
-	cfg := node.DevConfig(dir)
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return startConfig(t, node.DevConfig(dir))
+}
+
+// startConfig starts a node with cfg (logs to the test output when
+// cfg.Logger is nil) and stops it at cleanup.
+func startConfig(t *testing.T, cfg node.Config) *node.Server {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatalf("new node: %v", err)
@@ -158,15 +166,7 @@ func TestServer_DebugOnlyWhenEnabled(t *testing.T) {
 		t.Run(fmt.Sprintf("enabled=%v", enabled), func(t *testing.T) {
 			cfg := node.DevConfig(t.TempDir())
 			cfg.EnableDebug = enabled
-			cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			srv, err := node.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-			if err := srv.Start(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			srv := startConfig(t, cfg)
 			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=1", "/debug/vars"} {
 				code, body := get(t, srv, path)
 				want := http.StatusNotFound

@@ -7,9 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/concordmap/concord/node/membership"
@@ -69,12 +67,7 @@ func (k *memKeyring) RemoveKey(key []byte) error {
 
 func adminClient(t *testing.T, addr string) concordv1.AdminClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return concordv1.NewAdminClient(cc)
+	return concordv1.NewAdminClient(dialTest(t, addr))
 }
 
 // A keyring change sent to one node reaches every alive member (one hop

@@ -19,12 +19,18 @@ import (
 // client dials a Cluster service for a test.
 func client(t *testing.T, addr string) concordv1.ClusterClient {
 	t.Helper()
+	return concordv1.NewClusterClient(dialTest(t, addr))
+}
+
+// dialTest dials a test server, closed at cleanup.
+func dialTest(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	return concordv1.NewClusterClient(cc)
+	return cc
 }
 
 func TestServer_AdminOnRealCluster(t *testing.T) {
