@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/consensus"
-	"github.com/concordmap/concord/node/agentbridge"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/agentbridge"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 // Agents of the replicated-run scenarios (issue 5): real agentbridge

@@ -19,6 +19,15 @@ import (
 	"github.com/concordmap/concord/raftstore"
 )
 
+// DefaultRaftMultiplier is the raft timing profile of DefaultConfig (see
+// raftstore.Config.SetRaftMultiplier); re-exported so the CLI can show it
+// without importing raftstore (STYLE.md §1: cmd -> node).
+const DefaultRaftMultiplier = raftstore.DefaultRaftMultiplier
+
+// ErrInvalidRaftConfig is matched (errors.Is) by a refused raft setting,
+// such as a raft multiplier out of range.
+var ErrInvalidRaftConfig = raftstore.ErrInvalidConfig
+
 // Config configures one node. Start from DefaultConfig or DevConfig and
 // override; every field is documented with its unit and trade-off.
 type Config struct {

@@ -47,7 +47,7 @@ type Server struct {
 	memberSub  *membership.Subscription
 	directory  *cluster.Directory
 	forwarder  *cluster.Forwarder
-	relay      *cluster.Relay
+	peers      *cluster.PeerStreams
 	cluster    *cluster.Server
 	reconciler *cluster.Reconciler
 
@@ -138,8 +138,8 @@ func (s *Server) closeBuilt() {
 	if s.store != nil {
 		_ = s.store.Shutdown(ctx)
 	}
-	if s.relay != nil {
-		_ = s.relay.Close()
+	if s.peers != nil {
+		_ = s.peers.Close()
 	}
 	if s.forwarder != nil {
 		_ = s.forwarder.Close()
@@ -189,8 +189,8 @@ func (s *Server) buildMAPService() error {
 	rcfg.NodeID = s.cfg.NodeID
 	rcfg.Registry = s.registry
 	rcfg.Sessions = sessions
-	rcfg.Events = cluster.NewEventBroadcaster(hub, s.relay, s.registry)
-	rcfg.Relay = s.relay
+	rcfg.Events = cluster.NewEventBroadcaster(hub, s.peers, s.registry)
+	rcfg.Peers = s.peers
 	rcfg.Logger = s.cfg.Logger
 	rt, err := router.New(rcfg)
 	if err != nil {
@@ -201,7 +201,7 @@ func (s *Server) buildMAPService() error {
 	scfg.Module = s.runs
 	scfg.Store = proposer
 	scfg.Agents = s.registry
-	scfg.Sender = rt
+	scfg.Messenger = rt
 	scfg.Leadership = s.store
 	scfg.IsLeader = s.store.IsLeader
 	scfg.WaitApplied = s.store.WaitApplied
@@ -211,10 +211,12 @@ func (s *Server) buildMAPService() error {
 		return fmt.Errorf("build runs service: %w", err)
 	}
 	s.runsSvc = runsSvc
+	if err := rt.RegisterService(runs.ServiceID, runsSvc); err != nil {
+		return fmt.Errorf("register runs service: %w", err)
+	}
 
 	mcfg := s.cfg.MAP
 	mcfg.ExtensionMethods = runsSvc.Methods()
-	mcfg.Services = map[string]mapsvc.ServiceEndpoint{runs.ServiceID: runsSvc}
 	mcfg.Extensions = append(mcfg.Extensions, mapsvc.Extension{URI: runs.ExtensionURI, Version: runs.ExtensionVersion})
 	mcfg.NodeID = s.cfg.NodeID
 	mcfg.System = mapsvc.SystemInfo{Name: "concord", Version: s.cfg.Version}
@@ -468,7 +470,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 		s.cancel()
 	}
 	s.wg.Wait()
-	add("close relay", s.relay.Close())
+	add("close peer streams", s.peers.Close())
 	add("close forwarder", s.forwarder.Close())
 	// 4. Raft closes its transport and the bolt stores; gossip goes last so
 	// peers see us alive until Raft is down.

@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 type options struct {

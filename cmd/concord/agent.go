@@ -2,14 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/concordmap/concord/consensus"
-	"github.com/concordmap/concord/node/agentbridge"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/agentbridge"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 type agentFlags struct {
@@ -110,14 +108,9 @@ func agentHandler(f *agentFlags) (agentbridge.Handler, error) {
 	case f.persona != "":
 		return agentbridge.NewPersonaHandler(f.persona)
 	}
-	file, err := os.Open(f.script)
+	h, err := agentbridge.LoadScriptHandler(f.script)
 	if err != nil {
 		return nil, fmt.Errorf("--script: %w", err)
 	}
-	defer file.Close()
-	s, err := consensus.LoadScript(file)
-	if err != nil {
-		return nil, fmt.Errorf("--script: %w", err)
-	}
-	return agentbridge.NewScriptHandler(s), nil
+	return h, nil
 }

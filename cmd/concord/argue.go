@@ -10,9 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/concordmap/concord/consensus"
-	"github.com/concordmap/concord/node/argueclient"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/argueclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 // defaultServer is the MAP endpoint of `concord server --dev`.
@@ -162,7 +161,7 @@ func runArgueRun(cmd *cobra.Command, conn *connFlags, f *argueRunFlags) error {
 	}
 	var oc *argueclient.Outcome
 	if f.local {
-		oc, err = runArgueLocal(cmd, conn, f, req)
+		oc, err = runArgueLocal(cmd, conn, f, argueclient.LocalOptions{Request: req, OutDir: f.out})
 	} else {
 		var r argueclient.Remote
 		if r, err = conn.remote(cmd, f.out, f.quiet); err != nil {
@@ -176,8 +175,7 @@ func runArgueRun(cmd *cobra.Command, conn *connFlags, f *argueRunFlags) error {
 	return err
 }
 
-func runArgueLocal(cmd *cobra.Command, conn *connFlags, f *argueRunFlags, req *consensus.Request) (*argueclient.Outcome, error) {
-	opts := argueclient.LocalOptions{Request: req, OutDir: f.out}
+func runArgueLocal(cmd *cobra.Command, conn *connFlags, f *argueRunFlags, opts argueclient.LocalOptions) (*argueclient.Outcome, error) {
 	switch f.clock {
 	case "virtual":
 	case "wall":
@@ -186,12 +184,8 @@ func runArgueLocal(cmd *cobra.Command, conn *connFlags, f *argueRunFlags, req *c
 		return nil, fmt.Errorf("--clock: want virtual or wall, got %q", f.clock)
 	}
 	if f.script != "" {
-		file, err := os.Open(f.script)
-		if err != nil {
-			return nil, fmt.Errorf("--script: %w", err)
-		}
-		defer file.Close()
-		if opts.Script, err = consensus.LoadScript(file); err != nil {
+		var err error
+		if opts.Script, err = argueclient.LoadScript(f.script); err != nil {
 			return nil, fmt.Errorf("--script: %w", err)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/raftstore"
 )
 
 // serverFlags map 1:1 onto node.Config fields.
@@ -89,7 +88,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", d.Cluster.DeadServerCleanupDelay, "remove a dead server from Raft after this long")
 	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many by dead-server cleanup")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
-	fl.IntVar(&f.raftMultiplier, "raft-multiplier", raftstore.DefaultRaftMultiplier,
+	fl.IntVar(&f.raftMultiplier, "raft-multiplier", node.DefaultRaftMultiplier,
 		"scale Raft timings from a LAN base, 1 to 10: heartbeat/election = N x 100 ms, leader lease N x 50 ms (at least 100 ms), commit N x 10 ms. "+
 			"1 fails over in a few hundred ms on a dedicated low-latency LAN; the default 5 in about a second; raise it for WAN links or overloaded hosts. Every server should use the same value")
 	fl.DurationVar(&f.runRetention, "run-retention", d.RunService.FinishedRetention,

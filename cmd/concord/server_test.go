@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/raftstore"
 )
 
 // serverConfig parses server flags the way `concord server` does and
@@ -77,7 +76,7 @@ func TestServerFlags_RaftMultiplier(t *testing.T) {
 // listener opens.
 func TestServerCmd_RaftMultiplierError(t *testing.T) {
 	_, err := execRoot(t, "server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-multiplier", "0")
-	if !errors.Is(err, raftstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "--raft-multiplier") {
+	if !errors.Is(err, node.ErrInvalidRaftConfig) || !strings.Contains(err.Error(), "--raft-multiplier") {
 		t.Fatalf("err = %v, want a --raft-multiplier ErrInvalidConfig", err)
 	}
 }

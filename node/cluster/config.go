@@ -9,7 +9,7 @@ import (
 )
 
 // Config holds the settings shared by every part of the package (Forwarder,
-// Relay, Server, Reconciler, Directory). Start from DefaultConfig and
+// PeerStreams, Server, Reconciler, Directory). Start from DefaultConfig and
 // override; zero values are not replaced by defaults (except Logger).
 type Config struct {
 	// NodeID is this node's id (its Raft server id and memberlist name).
@@ -77,7 +77,7 @@ type Config struct {
 	// ---- message relay ----
 
 	// RelayQueueSize is how many envelopes (count) may wait per peer before
-	// Relay.Forward blocks (up to its deadline). It absorbs bursts while a
+	// PeerStreams.Send blocks (up to its deadline). It absorbs bursts while a
 	// stream reconnects; memory is bounded by it times the message size.
 	RelayQueueSize int
 
@@ -96,7 +96,7 @@ type Config struct {
 	RelayMaxInFlight int
 
 	// RelayDeliveryTimeout bounds how long a relayed message may take from
-	// Relay.Forward to the peer's ack (unless the caller's context ends
+	// PeerStreams.Send to the peer's ack (unless the caller's context ends
 	// sooner). A message not acknowledged by then fails, which is how a
 	// dead or unreachable peer turns into DELIVERY_FAILED. A stream whose
 	// oldest unacknowledged envelope is older than this is torn down.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/concordmap/concord/node/internal/jsonscan"
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	"github.com/concordmap/concord/node/router"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -27,7 +27,7 @@ func checkRelayMessage(msg []byte) error {
 	}
 	var vals [3][]byte
 	switch {
-	case !jsonscan.Lookup(msg, messageKeys[:], vals[:]):
+	case !jsonkit.Lookup(msg, messageKeys[:], vals[:]):
 		return fmt.Errorf("%w: message is not a JSON object", router.ErrBadEnvelope)
 	case !nonEmptyString(vals[0]) || !nonEmptyString(vals[1]) || vals[2] == nil:
 		return fmt.Errorf("%w: message lacks id, from or to", router.ErrBadEnvelope)
@@ -48,7 +48,7 @@ func checkRelayEvent(ev *concordv1.RelayEvent) error {
 		return fmt.Errorf("%w: event lacks id or type", router.ErrBadEnvelope)
 	case len(ev.GetData()) == 0:
 		return nil
-	case !utf8.Valid(ev.GetData()) || !rpc.ValidJSON(ev.GetData()) || !jsonscan.Lookup(ev.GetData(), nil, nil):
+	case !utf8.Valid(ev.GetData()) || !rpc.ValidJSON(ev.GetData()) || !jsonkit.Lookup(ev.GetData(), nil, nil):
 		return fmt.Errorf("%w: event data is not a JSON object", router.ErrBadEnvelope)
 	}
 	return nil

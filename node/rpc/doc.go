@@ -4,8 +4,10 @@
 // transports: WebSocket (Server.ServeHTTP, Dial), HTTP+SSE sessions
 // (Server.HTTPSSEHandler, sse.go), NDJSON over a pair of streams
 // (Server.ServeStdio, for subprocess agents) and in-process pipes
-// (Server.ServeConn). Bridge relays a subprocess's NDJSON to a node's
-// WebSocket (`concord stdio`). Each connection is both a server (its Handler answers
+// (Server.ServeConn). relay.go exports the framing a relay outside the
+// package needs to read and answer frames exactly as a node does (LineReader,
+// Envelopes, the *Response functions); its one user is the stdio bridge in
+// node/client/stdio. Each connection is both a server (its Handler answers
 // the peer) and a client (Conn.Call, Conn.Notify), as MAP requires
 // (map-protocol.md §2). It knows nothing of MAP methods: node's MAP layer
 // implements Handler. It defines the MAP error object and code table (§6).
