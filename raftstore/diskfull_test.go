@@ -139,3 +139,38 @@ func mountTmpfs(t *testing.T, size string) string {
 	})
 	return dir
 }
+
+// The space probe clears the record of a full disk once a scratch write
+// succeeds, without waiting for a log write (a quiet follower has none).
+func TestLogStore_SpaceProbe(t *testing.T) {
+	l, err := openLogStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var full atomic.Bool
+	full.Store(true)
+	l.fault = func() error {
+		if full.Load() {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	if err := l.noteFull(fmt.Errorf("write: %w", syscall.ENOSPC)); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("noteFull = %v, want ErrDiskFull", err)
+	}
+	if err := l.recheckFull(); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("recheck while still full = %v, want ErrDiskFull", err)
+	}
+	full.Store(false)
+	if err := l.recheckFull(); err == nil {
+		t.Fatal("a second probe within the interval ran")
+	}
+	l.lastProbe.Store(0) // let the interval pass
+	if err := l.recheckFull(); err != nil {
+		t.Fatalf("recheck with space back = %v, want nil", err)
+	}
+	if entries, _ := os.ReadDir(l.dir); len(entries) != 1 {
+		t.Fatalf("data dir holds %d entries after the probe, want raft.db alone", len(entries))
+	}
+}

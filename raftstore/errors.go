@@ -158,8 +158,11 @@ func (s *Store) translate(err error) error {
 
 // DiskFull returns the error of this server's last log write when it
 // failed because the disk is full (matching ErrDiskFull), nil once a write
-// succeeds again. Readiness probes report it.
-func (s *Store) DiskFull() error { return s.bolt.diskFull() }
+// succeeds again. While it is set, a call at most once a second writes a
+// 256 KiB scratch file in the data dir to see whether space has returned
+// (a quiet follower writes no log), and clears it if so. Readiness probes
+// report it.
+func (s *Store) DiskFull() error { return s.bolt.recheckFull() }
 
 // blameDisk wraps an availability error with the full disk behind it,
 // when this server's last log write failed for space: "no leader" or a

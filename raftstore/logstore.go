@@ -3,7 +3,9 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -30,6 +32,10 @@ type logStore struct {
 	// fault, for tests: called before each StoreLogs; a non-nil error is
 	// returned as the write's error (Config.LogWriteFault).
 	fault func() error
+
+	dir       string       // where raft.db lives: the space probe writes here
+	lastProbe atomic.Int64 // unix nanos of the last space probe
+	probeMu   sync.Mutex   // one probe at a time
 }
 
 var (
@@ -47,7 +53,7 @@ func openLogStore(dir string) (*logStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open log store: %w", err)
 	}
-	return &logStore{BoltStore: bs}, nil
+	return &logStore{BoltStore: bs, dir: dir}, nil
 }
 
 // StoreLog stores one entry (one transaction).
@@ -100,4 +106,52 @@ func (l *logStore) diskFull() error {
 		return *p
 	}
 	return nil
+}
+
+// Space probe: a follower writes its log only when the leader sends
+// entries, so in a quiet cluster the record of a full disk would outlive
+// the shortage. recheckFull writes and syncs probeBytes to a scratch file
+// next to raft.db (through the fault seam), at most once per
+// probeInterval, and clears the record when that succeeds. A log write
+// that fails again records it again.
+const (
+	probeBytes    = 256 << 10
+	probeInterval = time.Second
+)
+
+// recheckFull probes for space when the disk was full, and returns the
+// record as it then stands.
+func (l *logStore) recheckFull() error {
+	if l.diskFull() == nil {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	if last := l.lastProbe.Load(); now-last < int64(probeInterval) || !l.probeMu.TryLock() {
+		return l.diskFull()
+	}
+	defer l.probeMu.Unlock()
+	l.lastProbe.Store(now)
+	if err := l.probe(); err != nil {
+		return l.diskFull()
+	}
+	l.full.Store(nil)
+	return nil
+}
+
+func (l *logStore) probe() error {
+	if l.fault != nil {
+		if err := l.fault(); err != nil {
+			return err
+		}
+	}
+	f, err := os.CreateTemp(l.dir, ".space-probe-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := f.Write(make([]byte, probeBytes)); err != nil {
+		return err
+	}
+	return f.Sync()
 }
