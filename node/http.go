@@ -24,7 +24,8 @@ func (s *Server) httpHandler() http.Handler {
 	if s.cfg.EnableDebug {
 		mux.Handle(debugPrefix, debugHandler())
 	}
-	return mux
+	s.routeConsole(mux)
+	return s.allowMemberOrigins(mux)
 }
 
 // debugPrefix is where the debug handlers live; nothing under it is served
