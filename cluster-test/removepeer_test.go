@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -259,6 +260,16 @@ func TestRemovePeer_ForcedThenQuickRestartRejoins(t *testing.T) {
 	rest := others(c.Running(), victim)
 	Eventually(t, MembershipTimeout, func() error { return removePeer(l, victim.ID, true) })
 	Eventually(t, MembershipTimeout, func() error { return eachNode(rest, func(n *Node) error { return votersAre(n, idsOf(rest)) }) })
+
+	// Left out, the running victim's readiness says what happened and
+	// what to do, not just "no raft leader".
+	Eventually(t, MembershipTimeout, func() error {
+		code, body, err := httpGet(victim.HTTPAddr, "/v1/ready")
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(string(body), "not in the raft configuration") {
+			return fmt.Errorf("force-removed node's /v1/ready: %d %s %v", code, body, err)
+		}
+		return nil
+	})
 
 	start := time.Now()
 	c.Stop(t, victim.Index)
