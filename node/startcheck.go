@@ -14,8 +14,12 @@ import (
 // startWatched runs start, failing it at once when gossip gives up for
 // good (a gossip key the seeds refuse): waiting for peers or a leader
 // until ReadyTimeout would only end in a message that hides the cause.
-func (s *Server) startWatched(ctx context.Context) error {
-	ctx, cancel := context.WithCancelCause(ctx)
+//
+// Only start's own waits are cut short: the gossip join loop keeps the
+// caller's ctx, as before, so a node ready through Raft before gossip
+// joined goes on joining.
+func (s *Server) startWatched(joinCtx context.Context) error {
+	ctx, cancel := context.WithCancelCause(joinCtx)
 	defer cancel(nil)
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -27,7 +31,7 @@ func (s *Server) startWatched(ctx context.Context) error {
 		case <-stop:
 		}
 	}()
-	err := s.start(ctx)
+	err := s.start(joinCtx, ctx)
 	close(stop)
 	<-done
 	if cause := context.Cause(ctx); err != nil && errors.Is(cause, membership.ErrGossipKey) {
