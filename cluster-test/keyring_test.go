@@ -35,7 +35,7 @@ func TestKeyring_RotateWhileGossiping(t *testing.T) {
 	if err := os.WriteFile(newKey, []byte(out), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code = runCLI(t, "keyring", "install", "--key-file", newKey, "--addr", addr(1))
+	out, errOut, code = runCLI(t, "keyring", "install", "--gossip-key-file", newKey, "--addr", addr(1))
 	if code != 0 || strings.Count(out, " ok") != 3 {
 		t.Fatalf("keyring install: exit %d\n%s%s", code, out, errOut)
 	}

@@ -12,7 +12,8 @@ import (
 
 // httpHandler builds the node's HTTP mux. The MAP WebSocket endpoint and the
 // operational endpoints share one port so a newcomer has one address to
-// remember. /debug/pprof exists only with Config.EnableDebug.
+// remember; start wraps it in the authorizer (httpClass: /debug needs an
+// operator credential). /debug/pprof exists only with Config.EnableDebug.
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/map", s.gateUntilCaughtUp(s.rpc))
@@ -53,6 +54,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		"nodeId":   s.cfg.NodeID,
 		"systemId": s.cfg.SystemID,
 		"version":  s.cfg.Version,
+		"tls":      s.tls != nil,
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,7 +24,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // startNode starts a dev node keeping its data in dir and stops it at cleanup.
 func startNode(t *testing.T, dir string) *node.Server {
 	t.Helper()
-	return startConfig(t, node.DevConfig(dir))
+	cfg := node.DevConfig(dir)
+	secure(&cfg)
+	return startConfig(t, cfg)
 }
 
 // startConfig starts a node with cfg (logs to the test output when
@@ -63,7 +66,9 @@ func dialWith(t *testing.T, srv *node.Server, h rpc.Handler) *client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := rpc.Dial(ctx, srv.MAPURL(), rpc.DefaultClientConfig(), h)
+	cc := rpc.DefaultClientConfig()
+	cc.TLSConfig = tlstest.ClientTLS("dev", "")
+	conn, err := rpc.Dial(ctx, srv.MAPURL(), cc, h)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -130,12 +135,14 @@ func TestServer_RestartKeepsState(t *testing.T) {
 	}
 }
 
-// TestServer_HTTPEndpoints checks health, readiness and metrics.
+// TestServer_HTTPEndpoints checks health, readiness and metrics over
+// https, as an operator.
 func TestServer_HTTPEndpoints(t *testing.T) {
 	srv := startNode(t, t.TempDir())
 	c := dial(t, srv)
 	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client"})
 	c.call("map/agents/list", nil)
+	op := httpsClient("dev", "alice")
 	for _, tc := range []struct {
 		path, want string
 	}{
@@ -147,7 +154,7 @@ func TestServer_HTTPEndpoints(t *testing.T) {
 		{"/metrics", `concord_connections{transport="websocket"} 1`},
 		{"/metrics", `concord_raft_apply_duration_seconds_count{command="COMMAND_TYPE_SESSION_OPEN"}`},
 	} {
-		resp, err := http.Get("http://" + srv.HTTPAddr() + tc.path)
+		resp, err := op.Get(srv.HTTPURL() + tc.path)
 		if err != nil {
 			t.Fatalf("GET %s: %v", tc.path, err)
 		}
@@ -159,22 +166,29 @@ func TestServer_HTTPEndpoints(t *testing.T) {
 	}
 }
 
-// /debug/pprof is served only with EnableDebug; nothing under /debug/
-// answers otherwise.
+// /debug/pprof is served only with EnableDebug (to an operator); nothing
+// under /debug/ answers otherwise, even an operator.
 func TestServer_DebugOnlyWhenEnabled(t *testing.T) {
+	op := httpsClient("dev", "alice")
 	for _, enabled := range []bool{false, true} {
 		t.Run(fmt.Sprintf("enabled=%v", enabled), func(t *testing.T) {
 			cfg := node.DevConfig(t.TempDir())
+			secure(&cfg)
 			cfg.EnableDebug = enabled
 			srv := startConfig(t, cfg)
 			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=1", "/debug/vars"} {
-				code, body := get(t, srv, path)
+				resp, err := op.Get(srv.HTTPURL() + path)
+				if err != nil {
+					t.Fatalf("GET %s: %v", path, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
 				want := http.StatusNotFound
 				if enabled && path != "/debug/vars" {
 					want = http.StatusOK
 				}
-				if code != want {
-					t.Errorf("GET %s: %d, want %d (%.200s)", path, code, want, body)
+				if resp.StatusCode != want {
+					t.Errorf("GET %s: %d, want %d (%.200s)", path, resp.StatusCode, want, body)
 				}
 			}
 		})

@@ -29,7 +29,7 @@ Rotation without downtime, one step at a time (each reaches every alive node
 through the node given with --addr):
 
   concord keygen > new.key
-  concord keyring install --key-file new.key   # every node decrypts with both keys
+  concord keyring install --gossip-key-file new.key   # every node decrypts with both keys
   concord keyring use FINGERPRINT              # every node encrypts with the new one
   concord keyring remove OLD_FINGERPRINT       # the old key is gone
 
@@ -57,7 +57,7 @@ step misses it: see README, "Rotating the gossip key".`,
 
 	var keyFile string
 	installCmd := &cobra.Command{
-		Use:   "install --key-file FILE",
+		Use:   "install --gossip-key-file FILE",
 		Short: "Install a key on every node (read from FILE, or stdin with -)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -76,8 +76,8 @@ step misses it: see README, "Rotating the gossip key".`,
 		},
 	}
 	install.register(installCmd)
-	installCmd.Flags().StringVar(&keyFile, "key-file", "", "file holding the base64 key (concord keygen); - reads stdin")
-	_ = installCmd.MarkFlagRequired("key-file")
+	installCmd.Flags().StringVar(&keyFile, "gossip-key-file", "", "file holding the base64 key (concord keygen); - reads stdin")
+	_ = installCmd.MarkFlagRequired("gossip-key-file")
 
 	useCmd := &cobra.Command{
 		Use:   "use FINGERPRINT",
@@ -124,9 +124,9 @@ func readKeyFile(path string, stdin io.Reader) ([]byte, error) {
 		b, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--key-file: %w", err)
+		return nil, fmt.Errorf("--gossip-key-file: %w", err)
 	}
-	return decodeKey(string(b), "--key-file")
+	return decodeKey(string(b), "--gossip-key-file")
 }
 
 func printKeyrings(w io.Writer, nodes []*concordv1.NodeKeyring) error {

@@ -22,27 +22,24 @@ var errSecretOnCommandLine = errors.New("secrets are not accepted on the command
 // readGossipKey returns the gossip key from file (when set) or from the
 // environment variable CONCORD_GOSSIP_KEY, decoded from base64; nil when
 // neither is set. Giving both is an error: one of them would be silently
-// ignored.
+// ignored. The variable is unset once read: no child process needs it.
 func readGossipKey(file string) ([]byte, error) {
-	env, inEnv := os.LookupEnv(gossipKeyEnv)
-	var text, from string
-	switch {
-	case file != "" && inEnv:
+	if _, inEnv := os.LookupEnv(gossipKeyEnv); inEnv && file != "" {
 		return nil, fmt.Errorf("gossip key given twice: --gossip-key-file and %s; keep one", gossipKeyEnv)
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("--gossip-key-file: %w", err)
-		}
-		text, from = string(b), "--gossip-key-file "+file
-	case inEnv:
-		text, from = env, gossipKeyEnv
-		// Read once; no child process needs to inherit it.
-		_ = os.Unsetenv(gossipKeyEnv)
-	default:
+	}
+	text, err := secretFrom(file, gossipKeyEnv)
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-key-file: %w", err)
+	}
+	_ = os.Unsetenv(gossipKeyEnv)
+	if len(text) == 0 {
 		return nil, nil
 	}
-	return decodeKey(text, from)
+	from := gossipKeyEnv
+	if file != "" {
+		from = "--gossip-key-file " + file
+	}
+	return decodeKey(string(text), from)
 }
 
 // decodeKey decodes a base64 gossip key (surrounding space ignored) of 16,

@@ -34,7 +34,7 @@ func serverConfig(t *testing.T, args ...string) (node.Config, error) {
 func TestServerFlags_RaftMultiplier(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	dev := node.DevConfig(t.TempDir()).Raft
-	base := []string{"--node-id", "n1", "--data-dir", t.TempDir()}
+	base := []string{"--node-id", "n1", "--data-dir", t.TempDir(), "--insecure"}
 	tests := []struct {
 		name      string
 		args      []string
@@ -93,7 +93,7 @@ func TestServerFlags_GossipKey(t *testing.T) {
 		return p
 	}
 	good, bad, short := file("good", b64+"\n"), file("bad", "not base64!"), file("short", base64.StdEncoding.EncodeToString([]byte("short")))
-	base := []string{"--node-id", "n1", "--data-dir", t.TempDir()}
+	base := []string{"--node-id", "n1", "--data-dir", t.TempDir(), "--insecure"}
 	tests := []struct {
 		name   string
 		args   []string
@@ -132,5 +132,25 @@ func TestServerFlags_GossipKey(t *testing.T) {
 				t.Fatalf("key %x, want %x", cfg.GossipKey, tt.want)
 			}
 		})
+	}
+}
+
+// After the first start the keyring in the data dir is the key: an
+// --insecure restart without a key file keeps gossip encrypted.
+func TestServerFlags_KeyringMakesTheKeyOptional(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := serverConfig(t, "--node-id", "n1", "--data-dir", dir, "--insecure")
+	if err != nil || !cfg.GossipPlaintext {
+		t.Fatalf("no key, no keyring: %v plaintext=%v, want plaintext gossip", err, cfg.GossipPlaintext)
+	}
+	if err := os.WriteFile(filepath.Join(dir, node.KeyringFileName), []byte(`{"keys":["MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = serverConfig(t, "--node-id", "n1", "--data-dir", dir, "--insecure")
+	if err != nil || cfg.GossipPlaintext {
+		t.Fatalf("keyring present: %v plaintext=%v, want encrypted gossip", err, cfg.GossipPlaintext)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("keyring present, no key: %v", err)
 	}
 }

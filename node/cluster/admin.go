@@ -51,9 +51,16 @@ func hasAdminMarker(ctx context.Context) bool {
 
 // passOnAdmin returns an outgoing context for passing an admin request on
 // to another node: the marker and the caller's authorization metadata go
-// with it, so the next node checks the same operator credential.
+// with it (unless an interceptor already put it there), so the next node
+// checks the same operator credential.
 func passOnAdmin(ctx context.Context) context.Context {
-	out := WithAdminMarker(ctx)
+	out := ctx
+	if outMD, _ := metadata.FromOutgoingContext(ctx); len(outMD.Get(AdminMetadataKey)) == 0 {
+		out = WithAdminMarker(ctx)
+	}
+	if outMD, _ := metadata.FromOutgoingContext(out); len(outMD.Get(authorizationMetadataKey)) > 0 {
+		return out
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, v := range md.Get(authorizationMetadataKey) {
 		out = metadata.AppendToOutgoingContext(out, authorizationMetadataKey, v)
