@@ -29,9 +29,9 @@ Rotation without downtime, one step at a time (each reaches every alive node
 through the node given with --addr):
 
   concord keygen > new.key
-  concord keyring install --gossip-key-file new.key   # every node decrypts with both keys
-  concord keyring use FINGERPRINT              # every node encrypts with the new one
-  concord keyring remove OLD_FINGERPRINT       # the old key is gone
+  concord keyring install --gossip-key-file new.key  # every node decrypts with both keys
+  concord keyring use FINGERPRINT                    # every node encrypts with the new one
+  concord keyring remove OLD_FINGERPRINT             # the old key is gone
 
 Keys are named by fingerprint (concord keyring list); a key itself is only
 ever read from a file or stdin, never from the command line. Each node keeps
