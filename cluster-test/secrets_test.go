@@ -78,17 +78,22 @@ func TestGossipKey_WrongKeyFailsFast(t *testing.T) {
 	for _, p := range pc.Procs() {
 		seeds = append(seeds, p.GossipAddr)
 	}
+	// A certificate of the system, so the key is the only thing wrong.
+	tlsArgs, err := serverTLSArgs(dir, "stranger")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*NodeReadyTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ConcordBinary(t), "server",
-		"--node-id", "stranger", "--system-id", "clustertest", "--data-dir", filepath.Join(dir, "data"),
+	cmd := exec.CommandContext(ctx, ConcordBinary(t), append([]string{"server",
+		"--node-id", "stranger", "--system-id", SystemID, "--data-dir", filepath.Join(dir, "data"),
 		"--http-addr", reservePort(t, false), "--grpc-addr", reservePort(t, false),
 		"--raft-addr", reservePort(t, false), "--gossip-addr", reservePort(t, true),
-		"--join", strings.Join(seeds, ","), "--gossip-key-file", keyFile)
+		"--join", strings.Join(seeds, ","), "--gossip-key-file", keyFile}, tlsArgs...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
-	err := cmd.Run()
+	err = cmd.Run()
 	took := time.Since(start)
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("the stranger's server: %v after %s, want it to exit with an error", err, took)
