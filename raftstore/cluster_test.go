@@ -342,3 +342,38 @@ func TestCluster_FollowerApplyForwards(t *testing.T) {
 		}
 	}
 }
+
+// TestCluster_ForwardedWriteSkipsCommitTimeout: a lone write through a
+// follower returns once the leader has committed it, not after raft's
+// CommitTimeout: the leader's commit nudge carries the commit index to
+// the follower at once (nudge.go). Without it every write here would
+// take at least the 2 s timeout.
+func TestCluster_ForwardedWriteSkipsCommitTimeout(t *testing.T) {
+	const commitTimeout = 2 * time.Second
+	fwd := &directForwarder{}
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.Forwarder = fwd
+		cfg.CommitTimeout = commitTimeout
+	})
+	fwd.c = c
+	ctx := testCtx(t)
+	leader := c.requireOneLeader(t, c.stores)
+	for _, f := range c.stores {
+		if f == leader {
+			continue
+		}
+		for i := range 3 {
+			start := time.Now()
+			_, idx, err := f.Apply(ctx, cmdKVPut, put(fmt.Sprintf("%s=%d", f.ID(), i)))
+			if err != nil {
+				t.Fatalf("forwarded put on %s: %v", f.ID(), err)
+			}
+			if took := time.Since(start); took >= commitTimeout/2 {
+				t.Fatalf("forwarded put on %s took %v (commit timeout %v)", f.ID(), took, commitTimeout)
+			}
+			if f.AppliedIndex() < idx {
+				t.Fatalf("%s returned before applying %d", f.ID(), idx)
+			}
+		}
+	}
+}
