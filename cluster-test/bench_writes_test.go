@@ -15,7 +15,7 @@ import (
 )
 
 // The write-path benchmarks (issue 10) run a 3-node in-process cluster on
-// loopback with fsync'ed bolt logs and the production raft timings
+// loopback with fsync'ed raft logs and the production raft timings
 // (raftstore.DefaultRaftMultiplier: 500 ms heartbeat, 50 ms commit
 // timeout), because the commit timeout is what a follower's write used
 // to wait for. Every figure is printed beside a baseline measured on the
@@ -39,7 +39,9 @@ func writeBenchCluster(b *testing.B) *Cluster {
 // each) through MAP. Leader and Follower: one client, one write in
 // flight, connected to the leader or to a follower (p50/p99 of the round
 // trip). Spread64: 64 clients, one write in flight each, spread round-
-// robin over the three nodes (writes/s and latency percentiles).
+// robin over the three nodes (writes/s and latency percentiles);
+// Leader64 and Follower64 put all 64 on one node, to tell the forwarding
+// cost from the commit cost.
 func BenchmarkWrites(b *testing.B) {
 	c := writeBenchCluster(b)
 	leader := c.Leader(b)
@@ -59,6 +61,19 @@ func BenchmarkWrites(b *testing.B) {
 	}
 	b.Run("Spread64/map-update/clients=64", func(b *testing.B) {
 		benchMAPWrites(b, c, spread)
+	})
+	on := func(i int) []int {
+		n := make([]int, 64)
+		for k := range n {
+			n[k] = i
+		}
+		return n
+	}
+	b.Run("Leader64/map-update/clients=64", func(b *testing.B) {
+		benchMAPWrites(b, c, on(leader.Index))
+	})
+	b.Run("Follower64/map-update/clients=64", func(b *testing.B) {
+		benchMAPWrites(b, c, on(follower.Index))
 	})
 	b.Run("baseline-raft-noop/proposers=64", func(b *testing.B) {
 		benchNoops(b, leader.Store(), 64)
@@ -147,12 +162,12 @@ func BenchmarkConnects_Follower(b *testing.B) {
 	c := writeBenchCluster(b)
 	leader := c.Leader(b)
 	follower := c.Followers(b)[0]
-	b.Run("follower/map-connect/dialers=64", func(b *testing.B) { benchConnects(b, follower) })
-	b.Run("baseline-leader/map-connect/dialers=64", func(b *testing.B) { benchConnects(b, leader) })
+	b.Run("follower/map-connect/dialers=64", func(b *testing.B) { benchConnects(b, follower, 64) })
+	b.Run("baseline-leader/map-connect/dialers=64", func(b *testing.B) { benchConnects(b, leader, 64) })
+
 }
 
-func benchConnects(b *testing.B, n *Node) {
-	const dialers = 64
+func benchConnects(b *testing.B, n *Node, dialers int) {
 	var failed atomic.Int64
 	var done atomic.Int64
 	work := make(chan struct{}, dialers)
