@@ -113,41 +113,25 @@ func benchNoops(b *testing.B, st *raftstore.Store, proposers int) {
 }
 
 // runCallers runs op once per b.Loop iteration on `callers` goroutines
-// (each with one call in flight) and reports writes/s, p50/p99 latency in
-// ms and failures.
+// (each with one call in flight; runConcurrent) and reports writes/s,
+// p50/p99 latency in ms and failures.
 func runCallers(b *testing.B, callers int, op func(caller, n int) error) {
 	b.Helper()
-	work := make(chan int, callers)
 	lat := make([][]time.Duration, callers)
 	var failed atomic.Int64
-	var wg sync.WaitGroup
-	for w := range callers {
-		wg.Go(func() {
-			for n := range work {
-				start := time.Now()
-				if err := op(w, n); err != nil {
-					failed.Add(1)
-					continue
-				}
-				lat[w] = append(lat[w], time.Since(start))
-			}
-		})
-	}
-	start := time.Now()
-	n := 0
-	for b.Loop() {
-		work <- n
-		n++
-	}
-	close(work)
-	wg.Wait()
-	elapsed := time.Since(start)
+	runConcurrent(b, callers, func(w, n int) {
+		start := time.Now()
+		if err := op(w, n); err != nil {
+			failed.Add(1)
+			return
+		}
+		lat[w] = append(lat[w], time.Since(start))
+	}, "writes/s")
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
 	p50, p99 := percentiles(all)
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "writes/s")
 	b.ReportMetric(ms(p50), "p50-ms")
 	b.ReportMetric(ms(p99), "p99-ms")
 	reportFailures(b, failed.Load())

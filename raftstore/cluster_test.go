@@ -294,12 +294,19 @@ func (d *directForwarder) Forward(ctx context.Context, leaderID, _ string, cmd [
 	return 0, ErrNoLeader
 }
 
-func TestCluster_FollowerApplyForwards(t *testing.T) {
+// newForwardingCluster is newTestCluster with a directForwarder on every
+// store; it returns the cluster, its forwarder and the leader.
+func newForwardingCluster(t *testing.T, n int, opts ...func(*Config)) (*testCluster, *directForwarder, *Store) {
+	t.Helper()
 	fwd := &directForwarder{}
-	c := newTestCluster(t, 3, func(cfg *Config) { cfg.Forwarder = fwd })
+	c := newTestCluster(t, n, append([]func(*Config){func(cfg *Config) { cfg.Forwarder = fwd }}, opts...)...)
 	fwd.c = c
+	return c, fwd, c.requireOneLeader(t, c.stores)
+}
+
+func TestCluster_FollowerApplyForwards(t *testing.T) {
+	c, fwd, leader := newForwardingCluster(t, 3)
 	ctx := testCtx(t)
-	leader := c.requireOneLeader(t, c.stores)
 	for _, f := range c.stores {
 		if f == leader {
 			continue
@@ -350,14 +357,8 @@ func TestCluster_FollowerApplyForwards(t *testing.T) {
 // take at least the 2 s timeout.
 func TestCluster_ForwardedWriteSkipsCommitTimeout(t *testing.T) {
 	const commitTimeout = 2 * time.Second
-	fwd := &directForwarder{}
-	c := newTestCluster(t, 3, func(cfg *Config) {
-		cfg.Forwarder = fwd
-		cfg.CommitTimeout = commitTimeout
-	})
-	fwd.c = c
+	c, _, leader := newForwardingCluster(t, 3, func(cfg *Config) { cfg.CommitTimeout = commitTimeout })
 	ctx := testCtx(t)
-	leader := c.requireOneLeader(t, c.stores)
 	for _, f := range c.stores {
 		if f == leader {
 			continue
