@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
@@ -61,7 +62,8 @@ var (
 // openLogStore opens the log in dir. A log that already exists decides
 // the kind, whatever kind says (switching would need a migration of the
 // entries and of raft's term and vote); a new one is created as kind.
-func openLogStore(dir, kind string) (*logStore, error) {
+// logger receives the WAL's own messages (it has no other output).
+func openLogStore(dir, kind string, logger hclog.Logger) (*logStore, error) {
 	switch {
 	case exists(filepath.Join(dir, walDirName)):
 		kind = LogStoreWAL
@@ -74,7 +76,7 @@ func openLogStore(dir, kind string) (*logStore, error) {
 	)
 	switch kind {
 	case LogStoreWAL:
-		st, err = openWAL(filepath.Join(dir, walDirName))
+		st, err = openWAL(filepath.Join(dir, walDirName), logger)
 	case LogStoreBolt:
 		st, err = openBolt(filepath.Join(dir, boltFileName))
 	default:
@@ -95,7 +97,7 @@ type walStore struct {
 	meta *metadb.BoltMetaDB
 }
 
-func openWAL(dir string) (*walStore, error) {
+func openWAL(dir string, logger hclog.Logger) (*walStore, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
@@ -113,7 +115,7 @@ func openWAL(dir string) (*walStore, error) {
 		}
 	}
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(dir, wal.WithMetaStore(meta))
+	w, err := wal.Open(dir, wal.WithMetaStore(meta), wal.WithLogger(logger))
 	if err != nil {
 		_ = meta.Close()
 		return nil, err

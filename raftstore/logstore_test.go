@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -15,7 +16,7 @@ func TestLogStore_Kinds(t *testing.T) {
 	for _, kind := range []string{LogStoreWAL, LogStoreBolt} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
-			ls, err := openLogStore(dir, kind)
+			ls, err := openLogStore(dir, kind, hclog.NewNullLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,7 +42,7 @@ func TestLogStore_Kinds(t *testing.T) {
 			if err := ls.Close(); err != nil {
 				t.Fatal(err)
 			}
-			ls, err = openLogStore(dir, kind)
+			ls, err = openLogStore(dir, kind, hclog.NewNullLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +83,7 @@ func TestLogStore_ExistingLogDecidesKind(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.created+"-then-"+tt.configured, func(t *testing.T) {
 			dir := t.TempDir()
-			ls, err := openLogStore(dir, tt.created)
+			ls, err := openLogStore(dir, tt.created, hclog.NewNullLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +93,7 @@ func TestLogStore_ExistingLogDecidesKind(t *testing.T) {
 			if err := ls.Close(); err != nil {
 				t.Fatal(err)
 			}
-			ls, err = openLogStore(dir, tt.configured)
+			ls, err = openLogStore(dir, tt.configured, hclog.NewNullLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +106,7 @@ func TestLogStore_ExistingLogDecidesKind(t *testing.T) {
 }
 
 func TestLogStore_UnknownKind(t *testing.T) {
-	if _, err := openLogStore(t.TempDir(), "tape"); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := openLogStore(t.TempDir(), "tape", hclog.NewNullLogger()); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("unknown kind: %v", err)
 	}
 	cfg := TestConfig(t, "n1")

@@ -104,10 +104,10 @@ func (s *Store) open() error {
 		return fmt.Errorf("raftstore: create data dir: %w", err)
 	}
 	var err error
-	if s.logs, err = openLogStore(s.cfg.DataDir, s.cfg.LogStore); err != nil {
+	rlog := newHCLogAdapter(s.log, "raft")
+	if s.logs, err = openLogStore(s.cfg.DataDir, s.cfg.LogStore, rlog.Named("wal")); err != nil {
 		return err
 	}
-	rlog := newHCLogAdapter(s.log, "raft")
 	snaps, err := openSnapshotStore(s.cfg, rlog)
 	if err != nil {
 		return err
