@@ -32,7 +32,7 @@ func benchApply(b *testing.B, proposers int) {
 	cfg.Logger = nil // raft's logs would dominate the profile
 	s := StartTestStore(b, cfg)
 	ctx := context.Background()
-	batches0, entries0 := s.logs.batches.Load(), s.logs.entries.Load()
+	batches0, entries0 := s.bolt.batches.Load(), s.bolt.entries.Load()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ReportAllocs()
@@ -55,8 +55,8 @@ func benchApply(b *testing.B, proposers int) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
-	if batches := s.logs.batches.Load() - batches0; batches > 0 {
-		b.ReportMetric(float64(s.logs.entries.Load()-entries0)/float64(batches), "entries/fsync")
+	if batches := s.bolt.batches.Load() - batches0; batches > 0 {
+		b.ReportMetric(float64(s.bolt.entries.Load()-entries0)/float64(batches), "entries/fsync")
 	}
 }
 

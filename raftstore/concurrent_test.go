@@ -70,7 +70,7 @@ func TestStore_ConcurrentAppliesGetTheirOwnResults(t *testing.T) {
 		t.Fatalf("%d distinct indexes, want %d", len(seen), goroutines*perG)
 	}
 	// Group commit: concurrent proposals share log writes (fsyncs).
-	batches, entries := s.logs.batches.Load(), s.logs.entries.Load()
+	batches, entries := s.bolt.batches.Load(), s.bolt.entries.Load()
 	t.Logf("%d log writes for %d entries", batches, entries)
 	if batches >= entries {
 		t.Fatalf("no group commit: %d writes for %d entries", batches, entries)

@@ -81,13 +81,6 @@ type Config struct {
 	// RetainSnapshots is how many snapshot files (count) are kept on disk.
 	RetainSnapshots int
 
-	// LogStore is the kind of raft log a new DataDir gets: LogStoreWAL
-	// (segment files, one fsync per group of entries: about half the
-	// write latency) or LogStoreBolt (one bbolt file, two fsyncs per
-	// group; what every DataDir had before the WAL). A DataDir that
-	// already holds a log keeps its kind whatever this says.
-	LogStore string
-
 	// ApplyTimeout bounds Apply, ApplyRaw, membership changes and reads
 	// when the caller's context carries no deadline.
 	ApplyTimeout time.Duration
@@ -131,7 +124,6 @@ func DefaultConfig() Config {
 		SnapshotThreshold: 8192,
 		TrailingLogs:      10240,
 		RetainSnapshots:   2,
-		LogStore:          LogStoreWAL,
 		ApplyTimeout:      10 * time.Second,
 		MaxApplyBatch:     256,
 		MaxPool:           3,
@@ -163,9 +155,6 @@ func (c Config) Validate() error {
 	}
 	if c.RetainSnapshots < 1 {
 		errs = append(errs, errors.New("RetainSnapshots must be >= 1"))
-	}
-	if c.LogStore != LogStoreWAL && c.LogStore != LogStoreBolt {
-		errs = append(errs, fmt.Errorf("LogStore %q: use %q or %q", c.LogStore, LogStoreWAL, LogStoreBolt))
 	}
 	if c.ApplyTimeout <= 0 {
 		errs = append(errs, errors.New("ApplyTimeout must be positive"))

@@ -119,9 +119,8 @@ func (s *Store) Stats() map[string]string {
 	st["raft_addr"] = s.Addr()
 	st["fsm_applied_index"] = strconv.FormatUint(s.fsm.applied.Load(), 10)
 	st["fsm_applied_term"] = strconv.FormatUint(s.fsm.appliedTerm.Load(), 10)
-	st["log_store"] = s.logs.kind
-	st["log_store_batches"] = strconv.FormatUint(s.logs.batches.Load(), 10)
-	st["log_store_entries"] = strconv.FormatUint(s.logs.entries.Load(), 10)
+	st["log_store_batches"] = strconv.FormatUint(s.bolt.batches.Load(), 10)
+	st["log_store_entries"] = strconv.FormatUint(s.bolt.entries.Load(), 10)
 	names := make([]string, 0, len(s.fsm.modules))
 	for _, m := range s.fsm.modules {
 		names = append(names, m.Name())

@@ -12,7 +12,7 @@ import (
 )
 
 // logCacheEntries is how many recent log entries are kept in memory so
-// replication to followers rarely reads the log store.
+// replication to followers rarely reads bolt.
 const logCacheEntries = 512
 
 // Store is one raft server with its replicated FSM. All methods are safe
@@ -28,7 +28,7 @@ type Store struct {
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
 	layer *trackingLayer
-	logs  *logStore
+	bolt  *logStore
 
 	observer *raft.Observer
 	obsCh    chan raft.Observation
@@ -104,10 +104,10 @@ func (s *Store) open() error {
 		return fmt.Errorf("raftstore: create data dir: %w", err)
 	}
 	var err error
-	rlog := newHCLogAdapter(s.log, "raft")
-	if s.logs, err = openLogStore(s.cfg.DataDir, s.cfg.LogStore, rlog.Named("wal")); err != nil {
+	if s.bolt, err = openLogStore(s.cfg.DataDir); err != nil {
 		return err
 	}
+	rlog := newHCLogAdapter(s.log, "raft")
 	snaps, err := openSnapshotStore(s.cfg, rlog)
 	if err != nil {
 		return err
@@ -115,11 +115,11 @@ func (s *Store) open() error {
 	if s.trans, s.layer, err = newTransport(s.cfg, rlog.Named("net").(*hclogAdapter)); err != nil {
 		return fmt.Errorf("raftstore: transport: %w", err)
 	}
-	logs, err := raft.NewLogCache(logCacheEntries, s.logs)
+	logs, err := raft.NewLogCache(logCacheEntries, s.bolt)
 	if err != nil {
 		return fmt.Errorf("raftstore: log cache: %w", err)
 	}
-	if s.raft, err = raft.NewRaft(s.cfg.raftConfig(rlog), s.fsm, logs, s.logs, snaps, s.trans); err != nil {
+	if s.raft, err = raft.NewRaft(s.cfg.raftConfig(rlog), s.fsm, logs, s.bolt, snaps, s.trans); err != nil {
 		return fmt.Errorf("raftstore: start raft: %w", err)
 	}
 	return nil
@@ -146,8 +146,8 @@ func (s *Store) closeResources() {
 		_ = s.layer.Close()
 		s.layer.handlers().Wait() // they end once their connections close
 	}
-	if s.logs != nil {
-		if err := s.logs.Close(); err != nil {
+	if s.bolt != nil {
+		if err := s.bolt.Close(); err != nil {
 			s.log.Warn("close log store", "err", err)
 		}
 	}
@@ -186,8 +186,8 @@ func (s *Store) leave() { s.inflight.Done() }
 //     and accepted connections, so no transport goroutine lingers;
 //  5. stop the leadership goroutine and close subscribers' channels;
 //  6. wait for the accepted connections' handlers to return (raft answers
-//     heartbeats there and writes the term to the log store), then close
-//     the log store last.
+//     heartbeats there and writes the term to bolt), then close the bolt
+//     store last.
 //
 // Shutdown is idempotent: later calls wait for the first to finish and
 // return its result. Leadership is not handed off here; call
@@ -225,18 +225,18 @@ func (s *Store) Shutdown(ctx context.Context) error {
 	s.bg.Wait()
 	s.closeSubscribers()
 	// raft answers heartbeats on the transport's connection goroutines and
-	// writes the term to the log store there; it may close only once they are gone.
+	// writes the term to bolt there; bolt may close only once they are gone.
 	// Their connections are closed, so they end within milliseconds; the
 	// bound does not use ctx, which may already have expired in step 2.
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.TransportTimeout)
 	defer cancel()
-	var logErr error
+	var boltErr error
 	if err := waitGroupCtx(hctx, s.layer.handlers()); err != nil {
-		logErr = fmt.Errorf("raftstore: connections still being served, log store left open: %w", err)
-	} else if err := s.logs.Close(); err != nil {
-		logErr = fmt.Errorf("raftstore: close log store: %w", err)
+		boltErr = fmt.Errorf("raftstore: connections still being served, log store left open: %w", err)
+	} else if err := s.bolt.Close(); err != nil {
+		boltErr = fmt.Errorf("raftstore: close log store: %w", err)
 	}
-	s.shutdownErr = errors.Join(drainErr, raftErr, logErr)
+	s.shutdownErr = errors.Join(drainErr, raftErr, boltErr)
 	s.log.Info("raft store shut down")
 	return s.shutdownErr
 }

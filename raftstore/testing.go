@@ -32,7 +32,7 @@ func TestConfig(tb testing.TB, nodeID string, modules ...Module) Config {
 }
 
 // NewTestStore starts a single-node Store for tests in other packages:
-// real raft with fsync'ed log storage in tb.TempDir(), bootstrapped, and
+// real raft with fsync'ed bolt storage in tb.TempDir(), bootstrapped, and
 // leader by the time it returns, so Apply works at once. It is shut down
 // (and checked to shut down cleanly) by tb.Cleanup. It calls tb.Fatal on
 // any setup error.
