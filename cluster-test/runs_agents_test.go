@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/consensus"
-	"github.com/concordmap/concord/node/agentbridge"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/agentbridge"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 // Agents of the replicated-run scenarios (issue 5): real agentbridge
@@ -58,6 +58,7 @@ func runLogger(t testing.TB, who string) *slog.Logger {
 func runClientConfig(t testing.TB, who string, urls []string) mapclient.Config {
 	cfg := mapclient.DefaultConfig()
 	cfg.URLs = urls
+	cfg.RPC.TLSConfig = ClientTLS()
 	cfg.MaxBackoff = time.Second
 	cfg.ReconnectTimeout = ConvergeTimeout
 	cfg.Logger = runLogger(t, who)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/node/agentbridge"
+	"github.com/concordmap/concord/node/client/agentbridge"
 	"github.com/concordmap/concord/raftstore"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/concordmap/concord/consensus"
-	"github.com/concordmap/concord/node/argueclient"
+	"github.com/concordmap/concord/node/client/argueclient"
 )
 
 // Checks every replicated-run scenario ends with.

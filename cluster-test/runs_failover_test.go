@@ -4,14 +4,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concordmap/concord/node/argueclient"
+	"github.com/concordmap/concord/node/client/argueclient"
 )
 
 // Replicated consensus runs (issue 5) through node failures: the leader
 // killed in each phase of a debate, and the node an agent is connected to
 // killed mid-round. The agents are the real agentbridge with the
 // deterministic persona script; the verdict is the result of the same
-// script run undisturbed in process (consensus.RunLocal).
+// script run undisturbed in process (consensus.Simulate).
 
 // killPhases are the phases a leader is killed in, with how many tasks the
 // phase has outstanding (every participant's round task; the

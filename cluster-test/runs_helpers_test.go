@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/consensus"
-	"github.com/concordmap/concord/node/argueclient"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/argueclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -77,7 +77,7 @@ func personaScript(agents map[string]map[string]consensus.Answer) *consensus.Scr
 // the cluster run's id as session id: the result an undisturbed run gives.
 func referenceResult(t testing.TB, rr runRequest, s *consensus.Script, runID string) *consensus.Result {
 	t.Helper()
-	lr, err := consensus.RunLocal(context.Background(), rr.req, s, consensus.LocalOptions{SessionID: runID, StartMs: 1})
+	lr, err := consensus.Simulate(context.Background(), rr.req, s, consensus.SimOptions{SessionID: runID, StartMs: 1})
 	if err != nil {
 		t.Fatalf("reference run: %v", err)
 	}

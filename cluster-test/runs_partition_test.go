@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concordmap/concord/node/argueclient"
+	"github.com/concordmap/concord/node/client/argueclient"
 )
 
 // runPauseWindow is how long a partitioned run is watched for progress it

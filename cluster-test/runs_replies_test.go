@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/concordmap/concord/consensus"
-	"github.com/concordmap/concord/node/agentbridge"
-	"github.com/concordmap/concord/node/argueclient"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/agentbridge"
+	"github.com/concordmap/concord/node/client/argueclient"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 // The reply rules of replicated runs on a cluster: an agent that never

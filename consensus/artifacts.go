@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 )
 
 // EventLogWriter writes argue's JSONL run log: one line
@@ -86,36 +84,4 @@ func WriteResultJSON(w io.Writer, res *Result) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
-}
-
-// WriteArtifacts writes result.json, events.jsonl and summary.md into dir
-// (created if missing). res may be nil for a failed run, in which case
-// result.json is skipped and summary.md describes the failure.
-func WriteArtifacts(dir string, res *Result, failure *Failure, events []Event) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create artifact dir: %w", err)
-	}
-	var ev, sum bytes.Buffer
-	if err := WriteEventsJSONL(&ev, events); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "events.jsonl"), ev.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write events.jsonl: %w", err)
-	}
-	if res != nil {
-		var rb bytes.Buffer
-		if err := WriteResultJSON(&rb, res); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "result.json"), rb.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("write result.json: %w", err)
-		}
-		WriteSummary(&sum, res)
-	} else {
-		WriteFailureSummary(&sum, failure)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "summary.md"), sum.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write summary.md: %w", err)
-	}
-	return nil
 }

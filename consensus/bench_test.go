@@ -56,9 +56,9 @@ func benchScript(claims int) (*Request, *Script) {
 	return req, s
 }
 
-func benchRun(b *testing.B, claims int) *LocalRun {
+func benchRun(b *testing.B, claims int) *Outcome {
 	req, s := benchScript(claims)
-	run, err := RunLocal(context.Background(), req, s, LocalOptions{SessionID: "bench"})
+	run, err := Simulate(context.Background(), req, s, SimOptions{SessionID: "bench"})
 	if err != nil || run.Result == nil || len(run.Result.FinalClaims) != claims {
 		b.Fatalf("bench run: %v %+v", err, run.Failure)
 	}
@@ -109,7 +109,7 @@ func benchReplay(b *testing.B, inputs []Input, bins [][]byte) {
 				in.Parsed = rr
 			}
 			var err error
-			if s, _, err = Step(s, in); err != nil {
+			if s, _, err = step(s, in); err != nil {
 				b.Fatal(err)
 			}
 		}

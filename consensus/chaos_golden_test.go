@@ -52,7 +52,7 @@ func chaosDigests(t *testing.T, conv func([]Input) []Input) []byte {
 	for ri, raw := range reqs {
 		req := mustRequest(t, raw)
 		for seed := uint64(1); seed <= 60; seed++ {
-			run, err := RunLocal(context.Background(), req, chaosDir{seed}, LocalOptions{SessionID: "p", StartMs: 5000})
+			run, err := Simulate(context.Background(), req, chaosDir{seed}, SimOptions{SessionID: "p", StartMs: 5000})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,12 +62,12 @@ func chaosDigests(t *testing.T, conv func([]Input) []Input) []byte {
 	return got.Bytes()
 }
 
-func chaosDigest(t *testing.T, run *LocalRun, inputs []Input) []byte {
+func chaosDigest(t *testing.T, run *Outcome, inputs []Input) []byte {
 	h := sha256.New()
 	var s *State
 	for _, in := range inputs {
 		var fx []Effect
-		s, fx, _ = Step(s, in)
+		s, fx, _ = step(s, in)
 		h.Write(EncodeState(s))
 		for _, e := range fx {
 			b, err := json.Marshal(e)

@@ -181,7 +181,7 @@ func decodeReportState(r *rbuf) *FinalReport {
 	return rep
 }
 
-// check verifies the cross-references Step relies on, so corrupt bytes give
+// check verifies the cross-references Apply relies on, so corrupt bytes give
 // an error rather than a later panic.
 func (s *State) check() error {
 	switch {

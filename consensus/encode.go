@@ -220,7 +220,7 @@ func encodeReport(w *wbuf, r *FinalReport) {
 
 // DecodeState restores a state written by EncodeState of any supported
 // version. It validates structure and references so that a decoded state
-// can never make Step panic; it returns ErrCorruptState or
+// can never make Apply panic; it returns ErrCorruptState or
 // ErrUnsupportedVersion (wrapped) on failure.
 func DecodeState(b []byte) (*State, error) {
 	if len(b) < len(stateMagic) || string(b[:len(stateMagic)]) != stateMagic {

@@ -24,7 +24,7 @@ func replay(t fataler, s *State, inputs []Input) (*State, *Finish) {
 	for i, in := range inputs {
 		var fx []Effect
 		var err error
-		s, fx, err = Step(s, in)
+		s, fx, err = step(s, in)
 		if err != nil {
 			t.Fatalf("input %d (%+v): %v", i, in.Kind, err)
 		}

@@ -12,7 +12,8 @@ var (
 	// ErrIgnored is matched by every *IgnoredError: the input did not change
 	// the state (unknown or settled task, timer not due, run already over).
 	ErrIgnored = errors.New("consensus: input ignored")
-	// ErrNoRun is returned by Step when a non-start input is given no state.
+	// ErrNoRun is returned by (*State).Apply on a nil state and by NewState
+	// for an input that is not a start input.
 	ErrNoRun = errors.New("consensus: no run state")
 	// ErrCorruptState is returned by DecodeState for malformed bytes.
 	ErrCorruptState = errors.New("consensus: corrupt state encoding")

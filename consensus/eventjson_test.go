@@ -13,7 +13,7 @@ func TestAppendJSON_MatchesEncodingJSON(t *testing.T) {
 	req := mustRequest(t, `{"requestId":"r","task":"T","participants":[{"id":"a"},{"id":"b"},{"id":"c"}],"roundPolicy":{"minRounds":1,"maxRounds":3}}`)
 	n := 0
 	for seed := uint64(1); seed <= 60; seed++ {
-		run, err := RunLocal(context.Background(), req, chaosDir{seed}, LocalOptions{SessionID: "p", StartMs: 5000})
+		run, err := Simulate(context.Background(), req, chaosDir{seed}, SimOptions{SessionID: "p", StartMs: 5000})
 		if err != nil {
 			t.Fatal(err)
 		}

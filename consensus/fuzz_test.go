@@ -39,7 +39,7 @@ func FuzzParseRequest(f *testing.F) {
 		if string(b) != string(b2) {
 			t.Fatalf("normalisation not idempotent:\n%s\n%s", b, b2)
 		}
-		if _, _, err := Step(nil, Start(0, "s", r)); err != nil {
+		if _, _, err := step(nil, Start(0, "s", r)); err != nil {
 			t.Fatalf("start refused an accepted request: %v", err)
 		}
 		// The state's private copy is the JSON round trip of the request,
@@ -89,7 +89,7 @@ func FuzzDecodeRoundOutput(f *testing.F) {
 }
 
 func FuzzDecodeState(f *testing.F) {
-	s, _, _ := Step(nil, Start(1, "s", mustRequest(f, minimalRequest)))
+	s, _, _ := step(nil, Start(1, "s", mustRequest(f, minimalRequest)))
 	f.Add(EncodeState(s))
 	f.Add([]byte(stateMagic + "\x01"))
 	// A mid-debate state with a catalog, so mutations reach the claim index
@@ -109,7 +109,7 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("decoded state does not re-decode: %v", err)
 		}
 		if !s.Done() {
-			if _, _, err := Step(s, Cancel(0, "fuzz")); err != nil {
+			if _, _, err := step(s, Cancel(0, "fuzz")); err != nil {
 				t.Fatalf("cancel of a decoded state: %v", err)
 			}
 		}

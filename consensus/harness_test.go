@@ -31,10 +31,10 @@ func (h *harness) step(in Input) error {
 	if in.At == 0 {
 		in.At = h.now
 	}
-	s, fx, err := Step(h.s, in)
+	s, fx, err := step(h.s, in)
 	if err != nil {
 		if !errors.Is(err, ErrIgnored) {
-			h.t.Fatalf("Step(%+v): %v", in, err)
+			h.t.Fatalf("step(%+v): %v", in, err)
 		}
 		return err
 	}

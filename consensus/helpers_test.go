@@ -57,11 +57,21 @@ func mustRequest(t testing.TB, raw string) *Request {
 	return r
 }
 
-func runScript(t testing.TB, req *Request, s *Script) *LocalRun {
+// step feeds one input as every driver does: NewState for the first input
+// of a run (s nil), Apply in place after that.
+func step(s *State, in Input) (*State, []Effect, error) {
+	if s == nil {
+		return NewState(in)
+	}
+	fx, err := s.Apply(in)
+	return s, fx, err
+}
+
+func runScript(t testing.TB, req *Request, s *Script) *Outcome {
 	t.Helper()
-	run, err := RunLocal(context.Background(), req, s, LocalOptions{SessionID: "s1", StartMs: 1_700_000_000_000})
+	run, err := Simulate(context.Background(), req, s, SimOptions{SessionID: "s1", StartMs: 1_700_000_000_000})
 	if err != nil {
-		t.Fatalf("RunLocal: %v", err)
+		t.Fatalf("Simulate: %v", err)
 	}
 	return run
 }

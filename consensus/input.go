@@ -2,7 +2,7 @@ package consensus
 
 import "encoding/json"
 
-// InputKind names an input to Step.
+// InputKind names an input to the reducer (NewState, Apply).
 type InputKind uint8
 
 // Input kinds. The numbers are persisted inside Raft log entries: never
@@ -34,7 +34,7 @@ const (
 	FailAwait    FailureKind = "await_failed"
 )
 
-// Input is one event fed to Step. Every input carries At, the time in
+// Input is one event fed to Apply. Every input carries At, the time in
 // milliseconds since the Unix epoch chosen by the proposer; the reducer reads
 // no clock. Only the fields of its Kind are used.
 type Input struct {
@@ -75,7 +75,7 @@ func TaskResult(at int64, taskID, participantID string, output json.RawMessage) 
 }
 
 // TaskRoundResult returns a task-result input carrying a round result
-// parsed at the edge. Step keeps references to r's data: r must not change
+// parsed at the edge. Apply keeps references to r's data: r must not change
 // afterwards (a RoundResult never does).
 func TaskRoundResult(at int64, taskID, participantID string, r *RoundResult) Input {
 	return Input{Kind: InputTaskResult, At: at, TaskID: taskID, ParticipantID: participantID, Parsed: r}
@@ -96,7 +96,7 @@ func Cancel(at int64, reason string) Input {
 	return Input{Kind: InputCancel, At: at, Reason: reason}
 }
 
-// Effect is something the caller must do after Step: DispatchTask, SetTimer,
+// Effect is something the caller must do after Apply: DispatchTask, SetTimer,
 // ClearTimer, CancelTask, EmitEvent or Finish. Effects may share immutable
 // data with the state; callers must not modify them.
 type Effect interface{ isEffect() }

@@ -6,5 +6,5 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The wall-clock driver starts goroutines; none may outlive a run.
+// The reducer starts no goroutine; neither may a simulated run or a test.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

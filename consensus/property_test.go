@@ -138,12 +138,12 @@ func drawRequest(t *rapid.T) *Request {
 	return req
 }
 
-func chaosRun(t *rapid.T) (*LocalRun, *Request) {
+func chaosRun(t *rapid.T) (*Outcome, *Request) {
 	req := drawRequest(t)
 	seed := rapid.Uint64().Draw(t, "seed")
-	run, err := RunLocal(context.Background(), req, chaosDir{seed}, LocalOptions{SessionID: "p", StartMs: 5000})
+	run, err := Simulate(context.Background(), req, chaosDir{seed}, SimOptions{SessionID: "p", StartMs: 5000})
 	if err != nil {
-		t.Fatalf("RunLocal: %v", err)
+		t.Fatalf("Simulate: %v", err)
 	}
 	if run.Result == nil && run.Failure == nil {
 		t.Fatalf("run ended without outcome")
@@ -151,7 +151,7 @@ func chaosRun(t *rapid.T) (*LocalRun, *Request) {
 	return run, req
 }
 
-func outcomeJSON(run *LocalRun) []byte {
+func outcomeJSON(run *Outcome) []byte {
 	b, _ := json.Marshal(struct {
 		R *Result
 		F *Failure
@@ -180,7 +180,7 @@ func TestProperty_DeterministicAndReplayable(t *testing.T) {
 			t.Fatalf("state after snapshot at %d differs", cut)
 		}
 		if cut < len(run.Inputs) {
-			got := &LocalRun{Result: fin.Result, Failure: fin.Failure, Events: run.Events}
+			got := &Outcome{Result: fin.Result, Failure: fin.Failure, Events: run.Events}
 			if !bytes.Equal(outcomeJSON(got), outcomeJSON(run)) {
 				t.Fatalf("outcome after snapshot at %d differs", cut)
 			}
@@ -194,7 +194,7 @@ func TestProperty_FinalVoteNeverAddsClaims(t *testing.T) {
 		var s *State
 		var before []Claim
 		for _, in := range run.Inputs {
-			s, _, _ = Step(s, in)
+			s, _, _ = step(s, in)
 			if s.cur != nil && s.cur.phase == PhaseFinalVote && before == nil {
 				before = append([]Claim{}, s.catalog...)
 			}
@@ -218,7 +218,7 @@ func TestProperty_FinalVoteNeverAddsClaims(t *testing.T) {
 func TestProperty_ArbitraryOutputsNeverPanic(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		req := drawRequest(t)
-		s, _, err := Step(nil, Start(0, "x", req))
+		s, _, err := step(nil, Start(0, "x", req))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +242,7 @@ func TestProperty_ArbitraryOutputsNeverPanic(t *testing.T) {
 				in = TimerFired(task.TimeoutAt, task.ID)
 			}
 			var err error
-			s, _, err = Step(s, in)
+			s, _, err = step(s, in)
 			if err != nil {
 				t.Fatalf("step: %v", err)
 			}

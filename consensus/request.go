@@ -4,7 +4,7 @@ import "encoding/json"
 
 // Request is a validated, normalised start request (spec §2): every policy
 // block holds its defaults where the caller left keys out. Obtain one from
-// ParseRequest; Step re-checks it with Validate. A Request is immutable once
+// ParseRequest; Apply re-checks it with Validate. A Request is immutable once
 // a run holds it.
 type Request struct {
 	RequestID          string             `json:"requestId"`

@@ -97,7 +97,7 @@ func (s *State) resolutions() []ClaimResolution {
 func fillVotes(out []ClaimResolution, outputs []*Output, target, last []int32) {
 	// last[k] is 1 + the index of the output that cast claim k's latest
 	// vote. When the outputs' participants are distinct (always, for a run
-	// Step built), a vote can only repeat one of its own output's, which is
+	// Apply built), a vote can only repeat one of its own output's, which is
 	// then the last vote of the claim; otherwise every vote is searched.
 	distinct := distinctParticipants(outputs)
 	for oi, o := range outputs {

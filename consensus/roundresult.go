@@ -7,11 +7,11 @@ import (
 
 // RoundResult is an agent's answer to a round task, parsed and checked
 // against the output schema once, where the answer arrives (the edge),
-// without knowing which task it answers. Step finishes the check against
+// without knowing which task it answers. Apply finishes the check against
 // the task (participant, phase, round): the task binding of §22.1, the
 // phase rules (taskTitle in the initial round, claimVotes only in the final
 // vote), and then keeps the output. A result no task could accept is still
-// a RoundResult: Step turns it into a failed task with the same message
+// a RoundResult: Apply turns it into a failed task with the same message
 // the raw JSON would have produced, so validating at the edge changes no
 // outcome, event or error text.
 //
@@ -20,7 +20,7 @@ import (
 // the Raft log, once, instead of every replica doing it in Apply. The log
 // then carries MarshalBinary's compact form (DESIGN.md §5).
 //
-// A RoundResult is immutable once built; Step copies what it keeps, so one
+// A RoundResult is immutable once built; Apply copies what it keeps, so one
 // value may be fed to several states.
 type RoundResult struct {
 	// fatal is the complete error of a result that no task accepts (not
@@ -28,7 +28,7 @@ type RoundResult struct {
 	// set then.
 	fatal string
 	// The output's own participantId, phase and round, when present (decl
-	// says which), compared with the task's by Step.
+	// says which), compared with the task's by Apply.
 	decl      uint8
 	declPID   string
 	declPhase string
@@ -56,7 +56,7 @@ const (
 // ParseRoundResult parses an agent's raw round result (the envelope
 // {"kind":"round","output":{...}}) and runs every schema check that does
 // not depend on the task. It never fails: a malformed result yields a
-// RoundResult that Step turns into a failed task.
+// RoundResult that Apply turns into a failed task.
 func ParseRoundResult(raw []byte) *RoundResult {
 	if err := checkRaw(raw); err != nil {
 		return &RoundResult{fatal: err.Error()}

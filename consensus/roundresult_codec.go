@@ -389,7 +389,7 @@ func decodeResultOutput(rb *rbuf, rr *RoundResult, flags uint8) bool {
 }
 
 // MarshalJSON renders the binary form as a base64 string, so an Input
-// holding a RoundResult survives a JSON round trip (LocalRun.Inputs).
+// holding a RoundResult survives a JSON round trip (Outcome.Inputs).
 func (r *RoundResult) MarshalJSON() ([]byte, error) {
 	b, _ := r.MarshalBinary()
 	return json.Marshal(b)

@@ -150,8 +150,15 @@ func TestStep_IgnoredInputs(t *testing.T) {
 	if err := h.answer("sid/r0/a", out("a", map[string]any{"taskTitle": "t"})); !errors.Is(err, ErrIgnored) {
 		t.Errorf("settled task accepted again: %v", err)
 	}
-	if _, _, err := Step(nil, TimerFired(1, "x")); !errors.Is(err, ErrNoRun) {
+	if _, _, err := NewState(TimerFired(1, "x")); !errors.Is(err, ErrNoRun) {
+		t.Errorf("NewState(non-start input) = %v", err)
+	}
+	var none *State
+	if _, err := none.Apply(TimerFired(1, "x")); !errors.Is(err, ErrNoRun) {
 		t.Errorf("no-state input = %v", err)
+	}
+	if _, err := h.s.Apply(Start(1, "sid", threeReq(t, ""))); !errors.Is(err, ErrIgnored) {
+		t.Errorf("second start = %v", err)
 	}
 }
 

@@ -3,8 +3,8 @@ package consensus
 import "sync"
 
 // scratch holds temporaries of the finalisation (the tally's indexes, the
-// scoring's owner sets): they die before Step returns, so they are pooled
-// instead of allocated per run. Step stays pure: nothing read from a
+// scoring's owner sets): they die before Apply returns, so they are pooled
+// instead of allocated per run. Apply stays pure: nothing read from a
 // scratch outlives the call that took it, and every slice handed out is
 // zeroed.
 type scratch struct {

@@ -67,8 +67,8 @@ type pendingTask struct {
 	due int64
 }
 
-// State is the complete state of one run. It is a plain value: Step mutates
-// it in place (see Step), EncodeState/DecodeState move it through Raft
+// State is the complete state of one run. It is a plain value: Apply mutates
+// it in place (see Apply), EncodeState/DecodeState move it through Raft
 // snapshots, and two replicas that applied the same inputs hold states whose
 // encodings are byte-identical. A State must be used by one goroutine at a
 // time; Clone makes an independent copy.

@@ -2,31 +2,43 @@ package consensus
 
 import "fmt"
 
-// Step applies one input to a run and returns the state and the effects the
-// caller must perform, in order.
-//
-// Step is a pure function of (state, input): it reads no clock, draws no
-// random numbers, does no I/O and never iterates a map, so replicas that
-// apply the same inputs hold byte-identical states. For speed it mutates s in
-// place and returns it; a caller that needs the old value must Clone first.
-//
-// A start input takes a nil state and returns a new one; an invalid request
-// returns a *ValidationError and no state. An input that changes nothing
-// (unknown or already settled task, early timer, finished run) returns s
-// unchanged, no effects and an *IgnoredError. Agent output is untrusted:
-// malformed output becomes a failed task, never a panic or an error here.
-func Step(s *State, in Input) (*State, []Effect, error) {
-	if in.Kind == InputStart {
-		if s != nil {
-			return s, nil, ignored("run already started")
-		}
-		return start(in)
-	}
-	if s == nil {
+// NewState starts a run: in must be a start input (see Start). It returns
+// the run's first state and the effects the caller must perform, in order.
+// An invalid request returns a *ValidationError and no state; any other
+// input kind returns ErrNoRun.
+func NewState(in Input) (*State, []Effect, error) {
+	if in.Kind != InputStart {
 		return nil, nil, ErrNoRun
 	}
+	return start(in)
+}
+
+// Apply applies one input to the run s in place and returns the effects the
+// caller must perform, in order. A caller that needs the old state must
+// Clone it first.
+//
+// Apply mutates rather than returning a new state because a run's state
+// grows with its claims and judgements: copying it per input would make
+// every step cost O(state), where a step now costs O(input) (the Step
+// benchmarks in this package and in stepbench measure it). The function is
+// still deterministic: it reads no clock, draws no random numbers, does no
+// I/O and never iterates a map, so replicas that apply the same inputs hold
+// byte-identical states.
+//
+// Apply on a nil state returns ErrNoRun. An input that changes nothing
+// (a second start, an unknown or already settled task, an early timer, a
+// finished run) returns no effects and an *IgnoredError. Agent output is
+// untrusted: malformed output becomes a failed task, never a panic or an
+// error here.
+func (s *State) Apply(in Input) ([]Effect, error) {
+	if s == nil {
+		return nil, ErrNoRun
+	}
+	if in.Kind == InputStart {
+		return nil, ignored("run already started")
+	}
 	if s.Done() {
-		return s, nil, ignored("run is " + s.life.String())
+		return nil, ignored("run is " + s.life.String())
 	}
 	st := newStepper(s, in.At)
 	var err error
@@ -43,12 +55,12 @@ func Step(s *State, in Input) (*State, []Effect, error) {
 		err = ignored(fmt.Sprintf("unknown input kind %d", in.Kind))
 	}
 	if err != nil {
-		return s, nil, err
+		return nil, err
 	}
 	if len(st.fx) == 0 {
-		return s, nil, nil // as before the effects were pre-allocated
+		return nil, nil // as before the effects were pre-allocated
 	}
-	return s, st.fx, nil
+	return st.fx, nil
 }
 
 func cancelMessage(reason string) string {
@@ -58,7 +70,7 @@ func cancelMessage(reason string) string {
 	return "Run cancelled: " + reason
 }
 
-// stepper accumulates the effects of one Step.
+// stepper accumulates the effects of one Apply (or of NewState).
 type stepper struct {
 	s      *State
 	at     int64

@@ -37,7 +37,7 @@ func ParseRequest(raw []byte) (*Request, error) {
 }
 
 // Validate checks the invariants of a normalised request: ranges, enums,
-// cross-field rules and unique participant ids. Step calls it on every start
+// cross-field rules and unique participant ids. Apply calls it on every start
 // input, so a Request built by hand is held to the same rules.
 func (r *Request) Validate() error {
 	v := &validator{}

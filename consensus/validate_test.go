@@ -153,11 +153,11 @@ func TestParseRequest_Malformed(t *testing.T) {
 func TestStep_InvalidStartCreatesNothing(t *testing.T) {
 	r := mustRequest(t, minimalRequest)
 	r.Participants = append(r.Participants, Participant{ID: "a"})
-	s, fx, err := Step(nil, Start(1, "sid", r))
+	s, fx, err := step(nil, Start(1, "sid", r))
 	if s != nil || fx != nil || !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("Step = %v, %v, %v", s, fx, err)
 	}
-	if _, _, err := Step(nil, Start(1, "", mustRequest(t, minimalRequest))); !errors.Is(err, ErrInvalidRequest) {
+	if _, _, err := step(nil, Start(1, "", mustRequest(t, minimalRequest))); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("empty session id accepted: %v", err)
 	}
 }

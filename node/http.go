@@ -13,7 +13,8 @@ import (
 
 // httpHandler builds the node's HTTP mux. The MAP WebSocket endpoint and the
 // operational endpoints share one port so a newcomer has one address to
-// remember; production deployments can firewall /debug separately.
+// remember; start wraps it in the authorizer (httpClass: /debug needs an
+// operator credential).
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/map", s.gateUntilCaughtUp(s.rpc))
@@ -27,7 +28,8 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
+	s.routeConsole(mux)
+	return s.allowMemberOrigins(mux)
 }
 
 // handleHealth answers 200 while the process serves HTTP at all (liveness).
@@ -37,6 +39,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		"nodeId":   s.cfg.NodeID,
 		"systemId": s.cfg.SystemID,
 		"version":  s.cfg.Version,
+		"tls":      s.tls != nil,
 	})
 }
 

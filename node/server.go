@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/concordmap/concord/node/authz"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/fanout"
 	"github.com/concordmap/concord/node/mapsvc"
@@ -21,6 +22,7 @@ import (
 	"github.com/concordmap/concord/node/router"
 	"github.com/concordmap/concord/node/rpc"
 	"github.com/concordmap/concord/node/runs"
+	"github.com/concordmap/concord/node/tlsconf"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
@@ -47,9 +49,15 @@ type Server struct {
 	memberSub  *membership.Subscription
 	directory  *cluster.Directory
 	forwarder  *cluster.Forwarder
-	relay      *cluster.Relay
+	peers      *cluster.PeerStreams
 	cluster    *cluster.Server
 	reconciler *cluster.Reconciler
+
+	// Security (security.go): tls is nil without TLS.
+	tls       *tlsconf.Manager
+	authz     *authz.Authorizer
+	raftStore lateStore
+	raftLayer *tlsconf.RaftLayer // set while the raft store is built
 
 	httpLn  net.Listener
 	grpcLn  net.Listener
@@ -96,6 +104,9 @@ func (s *Server) build() error {
 		return fmt.Errorf("build registry: %w", err)
 	}
 	s.registry = reg
+	if err := s.buildSecurity(); err != nil {
+		return err
+	}
 	rcfg := s.cfg.Runs
 	rcfg.Events = reg // run events join the replicated event window
 	rcfg.Logger = s.cfg.Logger
@@ -105,6 +116,7 @@ func (s *Server) build() error {
 	if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen http %s: %w", s.cfg.HTTPAddr, err)
 	}
+	s.httpLn = s.wrapHTTPListener(s.httpLn)
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("listen grpc %s: %w", s.cfg.GRPCAddr, err)
 	}
@@ -138,8 +150,8 @@ func (s *Server) closeBuilt() {
 	if s.store != nil {
 		_ = s.store.Shutdown(ctx)
 	}
-	if s.relay != nil {
-		_ = s.relay.Close()
+	if s.peers != nil {
+		_ = s.peers.Close()
 	}
 	if s.forwarder != nil {
 		_ = s.forwarder.Close()
@@ -160,11 +172,13 @@ func (s *Server) openStore() error {
 	rc.Modules = []raftstore.Module{s.registry, s.runs}
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
+	rc.WrapStreamLayer = s.raftStreamWrapper()
 	store, err := raftstore.New(rc)
 	if err != nil {
 		return fmt.Errorf("open raft store: %w", err)
 	}
 	s.store = store
+	s.raftStore.p.Store(store)
 	return nil
 }
 
@@ -189,8 +203,8 @@ func (s *Server) buildMAPService() error {
 	rcfg.NodeID = s.cfg.NodeID
 	rcfg.Registry = s.registry
 	rcfg.Sessions = sessions
-	rcfg.Events = cluster.NewEventBroadcaster(hub, s.relay, s.registry)
-	rcfg.Relay = s.relay
+	rcfg.Events = cluster.NewEventBroadcaster(hub, s.peers, s.registry)
+	rcfg.Peers = s.peers
 	rcfg.Logger = s.cfg.Logger
 	rt, err := router.New(rcfg)
 	if err != nil {
@@ -201,7 +215,7 @@ func (s *Server) buildMAPService() error {
 	scfg.Module = s.runs
 	scfg.Store = proposer
 	scfg.Agents = s.registry
-	scfg.Sender = rt
+	scfg.Messenger = rt
 	scfg.Leadership = s.store
 	scfg.IsLeader = s.store.IsLeader
 	scfg.WaitApplied = s.store.WaitApplied
@@ -211,10 +225,12 @@ func (s *Server) buildMAPService() error {
 		return fmt.Errorf("build runs service: %w", err)
 	}
 	s.runsSvc = runsSvc
+	if err := rt.RegisterService(runs.ServiceID, runsSvc); err != nil {
+		return fmt.Errorf("register runs service: %w", err)
+	}
 
 	mcfg := s.cfg.MAP
 	mcfg.ExtensionMethods = runsSvc.Methods()
-	mcfg.Services = map[string]mapsvc.ServiceEndpoint{runs.ServiceID: runsSvc}
 	mcfg.Extensions = append(mcfg.Extensions, mapsvc.Extension{URI: runs.ExtensionURI, Version: runs.ExtensionVersion})
 	mcfg.NodeID = s.cfg.NodeID
 	mcfg.System = mapsvc.SystemInfo{Name: "concord", Version: s.cfg.Version}
@@ -275,9 +291,10 @@ func (s *Server) start(ctx context.Context) error {
 	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
 	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
 	s.goLoop("runs", func() error { return s.runsSvc.Run(runCtx) })
+	s.goLoop("insecure-warning", func() error { return s.repeatInsecureWarning(runCtx) })
 
 	s.httpSrv = &http.Server{
-		Handler:           s.httpHandler(),
+		Handler:           s.authz.HTTP(s.httpClass, s.httpHandler()),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
@@ -409,8 +426,28 @@ func (s *Server) HTTPAddr() string {
 	return s.httpLn.Addr().String()
 }
 
-// MAPURL returns the WebSocket URL of the MAP endpoint.
-func (s *Server) MAPURL() string { return "ws://" + s.HTTPAddr() + "/map" }
+// MAPURL returns the WebSocket URL of the MAP endpoint (wss:// with TLS).
+func (s *Server) MAPURL() string {
+	if s.httpTLS() {
+		return "wss://" + s.HTTPAddr() + "/map"
+	}
+	return "ws://" + s.HTTPAddr() + "/map"
+}
+
+// GRPCAddr returns the bound gRPC address (host:port).
+func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
+
+// GossipAddr returns the gossip address peers use (host:port), "" before
+// Start.
+func (s *Server) GossipAddr() string { return s.membership.LocalMember().GossipAddr }
+
+// HTTPURL returns the base URL of the HTTP API (https:// with TLS).
+func (s *Server) HTTPURL() string {
+	if s.httpTLS() {
+		return "https://" + s.HTTPAddr()
+	}
+	return "http://" + s.HTTPAddr()
+}
 
 // Store exposes the Raft store for operators' tooling and tests.
 func (s *Server) Store() *raftstore.Store { return s.store }
@@ -461,7 +498,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 		s.cancel()
 	}
 	s.wg.Wait()
-	add("close relay", s.relay.Close())
+	add("close peer streams", s.peers.Close())
 	add("close forwarder", s.forwarder.Close())
 	// 4. Raft closes its transport and the bolt stores; gossip goes last so
 	// peers see us alive until Raft is down.

@@ -9,7 +9,8 @@
 # into a temporary GOBIN (set ETCD_BIN_DIR to a directory already holding
 # `server` and `benchmark` to skip that), builds bin/concord, starts both
 # clusters on loopback with data in a temporary directory (fsync on, as
-# shipped), and runs REPS alternating repetitions of:
+# shipped; both plaintext on loopback, Concord with --insecure like the
+# etcd nodes without TLS), and runs REPS alternating repetitions of:
 #
 #   64 clients x 1 in flight over the 3 nodes   etcd `benchmark put --clients 64 --conns 64`
 #                                               vs `concord bench write --clients 64`
@@ -121,7 +122,7 @@ start_concord() {
 		"$WORK/concord" server --node-id "node$i" --system-id bench --data-dir "$WORK/concord$i" \
 			--http-addr "127.0.0.1:$p" --grpc-addr "127.0.0.1:$((p + 1))" \
 			--raft-addr "127.0.0.1:$((p + 2))" --gossip-addr "127.0.0.1:$((p + 3))" \
-			--join "${join%,}" --bootstrap-expect 3 --gossip-key "$key" \
+			--join "${join%,}" --bootstrap-expect 3 --gossip-key "$key" --insecure \
 			>"$WORK/concord$i.log" 2>&1 &
 		PIDS+=($!)
 	done

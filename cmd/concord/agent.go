@@ -2,14 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/concordmap/concord/consensus"
-	"github.com/concordmap/concord/node/agentbridge"
-	"github.com/concordmap/concord/node/mapclient"
+	"github.com/concordmap/concord/node/client/agentbridge"
+	"github.com/concordmap/concord/node/client/mapclient"
 )
 
 type agentFlags struct {
@@ -97,7 +95,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	cfg.AgentID, cfg.Name, cfg.Handler = f.name, f.name, handler
 	cfg.Concurrency, cfg.QueueLimit, cfg.TaskTimeout, cfg.ReplyTimeout = f.concurrency, f.queue, f.taskTimeout, f.replyTimeout
 	cfg.Logger = client.Logger
-	fmt.Fprintf(cmd.ErrOrStderr(), "agent %s connecting to %v\n", f.name, f.conn.servers)
+	fmt.Fprintf(cmd.ErrOrStderr(), "agent %s connecting to %v\n", f.name, f.conn.urls())
 	return agentbridge.Serve(cmd.Context(), cfg, client, f.conn.connectTimeout)
 }
 
@@ -110,14 +108,9 @@ func agentHandler(f *agentFlags) (agentbridge.Handler, error) {
 	case f.persona != "":
 		return agentbridge.NewPersonaHandler(f.persona)
 	}
-	file, err := os.Open(f.script)
+	h, err := agentbridge.LoadScriptHandler(f.script)
 	if err != nil {
 		return nil, fmt.Errorf("--script: %w", err)
 	}
-	defer file.Close()
-	s, err := consensus.LoadScript(file)
-	if err != nil {
-		return nil, fmt.Errorf("--script: %w", err)
-	}
-	return agentbridge.NewScriptHandler(s), nil
+	return h, nil
 }

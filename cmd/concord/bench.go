@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,7 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/concordmap/concord/node/benchload"
+	"github.com/concordmap/concord/node/client/benchload"
+	"github.com/concordmap/concord/node/rpc"
 )
 
 // benchFlags are shared by the bench subcommands.
@@ -16,11 +18,13 @@ type benchFlags struct {
 	urls     []string
 	jsonOut  bool
 	duration time.Duration
+	tls      clientTLSFlags
 }
 
 func (f *benchFlags) register(cmd *cobra.Command, withDuration bool) {
 	cmd.Flags().StringArrayVar(&f.urls, "url", []string{"ws://127.0.0.1:7700/map"}, "MAP WebSocket URL of a node (repeat for several nodes)")
 	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print the summary as one JSON object")
+	f.tls.bind(cmd.Flags())
 	if withDuration {
 		cmd.Flags().DurationVar(&f.duration, "duration", 10*time.Second, "how long to generate load")
 	}
@@ -48,6 +52,21 @@ func (f *benchFlags) report(w io.Writer, res any) error {
 	return err
 }
 
+// runLoad sets the TLS configuration (wss:// with --ca-file) on rpcCfg, runs
+// one load with the command's context and prints its summary.
+func runLoad[T any](cmd *cobra.Command, f *benchFlags, rpcCfg *rpc.ClientConfig, load func(context.Context) (T, error)) error {
+	tlsCfg, err := f.tls.config()
+	if err != nil {
+		return err
+	}
+	rpcCfg.TLSConfig = tlsCfg
+	res, err := load(cmd.Context())
+	if err != nil {
+		return err
+	}
+	return f.report(cmd.OutOrStdout(), res)
+}
+
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -68,11 +87,7 @@ func newBenchWriteCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.URLs, cfg.Duration, cfg.Progress = f.urls, f.duration, cmd.ErrOrStderr()
-			res, err := benchload.Write(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			return f.report(cmd.OutOrStdout(), res)
+			return runLoad(cmd, &f, &cfg.RPC, func(ctx context.Context) (benchload.WriteResult, error) { return benchload.Write(ctx, cfg) })
 		},
 	}
 	f.register(cmd, true)
@@ -89,11 +104,7 @@ func newBenchSessionsCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.URLs, cfg.Progress = f.urls, cmd.ErrOrStderr()
-			res, err := benchload.Sessions(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			return f.report(cmd.OutOrStdout(), res)
+			return runLoad(cmd, &f, &cfg.RPC, func(ctx context.Context) (benchload.SessionsResult, error) { return benchload.Sessions(ctx, cfg) })
 		},
 	}
 	f.register(cmd, false)
@@ -112,11 +123,7 @@ func newBenchSendCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.URLs, cfg.Duration, cfg.Progress = f.urls, f.duration, cmd.ErrOrStderr()
-			res, err := benchload.Send(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			return f.report(cmd.OutOrStdout(), res)
+			return runLoad(cmd, &f, &cfg.RPC, func(ctx context.Context) (benchload.SendResult, error) { return benchload.Send(ctx, cfg) })
 		},
 	}
 	f.register(cmd, true)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -64,5 +65,35 @@ func TestBench_JSONSummaries(t *testing.T) {
 				t.Errorf("no progress line on stderr: %q", stderr.String())
 			}
 		})
+	}
+}
+
+// TestBench_OverTLS: against a TLS node, the bench connects with wss://
+// and reads the node's memory over https, verifying with --ca-file.
+func TestBench_OverTLS(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"tls", "ca", "create", "--system-id", "sys", "--dir", dir},
+		{"tls", "cert", "create", "--server", "--system-id", "sys", "--node-id", "n1", "--dir", dir},
+	} {
+		if out, err := execRoot(t, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	srv := startTLSNode(t, dir)
+	ca := filepath.Join(dir, "sys-ca.pem")
+	out, err := execRoot(t, "bench", "sessions", "--url", srv.MAPURL(), "--ca-file", ca, "--sessions", "5", "--settle", "0s", "--json")
+	if err != nil {
+		t.Fatalf("bench sessions over TLS: %v\n%s", err, out)
+	}
+	var got struct {
+		Connected int64 `json:"connected"`
+		RSSBytes  int64 `json:"rss_bytes"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Connected != 5 || got.RSSBytes <= 0 {
+		t.Fatalf("summary %s (%v): want 5 sessions and the node's RSS", out, err)
+	}
+	if _, err := execRoot(t, "bench", "sessions", "--url", srv.MAPURL(), "--sessions", "1", "--settle", "0s"); err == nil {
+		t.Fatal("bench without --ca-file trusted the node's private CA")
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/raftstore"
 )
 
 // serverFlags map 1:1 onto node.Config fields.
@@ -38,7 +37,9 @@ type serverFlags struct {
 	raftMultiplier  int
 	runRetention    time.Duration
 	maxFinishedRuns int
+	maxLogEntries   uint64
 	logs            logFlags
+	tls             serverTLSFlags
 	// changed reports whether the user set a flag, so --dev keeps its own
 	// defaults for everything not given explicitly.
 	changed func(name string) bool
@@ -50,7 +51,11 @@ func newServerCmd() *cobra.Command {
 		Use:   "server",
 		Short: "Run a Concord node",
 		Long: `Run a Concord node. With --dev it runs one bootstrapped node on 127.0.0.1
-with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).`,
+with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).
+
+Outside --dev a node needs TLS material (--tls-ca-file, --tls-cert-file,
+--tls-key-file; see concord tls) and a gossip key, or an explicit --insecure.
+SIGHUP reloads the CA, certificate and key without a restart.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.changed = cmd.Flags().Changed
@@ -83,7 +88,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", d.Cluster.DeadServerCleanupDelay, "remove a dead server from Raft after this long")
 	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many by dead-server cleanup")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
-	fl.IntVar(&f.raftMultiplier, "raft-multiplier", raftstore.DefaultRaftMultiplier,
+	fl.IntVar(&f.raftMultiplier, "raft-multiplier", node.DefaultRaftMultiplier,
 		"scale Raft timings from a LAN base, 1 to 10: heartbeat/election = N x 100 ms, leader lease N x 50 ms (at least 100 ms), commit N x 10 ms. "+
 			"1 fails over in a few hundred ms on a dedicated low-latency LAN; the default 5 in about a second; raise it for WAN links or overloaded hosts. Every server should use the same value")
 	fl.DurationVar(&f.runRetention, "run-retention", d.RunService.FinishedRetention,
@@ -91,6 +96,10 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.IntVar(&f.maxFinishedRuns, "max-finished-runs", d.RunService.MaxFinishedRuns,
 		"keep at most this many finished runs (the oldest are forgotten first); 0 means no cap")
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
+	fl.Uint64Var(&f.maxLogEntries, "max-log-entries", d.Raft.MaxLogEntries,
+		"snapshot as soon as this many Raft log entries were written since the last snapshot, bounding the log (and the memory its mapped file takes) whatever the write rate; "+
+			"lower snapshots more often, 0 leaves it to the 2-minute snapshot timer")
+	f.tls.bind(fl)
 	f.logs.register(cmd)
 }
 
@@ -115,7 +124,9 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 		_ = srv.Shutdown(context.Background())
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP http://%s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPAddr())
+	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP %s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPURL())
+	stopReload := reloadOnHangup(srv, log)
+	defer stopReload()
 	<-ctx.Done()
 	fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 	shCtx, shCancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -178,6 +189,7 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	cfg.Bootstrap = cfg.Bootstrap || f.bootstrap
 	cfg.RPC.MaxFrameBytes = f.maxFrameBytes
+	cfg.Raft.MaxLogEntries = f.maxLogEntries
 	cfg.RunService.FinishedRetention, cfg.RunService.MaxFinishedRuns = f.runRetention, f.maxFinishedRuns
 	// --dev keeps DevConfig's quick single-node timings unless asked.
 	if !f.dev || f.changed("raft-multiplier") {
@@ -187,6 +199,9 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	if !f.dev && (cfg.NodeID == "" || cfg.DataDir == "") {
 		return cfg, cleanup, fmt.Errorf("--node-id and --data-dir are required (or use --dev)")
+	}
+	if err := f.tls.apply(&cfg, f.dev); err != nil {
+		return cfg, cleanup, err
 	}
 	return cfg, cleanup, nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/raftstore"
 )
 
 // serverConfig parses server flags the way `concord server` does and
@@ -31,7 +30,7 @@ func serverConfig(t *testing.T, args ...string) (node.Config, error) {
 func TestServerFlags_RaftMultiplier(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	dev := node.DevConfig(t.TempDir()).Raft
-	base := []string{"--node-id", "n1", "--data-dir", t.TempDir()}
+	base := []string{"--node-id", "n1", "--data-dir", t.TempDir(), "--insecure"}
 	tests := []struct {
 		name      string
 		args      []string
@@ -73,7 +72,7 @@ func TestServerFlags_RaftMultiplier(t *testing.T) {
 // listener opens.
 func TestServerCmd_RaftMultiplierError(t *testing.T) {
 	_, err := execRoot(t, "server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-multiplier", "0")
-	if !errors.Is(err, raftstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "--raft-multiplier") {
+	if !errors.Is(err, node.ErrInvalidRaftConfig) || !strings.Contains(err.Error(), "--raft-multiplier") {
 		t.Fatalf("err = %v, want a --raft-multiplier ErrInvalidConfig", err)
 	}
 }

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/node/client/stdio"
 )
 
 type stdioFlags struct {
@@ -29,7 +29,7 @@ with error -32603 (details.reason "connection_lost": they may or may not have
 been applied) and the bridge connects to the next --server URL (with backoff,
 up to --reconnect-timeout). It then replays the agent's last successful
 map/connect with its sessionId and resumeToken (unless --no-resume), and writes
-an ` + rpc.ReconnectedMethod + ` notification: params.reconnected true means the
+an ` + stdio.ReconnectedMethod + ` notification: params.reconnected true means the
 session, its agents and subscriptions were restored (use a grace-period or
 orphan disconnect policy so the agents survive the gap); false means the agent
 must send map/connect, register and subscribe again.`,
@@ -37,7 +37,7 @@ must send map/connect, register and subscribe again.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runStdio(cmd, &f) },
 	}
 	f.conn.register(cmd)
-	d := rpc.DefaultBridgeConfig()
+	d := stdio.DefaultConfig()
 	cmd.Flags().Int64Var(&f.maxFrame, "max-frame-bytes", d.MaxFrameBytes, "longest stdin line forwarded (keep equal to the nodes' limit)")
 	cmd.Flags().BoolVar(&f.noResume, "no-resume", false, "do not replay map/connect after a reconnect (the agent resumes itself)")
 	return cmd
@@ -48,14 +48,17 @@ func runStdio(cmd *cobra.Command, f *stdioFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg := rpc.DefaultBridgeConfig()
-	cfg.URLs = f.conn.servers
+	cfg := stdio.DefaultConfig()
+	cfg.URLs = f.conn.urls()
+	if cfg.TLSConfig, err = f.conn.tls.config(); err != nil {
+		return err
+	}
 	cfg.ConnectTimeout = f.conn.connectTimeout
 	cfg.ReconnectTimeout = f.conn.reconnectTimeout
 	cfg.MaxFrameBytes = f.maxFrame
 	cfg.Resume = !f.noResume
 	cfg.Logger = log
-	b, err := rpc.NewBridge(cfg)
+	b, err := stdio.NewBridge(cfg)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/client/stdio"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -202,7 +203,7 @@ func TestStdio_RelayAndFailover(t *testing.T) {
 	}
 
 	proxy.cut()
-	note := a.until(func(m map[string]any) bool { return m["method"] == rpc.ReconnectedMethod })
+	note := a.until(func(m map[string]any) bool { return m["method"] == stdio.ReconnectedMethod })
 	p, _ := note["params"].(map[string]any)
 	if p["server"] != srv.MAPURL() || p["reconnected"] != true || p["sessionId"] != sessionID {
 		t.Fatalf("reconnect notice %v", p)

@@ -88,7 +88,7 @@ func benchScript(tb testing.TB) (*consensus.Request, *consensus.Script) {
 // log form of each (nil for other inputs).
 func edgeInputs(b *testing.B) ([]consensus.Input, [][]byte) {
 	req, script := benchScript(b)
-	run, err := consensus.RunLocal(context.Background(), req, script, consensus.LocalOptions{SessionID: "bench"})
+	run, err := consensus.Simulate(context.Background(), req, script, consensus.SimOptions{SessionID: "bench"})
 	if err != nil || run.Result == nil || len(run.Result.FinalClaims) != agents*perAgent {
 		b.Fatalf("bench run: %v", err)
 	}
@@ -133,7 +133,12 @@ func replay(b *testing.B, ins []consensus.Input, bins [][]byte) {
 			}
 			var fx []consensus.Effect
 			var err error
-			if s, fx, err = consensus.Step(s, in); err != nil {
+			if s == nil {
+				s, fx, err = consensus.NewState(in)
+			} else {
+				fx, err = s.Apply(in)
+			}
+			if err != nil {
 				b.Fatal(err)
 			}
 			if k == len(ins)-1 && !s.Done() {
@@ -151,7 +156,7 @@ func replay(b *testing.B, ins []consensus.Input, bins [][]byte) {
 // validation, no reducer) and the run's result marshalled once.
 func BenchmarkStep_BaselineJSON(b *testing.B) {
 	req, script := benchScript(b)
-	run, err := consensus.RunLocal(context.Background(), req, script, consensus.LocalOptions{SessionID: "bench"})
+	run, err := consensus.Simulate(context.Background(), req, script, consensus.SimOptions{SessionID: "bench"})
 	if err != nil || run.Result == nil {
 		b.Fatalf("bench run: %v", err)
 	}

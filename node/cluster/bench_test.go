@@ -21,8 +21,8 @@ import (
 //	go test -run '^$' -bench 'Relay|RawGRPC' -benchtime 2s ./node/cluster/
 //
 // BenchmarkRelayRouted goes through everything a routed message crosses
-// between nodes: Relay.Submit, the per-peer queue and sender goroutine,
-// batching, the gRPC stream, the Server's Relay handler calling a
+// between nodes: PeerStreams.Submit, the per-peer queue and sender goroutine,
+// batching, the gRPC stream, the Server's Cluster.Relay handler calling a
 // LocalDeliverer (counting), the ack, and the per-message completion.
 // BenchmarkRawGRPCStreamBaseline is the floor: the same RelayBatch messages
 // (128 envelopes of 256 bytes) on one raw bidi stream between the same
@@ -47,15 +47,15 @@ func quietConfig(id string) Config {
 }
 
 // BenchmarkRelayRouted: pipelined senders (the deferred-response path of
-// map/send) through Relay.Submit.
+// map/send) through PeerStreams.Submit.
 func BenchmarkRelayRouted(b *testing.B) {
 	cnt := &countingDeliverer{}
 	srv := startServer(b, quietConfig("b"), ServerDeps{Store: &fakeStore{id: "b"}, Deliverer: cnt}, nil)
 	res := newResolver("b", srv.addr)
-	r := newTestRelay(b, quietConfig("a"), res, res)
+	r := newTestPeerStreams(b, quietConfig("a"), res, res)
 	env := &router.Envelope{Message: benchPayload, RecipientAgentID: "agent-1", RecipientSessionID: "s-1"}
 	ctx := context.Background()
-	if err := r.Forward(ctx, "b", env); err != nil { // open the stream
+	if err := r.Send(ctx, "b", env); err != nil { // open the stream
 		b.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -85,15 +85,15 @@ func BenchmarkRelayRouted(b *testing.B) {
 }
 
 // BenchmarkRelayRoutedSync: many senders each waiting for every ack
-// (Relay.Forward, as the router calls it today).
+// (PeerStreams.Send, as the router calls it today).
 func BenchmarkRelayRoutedSync(b *testing.B) {
 	cnt := &countingDeliverer{}
 	srv := startServer(b, quietConfig("b"), ServerDeps{Store: &fakeStore{id: "b"}, Deliverer: cnt}, nil)
 	res := newResolver("b", srv.addr)
-	r := newTestRelay(b, quietConfig("a"), res, res)
+	r := newTestPeerStreams(b, quietConfig("a"), res, res)
 	env := &router.Envelope{Message: benchPayload, RecipientAgentID: "agent-1", RecipientSessionID: "s-1"}
 	ctx := context.Background()
-	if err := r.Forward(ctx, "b", env); err != nil {
+	if err := r.Send(ctx, "b", env); err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(benchMsgSize)
@@ -102,7 +102,7 @@ func BenchmarkRelayRoutedSync(b *testing.B) {
 	b.SetParallelism(256) // 256 × GOMAXPROCS concurrent map/send callers
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := r.Forward(ctx, "b", env); err != nil {
+			if err := r.Send(ctx, "b", env); err != nil {
 				b.Error(err)
 				return
 			}
@@ -112,7 +112,7 @@ func BenchmarkRelayRoutedSync(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
 
-// rawServer is a Cluster service whose Relay only counts and acks.
+// rawServer is a Cluster service whose Relay stream handler only counts and acks.
 type rawServer struct {
 	concordv1.UnimplementedClusterServer
 	n atomic.Int64

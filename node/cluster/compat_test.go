@@ -19,7 +19,7 @@ var (
 	_ AddrResolver        = (*Directory)(nil)
 	_ PeerLister          = (*Directory)(nil)
 	_ raftstore.Forwarder = (*Forwarder)(nil)
-	_ router.Relay        = (*Relay)(nil)
+	_ router.Peers        = (*PeerStreams)(nil)
 	_ router.EventSink    = (*EventBroadcaster)(nil)
 	_ LocalEvents         = (router.EventSink)(nil)
 )

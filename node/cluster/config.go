@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // Config holds the settings shared by every part of the package (Forwarder,
-// Relay, Server, Reconciler, Directory). Start from DefaultConfig and
+// PeerStreams, Server, Reconciler, Directory). Start from DefaultConfig and
 // override; zero values are not replaced by defaults (except Logger).
 type Config struct {
 	// NodeID is this node's id (its Raft server id and memberlist name).
@@ -45,8 +46,14 @@ type Config struct {
 	MaxMessageSize int
 
 	// DialOptions are appended to the client options of every peer
-	// connection (interceptors, and later TLS credentials; for tests).
+	// connection (interceptors, fault injection; for tests).
 	DialOptions []grpc.DialOption
+
+	// PeerCredentials returns the transport credentials for dialing node
+	// id: mutual TLS that verifies the peer's certificate names that node
+	// of this system (tlsconf). nil dials plaintext, which node allows only
+	// with --insecure or --dev.
+	PeerCredentials func(nodeID string) credentials.TransportCredentials
 
 	// ServerOptions are appended to the gRPC server's options.
 	ServerOptions []grpc.ServerOption
@@ -77,7 +84,7 @@ type Config struct {
 	// ---- message relay ----
 
 	// RelayQueueSize is how many envelopes (count) may wait per peer before
-	// Relay.Forward blocks (up to its deadline). It absorbs bursts while a
+	// PeerStreams.Send blocks (up to its deadline). It absorbs bursts while a
 	// stream reconnects; memory is bounded by it times the message size.
 	RelayQueueSize int
 
@@ -96,7 +103,7 @@ type Config struct {
 	RelayMaxInFlight int
 
 	// RelayDeliveryTimeout bounds how long a relayed message may take from
-	// Relay.Forward to the peer's ack (unless the caller's context ends
+	// PeerStreams.Send to the peer's ack (unless the caller's context ends
 	// sooner). A message not acknowledged by then fails, which is how a
 	// dead or unreachable peer turns into DELIVERY_FAILED. A stream whose
 	// oldest unacknowledged envelope is older than this is torn down.

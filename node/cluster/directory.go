@@ -11,7 +11,7 @@ import (
 )
 
 // Directory is a cached view of the gossip members, read on the hot path:
-// Relay.Forward asks it whether the recipient's node is alive and where it
+// PeerStreams.Send asks it whether the recipient's node is alive and where it
 // listens for every message, and an atomic pointer load plus a map lookup
 // is all that costs. It implements AddrResolver and PeerLister.
 //

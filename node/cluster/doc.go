@@ -7,12 +7,12 @@
 //     and answers with its log index; raftstore then waits for that index
 //     locally and returns the result its own FSM computed. Retries while
 //     nothing can have been proposed; gives up with ErrNoLeader.
-//   - Relay: router.Relay over one long-lived, batched bidirectional stream
+//   - PeerStreams: router.Peers over one long-lived, batched bidirectional stream
 //     per peer, with a per-envelope delivery outcome from the peer's ack;
 //     also relays ephemeral message events to the peers that hold
 //     subscriptions (EventBroadcaster).
 //   - Server: the grpc.Server with the Cluster service: Forward, the
-//     receiving side of Relay (LocalDeliverer, EventSink), and the admin
+//     receiving side of the Relay stream (LocalDeliverer, EventSink), and the admin
 //     RPCs for the CLI (Members, RaftPeers, RemovePeer, Status).
 //   - Reconciler: the leader's loop that keeps the Raft configuration in
 //     line with gossip membership and detaches the sessions of nodes that
@@ -22,10 +22,12 @@
 //
 // What it does not: gossip (node/membership), Raft (raftstore), MAP
 // semantics (node/router, node/mapsvc, node/fanout), federation between
-// systems, or TLS (a TODO: peers talk plaintext gRPC for now).
+// systems, or security: node passes mutual TLS in (Config.PeerCredentials
+// for dialing, grpc.Creds and the node/authz interceptors through
+// Config.ServerOptions).
 //
 // Who calls it: the composition root node.Server builds every part, passes
-// the Forwarder into raftstore.Config, the Relay into router.Config, the
+// the Forwarder into raftstore.Config, the PeerStreams into router.Config (Peers), the
 // EventBroadcaster as the router's EventSink, and runs Server.Serve,
 // Directory.Run and Reconciler.Run on goroutines it owns. DESIGN.md in this
 // directory explains the decisions and the wiring order.

@@ -21,8 +21,8 @@ var (
 	// data.retryable=true and details.reason="no_leader".
 	ErrNoLeader = errors.New("cluster: no leader reachable")
 
-	// ErrPeerUnavailable is returned by Relay.Forward (and reported to
-	// Relay.Submit callbacks) when the recipient's node is not an alive
+	// ErrPeerUnavailable is returned by PeerStreams.Send (and reported to
+	// PeerStreams.Submit callbacks) when the recipient's node is not an alive
 	// member, or no stream to it could be opened before the message's
 	// deadline. The message was not delivered (DELIVERY_FAILED).
 	ErrPeerUnavailable = errors.New("cluster: peer unavailable")
@@ -37,7 +37,7 @@ var (
 	// received the message and could not hand it to the recipient.
 	ErrRemoteDelivery = errors.New("cluster: remote delivery failed")
 
-	// ErrClosed is returned by the Relay after Close and by Server.Serve
+	// ErrClosed is returned by PeerStreams after Close and by Server.Serve
 	// after Shutdown.
 	ErrClosed = errors.New("cluster: closed")
 )

@@ -260,10 +260,10 @@ func (r *recorder) messages(agent string) []string {
 	return append([]string(nil), r.got[agent]...)
 }
 
-// newTestRelay builds a Relay that Closes at cleanup.
-func newTestRelay(t testing.TB, cfg Config, res AddrResolver, peers PeerLister) *Relay {
+// newTestPeerStreams builds a PeerStreams that Closes at cleanup.
+func newTestPeerStreams(t testing.TB, cfg Config, res AddrResolver, peers PeerLister) *PeerStreams {
 	t.Helper()
-	r, err := NewRelay(cfg, res, peers)
+	r, err := NewPeerStreams(cfg, res, peers)
 	if err != nil {
 		t.Fatal(err)
 	}

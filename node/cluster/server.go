@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -59,7 +60,8 @@ func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
 		return nil, fmt.Errorf("%w: Server needs a Store", ErrInvalidConfig)
 	}
 	opts := []grpc.ServerOption{
-		// TODO(cluster): mTLS (grpc.Creds) once node certificates exist.
+		// Credentials and authorization interceptors (mTLS, node/authz)
+		// come in through cfg.ServerOptions.
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
 		// Peers ping every KeepaliveTime even without RPCs; the default
@@ -68,6 +70,7 @@ func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
 			MinTime: cfg.KeepaliveTime / 2, PermitWithoutStream: true,
 		}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		experimental.BufferPool(grpcBuffers), grpc.ForceServerCodecV2(grpcCodec), // bufpool.go
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.logger("cluster.server"), deps: deps,

@@ -110,7 +110,7 @@ func TestServer_Members(t *testing.T) {
 // relay stream must not hold a graceful shutdown until its deadline.
 func TestServer_GracefulShutdownWithOpenRelayStream(t *testing.T) {
 	p := newRelayPair(t, nil)
-	if err := p.relay.Forward(testCtx(t), "b", envelope("x", `{}`)); err != nil {
+	if err := p.relay.Send(testCtx(t), "b", envelope("x", `{}`)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scaled(5*time.Second))
@@ -187,8 +187,8 @@ func TestConfig_Validate(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewRelay(testConfig(t, "a"), nil, nil); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("NewRelay without resolver = %v", err)
+	if _, err := NewPeerStreams(testConfig(t, "a"), nil, nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("NewPeerStreams without resolver = %v", err)
 	}
 	if _, err := NewServer(testConfig(t, "a"), ServerDeps{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("NewServer without store = %v", err)

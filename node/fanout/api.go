@@ -71,11 +71,11 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string, params json.RawMe
 // Unsubscribe handles map/unsubscribe {subscriptionId}: SUBSCRIPTION_REMOVE,
 // then local delivery stops. An id the session does not own is -32602.
 func (h *Hub) Unsubscribe(ctx context.Context, sessionID string, params json.RawMessage) (any, error) {
-	obj, err := paramObject(params)
+	obj, err := rpc.ParseParams(params)
 	if err != nil {
 		return nil, err
 	}
-	id, err := stringParam(obj, "subscriptionId", true)
+	id, err := obj.RequiredString("subscriptionId")
 	if err != nil {
 		return nil, err
 	}
@@ -134,19 +134,23 @@ func (h *Hub) owns(sessionID, id string) bool {
 // acknowledged (it never moves back). An acknowledgement older than the
 // last 256 deliveries is ignored.
 func (h *Hub) Ack(_ context.Context, sessionID string, params json.RawMessage) error {
-	obj, err := paramObject(params)
+	obj, err := rpc.ParseParams(params)
 	if err != nil {
 		return err
 	}
-	id, err := stringParam(obj, "subscriptionId", true)
+	id, err := obj.RequiredString("subscriptionId")
 	if err != nil {
 		return err
 	}
-	upTo, bySeq, err := intParam(obj, "upToSequence")
+	upTo, bySeq, err := obj.Int("upToSequence")
 	if err != nil {
 		return err
 	}
-	eventID, err := stringParam(obj, "eventId", !bySeq)
+	readEventID := obj.String // optional when upToSequence says where
+	if !bySeq {
+		readEventID = obj.RequiredString
+	}
+	eventID, err := readEventID("eventId")
 	if err != nil {
 		return err
 	}

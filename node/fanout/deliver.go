@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/concordmap/concord/node/internal/jsonkit"
 )
 
 // errNoConn: the session has no live connection on this node right now.
@@ -219,16 +221,16 @@ func (h *Hub) retryNotices() (left bool) {
 // appendEventNotification encodes map/event's params.
 func appendEventNotification(b []byte, subID string, seq uint64, p *prepared, ts int64, payloads bool) []byte {
 	b = append(b, `{"subscriptionId":`...)
-	b = appendString(b, subID)
+	b = jsonkit.AppendString(b, subID)
 	b = append(b, `,"sequenceNumber":`...)
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"eventId":`...)
-	b = appendString(b, p.ev.ID)
+	b = jsonkit.AppendString(b, p.ev.ID)
 	b = append(b, `,"timestamp":`...)
 	b = strconv.AppendInt(b, ts, 10)
 	if len(p.ev.CausedBy) > 0 {
 		b = append(b, `,"causedBy":`...)
-		b = appendStrings(b, p.ev.CausedBy)
+		b = jsonkit.AppendStrings(b, p.ev.CausedBy)
 	}
 	b = append(b, `,"event":`...)
 	b = append(b, p.bodyFor(payloads)...)
@@ -238,16 +240,16 @@ func appendEventNotification(b []byte, subID string, seq uint64, p *prepared, ts
 // appendOverflow encodes map/subscription.overflow's params.
 func appendOverflow(b []byte, s *sub, ts int64, recommendation string, closed bool) []byte {
 	b = append(b, `{"subscriptionId":`...)
-	b = appendString(b, s.id)
+	b = jsonkit.AppendString(b, s.id)
 	b = append(b, `,"eventsDropped":`...)
 	b = strconv.AppendInt(b, int64(s.ovf.dropped), 10)
 	if s.ovf.oldestID != "" {
 		b = append(b, `,"oldestDroppedId":`...)
-		b = appendString(b, s.ovf.oldestID)
+		b = jsonkit.AppendString(b, s.ovf.oldestID)
 	}
 	if s.ovf.newestID != "" {
 		b = append(b, `,"newestDroppedId":`...)
-		b = appendString(b, s.ovf.newestID)
+		b = jsonkit.AppendString(b, s.ovf.newestID)
 	}
 	b = append(b, `,"totalDropped":`...)
 	b = strconv.AppendInt(b, int64(s.ovf.total), 10)
@@ -255,7 +257,7 @@ func appendOverflow(b []byte, s *sub, ts int64, recommendation string, closed bo
 		b = append(b, `,"reason":"replay_window_exceeded"`...)
 	}
 	b = append(b, `,"recommendation":`...)
-	b = appendString(b, recommendation)
+	b = jsonkit.AppendString(b, recommendation)
 	b = append(b, `,"timestamp":`...)
 	b = strconv.AppendInt(b, ts, 10)
 	if closed {

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/concordmap/concord/node/internal/jsonscan"
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	"github.com/concordmap/concord/node/registry"
 )
 
@@ -34,14 +34,14 @@ func prepare(ev registry.Event, ephemeral bool) *prepared {
 
 func encodeEvent(b []byte, ev *registry.Event, data []byte) []byte {
 	b = append(b, `{"id":`...)
-	b = appendString(b, ev.ID)
+	b = jsonkit.AppendString(b, ev.ID)
 	b = append(b, `,"type":`...)
-	b = appendString(b, ev.Type)
+	b = jsonkit.AppendString(b, ev.Type)
 	b = append(b, `,"timestamp":`...)
 	b = strconv.AppendInt(b, ev.Timestamp, 10)
 	if ev.Source != "" {
 		b = append(b, `,"source":`...)
-		b = appendString(b, ev.Source)
+		b = jsonkit.AppendString(b, ev.Source)
 	}
 	if len(data) > 0 {
 		b = append(b, `,"data":`...)
@@ -49,7 +49,7 @@ func encodeEvent(b []byte, ev *registry.Event, data []byte) []byte {
 	}
 	if len(ev.CausedBy) > 0 {
 		b = append(b, `,"causedBy":`...)
-		b = appendStrings(b, ev.CausedBy)
+		b = jsonkit.AppendStrings(b, ev.CausedBy)
 	}
 	return append(b, '}')
 }
@@ -62,7 +62,7 @@ func (p *prepared) bodyFor(includePayloads bool) []byte {
 	}
 	if p.stripped == nil {
 		p.stripped = p.body
-		if d, ok := jsonscan.WithoutMember(p.ev.Data, "payload"); ok && len(d) < len(p.ev.Data) {
+		if d, ok := jsonkit.WithoutMember(p.ev.Data, "payload"); ok && len(d) < len(p.ev.Data) {
 			p.stripped = encodeEvent(nil, &p.ev, d)
 		} else if !ok {
 			var data map[string]json.RawMessage // not walkable: let encoding/json decide
@@ -139,28 +139,4 @@ func (p *prepared) infoFrom(look agentLookup) *evInfo {
 	}
 	p.info = in
 	return in
-}
-
-// appendString appends s as a JSON string; plain ASCII takes the fast path.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-func appendStrings(b []byte, ss []string) []byte {
-	b = append(b, '[')
-	for i, s := range ss {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s)
-	}
-	return append(b, ']')
 }

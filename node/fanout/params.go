@@ -3,57 +3,9 @@ package fanout
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
 
 	"github.com/concordmap/concord/node/rpc"
 )
-
-// paramObject splits a params object into raw members. Absent or null
-// params read as an empty object.
-func paramObject(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	raw = bytes.TrimSpace(raw)
-	obj := map[string]json.RawMessage{}
-	if len(raw) == 0 || string(raw) == "null" {
-		return obj, nil
-	}
-	if raw[0] != '{' || json.Unmarshal(raw, &obj) != nil {
-		return nil, rpc.InvalidParams("params", "must be an object")
-	}
-	for k, v := range obj {
-		if string(v) == "null" {
-			delete(obj, k)
-		}
-	}
-	return obj, nil
-}
-
-func stringParam(obj map[string]json.RawMessage, key string, required bool) (string, error) {
-	v, ok := obj[key]
-	if !ok {
-		if required {
-			return "", rpc.InvalidParams(key, "required")
-		}
-		return "", nil
-	}
-	var s string
-	if v[0] != '"' || json.Unmarshal(v, &s) != nil || s == "" {
-		return "", rpc.InvalidParams(key, "must be a non-empty string")
-	}
-	return s, nil
-}
-
-// intParam reads a non-negative integer; ok is false when absent.
-func intParam(obj map[string]json.RawMessage, key string) (n int64, ok bool, err error) {
-	v, ok := obj[key]
-	if !ok {
-		return 0, false, nil
-	}
-	n, perr := strconv.ParseInt(string(v), 10, 64)
-	if perr != nil || n < 0 {
-		return 0, false, rpc.InvalidParams(key, "must be a non-negative integer")
-	}
-	return n, true, nil
-}
 
 // options are the SDK's SubscriptionOptions the hub applies; other keys
 // (bufferSize, ordering, ...) are accepted and ignored.
@@ -111,7 +63,7 @@ type subscribeSpec struct {
 // parseSubscribe validates {filter?, options?, replayFrom? (int ms or
 // eventId), fromEventId? (alias), fromTimestamp? (alias of an int replayFrom)}.
 func parseSubscribe(raw json.RawMessage) (*subscribeSpec, error) {
-	obj, err := paramObject(raw)
+	obj, err := rpc.ParseParams(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +80,7 @@ func parseSubscribe(raw json.RawMessage) (*subscribeSpec, error) {
 	return sp, err
 }
 
-func parseStart(obj map[string]json.RawMessage) (startSpec, error) {
+func parseStart(obj rpc.Params) (startSpec, error) {
 	var given []string
 	for _, k := range []string{"replayFrom", "fromEventId", "fromTimestamp"} {
 		if _, ok := obj[k]; ok {
@@ -143,10 +95,10 @@ func parseStart(obj map[string]json.RawMessage) (startSpec, error) {
 	}
 	key := given[0]
 	if v := obj[key]; key == "fromEventId" || (key == "replayFrom" && v[0] == '"') {
-		id, err := stringParam(obj, key, true)
+		id, err := obj.RequiredString(key)
 		return startSpec{kind: startAfterID, field: key, eventID: id}, err
 	}
-	ts, _, err := intParam(obj, key)
+	ts, _, err := obj.Int(key)
 	if err != nil {
 		return startSpec{}, rpc.InvalidParams(key, "must be an event id or a timestamp in ms")
 	}

@@ -37,26 +37,26 @@ type ReplayedEvent struct {
 // are ephemeral and never replayed. A start older than the retained window
 // is 4000 with details.reason "replay_window_exceeded".
 func (h *Hub) Replay(_ context.Context, _ string, params json.RawMessage) (any, error) {
-	obj, err := paramObject(params)
+	obj, err := rpc.ParseParams(params)
 	if err != nil {
 		return nil, err
 	}
-	after, err := stringParam(obj, "afterEventId", false)
+	after, err := obj.String("afterEventId")
 	if err != nil {
 		return nil, err
 	}
-	from, hasFrom, err := intParam(obj, "fromTimestamp")
+	from, hasFrom, err := obj.Int("fromTimestamp")
 	if err != nil {
 		return nil, err
 	}
-	to, hasTo, err := intParam(obj, "toTimestamp")
+	to, hasTo, err := obj.Int("toTimestamp")
 	if err != nil {
 		return nil, err
 	}
 	if hasFrom && hasTo && to < from {
 		return nil, rpc.InvalidParams("toTimestamp", "must not be before fromTimestamp")
 	}
-	limit, hasLimit, err := intParam(obj, "limit")
+	limit, hasLimit, err := obj.Int("limit")
 	switch {
 	case err != nil:
 		return nil, err

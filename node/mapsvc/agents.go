@@ -290,14 +290,9 @@ func (s *Service) sender(cs *connState) Sender {
 		AgentID: s.reg.SpeakerAgent(cs.sessionID, cs.participantID)}
 }
 
-// send serves map/send through the router, or through the in-process
-// endpoint of a service id the message is addressed to (Config.Services).
+// send serves map/send through the router, which also resolves service
+// ids (router.RegisterService) such as "concord.runs". It is mounted only
+// when Config.Router is set.
 func (s *Service) send(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
-	if ep, ok := s.serviceFor(raw); ok {
-		return ep.HandleSend(ctx, s.sender(cs), raw)
-	}
-	if s.cfg.Router == nil {
-		return nil, rpc.NewError(rpc.CodeMethodNotFound, "").WithDetails(map[string]any{"method": "map/send"})
-	}
 	return s.cfg.Router.HandleSend(ctx, s.sender(cs), raw)
 }

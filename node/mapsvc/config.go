@@ -119,12 +119,6 @@ type Config struct {
 	// example "x-concord/runs/start") served by other packages. A name
 	// that is a core method is a configuration error (New fails).
 	ExtensionMethods map[string]MethodFunc
-	// Services, optional, maps service ids (for example "concord.runs") to
-	// in-process endpoints: a map/send whose `to` is exactly such an id
-	// (string, "agent:<id>" or {"agent": id}) goes to the endpoint on
-	// this node instead of the router. A service id shadows an agent
-	// registered with the same id.
-	Services map[string]ServiceEndpoint
 
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger

@@ -10,10 +10,10 @@
 // runs Service.Run.
 //
 // Other packages extend the table without mapsvc knowing them:
-// Config.ExtensionMethods mounts extra methods (x-concord/runs/*), and
-// Config.Services hands a map/send addressed to a service id (such as
-// "concord.runs") to an in-process ServiceEndpoint on the receiving node
-// instead of routing it to an agent.
+// Config.ExtensionMethods mounts extra methods (x-concord/runs/*). A
+// map/send addressed to a service id (such as "concord.runs") is the
+// router's business like any other address (router.RegisterService):
+// mapsvc never reads a send's params.
 //
 // Writes are Raft commands of the registry module (node/registry), built
 // here with the node's clock and fresh ULIDs, proposed through

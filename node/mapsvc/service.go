@@ -117,7 +117,7 @@ func (s *Service) methodTable() map[string]method {
 		"map/scopes/join":    {fn: s.scopesJoin, callers: callersA},
 		"map/scopes/leave":   {fn: s.scopesLeave, callers: callersA},
 	}
-	if s.cfg.Router != nil || len(s.cfg.Services) > 0 {
+	if s.cfg.Router != nil {
 		m["map/send"] = method{fn: s.send, callers: callersCA, capability: canSend, capName: "messaging.canSend"}
 	}
 	if f := s.cfg.Fanout; f != nil {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/concordmap/concord/node/internal/jsonscan"
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -57,7 +57,7 @@ var primaryKeys = map[string]addrKind{
 func parseAddress(raw json.RawMessage) (address, error) {
 	switch raw[0] {
 	case '"':
-		s, ok := jsonscan.Unquote(raw)
+		s, ok := jsonkit.Unquote(raw)
 		if !ok || s == "" {
 			return address{}, rpc.InvalidParams("to", "must be a non-empty string or an address object")
 		}
@@ -76,7 +76,7 @@ func parseAddress(raw json.RawMessage) (address, error) {
 func parseAddressObject(raw json.RawMessage) (address, error) {
 	var obj members
 	var forms []string
-	err := jsonscan.Members(raw, func(k string, v []byte) error {
+	err := jsonkit.Members(raw, func(k string, v []byte) error {
 		if isNull(v) { // an explicit null reads as absent (SDKs may send `within: null`)
 			return nil
 		}
@@ -216,7 +216,7 @@ func (a address) relative() bool {
 func isJSONString(v json.RawMessage) bool { return len(v) > 0 && v[0] == '"' }
 
 func nonEmptyString(v []byte, field string) (string, error) {
-	s, ok := jsonscan.Unquote(v)
+	s, ok := jsonkit.Unquote(v)
 	if !ok || s == "" {
 		return "", rpc.InvalidParams(field, "must be a non-empty string")
 	}

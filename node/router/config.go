@@ -15,7 +15,7 @@ import (
 // collaborators; New validates it.
 type Config struct {
 	// NodeID is this node's id; an agent whose registry.Agent.HomeNode
-	// equals it is delivered locally, any other home node goes through Relay.
+	// equals it is delivered locally, any other home node goes through Peers.
 	NodeID string
 
 	// Registry is the replicated agent/scope/session state the addresses are
@@ -30,9 +30,9 @@ type Config struct {
 	// Optional: nil disables message events.
 	Events EventSink
 
-	// Relay forwards messages to recipients homed on other nodes. Optional:
+	// Peers forwards messages to recipients homed on other nodes. Optional:
 	// nil (a single node) makes such recipients fail with DELIVERY_FAILED.
-	Relay Relay
+	Peers Peers
 
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
@@ -83,15 +83,28 @@ type EventSink interface {
 	HasSubscribers() bool
 }
 
-// Relay forwards a message to a recipient homed on another node of this
+// Peers forwards a message to a recipient homed on another node of this
 // system. Implemented by the cluster layer (gRPC streams between nodes).
 // Submit must keep the order of calls per (nodeID, recipient), must call
 // done exactly once, within a bounded time, with nil when the recipient's
 // node handed the message to its connection (else why not), and must not
 // block for long: it is called on the sender's request goroutine. done
 // must not block either.
-type Relay interface {
+type Peers interface {
 	Submit(ctx context.Context, nodeID string, msg *Envelope, done func(error))
+}
+
+// LocalService is an in-process service that receives the map/sends
+// addressed to its id (RegisterService), such as "concord.runs" receiving
+// agents' replies to run tasks. It is one recipient kind of the router: the
+// node that received the send hands it over whole, whichever node leads or
+// is the id's home, and the service's answer (a result, or an *rpc.Error)
+// is the send's answer. HandleSend is called on the sender's request
+// goroutine, in order per connection, and must be safe for concurrent use
+// across connections. params are the send's raw params; it must not keep
+// them after it returns.
+type LocalService interface {
+	HandleSend(ctx context.Context, from Sender, params json.RawMessage) (any, error)
 }
 
 // Envelope is one message travelling to one recipient on another node.

@@ -12,16 +12,16 @@ import (
 	"github.com/concordmap/concord/node/rpc"
 )
 
-// heldRelay records submissions in order and completes each only when the
+// heldPeers records submissions in order and completes each only when the
 // test releases it, like a peer whose acknowledgement is still travelling.
-type heldRelay struct {
+type heldPeers struct {
 	mu      sync.Mutex
 	payload []string
 	done    []func(error)
 	arrived chan struct{}
 }
 
-func (r *heldRelay) Submit(_ context.Context, _ string, env *Envelope, done func(error)) {
+func (r *heldPeers) Submit(_ context.Context, _ string, env *Envelope, done func(error)) {
 	var m struct{ Payload json.RawMessage }
 	_ = json.Unmarshal(env.Message, &m)
 	r.mu.Lock()
@@ -31,7 +31,7 @@ func (r *heldRelay) Submit(_ context.Context, _ string, env *Envelope, done func
 	r.arrived <- struct{}{}
 }
 
-func (r *heldRelay) complete(i int, err error) {
+func (r *heldPeers) complete(i int, err error) {
 	r.mu.Lock()
 	done := r.done[i]
 	r.mu.Unlock()
@@ -52,7 +52,7 @@ func (sendHandler) Closed(*rpc.Conn) {}
 // verdict becomes the failure reason.
 func TestHandleSend_DefersRemoteDelivery(t *testing.T) {
 	reg, conns := world()
-	relay := &heldRelay{arrived: make(chan struct{}, 8)}
+	relay := &heldPeers{arrived: make(chan struct{}, 8)}
 	r := testRouter(t, reg, conns, nil, relay)
 	srv, err := rpc.NewServer(rpc.DefaultConfig(), sendHandler{r})
 	if err != nil {

@@ -2,8 +2,13 @@
 // the send params, resolves every Address form against the replicated agent
 // registry (registry.Reader), builds the MAP Message once and hands it to each
 // recipient: a `map/message` notification on the recipient's connection when
-// the recipient is attached to this node, Relay.Submit when it is homed on
-// another node.
+// the recipient is attached to this node, Peers.Submit when it is homed on
+// another node. A service id registered with RegisterService (such as
+// "concord.runs", agents' replies to run tasks) is one more recipient kind:
+// the send is handed whole to that in-process LocalService, on the node that
+// received it. Every map/send takes this one path, so params are validated
+// and addresses parsed in one place; federation will add remote systems as
+// one more kind (see Router.route).
 //
 // What it does not do: it stores nothing (map/send is ephemeral transport:
 // no inbox, no retry, no read state), it never proposes Raft commands, and
@@ -22,7 +27,7 @@
 // Delivery results are honest: `delivered` lists only recipients whose
 // connection accepted the message (or whose home node acknowledged handing
 // it to the recipient's connection);
-// a recipient that is orphaned, not connected, on a node without a Relay, or
+// a recipient that is orphaned, not connected, on a node without Peers, or
 // whose send queue is full (rpc.ErrSlowConsumer) is reported as failed, and a
 // send in which every recipient failed returns DELIVERY_FAILED (2003).
 //
@@ -30,7 +35,7 @@
 // deferred) and local delivery
 // enqueues on the recipient's connection synchronously, so messages from one
 // sender to one recipient keep their order (on a single node; across nodes
-// the Relay must keep per-stream order).
+// Peers must keep per-stream order).
 //
 // Hot path: the payload and meta are never re-marshalled. The Message JSON is
 // assembled once from the raw params (meta gets meta.timestamp spliced in if

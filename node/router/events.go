@@ -5,6 +5,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 )
@@ -63,7 +64,7 @@ func (r *Router) publishSent(e *eventCtx, p *sendParams, recipients []recipient)
 	b = appendCorrelation(b, e.info)
 	if e.info.priority != "" {
 		b = append(b, `,"priority":`...)
-		b = appendString(b, e.info.priority)
+		b = jsonkit.AppendString(b, e.info.priority)
 	}
 	b = appendPayload(b, p)
 	agents := append([]string(nil), e.subjects...)
@@ -84,7 +85,7 @@ func (r *Router) publishDelivered(e *eventCtx, p *sendParams, delivered []string
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, id)
+		b = jsonkit.AppendString(b, id)
 	}
 	b = append(b, ']')
 	b = appendCorrelation(b, e.info)
@@ -96,9 +97,9 @@ func (r *Router) publishDelivered(e *eventCtx, p *sendParams, delivered []string
 func (r *Router) publishFailed(e *eventCtx, f FailedRecipient, sentID string) {
 	b := messageHead(nil, e.messageID, e.sender, e.ts)
 	b = append(b, `,"to":`...)
-	b = appendString(b, f.ID)
+	b = jsonkit.AppendString(b, f.ID)
 	b = append(b, `,"reason":`...)
-	b = appendString(b, f.Reason)
+	b = jsonkit.AppendString(b, f.Reason)
 	b = append(b, `,"code":`...)
 	b = strconv.AppendInt(b, rpc.CodeDeliveryFailed, 10)
 	agents := append(append([]string(nil), e.subjects...), f.ID)
@@ -107,9 +108,9 @@ func (r *Router) publishFailed(e *eventCtx, f FailedRecipient, sentID string) {
 
 func messageHead(b []byte, messageID, from string, ts int64) []byte {
 	b = append(b, `{"messageId":`...)
-	b = appendString(b, messageID)
+	b = jsonkit.AppendString(b, messageID)
 	b = append(b, `,"from":`...)
-	b = appendString(b, from)
+	b = jsonkit.AppendString(b, from)
 	b = append(b, `,"timestamp":`...)
 	return strconv.AppendInt(b, ts, 10)
 }
@@ -119,7 +120,7 @@ func appendCorrelation(b []byte, info metaInfo) []byte {
 		return b
 	}
 	b = append(b, `,"correlationId":`...)
-	return appendString(b, info.correlationID)
+	return jsonkit.AppendString(b, info.correlationID)
 }
 
 func appendPayload(b []byte, p *sendParams) []byte {

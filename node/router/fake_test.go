@@ -124,8 +124,8 @@ func (s *fakeSink) PublishEphemeral(ev registry.Event) {
 
 func (s *fakeSink) HasSubscribers() bool { return s.subs }
 
-// fakeRelay records forwarded envelopes; err (if set) fails them.
-type fakeRelay struct {
+// fakePeers records forwarded envelopes; err (if set) fails them.
+type fakePeers struct {
 	mu   sync.Mutex
 	err  error
 	sent []relayed
@@ -136,7 +136,7 @@ type relayed struct {
 	env  Envelope
 }
 
-func (r *fakeRelay) Submit(_ context.Context, node string, env *Envelope, done func(error)) {
+func (r *fakePeers) Submit(_ context.Context, node string, env *Envelope, done func(error)) {
 	r.mu.Lock()
 	err := r.err
 	if err == nil {
@@ -151,15 +151,15 @@ type noSessions struct{}
 func (noSessions) Conn(string) (*rpc.Conn, bool) { return nil, false }
 
 // testRouter builds a Router over reg whose local connections are fakes.
-func testRouter(t testing.TB, reg registry.Reader, conns map[string]*fakeConn, sink EventSink, relay Relay) *Router {
+func testRouter(t testing.TB, reg registry.Reader, conns map[string]*fakeConn, sink EventSink, peers Peers) *Router {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.Registry, cfg.Sessions = "n1", reg, noSessions{}
 	if sink != nil {
 		cfg.Events = sink
 	}
-	if relay != nil {
-		cfg.Relay = relay
+	if peers != nil {
+		cfg.Peers = peers
 	}
 	cfg.Now = func() time.Time { return time.UnixMilli(1_700_000_000_000) }
 	r, err := New(cfg)

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/concordmap/concord/node/internal/jsonscan"
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -45,7 +45,7 @@ func decodeSendParams(params json.RawMessage) (sendParams, error) {
 		return sendParams{}, rpc.InvalidParams("params", "must be an object")
 	}
 	var p sendParams
-	err := jsonscan.Members(params, func(k string, v []byte) error {
+	err := jsonkit.Members(params, func(k string, v []byte) error {
 		switch k {
 		case "to":
 			p.to = v
@@ -81,7 +81,7 @@ func decodeMeta(meta json.RawMessage) (metaInfo, error) {
 		return metaInfo{}, rpc.InvalidParams("meta", "must be an object")
 	}
 	var info metaInfo
-	err := jsonscan.Members(meta, func(k string, v []byte) error {
+	err := jsonkit.Members(meta, func(k string, v []byte) error {
 		if k == "timestamp" {
 			info.hasTimestamp = true
 			if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
@@ -94,23 +94,23 @@ func decodeMeta(meta json.RawMessage) (metaInfo, error) {
 		}
 		switch k {
 		case "correlationId":
-			s, ok := jsonscan.Unquote(v)
+			s, ok := jsonkit.Unquote(v)
 			if !ok {
 				return rpc.InvalidParams("meta.correlationId", "must be a string")
 			}
 			info.correlationID = s
 		case "priority":
-			s, ok := jsonscan.Unquote(v)
+			s, ok := jsonkit.Unquote(v)
 			if !ok || !oneOf(s, priorities) {
 				return rpc.InvalidParams("meta.priority", "must be one of urgent, high, normal, low")
 			}
 			info.priority = s
 		case "delivery":
-			if s, ok := jsonscan.Unquote(v); !ok || !oneOf(s, deliveries) {
+			if s, ok := jsonkit.Unquote(v); !ok || !oneOf(s, deliveries) {
 				return rpc.InvalidParams("meta.delivery", "must be one of fire-and-forget, acknowledged, guaranteed")
 			}
 		case "relationship":
-			if s, ok := jsonscan.Unquote(v); !ok || !oneOf(s, relationships) {
+			if s, ok := jsonkit.Unquote(v); !ok || !oneOf(s, relationships) {
 				return rpc.InvalidParams("meta.relationship", "must be one of parent-to-child, child-to-parent, peer, broadcast")
 			}
 		case "expectsResponse", "isResult":
@@ -163,18 +163,4 @@ func oneOf(s string, set []string) bool {
 		}
 	}
 	return false
-}
-
-// appendString appends s as a JSON string. Plain ASCII (the ids and enum
-// values the router writes) takes the fast path.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

@@ -56,7 +56,9 @@ func sessionRecipient(s *registry.Session) recipient {
 	return rc
 }
 
-// resolution is the outcome of resolving an address.
+// resolution is the outcome of resolving an address against this
+// system's registry: agents and participant sessions, each delivered to its
+// connection here or handed to Peers for its home node.
 type resolution struct {
 	recipients []recipient
 	scopeID    string // the addressed scope, for events

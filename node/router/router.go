@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 )
@@ -29,9 +29,13 @@ type Router struct {
 	reg    registry.Reader
 	conns  func(sessionID string) (notifier, bool)
 	events EventSink
-	relay  Relay
+	peers  Peers
 	log    *slog.Logger
 	now    func() time.Time
+
+	// services maps service ids to their LocalService; copied on write by
+	// RegisterService so that sends read it without a lock.
+	services atomic.Pointer[map[string]LocalService]
 }
 
 // New validates cfg and returns a Router.
@@ -59,7 +63,7 @@ func New(cfg Config) (*Router, error) {
 			return c, true
 		},
 		events: cfg.Events,
-		relay:  cfg.Relay,
+		peers:  cfg.Peers,
 		log:    log.With("component", "router", "node_id", cfg.NodeID),
 		now:    now,
 	}, nil
@@ -79,7 +83,7 @@ type SendResult struct {
 // result without reflection.
 func (r *SendResult) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"messageId":`...)
-	b = appendResultString(b, r.MessageID)
+	b = jsonkit.AppendString(b, r.MessageID)
 	b = append(b, `,"delivered":`...)
 	if r.Delivered == nil {
 		b = append(b, "null"...)
@@ -89,7 +93,7 @@ func (r *SendResult) AppendJSON(b []byte) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendResultString(b, id)
+			b = jsonkit.AppendString(b, id)
 		}
 		b = append(b, ']')
 	}
@@ -100,32 +104,14 @@ func (r *SendResult) AppendJSON(b []byte) ([]byte, error) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"id":`...)
-			b = appendResultString(b, f.ID)
+			b = jsonkit.AppendString(b, f.ID)
 			b = append(b, `,"reason":`...)
-			b = appendResultString(b, f.Reason)
+			b = jsonkit.AppendString(b, f.Reason)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
 	return append(b, '}'), nil
-}
-
-// appendResultString appends s as encoding/json does with HTML escaping
-// off: printable ASCII other than '"' and '\\' verbatim, anything else
-// through an encoder.
-func appendResultString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(s) // a string always encodes
-			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // FailedRecipient is one recipient the message did not reach.
@@ -139,13 +125,18 @@ type FailedRecipient struct {
 // initial message; a connection's requests go through HandleSend). It
 // returns a *SendResult, or an *rpc.Error: -32602 for malformed params,
 // 2000/2001/2002/2004/1003/5001 from address resolution, 2003 when no
-// recipient could be reached. Call it in order per connection: that is what
-// keeps per-recipient order.
+// recipient could be reached; a send addressed to a registered service
+// returns that service's answer instead. Call it in order per connection:
+// that is what keeps per-recipient order.
 func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
-	op, err := r.begin(ctx, from, params)
+	p, res, svc, err := r.route(from, params)
 	if err != nil {
 		return nil, err
 	}
+	if svc != nil {
+		return svc.HandleSend(ctx, from, params)
+	}
+	op := r.begin(ctx, from, p, res)
 	op.release()
 	op.wait()
 	return op.result, op.err
@@ -155,12 +146,16 @@ func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) 
 // is on another node it defers the reply (rpc.Defer) until that node
 // acknowledged delivery, so the connection serves its next request
 // meanwhile — a pipelining sender is not held to one round trip per
-// message. Sends reach the relay in arrival order either way.
+// message. Sends reach Peers in arrival order either way.
 func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMessage) (any, error) {
-	op, err := r.begin(ctx, from, params)
+	p, res, svc, err := r.route(from, params)
 	if err != nil {
 		return nil, err
 	}
+	if svc != nil {
+		return svc.HandleSend(ctx, from, params)
+	}
+	op := r.begin(ctx, from, p, res)
 	if op.remote {
 		if d, ok := rpc.Defer(ctx); ok {
 			op.then(func() { d.Reply(op.result, op.err) })
@@ -173,29 +168,46 @@ func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMes
 	return op.result, op.err
 }
 
-// begin decodes and resolves a send, delivers to local recipients and
-// submits remote ones to the relay. The returned operation completes once
-// the caller has released it and every relay submission has answered.
-func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage) (*sendOp, error) {
-	p, err := decodeSendParams(params)
-	if err != nil {
-		return nil, err
+// route decodes a send's params and resolves its address to one kind of
+// recipient: a LocalService registered for the address's id (svc: the send
+// is handed to it whole and its answer is the send's), or agents and
+// sessions of this system's registry (res). Federation adds one more kind:
+// agents of another system, resolved from the federated forms against the
+// exported directory and handed to that system's link as recipients homed
+// on a peer node are handed to Peers.
+func (r *Router) route(from Sender, params json.RawMessage) (p sendParams, res resolution, svc LocalService, err error) {
+	if p, err = decodeSendParams(params); err != nil {
+		return sendParams{}, resolution{}, nil, err
 	}
 	addr, err := parseAddress(p.to)
 	if err != nil {
-		return nil, err
+		return sendParams{}, resolution{}, nil, err
 	}
-	res, err := r.resolve(from, addr)
-	if err != nil {
-		return nil, err
+	if svc = r.serviceAt(addr); svc != nil {
+		return p, resolution{}, svc, nil
 	}
-	op := &sendOp{r: r, from: from, p: p, res: res, ts: r.now().UnixMilli(), id: ulid.Make().String(),
-		reasons: make([]string, len(res.recipients))}
+	if res, err = r.resolve(from, addr); err != nil {
+		return sendParams{}, resolution{}, nil, err
+	}
+	return p, res, nil, nil
+}
+
+// begin delivers a resolved send to its local recipients and submits the
+// remote ones to the relay. The returned operation completes once the
+// caller has released it and every relay submission has answered.
+func (r *Router) begin(ctx context.Context, from Sender, p sendParams, res resolution) *sendOp {
+	now := r.now()
+	op := &sendOp{r: r, from: from, p: p, res: res, ts: now.UnixMilli(), id: newMessageID(now)}
+	if len(res.recipients) <= len(op.inline) {
+		op.reasons = op.inline[:len(res.recipients)] // the common case: no allocation
+	} else {
+		op.reasons = make([]string, len(res.recipients))
+	}
 	op.pending.Store(1) // the caller's reference, dropped by release
 	// The relay keeps msg until each peer acknowledged it, so a send with
 	// remote recipients builds it in a buffer of its own (sized, not the
 	// pool's 1 KiB); one without recycles a pooled buffer.
-	op.remote = r.relay != nil && res.hasRemote(r.nodeID)
+	op.remote = r.peers != nil && res.hasRemote(r.nodeID)
 	var bp *[]byte
 	var notif []byte
 	if op.remote {
@@ -211,12 +223,12 @@ func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage)
 			op.reasons[i] = rc.reason
 		case rc.homeNode == r.nodeID:
 			op.reasons[i] = r.notify(rc.sessionID, notif)
-		case r.relay == nil:
+		case r.peers == nil:
 			op.reasons[i] = reasonNoRelay
 		default:
 			op.pending.Add(1)
 			env := &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}
-			r.relay.Submit(ctx, rc.homeNode, env, func(err error) {
+			r.peers.Submit(ctx, rc.homeNode, env, func(err error) {
 				if err != nil {
 					r.log.Debug("relay failed", "peer", rc.homeNode, "err", err)
 				}
@@ -228,7 +240,7 @@ func (r *Router) begin(ctx context.Context, from Sender, params json.RawMessage)
 	if bp != nil {
 		putNotif(bp, notif)
 	}
-	return op, nil
+	return op
 }
 
 // relayFailureReason maps a relay outcome to a map/send failure reason
@@ -256,8 +268,11 @@ type sendOp struct {
 	res     resolution
 	ts      int64
 	id      string
-	reasons []string // per recipient: "" delivered, else why not
-	remote  bool     // some recipient is submitted to the relay
+	reasons []string  // per recipient: "" delivered, else why not
+	inline  [1]string // reasons' storage for a single recipient
+	remote  bool      // some recipient is submitted to the relay
+	out     SendResult
+	outOne  [1]string // out.Delivered's storage for a single recipient
 
 	pending atomic.Int32 // unfinished submissions + the caller's reference
 	mu      sync.Mutex
@@ -303,7 +318,12 @@ func (op *sendOp) wait() {
 }
 
 func (op *sendOp) finish() {
-	out := &SendResult{MessageID: op.id, Delivered: make([]string, 0, len(op.reasons))}
+	// The result lives in op (one allocation for the whole send).
+	out := &op.out
+	out.MessageID, out.Delivered = op.id, op.outOne[:0]
+	if len(op.reasons) > len(op.outOne) {
+		out.Delivered = make([]string, 0, len(op.reasons))
+	}
 	for i, rc := range op.res.recipients {
 		if reason := op.reasons[i]; reason != "" {
 			out.Failed = append(out.Failed, FailedRecipient{ID: rc.label(), Reason: reason})
@@ -327,6 +347,13 @@ func (op *sendOp) finish() {
 	if fn != nil {
 		fn()
 	}
+}
+
+// newMessageID is a message id (a ULID) for a message sent at now: the
+// same clock reading as its meta.timestamp, and the same monotonic entropy
+// ulid.Make uses.
+func newMessageID(now time.Time) string {
+	return ulid.MustNew(ulid.Timestamp(now), ulid.DefaultEntropy()).String()
 }
 
 // notify enqueues the map/message notification on a local session's
@@ -401,9 +428,9 @@ func putNotif(bp *[]byte, notif []byte) {
 func buildNotification(b []byte, id, from string, p *sendParams, ts int64) []byte {
 	b = slices.Grow(b, 128+len(from)+len(p.to)+len(p.payload)+len(p.meta))
 	b = append(b, `{"message":{"id":`...)
-	b = appendString(b, id)
+	b = jsonkit.AppendString(b, id)
 	b = append(b, `,"from":`...)
-	b = appendString(b, from)
+	b = jsonkit.AppendString(b, from)
 	b = append(b, `,"to":`...)
 	b = append(b, p.to...)
 	if p.payload != nil {

@@ -108,7 +108,7 @@ func TestSend_DeliveryFailures(t *testing.T) {
 	conns["s-w2"].err = rpc.ErrSlowConsumer
 	conns["s-solo"].err = rpc.ErrClosed
 	delete(conns, "s-w3") // session not attached here any more
-	relay := &fakeRelay{}
+	relay := &fakePeers{}
 	r := testRouter(t, reg, conns, nil, relay)
 
 	res, err := r.Send(context.Background(), agentSender("w1"),

@@ -113,7 +113,7 @@ func (c *Conn) routeResponse(m message) {
 	if !ok {
 		if m.errObj != nil {
 			// The peer could not parse something we sent: that is our bug.
-			c.log.Warn("peer reported an error without id", "error", string(truncate(m.errObj, 512)))
+			c.logger().Warn("peer reported an error without id", "error", string(truncate(m.errObj, 512)))
 		}
 		return
 	}
@@ -122,7 +122,7 @@ func (c *Conn) routeResponse(m message) {
 	delete(c.pending, id)
 	c.pmu.Unlock()
 	if ch == nil {
-		c.log.Debug("response for unknown call dropped", "call_id", id)
+		c.debug("response for unknown call dropped", "call_id", id)
 		return
 	}
 	if m.errObj == nil {

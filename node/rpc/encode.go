@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"sync"
+
+	"github.com/concordmap/concord/node/internal/jsonkit"
 )
 
 // frame is one encoded outbound JSON-RPC message. Frames are pooled: the
@@ -73,20 +75,6 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 	return append(b, out[:len(out)-1]...), nil // drop Encode's '\n'
 }
 
-// appendString appends s as a JSON string. Method names are plain ASCII in
-// practice, so the common case is a straight copy.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
 const (
 	hdrNotify = `{"jsonrpc":"2.0","method":`
 	hdrID     = `{"jsonrpc":"2.0","id":`
@@ -102,7 +90,7 @@ func encodeRequest(f *frame, id []byte, method string, params []byte) {
 		f.b = append(f.b, id...)
 		f.b = append(f.b, `,"method":`...)
 	}
-	f.b = appendString(f.b, method)
+	f.b = jsonkit.AppendString(f.b, method)
 	if len(params) > 0 {
 		f.b = append(f.b, `,"params":`...)
 		f.b = append(f.b, params...)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/concordmap/concord/node/internal/jsonkit"
 )
 
 // httpSession is one HTTP+SSE session. It is the transport of its Conn:
@@ -111,7 +113,7 @@ func (s *httpSession) writeMessages(frames []*frame) error {
 // peer goodbye to wait for on HTTP.
 func (s *httpSession) sendClose(code int, reason string) error {
 	data := append([]byte(`{"code":`), strconv.Itoa(code)...)
-	data = appendString(append(data, `,"reason":`...), reason)
+	data = jsonkit.AppendString(append(data, `,"reason":`...), reason)
 	data = append(data, '}')
 	s.mu.Lock()
 	s.appendLocked(sseCloseEvent, data)

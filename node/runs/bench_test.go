@@ -207,7 +207,7 @@ func benchRuns(b *testing.B, claims, concurrent int) {
 	cfg := DefaultServiceConfig()
 	cfg.NodeID, cfg.Module, cfg.Store, cfg.IsLeader, cfg.WaitApplied = "n1", mod, props, store.IsLeader, store.WaitApplied
 	cfg.Agents = agentSet{"p1": true, "p2": true, "p3": true, "p4": true, "p5": true}
-	cfg.Sender, cfg.Leadership = agents, store
+	cfg.Messenger, cfg.Leadership = agents, store
 	svc, err := NewService(cfg)
 	if err != nil {
 		b.Fatal(err)

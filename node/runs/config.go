@@ -82,11 +82,11 @@ type Proposer interface {
 	Apply(ctx context.Context, t concordv1.CommandType, m proto.Message) (any, uint64, error)
 }
 
-// Sender sends a MAP message on behalf of the service: *router.Router
+// Messenger sends a MAP message on behalf of the service: *router.Router
 // satisfies it. The driver sends task messages through it. Send must not
 // keep params after it returns (the driver reuses the buffer); the router
 // copies what it forwards.
-type Sender interface {
+type Messenger interface {
 	Send(ctx context.Context, from router.Sender, params json.RawMessage) (any, error)
 }
 
@@ -114,8 +114,8 @@ type ServiceConfig struct {
 	// participants are registered agents, replies that the sender owns
 	// the task's agent.
 	Agents AgentReader
-	// Sender delivers task messages (required by Run).
-	Sender Sender
+	// Messenger delivers task messages (required by Run).
+	Messenger Messenger
 	// Leadership starts the driver on leadership gained and stops it on
 	// loss (required by Run).
 	Leadership Leadership
@@ -174,7 +174,7 @@ type ServiceConfig struct {
 }
 
 // DefaultServiceConfig returns production defaults; NodeID, Module, Store,
-// Agents, IsLeader (and for Run: Sender, Leadership) must be set.
+// Agents, IsLeader (and for Run: Messenger, Leadership) must be set.
 func DefaultServiceConfig() ServiceConfig {
 	return ServiceConfig{
 		LagWait:         2 * time.Second,

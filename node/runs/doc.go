@@ -6,10 +6,11 @@
 //   - Module, the raftstore state module "runs". Every engine input (start,
 //     task result, task failure, timer, cancel; and forget) is one committed
 //     COMMAND_TYPE_RUN_INPUT entry carrying its own time and ids; Apply feeds
-//     it to consensus.Step, so every replica holds byte-identical run state.
+//     it to the engine (consensus.NewState, State.Apply), so every replica
+//     holds byte-identical run state.
 //     Apply also keeps what the engine does not expose (pending timers, the
 //     dispatched tasks and whether each is still outstanding, the event
-//     list), derived from Step's effects, and appends every engine event to
+//     list), derived from the engine's effects, and appends every engine event to
 //     the registry's replicated event window as a MAP event
 //     "x-concord.run.<Type>" with an id derived from (run id, seq). The
 //     snapshot holds every run's consensus.EncodeState plus that
@@ -24,7 +25,7 @@
 //   - Service's MAP face: the extension methods x-concord/runs/start, get,
 //     list and cancel (mounted through mapsvc.Config.ExtensionMethods) and
 //     HandleSend, the endpoint for agents' replies (map/send to
-//     "concord.runs", mounted through mapsvc.Config.Services). A reply to a
+//     "concord.runs", registered with router.RegisterService). A reply to a
 //     round task is parsed and schema-checked there, once
 //     (consensus.ParseRoundResult), and committed in the engine's compact
 //     binary form (RunTaskResult.round_result) instead of the agent's JSON:
@@ -51,7 +52,7 @@
 // MaxFinishedRuns by proposing a RunForget input (retention.go): the log
 // names the run, so replicas agree whatever their own settings.
 //
-// What it does not do: run debates without Raft (consensus.RunLocal does).
+// What it does not do: run debates without Raft (consensus.Simulate does).
 //
 // The wire shapes (task message, reply, methods, errors, events) are in
 // PROTOCOL.md beside this file. node.Server wires the package: see the

@@ -18,7 +18,7 @@ import (
 // send or proposal in flight) is waited for before run returns.
 type driver struct {
 	mod  *Module
-	send Sender
+	send Messenger
 	prop Proposer
 	cfg  driverConfig
 	log  *slog.Logger
@@ -82,7 +82,7 @@ type outcome struct {
 // serviceSender is who task messages come from.
 var serviceSender = router.Sender{ParticipantID: ServiceID, ParticipantType: "system"}
 
-func newDriver(mod *Module, send Sender, prop Proposer, cfg driverConfig, log *slog.Logger) *driver {
+func newDriver(mod *Module, send Messenger, prop Proposer, cfg driverConfig, log *slog.Logger) *driver {
 	return &driver{
 		mod: mod, send: send, prop: prop, cfg: cfg, log: log,
 		tasks: map[string]*pendingTask{}, timers: map[string]*armedTimer{},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -113,7 +114,7 @@ func (d *driver) startSend(ctx context.Context, id string, p *pendingTask) {
 			sctx, cancel := context.WithTimeout(ctx, d.cfg.sendTimeout)
 			_, err = d.send.Send(sctx, serviceSender, msg)
 			cancel()
-			// Send does not keep params (Sender contract), so the buffer
+			// Send does not keep params (Messenger contract), so the buffer
 			// is reused: fresh 100 KB buffers per task cost more in page
 			// faults and GC than the copy itself.
 			*buf = msg
@@ -134,13 +135,13 @@ func (d *driver) noticeCancelled(ctx context.Context, id string, p *pendingTask)
 	d.wg.Go(func() {
 		b := make([]byte, 0, 160+len(id)+len(runID)+len(pid))
 		b = append(b, `{"to":{"agent":`...)
-		b = appendJSONString(b, pid)
+		b = jsonkit.AppendString(b, pid)
 		b = append(b, `},"payload":{"type":"`+TaskCancelledType+`","runId":`...)
-		b = appendJSONString(b, runID)
+		b = jsonkit.AppendString(b, runID)
 		b = append(b, `,"taskId":`...)
-		b = appendJSONString(b, id)
+		b = jsonkit.AppendString(b, id)
 		b = append(b, `},"meta":{"correlationId":`...)
-		b = appendJSONString(b, id)
+		b = jsonkit.AppendString(b, id)
 		b = append(b, `}}`...)
 		sctx, cancel := context.WithTimeout(ctx, d.cfg.sendTimeout)
 		defer cancel()
@@ -181,9 +182,9 @@ var messageBuffers = sync.Pool{New: func() any { return new([]byte) }}
 func taskMessage(b []byte, runID string, t *consensus.Task, body taskJSON, nowMs int64) json.RawMessage {
 	b = slices.Grow(b[:0], 192+body.len()+2*len(t.ID)+len(runID)+len(t.ParticipantID))
 	b = append(b, `{"to":{"agent":`...)
-	b = appendJSONString(b, t.ParticipantID)
+	b = jsonkit.AppendString(b, t.ParticipantID)
 	b = append(b, `},"payload":{"type":"`+TaskMessageType+`","runId":`...)
-	b = appendJSONString(b, runID)
+	b = jsonkit.AppendString(b, runID)
 	if t.TimeoutAt > 0 {
 		b = append(b, `,"timeoutAt":`...)
 		b = strconv.AppendInt(b, t.TimeoutAt, 10)
@@ -191,7 +192,7 @@ func taskMessage(b []byte, runID string, t *consensus.Task, body taskJSON, nowMs
 	b = append(b, `,"task":`...)
 	b = body.appendTo(b)
 	b = append(b, `},"meta":{"expectsResponse":true,"correlationId":`...)
-	b = appendJSONString(b, t.ID)
+	b = jsonkit.AppendString(b, t.ID)
 	b = append(b, `,"timestamp":`...)
 	b = strconv.AppendInt(b, nowMs, 10)
 	return append(b, `}}`...)

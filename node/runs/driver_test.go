@@ -12,7 +12,7 @@ import (
 
 // TestDriver_FullRunMatchesRunLocal: the leader's driver sends every task
 // to persona agents, their replies finish the run, and the result equals
-// consensus.RunLocal's for the same agents apart from timing fields.
+// consensus.Simulate's for the same agents apart from timing fields.
 func TestDriver_FullRunMatchesRunLocal(t *testing.T) {
 	e := newEnv(t)
 	e.setLeader(true)
@@ -25,7 +25,7 @@ func TestDriver_FullRunMatchesRunLocal(t *testing.T) {
 		t.Fatalf("local run failed: %+v", local.Failure)
 	}
 	if got, want := timingFree(t, run.Result), timingFree(t, local.Result); got != want {
-		t.Fatalf("replicated result differs from RunLocal:\n got %.3000s\nwant %.3000s", got, want)
+		t.Fatalf("replicated result differs from Simulate:\n got %.3000s\nwant %.3000s", got, want)
 	}
 	// The same events, apart from the order in which replies arrived.
 	count := func(types []string) string {
@@ -47,7 +47,7 @@ func TestDriver_FullRunMatchesRunLocal(t *testing.T) {
 		want = append(want, ev.Type)
 	}
 	if count(got) != count(want) {
-		t.Fatalf("events %v, RunLocal %v", got, want)
+		t.Fatalf("events %v, Simulate %v", got, want)
 	}
 	if e.props.count("timer_fired") != 0 || e.props.count("task_failed") != 0 || e.agents.lateReplies() != 0 {
 		t.Fatalf("unexpected proposals %v", e.props.kinds)

@@ -20,7 +20,7 @@ import (
 )
 
 // env is one node: a real single-node raftstore (fsync on) holding the
-// registry and the runs module, a Service, fake agents behind the Sender,
+// registry and the runs module, a Service, fake agents behind the Messenger,
 // and a leadership switch the test controls.
 type env struct {
 	t      *testing.T
@@ -64,7 +64,7 @@ func newEnv(t *testing.T, mut ...func(*ServiceConfig)) *env {
 	cfg.Module = mod
 	cfg.Store = e.props
 	cfg.Agents = agentSet{"p1": true, "p2": true, "p3": true, "x": true}
-	cfg.Sender = e.agents
+	cfg.Messenger = e.agents
 	cfg.Leadership = e.lead
 	cfg.IsLeader = store.IsLeader
 	cfg.WaitApplied = store.WaitApplied
@@ -288,7 +288,7 @@ const (
 	actSwallow        // accepted, but lost with a dying connection
 )
 
-// fakeAgents is the Sender: it plays every participant. A task it accepts
+// fakeAgents is the Messenger: it plays every participant. A task it accepts
 // is answered (per behave) from its own goroutine through HandleSend,
 // like an agent replying over MAP.
 type fakeAgents struct {

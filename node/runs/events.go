@@ -8,6 +8,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	"github.com/concordmap/concord/node/registry"
 )
 
@@ -60,13 +61,13 @@ func eventID(runID string, seq, atMs int64) string {
 func (r *run) mapEventData(ev *runEvent, p any) (data, payload json.RawMessage) {
 	b := make([]byte, 0, 128+len(r.id)+len(r.requestID)+payloadSizeHint(p))
 	b = append(b, `{"runId":`...)
-	b = appendJSONString(b, r.id)
+	b = jsonkit.AppendString(b, r.id)
 	b = append(b, `,"requestId":`...)
-	b = appendJSONString(b, r.requestID)
+	b = jsonkit.AppendString(b, r.requestID)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, ev.seq, 10)
 	b = append(b, `,"at":`...)
-	b = appendJSONString(b, ev.at)
+	b = jsonkit.AppendString(b, ev.at)
 	b = append(b, `,"payload":`...)
 	start := len(b)
 	if a, ok := p.(jsonAppender); ok {
@@ -102,13 +103,13 @@ func payloadSizeHint(p any) int {
 func (r *run) engineEvent(ev *runEvent) json.RawMessage {
 	b := make([]byte, 0, 96+len(r.id)+len(r.requestID)+len(ev.typ)+len(ev.payload))
 	b = append(b, `{"sessionId":`...)
-	b = appendJSONString(b, r.id)
+	b = jsonkit.AppendString(b, r.id)
 	b = append(b, `,"requestId":`...)
-	b = appendJSONString(b, r.requestID)
+	b = jsonkit.AppendString(b, r.requestID)
 	b = append(b, `,"type":`...)
-	b = appendJSONString(b, ev.typ)
+	b = jsonkit.AppendString(b, ev.typ)
 	b = append(b, `,"at":`...)
-	b = appendJSONString(b, ev.at)
+	b = jsonkit.AppendString(b, ev.at)
 	if len(ev.payload) > 0 && string(ev.payload) != "null" {
 		b = append(b, `,"payload":`...)
 		b = append(b, ev.payload...)
@@ -140,19 +141,4 @@ func subjects(payload any) []string {
 		return nil
 	}
 	return []string{id}
-}
-
-// appendJSONString appends s as a JSON string. encoding/json is used for
-// anything but plain printable ASCII, so escaping (and invalid UTF-8
-// replacement) matches it exactly.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -36,15 +37,15 @@ func FuzzDecodeReply(f *testing.F) {
 		invalidParams(t, err)
 		// meta is decoded as the map-based decoder it replaced did.
 		var metaRaw, payload []byte
-		if members(raw, func(k string, v []byte) bool {
+		if jsonkit.Members(raw, func(k string, v []byte) error {
 			switch k {
 			case "meta":
 				metaRaw = v
 			case "payload":
 				payload = v
 			}
-			return true
-		}) && len(payload) > 0 && string(payload) != "null" && len(metaRaw) > 0 && string(metaRaw) != "null" {
+			return nil
+		}) == nil && len(payload) > 0 && string(payload) != "null" && len(metaRaw) > 0 && string(metaRaw) != "null" {
 			id, ok := refMetaTaskID(metaRaw)
 			if ok != (err == nil) || ok && id != r.taskID {
 				t.Fatalf("meta %q: reference %q %v, got %q %v", metaRaw, id, ok, r.taskID, err)
@@ -105,11 +106,11 @@ func FuzzDecodeParams(f *testing.F) {
 
 // refMetaTaskID is the previous, map-based decoding of a reply's meta.
 func refMetaTaskID(metaRaw []byte) (string, bool) {
-	meta, err := object(metaRaw)
+	meta, err := rpc.ParseParams(metaRaw)
 	if err != nil {
 		return "", false
 	}
-	id, err := str(meta, "correlationId", true)
+	id, err := meta.RequiredString("correlationId")
 	if err != nil {
 		return "", false
 	}

@@ -312,14 +312,14 @@ func taskFromMessage(params json.RawMessage) (*consensus.Task, string, error) {
 }
 
 // runLocal runs the same request with persona agents in process.
-func runLocal(t testing.TB, runID, request string) *consensus.LocalRun {
+func runLocal(t testing.TB, runID, request string) *consensus.Outcome {
 	t.Helper()
 	req, err := consensus.ParseRequest([]byte(request))
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := consensus.RunLocal(context.Background(), req, &consensus.Script{Version: 1, Persona: true},
-		consensus.LocalOptions{SessionID: runID, StartMs: t0})
+	run, err := consensus.Simulate(context.Background(), req, &consensus.Script{Version: 1, Persona: true},
+		consensus.SimOptions{SessionID: runID, StartMs: t0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,10 +59,13 @@ func newNode(t *testing.T) *node {
 	}
 	scfg := DefaultServiceConfig()
 	scfg.NodeID, scfg.Module, scfg.Store, scfg.Agents = "n1", mod, store, reg
-	scfg.Sender, scfg.Leadership, scfg.IsLeader, scfg.WaitApplied = rt, store, store.IsLeader, store.WaitApplied
+	scfg.Messenger, scfg.Leadership, scfg.IsLeader, scfg.WaitApplied = rt, store, store.IsLeader, store.WaitApplied
 	scfg.Logger = log
 	runsSvc, err := NewService(scfg)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.RegisterService(ServiceID, runsSvc); err != nil {
 		t.Fatal(err)
 	}
 	cfg := mapsvc.DefaultConfig()
@@ -71,7 +74,6 @@ func newNode(t *testing.T) *node {
 	cfg.Router, cfg.Fanout, cfg.Logger = rt, hub, log
 	cfg.Extensions = []mapsvc.Extension{{URI: ExtensionURI, Version: ExtensionVersion}}
 	cfg.ExtensionMethods = runsSvc.Methods()
-	cfg.Services = map[string]mapsvc.ServiceEndpoint{ServiceID: runsSvc}
 	svc, err := mapsvc.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +222,7 @@ func (n *node) personaAgent(id string) {
 // TestIntegration_RunOverMAP drives a whole run through the real MAP
 // stack: a client subscribes to x-concord.run.* and starts the run, three
 // agents get their tasks as map/message and reply with map/send to
-// "concord.runs", and the result equals RunLocal's.
+// "concord.runs", and the result equals consensus.Simulate's.
 func TestIntegration_RunOverMAP(t *testing.T) {
 	n := newNode(t)
 	for _, id := range []string{"p1", "p2", "p3"} {
@@ -253,7 +255,7 @@ func TestIntegration_RunOverMAP(t *testing.T) {
 	}
 	local := runLocal(t, id, request3)
 	if g, w := timingFree(t, run["result"]), timingFree(t, local.Result); g != w {
-		t.Fatalf("result over MAP differs from RunLocal:\n got %.2000s\nwant %.2000s", g, w)
+		t.Fatalf("result over MAP differs from Simulate:\n got %.2000s\nwant %.2000s", g, w)
 	}
 	// The subscriber saw every run event, once, in order.
 	types := cl.eventTypes()

@@ -124,7 +124,7 @@ func (m *Module) applyStart(index uint64, in *concordv1.RunInput) (*run, []conse
 		return nil, nil, err // *consensus.ValidationError, a value
 	}
 	at := in.GetTimeMs()
-	st, fx, err := consensus.Step(nil, consensus.Start(at, in.GetRunId(), req))
+	st, fx, err := consensus.NewState(consensus.Start(at, in.GetRunId(), req))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -143,7 +143,7 @@ func (m *Module) applyStep(in *concordv1.RunInput) (*run, []consensus.Effect, er
 		// Bytes no proposer writes: refused alike on every replica.
 		return nil, nil, errf(ErrInvalidInput, map[string]any{"reason": err.Error(), "runId": r.id})
 	}
-	_, fx, err := consensus.Step(r.st, ein)
+	fx, err := r.st.Apply(ein) // in place: r.st is this replica's run state
 	if err != nil {
 		if errors.Is(err, consensus.ErrIgnored) {
 			// check() mirrors the engine's rules, so this is a rule the

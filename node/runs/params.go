@@ -7,52 +7,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	"github.com/concordmap/concord/node/rpc"
 )
 
 // maxReasonLen bounds a cancel reason (bytes); it is stored in the run.
 const maxReasonLen = 4096
 
-// object decodes params into its members. A missing or null params is an
-// empty object; anything else but an object is -32602.
-func object(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return map[string]json.RawMessage{}, nil
-	}
-	var m map[string]json.RawMessage
-	if raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
-		return nil, rpc.InvalidParams("params", "must be an object")
-	}
-	for k, v := range m {
-		if string(v) == "null" {
-			delete(m, k) // null reads as absent
-		}
-	}
-	return m, nil
-}
-
-func str(m map[string]json.RawMessage, field string, required bool) (string, error) {
-	v, ok := m[field]
-	if !ok {
-		if required {
-			return "", rpc.InvalidParams(field, "required")
-		}
-		return "", nil
-	}
-	var s string
-	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
-		return "", rpc.InvalidParams(field, "must be a string")
-	}
-	if required && s == "" {
-		return "", rpc.InvalidParams(field, "must not be empty")
-	}
-	return s, nil
-}
-
 // startParams is x-concord/runs/start: {request}.
 func decodeStart(raw json.RawMessage) (json.RawMessage, error) {
-	m, err := object(raw)
+	m, err := rpc.ParseParams(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -68,11 +32,11 @@ func decodeStart(raw json.RawMessage) (json.RawMessage, error) {
 
 // decodeGet is x-concord/runs/get: {runId, include?}.
 func decodeGet(raw json.RawMessage) (string, Include, error) {
-	m, err := object(raw)
+	m, err := rpc.ParseParams(raw)
 	if err != nil {
 		return "", Include{}, err
 	}
-	id, err := str(m, "runId", true)
+	id, err := m.RequiredString("runId")
 	if err != nil {
 		return "", Include{}, err
 	}
@@ -108,12 +72,12 @@ type listParams struct {
 var statuses = []string{StatusRunning, StatusFinished, StatusFailed, StatusCancelled}
 
 func decodeList(raw json.RawMessage, defLimit, maxLimit int) (listParams, error) {
-	m, err := object(raw)
+	m, err := rpc.ParseParams(raw)
 	if err != nil {
 		return listParams{}, err
 	}
 	p := listParams{limit: defLimit}
-	if p.status, err = str(m, "status", false); err != nil {
+	if p.status, err = m.String("status"); err != nil {
 		return listParams{}, err
 	}
 	if p.status != "" && !slices.Contains(statuses, p.status) {
@@ -126,7 +90,7 @@ func decodeList(raw json.RawMessage, defLimit, maxLimit int) (listParams, error)
 		}
 		p.limit = int(n)
 	}
-	if p.cursor, err = str(m, "cursor", false); err != nil {
+	if p.cursor, err = m.String("cursor"); err != nil {
 		return listParams{}, err
 	}
 	return p, nil
@@ -134,14 +98,14 @@ func decodeList(raw json.RawMessage, defLimit, maxLimit int) (listParams, error)
 
 // decodeCancel is x-concord/runs/cancel: {runId, reason?}.
 func decodeCancel(raw json.RawMessage) (id, reason string, err error) {
-	m, err := object(raw)
+	m, err := rpc.ParseParams(raw)
 	if err != nil {
 		return "", "", err
 	}
-	if id, err = str(m, "runId", true); err != nil {
+	if id, err = m.RequiredString("runId"); err != nil {
 		return "", "", err
 	}
-	if reason, err = str(m, "reason", false); err != nil {
+	if reason, err = m.String("reason"); err != nil {
 		return "", "", err
 	}
 	if len(reason) > maxReasonLen {
@@ -162,20 +126,21 @@ type reply struct {
 
 // decodeReply decodes {to, payload, meta:{correlationId, isResult?}}.
 // Only the top level and meta are decoded: the payload, which may be large,
-// is kept as raw bytes for the engine (see members).
+// is kept as raw bytes for the engine (jsonkit.Members only finds where
+// each top-level value ends; the engine validates the payload in Apply).
 func decodeReply(raw json.RawMessage) (reply, error) {
 	var r reply
 	var metaRaw []byte
-	ok := members(raw, func(key string, val []byte) bool {
+	err := jsonkit.Members(raw, func(key string, val []byte) error {
 		switch key {
 		case "payload":
 			r.payload = val
 		case "meta":
 			metaRaw = val
 		}
-		return true
+		return nil
 	})
-	if !ok {
+	if err != nil {
 		return reply{}, rpc.InvalidParams("params", "must be an object")
 	}
 	if len(r.payload) == 0 || string(r.payload) == "null" {
@@ -189,15 +154,15 @@ func decodeReply(raw json.RawMessage) (reply, error) {
 	// last of repeated keys wins), without building the map: every reply
 	// passes here.
 	var cid, isResult []byte
-	if !json.Valid(metaRaw) || !members(metaRaw, func(key string, val []byte) bool {
+	if !json.Valid(metaRaw) || jsonkit.Members(metaRaw, func(key string, val []byte) error {
 		switch key {
 		case "correlationId":
 			cid = val
 		case "isResult":
 			isResult = val
 		}
-		return true
-	}) {
+		return nil
+	}) != nil {
 		return reply{}, rpc.InvalidParams("meta", "must be an object")
 	}
 	if cid == nil || cid[0] != '"' || json.Unmarshal(cid, &r.taskID) != nil || r.taskID == "" {

@@ -12,8 +12,8 @@ import (
 )
 
 // HandleSend receives an agent's reply to a task: a map/send addressed to
-// "concord.runs" that mapsvc hands over on the node that received it
-// (mapsvc.ServiceEndpoint). It validates the reply against the local
+// "concord.runs" that the router hands over on the node that received it
+// (router.LocalService). It validates the reply against the local
 // replica and proposes task_result (or task_failed for an error answer)
 // with this node's clock at receipt. Refusals commit nothing:
 //   - 90000 RUN_NOT_FOUND: the run of the task id is unknown;

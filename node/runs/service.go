@@ -22,7 +22,7 @@ type MethodFunc = func(ctx context.Context, from router.Sender, params json.RawM
 
 // Service is the node-side face of the runs module: the MAP extension
 // methods (x-concord/runs/*), the reply endpoint for map/send addressed to
-// "concord.runs" (HandleSend, a mapsvc.ServiceEndpoint), and Run, which
+// "concord.runs" (HandleSend, a router.LocalService), and Run, which
 // drives runs while this node leads. Methods and HandleSend are safe for
 // concurrent use; Run is called once, by the owner.
 type Service struct {
@@ -69,8 +69,8 @@ func (s *Service) Methods() map[string]MethodFunc {
 // ctx ends, or nil when the leadership channel closes (the store shut
 // down). Call it once, from a goroutine the caller owns.
 func (s *Service) Run(ctx context.Context) error {
-	if s.cfg.Sender == nil || s.cfg.Leadership == nil {
-		return errors.New("runs: Run needs ServiceConfig.Sender and Leadership")
+	if s.cfg.Messenger == nil || s.cfg.Leadership == nil {
+		return errors.New("runs: Run needs ServiceConfig.Messenger and Leadership")
 	}
 	ch, unsubscribe := s.cfg.Leadership.SubscribeLeadership()
 	defer unsubscribe()
@@ -121,7 +121,7 @@ func (s *Service) startDriver(ctx context.Context) (stop func()) {
 }
 
 func (s *Service) newDriver() *driver {
-	return newDriver(s.mod, s.cfg.Sender, s.cfg.Store, driverConfig{
+	return newDriver(s.mod, s.cfg.Messenger, s.cfg.Store, driverConfig{
 		nodeID:         s.cfg.NodeID,
 		now:            s.cfg.Clock,
 		retryMin:       s.cfg.RetryMin,

@@ -1,6 +1,0 @@
-package jsonscan
-
-import "errors"
-
-// ErrMalformed reports input that is not a walkable JSON object.
-var ErrMalformed = errors.New("jsonscan: malformed JSON")
