@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 15m
 PKGS := ./...
 
 .PHONY: help build test test-short cluster-test chaos lint depcheck proto proto-check tools dev \
-	bench cluster cluster-tls cluster-stop demo sdk-deps clean
+	bench bench-etcd cluster cluster-tls cluster-stop demo sdk-deps clean
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ dev: build ## one dev node on 127.0.0.1 (ws://127.0.0.1:7700/map)
 
 bench: ## benchmarks, each printed beside its baseline
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./raftstore/... ./consensus/... ./node/... ./cluster-test/...
+
+bench-etcd: ## committed writes of a 3-node Concord beside a 3-node etcd, alternating (installs etcd; not in CI)
+	bash cluster-test/bench/etcd-compare.sh
 
 # Local 3-node cluster: node N (1..3) listens on 77N0 HTTP/MAP, 77N1 gRPC,
 # 77N2 Raft, 77N3 gossip (node1 = 7700..7703, node2 = 7710..7713, node3 =

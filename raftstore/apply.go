@@ -94,12 +94,19 @@ func notProposed(err error) bool {
 // follower it returns *NotLeaderError or ErrNoLeader, so a forwarded
 // command reaching a deposed leader bounces back to its origin instead of
 // hopping on. data is not retained after ApplyRaw returns
-// except inside the raft log.
+// except inside the raft log. Once the command is committed, ApplyRaw
+// has the followers learn the new commit index at once (nudge.go).
 func (s *Store) ApplyRaw(ctx context.Context, data []byte) (any, uint64, error) {
 	if err := s.fsm.checkProposal(data); err != nil {
 		return nil, 0, err
 	}
 	res, index, err := s.propose(ctx, concordv1.CommandType(data[0]), data)
+	if index != 0 {
+		// Committed (also with a module's error): the origin waits for
+		// its own FSM to apply index, so tell the followers now rather
+		// than at raft's next CommitTimeout (nudge.go).
+		s.kickNudge()
+	}
 	return res, index, s.blameDisk(err)
 }
 

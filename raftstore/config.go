@@ -60,7 +60,9 @@ type Config struct {
 
 	// CommitTimeout is the longest a leader waits before sending an
 	// AppendEntries even when there is nothing new, which bounds how late
-	// followers learn the commit index (and thus apply) when idle.
+	// followers learn the commit index (and thus apply) when idle. A
+	// forwarded write does not wait for it: the leader nudges followers
+	// with a NOOP once it commits one (nudge.go).
 	CommitTimeout time.Duration
 
 	// SnapshotInterval is how often raft checks whether to snapshot.

@@ -47,8 +47,17 @@ var (
 func openLogStore(dir string) (*logStore, error) {
 	bs, err := raftboltdb.New(raftboltdb.Options{
 		Path: filepath.Join(dir, "raft.db"),
-		// Another process holding the file fails fast instead of hanging.
-		BoltOptions: &bolt.Options{Timeout: time.Second},
+		BoltOptions: &bolt.Options{
+			// Another process holding the file fails fast instead of hanging.
+			Timeout: time.Second,
+			// Do not write the freelist in every commit: raft truncates
+			// the log after each snapshot, the freed pages make the
+			// freelist large, and writing it made every append (and so
+			// every commit) cost more as the log turned over. bbolt
+			// rebuilds it by scanning the file on open instead.
+			NoFreelistSync: true,
+			FreelistType:   bolt.FreelistMapType,
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open log store: %w", err)
