@@ -1,11 +1,16 @@
-// Package federation will hold the links between Concord systems
-// (datacenters): peering over gRPC, the exported directory each side syncs,
-// cross-system routing with hop counts and loop detection (MAP errors 5010
-// and 5011), buffering while a peer is unreachable, and trust.
+// Package federation links Concord systems (datacenters): peering tokens
+// and the handshake, the replicated link and imported-directory state, the
+// per-node Link streams to each peer system, cross-system envelopes with
+// hop counts and loop detection (MAP errors 5010 and 5011), the outage
+// buffer, export policies and trust (federation.md).
 //
-// It is not built yet: until it is, node/router answers a federated address
-// ({system, agent}) with FEDERATION_SYSTEM_NOT_FOUND (5001) and
-// details.reason "federation_not_supported". The package depends only on
-// proto/ and declares the small interfaces it needs from a node
-// (ARCHITECTURE.md, "Federation").
+// It depends only on proto/ and the standard library plus gRPC; what it
+// needs from a node (proposing to Raft, delivering to local agents, the
+// local directory to export) is declared here as small interfaces and
+// passed in by package node.
+//
+// Layout: state*.go is the replicated state (applied by node's raftstore
+// adapter), token.go the peering token codec, envelope.go the routing
+// checks, policy.go export/import filters, buffer.go the outage buffer,
+// link*.go the streams, service.go the gRPC service, manager.go ties them.
 package federation

@@ -1,0 +1,71 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// FederationClient dials node i's gRPC port for the Federation service
+// (the admin API of `concord federation`); the connection closes with t.
+func (c *Cluster) FederationClient(t testing.TB, i int) concordv1.FederationClient {
+	t.Helper()
+	conn, err := grpc.NewClient(c.Node(i).GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("clustertest: dial %s: %v", c.Node(i), err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return concordv1.NewFederationClient(conn)
+}
+
+// Link peers two systems the way an operator does: a token from `to`
+// (issued for from's system, exporting per toExport), redeemed on `from`
+// (exporting per fromExport). It fails t on error.
+func Link(t testing.TB, from, to *Cluster, fromExport, toExport *concordv1.FedPolicy) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	defer cancel()
+	tok, err := to.FederationClient(t, 0).CreateToken(ctx, &concordv1.CreateTokenRequest{
+		PeerSystemId: from.SystemID(), Export: toExport})
+	if err != nil {
+		t.Fatalf("clustertest: federation token on %s: %v", to.SystemID(), err)
+	}
+	if _, err := from.FederationClient(t, 1).CreateLink(ctx, &concordv1.CreateLinkRequest{
+		Token: tok.GetToken(), Export: fromExport}); err != nil {
+		t.Fatalf("clustertest: federation link %s -> %s: %v", from.SystemID(), to.SystemID(), err)
+	}
+}
+
+// SystemID is the cluster's system id.
+func (c *Cluster) SystemID() string {
+	if c.opts.systemID != "" {
+		return c.opts.systemID
+	}
+	return FastConfig().SystemID
+}
+
+// LinkUp returns nil once every running node of c has its stream to peer
+// up (an Eventually check).
+func (c *Cluster) LinkUp(peer string) error {
+	for _, n := range c.Running() {
+		srv := n.Server()
+		if srv == nil || srv.Federation() == nil {
+			return fmt.Errorf("%s not running", n)
+		}
+		up := false
+		for _, st := range srv.Federation().Status() {
+			if st.GetLink().GetPeerSystemId() == peer && st.GetState() == "up" {
+				up = true
+			}
+		}
+		if !up {
+			return fmt.Errorf("%s: link to %s not up", n, peer)
+		}
+	}
+	return nil
+}
