@@ -110,7 +110,7 @@ type options struct {
 	mutate    []func(i int, c *node.Config)
 	netConfig func(*faultnet.Config)
 	logLevel  *slog.Level
-	systemID  string             // WithSystem: system id and node id prefix
+	systemID  string            // WithSystem: system id and node id prefix
 	net       *faultnet.Network // WithSharedNetwork
 }
 
