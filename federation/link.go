@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -231,32 +232,64 @@ func (l *outLink) session(ctx context.Context, link *concordv1.FedLink, addr str
 	defer conn.Close()
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Opening the stream and the hello/welcome exchange are bounded: a
+	// blackholed server must not hold the link.
+	timer := time.AfterFunc(l.m.cfg.CallTimeout, cancel)
 	stream, err := concordv1.NewFederationClient(conn).Link(sctx)
 	if err != nil {
+		timer.Stop()
 		return false, fmt.Errorf("open link stream to %s: %w", addr, err)
 	}
-	welcome, err := l.handshake(sctx, cancel, stream)
-	if err != nil {
-		return false, err
+	welcome, err := l.handshake(stream)
+	if !timer.Stop() || err != nil {
+		return false, errors.Join(err, sctx.Err())
 	}
 	l.connected(addr)
 	defer l.disconnected(addr)
 	if l.m.deps.IsLeader() && !slices.Equal(slices.Sorted(slices.Values(welcome.GetAddrs())), slices.Sorted(slices.Values(link.GetPeerAddrs()))) && len(welcome.GetAddrs()) > 0 {
 		go l.proposeAddrs(ctx, welcome.GetAddrs())
 	}
+	var lastRecv atomic.Int64
+	lastRecv.Store(time.Now().UnixNano())
 	recvErr := make(chan error, 1)
-	go func() { recvErr <- l.receive(sctx, stream) }()
+	go func() { recvErr <- l.receive(sctx, stream, &lastRecv) }()
+	silent := make(chan struct{})
+	go func() { // a blackholed peer never errors: give up when it goes quiet
+		defer close(silent)
+		watchSilence(sctx, cancel, &lastRecv, l.m.cfg.Ping)
+	}()
 	err = l.sendLoop(sctx, stream, recvErr)
 	cancel()
+	<-silent
 	_ = stream.CloseSend()
 	return true, err
 }
 
+// silenceLimit is how many ping intervals without any frame from the
+// peer (a pong answers every ping) end a stream.
+const silenceLimit = 4
+
+// watchSilence cancels the session when nothing arrived for silenceLimit
+// ping intervals; it returns when ctx ends.
+func watchSilence(ctx context.Context, cancel context.CancelFunc, last *atomic.Int64, ping time.Duration) {
+	t := time.NewTicker(ping)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if time.Since(time.Unix(0, last.Load())) > silenceLimit*ping {
+				cancel()
+				return
+			}
+		}
+	}
+}
+
 // handshake sends hello and waits (bounded) for a welcome naming the
 // linked system: a peer answering for another system is refused.
-func (l *outLink) handshake(ctx context.Context, cancel context.CancelFunc, stream concordv1.Federation_LinkClient) (*concordv1.FedWelcome, error) {
-	t := time.AfterFunc(l.m.cfg.CallTimeout, cancel)
-	defer t.Stop()
+func (l *outLink) handshake(stream concordv1.Federation_LinkClient) (*concordv1.FedWelcome, error) {
 	if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Hello{Hello: &concordv1.FedHello{
 		SystemId: l.m.cfg.SystemID, NodeId: l.m.cfg.NodeID}}}); err != nil {
 		return nil, fmt.Errorf("send hello: %w", err)
@@ -419,12 +452,13 @@ func (l *outLink) expireInflight() {
 }
 
 // receive handles acks, directory updates and pongs until the stream ends.
-func (l *outLink) receive(ctx context.Context, stream concordv1.Federation_LinkClient) error {
+func (l *outLink) receive(ctx context.Context, stream concordv1.Federation_LinkClient, last *atomic.Int64) error {
 	for {
 		f, err := stream.Recv()
 		if err != nil {
 			return fmt.Errorf("receive: %w", err)
 		}
+		last.Store(time.Now().UnixNano())
 		switch fr := f.GetFrame().(type) {
 		case *concordv1.FedFrame_Acks:
 			l.acked(fr.Acks.GetAcks())
