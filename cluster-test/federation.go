@@ -23,20 +23,30 @@ func (c *Cluster) FederationClient(t testing.TB, i int) concordv1.FederationClie
 	return concordv1.NewFederationClient(conn)
 }
 
-// Link peers two systems the way an operator does: a token from `to`
-// (issued for from's system, exporting per toExport), redeemed on `from`
-// (exporting per fromExport). It fails t on error.
-func Link(t testing.TB, from, to *Cluster, fromExport, toExport *concordv1.FedPolicy) {
+// LinkSpec is how Link peers two systems.
+type LinkSpec struct {
+	// FromExport is what `from` shows `to`; ToExport the reverse. nil
+	// exports nothing.
+	FromExport, ToExport *concordv1.FedPolicy
+	// Transitive is set on both sides of the link.
+	Transitive bool
+	// MaxHops bounds envelopes `from` originates over the link (0: default).
+	MaxHops uint32
+}
+
+// Link peers two systems the way an operator does: a token issued on
+// `to` for from's system, redeemed on `from`. It fails t on error.
+func Link(t testing.TB, from, to *Cluster, spec LinkSpec) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
 	tok, err := to.FederationClient(t, 0).CreateToken(ctx, &concordv1.CreateTokenRequest{
-		PeerSystemId: from.SystemID(), Export: toExport})
+		PeerSystemId: from.SystemID(), Export: spec.ToExport, Transitive: spec.Transitive})
 	if err != nil {
 		t.Fatalf("clustertest: federation token on %s: %v", to.SystemID(), err)
 	}
 	if _, err := from.FederationClient(t, 1).CreateLink(ctx, &concordv1.CreateLinkRequest{
-		Token: tok.GetToken(), Export: fromExport}); err != nil {
+		Token: tok.GetToken(), Export: spec.FromExport, Transitive: spec.Transitive, MaxHops: spec.MaxHops}); err != nil {
 		t.Fatalf("clustertest: federation link %s -> %s: %v", from.SystemID(), to.SystemID(), err)
 	}
 }

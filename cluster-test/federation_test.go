@@ -27,7 +27,7 @@ func twoSystems(t *testing.T) (dc1, dc2 *Cluster) {
 	net := NewNetwork(t, nil)
 	dc1 = New(t, 3, WithSystem("dc1"), WithSharedNetwork(net))
 	dc2 = New(t, 3, WithSystem("dc2"), WithSharedNetwork(net))
-	Link(t, dc1, dc2, policy(concordv1.FedPolicyKind_FED_POLICY_KIND_ROLE, "public"), exportAll)
+	Link(t, dc1, dc2, LinkSpec{FromExport: policy(concordv1.FedPolicyKind_FED_POLICY_KIND_ROLE, "public"), ToExport: exportAll})
 	Eventually(t, 10*time.Second, func() error { return dc1.LinkUp("dc2") })
 	Eventually(t, 10*time.Second, func() error { return dc2.LinkUp("dc1") })
 	return dc1, dc2

@@ -115,8 +115,7 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 		return
 	}
 	if env.GetTargetSystem() != m.cfg.SystemID {
-		in.ack(seq, codeErr(CodeSystemNotFound, "Federation system not found: "+m.cfg.SystemID+" does not route onward to "+env.GetTargetSystem(),
-			map[string]any{"systemId": env.GetTargetSystem()}), nil)
+		m.forward(env, in.peer, func(o Outcome) { in.ackOutcome(seq, o) })
 		return
 	}
 	link, ok := m.deps.State.Link(in.peer)
@@ -195,6 +194,19 @@ func deliveryError(err error) *CodeError {
 		return ce
 	}
 	return codeErr(CodeDeliveryFailed, "Delivery failed: "+err.Error(), nil)
+}
+
+// ackOutcome acknowledges a forwarded envelope with the next system's
+// outcome.
+func (in *inStream) ackOutcome(seq uint64, o Outcome) {
+	if o.Queued {
+		in.mu.Lock()
+		in.acks = append(in.acks, &concordv1.FedAck{Seq: seq, Queued: true})
+		in.mu.Unlock()
+		in.signal()
+		return
+	}
+	in.ack(seq, o.Err, o.Delivered)
 }
 
 func (in *inStream) ack(seq uint64, cerr *CodeError, delivered []string) {

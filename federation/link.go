@@ -481,9 +481,12 @@ func (l *outLink) acked(acks []*concordv1.FedAck) {
 		if f == nil || f.it.done == nil {
 			continue
 		}
-		if a.GetCode() != 0 {
+		switch {
+		case a.GetCode() != 0:
 			f.it.done(Outcome{Err: codeErr(int(a.GetCode()), a.GetMessage(), map[string]any{"systemId": l.peer})})
-		} else {
+		case a.GetQueued():
+			f.it.done(Outcome{Queued: true})
+		default:
 			f.it.done(Outcome{Delivered: a.GetDelivered()})
 		}
 	}

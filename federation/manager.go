@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -147,12 +149,9 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 		done(Outcome{Err: codeErr(CodeInvalidParams, fmt.Sprintf("message of %d bytes exceeds the federation limit of %d", n, m.cfg.MaxEnvelopeBytes), nil)})
 		return
 	}
-	m.mu.Lock()
-	ol := m.out[msg.TargetSystem]
-	m.mu.Unlock()
-	if ol == nil {
-		done(Outcome{Err: codeErr(CodeSystemNotFound, "Federation system not found: no link to "+msg.TargetSystem,
-			map[string]any{"systemId": msg.TargetSystem})})
+	ol, cerr := m.route(msg.TargetSystem, "")
+	if cerr != nil {
+		done(Outcome{Err: cerr})
 		return
 	}
 	maxHops := ol.policy().GetMaxHops()
@@ -164,6 +163,57 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 		OriginTsMs: m.now().UnixMilli(), MessageId: msg.MessageID, From: msg.From,
 		ToAgent: msg.ToAgent, ToScope: msg.ToScope, Payload: msg.Payload, Meta: msg.Meta,
 	}
+	Stamp(env, m.cfg.SystemID)
+	ol.enqueue(env, done)
+}
+
+// route picks the link a message for target leaves by: the direct link
+// when there is one, else (transitive routing) the first transitive link
+// by peer id other than the one it came in by. A message in transit
+// (inbound set) may only leave by a transitive link.
+func (m *Manager) route(target, inbound string) (*outLink, *CodeError) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ol := m.out[target]; ol != nil {
+		if inbound != "" && !ol.policy().GetTransitive() {
+			return nil, codeErr(CodeNotExported, "Federation route rejected: the link from "+m.cfg.SystemID+" to "+target+" is not transitive",
+				map[string]any{"systemId": target})
+		}
+		return ol, nil
+	}
+	var peers []string
+	for p, ol := range m.out {
+		if p != inbound && ol.policy().GetTransitive() {
+			peers = append(peers, p)
+		}
+	}
+	if len(peers) == 0 {
+		return nil, codeErr(CodeSystemNotFound, "Federation system not found: no link or transitive route from "+m.cfg.SystemID+" to "+target,
+			map[string]any{"systemId": target})
+	}
+	slices.Sort(peers)
+	return m.out[peers[0]], nil
+}
+
+// forward sends on an envelope that arrived from inbound for another
+// system: both the inbound link and the outbound one must be transitive;
+// the hop and loop rules apply (5010, 5011).
+func (m *Manager) forward(env *concordv1.FedEnvelope, inbound string, done func(Outcome)) {
+	if l, ok := m.deps.State.Link(inbound); !ok || !l.GetTransitive() {
+		done(Outcome{Err: codeErr(CodeNotExported, "Federation route rejected: the link from "+inbound+" to "+m.cfg.SystemID+" is not transitive",
+			map[string]any{"systemId": env.GetTargetSystem()})})
+		return
+	}
+	ol, cerr := m.route(env.GetTargetSystem(), inbound)
+	if cerr == nil {
+		cerr = CheckForward(env, ol.peer)
+	}
+	if cerr != nil {
+		done(Outcome{Err: cerr})
+		return
+	}
+	env = proto.CloneOf(env)
+	env.Seq = 0
 	Stamp(env, m.cfg.SystemID)
 	ol.enqueue(env, done)
 }

@@ -1269,7 +1269,10 @@ type FedAck struct {
 	Code    int32                  `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
 	Message string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	// delivered lists recipients reached (a scope send reaches several).
-	Delivered     []string `protobuf:"bytes,4,rep,name=delivered,proto3" json:"delivered,omitempty"`
+	Delivered []string `protobuf:"bytes,4,rep,name=delivered,proto3" json:"delivered,omitempty"`
+	// queued: code 0 but the message waits in a transit system's outage
+	// buffer (transitive routing with the next link down).
+	Queued        bool `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1330,6 +1333,13 @@ func (x *FedAck) GetDelivered() []string {
 		return x.Delivered
 	}
 	return nil
+}
+
+func (x *FedAck) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
 }
 
 type FedHello struct {
@@ -2594,12 +2604,13 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	" \x01(\tR\atoAgent\x12\x19\n" +
 	"\bto_scope\x18\v \x01(\tR\atoScope\x12\x18\n" +
 	"\apayload\x18\f \x01(\fR\apayload\x12\x12\n" +
-	"\x04meta\x18\r \x01(\fR\x04meta\"f\n" +
+	"\x04meta\x18\r \x01(\fR\x04meta\"~\n" +
 	"\x06FedAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1c\n" +
-	"\tdelivered\x18\x04 \x03(\tR\tdelivered\"@\n" +
+	"\tdelivered\x18\x04 \x03(\tR\tdelivered\x12\x16\n" +
+	"\x06queued\x18\x05 \x01(\bR\x06queued\"@\n" +
 	"\bFedHello\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"X\n" +
