@@ -61,6 +61,34 @@ func TestFederation_RoutingAcrossSystems(t *testing.T) {
 	waitImported(t, dc1, "dc2", "bob")
 	waitImported(t, dc2, "dc1", "alice")
 
+	// map/agents/list shows remote agents only when asked.
+	listIDs := func(params map[string]any) []string {
+		var res struct {
+			Agents []struct{ ID string } `json:"agents"`
+		}
+		if err := alice.CallInto("map/agents/list", params, &res); err != nil {
+			t.Fatalf("agents/list %v: %s", params, Describe(err))
+		}
+		var ids []string
+		for _, a := range res.Agents {
+			ids = append(ids, a.ID)
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		params map[string]any
+		want   []string
+	}{
+		{map[string]any{}, []string{"alice", "carol"}},
+		{map[string]any{"filter": map[string]any{"systems": []string{"dc2"}}}, []string{"dc2:agent:bob"}},
+		{map[string]any{"include": map[string]any{"federated": true}}, []string{"alice", "carol", "dc2:agent:bob"}},
+		{map[string]any{"filter": map[string]any{"systems": []string{"dc1"}}}, []string{"alice", "carol"}},
+	} {
+		if got := listIDs(tc.params); !slices.Equal(got, tc.want) {
+			t.Fatalf("agents/list %v = %v, want %v", tc.params, got, tc.want)
+		}
+	}
+
 	// Every address form, each acknowledged by the remote system.
 	forms := []any{"dc2:agent:bob", map[string]any{"system": "dc2", "agent": "bob"}}
 	for i, to := range forms {

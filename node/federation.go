@@ -176,3 +176,20 @@ func ParseFederationPolicy(s string) (*concordv1.FedPolicy, error) { return fede
 
 // FormatFederationPolicy is ParseFederationPolicy's inverse.
 func FormatFederationPolicy(p *concordv1.FedPolicy) string { return federation.FormatPolicy(p) }
+
+// remoteAgents lists agents imported from linked systems as registry
+// agents with remote ids, for map/agents/list (mapsvc.Config.RemoteAgents).
+func (s *Server) remoteAgents(systems []string) []registry.Agent {
+	m := s.fedHook.m.Load()
+	if m == nil {
+		return nil
+	}
+	var out []registry.Agent
+	for sys, agents := range m.RemoteAgents(systems) {
+		for _, a := range agents {
+			out = append(out, registry.Agent{ID: federation.RemoteID(sys, a.GetId()), Name: a.GetName(),
+				Description: a.GetDescription(), Role: a.GetRole(), State: a.GetState()})
+		}
+	}
+	return out
+}

@@ -229,6 +229,8 @@ func (s *Server) buildMAPService() error {
 	mcfg.ExtensionMethods = runsSvc.Methods()
 	mcfg.Extensions = append(mcfg.Extensions, mapsvc.Extension{URI: runs.ExtensionURI, Version: runs.ExtensionVersion})
 	mcfg.NodeID = s.cfg.NodeID
+	mcfg.SystemID = s.cfg.SystemID
+	mcfg.RemoteAgents = s.remoteAgents
 	mcfg.System = mapsvc.SystemInfo{Name: "concord", Version: s.cfg.Version}
 	mcfg.Store = proposer
 	mcfg.Registry = s.registry
