@@ -132,6 +132,27 @@ func TestFederation_RoutingAcrossSystems(t *testing.T) {
 		t.Fatalf("reply: from %q correlationId %q, want dc2:agent:bob / %s", got[0].From, meta.CorrelationID, msgs[0].ID)
 	}
 
+	// The remote scope forms reach the scope's exported members.
+	bob.MustCall("map/scopes/create", map[string]any{"scopeId": "team", "name": "Team"})
+	bob.MustCall("map/scopes/join", map[string]any{"scopeId": "team", "agentId": "bob"})
+	for _, to := range []any{map[string]any{"system": "dc2", "scope": "team"}, "dc2:scope:team"} {
+		// The dc2 node holding the stream may apply the scope a moment
+		// after bob's node: retry until it knows it (an unknown scope is
+		// 5003, like an unexported one).
+		Eventually(t, 5*time.Second, func() error {
+			res, err := alice.Send(map[string]any{"to": to, "payload": "to the team"})
+			if err != nil || !slices.Equal(res.Delivered, []string{"dc2:agent:bob"}) {
+				return fmt.Errorf("send to scope %v: %v %s", to, res, Describe(err))
+			}
+			return nil
+		})
+	}
+	if _, err := bob.WaitMessages(len(forms)+2, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, err = alice.Send(map[string]any{"to": "dc2:scope:nope", "payload": 1})
+	requireMAPError(t, err, rpc.CodeFederationRouteRejected, false)
+
 	// This system's own id reads as a local address.
 	if res, err := alice.Send(map[string]any{"to": "dc1:agent:carol", "payload": 1}); err != nil || !slices.Equal(res.Delivered, []string{"carol"}) {
 		t.Fatalf("own-system federated form: %v %s", res, Describe(err))
