@@ -144,3 +144,27 @@ func TestFederation_PartitionBuffersAndDrainsInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestFederation_SurvivesRestartAndLeaderChange restarts a dc1 node and
+// kills dc1's leader: the link is Raft state, so the restarted node's
+// stream comes back, and the new leader keeps importing dc2's directory.
+func TestFederation_SurvivesRestartAndLeaderChange(t *testing.T) {
+	dc1, dc2 := twoSystems(t)
+	leader := dc1.Leader(t)
+	other := others(dc1.Nodes(), leader)[0]
+	dc1.Stop(t, other.Index)
+	dc1.Restart(t, other.Index)
+	dc1.Kill(t, leader.Index)
+	Eventually(t, 15*time.Second, func() error {
+		if n := dc1.Leader(t); n == leader {
+			return fmt.Errorf("no new leader")
+		}
+		return dc1.LinkUp("dc2")
+	})
+	agentOn(t, dc2, 0, "late", nil) // registered after the leader change
+	waitImported(t, dc1, "dc2", "late")
+	alice := agentOn(t, dc1, other.Index, "alice", nil)
+	if res, err := alice.Send(map[string]any{"to": "dc2:agent:late", "payload": 1}); err != nil || len(res.Delivered) != 1 {
+		t.Fatalf("send after restart and leader change: %v %s", res, Describe(err))
+	}
+}
