@@ -41,10 +41,15 @@ func TestFederation_RingOfThree(t *testing.T) {
 	_, err = carl.Send(map[string]any{"to": "dz:agent:x", "payload": 1})
 	requireMAPError(t, err, rpc.CodeMaxHopsExceeded, false)
 
-	// Direct link first.
-	if res, err := alice.Send(map[string]any{"to": "dc3:agent:carl", "payload": "direct"}); err != nil || !slices.Equal(res.Delivered, []string{"dc3:agent:carl"}) {
-		t.Fatalf("direct: %v %s", res, Describe(err))
-	}
+	// Direct link first. The dc3 node holding alice's stream may apply
+	// carl's registration a moment after carl's node: retry until then.
+	Eventually(t, 5*time.Second, func() error {
+		res, err := alice.Send(map[string]any{"to": "dc3:agent:carl", "payload": "direct"})
+		if err != nil || !slices.Equal(res.Delivered, []string{"dc3:agent:carl"}) {
+			return fmt.Errorf("direct: %v %s", res, Describe(err))
+		}
+		return nil
+	})
 	// Unlink dc1-dc3 on both sides: dc1 reaches dc3 through dc2.
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()

@@ -125,6 +125,11 @@ type Deps struct {
 	Servers func() []string
 	// Events is optional.
 	Events EventSink
+	// Barrier, optional, returns once this node has applied everything
+	// committed before the call. A message for a local agent or scope
+	// this node does not know yet waits for it before the answer is
+	// 2001/5003: the sender's directory may be ahead of this replica.
+	Barrier func(ctx context.Context) error
 }
 
 func (d Deps) validate() error {

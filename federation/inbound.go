@@ -124,6 +124,13 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 		return
 	}
 	targets, cerr := in.targets(link, env)
+	if cerr != nil && m.deps.Barrier != nil && (cerr.Code == CodeAgentNotFound || env.GetToScope() != "") {
+		bctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+		if m.deps.Barrier(bctx) == nil {
+			targets, cerr = in.targets(link, env)
+		}
+		cancel()
+	}
 	if cerr != nil {
 		in.ack(seq, cerr, nil)
 		return
