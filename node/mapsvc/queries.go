@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strings"
 	"sort"
+	"strings"
 
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
