@@ -26,7 +26,8 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
+	s.routeConsole(mux)
+	return s.allowMemberOrigins(mux)
 }
 
 // handleHealth answers 200 while the process serves HTTP at all (liveness).
