@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -13,6 +14,31 @@ import (
 func DefaultBufferPolicy() *concordv1.FedBufferPolicy {
 	return &concordv1.FedBufferPolicy{MaxMessages: 1000, MaxBytes: 10 << 20, MaxAgeMs: int64(time.Hour / time.Millisecond),
 		Overflow: concordv1.FedOverflow_FED_OVERFLOW_DROP_OLDEST}
+}
+
+// BufferPolicyOr completes p with the defaults (nil: all defaults) and
+// checks it.
+func BufferPolicyOr(p *concordv1.FedBufferPolicy) (*concordv1.FedBufferPolicy, error) {
+	out := DefaultBufferPolicy()
+	if p == nil {
+		return out, nil
+	}
+	if p.GetMaxAgeMs() < 0 {
+		return nil, fmt.Errorf("%w: buffer age must be >= 0", ErrInvalidCommand)
+	}
+	if p.GetMaxMessages() > 0 {
+		out.MaxMessages = p.GetMaxMessages()
+	}
+	if p.GetMaxBytes() > 0 {
+		out.MaxBytes = p.GetMaxBytes()
+	}
+	if p.GetMaxAgeMs() > 0 {
+		out.MaxAgeMs = p.GetMaxAgeMs()
+	}
+	if p.GetOverflow() != concordv1.FedOverflow_FED_OVERFLOW_UNSPECIFIED {
+		out.Overflow = p.GetOverflow()
+	}
+	return out, nil
 }
 
 // Outcome is what became of one message handed to a link.

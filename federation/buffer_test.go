@@ -80,3 +80,30 @@ func sizeOf(items []*item) (n int) {
 	}
 	return n
 }
+
+// TestOutLink_EnqueueWhileDown: with no stream up, senders hear "queued"
+// until the link's buffer policy refuses (reject-new: 5000, retryable);
+// stop tells nobody twice and refuses later sends.
+func TestOutLink_EnqueueWhileDown(t *testing.T) {
+	m := &Manager{now: time.Now, log: discardLogger()}
+	pol, err := BufferPolicyOr(&concordv1.FedBufferPolicy{MaxMessages: 2, Overflow: concordv1.FedOverflow_FED_OVERFLOW_REJECT_NEW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newOutLink(m, &concordv1.FedLink{PeerSystemId: "dc2", PeerAddrs: []string{"x"}, Buffer: pol})
+	var got []Outcome
+	for range 3 {
+		l.enqueue(&concordv1.FedEnvelope{MessageId: "m"}, func(o Outcome) { got = append(got, o) })
+	}
+	if !got[0].Queued || !got[1].Queued || got[2].Err == nil || got[2].Err.Code != CodeUnavailable {
+		t.Fatalf("outcomes %+v", got)
+	}
+	l.stop(codeErr(CodeSystemNotFound, "gone", nil))
+	l.enqueue(&concordv1.FedEnvelope{}, func(o Outcome) { got = append(got, o) })
+	if len(got) != 4 || got[3].Err == nil || got[3].Err.Code != CodeSystemNotFound {
+		t.Fatalf("after stop: %+v", got)
+	}
+	if _, err := BufferPolicyOr(&concordv1.FedBufferPolicy{MaxAgeMs: -1}); err == nil {
+		t.Fatal("negative age accepted")
+	}
+}

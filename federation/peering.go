@@ -32,6 +32,10 @@ func (m *Manager) CreateToken(ctx context.Context, req *concordv1.CreateTokenReq
 	if req.GetTtlMs() > 0 {
 		ttl = time.Duration(req.GetTtlMs()) * time.Millisecond
 	}
+	buf, err := BufferPolicyOr(req.GetBuffer())
+	if err != nil {
+		return nil, err
+	}
 	secret, err := NewSecret()
 	if err != nil {
 		return nil, err
@@ -39,7 +43,8 @@ func (m *Manager) CreateToken(ctx context.Context, req *concordv1.CreateTokenReq
 	now := m.now()
 	exp := now.Add(ttl).UnixMilli()
 	rec := &concordv1.FedTokenRecord{PeerSystemId: peer, SecretHash: HashSecret(secret), ExpiresAtMs: exp,
-		Export: orNone(req.GetExport()), Import: orAll(req.GetImport()), Transitive: req.GetTransitive()}
+		Export: orNone(req.GetExport()), Import: orAll(req.GetImport()), Transitive: req.GetTransitive(),
+		Buffer: buf, MaxHops: req.GetMaxHops()}
 	if _, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_TOKEN_CREATE,
 		&concordv1.FedTokenCreate{Token: rec, CreatedAtMs: now.UnixMilli()}); err != nil {
 		return nil, fmt.Errorf("store peering token: %w", err)
@@ -90,10 +95,14 @@ func (m *Manager) CreateLink(ctx context.Context, req *concordv1.CreateLinkReque
 	if _, exists := m.deps.State.Link(tok.GetSystemId()); exists {
 		return nil, fmt.Errorf("%w: already linked to %s (unlink first)", ErrInvalidCommand, tok.GetSystemId())
 	}
+	buf, err := BufferPolicyOr(req.GetBuffer())
+	if err != nil {
+		return nil, err
+	}
 	link := &concordv1.FedLink{
 		PeerSystemId: tok.GetSystemId(), PeerAddrs: tok.GetAddrs(), PeerCaPem: tok.GetCaPem(),
 		Export: orNone(req.GetExport()), Import: orAll(req.GetImport()), Transitive: req.GetTransitive(),
-		MaxHops: req.GetMaxHops(), Buffer: DefaultBufferPolicy(), CreatedAtMs: now.UnixMilli(), Initiator: true,
+		MaxHops: req.GetMaxHops(), Buffer: buf, CreatedAtMs: now.UnixMilli(), Initiator: true,
 	}
 	if link.MaxHops == 0 {
 		link.MaxHops = DefaultMaxHops

@@ -114,6 +114,12 @@ func (s *State) applyLinkPut(m *concordv1.FedLinkPut) error {
 		l = proto.CloneOf(l)
 		// The issuer chose the policies when it issued the token.
 		l.Export, l.Import, l.Transitive = t.GetExport(), t.GetImport(), t.GetTransitive()
+		if t.GetBuffer() != nil {
+			l.Buffer = t.GetBuffer()
+		}
+		if t.GetMaxHops() > 0 {
+			l.MaxHops = t.GetMaxHops()
+		}
 		s.links[l.GetPeerSystemId()] = l
 		return nil
 	}

@@ -3,6 +3,7 @@ package federation
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"slices"
 	"testing"
 
@@ -51,7 +52,8 @@ const (
 
 func TestState_TokenRedeem(t *testing.T) {
 	hash := HashSecret([]byte("s"))
-	tok := &concordv1.FedTokenRecord{PeerSystemId: "dc1", SecretHash: hash, ExpiresAtMs: 100, Export: coder, Import: none, Transitive: true}
+	tok := &concordv1.FedTokenRecord{PeerSystemId: "dc1", SecretHash: hash, ExpiresAtMs: 100, Export: coder, Import: none, Transitive: true,
+		MaxHops: 2, Buffer: &concordv1.FedBufferPolicy{MaxMessages: 7}}
 	tests := []struct {
 		name   string
 		peer   string
@@ -93,7 +95,8 @@ func TestState_TokenRedeem(t *testing.T) {
 				return
 			}
 			l, ok := s.Link("dc1")
-			if !ok || l.GetExport().GetKind() != coder.GetKind() || !l.GetTransitive() || l.GetImport().GetKind() != none.GetKind() {
+			if !ok || l.GetExport().GetKind() != coder.GetKind() || !l.GetTransitive() || l.GetImport().GetKind() != none.GetKind() ||
+				l.GetMaxHops() != 2 || l.GetBuffer().GetMaxMessages() != 7 {
 				t.Fatalf("link = %v; want the token's policies", l)
 			}
 			if tr, _ := s.TokenByHash(hash); !tr.GetUsed() {
@@ -261,3 +264,5 @@ func equalRecords(a, b []*concordv1.FedSnapshotRecord) bool {
 	}
 	return true
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -38,12 +38,50 @@ func fedCall(ctx context.Context, f *adminFlags, fn func(context.Context, concor
 type policyFlags struct {
 	export, imp string
 	transitive  bool
+	maxHops     uint32
+	bufMsgs     uint32
+	bufBytes    uint64
+	bufAge      time.Duration
+	overflow    string
 }
 
 func (p *policyFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&p.export, "export", "none", "what this system shows the peer: none, all, role:R, name:GLOB, tag:T (metadata.tags)")
 	cmd.Flags().StringVar(&p.imp, "import", "all", "what this system accepts from the peer (same forms)")
 	cmd.Flags().BoolVar(&p.transitive, "transitive", false, "let messages cross this link on their way to a third system")
+	cmd.Flags().Uint32Var(&p.maxHops, "max-hops", 5, "hop bound of envelopes this system originates over the link")
+	cmd.Flags().Uint32Var(&p.bufMsgs, "buffer-messages", 1000, "outage buffer: messages held per node while the link is down")
+	cmd.Flags().Uint64Var(&p.bufBytes, "buffer-bytes", 10<<20, "outage buffer: bytes held per node")
+	cmd.Flags().DurationVar(&p.bufAge, "buffer-age", time.Hour, "outage buffer: oldest message kept")
+	cmd.Flags().StringVar(&p.overflow, "buffer-overflow", "drop-oldest", "full buffer: drop-oldest, drop-newest or reject-new")
+}
+
+// overflows maps --buffer-overflow values to the policy enum.
+var overflows = map[string]concordv1.FedOverflow{
+	"drop-oldest": concordv1.FedOverflow_FED_OVERFLOW_DROP_OLDEST,
+	"drop-newest": concordv1.FedOverflow_FED_OVERFLOW_DROP_NEWEST,
+	"reject-new":  concordv1.FedOverflow_FED_OVERFLOW_REJECT_NEW,
+}
+
+func overflowName(o concordv1.FedOverflow) string {
+	for k, v := range overflows {
+		if v == o {
+			return k
+		}
+	}
+	return "default"
+}
+
+// buffer is the outage buffer policy the flags describe.
+func (p *policyFlags) buffer() (*concordv1.FedBufferPolicy, error) {
+	ov, ok := overflows[p.overflow]
+	if !ok {
+		return nil, fmt.Errorf("--buffer-overflow %q: want drop-oldest, drop-newest or reject-new", p.overflow)
+	}
+	if p.bufMsgs == 0 || p.bufBytes == 0 || p.bufAge <= 0 {
+		return nil, fmt.Errorf("--buffer-messages, --buffer-bytes and --buffer-age must be > 0")
+	}
+	return &concordv1.FedBufferPolicy{MaxMessages: p.bufMsgs, MaxBytes: p.bufBytes, MaxAgeMs: p.bufAge.Milliseconds(), Overflow: ov}, nil
 }
 
 func (p *policyFlags) parse() (exp, imp *concordv1.FedPolicy, err error) {
@@ -72,9 +110,13 @@ func newFedTokenCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			buf, err := p.buffer()
+			if err != nil {
+				return err
+			}
 			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
 				res, err := c.CreateToken(ctx, &concordv1.CreateTokenRequest{PeerSystemId: peer, TtlMs: ttl.Milliseconds(),
-					Export: exp, Import: imp, Transitive: p.transitive})
+					Export: exp, Import: imp, Transitive: p.transitive, Buffer: buf, MaxHops: p.maxHops})
 				if err != nil {
 					return err
 				}
@@ -93,10 +135,9 @@ func newFedTokenCmd() *cobra.Command {
 
 func newFedLinkCmd() *cobra.Command {
 	var (
-		f       adminFlags
-		p       policyFlags
-		token   string
-		maxHops uint32
+		f     adminFlags
+		p     policyFlags
+		token string
 	)
 	cmd := &cobra.Command{
 		Use:   "link --token TOKEN",
@@ -107,9 +148,13 @@ func newFedLinkCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			buf, err := p.buffer()
+			if err != nil {
+				return err
+			}
 			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
 				res, err := c.CreateLink(ctx, &concordv1.CreateLinkRequest{Token: strings.TrimSpace(token),
-					Export: exp, Import: imp, Transitive: p.transitive, MaxHops: maxHops})
+					Export: exp, Import: imp, Transitive: p.transitive, MaxHops: p.maxHops, Buffer: buf})
 				if err != nil {
 					return err
 				}
@@ -122,7 +167,6 @@ func newFedLinkCmd() *cobra.Command {
 	f.register(cmd)
 	p.register(cmd)
 	cmd.Flags().StringVar(&token, "token", "", "token printed by `federation token` on the other system (required)")
-	cmd.Flags().Uint32Var(&maxHops, "max-hops", 5, "hop bound of envelopes this system originates over the link")
 	_ = cmd.MarkFlagRequired("token")
 	return cmd
 }
@@ -157,7 +201,7 @@ func printLinks(w io.Writer, res *concordv1.ListLinksResponse, detail bool) erro
 		fmt.Fprintf(tw, "# system %s, node %s\n", res.GetSystemId(), res.GetNodeId())
 		fmt.Fprintln(tw, "PEER\tSTATE\tSTREAMS\tSERVER\tRTT\tQUEUE\tSENT\tRECEIVED\tDROPPED\tRECONNECTS\tIMPORTED")
 	} else {
-		fmt.Fprintln(tw, "PEER\tSERVERS\tEXPORT\tIMPORT\tTRANSITIVE\tMAX_HOPS\tTLS")
+		fmt.Fprintln(tw, "PEER\tSERVERS\tEXPORT\tIMPORT\tTRANSITIVE\tMAX_HOPS\tBUFFER\tTLS")
 	}
 	for _, st := range res.GetLinks() {
 		l := st.GetLink()
@@ -167,8 +211,10 @@ func printLinks(w io.Writer, res *concordv1.ListLinksResponse, detail bool) erro
 				st.GetQueueBytes(), st.GetSent(), st.GetReceived(), st.GetDropped(), st.GetReconnects(), st.GetImportedAgents(), st.GetImportedVersion())
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%v\n", l.GetPeerSystemId(), strings.Join(l.GetPeerAddrs(), ","),
-			node.FormatFederationPolicy(l.GetExport()), node.FormatFederationPolicy(l.GetImport()), l.GetTransitive(), l.GetMaxHops(), len(l.GetPeerCaPem()) > 0)
+		b := l.GetBuffer()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d msgs/%d B/%v %s\t%v\n", l.GetPeerSystemId(), strings.Join(l.GetPeerAddrs(), ","),
+			node.FormatFederationPolicy(l.GetExport()), node.FormatFederationPolicy(l.GetImport()), l.GetTransitive(), l.GetMaxHops(),
+			b.GetMaxMessages(), b.GetMaxBytes(), time.Duration(b.GetMaxAgeMs())*time.Millisecond, overflowName(b.GetOverflow()), len(l.GetPeerCaPem()) > 0)
 	}
 	return tw.Flush()
 }

@@ -477,9 +477,11 @@ type FedTokenRecord struct {
 	ExpiresAtMs  int64                  `protobuf:"varint,3,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
 	Used         bool                   `protobuf:"varint,4,opt,name=used,proto3" json:"used,omitempty"`
 	// The link this system stores when the token is redeemed.
-	Export        *FedPolicy `protobuf:"bytes,5,opt,name=export,proto3" json:"export,omitempty"`
-	Import        *FedPolicy `protobuf:"bytes,6,opt,name=import,proto3" json:"import,omitempty"`
-	Transitive    bool       `protobuf:"varint,7,opt,name=transitive,proto3" json:"transitive,omitempty"`
+	Export        *FedPolicy       `protobuf:"bytes,5,opt,name=export,proto3" json:"export,omitempty"`
+	Import        *FedPolicy       `protobuf:"bytes,6,opt,name=import,proto3" json:"import,omitempty"`
+	Transitive    bool             `protobuf:"varint,7,opt,name=transitive,proto3" json:"transitive,omitempty"`
+	Buffer        *FedBufferPolicy `protobuf:"bytes,8,opt,name=buffer,proto3" json:"buffer,omitempty"`
+	MaxHops       uint32           `protobuf:"varint,9,opt,name=max_hops,json=maxHops,proto3" json:"max_hops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -561,6 +563,20 @@ func (x *FedTokenRecord) GetTransitive() bool {
 		return x.Transitive
 	}
 	return false
+}
+
+func (x *FedTokenRecord) GetBuffer() *FedBufferPolicy {
+	if x != nil {
+		return x.Buffer
+	}
+	return nil
+}
+
+func (x *FedTokenRecord) GetMaxHops() uint32 {
+	if x != nil {
+		return x.MaxHops
+	}
+	return 0
 }
 
 // FedImported is the directory imported from one peer system.
@@ -779,7 +795,7 @@ func (x *FedTokenCreate) GetCreatedAtMs() int64 {
 
 // FedLinkPut is COMMAND_TYPE_FED_LINK_PUT: store (or replace) a link. With
 // redeem_secret_hash set, a token issued for the link's peer is redeemed
-// (the stored link then takes export, import and transitive from it)
+// (the stored link then takes its policies, buffer and max hops from it)
 // in the same entry: refused when unknown, used or expired at now_ms.
 type FedLinkPut struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -1939,10 +1955,14 @@ type CreateTokenRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	PeerSystemId string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
 	// ttl_ms is how long the token stays redeemable (0: the default, 1 h).
-	TtlMs         int64      `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	Export        *FedPolicy `protobuf:"bytes,3,opt,name=export,proto3" json:"export,omitempty"`
-	Import        *FedPolicy `protobuf:"bytes,4,opt,name=import,proto3" json:"import,omitempty"`
-	Transitive    bool       `protobuf:"varint,5,opt,name=transitive,proto3" json:"transitive,omitempty"`
+	TtlMs      int64      `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Export     *FedPolicy `protobuf:"bytes,3,opt,name=export,proto3" json:"export,omitempty"`
+	Import     *FedPolicy `protobuf:"bytes,4,opt,name=import,proto3" json:"import,omitempty"`
+	Transitive bool       `protobuf:"varint,5,opt,name=transitive,proto3" json:"transitive,omitempty"`
+	// buffer and max_hops apply to the issuer's side of the link (unset:
+	// the defaults, 1,000 msgs / 10 MB / 1 h drop-oldest, 5 hops).
+	Buffer        *FedBufferPolicy `protobuf:"bytes,6,opt,name=buffer,proto3" json:"buffer,omitempty"`
+	MaxHops       uint32           `protobuf:"varint,7,opt,name=max_hops,json=maxHops,proto3" json:"max_hops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2012,6 +2032,20 @@ func (x *CreateTokenRequest) GetTransitive() bool {
 	return false
 }
 
+func (x *CreateTokenRequest) GetBuffer() *FedBufferPolicy {
+	if x != nil {
+		return x.Buffer
+	}
+	return nil
+}
+
+func (x *CreateTokenRequest) GetMaxHops() uint32 {
+	if x != nil {
+		return x.MaxHops
+	}
+	return 0
+}
+
 type CreateTokenResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -2071,6 +2105,7 @@ type CreateLinkRequest struct {
 	Import        *FedPolicy             `protobuf:"bytes,3,opt,name=import,proto3" json:"import,omitempty"`
 	Transitive    bool                   `protobuf:"varint,4,opt,name=transitive,proto3" json:"transitive,omitempty"`
 	MaxHops       uint32                 `protobuf:"varint,5,opt,name=max_hops,json=maxHops,proto3" json:"max_hops,omitempty"`
+	Buffer        *FedBufferPolicy       `protobuf:"bytes,6,opt,name=buffer,proto3" json:"buffer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2138,6 +2173,13 @@ func (x *CreateLinkRequest) GetMaxHops() uint32 {
 		return x.MaxHops
 	}
 	return 0
+}
+
+func (x *CreateLinkRequest) GetBuffer() *FedBufferPolicy {
+	if x != nil {
+		return x.Buffer
+	}
+	return nil
 }
 
 type CreateLinkResponse struct {
@@ -2540,7 +2582,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12 \n" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12\x12\n" +
-	"\x04tags\x18\x06 \x03(\tR\x04tags\"\x8d\x02\n" +
+	"\x04tags\x18\x06 \x03(\tR\x04tags\"\xdd\x02\n" +
 	"\x0eFedTokenRecord\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x1f\n" +
 	"\vsecret_hash\x18\x02 \x01(\fR\n" +
@@ -2551,7 +2593,9 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06import\x18\x06 \x01(\v2\x15.concord.v1.FedPolicyR\x06import\x12\x1e\n" +
 	"\n" +
 	"transitive\x18\a \x01(\bR\n" +
-	"transitive\"\x81\x01\n" +
+	"transitive\x123\n" +
+	"\x06buffer\x18\b \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\x12\x19\n" +
+	"\bmax_hops\x18\t \x01(\rR\amaxHops\"\x81\x01\n" +
 	"\vFedImported\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x122\n" +
@@ -2646,7 +2690,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06ca_pem\x18\x04 \x01(\fR\x05caPem\"A\n" +
 	"\fPeerResponse\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x14\n" +
-	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\xcf\x01\n" +
+	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\x9f\x02\n" +
 	"\x12CreateTokenRequest\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12-\n" +
@@ -2654,10 +2698,12 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06import\x18\x04 \x01(\v2\x15.concord.v1.FedPolicyR\x06import\x12\x1e\n" +
 	"\n" +
 	"transitive\x18\x05 \x01(\bR\n" +
-	"transitive\"O\n" +
+	"transitive\x123\n" +
+	"\x06buffer\x18\x06 \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\x12\x19\n" +
+	"\bmax_hops\x18\a \x01(\rR\amaxHops\"O\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\"\n" +
-	"\rexpires_at_ms\x18\x02 \x01(\x03R\vexpiresAtMs\"\xc2\x01\n" +
+	"\rexpires_at_ms\x18\x02 \x01(\x03R\vexpiresAtMs\"\xf7\x01\n" +
 	"\x11CreateLinkRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12-\n" +
 	"\x06export\x18\x02 \x01(\v2\x15.concord.v1.FedPolicyR\x06export\x12-\n" +
@@ -2665,7 +2711,8 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\n" +
 	"transitive\x18\x04 \x01(\bR\n" +
 	"transitive\x12\x19\n" +
-	"\bmax_hops\x18\x05 \x01(\rR\amaxHops\"=\n" +
+	"\bmax_hops\x18\x05 \x01(\rR\amaxHops\x123\n" +
+	"\x06buffer\x18\x06 \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\"=\n" +
 	"\x12CreateLinkResponse\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\"\x12\n" +
 	"\x10ListLinksRequest\"\xa7\x03\n" +
@@ -2777,47 +2824,50 @@ var file_concord_v1_federation_proto_depIdxs = []int32{
 	3,  // 4: concord.v1.FedLink.buffer:type_name -> concord.v1.FedBufferPolicy
 	2,  // 5: concord.v1.FedTokenRecord.export:type_name -> concord.v1.FedPolicy
 	2,  // 6: concord.v1.FedTokenRecord.import:type_name -> concord.v1.FedPolicy
-	5,  // 7: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
-	4,  // 8: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
-	6,  // 9: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
-	7,  // 10: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
-	6,  // 11: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
-	4,  // 12: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
-	5,  // 13: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
-	17, // 14: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
-	18, // 15: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
-	22, // 16: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
-	23, // 17: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
-	19, // 18: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
-	13, // 19: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
-	20, // 20: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
-	20, // 21: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
-	15, // 22: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
-	16, // 23: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
-	2,  // 24: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 25: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
-	2,  // 26: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 27: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
-	4,  // 28: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
-	4,  // 29: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
-	31, // 30: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
-	24, // 31: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
-	21, // 32: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	26, // 33: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	28, // 34: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	30, // 35: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	33, // 36: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	25, // 37: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	21, // 38: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	27, // 39: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	29, // 40: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	32, // 41: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	34, // 42: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	37, // [37:43] is the sub-list for method output_type
-	31, // [31:37] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	3,  // 7: concord.v1.FedTokenRecord.buffer:type_name -> concord.v1.FedBufferPolicy
+	5,  // 8: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
+	4,  // 9: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
+	6,  // 10: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
+	7,  // 11: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
+	6,  // 12: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
+	4,  // 13: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
+	5,  // 14: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
+	17, // 15: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
+	18, // 16: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
+	22, // 17: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
+	23, // 18: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
+	19, // 19: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
+	13, // 20: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
+	20, // 21: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
+	20, // 22: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
+	15, // 23: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
+	16, // 24: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
+	2,  // 25: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
+	2,  // 26: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
+	3,  // 27: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	2,  // 28: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
+	2,  // 29: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
+	3,  // 30: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	4,  // 31: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
+	4,  // 32: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
+	31, // 33: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
+	24, // 34: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
+	21, // 35: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
+	26, // 36: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	28, // 37: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	30, // 38: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	33, // 39: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	25, // 40: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	21, // 41: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	27, // 42: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	29, // 43: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	32, // 44: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	34, // 45: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	40, // [40:46] is the sub-list for method output_type
+	34, // [34:40] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_federation_proto_init() }
