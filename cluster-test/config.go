@@ -90,11 +90,11 @@ func FastConfig() node.Config {
 
 	c.Federation.Plaintext = true
 	c.Federation.DirectorySync = 200 * time.Millisecond
-	c.Federation.Ping = 500 * time.Millisecond
+	c.Federation.Ping = scaled(500 * time.Millisecond)
 	c.Federation.BackoffMin = 50 * time.Millisecond
 	c.Federation.BackoffMax = 500 * time.Millisecond
-	c.Federation.CallTimeout = 2 * time.Second
-	c.Federation.AckTimeout = 5 * time.Second
+	c.Federation.CallTimeout = scaled(5 * time.Second)
+	c.Federation.AckTimeout = scaled(10 * time.Second)
 	return c
 }
 

@@ -167,4 +167,17 @@ func TestFederation_SurvivesRestartAndLeaderChange(t *testing.T) {
 	if res, err := alice.Send(map[string]any{"to": "dc2:agent:late", "payload": 1}); err != nil || len(res.Delivered) != 1 {
 		t.Fatalf("send after restart and leader change: %v %s", res, Describe(err))
 	}
+
+	// A server added to dc2 after the token reaches dc1's link over it.
+	added := dc2.AddNode(t)
+	Eventually(t, 15*time.Second, func() error {
+		for _, n := range dc1.Running() {
+			for _, l := range n.Server().Federation().Status() {
+				if !slices.Contains(l.GetLink().GetPeerAddrs(), added.GRPCAddr) {
+					return fmt.Errorf("%s: link addrs %v lack %s", n, l.GetLink().GetPeerAddrs(), added.GRPCAddr)
+				}
+			}
+		}
+		return nil
+	})
 }

@@ -169,7 +169,7 @@ func TestFederation_RoutingAcrossSystems(t *testing.T) {
 
 func TestFederation_TokensAndStreamInput(t *testing.T) {
 	dc1, dc2 := twoSystems(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), FormTimeout+CallTimeout) // dc3 starts inside
 	defer cancel()
 
 	// An expired token is refused and stores nothing.

@@ -97,7 +97,8 @@ func (in *inStream) read(ctx context.Context) error {
 				in.push(&concordv1.FedFrame{Frame: &concordv1.FedFrame_DirUpdate{DirUpdate: u}})
 			}
 		case *concordv1.FedFrame_Ping:
-			in.push(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Pong{Pong: fr.Ping}})
+			in.push(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Pong{Pong: &concordv1.FedPing{
+				SentUnixNano: fr.Ping.GetSentUnixNano(), Addrs: in.m.deps.Servers()}}})
 		default:
 			return status.Error(codes.InvalidArgument, "federation: unexpected frame on a link stream")
 		}

@@ -246,13 +246,13 @@ func (l *outLink) session(ctx context.Context, link *concordv1.FedLink, addr str
 	}
 	l.connected(addr)
 	defer l.disconnected(addr)
-	if l.m.deps.IsLeader() && !slices.Equal(slices.Sorted(slices.Values(welcome.GetAddrs())), slices.Sorted(slices.Values(link.GetPeerAddrs()))) && len(welcome.GetAddrs()) > 0 {
-		go l.proposeAddrs(ctx, welcome.GetAddrs())
-	}
+	l.m.wg.Add(1)
+	go func() { defer l.m.wg.Done(); l.refreshAddrs(ctx, welcome.GetAddrs()) }()
 	var lastRecv atomic.Int64
 	lastRecv.Store(time.Now().UnixNano())
 	recvErr := make(chan error, 1)
-	go func() { recvErr <- l.receive(sctx, stream, &lastRecv) }()
+	recvDone := make(chan struct{})
+	go func() { defer close(recvDone); recvErr <- l.receive(sctx, stream, &lastRecv) }()
 	silent := make(chan struct{})
 	go func() { // a blackholed peer never errors: give up when it goes quiet
 		defer close(silent)
@@ -261,6 +261,7 @@ func (l *outLink) session(ctx context.Context, link *concordv1.FedLink, addr str
 	err = l.sendLoop(sctx, stream, recvErr)
 	cancel()
 	<-silent
+	<-recvDone
 	_ = stream.CloseSend()
 	return true, err
 }
@@ -305,7 +306,13 @@ func (l *outLink) handshake(stream concordv1.Federation_LinkClient) (*concordv1.
 	return w, nil
 }
 
-func (l *outLink) proposeAddrs(ctx context.Context, addrs []string) {
+// refreshAddrs stores the peer's current server list when it differs
+// from the link's (on the leader only: one proposer per system).
+func (l *outLink) refreshAddrs(ctx context.Context, addrs []string) {
+	if len(addrs) == 0 || !l.m.deps.IsLeader() ||
+		slices.Equal(slices.Sorted(slices.Values(addrs)), slices.Sorted(slices.Values(l.policy().GetPeerAddrs()))) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.CallTimeout)
 	defer cancel()
 	_, _, err := l.m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_LINK_ADDRS,
@@ -468,6 +475,7 @@ func (l *outLink) receive(ctx context.Context, stream concordv1.Federation_LinkC
 			l.mu.Lock()
 			l.rtt = time.Since(time.Unix(0, fr.Pong.GetSentUnixNano()))
 			l.mu.Unlock()
+			l.refreshAddrs(ctx, fr.Pong.GetAddrs())
 		}
 	}
 }

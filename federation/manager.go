@@ -141,6 +141,10 @@ type Message struct {
 // the link is down, or a *CodeError (5001 no link, 5000 buffer refused,
 // the peer's refusal). It never blocks on the network.
 func (m *Manager) Send(msg Message, done func(Outcome)) {
+	if !validSystemID(msg.TargetSystem) {
+		done(Outcome{Err: codeErr(CodeInvalidParams, "invalid system id in federated address: "+msg.TargetSystem, nil)})
+		return
+	}
 	if msg.TargetSystem == m.cfg.SystemID {
 		done(Outcome{Err: codeErr(CodeInvalidParams, "federated address names this system", nil)})
 		return

@@ -1517,8 +1517,11 @@ func (x *FedDirectoryRequest) GetHaveVersion() uint64 {
 }
 
 type FedPing struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SentUnixNano  int64                  `protobuf:"varint,1,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	SentUnixNano int64                  `protobuf:"varint,1,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	// addrs, in a pong, are the answering system's current server gRPC
+	// addresses: how a link learns of servers added after the token.
+	Addrs         []string `protobuf:"bytes,2,rep,name=addrs,proto3" json:"addrs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1558,6 +1561,13 @@ func (x *FedPing) GetSentUnixNano() int64 {
 		return x.SentUnixNano
 	}
 	return 0
+}
+
+func (x *FedPing) GetAddrs() []string {
+	if x != nil {
+		return x.Addrs
+	}
+	return nil
 }
 
 // FedFrame is one message of the Link stream. The dialing node sends hello
@@ -2664,9 +2674,10 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05addrs\x18\x03 \x03(\tR\x05addrs\"8\n" +
 	"\x13FedDirectoryRequest\x12!\n" +
-	"\fhave_version\x18\x01 \x01(\x04R\vhaveVersion\"/\n" +
+	"\fhave_version\x18\x01 \x01(\x04R\vhaveVersion\"E\n" +
 	"\aFedPing\x12$\n" +
-	"\x0esent_unix_nano\x18\x01 \x01(\x03R\fsentUnixNano\"\xa8\x03\n" +
+	"\x0esent_unix_nano\x18\x01 \x01(\x03R\fsentUnixNano\x12\x14\n" +
+	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\xa8\x03\n" +
 	"\bFedFrame\x12,\n" +
 	"\x05hello\x18\x01 \x01(\v2\x14.concord.v1.FedHelloH\x00R\x05hello\x122\n" +
 	"\awelcome\x18\x02 \x01(\v2\x16.concord.v1.FedWelcomeH\x00R\awelcome\x12,\n" +
