@@ -84,14 +84,21 @@ func (p *policyFlags) buffer() (*concordv1.FedBufferPolicy, error) {
 	return &concordv1.FedBufferPolicy{MaxMessages: p.bufMsgs, MaxBytes: p.bufBytes, MaxAgeMs: p.bufAge.Milliseconds(), Overflow: ov}, nil
 }
 
-func (p *policyFlags) parse() (exp, imp *concordv1.FedPolicy, err error) {
-	if exp, err = node.ParseFederationPolicy(p.export); err != nil {
-		return nil, nil, fmt.Errorf("--export: %w", err)
+// settings are a link's policies as the flags describe them.
+type settings struct {
+	exp, imp *concordv1.FedPolicy
+	buf      *concordv1.FedBufferPolicy
+}
+
+func (p *policyFlags) parse() (st settings, err error) {
+	if st.exp, err = node.ParseFederationPolicy(p.export); err != nil {
+		return st, fmt.Errorf("--export: %w", err)
 	}
-	if imp, err = node.ParseFederationPolicy(p.imp); err != nil {
-		return nil, nil, fmt.Errorf("--import: %w", err)
+	if st.imp, err = node.ParseFederationPolicy(p.imp); err != nil {
+		return st, fmt.Errorf("--import: %w", err)
 	}
-	return exp, imp, nil
+	st.buf, err = p.buffer()
+	return st, err
 }
 
 func newFedTokenCmd() *cobra.Command {
@@ -106,17 +113,13 @@ func newFedTokenCmd() *cobra.Command {
 		Short: "Issue a one-time peering token for another system (prints it)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			exp, imp, err := p.parse()
-			if err != nil {
-				return err
-			}
-			buf, err := p.buffer()
+			st, err := p.parse()
 			if err != nil {
 				return err
 			}
 			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
 				res, err := c.CreateToken(ctx, &concordv1.CreateTokenRequest{PeerSystemId: peer, TtlMs: ttl.Milliseconds(),
-					Export: exp, Import: imp, Transitive: p.transitive, Buffer: buf, MaxHops: p.maxHops})
+					Export: st.exp, Import: st.imp, Transitive: p.transitive, Buffer: st.buf, MaxHops: p.maxHops})
 				if err != nil {
 					return err
 				}
@@ -144,17 +147,13 @@ func newFedLinkCmd() *cobra.Command {
 		Short: "Redeem a peering token: link this system with the system that issued it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			exp, imp, err := p.parse()
-			if err != nil {
-				return err
-			}
-			buf, err := p.buffer()
+			st, err := p.parse()
 			if err != nil {
 				return err
 			}
 			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
 				res, err := c.CreateLink(ctx, &concordv1.CreateLinkRequest{Token: strings.TrimSpace(token),
-					Export: exp, Import: imp, Transitive: p.transitive, MaxHops: p.maxHops, Buffer: buf})
+					Export: st.exp, Import: st.imp, Transitive: p.transitive, MaxHops: p.maxHops, Buffer: st.buf})
 				if err != nil {
 					return err
 				}
