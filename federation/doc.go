@@ -9,8 +9,18 @@
 // local directory to export) is declared here as small interfaces and
 // passed in by package node.
 //
-// Layout: state*.go is the replicated state (applied by node's raftstore
-// adapter), token.go the peering token codec, envelope.go the routing
-// checks, policy.go export/import filters, buffer.go the outage buffer,
-// link*.go the streams, service.go the gRPC service, manager.go ties them.
+// Layout: state.go and state_snapshot.go are the replicated state (node
+// adapts them to a raftstore module), token.go the peering token codec,
+// envelope.go the hop/loop checks and the delivered Message, policy.go the
+// export/import filters, buffer.go the outage buffer, link.go this node's
+// outbound stream to one system, inbound.go the streams peers open here,
+// peering.go tokens and the handshake, service.go the gRPC service,
+// trust.go the TLS identity checks, manager.go ties them together.
+//
+// Choices where federation.md leaves room: a message whose link breaks
+// after it was sent but before the peer acknowledged answers 5000 (its
+// outcome is unknown: it may have been delivered) and is never resent, so
+// nothing is delivered twice; messages still buffered drain in order. An
+// unknown remote scope answers 5003 like an unexported one. Unlink removes
+// this side only.
 package federation
