@@ -45,7 +45,7 @@ func Link(t testing.TB, from, to *Cluster, spec LinkSpec) {
 	if err != nil {
 		t.Fatalf("clustertest: federation token on %s: %v", to.SystemID(), err)
 	}
-	if _, err := from.FederationClient(t, 1).CreateLink(ctx, &concordv1.CreateLinkRequest{
+	if _, err := from.FederationClient(t, len(from.Nodes())-1).CreateLink(ctx, &concordv1.CreateLinkRequest{
 		Token: tok.GetToken(), Export: spec.FromExport, Transitive: spec.Transitive, MaxHops: spec.MaxHops}); err != nil {
 		t.Fatalf("clustertest: federation link %s -> %s: %v", from.SystemID(), to.SystemID(), err)
 	}

@@ -130,15 +130,6 @@ func (b *buffer) takeAll() []*item {
 	return out
 }
 
-// pushFront puts items back at the head, in order (a batch the stream
-// could not send).
-func (b *buffer) pushFront(items []*item) {
-	for _, it := range items {
-		b.bytes += it.size
-	}
-	b.items = append(items, b.items...)
-}
-
 func envSize(env *concordv1.FedEnvelope) int { return proto.Size(env) }
 
 // errDropped is told to a waiting sender whose message aged out or was

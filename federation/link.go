@@ -15,7 +15,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -422,7 +421,7 @@ func (l *outLink) flush(stream concordv1.Federation_LinkClient) error {
 		for range n {
 			it := l.buf.popFront()
 			l.seq++
-			env := proto.CloneOf(it.env)
+			env := it.env // the link owns it now: numbered for this stream
 			env.Seq = l.seq
 			l.inflight[l.seq] = &inflight{it: it, sentAt: now}
 			batch.Envelopes = append(batch.Envelopes, env)

@@ -59,7 +59,7 @@ func (r *Router) sendFederated(ctx context.Context, from Sender, p sendParams, t
 	id := ulid.Make().String()
 	msg := federation.Message{
 		TargetSystem: t.system, ToAgent: t.agent, ToScope: t.scope, MessageID: id, From: from.from(),
-		Payload: append([]byte(nil), p.payload...),
+		Payload: p.payload, // the rpc layer gives each request its params to keep
 		Meta:    appendMeta(nil, p.meta, p.info.hasTimestamp, r.now().UnixMilli()),
 	}
 	finish := func(o federation.Outcome) (any, error) {
