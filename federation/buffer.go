@@ -75,6 +75,11 @@ type buffer struct {
 // added.
 func (b *buffer) push(it *item, p *concordv1.FedBufferPolicy, now time.Time) (dropped []*item, refuse *CodeError) {
 	dropped = b.expire(p, now)
+	if p.GetMaxBytes() > 0 && uint64(it.size) > p.GetMaxBytes() {
+		// It could never fit: refuse it without evicting anything.
+		b.dropped++
+		return dropped, codeErr(CodeUnavailable, "message larger than the federation buffer", nil)
+	}
 	for b.full(p, it.size) {
 		switch p.GetOverflow() {
 		case concordv1.FedOverflow_FED_OVERFLOW_REJECT_NEW:
@@ -83,10 +88,6 @@ func (b *buffer) push(it *item, p *concordv1.FedBufferPolicy, now time.Time) (dr
 			b.dropped++
 			return dropped, codeErr(CodeUnavailable, "Federation link down and its buffer is full: message dropped (drop-newest)", map[string]any{"retryable": true})
 		default: // drop-oldest
-			if len(b.items) == 0 {
-				b.dropped++
-				return dropped, codeErr(CodeUnavailable, "message larger than the federation buffer", nil)
-			}
 			dropped = append(dropped, b.popFront())
 			b.dropped++
 		}
