@@ -50,15 +50,21 @@ func TestFederation_RingOfThree(t *testing.T) {
 		}
 		return nil
 	})
-	// Unlink dc1-dc3 on both sides: dc1 reaches dc3 through dc2.
+	// Unlink dc1-dc3 (dc3 is told and drops its side): dc1 reaches dc3
+	// through dc2.
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
-	if _, err := dc1.FederationClient(t, 0).Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: "dc3"}); err != nil {
-		t.Fatal(err)
+	if res, err := dc1.FederationClient(t, 0).Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: "dc3"}); err != nil || !res.GetPeerNotified() {
+		t.Fatalf("unlink: %v %v", res, err)
 	}
-	if _, err := dc3.FederationClient(t, 0).Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: "dc1"}); err != nil {
-		t.Fatal(err)
-	}
+	Eventually(t, 5*time.Second, func() error {
+		for _, n := range dc3.Running() {
+			if _, ok := n.Server().Federation().State().Link("dc1"); ok {
+				return fmt.Errorf("%s still has its link to dc1", n)
+			}
+		}
+		return nil
+	})
 	Eventually(t, 10*time.Second, func() error {
 		res, err := alice.Send(map[string]any{"to": map[string]any{"system": "dc3", "agent": "carl"}, "payload": "via dc2"})
 		if err != nil {

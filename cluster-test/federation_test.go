@@ -193,9 +193,17 @@ func TestFederation_TokensAndStreamInput(t *testing.T) {
 	if _, err := dc3.FederationClient(t, 0).CreateLink(ctx, &concordv1.CreateLinkRequest{Token: tok.GetToken()}); err != nil {
 		t.Fatalf("dc3 link: %v", err)
 	}
-	if _, err := dc3.FederationClient(t, 0).Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: "dc2"}); err != nil {
-		t.Fatal(err)
+	if res, err := dc3.FederationClient(t, 0).Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: "dc2"}); err != nil || !res.GetPeerNotified() {
+		t.Fatalf("unlink: %v %v", res, err)
 	}
+	// dc2 removed its side before answering, on whichever node took the
+	// call; node 0 may trail it briefly.
+	Eventually(t, 5*time.Second, func() error {
+		if _, ok := dc2.Node(0).Server().Federation().State().Link("dc3"); ok {
+			return fmt.Errorf("dc2 still links dc3")
+		}
+		return nil
+	})
 	if _, err := dc3.FederationClient(t, 0).CreateLink(ctx, &concordv1.CreateLinkRequest{Token: tok.GetToken()}); err == nil {
 		t.Fatal("a used token was accepted twice")
 	}

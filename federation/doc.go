@@ -22,5 +22,6 @@
 // outcome is unknown: it may have been delivered) and is never resent, so
 // nothing is delivered twice; messages still buffered drain in order. An
 // unknown remote scope answers 5003 like an unexported one. Unlink removes
-// this side only.
+// this side and tells the peer, which removes its side (best effort: an
+// unreachable peer keeps its side until unlinked there).
 package federation

@@ -283,3 +283,6 @@ func (m *Manager) event(kind, peer string, data map[string]any) {
 		m.deps.Events.FederationEvent(kind, peer, data)
 	}
 }
+
+// State is the replicated federation state this manager runs from.
+func (m *Manager) State() *State { return m.deps.State }

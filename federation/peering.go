@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -148,13 +150,46 @@ func (m *Manager) handshake(ctx context.Context, link *concordv1.FedLink, secret
 	return fmt.Errorf("no server of %s answered the handshake: %w", link.GetPeerSystemId(), errors.Join(errs...))
 }
 
-func (m *Manager) callPeer(ctx context.Context, addr string, req *concordv1.PeerRequest, opts []grpc.DialOption) (*concordv1.PeerResponse, error) {
+func (m *Manager) callPeer(ctx context.Context, addr string, req *concordv1.PeerRequest, opts []grpc.DialOption) (resp *concordv1.PeerResponse, err error) {
+	err = m.withPeer(ctx, addr, opts, func(ctx context.Context, c concordv1.FederationClient) error {
+		resp, err = c.Peer(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// withPeer runs one call against a peer server, bounded by CallTimeout.
+func (m *Manager) withPeer(ctx context.Context, addr string, opts []grpc.DialOption, fn func(context.Context, concordv1.FederationClient) error) error {
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer conn.Close()
 	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
-	return concordv1.NewFederationClient(conn).Peer(cctx, req)
+	return fn(cctx, concordv1.NewFederationClient(conn))
+}
+
+// notifyUnlink tells link's system, on its servers in turn, that this
+// system removed the link. A peer that no longer has it counts as told.
+func (m *Manager) notifyUnlink(ctx context.Context, link *concordv1.FedLink) error {
+	opts, err := m.dialOptions(link)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, addr := range link.GetPeerAddrs() {
+		err := m.withPeer(ctx, addr, opts, func(ctx context.Context, c concordv1.FederationClient) error {
+			_, err := c.PeerUnlink(ctx, &concordv1.PeerUnlinkRequest{SystemId: m.cfg.SystemID})
+			return err
+		})
+		if err == nil || status.Code(err) == codes.NotFound {
+			return nil
+		}
+		if !retryableStatus(err) {
+			return err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	return errors.Join(errs...)
 }

@@ -88,13 +88,37 @@ func (s *service) ListLinks(context.Context, *concordv1.ListLinksRequest) (*conc
 	return &concordv1.ListLinksResponse{SystemId: s.m.cfg.SystemID, NodeId: s.m.cfg.NodeID, Links: s.m.Status()}, nil
 }
 
+// Unlink removes this side of a link, then tells the peer (best effort)
+// so it removes its side too.
 func (s *service) Unlink(ctx context.Context, req *concordv1.UnlinkRequest) (*concordv1.UnlinkResponse, error) {
+	link, _ := s.m.deps.State.Link(req.GetPeerSystemId())
 	_, _, err := s.m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_LINK_REMOVE,
 		&concordv1.FedLinkRemove{PeerSystemId: req.GetPeerSystemId()})
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &concordv1.UnlinkResponse{}, nil
+	if err := s.m.notifyUnlink(ctx, link); err != nil {
+		s.m.log.Warn("peer not told of the unlink", "peer", req.GetPeerSystemId(), "err", err)
+		return &concordv1.UnlinkResponse{PeerError: err.Error()}, nil
+	}
+	return &concordv1.UnlinkResponse{PeerNotified: true}, nil
+}
+
+// PeerUnlink removes the mirror of a link its peer removed.
+func (s *service) PeerUnlink(ctx context.Context, req *concordv1.PeerUnlinkRequest) (*concordv1.PeerUnlinkResponse, error) {
+	m := s.m
+	if !validSystemID(req.GetSystemId()) {
+		return nil, status.Error(codes.InvalidArgument, "federation: peer unlink needs a valid system id")
+	}
+	if err := m.checkIdentity(ctx, req.GetSystemId()); err != nil {
+		return nil, err
+	}
+	if _, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_LINK_REMOVE,
+		&concordv1.FedLinkRemove{PeerSystemId: req.GetSystemId()}); err != nil {
+		return nil, toStatus(err)
+	}
+	m.log.Info("federation link removed by its peer", "peer", req.GetSystemId())
+	return &concordv1.PeerUnlinkResponse{}, nil
 }
 
 // toStatus maps federation and Raft errors to gRPC status codes.

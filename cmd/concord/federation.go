@@ -226,10 +226,16 @@ func newFedUnlinkCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
-				if _, err := c.Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: args[0]}); err != nil {
+				res, err := c.Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: args[0]})
+				if err != nil {
 					return err
 				}
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s\n", args[0])
+				if res.GetPeerNotified() {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s (it removed its side too)\n", args[0])
+				} else {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s here; %s was not reached (%s): unlink there too\n",
+						args[0], args[0], res.GetPeerError())
+				}
 				return err
 			})
 		},

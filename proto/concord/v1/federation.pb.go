@@ -2521,7 +2521,11 @@ func (x *UnlinkRequest) GetPeerSystemId() string {
 }
 
 type UnlinkResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// peer_notified: the peer removed its side too; else peer_error says
+	// why not (its side stays until unlinked there).
+	PeerNotified  bool   `protobuf:"varint,1,opt,name=peer_notified,json=peerNotified,proto3" json:"peer_notified,omitempty"`
+	PeerError     string `protobuf:"bytes,2,opt,name=peer_error,json=peerError,proto3" json:"peer_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2554,6 +2558,100 @@ func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use UnlinkResponse.ProtoReflect.Descriptor instead.
 func (*UnlinkResponse) Descriptor() ([]byte, []int) {
 	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *UnlinkResponse) GetPeerNotified() bool {
+	if x != nil {
+		return x.PeerNotified
+	}
+	return false
+}
+
+func (x *UnlinkResponse) GetPeerError() string {
+	if x != nil {
+		return x.PeerError
+	}
+	return ""
+}
+
+type PeerUnlinkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerUnlinkRequest) Reset() {
+	*x = PeerUnlinkRequest{}
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerUnlinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerUnlinkRequest) ProtoMessage() {}
+
+func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerUnlinkRequest.ProtoReflect.Descriptor instead.
+func (*PeerUnlinkRequest) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PeerUnlinkRequest) GetSystemId() string {
+	if x != nil {
+		return x.SystemId
+	}
+	return ""
+}
+
+type PeerUnlinkResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerUnlinkResponse) Reset() {
+	*x = PeerUnlinkResponse{}
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerUnlinkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerUnlinkResponse) ProtoMessage() {}
+
+func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerUnlinkResponse.ProtoReflect.Descriptor instead.
+func (*PeerUnlinkResponse) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
 }
 
 var File_concord_v1_federation_proto protoreflect.FileDescriptor
@@ -2752,8 +2850,14 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12/\n" +
 	"\x05links\x18\x03 \x03(\v2\x19.concord.v1.FedLinkStatusR\x05links\"5\n" +
 	"\rUnlinkRequest\x12$\n" +
-	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\"\x10\n" +
-	"\x0eUnlinkResponse*\xb5\x01\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\"T\n" +
+	"\x0eUnlinkResponse\x12#\n" +
+	"\rpeer_notified\x18\x01 \x01(\bR\fpeerNotified\x12\x1d\n" +
+	"\n" +
+	"peer_error\x18\x02 \x01(\tR\tpeerError\"0\n" +
+	"\x11PeerUnlinkRequest\x12\x1b\n" +
+	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\"\x14\n" +
+	"\x12PeerUnlinkResponse*\xb5\x01\n" +
 	"\rFedPolicyKind\x12\x1f\n" +
 	"\x1bFED_POLICY_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14FED_POLICY_KIND_NONE\x10\x01\x12\x17\n" +
@@ -2765,11 +2869,13 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x18FED_OVERFLOW_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FED_OVERFLOW_DROP_OLDEST\x10\x01\x12\x1c\n" +
 	"\x18FED_OVERFLOW_DROP_NEWEST\x10\x02\x12\x1b\n" +
-	"\x17FED_OVERFLOW_REJECT_NEW\x10\x032\xa7\x03\n" +
+	"\x17FED_OVERFLOW_REJECT_NEW\x10\x032\xf4\x03\n" +
 	"\n" +
 	"Federation\x129\n" +
 	"\x04Peer\x12\x17.concord.v1.PeerRequest\x1a\x18.concord.v1.PeerResponse\x126\n" +
-	"\x04Link\x12\x14.concord.v1.FedFrame\x1a\x14.concord.v1.FedFrame(\x010\x01\x12N\n" +
+	"\x04Link\x12\x14.concord.v1.FedFrame\x1a\x14.concord.v1.FedFrame(\x010\x01\x12K\n" +
+	"\n" +
+	"PeerUnlink\x12\x1d.concord.v1.PeerUnlinkRequest\x1a\x1e.concord.v1.PeerUnlinkResponse\x12N\n" +
 	"\vCreateToken\x12\x1e.concord.v1.CreateTokenRequest\x1a\x1f.concord.v1.CreateTokenResponse\x12K\n" +
 	"\n" +
 	"CreateLink\x12\x1d.concord.v1.CreateLinkRequest\x1a\x1e.concord.v1.CreateLinkResponse\x12H\n" +
@@ -2789,7 +2895,7 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_concord_v1_federation_proto_goTypes = []any{
 	(FedPolicyKind)(0),          // 0: concord.v1.FedPolicyKind
 	(FedOverflow)(0),            // 1: concord.v1.FedOverflow
@@ -2826,6 +2932,8 @@ var file_concord_v1_federation_proto_goTypes = []any{
 	(*ListLinksResponse)(nil),   // 32: concord.v1.ListLinksResponse
 	(*UnlinkRequest)(nil),       // 33: concord.v1.UnlinkRequest
 	(*UnlinkResponse)(nil),      // 34: concord.v1.UnlinkResponse
+	(*PeerUnlinkRequest)(nil),   // 35: concord.v1.PeerUnlinkRequest
+	(*PeerUnlinkResponse)(nil),  // 36: concord.v1.PeerUnlinkResponse
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
@@ -2864,18 +2972,20 @@ var file_concord_v1_federation_proto_depIdxs = []int32{
 	31, // 33: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
 	24, // 34: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
 	21, // 35: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	26, // 36: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	28, // 37: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	30, // 38: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	33, // 39: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	25, // 40: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	21, // 41: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	27, // 42: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	29, // 43: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	32, // 44: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	34, // 45: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	40, // [40:46] is the sub-list for method output_type
-	34, // [34:40] is the sub-list for method input_type
+	35, // 36: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
+	26, // 37: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	28, // 38: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	30, // 39: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	33, // 40: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	25, // 41: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	21, // 42: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	36, // 43: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
+	27, // 44: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	29, // 45: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	32, // 46: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	34, // 47: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	41, // [41:48] is the sub-list for method output_type
+	34, // [34:41] is the sub-list for method input_type
 	34, // [34:34] is the sub-list for extension type_name
 	34, // [34:34] is the sub-list for extension extendee
 	0,  // [0:34] is the sub-list for field type_name
@@ -2907,7 +3017,7 @@ func file_concord_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Federation_Peer_FullMethodName        = "/concord.v1.Federation/Peer"
 	Federation_Link_FullMethodName        = "/concord.v1.Federation/Link"
+	Federation_PeerUnlink_FullMethodName  = "/concord.v1.Federation/PeerUnlink"
 	Federation_CreateToken_FullMethodName = "/concord.v1.Federation/CreateToken"
 	Federation_CreateLink_FullMethodName  = "/concord.v1.Federation/CreateLink"
 	Federation_ListLinks_FullMethodName   = "/concord.v1.Federation/ListLinks"
@@ -38,6 +39,9 @@ type FederationClient interface {
 	Peer(ctx context.Context, in *PeerRequest, opts ...grpc.CallOption) (*PeerResponse, error)
 	// Link is the stream from one node of a linked system to this node.
 	Link(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[FedFrame, FedFrame], error)
+	// PeerUnlink tells this system that the caller removed its link: this
+	// side's mirror link goes too.
+	PeerUnlink(ctx context.Context, in *PeerUnlinkRequest, opts ...grpc.CallOption) (*PeerUnlinkResponse, error)
 	// Admin methods (`concord federation ...`).
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
 	CreateLink(ctx context.Context, in *CreateLinkRequest, opts ...grpc.CallOption) (*CreateLinkResponse, error)
@@ -75,6 +79,16 @@ func (c *federationClient) Link(ctx context.Context, opts ...grpc.CallOption) (g
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Federation_LinkClient = grpc.BidiStreamingClient[FedFrame, FedFrame]
+
+func (c *federationClient) PeerUnlink(ctx context.Context, in *PeerUnlinkRequest, opts ...grpc.CallOption) (*PeerUnlinkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerUnlinkResponse)
+	err := c.cc.Invoke(ctx, Federation_PeerUnlink_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func (c *federationClient) CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -127,6 +141,9 @@ type FederationServer interface {
 	Peer(context.Context, *PeerRequest) (*PeerResponse, error)
 	// Link is the stream from one node of a linked system to this node.
 	Link(grpc.BidiStreamingServer[FedFrame, FedFrame]) error
+	// PeerUnlink tells this system that the caller removed its link: this
+	// side's mirror link goes too.
+	PeerUnlink(context.Context, *PeerUnlinkRequest) (*PeerUnlinkResponse, error)
 	// Admin methods (`concord federation ...`).
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
 	CreateLink(context.Context, *CreateLinkRequest) (*CreateLinkResponse, error)
@@ -147,6 +164,9 @@ func (UnimplementedFederationServer) Peer(context.Context, *PeerRequest) (*PeerR
 }
 func (UnimplementedFederationServer) Link(grpc.BidiStreamingServer[FedFrame, FedFrame]) error {
 	return status.Error(codes.Unimplemented, "method Link not implemented")
+}
+func (UnimplementedFederationServer) PeerUnlink(context.Context, *PeerUnlinkRequest) (*PeerUnlinkResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PeerUnlink not implemented")
 }
 func (UnimplementedFederationServer) CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateToken not implemented")
@@ -205,6 +225,24 @@ func _Federation_Link_Handler(srv interface{}, stream grpc.ServerStream) error {
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Federation_LinkServer = grpc.BidiStreamingServer[FedFrame, FedFrame]
+
+func _Federation_PeerUnlink_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerUnlinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FederationServer).PeerUnlink(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Federation_PeerUnlink_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FederationServer).PeerUnlink(ctx, req.(*PeerUnlinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 func _Federation_CreateToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateTokenRequest)
@@ -288,6 +326,10 @@ var Federation_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Peer",
 			Handler:    _Federation_Peer_Handler,
+		},
+		{
+			MethodName: "PeerUnlink",
+			Handler:    _Federation_PeerUnlink_Handler,
 		},
 		{
 			MethodName: "CreateToken",
