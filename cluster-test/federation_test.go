@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -165,6 +167,19 @@ func TestFederation_RoutingAcrossSystems(t *testing.T) {
 	requireMAPError(t, err, rpc.CodeFederationRouteRejected, false)
 	_, err = alice.Send(map[string]any{"to": map[string]any{"system": "dc9", "agent": "x"}, "payload": 1})
 	requireMAPError(t, err, rpc.CodeFederationSystemNotFound, false)
+
+	// Per-link metrics.
+	resp, err := http.Get("http://" + dc1.Node(0).HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	for _, want := range []string{`concord_federation_link_up{peer="dc2"} 1`, `concord_federation_imported_agents{peer="dc2"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("metrics lack %s", want)
+		}
+	}
 }
 
 func TestFederation_TokensAndStreamInput(t *testing.T) {

@@ -144,6 +144,9 @@ func (s *Server) buildFederation() error {
 	s.fed = m
 	s.fedHook.set(m)
 	m.Register(s.cluster.GRPC())
+	if err := s.metrics.reg.Register(fedCollector{m}); err != nil {
+		return fmt.Errorf("register federation metrics: %w", err)
+	}
 	return nil
 }
 
