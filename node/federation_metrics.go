@@ -40,7 +40,9 @@ func (c fedCollector) Collect(ch chan<- prometheus.Metric) {
 		if st.GetState() == "up" {
 			up = 1
 		}
-		gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, p) }
+		gauge := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, p)
+		}
 		counter := func(d *prometheus.Desc, v uint64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), p)
 		}
