@@ -59,8 +59,14 @@ func (r *Router) sendFederated(ctx context.Context, from Sender, p sendParams, t
 	id := ulid.Make().String()
 	msg := federation.Message{
 		TargetSystem: t.system, ToAgent: t.agent, ToScope: t.scope, MessageID: id, From: from.from(),
-		Payload: p.payload, // the rpc layer gives each request its params to keep
+		Payload: p.payload,
 		Meta:    appendMeta(nil, p.meta, p.info.hasTimestamp, r.now().UnixMilli()),
+	}
+	if !deferReply {
+		// Send's callers may reuse params once it returns (the runs driver
+		// does), and a queued message outlives the call. A connection's
+		// request (HandleSend) owns its params.
+		msg.Payload = append([]byte(nil), p.payload...)
 	}
 	finish := func(o federation.Outcome) (any, error) {
 		switch {
