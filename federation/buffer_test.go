@@ -2,6 +2,7 @@ package federation
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -96,5 +97,53 @@ func TestOutLink_EnqueueWhileDown(t *testing.T) {
 	}
 	if _, err := BufferPolicyOr(&concordv1.FedBufferPolicy{MaxAgeMs: -1}); err == nil {
 		t.Fatal("negative age accepted")
+	}
+}
+
+// batchRecorder is the part of a Link client stream flush uses.
+type batchRecorder struct {
+	concordv1.Federation_LinkClient
+	batches [][]*concordv1.FedEnvelope
+}
+
+func (b *batchRecorder) Send(f *concordv1.FedFrame) error {
+	b.batches = append(b.batches, f.GetBatch().GetEnvelopes())
+	return nil
+}
+
+// TestOutLink_FlushBatches: the buffer drains in order, in batches of at
+// most maxBatch envelopes and maxBatchBytes (a larger envelope alone).
+func TestOutLink_FlushBatches(t *testing.T) {
+	m := &Manager{now: time.Now, log: discardLogger()}
+	pol, _ := BufferPolicyOr(&concordv1.FedBufferPolicy{MaxBytes: 64 << 20})
+	l := newOutLink(m, &concordv1.FedLink{PeerSystemId: "dc2", PeerAddrs: []string{"x"}, Buffer: pol})
+	l.up = true
+	sizes := []int{10, 10, 3 << 20, 3 << 20, 5 << 20, 10}
+	for range 70 {
+		sizes = append(sizes, 10)
+	}
+	for i, sz := range sizes {
+		l.enqueue(&concordv1.FedEnvelope{MessageId: strconv.Itoa(i), Payload: make([]byte, sz)}, func(Outcome) {})
+	}
+	var rec batchRecorder
+	if err := l.flush(&rec); err != nil {
+		t.Fatal(err)
+	}
+	next := 0
+	for bi, b := range rec.batches {
+		total := 0
+		for _, e := range b {
+			if e.GetMessageId() != strconv.Itoa(next) || e.GetSeq() != uint64(next+1) {
+				t.Fatalf("batch %d: envelope %s (seq %d) out of order, want %d", bi, e.GetMessageId(), e.GetSeq(), next)
+			}
+			next++
+			total += len(e.GetPayload())
+		}
+		if len(b) > maxBatch || (len(b) > 1 && total > maxBatchBytes) {
+			t.Fatalf("batch %d: %d envelopes, %d bytes", bi, len(b), total)
+		}
+	}
+	if next != len(sizes) || len(l.inflight) != len(sizes) {
+		t.Fatalf("flushed %d of %d, %d in flight", next, len(sizes), len(l.inflight))
 	}
 }

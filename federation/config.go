@@ -77,8 +77,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: timings must be > 0", ErrInvalidConfig)
 	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
 		return fmt.Errorf("%w: backoff bounds", ErrInvalidConfig)
-	case c.MaxEnvelopeBytes <= 0:
-		return fmt.Errorf("%w: MaxEnvelopeBytes must be > 0", ErrInvalidConfig)
+	case c.MaxEnvelopeBytes <= 0 || c.MaxEnvelopeBytes > 8<<20:
+		return fmt.Errorf("%w: MaxEnvelopeBytes must be in 1..8 MiB (a stream message holds at most 16 MiB)", ErrInvalidConfig)
 	}
 	return nil
 }

@@ -19,8 +19,13 @@ import (
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
-// maxBatch is how many envelopes one stream message carries at most.
-const maxBatch = 64
+// maxBatch and maxBatchBytes bound one stream message: well under the
+// peer's gRPC message limit (16 MiB by default), whatever the envelopes
+// weigh (one envelope always goes, alone if need be).
+const (
+	maxBatch      = 64
+	maxBatchBytes = 4 << 20
+)
 
 // outLink is this node's stream to one linked system: it picks one of the
 // peer's servers (spread by a hash of this node's id), keeps the stream
@@ -418,8 +423,14 @@ func (l *outLink) flush(stream concordv1.Federation_LinkClient) error {
 		n := min(len(l.buf.items), maxBatch)
 		batch := &concordv1.FedBatch{Envelopes: make([]*concordv1.FedEnvelope, 0, n)}
 		now := l.m.now()
-		for range n {
+		bytes := 0
+		for i := range n {
+			if i > 0 && bytes+l.buf.items[0].size > maxBatchBytes {
+				n = i
+				break
+			}
 			it := l.buf.popFront()
+			bytes += it.size
 			l.seq++
 			env := it.env // the link owns it now: numbered for this stream
 			env.Seq = l.seq
