@@ -38,6 +38,7 @@ type serverFlags struct {
 	runRetention    time.Duration
 	maxFinishedRuns int
 	logs            logFlags
+	tls             serverTLSFlags
 	// changed reports whether the user set a flag, so --dev keeps its own
 	// defaults for everything not given explicitly.
 	changed func(name string) bool
@@ -49,7 +50,11 @@ func newServerCmd() *cobra.Command {
 		Use:   "server",
 		Short: "Run a Concord node",
 		Long: `Run a Concord node. With --dev it runs one bootstrapped node on 127.0.0.1
-with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).`,
+with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).
+
+Outside --dev a node needs TLS material (--tls-ca-file, --tls-cert-file,
+--tls-key-file; see concord tls) and a gossip key, or an explicit --insecure.
+SIGHUP reloads the CA, certificate and key without a restart.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.changed = cmd.Flags().Changed
@@ -90,6 +95,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.IntVar(&f.maxFinishedRuns, "max-finished-runs", d.RunService.MaxFinishedRuns,
 		"keep at most this many finished runs (the oldest are forgotten first); 0 means no cap")
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
+	f.tls.bind(fl)
 	f.logs.register(cmd)
 }
 
@@ -114,7 +120,9 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 		_ = srv.Shutdown(context.Background())
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP http://%s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPAddr())
+	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP %s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPURL())
+	stopReload := reloadOnHangup(srv, log)
+	defer stopReload()
 	<-ctx.Done()
 	fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 	shCtx, shCancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -186,6 +194,9 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	if !f.dev && (cfg.NodeID == "" || cfg.DataDir == "") {
 		return cfg, cleanup, fmt.Errorf("--node-id and --data-dir are required (or use --dev)")
+	}
+	if err := f.tls.apply(&cfg, f.dev); err != nil {
+		return cfg, cleanup, err
 	}
 	return cfg, cleanup, nil
 }
