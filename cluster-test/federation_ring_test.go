@@ -18,9 +18,9 @@ import (
 // reaches dc3 through dc2, with from still naming the source system.
 func TestFederation_RingOfThree(t *testing.T) {
 	net := NewNetwork(t, nil)
-	dc1 := New(t, 3, WithSystem("dc1"), WithSharedNetwork(net))
-	dc2 := New(t, 3, WithSystem("dc2"), WithSharedNetwork(net))
-	dc3 := New(t, 3, WithSystem("dc3"), WithSharedNetwork(net))
+	dc1 := New(t, 3, WithSystem("dc1"), WithSharedNetwork(net), WithInsecure())
+	dc2 := New(t, 3, WithSystem("dc2"), WithSharedNetwork(net), WithInsecure())
+	dc3 := New(t, 3, WithSystem("dc3"), WithSharedNetwork(net), WithInsecure())
 	Link(t, dc1, dc2, LinkSpec{FromExport: exportAll, ToExport: exportAll, Transitive: true})
 	Link(t, dc2, dc3, LinkSpec{FromExport: exportAll, ToExport: exportAll, Transitive: true})
 	Link(t, dc3, dc1, LinkSpec{FromExport: exportAll, ToExport: exportAll, Transitive: true, MaxHops: 1})

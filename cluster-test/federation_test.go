@@ -27,8 +27,8 @@ var exportAll = policy(concordv1.FedPolicyKind_FED_POLICY_KIND_ALL, "")
 func twoSystems(t *testing.T) (dc1, dc2 *Cluster) {
 	t.Helper()
 	net := NewNetwork(t, nil)
-	dc1 = New(t, 3, WithSystem("dc1"), WithSharedNetwork(net))
-	dc2 = New(t, 3, WithSystem("dc2"), WithSharedNetwork(net))
+	dc1 = New(t, 3, WithSystem("dc1"), WithSharedNetwork(net), WithInsecure())
+	dc2 = New(t, 3, WithSystem("dc2"), WithSharedNetwork(net), WithInsecure())
 	Link(t, dc1, dc2, LinkSpec{FromExport: policy(concordv1.FedPolicyKind_FED_POLICY_KIND_ROLE, "public"), ToExport: exportAll})
 	Eventually(t, 10*time.Second, func() error { return dc1.LinkUp("dc2") })
 	Eventually(t, 10*time.Second, func() error { return dc2.LinkUp("dc1") })
@@ -193,7 +193,7 @@ func TestFederation_TokensAndStreamInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Millisecond) // the token's 1 ms life is the scenario
-	dc3 := New(t, 1, WithSystem("dc3"))
+	dc3 := New(t, 1, WithSystem("dc3"), WithInsecure())
 	if _, err := dc3.FederationClient(t, 0).CreateLink(ctx, &concordv1.CreateLinkRequest{Token: tok.GetToken()}); err == nil {
 		t.Fatal("an expired token was accepted")
 	}
