@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -15,7 +17,11 @@ import (
 // (the admin API of `concord federation`); the connection closes with t.
 func (c *Cluster) FederationClient(t testing.TB, i int) concordv1.FederationClient {
 	t.Helper()
-	conn, err := grpc.NewClient(c.Node(i).GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if srv := c.Node(i).Server(); srv != nil && srv.TLSEnabled() {
+		creds = credentials.NewTLS(tlstest.ClientTLS(c.SystemID(), "operator"))
+	}
+	conn, err := grpc.NewClient(c.Node(i).GRPCAddr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatalf("clustertest: dial %s: %v", c.Node(i), err)
 	}

@@ -27,10 +27,6 @@ type Config struct {
 	// id). Provided by node from its TLS configuration; nil refuses links
 	// unless Plaintext.
 	Credentials func(link *concordv1.FedLink) (credentials.TransportCredentials, error)
-	// PeerIdentity returns the system id an inbound call's verified
-	// certificate names (ok=false on a plaintext connection). nil: every
-	// inbound call is plaintext.
-	PeerIdentity func(ctx context.Context) (systemID string, ok bool)
 	// CAPEM is this system's CA certificate, packed into tokens.
 	CAPEM []byte
 	// TokenTTL is how long a peering token stays redeemable by default.

@@ -27,10 +27,11 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 		return status.Error(codes.InvalidArgument, "federation: a link stream starts with hello naming a system")
 	}
 	peer := hello.GetSystemId()
-	if _, ok := m.deps.State.Link(peer); !ok {
+	link, ok := m.deps.State.Link(peer)
+	if !ok {
 		return status.Errorf(codes.PermissionDenied, "federation: system %s has no link to system %s", m.cfg.SystemID, peer)
 	}
-	if err := m.checkIdentity(stream.Context(), peer); err != nil {
+	if err := m.checkIdentity(stream.Context(), peer, link.GetPeerCaPem()); err != nil {
 		return err
 	}
 	if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Welcome{Welcome: &concordv1.FedWelcome{

@@ -2,9 +2,12 @@ package federation
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -30,7 +33,7 @@ func (s *service) Peer(ctx context.Context, req *concordv1.PeerRequest) (*concor
 	case len(req.GetAddrs()) == 0 || len(req.GetAddrs()) > 64:
 		return nil, status.Error(codes.InvalidArgument, "federation: peer request needs 1..64 server addresses")
 	}
-	if err := m.checkIdentity(ctx, req.GetSystemId()); err != nil {
+	if err := m.checkIdentity(ctx, req.GetSystemId(), req.GetCaPem()); err != nil {
 		return nil, err
 	}
 	hash := HashSecret(req.GetSecret())
@@ -49,13 +52,27 @@ func (s *service) Peer(ctx context.Context, req *concordv1.PeerRequest) (*concor
 	return &concordv1.PeerResponse{SystemId: m.cfg.SystemID, Addrs: m.deps.Servers()}, nil
 }
 
-// checkIdentity refuses a caller whose certificate names another system,
-// and a plaintext caller outside dev mode.
-func (m *Manager) checkIdentity(ctx context.Context, claimed string) error {
-	if m.cfg.PeerIdentity != nil {
-		if id, ok := m.cfg.PeerIdentity(ctx); ok {
-			if id != claimed {
-				return status.Errorf(codes.Unauthenticated, "federation: certificate names system %q, caller claims %q", id, claimed)
+// checkIdentity admits the caller as system claimed: over TLS its
+// client certificate chain must verify against caPEM (the link's CA, or
+// the CA of the system redeeming a token) and name a server of claimed;
+// a plaintext caller only in dev mode (Plaintext).
+func (m *Manager) checkIdentity(ctx context.Context, claimed string, caPEM []byte) error {
+	if p, ok := peer.FromContext(ctx); ok {
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			certs := info.State.PeerCertificates
+			if len(certs) == 0 {
+				return status.Error(codes.Unauthenticated, "federation: a linked system's node must present its server certificate")
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(caPEM) {
+				return status.Errorf(codes.Unauthenticated, "federation: no CA certificate known for system %s", claimed)
+			}
+			raw := make([][]byte, len(certs))
+			for i, c := range certs {
+				raw[i] = c.Raw
+			}
+			if err := verifyPeer(raw, pool, claimed, x509.ExtKeyUsageClientAuth); err != nil {
+				return status.Error(codes.Unauthenticated, err.Error())
 			}
 			return nil
 		}
@@ -110,7 +127,11 @@ func (s *service) PeerUnlink(ctx context.Context, req *concordv1.PeerUnlinkReque
 	if !validSystemID(req.GetSystemId()) {
 		return nil, status.Error(codes.InvalidArgument, "federation: peer unlink needs a valid system id")
 	}
-	if err := m.checkIdentity(ctx, req.GetSystemId()); err != nil {
+	link, ok := m.deps.State.Link(req.GetSystemId())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "federation: no link to %s", req.GetSystemId())
+	}
+	if err := m.checkIdentity(ctx, req.GetSystemId(), link.GetPeerCaPem()); err != nil {
 		return nil, err
 	}
 	if _, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_LINK_REMOVE,

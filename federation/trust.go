@@ -1,7 +1,6 @@
 package federation
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -21,7 +19,8 @@ import (
 // accepts the peer only if its chain verifies against the link's CA and
 // its URI SAN is concord://<peer system>/server/<node>. These helpers
 // build that from whatever certificate source the node has (its TLS
-// configuration plugs in through Config.Credentials and PeerIdentity).
+// configuration plugs in through Config.Credentials; inbound calls are
+// checked in checkIdentity).
 
 // ErrPeerIdentity: the peer's certificate does not name the expected
 // system's server.
@@ -97,30 +96,4 @@ func ServerSystem(c *x509.Certificate) (string, bool) {
 		return "", false
 	}
 	return found[0].Host, true
-}
-
-// PeerSystemFromContext is a Config.PeerIdentity for a gRPC server whose
-// TLS configuration verified the client's chain (against the linked
-// systems' CAs, LinkedCAPool): the system the client certificate names.
-func PeerSystemFromContext(ctx context.Context) (string, bool) {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return "", false
-	}
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
-		return "", false
-	}
-	return ServerSystem(info.State.VerifiedChains[0][0])
-}
-
-// LinkedCAPool holds the CA certificates of every linked system: what a
-// node's gRPC server adds to its client CAs so peer systems' nodes can
-// open Link streams.
-func LinkedCAPool(links []*concordv1.FedLink) *x509.CertPool {
-	pool := x509.NewCertPool()
-	for _, l := range links {
-		pool.AppendCertsFromPEM(l.GetPeerCaPem())
-	}
-	return pool
 }

@@ -1,17 +1,22 @@
 package node
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/node/tlsconf"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
@@ -133,6 +138,9 @@ func (s *Server) buildFederation() error {
 	if s.cfg.GRPCDialer != nil && fc.Dialer == nil {
 		fc.Dialer = s.cfg.GRPCDialer
 	}
+	if err := s.fedTrust(&fc); err != nil {
+		return err
+	}
 	m, err := federation.New(fc, federation.Deps{
 		State: s.fedState, Store: s.store, IsLeader: s.store.IsLeader,
 		Local: fedDirectory{reg: s.registry, store: s.store}, Deliver: s.router,
@@ -196,3 +204,62 @@ func (s *Server) remoteAgents(systems []string) []registry.Agent {
 	}
 	return out
 }
+
+// admitFederationPeers lets through the gRPC handshake a client
+// certificate that names a server of another system and does not chain to
+// this system's CA (own): the holder proved its key, the federation
+// methods verify its chain against the CA of the link (or of the token
+// being redeemed) on every call, and node/authz grants a certificate of
+// another system nothing else. Every other certificate, including one this
+// system's CA issued for another system, is verified by next as before.
+func admitFederationPeers(next func(tls.ConnectionState) error, systemID string, own *x509.CertPool) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) > 0 {
+			leaf := cs.PeerCertificates[0]
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, ownErr := leaf.Verify(x509.VerifyOptions{Roots: own, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+			if sys, ok := federation.ServerSystem(leaf); ok && sys != systemID && ownErr != nil {
+				return nil
+			}
+		}
+		return next(cs)
+	}
+}
+
+// caPEM is this system's CA certificate (PEM), from the TLS config.
+func (s *Server) caPEM() ([]byte, error) {
+	if s.cfg.TLS.CAFile == "" {
+		return s.cfg.TLS.CAPEM, nil
+	}
+	b, err := os.ReadFile(s.cfg.TLS.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	return b, nil
+}
+
+// fedTrust fills the federation config's TLS seam from the node's TLS
+// material: dial peers with this node's certificate, and pack the system
+// CA into tokens.
+func (s *Server) fedTrust(fc *federation.Config) error {
+	if s.tls == nil {
+		return nil
+	}
+	ca, err := s.caPEM()
+	if err != nil {
+		return fmt.Errorf("federation tokens: %w", err)
+	}
+	fc.CAPEM = ca
+	own := s.tls.ClientConfig(tlsconf.Expect{}).GetClientCertificate
+	fc.Credentials = func(link *concordv1.FedLink) (credentials.TransportCredentials, error) {
+		return federation.ClientCredentials(func() (*tls.Certificate, error) { return own(nil) }, link)
+	}
+	return nil
+}
+
+// TLSEnabled reports whether the node runs with TLS material (tests and
+// tools choose their credentials by it).
+func (s *Server) TLSEnabled() bool { return s.tls != nil }

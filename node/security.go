@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -75,7 +76,7 @@ func (s *Server) buildSecurity() error {
 		s.tls = m
 	}
 	a, err := authz.New(authz.Config{
-		TLS: s.tls != nil, IsMember: s.isMember, Token: s.cfg.OperatorToken,
+		TLS: s.tls != nil, IsMember: s.isMember, Token: s.cfg.OperatorToken, SystemID: s.cfg.SystemID,
 		Methods: grpcMethods, Logger: s.cfg.Logger,
 	})
 	if err != nil {
@@ -168,6 +169,12 @@ func (s *Server) securityOptions() ([]grpc.ServerOption, func(string) credential
 	// alone; authz refuses node-to-node methods to callers without a
 	// member's certificate.
 	srv := s.tls.ServerConfig("grpc", tlsconf.ClientAuthRequest, tlsconf.Expect{})
+	if ca, err := s.caPEM(); err == nil {
+		own := x509.NewCertPool()
+		own.AppendCertsFromPEM(ca)
+		srv.VerifyConnection = admitFederationPeers(srv.VerifyConnection, s.cfg.SystemID, own)
+	} // else the CA was unreadable: peer systems are refused at the handshake
+
 	opts = append(opts, grpc.Creds(credentials.NewTLS(srv)))
 	peer := func(nodeID string) credentials.TransportCredentials {
 		return credentials.NewTLS(s.tls.ClientConfig(tlsconf.Expect{Role: pki.RoleServer, NodeID: nodeID}))
