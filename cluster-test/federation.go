@@ -85,3 +85,13 @@ func (c *Cluster) LinkUp(peer string) error {
 	}
 	return nil
 }
+
+// NodeIDs lists the cluster's node ids (for faultnet partitions between
+// systems).
+func (c *Cluster) NodeIDs() []string {
+	var out []string
+	for _, n := range c.Nodes() {
+		out = append(out, n.ID)
+	}
+	return out
+}

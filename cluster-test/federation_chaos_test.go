@@ -22,13 +22,7 @@ func TestChaos_FederationPartitions(t *testing.T) {
 	dc1, dc2 := twoSystems(t)
 	alice := agentOn(t, dc1, 0, "alice", nil)
 	bob := agentOn(t, dc2, 1, "bob", nil)
-	var side1, side2 []string
-	for _, n := range dc1.Nodes() {
-		side1 = append(side1, n.ID)
-	}
-	for _, n := range dc2.Nodes() {
-		side2 = append(side2, n.ID)
-	}
+	side1, side2 := dc1.NodeIDs(), dc2.NodeIDs()
 
 	const rounds, perRound = 6, 40
 	var must, may []int

@@ -88,13 +88,7 @@ func TestFederation_PartitionBuffersAndDrainsInOrder(t *testing.T) {
 	carol := agentOn(t, dc1, 1, "carol", nil)
 	bob := agentOn(t, dc2, 1, "bob", nil)
 
-	var side1, side2 []string
-	for _, n := range dc1.Nodes() {
-		side1 = append(side1, n.ID)
-	}
-	for _, n := range dc2.Nodes() {
-		side2 = append(side2, n.ID)
-	}
+	side1, side2 := dc1.NodeIDs(), dc2.NodeIDs()
 	dc1.Net.Partition(side1, side2)
 	Eventually(t, 10*time.Second, func() error {
 		for _, st := range dc1.Node(0).Server().Federation().Status() {
