@@ -37,6 +37,7 @@ type serverFlags struct {
 	raftMultiplier  int
 	runRetention    time.Duration
 	maxFinishedRuns int
+	maxLogEntries   uint64
 	logs            logFlags
 	tls             serverTLSFlags
 	// changed reports whether the user set a flag, so --dev keeps its own
@@ -95,6 +96,9 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.IntVar(&f.maxFinishedRuns, "max-finished-runs", d.RunService.MaxFinishedRuns,
 		"keep at most this many finished runs (the oldest are forgotten first); 0 means no cap")
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
+	fl.Uint64Var(&f.maxLogEntries, "max-log-entries", d.Raft.MaxLogEntries,
+		"snapshot as soon as this many Raft log entries were written since the last snapshot, bounding the log (and the memory its mapped file takes) whatever the write rate; "+
+			"lower snapshots more often, 0 leaves it to the 2-minute snapshot timer")
 	f.tls.bind(fl)
 	f.logs.register(cmd)
 }
@@ -185,6 +189,7 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	cfg.Bootstrap = cfg.Bootstrap || f.bootstrap
 	cfg.RPC.MaxFrameBytes = f.maxFrameBytes
+	cfg.Raft.MaxLogEntries = f.maxLogEntries
 	cfg.RunService.FinishedRetention, cfg.RunService.MaxFinishedRuns = f.runRetention, f.maxFinishedRuns
 	// --dev keeps DevConfig's quick single-node timings unless asked.
 	if !f.dev || f.changed("raft-multiplier") {

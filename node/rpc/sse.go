@@ -172,7 +172,7 @@ func (h *sseHandler) create(r *http.Request) (*httpSession, int, *Error) {
 		return nil, http.StatusServiceUnavailable, NewError(CodeExhausted, "Too many HTTP sessions").WithRetryAfter(time.Second)
 	}
 	sess := newHTTPSession(h, newSessionID(), r.RemoteAddr)
-	sess.conn = newConn(h.srv.baseCtx, h.srv.cfg, sess, h.srv.h)
+	sess.conn = newConn(h.srv.baseCtx, &h.srv.cfg, sess, h.srv.h)
 	h.sessions[sess.id] = sess
 	h.mu.Unlock()
 	go func() {
