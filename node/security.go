@@ -47,6 +47,12 @@ var grpcMethods = map[string]authz.Class{
 	concordv1.Federation_Peer_FullMethodName:        authz.Open,
 	concordv1.Federation_Link_FullMethodName:        authz.Open,
 	concordv1.Federation_PeerUnlink_FullMethodName:  authz.Open,
+	// The keyring (cluster.IsAdminMethod): an operator, or a member server
+	// passing an operator's change on to every node.
+	concordv1.Admin_KeyringList_FullMethodName:    authz.Admin,
+	concordv1.Admin_KeyringInstall_FullMethodName: authz.Admin,
+	concordv1.Admin_KeyringUse_FullMethodName:     authz.Admin,
+	concordv1.Admin_KeyringRemove_FullMethodName:  authz.Admin,
 }
 
 // lateStore holds the Raft store for membership checks that may run (on

@@ -276,20 +276,24 @@ func (s *Server) buildMAPService() error {
 // Start listens for HTTP, bootstraps Raft when configured, waits until the
 // node is ready (a leader is known and the log is applied) and starts the
 // background loops. It returns an error if the node is not ready within
-// Config.ReadyTimeout.
+// Config.ReadyTimeout, and at once (matching membership.ErrGossipKey) when
+// the gossip seeds refuse this node's key. ctx also bounds gossip's
+// background join loop, which may go on after Start returns.
 func (s *Server) Start(ctx context.Context) error {
 	err := errors.New("node: already started")
-	s.startOnce.Do(func() { err = s.start(ctx) })
+	s.startOnce.Do(func() { err = s.startWatched(ctx) })
 	return err
 }
 
-func (s *Server) start(ctx context.Context) error {
+// joinCtx bounds gossip's background join loop (the caller's context, which
+// may outlive start); ctx bounds start's own waits.
+func (s *Server) start(joinCtx, ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	// The directory subscribes before gossip starts so it misses no change,
 	// and runs before bootstrap so forwarding can find the leader at once.
 	dirSub := s.membership.Subscribe()
-	if err := s.membership.Start(ctx); err != nil {
+	if err := s.membership.Start(joinCtx); err != nil {
 		dirSub.Close()
 		return fmt.Errorf("start membership: %w", err)
 	}
@@ -398,6 +402,10 @@ const maxReadyApplyLag = 1024
 // heard from it within a few heartbeat timeouts (one slow heartbeat must
 // not flap readiness), and the apply lag is small.
 func (s *Server) readyReason() string {
+	if err := s.store.DiskFull(); err != nil {
+		// Named first: "no raft leader" would hide the cause.
+		return fmt.Sprintf("disk full: data dir %s: %v", s.cfg.DataDir, err)
+	}
 	if !s.caughtUp.Load() {
 		if reason := s.notReadyReason(); reason != "" {
 			return "catching up: " + reason
@@ -412,6 +420,9 @@ func (s *Server) readyReason() string {
 // by at most maxLag entries; else why not.
 func (s *Server) raftReason(maxSilence time.Duration, maxLag uint64) string {
 	if id, _ := s.store.Leader(); id == "" {
+		if s.outOfConfiguration() {
+			return notConfiguredReason
+		}
 		return "no raft leader"
 	}
 	stats := s.store.Stats()

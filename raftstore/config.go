@@ -122,6 +122,10 @@ type Config struct {
 	// Shutdown (through the transport).
 	StreamLayer raft.StreamLayer
 
+	// LogWriteFault, for tests / fault injection: when set, it is called
+	// before every write of log entries, and a non-nil error is returned as
+	// that write's error (e.g. syscall.ENOSPC to act out a full disk).
+	LogWriteFault func() error
 	// WrapStreamLayer, when set, wraps the transport's stream layer (the
 	// TCP one or StreamLayer): node uses it to put mutual TLS under Raft.
 	// The wrapper's Close must close the layer it wraps.

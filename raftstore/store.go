@@ -108,6 +108,7 @@ func (s *Store) open() error {
 	if s.bolt, err = openLogStore(s.cfg.DataDir); err != nil {
 		return err
 	}
+	s.bolt.fault = s.cfg.LogWriteFault
 	rlog := newHCLogAdapter(s.log, "raft")
 	snaps, err := openSnapshotStore(s.cfg, rlog)
 	if err != nil {

@@ -29,8 +29,8 @@ func newFederationCmd() *cobra.Command {
 }
 
 func fedCall(ctx context.Context, f *adminFlags, fn func(context.Context, concordv1.FederationClient) error) error {
-	return f.callConn(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
-		return fn(ctx, concordv1.NewFederationClient(conn))
+	return f.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
+		return fn(ctx, concordv1.NewFederationClient(cc))
 	})
 }
 
