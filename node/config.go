@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/mapsvc"
 	"github.com/concordmap/concord/node/membership"
@@ -137,6 +138,9 @@ type Config struct {
 	// MinQuorum). Identity and addresses are filled from the fields above.
 	Membership membership.Config
 	Cluster    cluster.Config
+	// Federation configures links to other systems (timings, TLS seam,
+	// Plaintext for --dev). Identity is filled from the fields above.
+	Federation federation.Config
 
 	// GRPCDialer, for tests / fault injection: dials peers' gRPC
 	// addresses instead of plain TCP. nil dials TCP.
@@ -164,6 +168,7 @@ func DefaultConfig() Config {
 		RunService:      runs.DefaultServiceConfig(),
 		Membership:      membership.DefaultConfig(),
 		Cluster:         cluster.DefaultConfig(),
+		Federation:      federation.DefaultConfig(),
 		GRPCAddr:        "0.0.0.0:7701",
 		GossipAddr:      "0.0.0.0:7703",
 		HTTPTLS:         true,
@@ -184,7 +189,8 @@ func DevConfig(dataDir string) Config {
 	c.GRPCAddr = "127.0.0.1:0"
 	c.GossipAddr = "127.0.0.1:0"
 	c.GossipPlaintext = true
-	c.Insecure = true // loopback only; tests set TLS instead
+	c.Federation.Plaintext = true // dev links run without TLS
+	c.Insecure = true             // loopback only; tests set TLS instead
 	c.Bootstrap = true
 	c.ReadyTimeout = 10 * time.Second
 	// A single voter elects itself after one election timeout: keep it short

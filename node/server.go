@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/authz"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/fanout"
@@ -36,6 +37,9 @@ type Server struct {
 	registry *registry.State
 	runs     *runs.Module
 	runsSvc  *runs.Service
+	fedState *federation.State
+	fed      *federation.Manager
+	fedHook  *lateFederation
 	store    *raftstore.Store
 	metrics  *metrics
 	hub      *fanout.Hub
@@ -104,6 +108,8 @@ func (s *Server) build() error {
 		return fmt.Errorf("build registry: %w", err)
 	}
 	s.registry = reg
+	s.fedState = federation.NewState()
+	s.fedHook = &lateFederation{systemID: s.cfg.SystemID}
 	if err := s.buildSecurity(); err != nil {
 		return err
 	}
@@ -134,7 +140,10 @@ func (s *Server) build() error {
 	if err := s.buildMAPService(); err != nil {
 		return err
 	}
-	return s.buildClusterServer()
+	if err := s.buildClusterServer(); err != nil {
+		return err
+	}
+	return s.buildFederation()
 }
 
 // closeBuilt releases what build acquired when it failed part way.
@@ -169,7 +178,7 @@ func (s *Server) openStore() error {
 	rc.DataDir = s.cfg.DataDir
 	rc.BindAddr = s.cfg.RaftAddr
 	rc.AdvertiseAddr = s.cfg.RaftAdvertise
-	rc.Modules = []raftstore.Module{s.registry, s.runs}
+	rc.Modules = []raftstore.Module{s.registry, s.runs, fedModule{s.fedState}}
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
 	rc.WrapStreamLayer = s.raftStreamWrapper()
@@ -205,6 +214,7 @@ func (s *Server) buildMAPService() error {
 	rcfg.Sessions = sessions
 	rcfg.Events = cluster.NewEventBroadcaster(hub, s.peers, s.registry)
 	rcfg.Peers = s.peers
+	rcfg.Federation = s.fedHook
 	rcfg.Logger = s.cfg.Logger
 	rt, err := router.New(rcfg)
 	if err != nil {
@@ -233,6 +243,8 @@ func (s *Server) buildMAPService() error {
 	mcfg.ExtensionMethods = runsSvc.Methods()
 	mcfg.Extensions = append(mcfg.Extensions, mapsvc.Extension{URI: runs.ExtensionURI, Version: runs.ExtensionVersion})
 	mcfg.NodeID = s.cfg.NodeID
+	mcfg.SystemID = s.cfg.SystemID
+	mcfg.RemoteAgents = s.remoteAgents
 	mcfg.System = mapsvc.SystemInfo{Name: "concord", Version: s.cfg.Version}
 	mcfg.Store = proposer
 	mcfg.Registry = s.registry
@@ -295,6 +307,7 @@ func (s *Server) start(joinCtx, ctx context.Context) error {
 	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
 	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
 	s.goLoop("runs", func() error { return s.runsSvc.Run(runCtx) })
+	s.goLoop("federation", func() error { return s.fed.Run(runCtx) })
 	s.goLoop("insecure-warning", func() error { return s.repeatInsecureWarning(runCtx) })
 
 	s.httpSrv = &http.Server{
@@ -502,8 +515,10 @@ func (s *Server) shutdown(ctx context.Context) error {
 			s.log.Debug("leadership transfer skipped", "err", err)
 		}
 	}
-	// 3. Stop the gRPC service (peers' forwards and relays now fail over),
-	// then the loops that read the store, then the outbound clients.
+	// 3. End inbound federation streams (peer systems move to another
+	// server), stop the gRPC service (peers' forwards and relays now fail
+	// over), then the loops that read the store, then the outbound clients.
+	s.fed.Close()
 	add("shutdown cluster grpc", s.cluster.Shutdown(ctx))
 	if s.cancel != nil {
 		s.cancel()
