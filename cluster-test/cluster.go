@@ -119,14 +119,9 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		t.Skip("clustertest: multi-node cluster skipped with -short")
 	}
 	o := buildOptions(opts)
-	ncfg := faultnet.DefaultConfig()
-	ncfg.Logger = testLogger(t, "faultnet")
-	if o.netConfig != nil {
-		o.netConfig(&ncfg)
-	}
-	fn, err := faultnet.New(ncfg)
-	if err != nil {
-		t.Fatalf("clustertest: faultnet: %v", err)
+	fn := o.net
+	if fn == nil {
+		fn = NewNetwork(t, o.netConfig)
 	}
 	c := &Cluster{t: t, opts: o, rng: rand.New(rand.NewPCG(o.seed, o.seed^0x5eed)), Net: fn, Ledger: &Ledger{}}
 	t.Cleanup(c.Close)
@@ -142,9 +137,28 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	return c
 }
 
+// NewNetwork builds a fault network for one or more clusters
+// (WithSharedNetwork); adjust, if not nil, changes its config.
+func NewNetwork(t testing.TB, adjust func(*faultnet.Config)) *faultnet.Network {
+	t.Helper()
+	ncfg := faultnet.DefaultConfig()
+	ncfg.Logger = testLogger(t, "faultnet")
+	if adjust != nil {
+		adjust(&ncfg)
+	}
+	fn, err := faultnet.New(ncfg)
+	if err != nil {
+		t.Fatalf("clustertest: faultnet: %v", err)
+	}
+	return fn
+}
+
 // newNode reserves a node's fixed addresses and data dir.
 func (c *Cluster) newNode(i, expect int) *Node {
 	id := fmt.Sprintf("n%d", i+1)
+	if c.opts.systemID != "" {
+		id = c.opts.systemID + "-" + id
+	}
 	return &Node{
 		Index: i, ID: id, Dir: filepath.Join(c.t.TempDir(), id),
 		HTTPAddr: reservePort(c.t, false), RaftAddr: reservePort(c.t, false),
@@ -188,6 +202,9 @@ func (c *Cluster) startAll() {
 // fault seams and a logger tagged with the node id.
 func (c *Cluster) config(n *Node, raftLn net.Listener) node.Config {
 	cfg := FastConfig()
+	if c.opts.systemID != "" {
+		cfg.SystemID = c.opts.systemID
+	}
 	cfg.NodeID = n.ID
 	cfg.DataDir = n.Dir
 	cfg.HTTPAddr = n.HTTPAddr

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 
@@ -93,6 +94,9 @@ func (s *Server) buildMembership() error {
 		Role:     membership.RoleServer,
 	}
 	mc.GossipKey, mc.AllowPlaintext = s.cfg.GossipKey, s.cfg.GossipPlaintext
+	if !s.cfg.GossipPlaintext {
+		mc.KeyringFile = filepath.Join(s.cfg.DataDir, KeyringFileName)
+	}
 	mc.JoinAddrs = s.cfg.Join
 	mc.BootstrapExpect = s.cfg.BootstrapExpect
 	mc.Logger = s.cfg.Logger
@@ -114,6 +118,7 @@ func (s *Server) buildClusterServer() error {
 		Members:   s.membership,
 		Deliverer: countingDeliverer{next: s.router, m: s.metrics.ops.relay},
 		Events:    s.hub,
+		Keyring:   s.membership,
 	})
 	if err != nil {
 		return fmt.Errorf("build cluster server: %w", err)

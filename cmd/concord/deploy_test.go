@@ -32,24 +32,8 @@ import (
 
 const deployDir = "../../deploy"
 
-// pendingFlags are named in the cluster trust conventions (TRUST.md) and used
-// by deploy/, but are added by work not merged yet (wip/ops). Once
-// `concord server` has one, the test fails until it is removed from here.
-var pendingFlags = []string{"gossip-key-file"}
-
-// serverFlagSet returns `concord server`'s flags plus the pending ones.
-func serverFlagSet(t *testing.T) *pflag.FlagSet {
-	t.Helper()
-	fs := newServerCmd().Flags()
-	for _, name := range pendingFlags {
-		if fs.Lookup(name) != nil {
-			t.Errorf("--%s now exists on concord server: remove it from pendingFlags", name)
-			continue
-		}
-		fs.String(name, "", "pending")
-	}
-	return fs
-}
+// serverFlagSet returns `concord server`'s flags.
+func serverFlagSet(*testing.T) *pflag.FlagSet { return newServerCmd().Flags() }
 
 // manifest is one YAML document of deploy/kubernetes.
 type manifest struct {
@@ -171,12 +155,20 @@ func find[T any](t *testing.T, ms []manifest, kind, name string) T {
 // flagArg matches a flag in an argument: --name or --name=value.
 var flagArg = regexp.MustCompile(`^--([a-z0-9][a-z0-9-]*)(=|$)`)
 
-// checkFlags fails for every --flag in args that fs does not define.
+// checkFlags fails for every --flag in args that fs does not define or
+// hides (a removed flag kept only to refuse it, such as --gossip-key).
 func checkFlags(t *testing.T, where string, fs *pflag.FlagSet, args []string) {
 	t.Helper()
 	for _, a := range args {
-		if m := flagArg.FindStringSubmatch(a); m != nil && fs.Lookup(m[1]) == nil {
+		m := flagArg.FindStringSubmatch(a)
+		if m == nil {
+			continue
+		}
+		switch f := fs.Lookup(m[1]); {
+		case f == nil:
 			t.Errorf("%s passes --%s, which the command does not have", where, m[1])
+		case f.Hidden:
+			t.Errorf("%s passes --%s, which is removed (hidden, refused)", where, m[1])
 		}
 	}
 }

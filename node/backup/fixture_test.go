@@ -34,6 +34,8 @@ var update = flag.Bool("update", false, "rewrite the current format's fixture in
 // currentFixture is the fixture -update writes: the current versions.
 const currentFixture = "v1"
 
+const tenYearsMs = int64(10 * 365 * 24 * time.Hour / time.Millisecond)
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fixtureState is what a fixture must restore, as JSON.
@@ -110,7 +112,10 @@ func writeFixture(t *testing.T, base string) {
 		"requestId": "fixture-run", "task": "Is a fixture a promise?",
 		"participants":  []map[string]any{{"id": "alice"}, {"id": "bob"}, {"id": "carol"}},
 		"roundPolicy":   map[string]any{"minRounds": 1, "maxRounds": 2},
-		"waitingPolicy": map[string]any{"perTaskTimeoutMs": 3_600_000, "perRoundTimeoutMs": 7_200_000},
+		// Deadlines are absolute times in the state: ten years keep the run
+		// in flight whenever the fixture is restored (an hour once let it
+		// time out on restore).
+		"waitingPolicy": map[string]any{"perTaskTimeoutMs": tenYearsMs, "perRoundTimeoutMs": 2 * tenYearsMs},
 	}})
 	runID, _ := start["runId"].(string)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -41,7 +41,8 @@ type snapshotService struct {
 	labels raftstore.SaveOptions
 }
 
-// Save streams a snapshot file of the leader's state.
+// Save streams a snapshot file of the leader's state. Passed on to the
+// leader, the call keeps the operator's marker and token (passOnAdmin).
 func (v *snapshotService) Save(req *concordv1.SnapshotsSaveRequest, stream concordv1.Snapshots_SaveServer) error {
 	ctx := stream.Context()
 	if !v.s.isLeader() && !req.GetForwarded() {
@@ -49,7 +50,7 @@ func (v *snapshotService) Save(req *concordv1.SnapshotsSaveRequest, stream conco
 		if err != nil {
 			return err
 		}
-		up, err := concordv1.NewSnapshotsClient(cc).Save(ctx, &concordv1.SnapshotsSaveRequest{Forwarded: true})
+		up, err := concordv1.NewSnapshotsClient(cc).Save(passOnAdmin(ctx), &concordv1.SnapshotsSaveRequest{Forwarded: true})
 		if err != nil {
 			return err
 		}
@@ -106,7 +107,7 @@ func (v *snapshotService) forwardRestore(ctx context.Context, first *concordv1.S
 	if err != nil {
 		return err
 	}
-	up, err := concordv1.NewSnapshotsClient(cc).Restore(ctx)
+	up, err := concordv1.NewSnapshotsClient(cc).Restore(passOnAdmin(ctx))
 	if err != nil {
 		return err
 	}
