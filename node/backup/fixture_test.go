@@ -110,8 +110,8 @@ func writeFixture(t *testing.T, base string) {
 	call(t, c, "map/scopes/join", map[string]any{"scopeId": "room", "agentId": "bob"})
 	start := call(t, c, "x-concord/runs/start", map[string]any{"request": map[string]any{
 		"requestId": "fixture-run", "task": "Is a fixture a promise?",
-		"participants":  []map[string]any{{"id": "alice"}, {"id": "bob"}, {"id": "carol"}},
-		"roundPolicy":   map[string]any{"minRounds": 1, "maxRounds": 2},
+		"participants": []map[string]any{{"id": "alice"}, {"id": "bob"}, {"id": "carol"}},
+		"roundPolicy":  map[string]any{"minRounds": 1, "maxRounds": 2},
 		// Deadlines are absolute times in the state: ten years keep the run
 		// in flight whenever the fixture is restored (an hour once let it
 		// time out on restore).
