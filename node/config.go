@@ -74,6 +74,20 @@ type Config struct {
 	// must use the same value. Mutually exclusive with Bootstrap.
 	BootstrapExpect int
 
+	// AllowedOrigins lists the browser origins (scheme://host[:port]) allowed
+	// to open MAP connections (WebSocket /map and HTTP+SSE /map/*) besides
+	// the node's own host and the HTTP addresses of the system's members
+	// (the console fails over to them). "*" allows every origin. Requests
+	// without an Origin header (non-browser clients) are always allowed:
+	// the check stops web pages a user visits from driving a local node.
+	AllowedOrigins []string
+
+	// HTTPReadHeaderTimeout bounds reading a request's headers; HTTPIdleTimeout
+	// closes a keep-alive connection idle for this long between requests.
+	// Both stop idle sockets from piling up.
+	HTTPReadHeaderTimeout time.Duration
+	HTTPIdleTimeout       time.Duration
+
 	// ReadyTimeout bounds how long Start waits for a leader and for the
 	// local FSM to apply the log before returning an error.
 	ReadyTimeout time.Duration
@@ -117,6 +131,8 @@ func DefaultConfig() Config {
 		RaftAddr:        "0.0.0.0:7702",
 		ReadyTimeout:    30 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
+		HTTPReadHeaderTimeout: 10 * time.Second,
+		HTTPIdleTimeout:       90 * time.Second,
 		Version:         Version,
 		Raft:            raftstore.DefaultConfig(),
 		RPC:             rpc.DefaultConfig(),
@@ -180,6 +196,8 @@ func (c Config) Validate() error {
 		return errors.New("node: ReadyTimeout must be positive")
 	case c.ShutdownTimeout <= 0:
 		return errors.New("node: ShutdownTimeout must be positive")
+	case c.HTTPReadHeaderTimeout <= 0 || c.HTTPIdleTimeout <= 0:
+		return errors.New("node: HTTPReadHeaderTimeout and HTTPIdleTimeout must be positive")
 	}
 	if err := c.RPC.Validate(); err != nil {
 		return fmt.Errorf("node: rpc config: %w", err)

@@ -280,7 +280,9 @@ func (s *Server) start(ctx context.Context) error {
 
 	s.httpSrv = &http.Server{
 		Handler:           s.httpHandler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.cfg.HTTPReadHeaderTimeout,
+		IdleTimeout:       s.cfg.HTTPIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	s.goLoop("http", func() error {

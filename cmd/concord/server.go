@@ -23,6 +23,7 @@ type serverFlags struct {
 	raftAdvertise string
 	bootstrap     bool
 	maxFrameBytes int64
+	allowOrigins  []string
 
 	grpcAddr        string
 	grpcAdvertise   string
@@ -90,6 +91,8 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.IntVar(&f.maxFinishedRuns, "max-finished-runs", d.RunService.MaxFinishedRuns,
 		"keep at most this many finished runs (the oldest are forgotten first); 0 means no cap")
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
+	fl.StringSliceVar(&f.allowOrigins, "allow-origin", nil,
+		"browser origins (scheme://host:port) allowed to open MAP connections besides this node's host and the system's members; \"*\" allows any")
 	f.logs.register(cmd)
 }
 
@@ -177,6 +180,7 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	cfg.Bootstrap = cfg.Bootstrap || f.bootstrap
 	cfg.RPC.MaxFrameBytes = f.maxFrameBytes
+	cfg.AllowedOrigins = f.allowOrigins
 	cfg.RunService.FinishedRetention, cfg.RunService.MaxFinishedRuns = f.runRetention, f.maxFinishedRuns
 	// --dev keeps DevConfig's quick single-node timings unless asked.
 	if !f.dev || f.changed("raft-multiplier") {

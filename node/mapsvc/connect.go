@@ -269,6 +269,7 @@ func (s *Service) attach(ctx context.Context, c *rpc.Conn, st *connState, sr reg
 	st.pendingSession, st.pendingEpoch = "", 0
 	cur := connState{sessionID: st.sessionID, participantID: st.participantID, participantType: ptype, caps: caps, epoch: sr.Epoch, resumeToken: token}
 	st.mu.Unlock()
+	c.Authenticated() // leaves the pre-auth limits and timeout
 	if old := s.sessions.put(sr.Session.ID, c, st); old != nil {
 		// The session was still attached to another connection here: that
 		// connection lost it. Its Closed sees the newer epoch and does not

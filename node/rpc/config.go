@@ -54,6 +54,22 @@ type Config struct {
 	// HandshakeTimeout bounds the WebSocket opening handshake.
 	HandshakeTimeout time.Duration
 
+	// PreAuthTimeout closes a WebSocket or HTTP session whose peer has not
+	// authenticated (see Conn.Authenticated: map/connect succeeded) within
+	// this long, with status 1008. Short, so idle anonymous sockets cannot
+	// pile up; long enough for a slow client to send map/connect.
+	PreAuthTimeout time.Duration
+
+	// MaxPreAuthConns bounds the WebSockets and HTTP sessions, together,
+	// that have not authenticated yet. More upgrades or session-opening
+	// POSTs are answered 503 with Retry-After until some authenticate,
+	// close or time out (PreAuthTimeout), so the bound drains by itself.
+	MaxPreAuthConns int
+
+	// MaxPreAuthConnsPerIP is the same bound per client IP (answered 429),
+	// so one address cannot take every slot and lock out the rest.
+	MaxPreAuthConnsPerIP int
+
 	// CloseGracePeriod is how long we wait for the peer's close frame after
 	// sending ours, before the socket is torn down.
 	CloseGracePeriod time.Duration
@@ -74,16 +90,19 @@ type Config struct {
 // DefaultConfig returns production values.
 func DefaultConfig() Config {
 	return Config{
-		MaxFrameBytes:    1 << 20,
-		MaxBatchLen:      1000,
-		SendQueueLen:     4096,
-		SendQueueBytes:   32 << 20,
-		MaxDeferred:      1024,
-		WriteTimeout:     10 * time.Second,
-		PingInterval:     30 * time.Second,
-		PongTimeout:      30 * time.Second,
-		HandshakeTimeout: 10 * time.Second,
-		CloseGracePeriod: time.Second,
+		MaxFrameBytes:        1 << 20,
+		MaxBatchLen:          1000,
+		SendQueueLen:         4096,
+		SendQueueBytes:       32 << 20,
+		MaxDeferred:          1024,
+		WriteTimeout:         10 * time.Second,
+		PingInterval:         30 * time.Second,
+		PongTimeout:          30 * time.Second,
+		HandshakeTimeout:     10 * time.Second,
+		CloseGracePeriod:     time.Second,
+		PreAuthTimeout:       10 * time.Second,
+		MaxPreAuthConns:      1024,
+		MaxPreAuthConnsPerIP: 64,
 	}
 }
 
@@ -108,6 +127,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: PongTimeout must be > 0", ErrInvalidConfig)
 	case c.HandshakeTimeout <= 0:
 		return fmt.Errorf("%w: HandshakeTimeout must be > 0", ErrInvalidConfig)
+	case c.PreAuthTimeout <= 0:
+		return fmt.Errorf("%w: PreAuthTimeout must be > 0", ErrInvalidConfig)
+	case c.MaxPreAuthConns < 1 || c.MaxPreAuthConnsPerIP < 1:
+		return fmt.Errorf("%w: MaxPreAuthConns and MaxPreAuthConnsPerIP must be >= 1", ErrInvalidConfig)
 	case c.CloseGracePeriod < 0:
 		return fmt.Errorf("%w: CloseGracePeriod must be >= 0", ErrInvalidConfig)
 	}

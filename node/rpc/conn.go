@@ -97,6 +97,8 @@ type Conn struct {
 	vmu   sync.Mutex
 	value any
 
+	pre *preAuth // pre-auth slot and timer (network transports); set before run
+
 	methods map[string]string // interned method names; reader goroutine only
 	spare   []*frame          // writer goroutine only
 }

@@ -19,6 +19,7 @@ type Server struct {
 	h   Handler
 	log *slog.Logger
 	up  websocket.Upgrader
+	pre *preAuthGate // WebSockets and HTTP sessions not authenticated yet
 
 	baseCtx context.Context // parent of every connection's context
 	cancel  context.CancelFunc
@@ -37,7 +38,8 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: nil Handler", ErrInvalidConfig)
 	}
-	s := &Server{cfg: cfg, h: h, conns: make(map[*Conn]struct{})}
+	s := &Server{cfg: cfg, h: h, conns: make(map[*Conn]struct{}),
+		pre: newPreAuthGate(cfg.MaxPreAuthConns, cfg.MaxPreAuthConnsPerIP)}
 	s.log = discardLogger(cfg.Logger).With("component", "rpc")
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.up = websocket.Upgrader{
@@ -62,14 +64,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.wg.Done()
+	ip := clientIP(r.RemoteAddr)
+	if status, ok := s.pre.acquire(ip); !ok {
+		s.log.Debug("websocket refused: pre-auth limit", "peer", r.RemoteAddr, "status", status)
+		refusePreAuth(w, status)
+		return
+	}
 	hc := &hijackCorker{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
 	ws, err := s.up.Upgrade(hc, r, nil)
 	if err != nil {
 		// The upgrader already answered with an HTTP error.
+		s.pre.release(ip)
 		s.log.Debug("websocket upgrade failed", "peer", r.RemoteAddr, "err", err)
 		return
 	}
 	c := newConn(s.baseCtx, s.cfg, newWSTransport(ws, hc.cork, s.cfg, true), s.h)
+	c.startPreAuth(s.pre, ip, s.cfg.PreAuthTimeout)
 	_ = s.serve(c)
 }
 
@@ -136,6 +146,7 @@ func (s *Server) serve(c *Conn) error {
 		s.mu.Unlock()
 	}
 	err := c.run()
+	c.endPreAuth()
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
