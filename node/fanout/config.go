@@ -49,6 +49,11 @@ type Config struct {
 	// map/subscription.overflow). Larger absorbs longer stalls, at up to
 	// QueueLimit events of memory per subscription.
 	QueueLimit int
+	// QueueBytes bounds the same queue in bytes (the events' encoded size),
+	// with the same drop-and-report rule; one event is always accepted into
+	// an empty queue. Together with rpc.Config.NotifyQueueBytes it caps what
+	// a subscriber that never reads costs, whatever the event sizes.
+	QueueBytes int
 
 	// CursorFlushInterval is how often the delivery cursors that moved are
 	// proposed, in one SUBSCRIPTION_CURSOR command for all of them (and at
@@ -92,6 +97,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		QueueLimit:          1024,
+		QueueBytes:          4 << 20,
 		CursorFlushInterval: time.Second,
 		RetryInterval:       20 * time.Millisecond,
 		OverflowCloseAfter:  30 * time.Second,
@@ -114,6 +120,8 @@ func (c Config) Validate() error {
 		return bad("Proposer is required")
 	case c.QueueLimit < 1:
 		return bad("QueueLimit must be >= 1")
+	case c.QueueBytes < 1:
+		return bad("QueueBytes must be >= 1")
 	case c.CursorFlushInterval <= 0:
 		return bad("CursorFlushInterval must be > 0")
 	case c.RetryInterval <= 0:

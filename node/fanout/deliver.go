@@ -55,10 +55,11 @@ func (h *Hub) offer(s *sub, p *prepared, now time.Time) {
 		}
 		s.blocked = true
 	}
-	if len(s.queue) >= h.cfg.QueueLimit {
+	if len(s.queue) >= h.cfg.QueueLimit || (len(s.queue) > 0 && s.queueBytes+len(p.body) > h.cfg.QueueBytes) {
 		h.drop(s, 1, p.ev.ID, p.ev.ID, now)
 	} else {
 		s.queue = append(s.queue, p)
+		s.queueBytes += len(p.body)
 	}
 	h.poke() // Run arms its retry timer
 }
@@ -111,10 +112,11 @@ func (h *Hub) pump(s *sub, oldest, last uint64, now time.Time) pumpResult {
 			s.blocked = true
 			return pumpRetry
 		}
+		s.queueBytes -= len(s.queue[0].body)
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 	}
-	s.queue = nil
+	s.queue, s.queueBytes = nil, 0
 	if r := h.pumpLog(s, last, now); r != pumpIdle {
 		return r
 	}

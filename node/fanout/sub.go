@@ -26,8 +26,9 @@ type sub struct {
 	flushedSeq uint64 // seq of the last cursor proposed
 	recent     ackRing
 
-	queue   []*prepared // ephemeral events the connection had no room for
-	blocked bool        // the connection refused the last send: retry on the next tick
+	queue      []*prepared // ephemeral events the connection had no room for
+	queueBytes int         // sum of len(body) over queue
+	blocked    bool        // the connection refused the last send: retry on the next tick
 	// activeAt holds delivery back until the subscribe/connect reply is out
 	// (zero: active). afterReply: activation waits for Config.AfterReply.
 	activeAt   time.Time

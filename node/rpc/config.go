@@ -31,6 +31,15 @@ type Config struct {
 	// into an empty queue, whatever its size.
 	SendQueueBytes int64
 
+	// NotifyQueueBytes is the smaller bound that applies to notifications
+	// (Notify, NotifyRaw: subscription events) in the same queue: once
+	// this many bytes wait, Notify fails with ErrSlowConsumer and the
+	// caller's drop policy applies (fanout drops and reports
+	// map/subscription.overflow, then closes the subscription). It keeps a
+	// subscriber that never reads to a few MiB (twice this, counting the
+	// batch being written) while replies keep the larger SendQueueBytes.
+	NotifyQueueBytes int64
+
 	// MaxDeferred bounds the requests of one connection whose handlers
 	// deferred their reply (see Defer). At the bound the reader waits for
 	// one of them to complete before it serves the next request, so a
@@ -94,6 +103,7 @@ func DefaultConfig() Config {
 		MaxBatchLen:          1000,
 		SendQueueLen:         4096,
 		SendQueueBytes:       32 << 20,
+		NotifyQueueBytes:     4 << 20,
 		MaxDeferred:          1024,
 		WriteTimeout:         10 * time.Second,
 		PingInterval:         30 * time.Second,
@@ -117,6 +127,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: SendQueueLen %d < 1", ErrInvalidConfig, c.SendQueueLen)
 	case c.SendQueueBytes < 1:
 		return fmt.Errorf("%w: SendQueueBytes %d < 1", ErrInvalidConfig, c.SendQueueBytes)
+	case c.NotifyQueueBytes < 1:
+		return fmt.Errorf("%w: NotifyQueueBytes %d < 1", ErrInvalidConfig, c.NotifyQueueBytes)
 	case c.MaxDeferred < 0:
 		return fmt.Errorf("%w: MaxDeferred %d < 0", ErrInvalidConfig, c.MaxDeferred)
 	case c.WriteTimeout <= 0:

@@ -118,7 +118,7 @@ func newConn(base context.Context, cfg Config, tr transport, h Handler) *Conn {
 		obs:        cfg.Observer,
 		obsOn:      cfg.Observer != nil,
 		tr:         tr,
-		q:          newSendQueue(cfg.SendQueueLen, cfg.SendQueueBytes),
+		q:          newSendQueue(cfg.SendQueueLen, cfg.SendQueueBytes, cfg.NotifyQueueBytes),
 		closingCh:  make(chan struct{}),
 		readExited: make(chan struct{}),
 		writerDone: make(chan struct{}),

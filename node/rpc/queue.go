@@ -9,8 +9,9 @@ import (
 // goroutine) append under mu; the single writer goroutine swaps the whole
 // slice out, so one wake-up drains a burst into one buffered write.
 type sendQueue struct {
-	maxLen   int
-	maxBytes int64
+	maxLen      int
+	maxBytes    int64
+	notifyBytes int64 // tryPut's (notifications') byte bound, <= maxBytes
 
 	mu      sync.Mutex
 	frames  []*frame
@@ -21,14 +22,19 @@ type sendQueue struct {
 	wake chan struct{} // cap 1: "there is something to write"
 }
 
-func newSendQueue(maxLen int, maxBytes int64) *sendQueue {
-	return &sendQueue{maxLen: maxLen, maxBytes: maxBytes, frames: make([]*frame, 0, 64), wake: make(chan struct{}, 1)}
+func newSendQueue(maxLen int, maxBytes, notifyBytes int64) *sendQueue {
+	return &sendQueue{maxLen: maxLen, maxBytes: maxBytes, notifyBytes: min(notifyBytes, maxBytes), frames: make([]*frame, 0, 64), wake: make(chan struct{}, 1)}
 }
 
 // tryPut enqueues f without blocking. On failure the caller still owns f.
 func (q *sendQueue) tryPut(f *frame) error {
 	q.mu.Lock()
-	err := q.putLocked(f)
+	var err error
+	if len(q.frames) > 0 && q.bytes+int64(len(f.b)) > q.notifyBytes {
+		err = ErrSlowConsumer
+	} else {
+		err = q.putLocked(f)
+	}
 	q.mu.Unlock()
 	if err == nil {
 		q.signal()
