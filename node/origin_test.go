@@ -17,12 +17,10 @@ import (
 	"github.com/concordmap/concord/node"
 )
 
-// TestHTTP_MAPOriginAllowlist: a browser page from a foreign origin cannot
+// testMAPOriginAllowlist (run by TestCluster_Issue12): a browser page from a foreign origin cannot
 // open a MAP connection (WebSocket or HTTP+SSE); the node's own origin,
 // another member's (console failover) and non-browser clients can.
-func TestHTTP_MAPOriginAllowlist(t *testing.T) {
-	servers := startCluster(t, 2)
-	n1, n2 := servers[0], servers[1]
+func testMAPOriginAllowlist(t *testing.T, n1, n2 *node.Server) {
 	eventually(t, 10*time.Second, func() error {
 		r, err := http.Get("http://" + n1.HTTPAddr() + "/v1/members")
 		if err != nil {
