@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/concordmap/concord/node/acl"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/mapsvc"
 	"github.com/concordmap/concord/node/membership"
@@ -113,6 +114,10 @@ type Config struct {
 	// MinQuorum). Identity and addresses are filled from the fields above.
 	Membership membership.Config
 	Cluster    cluster.Config
+	// ACL configures participant authentication: the anonymous policy and
+	// bearer (JWT) verification. API keys live in Raft (acl.Module), so
+	// ACL.Keys is set by New.
+	ACL acl.Config
 
 	// GRPCDialer, for tests / fault injection: dials peers' gRPC
 	// addresses instead of plain TCP. nil dials TCP.
@@ -160,6 +165,9 @@ func DevConfig(dataDir string) Config {
 	c.GossipAddr = "127.0.0.1:0"
 	c.GossipPlaintext = true
 	c.Bootstrap = true
+	// A dev node lets anonymous agents and clients in; system and gateway
+	// participants still need a credential.
+	c.ACL.AnonymousTypes = []string{"agent", "client"}
 	c.ReadyTimeout = 10 * time.Second
 	// A single voter elects itself after one election timeout: keep it short
 	// so a dev node is ready in well under a second.
@@ -201,6 +209,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.RPC.Validate(); err != nil {
 		return fmt.Errorf("node: rpc config: %w", err)
+	}
+	if err := c.ACL.Validate(); err != nil {
+		return fmt.Errorf("node: acl config: %w", err)
 	}
 	if err := c.Registry.Validate(); err != nil {
 		return fmt.Errorf("node: registry config: %w", err)

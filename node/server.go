@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/concordmap/concord/node/acl"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/fanout"
 	"github.com/concordmap/concord/node/mapsvc"
@@ -33,6 +34,8 @@ type Server struct {
 
 	registry *registry.State
 	runs     *runs.Module
+	acl      *acl.Module // API keys (replicated)
+	aclAdmin *acl.AdminService
 	runsSvc  *runs.Service
 	store    *raftstore.Store
 	metrics  *metrics
@@ -157,7 +160,8 @@ func (s *Server) openStore() error {
 	rc.DataDir = s.cfg.DataDir
 	rc.BindAddr = s.cfg.RaftAddr
 	rc.AdvertiseAddr = s.cfg.RaftAdvertise
-	rc.Modules = []raftstore.Module{s.registry, s.runs}
+	s.acl = acl.NewModule()
+	rc.Modules = []raftstore.Module{s.registry, s.runs, s.acl}
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
 	store, err := raftstore.New(rc)
@@ -228,6 +232,13 @@ func (s *Server) buildMAPService() error {
 	mcfg.LinearizableRead = s.store.LinearizableRead
 	mcfg.Router = rt
 	mcfg.Fanout = hub
+	acfg := s.cfg.ACL
+	acfg.Keys = s.acl
+	auth, err := acl.New(acfg)
+	if err != nil {
+		return fmt.Errorf("build authenticator: %w", err)
+	}
+	mcfg.Authenticator = auth
 	// Dead nodes' sessions are detached by the cluster reconciler, which
 	// waits out the cleanup delay; mapsvc's own sweep (NodeAlive) stays off
 	// because a new leader's cold directory would detach live sessions.

@@ -32,6 +32,7 @@ type Service struct {
 	sessions *Sessions
 	methods  map[string]method
 	entropy  io.Reader // locked monotonic ULID entropy
+	auth     Authenticator
 }
 
 // method is one row of the method table.
@@ -89,6 +90,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.sessions == nil {
 		s.sessions = NewSessions()
+	}
+	if s.auth = cfg.Authenticator; s.auth == nil {
+		s.auth = openAuthenticator{}
 	}
 	s.methods = s.methodTable()
 	if err := validateExtensions(&cfg, s.methods); err != nil {

@@ -31,7 +31,8 @@ const (
 // older binary may skip.
 //
 // Ranges: 1..31 registry, sessions, scopes and subscriptions (node);
-// 32..47 consensus runs; 48..63 federation; 64..127 unassigned.
+// 32..47 consensus runs; 48..63 federation; 64..79 access control (API
+// keys, node/acl); 80..127 unassigned.
 type CommandType int32
 
 const (
@@ -51,6 +52,9 @@ const (
 	CommandType_COMMAND_TYPE_SUBSCRIPTION_CURSOR CommandType = 13
 	CommandType_COMMAND_TYPE_SESSION_EXPIRE      CommandType = 14 // 15..31 reserved for future registry commands.
 	CommandType_COMMAND_TYPE_RUN_INPUT           CommandType = 32 // 33..47 reserved for future consensus-run commands.
+	// Access control (node/acl): API keys, stored as hashes. Bodies in acl.proto.
+	CommandType_COMMAND_TYPE_ACL_KEY_CREATE CommandType = 64
+	CommandType_COMMAND_TYPE_ACL_KEY_REVOKE CommandType = 65 // 66..79 reserved for future access-control commands.
 	// No-op entry used by tests and by leadership barriers; ignorable by design.
 	CommandType_COMMAND_TYPE_NOOP CommandType = 255
 )
@@ -74,6 +78,8 @@ var (
 		13:  "COMMAND_TYPE_SUBSCRIPTION_CURSOR",
 		14:  "COMMAND_TYPE_SESSION_EXPIRE",
 		32:  "COMMAND_TYPE_RUN_INPUT",
+		64:  "COMMAND_TYPE_ACL_KEY_CREATE",
+		65:  "COMMAND_TYPE_ACL_KEY_REVOKE",
 		255: "COMMAND_TYPE_NOOP",
 	}
 	CommandType_value = map[string]int32{
@@ -93,6 +99,8 @@ var (
 		"COMMAND_TYPE_SUBSCRIPTION_CURSOR": 13,
 		"COMMAND_TYPE_SESSION_EXPIRE":      14,
 		"COMMAND_TYPE_RUN_INPUT":           32,
+		"COMMAND_TYPE_ACL_KEY_CREATE":      64,
+		"COMMAND_TYPE_ACL_KEY_REVOKE":      65,
 		"COMMAND_TYPE_NOOP":                255,
 	}
 )
@@ -322,7 +330,7 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\bR\x03end\"\x1a\n" +
 	"\x04Noop\x12\x12\n" +
-	"\x04note\x18\x01 \x01(\tR\x04note*\xab\x04\n" +
+	"\x04note\x18\x01 \x01(\tR\x04note*\xed\x04\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_AGENT_REGISTER\x10\x01\x12!\n" +
@@ -340,7 +348,9 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x1bCOMMAND_TYPE_SESSION_DETACH\x10\f\x12$\n" +
 	" COMMAND_TYPE_SUBSCRIPTION_CURSOR\x10\r\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_SESSION_EXPIRE\x10\x0e\x12\x1a\n" +
-	"\x16COMMAND_TYPE_RUN_INPUT\x10 \x12\x16\n" +
+	"\x16COMMAND_TYPE_RUN_INPUT\x10 \x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_ACL_KEY_CREATE\x10@\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_ACL_KEY_REVOKE\x10A\x12\x16\n" +
 	"\x11COMMAND_TYPE_NOOP\x10\xff\x01B:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (
