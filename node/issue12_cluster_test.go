@@ -15,6 +15,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/rpc"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 // TestCluster_Issue12 runs the access and limit cases of issue 12 on one
@@ -79,6 +80,40 @@ func TestCluster_Issue12(t *testing.T) {
 			t.Fatal("alice never received bob's message")
 		}
 	})
+	t.Run("api key made on node 1 works on node 2", func(t *testing.T) {
+		sys := dial(t, n2)
+		sys.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "system"}, rpc.CodePermissionDenied)
+		res, err := n1.ACLAdmin().CreateToken(context.Background(), &concordv1.CreateTokenRequest{
+			ParticipantIdPattern: "ops-*", ParticipantTypes: []string{"system"}, Description: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth := map[string]any{"method": "api-key", "token": res.GetToken()}
+		eventually(t, 10*time.Second, func() error {
+			if _, ok := aclKey(n2, res.GetKey().GetId()); !ok {
+				return fmt.Errorf("key not replicated to node 2 yet")
+			}
+			return nil
+		})
+		sys.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "alice", "auth": auth}, rpc.CodeAuthFailed)
+		sys.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "ops-1", "auth": auth})
+		sys.call("map/agents/update", map[string]any{"agentId": "alice", "name": "renamed by ops"})
+		if _, err := n2.ACLAdmin().RevokeToken(context.Background(), &concordv1.RevokeTokenRequest{Id: res.GetKey().GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		again := dial(t, n1)
+		eventually(t, 10*time.Second, func() error {
+			if _, ok := aclKey(n1, res.GetKey().GetId()); ok {
+				return fmt.Errorf("revocation not on node 1 yet")
+			}
+			return nil
+		})
+		again.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "ops-2", "auth": auth}, rpc.CodeAuthFailed)
+	})
+	t.Run("nobody connects as another participant", func(t *testing.T) {
+		imp := dial(t, n2)
+		imp.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "participantId": "alice"}, rpc.CodeAuthFailed)
+	})
 	t.Run("id rules on every node", func(t *testing.T) {
 		for _, c := range []*client{alice, bob} {
 			c.fails(t, "map/agents/register", map[string]any{"agentId": strings.Repeat("x", 300)}, rpc.CodeInvalidParams)
@@ -121,6 +156,17 @@ func testUnknownMethodsMetrics(t *testing.T, srv *node.Server) {
 	if !strings.Contains(string(body), `concord_rpc_requests_total{code="-32601",method="(unknown)"}`) {
 		t.Fatal("unknown methods not counted")
 	}
+}
+
+// aclKey looks an API key up in srv's replica through the admin API.
+func aclKey(srv *node.Server, id string) (*concordv1.ApiKey, bool) {
+	res, _ := srv.ACLAdmin().ListTokens(context.Background(), &concordv1.ListTokensRequest{})
+	for _, k := range res.GetKeys() {
+		if k.GetId() == id {
+			return k, true
+		}
+	}
+	return nil, false
 }
 
 // waitAgent waits until srv's replica holds agent id.
