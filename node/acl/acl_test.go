@@ -180,7 +180,9 @@ func TestAuthenticator(t *testing.T) {
 		code               int
 		check              func(*mapsvc.Principal) bool
 	}{
-		{"anonymous", "none", "", 0, func(p *mapsvc.Principal) bool { return p.Anonymous() && p.Types[0] == "agent" && p.ParticipantIDPattern == "" }},
+		{"anonymous", "none", "", 0, func(p *mapsvc.Principal) bool {
+			return p.Anonymous() && p.Types[0] == "agent" && p.ParticipantIDPattern == ""
+		}},
 		{"api key", "api-key", token, 0, func(p *mapsvc.Principal) bool {
 			return p.ID == "key:"+k.Id && p.ParticipantIDPattern == "team-*" && len(p.Capabilities) == 1
 		}},

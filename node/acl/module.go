@@ -53,8 +53,10 @@ func (m *Module) Handlers() map[concordv1.CommandType]raftstore.Handler {
 			Apply: func(_ uint64, msg proto.Message) (any, error) { return m.applyKeyCreate(msg.(*concordv1.AclKeyCreate)) },
 		},
 		concordv1.CommandType_COMMAND_TYPE_ACL_KEY_REVOKE: {
-			New:   func() proto.Message { return &concordv1.AclKeyRevoke{} },
-			Apply: func(_ uint64, msg proto.Message) (any, error) { return nil, m.applyKeyRevoke(msg.(*concordv1.AclKeyRevoke)) },
+			New: func() proto.Message { return &concordv1.AclKeyRevoke{} },
+			Apply: func(_ uint64, msg proto.Message) (any, error) {
+				return nil, m.applyKeyRevoke(msg.(*concordv1.AclKeyRevoke))
+			},
 		},
 	}
 }
