@@ -31,6 +31,14 @@ func (f *adminFlags) register(cmd *cobra.Command) {
 // call dials the node and runs fn with a deadline. Plaintext gRPC, like the
 // node-to-node traffic (TLS is a later issue).
 func (f *adminFlags) call(ctx context.Context, fn func(context.Context, concordv1.ClusterClient) error) error {
+	return f.callConn(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		return fn(ctx, concordv1.NewClusterClient(conn))
+	})
+}
+
+// callConn dials the node and runs fn on the connection with a deadline,
+// for any admin service (Cluster, AclAdmin).
+func (f *adminFlags) callConn(ctx context.Context, fn func(context.Context, *grpc.ClientConn) error) error {
 	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", f.addr, err)
@@ -38,7 +46,7 @@ func (f *adminFlags) call(ctx context.Context, fn func(context.Context, concordv
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	if err := fn(ctx, concordv1.NewClusterClient(conn)); err != nil {
+	if err := fn(ctx, conn); err != nil {
 		return fmt.Errorf("%s: %w", f.addr, err)
 	}
 	return nil
