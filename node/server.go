@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/concordmap/concord/node/access"
 	"github.com/concordmap/concord/node/acl"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/fanout"
@@ -172,6 +173,16 @@ func (s *Server) openStore() error {
 	return nil
 }
 
+// eventVisible is the fan-out's visibility rule: what the participant of
+// sessionID may see (node/access), decided on this node's replica.
+func (s *Server) eventVisible(sessionID string, ev *registry.Event) bool {
+	sess, ok := s.registry.Session(sessionID)
+	if !ok {
+		return false
+	}
+	return access.EventVisible(s.registry, access.Viewer{ParticipantID: sess.ParticipantID, ParticipantType: sess.ParticipantType}, ev)
+}
+
 // buildMAPService wires the MAP method handlers, the router and the
 // subscription hub. The session table is created first because the router
 // and the hub look connections up in it, and the service fills it.
@@ -184,6 +195,7 @@ func (s *Server) buildMAPService() error {
 	fcfg.Sessions = sessions
 	fcfg.Proposer = proposer
 	fcfg.AfterReply = rpc.AfterReply // first events follow the subscribe reply
+	fcfg.Visible = s.eventVisible
 	fcfg.Logger = s.cfg.Logger
 	hub, err := fanout.New(fcfg)
 	if err != nil {

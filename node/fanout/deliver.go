@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node/internal/jsonkit"
+	"github.com/concordmap/concord/node/registry"
 )
 
 // errNoConn: the session has no live connection on this node right now.
@@ -24,12 +25,17 @@ const (
 	pumpAgain                   // more work it can do now
 )
 
-// wants applies excludeOwnEvents and the filter.
+// wants applies excludeOwnEvents, the filter and visibility.
 func (h *Hub) wants(s *sub, p *prepared) bool {
 	if s.opts.ExcludeOwnEvents && h.own(s, p) {
 		return false
 	}
-	return s.filter.match(p, h.reg)
+	return s.filter.match(p, h.reg) && h.visible(s.sessionID, &p.ev)
+}
+
+// visible applies Config.Visible (everything when unset).
+func (h *Hub) visible(sessionID string, ev *registry.Event) bool {
+	return h.cfg.Visible == nil || h.cfg.Visible(sessionID, ev)
 }
 
 // own: the event was caused by the subscriber (its participant, or an
