@@ -114,6 +114,33 @@ func TestCluster_Issue12(t *testing.T) {
 		imp := dial(t, n2)
 		imp.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "participantId": "alice"}, rpc.CodeAuthFailed)
 	})
+	t.Run("message events only reach the parties", func(t *testing.T) {
+		events := make(chan json.RawMessage, 64)
+		spy := dialWith(t, n2, notifyFunc(func(method string, params json.RawMessage) {
+			if method == "map/event" {
+				events <- params
+			}
+		}))
+		spy.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client", "participantId": "spy"})
+		spy.call("map/subscribe", map[string]any{"filter": map[string]any{"eventTypes": []string{"message_sent", "message_delivered", "agent_registered"}}})
+		alice.call("map/send", map[string]any{"to": "bob", "payload": "secret"})
+		bob.call("map/agents/register", map[string]any{"agentId": "marker"})
+		for {
+			select {
+			case ev := <-events:
+				var e struct{ Event struct{ Type string } }
+				_ = json.Unmarshal(ev, &e)
+				switch e.Event.Type {
+				case "agent_registered":
+					return // the marker came after the message: nothing leaked
+				default:
+					t.Fatalf("a participant not party to the message saw %s", ev)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("marker event never arrived")
+			}
+		}
+	})
 	t.Run("id rules on every node", func(t *testing.T) {
 		for _, c := range []*client{alice, bob} {
 			c.fails(t, "map/agents/register", map[string]any{"agentId": strings.Repeat("x", 300)}, rpc.CodeInvalidParams)
