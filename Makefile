@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 15m
 PKGS := ./...
 
 .PHONY: help build test test-short cluster-test chaos lint depcheck proto proto-check tools dev \
-	bench cluster cluster-stop demo sdk-deps clean
+	bench cluster cluster-tls cluster-stop demo sdk-deps clean
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -63,9 +63,11 @@ bench: ## benchmarks, each printed beside its baseline
 
 # Local 3-node cluster: node N (1..3) listens on 77N0 HTTP/MAP, 77N1 gRPC,
 # 77N2 Raft, 77N3 gossip (node1 = 7700..7703, node2 = 7710..7713, node3 =
-# 7720..7723); data, logs and pid files under ./.data/nodeN.
+# 7720..7723); data, logs and pid files under ./.data/nodeN. Every port runs
+# TLS with a throwaway CA under ./.data/tls; ./.data/env points the CLI at it.
 CLUSTER_NODES := 1 2 3
-cluster: build ## start a local 3-node cluster in the background (ports in README)
+TLS_DIR := .data/tls
+cluster: build cluster-tls ## start a local 3-node cluster in the background, TLS on (ports in README)
 	@mkdir -p .data
 	@test -f .data/gossip.key || ./bin/concord keygen > .data/gossip.key
 	@for i in $(CLUSTER_NODES); do \
@@ -74,12 +76,26 @@ cluster: build ## start a local 3-node cluster in the background (ports in READM
 	  ./bin/concord server --node-id node$$i --system-id local --data-dir .data/node$$i \
 	    --http-addr 127.0.0.1:$${p}0 --grpc-addr 127.0.0.1:$${p}1 --raft-addr 127.0.0.1:$${p}2 --gossip-addr 127.0.0.1:$${p}3 \
 	    --join 127.0.0.1:7703,127.0.0.1:7713,127.0.0.1:7723 --bootstrap-expect 3 \
+	    --tls-ca-file $(TLS_DIR)/local-ca.pem --tls-cert-file $(TLS_DIR)/local-server-node$$i.pem --tls-key-file $(TLS_DIR)/local-server-node$$i-key.pem \
 	    --gossip-key "$$(cat .data/gossip.key)" > .data/node$$i/log 2>&1 & echo $$! > .data/node$$i/pid; \
 	done
 	@for i in $(CLUSTER_NODES); do p=77$$(( i - 1 )); \
-	  for t in $$(seq 1 100); do curl -fsS http://127.0.0.1:$${p}0/v1/ready >/dev/null 2>&1 && break; sleep 0.2; done; \
-	  curl -fsS http://127.0.0.1:$${p}0/v1/ready >/dev/null 2>&1 && echo "node$$i ready: ws://127.0.0.1:$${p}0/map" || { echo "node$$i not ready, see .data/node$$i/log"; exit 1; }; \
+	  for t in $$(seq 1 100); do curl -fsS --cacert $(TLS_DIR)/local-ca.pem https://127.0.0.1:$${p}0/v1/ready >/dev/null 2>&1 && break; sleep 0.2; done; \
+	  curl -fsS --cacert $(TLS_DIR)/local-ca.pem https://127.0.0.1:$${p}0/v1/ready >/dev/null 2>&1 && echo "node$$i ready: wss://127.0.0.1:$${p}0/map" || { echo "node$$i not ready, see .data/node$$i/log"; exit 1; }; \
 	done
+	@echo "CLI: . .data/env   (CONCORD_CA_FILE and the operator certificate)"
+
+# cluster-tls creates the local cluster's throwaway CA, one server
+# certificate per node and an operator certificate for the CLI (kept
+# across restarts; make clean removes them), and .data/env for the CLI.
+cluster-tls: build
+	@mkdir -p $(TLS_DIR)
+	@test -f $(TLS_DIR)/local-ca.pem || ./bin/concord tls ca create --system-id local --dir $(TLS_DIR) >/dev/null
+	@for i in $(CLUSTER_NODES); do test -f $(TLS_DIR)/local-server-node$$i.pem || \
+	  ./bin/concord tls cert create --server --system-id local --node-id node$$i --dir $(TLS_DIR) >/dev/null; done
+	@test -f $(TLS_DIR)/local-client-operator.pem || ./bin/concord tls cert create --client --system-id local --name operator --dir $(TLS_DIR) >/dev/null
+	@printf 'export CONCORD_CA_FILE=%s CONCORD_CERT_FILE=%s CONCORD_KEY_FILE=%s\n' \
+	  "$(CURDIR)/$(TLS_DIR)/local-ca.pem" "$(CURDIR)/$(TLS_DIR)/local-client-operator.pem" "$(CURDIR)/$(TLS_DIR)/local-client-operator-key.pem" > .data/env
 
 cluster-stop: ## stop the local cluster (data stays in ./.data)
 	@for i in $(CLUSTER_NODES); do \

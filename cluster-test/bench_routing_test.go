@@ -25,6 +25,7 @@ import (
 // unanswered), as a busy agent does; every reply is checked to name the
 // recipient as delivered (the receiving node acknowledged it) and every
 // message must reach the receiver. Beside it, in the same run: the same
+// path without TLS (what TLS on the WebSocket and the relay costs), the same
 // client and frames to an agent on the sender's own node (the MAP cost
 // without the relay), and the baselines — a raw gRPC bidirectional stream
 // on loopback carrying the same message bytes, once one message per stream
@@ -32,6 +33,7 @@ import (
 // no MAP, routing or per-message acknowledgement).
 func BenchmarkRouting_CrossNode(b *testing.B) {
 	b.Run("map-send/node1-to-node2", func(b *testing.B) { benchMAPSend(b, 1) })
+	b.Run("reference-map-send/node1-to-node2/no-tls", func(b *testing.B) { benchMAPSend(b, 1, WithInsecure()) })
 	b.Run("reference-map-send/same-node", func(b *testing.B) { benchMAPSend(b, 0) })
 	b.Run("baseline-raw-grpc-stream/unbatched", func(b *testing.B) { benchRawStream(b, 1) })
 	b.Run("baseline-raw-grpc-stream/batch=64", func(b *testing.B) { benchRawStream(b, 64) })
@@ -45,8 +47,8 @@ const benchWindow = 512
 // benchPayload256 is a 256-byte JSON string payload.
 var benchPayload256 = `"` + strings.Repeat("x", 254) + `"`
 
-func benchMAPSend(b *testing.B, receiverNode int) {
-	c := New(b, 2, WithLogLevel(slog.LevelWarn))
+func benchMAPSend(b *testing.B, receiverNode int, opts ...Option) {
+	c := New(b, 2, append([]Option{WithLogLevel(slog.LevelWarn)}, opts...)...)
 	cork := &corkedConn{}
 	src := rawAgent(b, c.Nodes()[0].MAPURL(), "src", cork)
 	dst := rawAgent(b, c.Nodes()[receiverNode].MAPURL(), "dst", nil)
@@ -159,6 +161,7 @@ func (c *corkedConn) flush(b *testing.B) {
 func rawAgent(b *testing.B, url, id string, cork *corkedConn) *websocket.Conn {
 	b.Helper()
 	dialer := *websocket.DefaultDialer
+	dialer.TLSClientConfig = ClientTLS()
 	if cork != nil {
 		dialer.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)

@@ -26,8 +26,8 @@ import (
 // no forwarding).
 func BenchmarkCluster_CommitThroughput(b *testing.B) {
 	const clients = 256
-	b.Run(fmt.Sprintf("map-register/clients=%d", clients), func(b *testing.B) {
-		c := New(b, 3, WithLogLevel(slog.LevelWarn))
+	register := func(b *testing.B, opts ...Option) {
+		c := New(b, 3, append([]Option{WithLogLevel(slog.LevelWarn)}, opts...)...)
 		pool := make([]*Client, clients)
 		for k := range pool {
 			pool[k] = c.Connect(b, k%3, map[string]any{"participantType": "system"})
@@ -39,7 +39,10 @@ func BenchmarkCluster_CommitThroughput(b *testing.B) {
 			}
 		}, "writes/s")
 		reportFailures(b, failed.Load())
-	})
+	}
+	b.Run(fmt.Sprintf("map-register/clients=%d", clients), func(b *testing.B) { register(b) })
+	// The same without TLS on any port: what TLS costs on the write path.
+	b.Run(fmt.Sprintf("reference-map-register/clients=%d/no-tls", clients), func(b *testing.B) { register(b, WithInsecure()) })
 	b.Run(fmt.Sprintf("baseline-raft-noop/proposers=%d", clients), func(b *testing.B) {
 		c := New(b, 3, WithLogLevel(slog.LevelWarn))
 		st := c.Leader(b).Store()

@@ -84,7 +84,9 @@ func Dial(t testing.TB, url string, ledger *Ledger) (*Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
 	in := newInbox()
-	conn, err := rpc.Dial(ctx, url, rpc.DefaultClientConfig(), &clientHandler{in: in})
+	cc := rpc.DefaultClientConfig()
+	cc.TLSConfig = ClientTLS()
+	conn, err := rpc.Dial(ctx, url, cc, &clientHandler{in: in})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}

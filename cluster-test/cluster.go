@@ -16,6 +16,7 @@ import (
 
 	"github.com/concordmap/concord/cluster-test/faultnet"
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
 	"github.com/concordmap/concord/raftstore"
 )
 
@@ -74,8 +75,14 @@ func (n *Node) State() NodeState {
 	return n.state
 }
 
-// MAPURL is the node's MAP WebSocket endpoint (valid while it runs).
-func (n *Node) MAPURL() string { return "ws://" + n.HTTPAddr + "/map" }
+// MAPURL is the node's MAP WebSocket endpoint (valid while it runs):
+// wss:// (clients trust the test CA, ClientTLS) unless WithInsecure.
+func (n *Node) MAPURL() string {
+	if s := n.Server(); s != nil {
+		return s.MAPURL()
+	}
+	return "wss://" + n.HTTPAddr + "/map"
+}
 
 func (n *Node) String() string { return fmt.Sprintf("%s(#%d)", n.ID, n.Index) }
 
@@ -205,6 +212,7 @@ func (c *Cluster) config(n *Node, raftLn net.Listener) node.Config {
 	cfg.Logger = testLogger(c.t, n.ID)
 	cfg.ACL.JWT = c.issuer.JWTConfig()
 	cfg.ACL.AnonymousTypes = []string{"agent", "client"}
+	cfg.TLS = tlstest.Server(cfg.SystemID, n.ID)
 	if c.opts.logLevel != nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(c.t.Output(), &slog.HandlerOptions{Level: *c.opts.logLevel})).With("node", n.ID)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/concordmap/concord/cluster-test/faultnet"
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/membership"
+	"github.com/concordmap/concord/node/tlsconf"
 )
 
 // Fast timings of FastConfig, exported so scenarios can reason about them
@@ -55,7 +56,7 @@ const (
 // speed tests up; only this preset is.
 func FastConfig() node.Config {
 	c := node.DefaultConfig()
-	c.SystemID = "clustertest"
+	c.SystemID = SystemID
 	c.GossipPlaintext = true
 	c.ReadyTimeout = NodeReadyTimeout
 	c.ShutdownTimeout = ShutdownTimeout
@@ -132,6 +133,12 @@ func WithJoinSeeds(k int) Option {
 // WithNodeConfig adjusts node i's config after the harness filled it.
 func WithNodeConfig(f func(i int, c *node.Config)) Option {
 	return func(o *options) { o.mutate = append(o.mutate, f) }
+}
+
+// WithInsecure runs the nodes without TLS (plaintext, unauthenticated):
+// for benchmarks that measure what TLS costs.
+func WithInsecure() Option {
+	return WithNodeConfig(func(_ int, c *node.Config) { c.TLS, c.Insecure = tlsconf.Config{}, true })
 }
 
 // WithLogLevel sets the nodes' log level (benchmarks use warn: raft's info

@@ -57,6 +57,9 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
 		chromedp.Flag("disable-quic", true),
+		// The harness's nodes serve TLS with a throwaway test CA the
+		// browser does not know.
+		chromedp.Flag("ignore-certificate-errors", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),

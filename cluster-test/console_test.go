@@ -56,7 +56,7 @@ func TestConsole_Browser(t *testing.T) {
 	writeRetry(t, dave, "map/scopes/create", map[string]any{"scopeId": "reviewers", "name": "Reviewers"})
 	writeRetry(t, dave, "map/scopes/join", map[string]any{"scopeId": "reviewers", "agentId": "dave"})
 
-	b.open("http://" + leader.HTTPAddr + "/ui/")
+	b.open("https://" + leader.HTTPAddr + "/ui/") // TLS, as every harness node
 	consoleSystem(t, b, leader)
 	consoleAgents(t, b, leader)
 	runID := consoleStartDebate(t, b)
@@ -360,8 +360,9 @@ func resultFileRows(t *testing.T, c *Cluster, runID string) []resultRow {
 // runFile GETs one of a run's files from a running node's /v1.
 func runFile(t *testing.T, c *Cluster, runID, name string) []byte {
 	t.Helper()
-	url := "http://" + c.Running()[0].HTTPAddr + "/v1/runs/" + runID + "/" + name
-	resp, err := http.Get(url)
+	url := "https://" + c.Running()[0].HTTPAddr + "/v1/runs/" + runID + "/" + name
+	web := &http.Client{Timeout: CallTimeout, Transport: &http.Transport{TLSClientConfig: ClientTLS(), DisableKeepAlives: true}}
+	resp, err := web.Get(url)
 	if err != nil {
 		t.Fatalf("get %s: %v", url, err)
 	}

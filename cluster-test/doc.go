@@ -17,6 +17,11 @@
 //     and runs n `concord server` processes (process groups, killed at
 //     cleanup even when the test fails), for kill -9 scenarios.
 //
+// Both run with TLS on every port, as production does: certificates come
+// from a throwaway CA per test binary (node/tlsconf/tlstest); MAP clients
+// dial wss:// trusting it (ClientTLS), admin calls present the test
+// operator's certificate (OperatorTLS, OperatorEnv for the CLI).
+//
 // Every scenario ends with RequireInvariants: the replicas converge to the
 // same registry digest, every acknowledged register/unregister is reflected
 // exactly once in the replicated event log and in the state, and no two

@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/concordmap/concord/node"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -157,7 +154,7 @@ func (c *Cluster) Leave(t testing.TB, i int) {
 // CLI uses) for its gossip view. The harness dials it directly, outside
 // the fault network.
 func (c *Cluster) Members(n *Node) ([]*concordv1.ClusterMember, error) {
-	conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := adminConn(n.GRPCAddr)
 	if err != nil {
 		return nil, err
 	}

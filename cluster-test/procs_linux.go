@@ -53,8 +53,9 @@ type Proc struct {
 	exited chan struct{} // closed when the current process has been reaped
 }
 
-// MAPURL is the process's MAP WebSocket endpoint.
-func (p *Proc) MAPURL() string { return "ws://" + p.HTTPAddr + "/map" }
+// MAPURL is the process's MAP WebSocket endpoint (TLS: clients trust the
+// test CA, ClientTLS).
+func (p *Proc) MAPURL() string { return "wss://" + p.HTTPAddr + "/map" }
 
 // Running reports whether the process is alive (started and not reaped).
 func (p *Proc) Running() bool {
@@ -118,6 +119,10 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 		seeds = append(seeds, p.GossipAddr)
 	}
 	for _, p := range pc.procs {
+		tlsArgs, err := serverTLSArgs(base, p.ID)
+		if err != nil {
+			t.Fatalf("clustertest: %v", err)
+		}
 		p.args = []string{"server",
 			"--node-id", p.ID, "--system-id", "clustertest", "--data-dir", p.Dir,
 			"--http-addr", p.HTTPAddr, "--grpc-addr", p.GRPCAddr,
@@ -126,6 +131,7 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 			"--gossip-key", base64.StdEncoding.EncodeToString(key),
 		}
 		p.args = append(p.args, pc.issuer.Flags()...)
+		p.args = append(p.args, tlsArgs...)
 		if o.extra != nil {
 			p.args = append(p.args, o.extra(p.Index)...)
 		}
@@ -353,10 +359,11 @@ func (pc *ProcCluster) Close() {
 
 // httpClient keeps no idle connections: their goroutines would outlive
 // the test (goleak) and a killed process leaves them dangling anyway.
-var httpClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+// It presents the operator certificate: /v1/status needs a credential.
+var httpClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: OperatorTLS()}}
 
 func httpGet(addr, path string) (int, []byte, error) {
-	resp, err := httpClient.Get("http://" + addr + path)
+	resp, err := httpClient.Get("https://" + addr + path)
 	if err != nil {
 		return 0, nil, err
 	}

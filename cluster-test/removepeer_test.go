@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -18,9 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/concordmap/concord/node"
@@ -246,7 +245,7 @@ func (h *tapHandler) WithGroup(name string) slog.Handler {
 // removePeer calls node n's Cluster RemovePeer RPC (what the CLI sends),
 // dialled directly, outside the fault network.
 func removePeer(n *Node, id string, force bool) error {
-	conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := adminConn(n.GRPCAddr)
 	if err != nil {
 		return err
 	}
@@ -356,6 +355,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ConcordBinary(t), args...)
+	cmd.Env = append(os.Environ(), OperatorEnv(t)...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -58,6 +58,7 @@ func runLogger(t testing.TB, who string) *slog.Logger {
 func runClientConfig(t testing.TB, who string, urls []string) mapclient.Config {
 	cfg := mapclient.DefaultConfig()
 	cfg.URLs = urls
+	cfg.RPC.TLSConfig = ClientTLS()
 	cfg.MaxBackoff = time.Second
 	cfg.ReconnectTimeout = ConvergeTimeout
 	cfg.Logger = runLogger(t, who)

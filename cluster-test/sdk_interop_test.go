@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -49,7 +50,8 @@ func requireSDK(t *testing.T) string {
 }
 
 // TestSDKInterop_SingleNode runs the official MAP TypeScript SDK, unchanged,
-// against one in-process dev node: ClientConnection + two AgentConnections
+// against one in-process dev node over wss:// (the SDK trusts the test CA
+// through NODE_EXTRA_CA_CERTS): ClientConnection + two AgentConnections
 // connect, register, list, exchange a message and its reply, subscribe to
 // agent events and resume a session after an abrupt socket loss. The checks
 // live in sdk/interop.mjs; its PASS/FAIL lines are the test's diagnostics.
@@ -62,6 +64,11 @@ func TestSDKInterop_SingleNode(t *testing.T) {
 	cfg := node.DevConfig(t.TempDir())
 	issuer := NewIssuer(t)
 	cfg.ACL.JWT = issuer.JWTConfig()
+	cfg.TLS, cfg.Insecure = tlstest.Server(cfg.SystemID, cfg.NodeID), false
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, cfg.TLS.CAPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	srv, err := node.New(cfg)
 	if err != nil {
@@ -94,7 +101,7 @@ func TestSDKInterop_SingleNode(t *testing.T) {
 	defer runCancel()
 	cmd := exec.CommandContext(runCtx, nodeBin, "interop.mjs", srv.MAPURL())
 	cmd.Dir = sdkInteropDir
-	cmd.Env = append(os.Environ(), "INTEROP_TIMEOUT_MS=30000", "NO_COLOR=1",
+	cmd.Env = append(os.Environ(), "INTEROP_TIMEOUT_MS=30000", "NO_COLOR=1", "NODE_EXTRA_CA_CERTS="+caFile,
 		"INTEROP_BEARER="+bearer, "INTEROP_API_KEY="+key.GetToken())
 	cmd.WaitDelay = 5 * time.Second
 	out, runErr := cmd.CombinedOutput()

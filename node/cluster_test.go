@@ -26,17 +26,7 @@ func startCluster(t *testing.T, n int) []*node.Server {
 		seeds[i] = freeGossipAddr(t)
 	}
 	for i := range cfgs {
-		c := node.DevConfig(t.TempDir())
-		c.NodeID = fmt.Sprintf("n%d", i+1)
-		c.Bootstrap = false
-		c.BootstrapExpect = n
-		c.GossipAddr = seeds[i]
-		c.Join = seeds
-		c.Membership.Timings = membership.TestTimings()
-		c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout = 500*time.Millisecond, 500*time.Millisecond
-		c.Raft.LeaderLeaseTimeout = 500 * time.Millisecond
-		c.ReadyTimeout = 20 * time.Second
-		c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", c.NodeID)
+		c := clusterNodeConfig(t, fmt.Sprintf("n%d", i+1), seeds[i], seeds, n)
 		srv, err := node.New(c)
 		if err != nil {
 			t.Fatalf("new %s: %v", c.NodeID, err)
@@ -110,6 +100,24 @@ func TestCluster_FormsForwardsAndRoutes(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("bob never received the message")
 	}
+}
+
+// clusterNodeConfig is a TLS node of a test cluster: gossip on gossipAddr,
+// joining seeds, bootstrapping with expect servers (0: joins a formed one).
+func clusterNodeConfig(t *testing.T, id, gossipAddr string, seeds []string, expect int) node.Config {
+	c := node.DevConfig(t.TempDir())
+	c.NodeID = id
+	secure(&c)
+	c.Bootstrap = false
+	c.BootstrapExpect = expect
+	c.GossipAddr = gossipAddr
+	c.Join = seeds
+	c.Membership.Timings = membership.TestTimings()
+	c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout = 500*time.Millisecond, 500*time.Millisecond
+	c.Raft.LeaderLeaseTimeout = 500 * time.Millisecond
+	c.ReadyTimeout = 20 * time.Second
+	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", c.NodeID)
+	return c
 }
 
 // agreedLeader waits until every node names the same leader.

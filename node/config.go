@@ -15,6 +15,7 @@ import (
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 	"github.com/concordmap/concord/node/runs"
+	"github.com/concordmap/concord/node/tlsconf"
 	"github.com/concordmap/concord/raftstore"
 )
 
@@ -65,6 +66,32 @@ type Config struct {
 	// Required unless GossipPlaintext (which only --dev and tests set).
 	GossipKey       []byte
 	GossipPlaintext bool
+
+	// TLS is the node's TLS material: the system CA and this node's server
+	// certificate (concord tls cert create --server). With it gRPC and Raft
+	// run mutual TLS between members, and HTTP serves https/wss when
+	// HTTPTLS is set. Required unless Insecure.
+	TLS tlsconf.Config
+	// Insecure runs without TLS: every port plaintext and peers
+	// unauthenticated. Only --insecure and --dev set it; it is logged
+	// loudly at start.
+	Insecure bool
+	// HTTPTLS serves the HTTP/WebSocket port over TLS when TLS is set.
+	HTTPTLS bool
+	// HTTPClientAuth says whether the HTTP port asks for client
+	// certificates: request (the default) accepts an operator certificate
+	// as a credential while MAP clients need none; require refuses clients
+	// without one.
+	HTTPClientAuth tlsconf.ClientAuth
+	// OperatorToken, when set, is accepted as an operator credential
+	// (Authorization: Bearer on HTTP, gRPC metadata "authorization").
+	// Read from a file or the environment, never a flag value.
+	OperatorToken []byte
+	// OpenReads serves /metrics and the read-only GET /v1/* endpoints
+	// (status, members, raft peers, placement, run files: what scrapers and
+	// the web console read) without a credential, as MAP itself is open;
+	// false requires a member's or an operator's credential for them.
+	OpenReads bool
 
 	// Bootstrap bootstraps a single-node Raft cluster on first start. A
 	// node with existing Raft state ignores it.
@@ -147,8 +174,12 @@ func DefaultConfig() Config {
 		RunService:            runs.DefaultServiceConfig(),
 		Membership:            membership.DefaultConfig(),
 		Cluster:               cluster.DefaultConfig(),
+		ACL:                   acl.DefaultConfig(),
 		GRPCAddr:              "0.0.0.0:7701",
 		GossipAddr:            "0.0.0.0:7703",
+		HTTPTLS:               true,
+		HTTPClientAuth:        tlsconf.ClientAuthRequest,
+		OpenReads:             true,
 	}
 }
 
@@ -164,6 +195,7 @@ func DevConfig(dataDir string) Config {
 	c.GRPCAddr = "127.0.0.1:0"
 	c.GossipAddr = "127.0.0.1:0"
 	c.GossipPlaintext = true
+	c.Insecure = true // loopback only; tests set TLS instead
 	c.Bootstrap = true
 	// A dev node lets anonymous agents and clients in; system and gateway
 	// participants still need a credential.
@@ -200,6 +232,8 @@ func (c Config) Validate() error {
 		return errors.New("node: BootstrapExpect must not be negative")
 	case len(c.GossipKey) == 0 && !c.GossipPlaintext:
 		return errors.New("node: GossipKey is required (16, 24 or 32 bytes) unless GossipPlaintext is set")
+	case !c.TLS.Enabled() && !c.Insecure:
+		return errors.New("node: TLS material is required (CA, certificate and key: concord tls ca create / cert create) unless Insecure is set")
 	case c.ReadyTimeout <= 0:
 		return errors.New("node: ReadyTimeout must be positive")
 	case c.ShutdownTimeout <= 0:

@@ -9,6 +9,12 @@
 // stopped with Shutdown, which tears everything down in reverse start order.
 // cmd/concord maps its flags onto Config; tests start Servers in-process.
 //
+// Security (security.go): with Config.TLS every port runs TLS; gRPC and
+// Raft require a member's server certificate (node/tlsconf verifies,
+// node/authz authorizes each method and HTTP endpoint), and the leader
+// probes a server's identity before adding it as a voter. Without TLS a
+// node runs only with Config.Insecure (--insecure, --dev), logged loudly.
+//
 // Code that runs on the other side of a MAP connection lives under
 // node/client/: mapclient (a Go MAP client), stdio (the `concord stdio`
 // bridge from a subprocess's NDJSON to a node's WebSocket), agentbridge

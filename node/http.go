@@ -12,7 +12,8 @@ import (
 
 // httpHandler builds the node's HTTP mux. The MAP WebSocket endpoint and the
 // operational endpoints share one port so a newcomer has one address to
-// remember; production deployments can firewall /debug separately.
+// remember; start wraps it in the authorizer (httpClass: /debug needs an
+// operator credential).
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	origins := s.mapOriginCheck()
@@ -38,6 +39,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		"nodeId":   s.cfg.NodeID,
 		"systemId": s.cfg.SystemID,
 		"version":  s.cfg.Version,
+		"tls":      s.tls != nil,
 	})
 }
 

@@ -15,7 +15,8 @@ func TestHTTP_ConsoleReadAPI(t *testing.T) {
 	c := dial(t, srv)
 	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent"})
 	c.call("map/agents/register", map[string]any{"agentId": "alice"})
-	self := "http://" + srv.HTTPAddr()
+	self := srv.HTTPURL()         // https: the test node runs TLS
+	web := httpsClient("dev", "") // the console reads anonymously
 
 	for _, tc := range []struct {
 		name, method, path, origin string
@@ -49,7 +50,7 @@ func TestHTTP_ConsoleReadAPI(t *testing.T) {
 			if tc.origin != "" {
 				req.Header.Set("Origin", tc.origin)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := web.Do(req)
 			if err != nil {
 				t.Fatalf("%s %s: %v", method, tc.path, err)
 			}

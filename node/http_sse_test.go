@@ -20,6 +20,7 @@ import (
 type httpClient struct {
 	t       *testing.T
 	base    string
+	web     *http.Client // trusts the test CA
 	session string
 	nextID  atomic.Int64
 	events  chan sseEvent // from GET /map/events; closed when it ends
@@ -28,7 +29,7 @@ type httpClient struct {
 type sseEvent struct{ id, name, data string }
 
 func newHTTPClient(t *testing.T, srv *node.Server) *httpClient {
-	return &httpClient{t: t, base: "http://" + srv.HTTPAddr()}
+	return &httpClient{t: t, base: srv.HTTPURL(), web: httpsClient("dev", "")}
 }
 
 // post sends body to path and returns the status and body.
@@ -42,7 +43,7 @@ func (c *httpClient) post(path, body string) (int, []byte) {
 	if c.session != "" {
 		req.Header.Set(rpc.SessionHeader, c.session)
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	resp, err := c.web.Do(req)
 	if err != nil {
 		c.t.Fatalf("POST %s: %v", path, err)
 	}
@@ -79,7 +80,7 @@ func (c *httpClient) openStream() {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/map/events", nil)
 	req.Header.Set(rpc.SessionHeader, c.session)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Transport: c.web.Transport}).Do(req) // no timeout: a stream
 	if err != nil || resp.StatusCode != http.StatusOK {
 		cancel()
 		c.t.Fatalf("GET /map/events: %v %v", err, resp)
@@ -191,7 +192,7 @@ func TestHTTPSSE_AgentsAcrossTransports(t *testing.T) {
 	alice.call("map/disconnect", map[string]any{})
 	req, _ := http.NewRequest(http.MethodDelete, alice.base+"/map/session", nil)
 	req.Header.Set(rpc.SessionHeader, alice.session)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := alice.web.Do(req)
 	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("DELETE /map/session: %v %v", err, resp)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/concordmap/concord/node/access"
 	"github.com/concordmap/concord/node/acl"
+	"github.com/concordmap/concord/node/authz"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/fanout"
 	"github.com/concordmap/concord/node/mapsvc"
@@ -23,6 +24,7 @@ import (
 	"github.com/concordmap/concord/node/router"
 	"github.com/concordmap/concord/node/rpc"
 	"github.com/concordmap/concord/node/runs"
+	"github.com/concordmap/concord/node/tlsconf"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
@@ -54,6 +56,12 @@ type Server struct {
 	peers      *cluster.PeerStreams
 	cluster    *cluster.Server
 	reconciler *cluster.Reconciler
+
+	// Security (security.go): tls is nil without TLS.
+	tls       *tlsconf.Manager
+	authz     *authz.Authorizer
+	raftStore lateStore
+	raftLayer *tlsconf.RaftLayer // set while the raft store is built
 
 	httpLn  net.Listener
 	grpcLn  net.Listener
@@ -100,6 +108,9 @@ func (s *Server) build() error {
 		return fmt.Errorf("build registry: %w", err)
 	}
 	s.registry = reg
+	if err := s.buildSecurity(); err != nil {
+		return err
+	}
 	rcfg := s.cfg.Runs
 	rcfg.Events = reg // run events join the replicated event window
 	rcfg.Logger = s.cfg.Logger
@@ -109,6 +120,7 @@ func (s *Server) build() error {
 	if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen http %s: %w", s.cfg.HTTPAddr, err)
 	}
+	s.httpLn = s.wrapHTTPListener(s.httpLn)
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("listen grpc %s: %w", s.cfg.GRPCAddr, err)
 	}
@@ -165,11 +177,13 @@ func (s *Server) openStore() error {
 	rc.Modules = []raftstore.Module{s.registry, s.runs, s.acl}
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
+	rc.WrapStreamLayer = s.raftStreamWrapper()
 	store, err := raftstore.New(rc)
 	if err != nil {
 		return fmt.Errorf("open raft store: %w", err)
 	}
 	s.store = store
+	s.raftStore.p.Store(store)
 	return nil
 }
 
@@ -300,9 +314,10 @@ func (s *Server) start(ctx context.Context) error {
 	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
 	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
 	s.goLoop("runs", func() error { return s.runsSvc.Run(runCtx) })
+	s.goLoop("insecure-warning", func() error { return s.repeatInsecureWarning(runCtx) })
 
 	s.httpSrv = &http.Server{
-		Handler:           s.httpHandler(),
+		Handler:           s.authz.HTTP(s.httpClass, s.httpHandler()),
 		ReadHeaderTimeout: s.cfg.HTTPReadHeaderTimeout,
 		IdleTimeout:       s.cfg.HTTPIdleTimeout,
 		MaxHeaderBytes:    64 << 10,
@@ -436,8 +451,28 @@ func (s *Server) HTTPAddr() string {
 	return s.httpLn.Addr().String()
 }
 
-// MAPURL returns the WebSocket URL of the MAP endpoint.
-func (s *Server) MAPURL() string { return "ws://" + s.HTTPAddr() + "/map" }
+// MAPURL returns the WebSocket URL of the MAP endpoint (wss:// with TLS).
+func (s *Server) MAPURL() string {
+	if s.httpTLS() {
+		return "wss://" + s.HTTPAddr() + "/map"
+	}
+	return "ws://" + s.HTTPAddr() + "/map"
+}
+
+// GRPCAddr returns the bound gRPC address (host:port).
+func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
+
+// GossipAddr returns the gossip address peers use (host:port), "" before
+// Start.
+func (s *Server) GossipAddr() string { return s.membership.LocalMember().GossipAddr }
+
+// HTTPURL returns the base URL of the HTTP API (https:// with TLS).
+func (s *Server) HTTPURL() string {
+	if s.httpTLS() {
+		return "https://" + s.HTTPAddr()
+	}
+	return "http://" + s.HTTPAddr()
+}
 
 // Store exposes the Raft store for operators' tooling and tests.
 func (s *Server) Store() *raftstore.Store { return s.store }

@@ -38,6 +38,9 @@ func (s *Server) clusterConfig() cluster.Config {
 	cc := s.cfg.Cluster
 	cc.NodeID = s.cfg.NodeID
 	cc.Logger = s.cfg.Logger
+	opts, peerCreds := s.securityOptions()
+	cc.ServerOptions = append(append([]grpc.ServerOption(nil), cc.ServerOptions...), opts...)
+	cc.PeerCredentials = peerCreds
 	if s.cfg.GRPCDialer != nil {
 		dial := s.cfg.GRPCDialer
 		cc.DialOptions = append(append([]grpc.DialOption(nil), cc.DialOptions...),
@@ -121,7 +124,7 @@ func (s *Server) buildClusterServer() error {
 	s.aclAdmin.Register(srv.GRPC())
 	s.memberSub = s.membership.Subscribe()
 	rec, err := cluster.NewReconciler(cc, cluster.ReconcilerDeps{
-		Store:         s.store,
+		Store:         verifiedVoters{RaftConfigurator: s.store, s: s},
 		Members:       s.membership,
 		Sessions:      s.registry,
 		MemberChanges: s.memberSub.Changed(),

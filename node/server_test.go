@@ -15,6 +15,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,6 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func startNode(t *testing.T, dir string) *node.Server {
 	t.Helper()
 	cfg := node.DevConfig(dir)
+	secure(&cfg)
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := node.New(cfg)
 	if err != nil {
@@ -54,7 +56,9 @@ func dialWith(t *testing.T, srv *node.Server, h rpc.Handler) *client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := rpc.Dial(ctx, srv.MAPURL(), rpc.DefaultClientConfig(), h)
+	cc := rpc.DefaultClientConfig()
+	cc.TLSConfig = tlstest.ClientTLS("dev", "")
+	conn, err := rpc.Dial(ctx, srv.MAPURL(), cc, h)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -121,12 +125,14 @@ func TestServer_RestartKeepsState(t *testing.T) {
 	}
 }
 
-// TestServer_HTTPEndpoints checks health, readiness, metrics and pprof.
+// TestServer_HTTPEndpoints checks health, readiness, metrics and pprof
+// over https, as an operator.
 func TestServer_HTTPEndpoints(t *testing.T) {
 	srv := startNode(t, t.TempDir())
 	c := dial(t, srv)
 	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client"})
 	c.call("map/agents/list", nil)
+	op := httpsClient("dev", "alice")
 	for _, tc := range []struct {
 		path, want string
 	}{
@@ -139,7 +145,7 @@ func TestServer_HTTPEndpoints(t *testing.T) {
 		{"/metrics", `concord_raft_apply_duration_seconds_count{command="COMMAND_TYPE_SESSION_OPEN"}`},
 		{"/debug/pprof/", "goroutine"},
 	} {
-		resp, err := http.Get("http://" + srv.HTTPAddr() + tc.path)
+		resp, err := op.Get(srv.HTTPURL() + tc.path)
 		if err != nil {
 			t.Fatalf("GET %s: %v", tc.path, err)
 		}

@@ -109,6 +109,11 @@ type Config struct {
 	// its Addr() is the advertised address. The Store closes it on
 	// Shutdown (through the transport).
 	StreamLayer raft.StreamLayer
+
+	// WrapStreamLayer, when set, wraps the transport's stream layer (the
+	// TCP one or StreamLayer): node uses it to put mutual TLS under Raft.
+	// The wrapper's Close must close the layer it wraps.
+	WrapStreamLayer func(raft.StreamLayer) raft.StreamLayer
 }
 
 // DefaultConfig returns production defaults. NodeID and DataDir must still

@@ -13,9 +13,9 @@ import (
 )
 
 // newTransport builds raft's network transport over cfg.StreamLayer, or
-// over real TCP on cfg.BindAddr when none is injected. Either way the layer
-// is wrapped so that closing it also closes accepted connections (see
-// trackingLayer).
+// over real TCP on cfg.BindAddr when none is injected, under
+// cfg.WrapStreamLayer (TLS) when set. Either way the layer is wrapped so
+// that closing it also closes accepted connections (see trackingLayer).
 func newTransport(cfg Config, logger *hclogAdapter) (*raft.NetworkTransport, *trackingLayer, error) {
 	var inner raft.StreamLayer = cfg.StreamLayer
 	if inner == nil {
@@ -24,6 +24,9 @@ func newTransport(cfg Config, logger *hclogAdapter) (*raft.NetworkTransport, *tr
 			return nil, nil, err
 		}
 		inner = tcp
+	}
+	if cfg.WrapStreamLayer != nil {
+		inner = cfg.WrapStreamLayer(inner)
 	}
 	layer := &trackingLayer{StreamLayer: inner, conns: make(map[*trackedConn]struct{})}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{

@@ -53,7 +53,7 @@ type node struct {
 	proc                 *proc
 }
 
-func (n *node) url() string { return fmt.Sprintf("ws://127.0.0.1:%d/map", n.http) }
+func (n *node) url() string { return fmt.Sprintf("wss://127.0.0.1:%d/map", n.http) }
 
 func run(ctx context.Context, o options) error {
 	say("Concord demo: 3 nodes, 3 agents, one debate, and a kill -9 of the leader halfway")
@@ -130,6 +130,11 @@ func startNodes(ctx context.Context, ps *procs, bin, dir string) ([]*node, error
 	if err != nil {
 		return nil, err
 	}
+	tlsDir := filepath.Join(dir, "tls")
+	if err := makeTLS(bin, tlsDir); err != nil {
+		return nil, err
+	}
+	say("created a throwaway CA and certificates in %s: every port runs TLS", tlsDir)
 	nodes := make([]*node, 3)
 	var gossip []int
 	for i := range nodes {
@@ -141,7 +146,10 @@ func startNodes(ctx context.Context, ps *procs, bin, dir string) ([]*node, error
 			"--node-id", n.id, "--system-id", "demo", "--data-dir", filepath.Join(dir, n.id),
 			"--http-addr", fmt.Sprintf("127.0.0.1:%d", n.http), "--grpc-addr", fmt.Sprintf("127.0.0.1:%d", n.grpc),
 			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", n.raft), "--gossip-addr", fmt.Sprintf("127.0.0.1:%d", n.gs),
-			"--join", joinHosts(gossip), "--bootstrap-expect", "3", "--gossip-key", key)
+			"--join", joinHosts(gossip), "--bootstrap-expect", "3", "--gossip-key", key,
+			"--tls-ca-file", filepath.Join(tlsDir, "demo-ca.pem"),
+			"--tls-cert-file", filepath.Join(tlsDir, "demo-server-"+n.id+".pem"),
+			"--tls-key-file", filepath.Join(tlsDir, "demo-server-"+n.id+"-key.pem"))
 		if err != nil {
 			return nil, err
 		}
@@ -151,7 +159,7 @@ func startNodes(ctx context.Context, ps *procs, bin, dir string) ([]*node, error
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for _, n := range nodes {
-		if err := waitHTTP(wctx, httpGet, fmt.Sprintf("http://127.0.0.1:%d/v1/ready", n.http)); err != nil {
+		if err := waitHTTP(wctx, httpGet, fmt.Sprintf("https://127.0.0.1:%d/v1/ready", n.http)); err != nil {
 			return nil, err
 		}
 	}
@@ -171,7 +179,7 @@ func say(format string, args ...any) {
 }
 
 func httpGet(url string) (int, []byte, error) {
-	c := http.Client{Timeout: time.Second}
+	c := http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS}}
 	resp, err := c.Get(url)
 	if err != nil {
 		return 0, nil, err
@@ -191,7 +199,7 @@ func currentLeader(ctx context.Context, nodes []*node, exclude *node) (*node, er
 			if n == exclude {
 				continue
 			}
-			_, body, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/v1/status", n.http))
+			_, body, err := httpGet(fmt.Sprintf("https://127.0.0.1:%d/v1/status", n.http))
 			var st struct{ LeaderID string }
 			if err == nil && json.Unmarshal(body, &st) == nil {
 				for _, l := range nodes {
@@ -240,6 +248,7 @@ func waitAgents(ctx context.Context, n *node, names []string) error {
 func dialClient(ctx context.Context, n *node) (*mapclient.Client, error) {
 	cfg := mapclient.DefaultConfig()
 	cfg.URLs = []string{n.url()}
+	cfg.RPC.TLSConfig = clientTLS
 	cfg.Name = "demo-observer"
 	return mapclient.Dial(ctx, cfg)
 }

@@ -12,7 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -21,15 +23,19 @@ import (
 type adminFlags struct {
 	addr    string
 	timeout time.Duration
+	tls     clientTLSFlags
 }
 
 func (f *adminFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:7701", "gRPC address of any node of the system")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 5*time.Second, "deadline for the request")
+	f.tls.bind(cmd.Flags())
 }
 
-// call dials the node and runs fn with a deadline. Plaintext gRPC, like the
-// node-to-node traffic (TLS is a later issue).
+// call dials the node and runs fn with a deadline: TLS with --ca-file
+// (presenting the operator certificate when given), plaintext otherwise
+// (nodes started with --insecure or --dev); the operator token, when
+// given, travels as gRPC metadata.
 func (f *adminFlags) call(ctx context.Context, fn func(context.Context, concordv1.ClusterClient) error) error {
 	return f.callConn(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
 		return fn(ctx, concordv1.NewClusterClient(conn))
@@ -39,13 +45,28 @@ func (f *adminFlags) call(ctx context.Context, fn func(context.Context, concordv
 // callConn dials the node and runs fn on the connection with a deadline,
 // for any admin service (Cluster, AclAdmin).
 func (f *adminFlags) callConn(ctx context.Context, fn func(context.Context, *grpc.ClientConn) error) error {
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	tc, err := f.tls.config()
+	if err != nil {
+		return err
+	}
+	if tc != nil {
+		creds = credentials.NewTLS(tc)
+	}
+	tok, err := f.tls.token()
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", f.addr, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
+	if tok != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+	}
 	if err := fn(ctx, conn); err != nil {
 		return fmt.Errorf("%s: %w", f.addr, err)
 	}

@@ -95,7 +95,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	cfg.AgentID, cfg.Name, cfg.Handler = f.name, f.name, handler
 	cfg.Concurrency, cfg.QueueLimit, cfg.TaskTimeout, cfg.ReplyTimeout = f.concurrency, f.queue, f.taskTimeout, f.replyTimeout
 	cfg.Logger = client.Logger
-	fmt.Fprintf(cmd.ErrOrStderr(), "agent %s connecting to %v\n", f.name, f.conn.servers)
+	fmt.Fprintf(cmd.ErrOrStderr(), "agent %s connecting to %v\n", f.name, f.conn.urls())
 	return agentbridge.Serve(cmd.Context(), cfg, client, f.conn.connectTimeout)
 }
 

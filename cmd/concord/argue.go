@@ -17,27 +17,45 @@ import (
 // defaultServer is the MAP endpoint of `concord server --dev`.
 const defaultServer = "ws://127.0.0.1:7700/map"
 
+// defaultTLSServer is the MAP endpoint of node1 of `make cluster`, used
+// when a CA is given (--ca-file or CONCORD_CA_FILE).
+const defaultTLSServer = "wss://127.0.0.1:7700/map"
+
 // connFlags are the connection flags of the client subcommands.
 type connFlags struct {
 	servers          []string
 	connectTimeout   time.Duration
 	reconnectTimeout time.Duration
 	logs             logFlags
+	tls              clientTLSFlags
 }
 
 func (f *connFlags) register(cmd *cobra.Command) {
 	def := []string{defaultServer}
+	if os.Getenv("CONCORD_CA_FILE") != "" {
+		def = []string{defaultTLSServer}
+	}
 	if env := os.Getenv("CONCORD_SERVER"); env != "" {
 		def = strings.Split(env, ",")
 	}
 	cmd.PersistentFlags().StringSliceVar(&f.servers, "server", def,
-		"MAP URLs of the system's nodes, comma separated, tried in order (env CONCORD_SERVER)")
+		"MAP URLs of the system's nodes, comma separated, tried in order (env CONCORD_SERVER; default "+defaultTLSServer+" with --ca-file)")
 	cmd.PersistentFlags().DurationVar(&f.connectTimeout, "connect-timeout", 10*time.Second,
 		"how long to try the servers before giving up on the first connection (0: wait forever)")
 	cmd.PersistentFlags().DurationVar(&f.reconnectTimeout, "reconnect-timeout", 2*time.Minute,
 		"how long to keep trying the servers after the connection is lost")
 	cmd.PersistentFlags().StringVar(&f.logs.level, "log-level", "warn", "log level: debug, info, warn, error")
 	cmd.PersistentFlags().StringVar(&f.logs.format, "log-format", "text", "log format: text or json")
+	f.tls.bind(cmd.PersistentFlags())
+}
+
+// urls returns the MAP URLs to try: with --ca-file and the default URL
+// untouched, the TLS default.
+func (f *connFlags) urls() []string {
+	if f.tls.enabled() && len(f.servers) == 1 && f.servers[0] == defaultServer {
+		return []string{defaultTLSServer}
+	}
+	return f.servers
 }
 
 func (f *connFlags) client() (mapclient.Config, error) {
@@ -46,7 +64,10 @@ func (f *connFlags) client() (mapclient.Config, error) {
 		return mapclient.Config{}, err
 	}
 	cfg := mapclient.DefaultConfig()
-	cfg.URLs = f.servers
+	cfg.URLs = f.urls()
+	if cfg.RPC.TLSConfig, err = f.tls.config(); err != nil {
+		return cfg, err
+	}
 	cfg.ReconnectTimeout = f.reconnectTimeout
 	cfg.Logger = log
 	return cfg, cfg.Validate()

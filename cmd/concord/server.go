@@ -44,6 +44,7 @@ type serverFlags struct {
 	runRetention    time.Duration
 	maxFinishedRuns int
 	logs            logFlags
+	tls             serverTLSFlags
 	// changed reports whether the user set a flag, so --dev keeps its own
 	// defaults for everything not given explicitly.
 	changed func(name string) bool
@@ -55,7 +56,11 @@ func newServerCmd() *cobra.Command {
 		Use:   "server",
 		Short: "Run a Concord node",
 		Long: `Run a Concord node. With --dev it runs one bootstrapped node on 127.0.0.1
-with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).`,
+with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/map).
+
+Outside --dev a node needs TLS material (--tls-ca-file, --tls-cert-file,
+--tls-key-file; see concord tls) and a gossip key, or an explicit --insecure.
+SIGHUP reloads the CA, certificate and key without a restart.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.changed = cmd.Flags().Changed
@@ -103,6 +108,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "required aud of bearer tokens (with --jwt-jwks-file)")
 	fl.StringSliceVar(&f.allowOrigins, "allow-origin", nil,
 		"browser origins (scheme://host:port) allowed to open MAP connections besides this node's host and the system's members; \"*\" allows any")
+	f.tls.bind(fl)
 	f.logs.register(cmd)
 }
 
@@ -127,7 +133,9 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 		_ = srv.Shutdown(context.Background())
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP http://%s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPAddr())
+	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP %s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPURL())
+	stopReload := reloadOnHangup(srv, log)
+	defer stopReload()
 	<-ctx.Done()
 	fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 	shCtx, shCancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -209,6 +217,9 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	if !f.dev && (cfg.NodeID == "" || cfg.DataDir == "") {
 		return cfg, cleanup, fmt.Errorf("--node-id and --data-dir are required (or use --dev)")
+	}
+	if err := f.tls.apply(&cfg, f.dev); err != nil {
+		return cfg, cleanup, err
 	}
 	return cfg, cleanup, nil
 }

@@ -30,7 +30,7 @@ func serverConfig(t *testing.T, args ...string) (node.Config, error) {
 func TestServerFlags_RaftMultiplier(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	dev := node.DevConfig(t.TempDir()).Raft
-	base := []string{"--node-id", "n1", "--data-dir", t.TempDir()}
+	base := []string{"--node-id", "n1", "--data-dir", t.TempDir(), "--insecure"}
 	tests := []struct {
 		name      string
 		args      []string

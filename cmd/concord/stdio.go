@@ -49,7 +49,10 @@ func runStdio(cmd *cobra.Command, f *stdioFlags) error {
 		return err
 	}
 	cfg := stdio.DefaultConfig()
-	cfg.URLs = f.conn.servers
+	cfg.URLs = f.conn.urls()
+	if cfg.TLSConfig, err = f.conn.tls.config(); err != nil {
+		return err
+	}
 	cfg.ConnectTimeout = f.conn.connectTimeout
 	cfg.ReconnectTimeout = f.conn.reconnectTimeout
 	cfg.MaxFrameBytes = f.maxFrame

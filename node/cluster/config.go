@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // Config holds the settings shared by every part of the package (Forwarder,
@@ -45,8 +46,14 @@ type Config struct {
 	MaxMessageSize int
 
 	// DialOptions are appended to the client options of every peer
-	// connection (interceptors, and later TLS credentials; for tests).
+	// connection (interceptors, fault injection; for tests).
 	DialOptions []grpc.DialOption
+
+	// PeerCredentials returns the transport credentials for dialing node
+	// id: mutual TLS that verifies the peer's certificate names that node
+	// of this system (tlsconf). nil dials plaintext, which node allows only
+	// with --insecure or --dev.
+	PeerCredentials func(nodeID string) credentials.TransportCredentials
 
 	// ServerOptions are appended to the gRPC server's options.
 	ServerOptions []grpc.ServerOption

@@ -22,7 +22,9 @@
 //
 // What it does not: gossip (node/membership), Raft (raftstore), MAP
 // semantics (node/router, node/mapsvc, node/fanout), federation between
-// systems, or TLS (a TODO: peers talk plaintext gRPC for now).
+// systems, or security: node passes mutual TLS in (Config.PeerCredentials
+// for dialing, grpc.Creds and the node/authz interceptors through
+// Config.ServerOptions).
 //
 // Who calls it: the composition root node.Server builds every part, passes
 // the Forwarder into raftstore.Config, the PeerStreams into router.Config (Peers), the

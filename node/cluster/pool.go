@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
@@ -20,6 +21,9 @@ import (
 // RPC and stream to a peer over it.
 type pool struct {
 	opts []grpc.DialOption
+	// creds returns the transport credentials for dialing a node: mutual
+	// TLS verifying that the peer is that node (Config.PeerCredentials).
+	creds func(nodeID string) credentials.TransportCredentials
 
 	mu     sync.Mutex
 	conns  map[string]*peerConn // by node id
@@ -33,10 +37,6 @@ type peerConn struct {
 
 func newPool(cfg Config) *pool {
 	opts := []grpc.DialOption{
-		// TODO(cluster): mTLS between nodes (ARCHITECTURE.md "Security");
-		// until then peers talk plaintext, which is only acceptable on
-		// loopback or a trusted private network.
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true,
 		}),
@@ -54,7 +54,11 @@ func newPool(cfg Config) *pool {
 			grpc.MaxCallSendMsgSize(cfg.MaxMessageSize),
 		),
 	}
-	return &pool{opts: append(opts, cfg.DialOptions...), conns: make(map[string]*peerConn)}
+	creds := cfg.PeerCredentials
+	if creds == nil { // plaintext: only with --insecure or --dev (Config.PeerCredentials)
+		creds = func(string) credentials.TransportCredentials { return insecure.NewCredentials() }
+	}
+	return &pool{opts: append(opts, cfg.DialOptions...), creds: creds, conns: make(map[string]*peerConn)}
 }
 
 // get returns the connection to nodeID at addr, creating it (or replacing
@@ -74,7 +78,8 @@ func (p *pool) get(nodeID, addr string) (*grpc.ClientConn, error) {
 		_ = pc.cc.Close()
 		delete(p.conns, nodeID)
 	}
-	cc, err := grpc.NewClient(addr, p.opts...)
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(p.creds(nodeID))}, p.opts...)
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s at %s: %w", nodeID, addr, err)
 	}

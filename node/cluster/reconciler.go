@@ -139,8 +139,11 @@ func (r *Reconciler) pass(ctx context.Context) {
 	}
 	for _, a := range plan(in) {
 		if err := r.do(ctx, a, in.now); err != nil {
+			// The other steps still run: one server that cannot be added
+			// (it failed the identity probe) must not hold up the
+			// removal of dead ones or session cleanup.
 			r.log.Warn("reconcile step failed", "action", a.kind, "peer", a.id, "session_id", a.session, "err", err)
-			return
+			continue
 		}
 	}
 }

@@ -59,7 +59,8 @@ func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
 		return nil, fmt.Errorf("%w: Server needs a Store", ErrInvalidConfig)
 	}
 	opts := []grpc.ServerOption{
-		// TODO(cluster): mTLS (grpc.Creds) once node certificates exist.
+		// Credentials and authorization interceptors (mTLS, node/authz)
+		// come in through cfg.ServerOptions.
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
 		// Peers ping every KeepaliveTime even without RPCs; the default

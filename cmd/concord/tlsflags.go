@@ -1,0 +1,149 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/tlsconf"
+)
+
+// serverTLSFlags are the server's TLS and credential flags (README
+// "Security"); they map onto node.Config's TLS fields.
+type serverTLSFlags struct {
+	caFile, certFile, keyFile string
+	httpTLS                   bool
+	httpClientAuth            string
+	insecure                  bool
+	tokenFile                 string
+	openReads                 bool
+}
+
+func (f *serverTLSFlags) bind(fl *pflag.FlagSet) {
+	d := node.DefaultConfig()
+	fl.StringVar(&f.caFile, "tls-ca-file", "", "PEM file of the system CA: peers' certificates must chain to it (concord tls ca create)")
+	fl.StringVar(&f.certFile, "tls-cert-file", "", "PEM server certificate of this node, used on every port (concord tls cert create --server)")
+	fl.StringVar(&f.keyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	fl.BoolVar(&f.httpTLS, "http-tls", d.HTTPTLS, "serve MAP and the HTTP API over TLS (wss://, https://) when TLS material is given")
+	fl.StringVar(&f.httpClientAuth, "http-client-auth", "request", "client certificates on the HTTP port: none, request (an operator certificate counts as a credential) or require")
+	fl.BoolVar(&f.insecure, "insecure", false, "run without TLS: every port plaintext and unauthenticated (logged loudly; for isolated test networks only)")
+	fl.StringVar(&f.tokenFile, "operator-token-file", "", "file holding the operator token accepted as an admin credential (or env CONCORD_OPERATOR_TOKEN)")
+	fl.BoolVar(&f.openReads, "http-open-reads", d.OpenReads, "serve /metrics and GET /v1/* (status, members; what the console reads) without a credential (false: a member's or an operator's credential is required)")
+}
+
+// apply fills cfg's TLS fields. Outside --dev, TLS material is required
+// unless --insecure; --insecure also lets gossip run unencrypted when no
+// gossip key is given.
+func (f *serverTLSFlags) apply(cfg *node.Config, dev bool) error {
+	cfg.TLS = tlsconf.Config{CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile}
+	auth, err := tlsconf.ParseClientAuth(f.httpClientAuth)
+	if err != nil {
+		return fmt.Errorf("--http-client-auth: %w", err)
+	}
+	cfg.HTTPTLS, cfg.HTTPClientAuth, cfg.OpenReads = f.httpTLS, auth, f.openReads
+	if cfg.OperatorToken, err = secretFrom(f.tokenFile, "CONCORD_OPERATOR_TOKEN"); err != nil {
+		return fmt.Errorf("operator token: %w", err)
+	}
+	switch {
+	case cfg.TLS.Enabled():
+		cfg.Insecure = false
+	case f.insecure:
+		cfg.Insecure = true
+		if len(cfg.GossipKey) == 0 {
+			cfg.GossipPlaintext = true
+		}
+	case dev:
+		cfg.Insecure = true
+	default:
+		return fmt.Errorf("TLS material is required: --tls-ca-file, --tls-cert-file and --tls-key-file " +
+			"(concord tls ca create; concord tls cert create --server), or pass --insecure to run plaintext and unauthenticated")
+	}
+	return nil
+}
+
+// secretFrom reads a secret from file (trailing newline removed) or, when
+// file is empty, from the environment variable env. Empty when neither.
+func secretFrom(file, env string) ([]byte, error) {
+	if file == "" {
+		return []byte(os.Getenv(env)), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return nil, fmt.Errorf("%s is empty", file)
+	}
+	return []byte(s), nil
+}
+
+// clientTLSFlags are the CLI's TLS flags: the CA to verify nodes with, an
+// optional operator certificate, and the operator token.
+type clientTLSFlags struct {
+	caFile, certFile, keyFile, tokenFile string
+}
+
+func (f *clientTLSFlags) bind(fl *pflag.FlagSet) {
+	fl.StringVar(&f.caFile, "ca-file", os.Getenv("CONCORD_CA_FILE"), "PEM file of the system CA: connect with TLS (wss://, TLS gRPC) and verify the node (env CONCORD_CA_FILE)")
+	fl.StringVar(&f.certFile, "cert-file", os.Getenv("CONCORD_CERT_FILE"), "PEM operator certificate presented to the node (env CONCORD_CERT_FILE)")
+	fl.StringVar(&f.keyFile, "key-file", os.Getenv("CONCORD_KEY_FILE"), "PEM key of --cert-file (env CONCORD_KEY_FILE)")
+	fl.StringVar(&f.tokenFile, "token-file", os.Getenv("CONCORD_TOKEN_FILE"), "file holding the operator token (env CONCORD_TOKEN_FILE)")
+}
+
+// enabled reports whether TLS is configured.
+func (f *clientTLSFlags) enabled() bool { return f.caFile != "" }
+
+// config returns the client tls.Config, nil without --ca-file.
+func (f *clientTLSFlags) config() (*tls.Config, error) {
+	if !f.enabled() {
+		if f.certFile != "" {
+			return nil, fmt.Errorf("--cert-file needs --ca-file")
+		}
+		return nil, nil
+	}
+	m, err := tlsconf.New(tlsconf.Config{CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile})
+	if err != nil {
+		return nil, err
+	}
+	return m.ClientConfig(tlsconf.Expect{}), nil
+}
+
+// token returns the operator token, "" when none is configured.
+func (f *clientTLSFlags) token() (string, error) {
+	if f.tokenFile == "" {
+		return "", nil
+	}
+	b, err := secretFrom(f.tokenFile, "")
+	return string(b), err
+}
+
+// reloadOnHangup reloads the node's TLS material on every SIGHUP until the
+// returned stop function is called (which waits for the goroutine).
+func reloadOnHangup(srv *node.Server, log *slog.Logger) func() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-ch:
+				if err := srv.ReloadTLS(); err != nil {
+					log.Error("SIGHUP: tls reload failed", "err", err)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(ch); close(done); <-stopped }
+}
