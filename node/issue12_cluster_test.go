@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -152,7 +152,8 @@ func TestCluster_Issue12(t *testing.T) {
 // testUnknownMethodsMetrics sends 3,000 invented method names before
 // map/connect (bounded load) and checks /metrics stays small.
 func testUnknownMethodsMetrics(t *testing.T, srv *node.Server) {
-	ws, _, err := websocket.DefaultDialer.Dial(srv.MAPURL(), nil)
+	dialer := websocket.Dialer{TLSClientConfig: tlstest.ClientTLS("dev", "")}
+	ws, _, err := dialer.Dial(srv.MAPURL(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func testUnknownMethodsMetrics(t *testing.T, srv *node.Server) {
 			t.Fatalf("read: %v", err)
 		}
 	}
-	resp, err := http.Get("http://" + srv.HTTPAddr() + "/metrics")
+	resp, err := httpsClient("dev", "").Get("https://" + srv.HTTPAddr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

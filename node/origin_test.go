@@ -15,14 +15,17 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
 
 // testMAPOriginAllowlist (run by TestCluster_Issue12): a browser page from a foreign origin cannot
 // open a MAP connection (WebSocket or HTTP+SSE); the node's own origin,
 // another member's (console failover) and non-browser clients can.
 func testMAPOriginAllowlist(t *testing.T, n1, n2 *node.Server) {
+	hc := httpsClient("dev", "")
+	dialer := websocket.Dialer{TLSClientConfig: tlstest.ClientTLS("dev", "")}
 	eventually(t, 10*time.Second, func() error {
-		r, err := http.Get("http://" + n1.HTTPAddr() + "/v1/members")
+		r, err := hc.Get("https://" + n1.HTTPAddr() + "/v1/members")
 		if err != nil {
 			return err
 		}
@@ -38,29 +41,29 @@ func testMAPOriginAllowlist(t *testing.T, n1, n2 *node.Server) {
 		want         int
 	}{
 		{"no origin (not a browser)", "", http.StatusSwitchingProtocols},
-		{"same host", "http://" + n1.HTTPAddr(), http.StatusSwitchingProtocols},
-		{"another member (console failover)", "http://" + n2.HTTPAddr(), http.StatusSwitchingProtocols},
+		{"same host", "https://" + n1.HTTPAddr(), http.StatusSwitchingProtocols},
+		{"another member (console failover)", "https://" + n2.HTTPAddr(), http.StatusSwitchingProtocols},
 		{"foreign page", "http://evil.example", http.StatusForbidden},
-		{"foreign page on another port of the host", "http://127.0.0.1:1", http.StatusForbidden},
+		{"foreign page on another port of the host", "https://127.0.0.1:1", http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := http.Header{}
 			if tc.origin != "" {
 				h.Set("Origin", tc.origin)
 			}
-			ws, resp, err := websocket.DefaultDialer.Dial(n1.MAPURL(), h)
+			ws, resp, err := dialer.Dial(n1.MAPURL(), h)
 			if ws != nil {
 				_ = ws.Close()
 			}
 			if resp == nil || resp.StatusCode != tc.want {
 				t.Fatalf("upgrade: resp %v err %v, want %d", resp, err, tc.want)
 			}
-			req, _ := http.NewRequest(http.MethodPost, "http://"+n1.HTTPAddr()+"/map/rpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"map/agents/list"}`))
+			req, _ := http.NewRequest(http.MethodPost, "https://"+n1.HTTPAddr()+"/map/rpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"map/agents/list"}`))
 			req.Header.Set("Content-Type", "application/json")
 			if tc.origin != "" {
 				req.Header.Set("Origin", tc.origin)
 			}
-			pr, err := http.DefaultClient.Do(req)
+			pr, err := hc.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

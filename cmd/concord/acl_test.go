@@ -13,7 +13,7 @@ import (
 )
 
 func TestServerFlags_Auth(t *testing.T) {
-	base := []string{"--node-id", "n1", "--data-dir", t.TempDir()}
+	base := []string{"--node-id", "n1", "--data-dir", t.TempDir(), "--insecure"}
 	tests := []struct {
 		name   string
 		args   []string
