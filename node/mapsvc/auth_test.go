@@ -76,3 +76,19 @@ func TestConnect_PrincipalBinding(t *testing.T) {
 	<-first.conn.Done()
 	connect(map[string]any{"participantId": "alice", "resumeToken": res["resumeToken"]}, 0)
 }
+
+func TestAuthRefresh(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Authenticator = fakeAuth{} })
+	c := e.dial()
+	c.must("map/connect", map[string]any{"protocolVersion": 1, "participantType": TypeAgent, "participantId": "team-1",
+		"auth": map[string]any{"method": "api-key", "token": "team"}})
+	res := c.must("map/auth/refresh", `{"refreshToken":"team"}`)
+	if res["success"] != true || res["principal"].(map[string]any)["id"] != "key:team" {
+		t.Fatalf("refresh %v", res)
+	}
+	c.fails("map/auth/refresh", `{"credential":"ann","method":"api-key"}`, rpc.CodeAuthFailed) // another principal
+	c.fails("map/auth/refresh", `{"token":"bogus"}`, rpc.CodeAuthFailed)
+	anon := e.dial()
+	connectAs(anon, TypeAgent, nil)
+	anon.fails("map/auth/refresh", `{"token":"team"}`, rpc.CodeMethodNotSupported)
+}

@@ -209,4 +209,17 @@ test('asks for a credential when the node requires one, then connects with it', 
   assert.equal((await up).nodeId, 'a');
   const last = a.calls.filter((m) => m.method === 'map/connect').at(-1);
   assert.deepEqual(last.params.auth, { method: 'api-key', token: 'k1' });
+  assert.equal(last.params.participantType, 'client');
+});
+
+test('an operator credential connects as a system participant', async (t) => {
+  const { a, client } = cluster();
+  t.after(() => client.stop());
+  client.setCredential({ method: 'bearer', token: 't', participantType: 'system' });
+  const up = connected(client);
+  client.start();
+  await up;
+  const c = a.calls.find((m) => m.method === 'map/connect');
+  assert.equal(c.params.participantType, 'system');
+  assert.deepEqual(c.params.auth, { method: 'bearer', token: 't' });
 });

@@ -55,7 +55,11 @@ map.addEventListener('auth-required', (ev) => {
 });
 authForm.addEventListener('submit', (ev) => {
   ev.preventDefault();
-  const cred = { method: document.getElementById('auth-method').value, token: document.getElementById('auth-token').value.trim() };
+  const cred = {
+    method: document.getElementById('auth-method').value,
+    token: document.getElementById('auth-token').value.trim(),
+    participantType: document.getElementById('auth-system').checked ? 'system' : 'client',
+  };
   sessionStorage.setItem(authKey, JSON.stringify(cred));
   document.getElementById('auth-token').value = '';
   authForm.hidden = true;

@@ -36,14 +36,16 @@ export class MapClient extends EventTarget {
     this.origin = '';
     this.lastHeard = 0;
     this.attempt = 0;
-    this.auth = null; // {method: 'api-key'|'bearer', token}: sent in map/connect when set
+    this.auth = null; // {method: 'api-key'|'bearer', token, participantType?}: sent in map/connect when set
     this.waitingForAuth = false;
   }
 
   // setCredential sets the credential map/connect sends (null: none) and,
   // when the node had asked for one, tries again with it.
   setCredential(auth) {
-    this.auth = auth && auth.token ? { method: auth.method, token: auth.token } : null;
+    this.auth = auth && auth.token
+      ? { method: auth.method, token: auth.token, participantType: auth.participantType === 'system' ? 'system' : 'client' }
+      : null;
     if (this.waitingForAuth && !this.stopped) {
       this.waitingForAuth = false;
       this.session = null;
@@ -158,7 +160,10 @@ export class MapClient extends EventTarget {
   }
 
   async handshake() {
-    const base = { protocolVersion: 1, participantType: 'client', name: 'concord console' };
+    // An operator's credential may connect as a system participant, which
+    // sees every agent, scope and message; anyone else is a client and sees
+    // what MAP's visibility rules let it see.
+    const base = { protocolVersion: 1, participantType: (this.auth && this.auth.participantType) || 'client', name: 'concord console' };
     if (this.auth) base.auth = { method: this.auth.method, token: this.auth.token };
     if (this.session) {
       try {
