@@ -55,6 +55,16 @@ func TestCluster_Issue12(t *testing.T) {
 		viewer.fails(t, "map/agents/update", map[string]any{"agentId": "alice"}, rpc.CodePermissionDenied)
 		bob.fails(t, "map/agents/update", map[string]any{"agentId": "alice", "name": "mine"}, rpc.CodePermissionDenied)
 	})
+	t.Run("permissions hold across nodes", func(t *testing.T) {
+		alice.call("map/scopes/create", map[string]any{"scopeId": "club", "joinPolicy": "invite"})
+		waitScope(t, n2, "club")
+		bob.fails(t, "map/scopes/delete", map[string]any{"scopeId": "solo"}, rpc.CodePermissionDenied)
+		bob.fails(t, "map/scopes/join", map[string]any{"scopeId": "club", "agentId": "bob"}, rpc.CodePermissionDenied)
+		for _, m := range []string{"map/agents/stop", "map/agents/suspend", "map/agents/unregister"} {
+			bob.fails(t, m, map[string]any{"agentId": "alice"}, rpc.CodePermissionDenied)
+		}
+		alice.call("map/scopes/join", map[string]any{"scopeId": "club", "agentId": "bob"}) // the owner invites
+	})
 	t.Run("send to a scope of only the sender succeeds", func(t *testing.T) {
 		res := alice.call("map/send", map[string]any{"to": map[string]any{"scope": "solo"}, "payload": 1})
 		if d, ok := res["delivered"].([]any); !ok || len(d) != 0 {
@@ -195,6 +205,17 @@ func aclKey(srv *node.Server, id string) (*concordv1.ApiKey, bool) {
 		}
 	}
 	return nil, false
+}
+
+// waitScope waits until srv's replica holds scope id.
+func waitScope(t *testing.T, srv *node.Server, id string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		if _, ok := srv.Registry().Scope(id); !ok {
+			return fmt.Errorf("scope %s not on this node yet", id)
+		}
+		return nil
+	})
 }
 
 // waitAgent waits until srv's replica holds agent id.
