@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/concordmap/concord/node"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 func TestServerFlags_Auth(t *testing.T) {
@@ -98,5 +102,45 @@ func TestACLTokenCommands(t *testing.T) {
 	}
 	if _, err := run("acl", "token", "revoke", id); err == nil || !strings.Contains(err.Error(), "NotFound") {
 		t.Fatalf("second revoke: %v", err)
+	}
+}
+
+// TestClientCredentialFile: `concord argue` connects with the credential
+// in --credential-file to a node that admits no anonymous participants,
+// and is refused without it.
+func TestClientCredentialFile(t *testing.T) {
+	cfg := node.DevConfig(t.TempDir())
+	cfg.ACL.AnonymousTypes = nil
+	srv, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Shutdown(context.Background()) }()
+	key, err := srv.ACLAdmin().CreateToken(ctx, &concordv1.CreateTokenRequest{ParticipantIdPattern: "*", ParticipantTypes: []string{"client"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(file, []byte(key.GetToken()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) error {
+		root := newRootCmd()
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs(append([]string{"argue", "list", "--server", srv.MAPURL(), "--connect-timeout", "2s"}, args...))
+		return root.ExecuteContext(ctx)
+	}
+	t.Setenv("CONCORD_CREDENTIAL", "")
+	if err := run(); err == nil {
+		t.Fatal("connected anonymously to a node that requires a credential")
+	}
+	if err := run("--credential-file", file); err != nil {
+		t.Fatalf("with the API key: %v", err)
 	}
 }
