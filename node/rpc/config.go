@@ -112,7 +112,7 @@ func DefaultConfig() Config {
 		CloseGracePeriod:     time.Second,
 		PreAuthTimeout:       10 * time.Second,
 		MaxPreAuthConns:      1024,
-		MaxPreAuthConnsPerIP: 64,
+		MaxPreAuthConnsPerIP: 128,
 	}
 }
 
