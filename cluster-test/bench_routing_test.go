@@ -155,11 +155,8 @@ func (c *corkedConn) flush(b *testing.B) {
 	}
 }
 
-// rawAgent connects a raw WebSocket client as agent id and registers it.
-// With cork set, the client's writes go through it, corked once the agent
-// is registered (the caller flushes from then on).
-func rawAgent(b *testing.B, url, id string, cork *corkedConn) *websocket.Conn {
-	b.Helper()
+// corkedDialer dials with its writes through cork when cork is set.
+func corkedDialer(cork *corkedConn) *websocket.Dialer {
 	dialer := *websocket.DefaultDialer
 	dialer.TLSClientConfig = ClientTLS()
 	if cork != nil {
@@ -172,11 +169,15 @@ func rawAgent(b *testing.B, url, id string, cork *corkedConn) *websocket.Conn {
 			return cork, nil
 		}
 	}
-	ws, _, err := dialer.Dial(url, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = ws.Close() })
+	return &dialer
+}
+
+// rawAgent connects a raw WebSocket client as agent id and registers it.
+// With cork set, the client's writes go through it, corked once the agent
+// is registered (the caller flushes from then on).
+func rawAgent(b *testing.B, url, id string, cork *corkedConn) *websocket.Conn {
+	b.Helper()
+	ws := rawDial(b, url, cork)
 	calls := []string{
 		`{"jsonrpc":"2.0","id":1,"method":"map/connect","params":{"protocolVersion":1,"participantType":"agent","participantId":"` + id + `"}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"map/agents/register","params":{"agentId":"` + id + `"}}`,

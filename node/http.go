@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -53,7 +54,9 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
 }
 
-// handleStatus reports this node's Raft view for operators and the CLI.
+// handleStatus reports this node's Raft view for operators and the CLI,
+// with the process's resident memory and goroutine count (what `concord
+// bench sessions` reads to work out the cost of a session).
 func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request) {
 	leaderID, leaderAddr := s.store.Leader()
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -63,6 +66,8 @@ func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request) {
 		"leaderId":   leaderID,
 		"leaderAddr": leaderAddr,
 		"raft":       s.store.Stats(),
+		"rssBytes":   s.metrics.residentBytes(),
+		"goroutines": runtime.NumGoroutine(),
 	})
 }
 

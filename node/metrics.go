@@ -189,3 +189,19 @@ func (p meteredProposer) Apply(ctx context.Context, t concordv1.CommandType, msg
 	}
 	return res, idx, err
 }
+
+// residentBytes is the process's resident set size as the Prometheus process
+// collector reports it (process_resident_memory_bytes), 0 where that
+// collector cannot read it (platforms without procfs).
+func (m *metrics) residentBytes() int64 {
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "process_resident_memory_bytes" && len(mf.GetMetric()) > 0 {
+			return int64(mf.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+	return 0
+}

@@ -34,7 +34,8 @@ type fsm struct {
 	byName  map[string]Module // immutable after newFSM
 	routes  map[concordv1.CommandType]route
 
-	progress // applied position, waiters, kept results (progress.go)
+	progress         // applied position, waiters, kept results (progress.go)
+	logCap   *logCap // nil: no cap on the log's length (logcap.go)
 }
 
 var (
@@ -103,10 +104,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 	case raft.LogCommand:
 		resp := f.applyCommand(l)
 		f.advance(l.Index, l.Term, resp, true)
+		f.logCap.applied(l.Index)
 		return resp
 	case raft.LogConfiguration:
 		// Nothing to do; tracked only so the applied index keeps up.
 		f.advance(l.Index, l.Term, nil, false)
+		f.logCap.applied(l.Index)
 	}
 	return nil
 }

@@ -85,11 +85,15 @@ func New(cfg Config) (*Store, error) {
 	if s.fsm, err = newFSM(cfg.Modules, s.log); err != nil {
 		return nil, err
 	}
+	if cfg.MaxLogEntries > 0 {
+		s.fsm.logCap = newLogCap(cfg.MaxLogEntries)
+	}
 	if err := s.open(); err != nil {
 		s.closeResources()
 		return nil, err
 	}
 	s.startLeadershipLoop()
+	s.startLogCap()
 	s.log.Info("raft store started", "addr", s.Addr())
 	return s, nil
 }

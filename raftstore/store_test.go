@@ -38,6 +38,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"no pool", func(c *Config) { c.MaxPool = 0 }, "MaxPool"},
 		{"no transport timeout", func(c *Config) { c.TransportTimeout = 0 }, "TransportTimeout"},
 		{"zero snapshot threshold", func(c *Config) { c.SnapshotThreshold = 0 }, "SnapshotThreshold"},
+		{"log cap below snapshot threshold", func(c *Config) { c.MaxLogEntries = c.SnapshotThreshold - 1 }, "MaxLogEntries"},
+		{"log cap off", func(c *Config) { c.MaxLogEntries = 0 }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

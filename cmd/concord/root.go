@@ -19,7 +19,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServerCmd(), newVersionCmd(), newMembersCmd(), newRaftCmd(), newKeygenCmd(), newTLSCmd(), newACLCmd())
-	root.AddCommand(newArgueCmd(), newAgentCmd(), newStdioCmd())
+	root.AddCommand(newArgueCmd(), newAgentCmd(), newStdioCmd(), newBenchCmd())
 	return root
 }
 

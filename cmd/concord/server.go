@@ -43,6 +43,7 @@ type serverFlags struct {
 	raftMultiplier  int
 	runRetention    time.Duration
 	maxFinishedRuns int
+	maxLogEntries   uint64
 	logs            logFlags
 	tls             serverTLSFlags
 	// changed reports whether the user set a flag, so --dev keeps its own
@@ -108,6 +109,9 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "required aud of bearer tokens (with --jwt-jwks-file)")
 	fl.StringSliceVar(&f.allowOrigins, "allow-origin", nil,
 		"browser origins (scheme://host:port) allowed to open MAP connections besides this node's host and the system's members; \"*\" allows any")
+	fl.Uint64Var(&f.maxLogEntries, "max-log-entries", d.Raft.MaxLogEntries,
+		"snapshot as soon as this many Raft log entries were written since the last snapshot, bounding the log (and the memory its mapped file takes) whatever the write rate; "+
+			"lower snapshots more often, 0 leaves it to the 2-minute snapshot timer")
 	f.tls.bind(fl)
 	f.logs.register(cmd)
 }
@@ -208,6 +212,7 @@ func (f serverFlags) config() (node.Config, func(), error) {
 		}
 		cfg.ACL.JWT = &acl.JWTConfig{JWKSFile: f.jwksFile, Issuer: f.jwtIssuer, Audience: f.jwtAudience, Leeway: 30 * time.Second}
 	}
+	cfg.Raft.MaxLogEntries = f.maxLogEntries
 	cfg.RunService.FinishedRetention, cfg.RunService.MaxFinishedRuns = f.runRetention, f.maxFinishedRuns
 	// --dev keeps DevConfig's quick single-node timings unless asked.
 	if !f.dev || f.changed("raft-multiplier") {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -52,7 +53,9 @@ func newPool(cfg Config) *pool {
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(cfg.MaxMessageSize),
 			grpc.MaxCallSendMsgSize(cfg.MaxMessageSize),
+			grpc.ForceCodecV2(grpcCodec), // bufpool.go
 		),
+		experimental.WithBufferPool(grpcBuffers),
 	}
 	creds := cfg.PeerCredentials
 	if creds == nil { // plaintext: only with --insecure or --dev (Config.PeerCredentials)

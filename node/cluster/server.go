@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -69,6 +70,7 @@ func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
 			MinTime: cfg.KeepaliveTime / 2, PermitWithoutStream: true,
 		}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		experimental.BufferPool(grpcBuffers), grpc.ForceServerCodecV2(grpcCodec), // bufpool.go
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.logger("cluster.server"), deps: deps,

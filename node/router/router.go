@@ -196,8 +196,13 @@ func (r *Router) route(from Sender, params json.RawMessage) (p sendParams, res r
 // remote ones to the relay. The returned operation completes once the
 // caller has released it and every relay submission has answered.
 func (r *Router) begin(ctx context.Context, from Sender, p sendParams, res resolution) *sendOp {
-	op := &sendOp{r: r, from: from, p: p, res: res, ts: r.now().UnixMilli(), id: ulid.Make().String(),
-		reasons: make([]string, len(res.recipients))}
+	now := r.now()
+	op := &sendOp{r: r, from: from, p: p, res: res, ts: now.UnixMilli(), id: newMessageID(now)}
+	if len(res.recipients) <= len(op.inline) {
+		op.reasons = op.inline[:len(res.recipients)] // the common case: no allocation
+	} else {
+		op.reasons = make([]string, len(res.recipients))
+	}
 	op.pending.Store(1) // the caller's reference, dropped by release
 	// The relay keeps msg until each peer acknowledged it, so a send with
 	// remote recipients builds it in a buffer of its own (sized, not the
@@ -263,8 +268,11 @@ type sendOp struct {
 	res     resolution
 	ts      int64
 	id      string
-	reasons []string // per recipient: "" delivered, else why not
-	remote  bool     // some recipient is submitted to the relay
+	reasons []string  // per recipient: "" delivered, else why not
+	inline  [1]string // reasons' storage for a single recipient
+	remote  bool      // some recipient is submitted to the relay
+	out     SendResult
+	outOne  [1]string // out.Delivered's storage for a single recipient
 
 	pending atomic.Int32 // unfinished submissions + the caller's reference
 	mu      sync.Mutex
@@ -310,7 +318,12 @@ func (op *sendOp) wait() {
 }
 
 func (op *sendOp) finish() {
-	out := &SendResult{MessageID: op.id, Delivered: make([]string, 0, len(op.reasons))}
+	// The result lives in op (one allocation for the whole send).
+	out := &op.out
+	out.MessageID, out.Delivered = op.id, op.outOne[:0]
+	if len(op.reasons) > len(op.outOne) {
+		out.Delivered = make([]string, 0, len(op.reasons))
+	}
 	for i, rc := range op.res.recipients {
 		if reason := op.reasons[i]; reason != "" {
 			out.Failed = append(out.Failed, FailedRecipient{ID: rc.label(), Reason: reason})
@@ -334,6 +347,13 @@ func (op *sendOp) finish() {
 	if fn != nil {
 		fn()
 	}
+}
+
+// newMessageID is a message id (a ULID) for a message sent at now: the
+// same clock reading as its meta.timestamp, and the same monotonic entropy
+// ulid.Make uses.
+func newMessageID(now time.Time) string {
+	return ulid.MustNew(ulid.Timestamp(now), ulid.DefaultEntropy()).String()
 }
 
 // notify enqueues the map/message notification on a local session's

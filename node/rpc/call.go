@@ -25,6 +25,27 @@ var errParamsNotObject = errors.New("rpc: params must be a JSON object")
 // context: its reader is busy and would never read the answer. That case
 // returns ErrCallInHandler; use another goroutine.
 func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	p, err := c.Start(ctx, method, params)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(ctx)
+}
+
+// Pending is a request sent by Start whose response has not been read yet.
+// Exactly one goroutine calls Wait, once.
+type Pending struct {
+	c  *Conn
+	id uint64
+	ch chan callResult
+}
+
+// Start queues a request and returns without waiting for its response, so
+// one goroutine can pipeline requests: requests started one after the other
+// by one goroutine reach the peer in that order. It waits only for room in
+// the send queue (bounded by ctx). The same rules as Call apply; collect
+// the response with Pending.Wait.
+func (c *Conn) Start(ctx context.Context, method string, params any) (*Pending, error) {
 	if owner, _ := ctx.Value(handlerCtxKey{}).(*Conn); owner == c {
 		return nil, ErrCallInHandler
 	}
@@ -50,11 +71,18 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 		c.forget(id)
 		return nil, err
 	}
+	return &Pending{c: c, id: id, ch: ch}, nil
+}
+
+// Wait returns the response of a request sent by Start, as Call would: the
+// raw result, an *Error, ErrClosed, or ctx.Err() (the response is then
+// dropped when it arrives).
+func (p *Pending) Wait(ctx context.Context) (json.RawMessage, error) {
 	select {
-	case r := <-ch:
+	case r := <-p.ch:
 		return r.result, r.err
 	case <-ctx.Done():
-		c.forget(id)
+		p.c.forget(p.id)
 		return nil, ctx.Err()
 	}
 }
@@ -85,7 +113,7 @@ func (c *Conn) routeResponse(m message) {
 	if !ok {
 		if m.errObj != nil {
 			// The peer could not parse something we sent: that is our bug.
-			c.log.Warn("peer reported an error without id", "error", string(truncate(m.errObj, 512)))
+			c.logger().Warn("peer reported an error without id", "error", string(truncate(m.errObj, 512)))
 		}
 		return
 	}
@@ -94,7 +122,7 @@ func (c *Conn) routeResponse(m message) {
 	delete(c.pending, id)
 	c.pmu.Unlock()
 	if ch == nil {
-		c.log.Debug("response for unknown call dropped", "call_id", id)
+		c.debug("response for unknown call dropped", "call_id", id)
 		return
 	}
 	if m.errObj == nil {

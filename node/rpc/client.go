@@ -43,7 +43,7 @@ func Dial(ctx context.Context, url string, cfg ClientConfig, h Handler) (*Conn, 
 	if resp != nil && resp.Body != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 		_ = resp.Body.Close()
 	}
-	c := newConn(context.Background(), cfg.Config, newWSTransport(ws, cork, cfg.Config, false), h)
+	c := newConn(context.Background(), &cfg.Config, newWSTransport(ws, cork, cfg.Config, false), h)
 	go func() { _ = c.run() }() // owned by c: Close + Done
 	return c, nil
 }

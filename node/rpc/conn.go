@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -40,24 +41,24 @@ type Handler interface {
 // pipe. It is both a JSON-RPC server (its Handler answers the peer) and a
 // client (Call, Notify). All methods are safe for concurrent use.
 //
-// Goroutines: a reader (which also runs the Handler) and a writer that
-// drains the send queue. Both end when the connection closes; Done is
-// closed when they have.
+// Goroutines: a reader (which also runs the Handler) and, only while there
+// is something to write, a writer that drains the send queue. Both end when
+// the connection closes; Done is closed when they have.
 type Conn struct {
 	id     string
 	kind   string
 	remote string
-	cfg    Config
+	cfg    *Config // shared with the Server (or Dial's copy); never changed
 	h      Handler
-	log    *slog.Logger
+	log    atomic.Pointer[slog.Logger] // see logger
 	obs    Observer
 	obsOn  bool
 	tr     transport
 	q      *sendQueue
 
-	ctx    context.Context // cancelled when the connection starts closing
-	cancel context.CancelFunc
-	hctx   context.Context // ctx plus the handlerCtxKey marker, given to Handle
+	// ctx is cancelled when the connection starts closing and is what
+	// Handle receives (with the handlerCtxKey marker): connctx.go.
+	ctx connCtx
 
 	// mu guards the close state below. Lock order: mu, then q.mu / pmu
 	// (never held together in practice).
@@ -71,7 +72,7 @@ type Conn struct {
 	// deferred counts replies deferred by handlers (Defer) and not sent
 	// yet; a requested close waits for them. Guarded by mu. deferSlots
 	// holds one token per outstanding deferral (cap Config.MaxDeferred;
-	// nil disables deferral).
+	// made by the first Defer; MaxDeferred 0 disables deferral).
 	deferred   int
 	deferSlots chan struct{}
 
@@ -79,6 +80,7 @@ type Conn struct {
 	cur         *Request
 	curInBatch  bool
 	curDeferred *Deferred
+	curStart    time.Time // when its handler started (with an Observer only)
 
 	// afterReply holds functions registered with AfterReply by the
 	// handlers of the frame being served; the reader runs them once that
@@ -101,11 +103,16 @@ type Conn struct {
 
 	methods map[string]string // interned method names; reader goroutine only
 	spare   []*frame          // writer goroutine only
+	// pingTimer asks the writer for a WebSocket keepalive ping (nil for
+	// other transports). A timer rather than a ticker in a goroutine: an
+	// idle connection costs no goroutine between pings. Armed by run,
+	// re-armed by the writer after each ping, stopped at teardown.
+	pingTimer *time.Timer
 }
 
 type handlerCtxKey struct{}
 
-func newConn(base context.Context, cfg Config, tr transport, h Handler) *Conn {
+func newConn(base context.Context, cfg *Config, tr transport, h Handler) *Conn {
 	if h == nil {
 		h = noHandler{}
 	}
@@ -124,18 +131,37 @@ func newConn(base context.Context, cfg Config, tr transport, h Handler) *Conn {
 		writerDone: make(chan struct{}),
 		done:       make(chan struct{}),
 		pending:    make(map[uint64]chan callResult),
-		methods:    make(map[string]string),
 	}
-	if cfg.MaxDeferred > 0 {
-		c.deferSlots = make(chan struct{}, cfg.MaxDeferred)
+	c.q.startWriter = func() { go c.writeLoop() } // owned by run: it waits on writerDone
+	if c.kind == kindWebSocket {
+		c.pingTimer = time.AfterFunc(time.Hour, c.q.requestPing)
+		c.pingTimer.Stop()
 	}
 	if !c.obsOn {
 		c.obs = nopObserver{}
 	}
-	c.log = discardLogger(cfg.Logger).With("component", "rpc", "conn_id", c.id, "transport", c.kind, "peer", c.remote)
-	c.ctx, c.cancel = context.WithCancel(base)
-	c.hctx = context.WithValue(c.ctx, handlerCtxKey{}, c)
+	c.ctx.init(base, c)
 	return c
+}
+
+// logger returns the connection's logger, built on first use: most
+// connections never log, and a logger with these attributes costs a few
+// hundred bytes that an idle session would hold for nothing.
+func (c *Conn) logger() *slog.Logger {
+	if l := c.log.Load(); l != nil {
+		return l
+	}
+	l := discardLogger(c.cfg.Logger).With("component", "rpc", "conn_id", c.id, "transport", c.kind, "peer", c.remote)
+	c.log.CompareAndSwap(nil, l)
+	return c.log.Load()
+}
+
+// debug logs at debug level without building the logger when that level
+// is off (it is called for every connection opened and closed).
+func (c *Conn) debug(msg string, args ...any) {
+	if c.cfg.Logger != nil && c.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		c.logger().Debug(msg, args...)
+	}
 }
 
 // ID returns the connection's process-unique id (a ULID).
@@ -219,7 +245,7 @@ func (c *Conn) closeWith(code int, reason string) error {
 	c.closeReq, c.closeCode, c.closeReason = true, code, reason
 	busy := c.handling || c.deferred > 0
 	c.mu.Unlock()
-	c.cancel() // a handler blocked on ctx returns, so its reply can go out
+	c.ctx.cancel() // a handler blocked on ctx returns, so its reply can go out
 	if !busy {
 		c.beginClose(code, reason)
 	}
@@ -239,7 +265,7 @@ func (c *Conn) beginClose(code int, reason string) {
 		c.closeReq, c.closeCode, c.closeReason = true, code, reason
 	}
 	c.mu.Unlock()
-	c.cancel()
+	c.ctx.cancel()
 	c.q.close()
 	close(c.closingCh)
 }

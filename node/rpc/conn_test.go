@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -265,5 +268,43 @@ func TestShutdown_WithOpenConns(t *testing.T) {
 	_ = hs.Close()
 	for range 4 {
 		recvConn(t, h.closed)
+	}
+}
+
+// TestStart_PipelinesInOrder: requests started one after the other reach
+// the peer in that order, and each Pending gets its own answer.
+func TestStart_PipelinesInOrder(t *testing.T) {
+	h := newTestHandler()
+	var mu sync.Mutex
+	var order []string
+	h.onHandle = func(_ context.Context, _ *Conn, req *Request) (any, error, bool) {
+		mu.Lock()
+		order = append(order, string(req.Params))
+		mu.Unlock()
+		return nil, nil, false
+	}
+	_, url := startServer(t, testConfig(t), h)
+	c := dialClient(t, url, nil)
+	ctx := context.Background()
+	var pend []*Pending
+	var want []string
+	for i := range 100 {
+		p := json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+		pd, err := c.Start(ctx, "echo", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pend, want = append(pend, pd), append(want, string(p))
+	}
+	for i, pd := range pend {
+		got, err := pd.Wait(ctx)
+		if err != nil || string(got) != want[i] {
+			t.Fatalf("reply %d = %s %v, want %s", i, got, err, want[i])
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(order, want) {
+		t.Fatalf("server saw %v, want %v", order, want)
 	}
 }

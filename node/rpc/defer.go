@@ -38,8 +38,13 @@ type Deferred struct {
 // that never replies holds the close until the transport is torn down.
 func Defer(ctx context.Context) (*Deferred, bool) {
 	c, _ := ctx.Value(handlerCtxKey{}).(*Conn)
-	if c == nil || c.deferSlots == nil || c.cur == nil || c.curInBatch || c.curDeferred != nil {
+	if c == nil || c.cfg.MaxDeferred <= 0 || c.cur == nil || c.curInBatch || c.curDeferred != nil {
 		return nil, false
+	}
+	if c.deferSlots == nil {
+		// Made on first use (here, on the reader goroutine, before any
+		// Deferred exists to read it): most sessions never defer.
+		c.deferSlots = make(chan struct{}, c.cfg.MaxDeferred)
 	}
 	select {
 	case c.deferSlots <- struct{}{}:
@@ -57,7 +62,7 @@ func Defer(ctx context.Context) (*Deferred, bool) {
 	c.mu.Unlock()
 	d := &Deferred{c: c, id: c.cur.ID, method: c.cur.Method}
 	if c.obsOn {
-		d.start = time.Now()
+		d.start = c.curStart
 	}
 	c.curDeferred = d
 	return d, true
@@ -89,7 +94,7 @@ func (d *Deferred) Reply(result any, err error) {
 	f := getFrame()
 	var encErr error
 	if f.b, encErr = appendResponse(f.b, d.id, result, rerr); encErr != nil {
-		c.log.Error("encode result", "method", d.method, "err", encErr)
+		c.logger().Error("encode result", "method", d.method, "err", encErr)
 	}
 	if c.q.forcePut(f) != nil {
 		putFrame(f)

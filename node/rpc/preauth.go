@@ -97,7 +97,7 @@ func (c *Conn) startPreAuth(g *preAuthGate, ip string, timeout time.Duration) {
 		expired := !p.done
 		p.mu.Unlock()
 		if expired {
-			c.log.Debug("closing connection that did not authenticate in time")
+			c.logger().Debug("closing connection that did not authenticate in time")
 			_ = c.closeWith(closePolicy, "map/connect not received in time")
 		}
 	})

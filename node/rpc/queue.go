@@ -6,24 +6,34 @@ import (
 )
 
 // sendQueue is a connection's bounded outbound queue. Producers (any
-// goroutine) append under mu; the single writer goroutine swaps the whole
-// slice out, so one wake-up drains a burst into one buffered write.
+// goroutine) append under mu; the writer swaps the whole slice out, so one
+// wake-up drains a burst into one buffered write.
+//
+// The writer goroutine runs only while there is work: the first frame put
+// into an idle queue (or a ping, or the close) starts it through startWriter,
+// and it exits once it finds the queue empty (writerIdle). An idle
+// connection therefore holds no writer goroutine and no stack for it, and at
+// most one writer runs at a time.
 type sendQueue struct {
 	maxLen      int
 	maxBytes    int64
 	notifyBytes int64 // tryPut's (notifications') byte bound, <= maxBytes
+	// startWriter runs the writer on a new goroutine; set before first use.
+	startWriter func()
 
 	mu      sync.Mutex
 	frames  []*frame
 	bytes   int64
 	closed  bool
 	spaceCh chan struct{} // closed and replaced when the writer frees room; nil if nobody waits
-
-	wake chan struct{} // cap 1: "there is something to write"
+	// writing: a writer goroutine is running, or the writer has finished
+	// for good (then it stays true, so no other one starts).
+	writing bool
+	pingDue bool // a keepalive ping waits for the writer
 }
 
 func newSendQueue(maxLen int, maxBytes, notifyBytes int64) *sendQueue {
-	return &sendQueue{maxLen: maxLen, maxBytes: maxBytes, notifyBytes: min(notifyBytes, maxBytes), frames: make([]*frame, 0, 64), wake: make(chan struct{}, 1)}
+	return &sendQueue{maxLen: maxLen, maxBytes: maxBytes, notifyBytes: min(notifyBytes, maxBytes)}
 }
 
 // tryPut enqueues f without blocking. On failure the caller still owns f.
@@ -35,9 +45,10 @@ func (q *sendQueue) tryPut(f *frame) error {
 	} else {
 		err = q.putLocked(f)
 	}
+	start := err == nil && q.kickLocked()
 	q.mu.Unlock()
-	if err == nil {
-		q.signal()
+	if start {
+		q.startWriter()
 	}
 	return err
 }
@@ -53,8 +64,11 @@ func (q *sendQueue) forcePut(f *frame) error {
 	}
 	q.frames = append(q.frames, f)
 	q.bytes += int64(len(f.b))
+	start := q.kickLocked()
 	q.mu.Unlock()
-	q.signal()
+	if start {
+		q.startWriter()
+	}
 	return nil
 }
 
@@ -78,9 +92,10 @@ func (q *sendQueue) put(ctx context.Context, f *frame) error {
 		q.mu.Lock()
 		err := q.putLocked(f)
 		if err != ErrSlowConsumer {
+			start := err == nil && q.kickLocked()
 			q.mu.Unlock()
-			if err == nil {
-				q.signal()
+			if start {
+				q.startWriter()
 			}
 			return err
 		}
@@ -97,11 +112,61 @@ func (q *sendQueue) put(ctx context.Context, f *frame) error {
 	}
 }
 
+// signal makes sure a writer will see what was just queued: it starts one
+// unless one is running (a running writer checks the queue again before it
+// exits).
 func (q *sendQueue) signal() {
-	select {
-	case q.wake <- struct{}{}:
-	default:
+	q.mu.Lock()
+	start := q.kickLocked()
+	q.mu.Unlock()
+	if start {
+		q.startWriter()
 	}
+}
+
+// kickLocked marks the writer running and reports whether the caller must
+// start it (after unlocking).
+func (q *sendQueue) kickLocked() bool {
+	if q.writing {
+		return false
+	}
+	q.writing = true
+	return true
+}
+
+// requestPing asks the writer for a keepalive ping.
+func (q *sendQueue) requestPing() {
+	q.mu.Lock()
+	q.pingDue = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+// writerIdle is the writer's exit check, after a drain found nothing more to
+// write: it reports what to do next. next: frames, a ping or the close are
+// waiting (keep going). finish: the queue is closed and empty (say goodbye;
+// the writer never restarts). Otherwise the writer is marked stopped and
+// must exit; the next signal starts another.
+func (q *sendQueue) writerIdle() (next, finish bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case len(q.frames) > 0 || q.pingDue:
+		return true, false
+	case q.closed:
+		return false, true
+	}
+	q.writing = false
+	return false, false
+}
+
+// takePing reports (and clears) a pending ping request.
+func (q *sendQueue) takePing() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	due := q.pingDue
+	q.pingDue = false
+	return due
 }
 
 // take hands every queued frame to the writer, swapping in spare (an empty

@@ -11,6 +11,7 @@ import (
 // to SendQueueBytes.
 func TestSendQueue_NotifyBytesBound(t *testing.T) {
 	q := newSendQueue(1000, 1000, 300)
+	q.startWriter = func() {} // no writer: the test inspects the queue
 	mk := func(n int) *frame {
 		f := getFrame()
 		f.b = append(f.b[:0], make([]byte, n)...)

@@ -3,11 +3,18 @@ package rpc
 import (
 	"errors"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// readLoop reads and serves frames until the transport fails or closes.
-func (c *Conn) readLoop() error {
+// readLoop reads and serves frames until the transport fails or closes
+// (it returns the error). With mayHop, it also returns (nil, true) after
+// serving a frame when the transport has no further input buffered and
+// released its read buffer: the caller continues the loop on a new
+// goroutine, whose stack starts small again (runDetached).
+func (c *Conn) readLoop(mayHop bool) (err error, hop bool) {
+	idler, _ := c.tr.(idleReleaser)
 	for {
 		data, err := c.tr.readMessage()
 		if err != nil {
@@ -16,12 +23,15 @@ func (c *Conn) readLoop() error {
 				c.rejectTooLarge(tl)
 				continue
 			}
-			return err
+			return err, false
 		}
 		if c.isClosing() || c.closeRequested() {
 			continue // closing: drain until the peer's goodbye or the teardown
 		}
 		c.handleFrame(data)
+		if mayHop && idler != nil && idler.releaseIfIdle() {
+			return nil, true
+		}
 	}
 }
 
@@ -29,7 +39,7 @@ func (c *Conn) readLoop() error {
 // -32600, echoing its id when the first bytes revealed it.
 func (c *Conn) rejectTooLarge(tl *tooLargeError) {
 	c.obs.FrameRejected("too_large")
-	c.log.Warn("inbound frame too large", "limit", tl.limit)
+	c.logger().Warn("inbound frame too large", "limit", tl.limit)
 	e := NewError(CodeInvalidRequest, "Message too large").WithDetails(map[string]any{"limit": tl.limit})
 	c.reply(idFromPrefix(tl.prefix), e)
 }
@@ -38,7 +48,7 @@ func (c *Conn) rejectTooLarge(tl *tooLargeError) {
 func (c *Conn) reply(id []byte, e *Error) {
 	f := getFrame()
 	f.b, _ = appendResponse(f.b, id, nil, e)
-	if err := c.q.put(c.ctx, f); err != nil {
+	if err := c.q.put(&c.ctx, f); err != nil {
 		putFrame(f)
 	}
 }
@@ -82,7 +92,7 @@ func (c *Conn) handleFrame(data []byte) {
 	// Replies wait for room: a peer that does not read its answers stops
 	// being served (backpressure) instead of growing the queue.
 	if f != nil {
-		if err := c.q.put(c.ctx, f); err != nil {
+		if err := c.q.put(&c.ctx, f); err != nil {
 			putFrame(f)
 		}
 	}
@@ -122,7 +132,7 @@ func (c *Conn) serveMessage(f *frame, m message, derr *decodeError) bool {
 	var encErr error
 	f.b, encErr = appendResponse(f.b, req.ID, result, rerr)
 	if encErr != nil {
-		c.log.Error("encode result", "method", req.Method, "err", encErr)
+		c.logger().Error("encode result", "method", req.Method, "err", encErr)
 	}
 	return true
 }
@@ -133,10 +143,11 @@ func (c *Conn) invoke(req *Request) (result any, rerr *Error, panicked bool) {
 	var start time.Time
 	if c.obsOn {
 		start = time.Now()
+		c.curStart = start // Defer measures from here too
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			c.log.Error("handler panic", "method", req.Method, "panic", p, "stack", string(debug.Stack()))
+			c.logger().Error("handler panic", "method", req.Method, "panic", p, "stack", string(debug.Stack()))
 			result, rerr, panicked = nil, internalError(), true
 		}
 		if c.obsOn && req.ID != nil && c.curDeferred == nil {
@@ -147,7 +158,7 @@ func (c *Conn) invoke(req *Request) (result any, rerr *Error, panicked bool) {
 			c.obs.RPCDone(req.Method, code, time.Since(start))
 		}
 	}()
-	res, err := c.h.Handle(c.hctx, c, req)
+	res, err := c.h.Handle(&c.ctx, c, req)
 	if rerr = c.toRPCError(req.Method, req.ID, err); rerr != nil {
 		return nil, rerr, false
 	}
@@ -167,11 +178,11 @@ func (c *Conn) toRPCError(method string, id []byte, err error) *Error {
 			return nil
 		}
 		if id == nil {
-			c.log.Debug("notification handler failed", "method", method, "err", err)
+			c.debug("notification handler failed", "method", method, "err", err)
 		}
 		return e
 	}
-	c.log.Error("handler failed", "method", method, "err", err)
+	c.logger().Error("handler failed", "method", method, "err", err)
 	return internalError()
 }
 
@@ -181,15 +192,29 @@ func (c *Conn) methodName(m message) string {
 	if m.methodEscaped {
 		return string(unescapeString(m.method))
 	}
-	if s, ok := c.methods[string(m.method)]; ok {
-		return s
+	if s, ok := methodNames.Load(string(m.method)); ok {
+		return s.(string)
 	}
 	s := string(m.method)
-	if len(c.methods) < 256 {
-		c.methods[s] = s
+	if methodNamesLen.Load() < maxMethodNames {
+		if _, loaded := methodNames.LoadOrStore(s, s); !loaded {
+			methodNamesLen.Add(1)
+		}
 	}
 	return s
 }
+
+// methodNames interns method names for every connection (a MAP node
+// serves a few dozen), so a handled request does not allocate its method
+// string and an idle session holds no table of its own. Bounded: names
+// past maxMethodNames (junk from a misbehaving peer) are allocated per
+// request instead.
+var (
+	methodNames    sync.Map // string -> string
+	methodNamesLen atomic.Int64
+)
+
+const maxMethodNames = 1024
 
 func rejectReason(code int) string {
 	switch code {

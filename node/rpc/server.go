@@ -19,7 +19,6 @@ type Server struct {
 	h   Handler
 	log *slog.Logger
 	up  websocket.Upgrader
-	pre *preAuthGate // WebSockets and HTTP sessions not authenticated yet
 
 	baseCtx context.Context // parent of every connection's context
 	cancel  context.CancelFunc
@@ -28,6 +27,7 @@ type Server struct {
 	closed bool
 	conns  map[*Conn]struct{}
 	wg     sync.WaitGroup // one per running connection (its reader goroutine)
+	pre    *preAuthGate   // WebSockets and HTTP sessions not authenticated yet
 }
 
 // NewServer validates cfg and returns a Server that dispatches to h.
@@ -44,10 +44,12 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.up = websocket.Upgrader{
 		HandshakeTimeout: cfg.HandshakeTimeout,
-		ReadBufferSize:   wsReadBufferSize,
-		WriteBufferSize:  wsWriteBufferSize,
-		WriteBufferPool:  wsWriteBufferPool,
-		CheckOrigin:      cfg.CheckOrigin,
+		// ReadBufferSize 0: the library reads through net/http's own 4 KiB
+		// bufio.Reader from the hijacked connection instead of allocating
+		// another 16 KiB per connection (ws.go).
+		WriteBufferSize: wsWriteBufferSize,
+		WriteBufferPool: wsWriteBufferPool,
+		CheckOrigin:     cfg.CheckOrigin,
 	}
 	if s.up.CheckOrigin == nil {
 		s.up.CheckOrigin = func(*http.Request) bool { return true }
@@ -55,17 +57,21 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP upgrades the request to a WebSocket and serves it until the
-// connection ends (mount it at /map). It runs the connection's reader on the
-// calling goroutine. After Shutdown began it answers 503.
+// ServeHTTP upgrades the request to a WebSocket (mount it at /map) and
+// returns; the connection is served on a goroutine of its own, owned by the
+// Server (Shutdown ends and waits for it). Returning frees what net/http
+// keeps for the request while its handler runs (its 4 KiB write buffer, the
+// request, the response and a deep goroutine stack), which an idle session
+// would otherwise hold for its whole life. After Shutdown began it answers
+// 503.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.acquire() {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	defer s.wg.Done()
 	ip := clientIP(r.RemoteAddr)
 	if status, ok := s.pre.acquire(ip); !ok {
+		s.wg.Done()
 		s.log.Debug("websocket refused: pre-auth limit", "peer", r.RemoteAddr, "status", status)
 		refusePreAuth(w, status)
 		return
@@ -73,14 +79,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hc := &hijackCorker{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
 	ws, err := s.up.Upgrade(hc, r, nil)
 	if err != nil {
-		// The upgrader already answered with an HTTP error.
+		s.wg.Done()
 		s.pre.release(ip)
+		// The upgrader already answered with an HTTP error.
 		s.log.Debug("websocket upgrade failed", "peer", r.RemoteAddr, "err", err)
 		return
 	}
-	c := newConn(s.baseCtx, s.cfg, newWSTransport(ws, hc.cork, s.cfg, true), s.h)
+	tr := newWSTransport(ws, hc.cork, s.cfg, true)
+	if hc.br != nil && hc.br.Size() > 256 {
+		tr.br = hc.br // the library reuses net/http's reader when it is over 256 bytes
+	}
+	// Not derived from baseCtx: Shutdown closes (and so cancels) every
+	// registered connection itself, and a child of a shared context costs
+	// each of thousands of idle sessions an entry in its children map.
+	c := newConn(context.Background(), &s.cfg, tr, s.h)
 	c.startPreAuth(s.pre, ip, s.cfg.PreAuthTimeout)
-	_ = s.serve(c)
+	if !s.register(c) {
+		go func() { // Shutdown started between acquire and here: it did not see c
+			defer s.wg.Done()
+			_ = c.run()
+		}()
+		return
+	}
+	go c.runDetached(func(error) { // Shutdown waits for this through wg
+		s.unregister(c)
+		s.wg.Done()
+	})
 }
 
 // ServeStdio serves one NDJSON connection on r (inbound lines) and w
@@ -94,7 +118,7 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 		return ErrServerClosed
 	}
 	defer s.wg.Done()
-	c := newConn(s.baseCtx, s.cfg, newStreamTransport(kindStdio, "stdio", r, w, s.cfg.MaxFrameBytes), s.h)
+	c := newConn(s.baseCtx, &s.cfg, newStreamTransport(kindStdio, "stdio", r, w, s.cfg.MaxFrameBytes), s.h)
 	stop := context.AfterFunc(ctx, func() { _ = c.closeWith(closeGoingAway, "context done") })
 	defer stop()
 	return s.serve(c)
@@ -113,8 +137,8 @@ func (s *Server) ServeConn(ctx context.Context, h Handler) (*Conn, error) {
 	}
 	c2sR, c2sW := io.Pipe()
 	s2cR, s2cW := io.Pipe()
-	srv := newConn(s.baseCtx, s.cfg, newStreamTransport(kindInProcess, "inprocess", c2sR, s2cW, s.cfg.MaxFrameBytes), s.h)
-	cli := newConn(context.Background(), s.cfg, newStreamTransport(kindInProcess, "inprocess", s2cR, c2sW, s.cfg.MaxFrameBytes), h)
+	srv := newConn(s.baseCtx, &s.cfg, newStreamTransport(kindInProcess, "inprocess", c2sR, s2cW, s.cfg.MaxFrameBytes), s.h)
+	cli := newConn(context.Background(), &s.cfg, newStreamTransport(kindInProcess, "inprocess", s2cR, c2sW, s.cfg.MaxFrameBytes), h)
 	go func() {
 		defer s.wg.Done()
 		_ = s.serve(srv)
@@ -136,21 +160,32 @@ func (s *Server) acquire() bool {
 }
 
 func (s *Server) serve(c *Conn) error {
+	s.register(c)
+	err := c.run()
+	s.unregister(c)
+	return err
+}
+
+// register adds c to the connections Shutdown closes. If Shutdown started
+// between acquire and here (it did not see c), c is told to close instead
+// and register reports false.
+func (s *Server) register(c *Conn) bool {
 	s.mu.Lock()
 	if s.closed {
-		// Shutdown started between acquire and here: it did not see c.
 		s.mu.Unlock()
 		_ = c.closeWith(closeGoingAway, "server shutting down")
-	} else {
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
+		return false
 	}
-	err := c.run()
-	c.endPreAuth()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	return true
+}
+
+// unregister forgets c once it has ended.
+func (s *Server) unregister(c *Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-	return err
 }
 
 // Shutdown closes every connection with 1001 "going away" (each flushes

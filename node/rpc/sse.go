@@ -181,7 +181,7 @@ func (h *sseHandler) create(r *http.Request) (*httpSession, int, *Error) {
 	}
 	sess := newHTTPSession(h, newSessionID(), r.RemoteAddr)
 	sess.ip = ip
-	sess.conn = newConn(h.srv.baseCtx, h.srv.cfg, sess, h.srv.h)
+	sess.conn = newConn(h.srv.baseCtx, &h.srv.cfg, sess, h.srv.h)
 	sess.conn.startPreAuth(h.srv.pre, ip, h.srv.cfg.PreAuthTimeout)
 	h.sessions[sess.id] = sess
 	h.perIP[ip]++

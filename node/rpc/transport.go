@@ -23,6 +23,16 @@ type transport interface {
 	remoteAddr() string
 }
 
+// idleReleaser is implemented by transports that can drop their read
+// buffers between messages. releaseIfIdle is called by the reader between
+// messages; when nothing is buffered it releases what it can and reports
+// true. The next read must then be preceded by waitInput, which waits for
+// input holding almost no memory, on a shallow stack.
+type idleReleaser interface {
+	releaseIfIdle() bool
+	waitInput() error
+}
+
 // tooLargeError reports an inbound message over MaxFrameBytes that was
 // discarded. prefix holds its first bytes, to recover the request id.
 type tooLargeError struct {

@@ -9,25 +9,70 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// run is the connection's life: it starts the writer, runs the read loop on
-// the calling goroutine, then tears down in order (writer stopped, transport
-// closed, Calls failed, Handler.Closed, Done). The caller owns the goroutine
-// that runs it; the writer is owned by run.
+// run is the connection's life: it arms the keepalive, runs the read loop on
+// the calling goroutine, then tears down in order (writer finished,
+// transport closed, Calls failed, Handler.Closed, Done). The caller owns the
+// goroutine that runs it; the writer, started on demand by the send queue,
+// is owned by run, which waits for its last run.
 func (c *Conn) run() error {
+	c.opened()
+	err, _ := c.readLoop(false)
+	return c.teardown(err)
+}
+
+// runDetached is run for a connection whose reader may move to a fresh
+// goroutine whenever it is about to wait for input with nothing buffered
+// (see readLoop): the goroutine that served requests has grown its stack,
+// and an idle session would keep that stack for its whole life. end runs
+// on the last reader goroutine once the connection is torn down; the
+// caller's goroutine may return before that.
+func (c *Conn) runDetached(end func(error)) {
+	c.opened()
+	c.readDetached(end)
+}
+
+func (c *Conn) readDetached(end func(error)) {
+	err, hop := c.readLoop(true)
+	if hop {
+		go c.waitThenRead(end) // the same reader, continued on a small stack
+		return
+	}
+	end(c.teardown(err))
+}
+
+// waitThenRead is the reader after a hop: it waits for input first, in a
+// shallow frame, which is where an idle session spends its life.
+func (c *Conn) waitThenRead(end func(error)) {
+	if err := c.tr.(idleReleaser).waitInput(); err != nil {
+		end(c.teardown(err))
+		return
+	}
+	c.readDetached(end)
+}
+
+func (c *Conn) opened() {
 	c.obs.ConnOpened(c.kind)
-	c.log.Debug("connection opened")
-	go c.writeLoop()
-	err := c.readLoop()
+	c.debug("connection opened")
+	if c.pingTimer != nil {
+		c.pingTimer.Reset(c.cfg.PingInterval)
+	}
+}
+
+// teardown ends the connection after its read loop returned err.
+func (c *Conn) teardown(err error) error {
 	close(c.readExited)
 	c.beginClose(closeCodeFor(err), "")
 	<-c.writerDone // the writer closes the transport once it is done
+	if c.pingTimer != nil {
+		c.pingTimer.Stop()
+	}
 	_ = c.tr.close()
 	c.q.drop()
 	c.failPending()
 	c.callClosed()
 	c.obs.ConnClosed(c.kind)
 	code, reason := c.closeState()
-	c.log.Debug("connection closed", "close_code", code, "reason", reason, "err", err)
+	c.debug("connection closed", "close_code", code, "reason", reason, "err", err)
 	close(c.done)
 	if isCleanEnd(err) {
 		return nil
@@ -36,38 +81,42 @@ func (c *Conn) run() error {
 }
 
 func (c *Conn) callClosed() {
+	c.endPreAuth() // the slot of a connection that never authenticated
 	defer func() {
 		if p := recover(); p != nil {
-			c.log.Error("Closed handler panic", "panic", p)
+			c.logger().Error("Closed handler panic", "panic", p)
 		}
 	}()
 	c.h.Closed(c)
 }
 
-// writeLoop is the only goroutine that writes data frames. Each wake-up
-// drains the whole queue into one buffered write (one syscall per burst).
+// writeLoop is the only goroutine that writes data frames; the send queue
+// starts it when there is something to do and it exits when there is
+// nothing left (sendQueue.writerIdle). Each pass drains the whole queue into
+// one buffered write (one syscall per burst). Its last run, after the close
+// began, says goodbye and closes writerDone; so does a write failure.
 func (c *Conn) writeLoop() {
-	defer close(c.writerDone)
-	var tick <-chan time.Time
-	if c.kind == kindWebSocket {
-		t := time.NewTicker(c.cfg.PingInterval)
-		defer t.Stop()
-		tick = t.C
-	}
 	for {
-		select {
-		case <-c.q.wake:
-			if err := c.flush(); err != nil {
-				c.writeFailed(err)
-				return
-			}
-		case <-tick:
+		if err := c.flush(); err != nil {
+			c.writeFailed(err)
+			close(c.writerDone)
+			return
+		}
+		if c.q.takePing() {
 			if err := c.tr.ping(); err != nil {
 				c.writeFailed(err)
+				close(c.writerDone)
 				return
 			}
-		case <-c.closingCh:
+			c.pingTimer.Reset(c.cfg.PingInterval)
+		}
+		next, finish := c.q.writerIdle()
+		switch {
+		case finish:
 			c.finish()
+			close(c.writerDone)
+			return
+		case !next:
 			return
 		}
 	}
@@ -111,7 +160,7 @@ func (c *Conn) finish() {
 // writeFailed ends the connection after a write error: closing the transport
 // unblocks the reader, which finishes the teardown.
 func (c *Conn) writeFailed(err error) {
-	c.log.Debug("write failed", "err", err)
+	c.debug("write failed", "err", err)
 	c.beginClose(closeInternal, "")
 	_ = c.tr.close()
 }

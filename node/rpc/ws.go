@@ -35,9 +35,12 @@ type wsTransport struct {
 	maxFrame int64
 	timeout  time.Duration
 	buf      []byte // reader goroutine only
+	pongWait time.Duration
 	// server: the accepting side, whose corkConn sits above TLS (on the
 	// hijacked connection); its data frames are framed here (wsframe.go).
 	server bool
+
+	wsIdleState // server side: see wsidle.go
 }
 
 func newWSTransport(ws *websocket.Conn, cork *corkConn, cfg Config, server bool) *wsTransport {
@@ -46,11 +49,9 @@ func newWSTransport(ws *websocket.Conn, cork *corkConn, cfg Config, server bool)
 	// reading so an oversized message can be answered instead of killing
 	// the connection (its default would be to close with 1009).
 	ws.SetReadLimit(0)
-	idle := cfg.PingInterval + cfg.PongTimeout
-	_ = cork.Conn.SetReadDeadline(time.Now().Add(idle))
-	ws.SetPongHandler(func(string) error {
-		return cork.Conn.SetReadDeadline(time.Now().Add(idle))
-	})
+	t.pongWait = cfg.PingInterval + cfg.PongTimeout
+	_ = cork.Conn.SetReadDeadline(time.Now().Add(t.pongWait))
+	ws.SetPongHandler(func(string) error { return t.ponged() })
 	// The library's default close handler (echo the close code), plus the
 	// mark that stops data frames, which bypass the library (wsframe.go),
 	// from following the echoed close frame.
@@ -60,6 +61,11 @@ func newWSTransport(ws *websocket.Conn, cork *corkConn, cfg Config, server bool)
 		return nil
 	})
 	return t
+}
+
+// ponged extends the read deadline: the peer answered a keepalive.
+func (t *wsTransport) ponged() error {
+	return t.cork.Conn.SetReadDeadline(time.Now().Add(t.pongWait))
 }
 
 func (t *wsTransport) kind() string       { return kindWebSocket }
@@ -142,6 +148,7 @@ type hijackCorker struct {
 	http.ResponseWriter
 	timeout time.Duration
 	cork    *corkConn
+	br      *bufio.Reader // net/http's reader, which the library reads through
 }
 
 func (h *hijackCorker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -151,6 +158,7 @@ func (h *hijackCorker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	h.cork = newCorkConn(nc, h.timeout)
 	brw.Writer.Reset(h.cork)
+	h.br = brw.Reader
 	return h.cork, brw, nil
 }
 

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/concordmap/concord/node"
+)
+
+// TestBench_JSONSummaries runs each bench subcommand as a user would,
+// against an in-process dev node, and checks the --json contract that
+// scripts depend on.
+func TestBench_JSONSummaries(t *testing.T) {
+	cfg := node.DevConfig(t.TempDir())
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := srv.Start(ctx); err != nil {
+		_ = srv.Shutdown(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	url := srv.MAPURL()
+
+	tests := []struct {
+		args []string
+		keys []string
+	}{
+		{[]string{"bench", "write", "--url", url, "--clients", "2", "--duration", "1100ms", "--json"},
+			[]string{"writes_per_sec", "p50_ms", "p90_ms", "p99_ms", "errors", "total"}},
+		{[]string{"bench", "sessions", "--url", url, "--sessions", "20", "--settle", "0s", "--json"},
+			[]string{"connect_per_sec", "elapsed_ms", "rss_bytes"}},
+		{[]string{"bench", "send", "--url", url, "--url", url, "--pairs", "2", "--size", "128", "--duration", "1100ms", "--json"},
+			[]string{"msgs_per_sec", "p50_ms", "p90_ms", "p99_ms", "lost", "duplicates", "reordered"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args[1], func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			root := newRootCmd()
+			root.SetArgs(tt.args)
+			root.SetOut(&stdout)
+			root.SetErr(&stderr)
+			if err := root.ExecuteContext(ctx); err != nil {
+				t.Fatalf("%v: %v (stderr %s)", tt.args, err, stderr.String())
+			}
+			var got map[string]any
+			if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+				t.Fatalf("stdout is not one JSON object: %q: %v", stdout.String(), err)
+			}
+			for _, k := range tt.keys {
+				if _, ok := got[k]; !ok {
+					t.Errorf("summary lacks %q: %s", k, stdout.String())
+				}
+			}
+			if tt.args[1] != "sessions" && !bytes.Contains(stderr.Bytes(), []byte(tt.args[1]+" ")) {
+				t.Errorf("no progress line on stderr: %q", stderr.String())
+			}
+		})
+	}
+}
+
+// TestBench_OverTLS: against a TLS node, the bench connects with wss://
+// and reads the node's memory over https, verifying with --ca-file.
+func TestBench_OverTLS(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"tls", "ca", "create", "--system-id", "sys", "--dir", dir},
+		{"tls", "cert", "create", "--server", "--system-id", "sys", "--node-id", "n1", "--dir", dir},
+	} {
+		if out, err := execRoot(t, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	// The bench's sessions are anonymous: this node admits them explicitly.
+	srv := startTLSNode(t, dir, "--allow-anonymous", "agent,client")
+	ca := filepath.Join(dir, "sys-ca.pem")
+	out, err := execRoot(t, "bench", "sessions", "--url", srv.MAPURL(), "--ca-file", ca, "--sessions", "5", "--settle", "0s", "--json")
+	if err != nil {
+		t.Fatalf("bench sessions over TLS: %v\n%s", err, out)
+	}
+	var got struct {
+		Connected int64 `json:"connected"`
+		RSSBytes  int64 `json:"rss_bytes"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Connected != 5 || got.RSSBytes <= 0 {
+		t.Fatalf("summary %s (%v): want 5 sessions and the node's RSS", out, err)
+	}
+	if _, err := execRoot(t, "bench", "sessions", "--url", srv.MAPURL(), "--sessions", "1", "--settle", "0s"); err == nil {
+		t.Fatal("bench without --ca-file trusted the node's private CA")
+	}
+}
