@@ -187,14 +187,10 @@ func (s *Server) openStore() error {
 	return nil
 }
 
-// eventVisible is the fan-out's visibility rule: what the participant of
-// sessionID may see (node/access), decided on this node's replica.
-func (s *Server) eventVisible(sessionID string, ev *registry.Event) bool {
-	sess, ok := s.registry.Session(sessionID)
-	if !ok {
-		return false
-	}
-	return access.EventVisible(s.registry, access.Viewer{ParticipantID: sess.ParticipantID, ParticipantType: sess.ParticipantType}, ev)
+// eventVisible is the fan-out's visibility rule (node/access), decided on
+// this node's replica.
+func (s *Server) eventVisible(participantID, participantType string, ev *registry.Event) bool {
+	return access.EventVisible(s.registry, access.Viewer{ParticipantID: participantID, ParticipantType: participantType}, ev)
 }
 
 // buildMAPService wires the MAP method handlers, the router and the

@@ -88,12 +88,12 @@ type Config struct {
 	// on its own (not those made for a client request, which use its ctx).
 	ProposeTimeout time.Duration
 
-	// Visible, optional, decides whether the participant of a session may
+	// Visible, optional, decides whether a participant (id and type) may
 	// receive an event (map-protocol.md §7: events about hidden agents and
 	// scopes, and message events it is not party to, are not delivered).
 	// It applies to live delivery and to map/replay alike. nil delivers
 	// everything the filter matches.
-	Visible func(sessionID string, ev *registry.Event) bool
+	Visible func(participantID, participantType string, ev *registry.Event) bool
 	// Now returns the current time; for tests. nil means time.Now.
 	Now func() time.Time
 }

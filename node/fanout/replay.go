@@ -80,12 +80,13 @@ func (h *Hub) Replay(_ context.Context, sessionID string, params json.RawMessage
 			return nil, err
 		}
 	}
-	return h.collect(sessionID, pos, f, from, hasFrom, to, hasTo, int(limit)), nil
+	sess, _ := h.reg.Session(sessionID) // unknown: an empty viewer, which Visible restricts
+	return h.collect(sess.ParticipantID, sess.ParticipantType, pos, f, from, hasFrom, to, hasTo, int(limit)), nil
 }
 
 // collect scans the log after pos for up to limit matching events, and one
 // more to know whether there are more.
-func (h *Hub) collect(sessionID string, pos uint64, f *filter, from int64, hasFrom bool, to int64, hasTo bool, limit int) *ReplayResult {
+func (h *Hub) collect(participantID, participantType string, pos uint64, f *filter, from int64, hasFrom bool, to int64, hasTo bool, limit int) *ReplayResult {
 	res := &ReplayResult{Events: []ReplayedEvent{}}
 	for {
 		batch := h.reg.EventsAfter(pos, replayScanBatch)
@@ -98,7 +99,7 @@ func (h *Hub) collect(sessionID string, pos uint64, f *filter, from int64, hasFr
 				continue
 			}
 			p := prepare(ev, false)
-			if !f.match(p, h.reg) || !h.visible(sessionID, &p.ev) {
+			if !f.match(p, h.reg) || !h.visible(participantID, participantType, &p.ev) {
 				continue
 			}
 			if len(res.Events) == limit {

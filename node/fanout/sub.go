@@ -8,6 +8,7 @@ import (
 // by Hub.mu.
 type sub struct {
 	id, sessionID, participantID string
+	participantType              string // with participantID, who Config.Visible decides for
 	filter                       *filter
 	opts                         options
 
