@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 15m
 PKGS := ./...
 
 .PHONY: help build test test-short cluster-test chaos lint depcheck proto proto-check tools dev \
-	bench cluster cluster-tls cluster-stop demo sdk-deps clean
+	bench bench-etcd cluster cluster-tls cluster-stop demo sdk-deps clean
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -61,6 +61,9 @@ dev: build ## one dev node on 127.0.0.1 (ws://127.0.0.1:7700/map)
 bench: ## benchmarks, each printed beside its baseline
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./raftstore/... ./consensus/... ./node/... ./cluster-test/...
 
+bench-etcd: ## committed writes of a 3-node Concord beside a 3-node etcd, alternating (installs etcd; not in CI)
+	bash cluster-test/bench/etcd-compare.sh
+
 # Local 3-node cluster: node N (1..3) listens on 77N0 HTTP/MAP, 77N1 gRPC,
 # 77N2 Raft, 77N3 gossip (node1 = 7700..7703, node2 = 7710..7713, node3 =
 # 7720..7723); data, logs and pid files under ./.data/nodeN. Every port runs
@@ -69,7 +72,7 @@ CLUSTER_NODES := 1 2 3
 TLS_DIR := .data/tls
 cluster: build cluster-tls ## start a local 3-node cluster in the background, TLS on (ports in README)
 	@mkdir -p .data
-	@test -f .data/gossip.key || ./bin/concord keygen > .data/gossip.key
+	@test -f .data/gossip.key || (umask 077 && ./bin/concord keygen > .data/gossip.key)
 	@for i in $(CLUSTER_NODES); do \
 	  p=77$$(( i - 1 )); mkdir -p .data/node$$i; \
 	  if [ -f .data/node$$i/pid ] && kill -0 $$(cat .data/node$$i/pid) 2>/dev/null; then echo "node$$i already running"; continue; fi; \
@@ -77,7 +80,7 @@ cluster: build cluster-tls ## start a local 3-node cluster in the background, TL
 	    --http-addr 127.0.0.1:$${p}0 --grpc-addr 127.0.0.1:$${p}1 --raft-addr 127.0.0.1:$${p}2 --gossip-addr 127.0.0.1:$${p}3 \
 	    --join 127.0.0.1:7703,127.0.0.1:7713,127.0.0.1:7723 --bootstrap-expect 3 \
 	    --tls-ca-file $(TLS_DIR)/local-ca.pem --tls-cert-file $(TLS_DIR)/local-server-node$$i.pem --tls-key-file $(TLS_DIR)/local-server-node$$i-key.pem \
-	    --gossip-key "$$(cat .data/gossip.key)" --allow-anonymous agent,client > .data/node$$i/log 2>&1 & echo $$! > .data/node$$i/pid; \
+	    --gossip-key-file .data/gossip.key --allow-anonymous agent,client > .data/node$$i/log 2>&1 & echo $$! > .data/node$$i/pid; \
 	done
 	@for i in $(CLUSTER_NODES); do p=77$$(( i - 1 )); \
 	  for t in $$(seq 1 100); do curl -fsS --cacert $(TLS_DIR)/local-ca.pem https://127.0.0.1:$${p}0/v1/ready >/dev/null 2>&1 && break; sleep 0.2; done; \

@@ -71,6 +71,7 @@ type EventNote struct {
 type SendResult struct {
 	MessageID string   `json:"messageId"`
 	Delivered []string `json:"delivered"`
+	Queued    []string `json:"queued"`
 	Failed    []struct {
 		ID     string `json:"id"`
 		Reason string `json:"reason"`

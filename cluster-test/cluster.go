@@ -121,14 +121,9 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		t.Skip("clustertest: multi-node cluster skipped with -short")
 	}
 	o := buildOptions(opts)
-	ncfg := faultnet.DefaultConfig()
-	ncfg.Logger = testLogger(t, "faultnet")
-	if o.netConfig != nil {
-		o.netConfig(&ncfg)
-	}
-	fn, err := faultnet.New(ncfg)
-	if err != nil {
-		t.Fatalf("clustertest: faultnet: %v", err)
+	fn := o.net
+	if fn == nil {
+		fn = NewNetwork(t, o.netConfig)
 	}
 	c := &Cluster{t: t, opts: o, rng: rand.New(rand.NewPCG(o.seed, o.seed^0x5eed)), Net: fn, Ledger: &Ledger{}}
 	c.issuer = NewIssuer(t)
@@ -153,9 +148,28 @@ func (c *Cluster) Token() string { return c.token }
 // Issuer signs tokens the cluster's nodes accept.
 func (c *Cluster) Issuer() *Issuer { return c.issuer }
 
+// NewNetwork builds a fault network for one or more clusters
+// (WithSharedNetwork); adjust, if not nil, changes its config.
+func NewNetwork(t testing.TB, adjust func(*faultnet.Config)) *faultnet.Network {
+	t.Helper()
+	ncfg := faultnet.DefaultConfig()
+	ncfg.Logger = testLogger(t, "faultnet")
+	if adjust != nil {
+		adjust(&ncfg)
+	}
+	fn, err := faultnet.New(ncfg)
+	if err != nil {
+		t.Fatalf("clustertest: faultnet: %v", err)
+	}
+	return fn
+}
+
 // newNode reserves a node's fixed addresses and data dir.
 func (c *Cluster) newNode(i, expect int) *Node {
 	id := fmt.Sprintf("n%d", i+1)
+	if c.opts.systemID != "" {
+		id = c.opts.systemID + "-" + id
+	}
 	return &Node{
 		Index: i, ID: id, Dir: filepath.Join(c.t.TempDir(), id),
 		HTTPAddr: reservePort(c.t, false), RaftAddr: reservePort(c.t, false),
@@ -199,6 +213,9 @@ func (c *Cluster) startAll() {
 // fault seams and a logger tagged with the node id.
 func (c *Cluster) config(n *Node, raftLn net.Listener) node.Config {
 	cfg := FastConfig()
+	if c.opts.systemID != "" {
+		cfg.SystemID = c.opts.systemID
+	}
 	cfg.NodeID = n.ID
 	cfg.DataDir = n.Dir
 	cfg.HTTPAddr = n.HTTPAddr

@@ -88,6 +88,14 @@ func FastConfig() node.Config {
 	c.MAP.DetachedSessionTTL = 10 * time.Minute
 	c.MAP.ExpiryInterval = 100 * time.Millisecond
 	c.MAP.CloseTimeout = time.Second
+
+	c.Federation.Plaintext = true
+	c.Federation.DirectorySync = 200 * time.Millisecond
+	c.Federation.Ping = scaled(500 * time.Millisecond)
+	c.Federation.BackoffMin = 50 * time.Millisecond
+	c.Federation.BackoffMax = 500 * time.Millisecond
+	c.Federation.CallTimeout = scaled(5 * time.Second)
+	c.Federation.AckTimeout = scaled(10 * time.Second)
 	return c
 }
 
@@ -103,6 +111,23 @@ type options struct {
 	mutate    []func(i int, c *node.Config)
 	netConfig func(*faultnet.Config)
 	logLevel  *slog.Level
+	systemID  string            // WithSystem: system id and node id prefix
+	net       *faultnet.Network // WithSharedNetwork
+}
+
+// WithSystem names the cluster's system (node.Config.SystemID) and
+// prefixes its node ids with it ("dc1-n1"), so clusters of several
+// systems can share one fault network (WithSharedNetwork).
+func WithSystem(id string) Option {
+	return func(o *options) { o.systemID = id }
+}
+
+// WithSharedNetwork routes the cluster's connections through n instead of
+// a fault network of its own: federation tests partition systems from
+// each other with it. Node ids must then be unique across the clusters
+// (WithSystem).
+func WithSharedNetwork(n *faultnet.Network) Option {
+	return func(o *options) { o.net = n }
 }
 
 // WithSeed fixes the random source of start order and staggering (the

@@ -13,6 +13,11 @@
 //     Verbs: Leader, Followers, Node, Stop/Restart (data kept), Kill (hard
 //     stop: isolated and torn down without a goodbye), Remove, Leave,
 //     AddNode, WaitApplied, RequireConverged, RequireInvariants.
+//     Several systems: WithSystem("dc1") names a cluster's system (node ids
+//     become "dc1-n1", ...) and WithSharedNetwork(NewNetwork(t, nil)) puts
+//     clusters on one fault network, so a test partitions systems from each
+//     other; Link(t, from, to, LinkSpec{...}) peers two of them with a
+//     token as an operator does, and LinkUp waits for every node's stream.
 //   - StartProcs(t, n) builds the real concord binary once per test binary
 //     and runs n `concord server` processes (process groups, killed at
 //     cleanup even when the test fails), for kill -9 scenarios.

@@ -106,6 +106,10 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	base := t.TempDir()
+	keyFile := filepath.Join(base, "gossip.key")
+	if err := os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(key)), 0o600); err != nil {
+		t.Fatalf("clustertest: write gossip key: %v", err)
+	}
 	for i := range n {
 		id := fmt.Sprintf("p%d", i+1)
 		pc.procs = append(pc.procs, &Proc{
@@ -128,7 +132,7 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 			"--http-addr", p.HTTPAddr, "--grpc-addr", p.GRPCAddr,
 			"--raft-addr", p.RaftAddr, "--gossip-addr", p.GossipAddr,
 			"--join", strings.Join(seeds, ","), "--bootstrap-expect", strconv.Itoa(n),
-			"--gossip-key", base64.StdEncoding.EncodeToString(key),
+			"--gossip-key-file", keyFile,
 		}
 		p.args = append(p.args, pc.issuer.Flags()...)
 		p.args = append(p.args, tlsArgs...)

@@ -46,7 +46,7 @@ func TestREADME_Snippets(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	key, err := srv.ACLAdmin().CreateToken(ctx, &concordv1.CreateTokenRequest{ParticipantIdPattern: "worker-*", ParticipantTypes: []string{"agent"}})
+	key, err := srv.ACLAdmin().CreateToken(ctx, &concordv1.AclCreateTokenRequest{ParticipantIdPattern: "worker-*", ParticipantTypes: []string{"agent"}})
 	if err != nil {
 		t.Fatal(err)
 	}

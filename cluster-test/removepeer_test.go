@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/cluster"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -35,11 +37,11 @@ import (
 //     leader) it is removed, and every surviving reconciler keeps it out
 //     for several reconcile intervals while the majority commits writes;
 //  3. the same holds after leadership moves to the other survivor;
-//  4. the documented re-admission condition (reconciler_removed.go: it
-//     leaves, dies, or rejoins at another address; a restart at the same
-//     address counts only once gossip saw it die): the node is stopped
-//     until every survivor's reconciler has seen it dead, then restarted
-//     with the same addresses, and it becomes a voter again.
+//  4. a re-admission condition (reconciler_removed.go: it leaves, dies,
+//     restarts or rejoins at another address): the node is stopped until
+//     every survivor's reconciler has seen it dead, then restarted with
+//     the same addresses, and it becomes a voter again. (A restart before
+//     gossip sees it dead: TestRemovePeer_ForcedThenQuickRestartRejoins.)
 func TestRemovePeer_ForcedRemovalOfLiveFollower(t *testing.T) {
 	rlog := &removalLog{}
 	c := New(t, 3, WithNodeConfig(rlog.tap))
@@ -164,7 +166,7 @@ func TestRemovePeer_CLI(t *testing.T) {
 // infers a forced removal and when it lets the server back in. They are
 // the only outside sign that a follower's reconciler has seen either.
 const (
-	msgForceRemoved = "server removed from raft while alive; not adding it back until it leaves, dies or rejoins"
+	msgForceRemoved = "server removed from raft while alive; not adding it back until it leaves, dies, restarts or rejoins"
 	msgMayReturn    = "force-removed server may be added again"
 )
 
@@ -242,6 +244,43 @@ func (h *tapHandler) WithGroup(name string) slog.Handler {
 	return &tapHandler{inner: h.inner.WithGroup(name), log: h.log, node: h.node}
 }
 
+// TestRemovePeer_ForcedThenQuickRestartRejoins: a follower force-removed
+// while alive and restarted at once, at the same addresses (faster than
+// gossip declares it dead), is a new process with a new boot id: the
+// survivors drop their mark and the leader adds it back, so its start
+// succeeds within seconds instead of failing after the ready timeout with
+// "no raft leader".
+func TestRemovePeer_ForcedThenQuickRestartRejoins(t *testing.T) {
+	c := New(t, 3)
+	l := c.Leader(t)
+	all := idsOf(c.Nodes())
+	requireVoters(t, c, l, all)
+	victim := others(c.Running(), l)[0]
+	rest := others(c.Running(), victim)
+	Eventually(t, MembershipTimeout, func() error { return removePeer(l, victim.ID, true) })
+	Eventually(t, MembershipTimeout, func() error { return eachNode(rest, func(n *Node) error { return votersAre(n, idsOf(rest)) }) })
+
+	// Left out, the running victim's readiness says what happened and
+	// what to do, not just "no raft leader".
+	Eventually(t, MembershipTimeout, func() error {
+		code, body, err := httpGet(victim.HTTPAddr, "/v1/ready")
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(string(body), "not in the raft configuration") {
+			return fmt.Errorf("force-removed node's /v1/ready: %d %s %v", code, body, err)
+		}
+		return nil
+	})
+
+	start := time.Now()
+	c.Stop(t, victim.Index)
+	c.Restart(t, victim.Index) // waits until it is ready: it was added back
+	requireVoters(t, c, c.Leader(t), all)
+	if took := time.Since(start); took > scaled(15*time.Second) {
+		t.Fatalf("the force-removed node took %s to rejoin after a restart", took)
+	}
+	t.Logf("force-removed node restarted and rejoined in %s", time.Since(start).Round(time.Millisecond))
+	c.RequireInvariants(t)
+}
+
 // removePeer calls node n's Cluster RemovePeer RPC (what the CLI sends),
 // dialled directly, outside the fault network.
 func removePeer(n *Node, id string, force bool) error {
@@ -252,7 +291,7 @@ func removePeer(n *Node, id string, force bool) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
-	_, err = concordv1.NewClusterClient(conn).RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: id, Force: force})
+	_, err = concordv1.NewClusterClient(conn).RemovePeer(cluster.WithAdminMarker(ctx), &concordv1.RemovePeerRequest{Id: id, Force: force})
 	return err
 }
 

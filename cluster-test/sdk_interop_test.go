@@ -88,7 +88,7 @@ func TestSDKInterop_SingleNode(t *testing.T) {
 
 	// Credentials for the auth checks: an API key for clients and a JWT
 	// for the participant "interop-jwt" (agent or client).
-	key, err := srv.ACLAdmin().CreateToken(ctx, &concordv1.CreateTokenRequest{
+	key, err := srv.ACLAdmin().CreateToken(ctx, &concordv1.AclCreateTokenRequest{
 		ParticipantIdPattern: "interop-key-*", ParticipantTypes: []string{"client"}, Description: "sdk interop"})
 	if err != nil {
 		t.Fatalf("create API key: %v", err)

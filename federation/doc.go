@@ -1,11 +1,27 @@
-// Package federation will hold the links between Concord systems
-// (datacenters): peering over gRPC, the exported directory each side syncs,
-// cross-system routing with hop counts and loop detection (MAP errors 5010
-// and 5011), buffering while a peer is unreachable, and trust.
+// Package federation links Concord systems (datacenters): peering tokens
+// and the handshake, the replicated link and imported-directory state, the
+// per-node Link streams to each peer system, cross-system envelopes with
+// hop counts and loop detection (MAP errors 5010 and 5011), the outage
+// buffer, export policies and trust (federation.md).
 //
-// It is not built yet: until it is, node/router answers a federated address
-// ({system, agent}) with FEDERATION_SYSTEM_NOT_FOUND (5001) and
-// details.reason "federation_not_supported". The package depends only on
-// proto/ and declares the small interfaces it needs from a node
-// (ARCHITECTURE.md, "Federation").
+// It depends only on proto/ and the standard library plus gRPC; what it
+// needs from a node (proposing to Raft, delivering to local agents, the
+// local directory to export) is declared here as small interfaces and
+// passed in by package node.
+//
+// Layout: state.go and state_snapshot.go are the replicated state (node
+// adapts them to a raftstore module), token.go the peering token codec,
+// envelope.go the hop/loop checks and the delivered Message, policy.go the
+// export/import filters, buffer.go the outage buffer, link.go this node's
+// outbound stream to one system, inbound.go the streams peers open here,
+// peering.go tokens and the handshake, service.go the gRPC service,
+// trust.go the TLS identity checks, manager.go ties them together.
+//
+// Choices where federation.md leaves room: a message whose link breaks
+// after it was sent but before the peer acknowledged answers 5000 (its
+// outcome is unknown: it may have been delivered) and is never resent, so
+// nothing is delivered twice; messages still buffered drain in order. An
+// unknown remote scope answers 5003 like an unexported one. Unlink removes
+// this side and tells the peer, which removes its side (best effort: an
+// unreachable peer keeps its side until unlinked there).
 package federation

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/acl"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/mapsvc"
@@ -63,7 +66,10 @@ type Config struct {
 	// retried with backoff until it succeeds.
 	Join []string
 	// GossipKey is the 16, 24 or 32-byte AES key that encrypts gossip.
-	// Required unless GossipPlaintext (which only --dev and tests set).
+	// Required on first start unless GossipPlaintext (which only --dev and
+	// tests set). It seeds the keyring file in DataDir (KeyringFileName);
+	// afterwards that file, changed by `concord keyring`, is authoritative
+	// and a GossipKey that is not in it is ignored with a warning.
 	GossipKey       []byte
 	GossipPlaintext bool
 
@@ -126,6 +132,12 @@ type Config struct {
 	// Version is reported by map/connect systemInfo and /v1/health.
 	Version string
 
+	// EnableDebug mounts /debug/pprof on the HTTP port. Off by default:
+	// profiles and the process's command line are for operators only, so
+	// when on it is served by debugHandler, an admin surface to protect
+	// like the admin API.
+	EnableDebug bool
+
 	// Raft, RPC, Registry and MAP configure the sub-components. Their identity
 	// and address fields are filled from the fields above by New.
 	Raft     raftstore.Config
@@ -145,6 +157,9 @@ type Config struct {
 	// bearer (JWT) verification. API keys live in Raft (acl.Module), so
 	// ACL.Keys is set by New.
 	ACL acl.Config
+	// Federation configures links to other systems (timings, TLS seam,
+	// Plaintext for --dev). Identity is filled from the fields above.
+	Federation federation.Config
 
 	// GRPCDialer, for tests / fault injection: dials peers' gRPC
 	// addresses instead of plain TCP. nil dials TCP.
@@ -175,6 +190,7 @@ func DefaultConfig() Config {
 		Membership:            membership.DefaultConfig(),
 		Cluster:               cluster.DefaultConfig(),
 		ACL:                   acl.DefaultConfig(),
+		Federation:            federation.DefaultConfig(),
 		GRPCAddr:              "0.0.0.0:7701",
 		GossipAddr:            "0.0.0.0:7703",
 		HTTPTLS:               true,
@@ -195,7 +211,8 @@ func DevConfig(dataDir string) Config {
 	c.GRPCAddr = "127.0.0.1:0"
 	c.GossipAddr = "127.0.0.1:0"
 	c.GossipPlaintext = true
-	c.Insecure = true // loopback only; tests set TLS instead
+	c.Federation.Plaintext = true // dev links run without TLS
+	c.Insecure = true             // loopback only; tests set TLS instead
 	c.Bootstrap = true
 	// A dev node lets anonymous agents and clients in; system and gateway
 	// participants still need a credential.
@@ -230,8 +247,8 @@ func (c Config) Validate() error {
 		return errors.New("node: Bootstrap and BootstrapExpect are mutually exclusive")
 	case c.BootstrapExpect < 0:
 		return errors.New("node: BootstrapExpect must not be negative")
-	case len(c.GossipKey) == 0 && !c.GossipPlaintext:
-		return errors.New("node: GossipKey is required (16, 24 or 32 bytes) unless GossipPlaintext is set")
+	case len(c.GossipKey) == 0 && !c.GossipPlaintext && !HasKeyring(c.DataDir):
+		return errors.New("node: GossipKey is required (16, 24 or 32 bytes) on first start, unless GossipPlaintext is set")
 	case !c.TLS.Enabled() && !c.Insecure:
 		return errors.New("node: TLS material is required (CA, certificate and key: concord tls ca create / cert create) unless Insecure is set")
 	case c.ReadyTimeout <= 0:
@@ -256,3 +273,16 @@ func (c Config) Validate() error {
 // Version is the binary's version, set at build time with
 // -ldflags "-X github.com/concordmap/concord/node.Version=...".
 var Version = "0.1.0-dev"
+
+// KeyringFileName is the gossip keyring's file in the data dir (0600).
+const KeyringFileName = "gossip-keyring.json"
+
+// HasKeyring reports whether dataDir holds a gossip keyring, which makes
+// GossipKey optional on later starts (and gossip encrypted).
+func HasKeyring(dataDir string) bool {
+	if dataDir == "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dataDir, KeyringFileName))
+	return err == nil
+}

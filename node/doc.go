@@ -2,7 +2,8 @@
 // Raft store (package raftstore) with the replicated registry (node/registry),
 // the MAP service (node/mapsvc, node/router, node/fanout) on the JSON-RPC
 // transports (node/rpc), and serves HTTP: the MAP WebSocket endpoint at /map,
-// /v1/health, /v1/ready, Prometheus /metrics and /debug/pprof.
+// /v1/health, /v1/ready, Prometheus /metrics and, with EnableDebug,
+// /debug/pprof.
 //
 // A Server is built from a Config (DefaultConfig for production values,
 // DevConfig for a single throwaway node on 127.0.0.1), started with Start and

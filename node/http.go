@@ -14,7 +14,7 @@ import (
 // httpHandler builds the node's HTTP mux. The MAP WebSocket endpoint and the
 // operational endpoints share one port so a newcomer has one address to
 // remember; start wraps it in the authorizer (httpClass: /debug needs an
-// operator credential).
+// operator credential). /debug/pprof exists only with Config.EnableDebug.
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	origins := s.mapOriginCheck()
@@ -24,13 +24,29 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/ready", s.handleReady)
 	mux.HandleFunc("GET /v1/status", s.handleStatus)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if s.cfg.EnableDebug {
+		mux.Handle(debugPrefix, debugHandler())
+	}
 	s.routeConsole(mux)
 	return s.allowMemberOrigins(mux)
+}
+
+// debugPrefix is where the debug handlers live; nothing under it is served
+// unless Config.EnableDebug is set.
+const debugPrefix = "/debug/"
+
+// debugHandler serves Go's profiling endpoints under /debug/pprof/. It is
+// an admin surface (profiles, symbols, the command line), mounted only with
+// Config.EnableDebug, as one handler so an authorization wrapper can guard
+// all of it in one place.
+func debugHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(debugPrefix+"pprof/", pprof.Index)
+	mux.HandleFunc(debugPrefix+"pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc(debugPrefix+"pprof/profile", pprof.Profile)
+	mux.HandleFunc(debugPrefix+"pprof/symbol", pprof.Symbol)
+	mux.HandleFunc(debugPrefix+"pprof/trace", pprof.Trace)
+	return mux
 }
 
 // handleHealth answers 200 while the process serves HTTP at all (liveness).

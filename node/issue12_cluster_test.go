@@ -93,7 +93,7 @@ func TestCluster_Issue12(t *testing.T) {
 	t.Run("api key made on node 1 works on node 2", func(t *testing.T) {
 		sys := dial(t, n2)
 		sys.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "system"}, rpc.CodePermissionDenied)
-		res, err := n1.ACLAdmin().CreateToken(context.Background(), &concordv1.CreateTokenRequest{
+		res, err := n1.ACLAdmin().CreateToken(context.Background(), &concordv1.AclCreateTokenRequest{
 			ParticipantIdPattern: "ops-*", ParticipantTypes: []string{"system"}, Description: "test"})
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +108,7 @@ func TestCluster_Issue12(t *testing.T) {
 		sys.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "alice", "auth": auth}, rpc.CodeAuthFailed)
 		sys.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "ops-1", "auth": auth})
 		sys.call("map/agents/update", map[string]any{"agentId": "alice", "name": "renamed by ops"})
-		if _, err := n2.ACLAdmin().RevokeToken(context.Background(), &concordv1.RevokeTokenRequest{Id: res.GetKey().GetId()}); err != nil {
+		if _, err := n2.ACLAdmin().RevokeToken(context.Background(), &concordv1.AclRevokeTokenRequest{Id: res.GetKey().GetId()}); err != nil {
 			t.Fatal(err)
 		}
 		again := dial(t, n1)
@@ -198,7 +198,7 @@ func testUnknownMethodsMetrics(t *testing.T, srv *node.Server) {
 
 // aclKey looks an API key up in srv's replica through the admin API.
 func aclKey(srv *node.Server, id string) (*concordv1.ApiKey, bool) {
-	res, _ := srv.ACLAdmin().ListTokens(context.Background(), &concordv1.ListTokensRequest{})
+	res, _ := srv.ACLAdmin().ListTokens(context.Background(), &concordv1.AclListTokensRequest{})
 	for _, k := range res.GetKeys() {
 		if k.GetId() == id {
 			return k, true

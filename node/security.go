@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -40,6 +41,22 @@ var grpcMethods = map[string]authz.Class{
 	concordv1.AclAdmin_CreateToken_FullMethodName: authz.Operator,
 	concordv1.AclAdmin_ListTokens_FullMethodName:  authz.Operator,
 	concordv1.AclAdmin_RevokeToken_FullMethodName: authz.Operator,
+	// Federation: operators manage links; the methods another system's
+	// nodes call check the caller themselves (the token's secret, the
+	// link's CA and the system the certificate names).
+	concordv1.Federation_CreateToken_FullMethodName: authz.Admin,
+	concordv1.Federation_CreateLink_FullMethodName:  authz.Admin,
+	concordv1.Federation_Unlink_FullMethodName:      authz.Admin,
+	concordv1.Federation_ListLinks_FullMethodName:   authz.Read,
+	concordv1.Federation_Peer_FullMethodName:        authz.Open,
+	concordv1.Federation_Link_FullMethodName:        authz.Open,
+	concordv1.Federation_PeerUnlink_FullMethodName:  authz.Open,
+	// The keyring (cluster.IsAdminMethod): an operator, or a member server
+	// passing an operator's change on to every node.
+	concordv1.Admin_KeyringList_FullMethodName:    authz.Admin,
+	concordv1.Admin_KeyringInstall_FullMethodName: authz.Admin,
+	concordv1.Admin_KeyringUse_FullMethodName:     authz.Admin,
+	concordv1.Admin_KeyringRemove_FullMethodName:  authz.Admin,
 }
 
 // lateStore holds the Raft store for membership checks that may run (on
@@ -69,7 +86,7 @@ func (s *Server) buildSecurity() error {
 		s.tls = m
 	}
 	a, err := authz.New(authz.Config{
-		TLS: s.tls != nil, IsMember: s.isMember, Token: s.cfg.OperatorToken,
+		TLS: s.tls != nil, IsMember: s.isMember, Token: s.cfg.OperatorToken, SystemID: s.cfg.SystemID,
 		Methods: grpcMethods, Logger: s.cfg.Logger,
 	})
 	if err != nil {
@@ -162,6 +179,12 @@ func (s *Server) securityOptions() ([]grpc.ServerOption, func(string) credential
 	// alone; authz refuses node-to-node methods to callers without a
 	// member's certificate.
 	srv := s.tls.ServerConfig("grpc", tlsconf.ClientAuthRequest, tlsconf.Expect{})
+	if ca, err := s.caPEM(); err == nil {
+		own := x509.NewCertPool()
+		own.AppendCertsFromPEM(ca)
+		srv.VerifyConnection = admitFederationPeers(srv.VerifyConnection, s.cfg.SystemID, own)
+	} // else the CA was unreadable: peer systems are refused at the handshake
+
 	opts = append(opts, grpc.Creds(credentials.NewTLS(srv)))
 	peer := func(nodeID string) credentials.TransportCredentials {
 		return credentials.NewTLS(s.tls.ClientConfig(tlsconf.Expect{Role: pki.RoleServer, NodeID: nodeID}))

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/pki"
 	"github.com/concordmap/concord/node/tlsconf"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
@@ -189,7 +190,9 @@ func TestSecurity_RogueGRPCClients(t *testing.T) {
 				t.Errorf("forged agent registered = %v after Forward answered %v", ok, status.Code(err))
 			}
 			check(t, "Relay", relayForged(ctx, c), tc.want.relay)
-			_, err = c.RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: "nobody", Force: true})
+			// As the CLI sends it: the admin marker says what this is; the
+			// credential decides.
+			_, err = c.RemovePeer(cluster.WithAdminMarker(ctx), &concordv1.RemovePeerRequest{Id: "nobody", Force: true})
 			check(t, "RemovePeer", err, tc.want.remove)
 			_, err = c.Status(ctx, &concordv1.StatusRequest{})
 			check(t, "Status", err, tc.want.status)
@@ -238,7 +241,7 @@ func check(t *testing.T, what string, err error, want codes.Code) {
 // readiness, the console and MAP stay open, and so do /metrics and GET
 // /v1/* unless OpenReads is off (then a member's or operator's credential).
 func TestSecurity_HTTPAdmin(t *testing.T) {
-	open, _ := startSecureNode(t, nil)
+	open, _ := startSecureNode(t, func(c *node.Config) { c.EnableDebug = true })
 	closed, _ := startSecureNode(t, func(c *node.Config) { c.OpenReads = false })
 	anon, op := httpsClient("dev", ""), httpsClient("dev", "alice")
 	member := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: memberTLS()}}

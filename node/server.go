@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/access"
 	"github.com/concordmap/concord/node/acl"
 	"github.com/concordmap/concord/node/authz"
@@ -40,6 +41,9 @@ type Server struct {
 	acl      *acl.Module // API keys (replicated)
 	aclAdmin *acl.AdminService
 	runsSvc  *runs.Service
+	fedState *federation.State
+	fed      *federation.Manager
+	fedHook  *lateFederation
 	store    *raftstore.Store
 	metrics  *metrics
 	hub      *fanout.Hub
@@ -108,6 +112,8 @@ func (s *Server) build() error {
 		return fmt.Errorf("build registry: %w", err)
 	}
 	s.registry = reg
+	s.fedState = federation.NewState()
+	s.fedHook = &lateFederation{systemID: s.cfg.SystemID}
 	if err := s.buildSecurity(); err != nil {
 		return err
 	}
@@ -138,7 +144,10 @@ func (s *Server) build() error {
 	if err := s.buildMAPService(); err != nil {
 		return err
 	}
-	return s.buildClusterServer()
+	if err := s.buildClusterServer(); err != nil {
+		return err
+	}
+	return s.buildFederation()
 }
 
 // closeBuilt releases what build acquired when it failed part way.
@@ -174,7 +183,7 @@ func (s *Server) openStore() error {
 	rc.BindAddr = s.cfg.RaftAddr
 	rc.AdvertiseAddr = s.cfg.RaftAdvertise
 	s.acl = acl.NewModule()
-	rc.Modules = []raftstore.Module{s.registry, s.runs, s.acl}
+	rc.Modules = []raftstore.Module{s.registry, s.runs, fedModule{s.fedState}, s.acl}
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
 	rc.WrapStreamLayer = s.raftStreamWrapper()
@@ -217,6 +226,7 @@ func (s *Server) buildMAPService() error {
 	rcfg.Sessions = sessions
 	rcfg.Events = cluster.NewEventBroadcaster(hub, s.peers, s.registry)
 	rcfg.Peers = s.peers
+	rcfg.Federation = s.fedHook
 	rcfg.Logger = s.cfg.Logger
 	rt, err := router.New(rcfg)
 	if err != nil {
@@ -245,6 +255,8 @@ func (s *Server) buildMAPService() error {
 	mcfg.ExtensionMethods = runsSvc.Methods()
 	mcfg.Extensions = append(mcfg.Extensions, mapsvc.Extension{URI: runs.ExtensionURI, Version: runs.ExtensionVersion})
 	mcfg.NodeID = s.cfg.NodeID
+	mcfg.SystemID = s.cfg.SystemID
+	mcfg.RemoteAgents = s.remoteAgents
 	mcfg.System = mapsvc.SystemInfo{Name: "concord", Version: s.cfg.Version}
 	mcfg.Store = proposer
 	mcfg.Registry = s.registry
@@ -283,20 +295,24 @@ func (s *Server) buildMAPService() error {
 // Start listens for HTTP, bootstraps Raft when configured, waits until the
 // node is ready (a leader is known and the log is applied) and starts the
 // background loops. It returns an error if the node is not ready within
-// Config.ReadyTimeout.
+// Config.ReadyTimeout, and at once (matching membership.ErrGossipKey) when
+// the gossip seeds refuse this node's key. ctx also bounds gossip's
+// background join loop, which may go on after Start returns.
 func (s *Server) Start(ctx context.Context) error {
 	err := errors.New("node: already started")
-	s.startOnce.Do(func() { err = s.start(ctx) })
+	s.startOnce.Do(func() { err = s.startWatched(ctx) })
 	return err
 }
 
-func (s *Server) start(ctx context.Context) error {
+// joinCtx bounds gossip's background join loop (the caller's context, which
+// may outlive start); ctx bounds start's own waits.
+func (s *Server) start(joinCtx, ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	// The directory subscribes before gossip starts so it misses no change,
 	// and runs before bootstrap so forwarding can find the leader at once.
 	dirSub := s.membership.Subscribe()
-	if err := s.membership.Start(ctx); err != nil {
+	if err := s.membership.Start(joinCtx); err != nil {
 		dirSub.Close()
 		return fmt.Errorf("start membership: %w", err)
 	}
@@ -310,6 +326,7 @@ func (s *Server) start(ctx context.Context) error {
 	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
 	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
 	s.goLoop("runs", func() error { return s.runsSvc.Run(runCtx) })
+	s.goLoop("federation", func() error { return s.fed.Run(runCtx) })
 	s.goLoop("insecure-warning", func() error { return s.repeatInsecureWarning(runCtx) })
 
 	s.httpSrv = &http.Server{
@@ -406,6 +423,10 @@ const maxReadyApplyLag = 1024
 // heard from it within a few heartbeat timeouts (one slow heartbeat must
 // not flap readiness), and the apply lag is small.
 func (s *Server) readyReason() string {
+	if err := s.store.DiskFull(); err != nil {
+		// Named first: "no raft leader" would hide the cause.
+		return fmt.Sprintf("disk full: data dir %s: %v", s.cfg.DataDir, err)
+	}
 	if !s.caughtUp.Load() {
 		if reason := s.notReadyReason(); reason != "" {
 			return "catching up: " + reason
@@ -420,6 +441,9 @@ func (s *Server) readyReason() string {
 // by at most maxLag entries; else why not.
 func (s *Server) raftReason(maxSilence time.Duration, maxLag uint64) string {
 	if id, _ := s.store.Leader(); id == "" {
+		if s.outOfConfiguration() {
+			return notConfiguredReason
+		}
 		return "no raft leader"
 	}
 	stats := s.store.Stats()
@@ -512,8 +536,10 @@ func (s *Server) shutdown(ctx context.Context) error {
 			s.log.Debug("leadership transfer skipped", "err", err)
 		}
 	}
-	// 3. Stop the gRPC service (peers' forwards and relays now fail over),
-	// then the loops that read the store, then the outbound clients.
+	// 3. End inbound federation streams (peer systems move to another
+	// server), stop the gRPC service (peers' forwards and relays now fail
+	// over), then the loops that read the store, then the outbound clients.
+	s.fed.Close()
 	add("shutdown cluster grpc", s.cluster.Shutdown(ctx))
 	if s.cancel != nil {
 		s.cancel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 
@@ -94,6 +95,9 @@ func (s *Server) buildMembership() error {
 		Role:     membership.RoleServer,
 	}
 	mc.GossipKey, mc.AllowPlaintext = s.cfg.GossipKey, s.cfg.GossipPlaintext
+	if !s.cfg.GossipPlaintext {
+		mc.KeyringFile = filepath.Join(s.cfg.DataDir, KeyringFileName)
+	}
 	mc.JoinAddrs = s.cfg.Join
 	mc.BootstrapExpect = s.cfg.BootstrapExpect
 	mc.Logger = s.cfg.Logger
@@ -115,6 +119,7 @@ func (s *Server) buildClusterServer() error {
 		Members:   s.membership,
 		Deliverer: s.router,
 		Events:    s.hub,
+		Keyring:   s.membership,
 	})
 	if err != nil {
 		return fmt.Errorf("build cluster server: %w", err)

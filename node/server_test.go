@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,7 +26,16 @@ func startNode(t *testing.T, dir string) *node.Server {
 	t.Helper()
 	cfg := node.DevConfig(dir)
 	secure(&cfg)
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return startConfig(t, cfg)
+}
+
+// startConfig starts a node with cfg (logs to the test output when
+// cfg.Logger is nil) and stops it at cleanup.
+func startConfig(t *testing.T, cfg node.Config) *node.Server {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatalf("new node: %v", err)
@@ -125,8 +135,8 @@ func TestServer_RestartKeepsState(t *testing.T) {
 	}
 }
 
-// TestServer_HTTPEndpoints checks health, readiness, metrics and pprof
-// over https, as an operator.
+// TestServer_HTTPEndpoints checks health, readiness and metrics over
+// https, as an operator.
 func TestServer_HTTPEndpoints(t *testing.T) {
 	srv := startNode(t, t.TempDir())
 	c := dial(t, srv)
@@ -143,7 +153,6 @@ func TestServer_HTTPEndpoints(t *testing.T) {
 		{"/metrics", `concord_raft_state{node_id="dev-1",state="Leader"} 1`},
 		{"/metrics", `concord_connections{transport="websocket"} 1`},
 		{"/metrics", `concord_raft_apply_duration_seconds_count{command="COMMAND_TYPE_SESSION_OPEN"}`},
-		{"/debug/pprof/", "goroutine"},
 	} {
 		resp, err := op.Get(srv.HTTPURL() + tc.path)
 		if err != nil {
@@ -154,5 +163,34 @@ func TestServer_HTTPEndpoints(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), tc.want) {
 			t.Errorf("GET %s: status %d, want body containing %q, got:\n%.2000s", tc.path, resp.StatusCode, tc.want, body)
 		}
+	}
+}
+
+// /debug/pprof is served only with EnableDebug (to an operator); nothing
+// under /debug/ answers otherwise, even an operator.
+func TestServer_DebugOnlyWhenEnabled(t *testing.T) {
+	op := httpsClient("dev", "alice")
+	for _, enabled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("enabled=%v", enabled), func(t *testing.T) {
+			cfg := node.DevConfig(t.TempDir())
+			secure(&cfg)
+			cfg.EnableDebug = enabled
+			srv := startConfig(t, cfg)
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=1", "/debug/vars"} {
+				resp, err := op.Get(srv.HTTPURL() + path)
+				if err != nil {
+					t.Fatalf("GET %s: %v", path, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				want := http.StatusNotFound
+				if enabled && path != "/debug/vars" {
+					want = http.StatusOK
+				}
+				if resp.StatusCode != want {
+					t.Errorf("GET %s: %d, want %d (%.200s)", path, resp.StatusCode, want, body)
+				}
+			}
+		})
 	}
 }

@@ -101,7 +101,7 @@ func TestCluster_VisibilityModel(t *testing.T) {
 		ps = append(ps, &vmParticipant{id: fmt.Sprintf("vm-%s-%d", ptype, i), ptype: ptype})
 	}
 	for _, p := range ps {
-		res, err := servers[0].ACLAdmin().CreateToken(context.Background(), &concordv1.CreateTokenRequest{
+		res, err := servers[0].ACLAdmin().CreateToken(context.Background(), &concordv1.AclCreateTokenRequest{
 			ParticipantIdPattern: p.id, ParticipantTypes: []string{p.ptype}})
 		if err != nil {
 			t.Fatal(err)

@@ -37,7 +37,15 @@ import (
 // The wait is bounded by ctx, or by Config.ApplyTimeout when ctx has no
 // deadline. Concurrent Apply calls are group-committed by raft (one log
 // write for many commands) but each gets its own entry, index and result.
+//
+// While this server's disk is full (see DiskFull), the error matches
+// ErrDiskFull as well as the one above it.
 func (s *Store) Apply(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, uint64, error) {
+	res, index, err := s.apply(ctx, t, msg)
+	return res, index, s.blameDisk(err)
+}
+
+func (s *Store) apply(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, uint64, error) {
 	if err := s.fsm.checkMessage(t, msg); err != nil {
 		return nil, 0, err
 	}
@@ -79,18 +87,27 @@ func notProposed(err error) bool {
 
 // ApplyRaw is Apply for a command already encoded as type byte + body, as
 // forwarded by a follower. Because the bytes come from another process, the
-// body is fully decoded first: a command that would make replicas panic is
-// refused with ErrUnknownCommand or ErrInvalidCommand instead. Results and
+// body is fully decoded first: a command that would make replicas panic, or
+// whose type this binary does not know (ignorable bit or not), is refused
+// with ErrUnknownCommand or ErrInvalidCommand instead. Results and
 // errors are as for Apply, except that ApplyRaw never forwards: on a
 // follower it returns *NotLeaderError or ErrNoLeader, so a forwarded
 // command reaching a deposed leader bounces back to its origin instead of
 // hopping on. data is not retained after ApplyRaw returns
-// except inside the raft log.
+// except inside the raft log. Once the command is committed, ApplyRaw
+// has the followers learn the new commit index at once (nudge.go).
 func (s *Store) ApplyRaw(ctx context.Context, data []byte) (any, uint64, error) {
-	if err := s.fsm.checkProposal(data, true); err != nil {
+	if err := s.fsm.checkProposal(data); err != nil {
 		return nil, 0, err
 	}
-	return s.propose(ctx, concordv1.CommandType(data[0]), data)
+	res, index, err := s.propose(ctx, concordv1.CommandType(data[0]), data)
+	if index != 0 {
+		// Committed (also with a module's error): the origin waits for
+		// its own FSM to apply index, so tell the followers now rather
+		// than at raft's next CommitTimeout (nudge.go).
+		s.kickNudge()
+	}
+	return res, index, s.blameDisk(err)
 }
 
 // propose submits data to raft and maps the outcome.

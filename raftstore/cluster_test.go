@@ -294,12 +294,19 @@ func (d *directForwarder) Forward(ctx context.Context, leaderID, _ string, cmd [
 	return 0, ErrNoLeader
 }
 
-func TestCluster_FollowerApplyForwards(t *testing.T) {
+// newForwardingCluster is newTestCluster with a directForwarder on every
+// store; it returns the cluster, its forwarder and the leader.
+func newForwardingCluster(t *testing.T, n int, opts ...func(*Config)) (*testCluster, *directForwarder, *Store) {
+	t.Helper()
 	fwd := &directForwarder{}
-	c := newTestCluster(t, 3, func(cfg *Config) { cfg.Forwarder = fwd })
+	c := newTestCluster(t, n, append([]func(*Config){func(cfg *Config) { cfg.Forwarder = fwd }}, opts...)...)
 	fwd.c = c
+	return c, fwd, c.requireOneLeader(t, c.stores)
+}
+
+func TestCluster_FollowerApplyForwards(t *testing.T) {
+	c, fwd, leader := newForwardingCluster(t, 3)
 	ctx := testCtx(t)
-	leader := c.requireOneLeader(t, c.stores)
 	for _, f := range c.stores {
 		if f == leader {
 			continue
@@ -339,6 +346,35 @@ func TestCluster_FollowerApplyForwards(t *testing.T) {
 		s.fsm.mu.Unlock()
 		if n != 0 {
 			t.Fatalf("%s keeps %d results", s.ID(), n)
+		}
+	}
+}
+
+// TestCluster_ForwardedWriteSkipsCommitTimeout: a lone write through a
+// follower returns once the leader has committed it, not after raft's
+// CommitTimeout: the leader's commit nudge carries the commit index to
+// the follower at once (nudge.go). Without it every write here would
+// take at least the 2 s timeout.
+func TestCluster_ForwardedWriteSkipsCommitTimeout(t *testing.T) {
+	const commitTimeout = 2 * time.Second
+	c, _, leader := newForwardingCluster(t, 3, func(cfg *Config) { cfg.CommitTimeout = commitTimeout })
+	ctx := testCtx(t)
+	for _, f := range c.stores {
+		if f == leader {
+			continue
+		}
+		for i := range 3 {
+			start := time.Now()
+			_, idx, err := f.Apply(ctx, cmdKVPut, put(fmt.Sprintf("%s=%d", f.ID(), i)))
+			if err != nil {
+				t.Fatalf("forwarded put on %s: %v", f.ID(), err)
+			}
+			if took := time.Since(start); took >= commitTimeout/2 {
+				t.Fatalf("forwarded put on %s took %v (commit timeout %v)", f.ID(), took, commitTimeout)
+			}
+			if f.AppliedIndex() < idx {
+				t.Fatalf("%s returned before applying %d", f.ID(), idx)
+			}
 		}
 	}
 }

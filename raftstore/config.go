@@ -60,7 +60,9 @@ type Config struct {
 
 	// CommitTimeout is the longest a leader waits before sending an
 	// AppendEntries even when there is nothing new, which bounds how late
-	// followers learn the commit index (and thus apply) when idle.
+	// followers learn the commit index (and thus apply) when idle. A
+	// forwarded write does not wait for it: the leader nudges followers
+	// with a NOOP once it commits one (nudge.go).
 	CommitTimeout time.Duration
 
 	// SnapshotInterval is how often raft checks whether to snapshot.
@@ -122,6 +124,10 @@ type Config struct {
 	// Shutdown (through the transport).
 	StreamLayer raft.StreamLayer
 
+	// LogWriteFault, for tests / fault injection: when set, it is called
+	// before every write of log entries, and a non-nil error is returned as
+	// that write's error (e.g. syscall.ENOSPC to act out a full disk).
+	LogWriteFault func() error
 	// WrapStreamLayer, when set, wraps the transport's stream layer (the
 	// TCP one or StreamLayer): node uses it to put mutual TLS under Raft.
 	// The wrapper's Close must close the layer it wraps.

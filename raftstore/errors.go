@@ -43,17 +43,28 @@ var (
 	// and to callers still waiting when the Store is shut down.
 	ErrShutdown = errors.New("raftstore: shut down")
 
-	// ErrUnknownCommand is returned by Apply and ApplyRaw for a command type
-	// that no registered module handles and that lacks the ignorable bit
-	// (0x80). Proposing it would make every replica panic, so it is refused
-	// before it reaches the log.
+	// ErrUnknownCommand is returned by Apply for a command type that no
+	// registered module handles and that lacks the ignorable bit (0x80):
+	// proposing it would make every replica panic, so it is refused before
+	// it reaches the log. ApplyRaw (bytes from another process) returns it
+	// for every type no module handles, ignorable or not.
 	ErrUnknownCommand = errors.New("raftstore: unknown command type")
 
 	// ErrInvalidCommand is returned by Apply and ApplyRaw when the command
 	// cannot be proposed as it is: empty data, type 0, a body that does not
-	// decode (ApplyRaw), or a message of the wrong type for the command
+	// decode or a NOOP carrying unknown fields (ApplyRaw), or a message of the wrong type for the command
 	// (Apply). Nothing was proposed.
 	ErrInvalidCommand = errors.New("raftstore: invalid command")
+
+	// ErrDiskFull is returned (wrapped with the write's error) by Apply and
+	// ApplyRaw while this server cannot write its log because the disk (or
+	// a quota) is full: a leader that fails to append steps down and
+	// nothing is committed, so the write may be retried once space returns
+	// or another leader takes over. An availability error (no leader,
+	// timeout) on a server whose last log write failed for space wraps it
+	// too, since the full disk is the cause to report. DiskFull tells
+	// whether the condition persists.
+	ErrDiskFull = errors.New("raftstore: disk full")
 
 	// ErrNothingToSnapshot is returned by Snapshot when the FSM has applied
 	// nothing since this Store started (raft's rule; a snapshot at an
@@ -137,7 +148,34 @@ func (s *Store) translate(err error) error {
 	case errors.Is(err, raft.ErrCantBootstrap):
 		return err // handled by the bootstrap callers
 	}
+	// raft's LogCache flattens the log store's error into text, so a
+	// failed append is recognised by the state the log store recorded.
+	if full := s.bolt.diskFull(); full != nil {
+		return full // raft's text only repeats it
+	}
 	return fmt.Errorf("raftstore: %w", err)
+}
+
+// DiskFull returns the error of this server's last log write when it
+// failed because the disk is full (matching ErrDiskFull), nil once a write
+// succeeds again. While it is set, a call at most once a second writes a
+// 256 KiB scratch file in the data dir to see whether space has returned
+// (a quiet follower writes no log), and clears it if so. Readiness probes
+// report it.
+func (s *Store) DiskFull() error { return s.bolt.recheckFull() }
+
+// blameDisk wraps an availability error with the full disk behind it,
+// when this server's last log write failed for space: "no leader" or a
+// timeout is then a symptom, and a client is better told the cause.
+func (s *Store) blameDisk(err error) error {
+	if err == nil || errors.Is(err, ErrDiskFull) || errors.Is(err, ErrLeadershipLost) {
+		return err
+	}
+	full := s.bolt.diskFull()
+	if full == nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrTimeout)) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", full, err)
 }
 
 // notLeader builds the error for "this node cannot serve this, go to the

@@ -154,10 +154,15 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 	return &applyResult{value: v, err: err}
 }
 
-// checkProposal refuses, before it reaches the log, a command that would
-// make every replica panic. decode asks for a full decode of the body
-// (bytes from another node); otherwise only the type byte is checked.
-func (f *fsm) checkProposal(data []byte, decode bool) error {
+// checkProposal refuses, before it reaches the log, a command forwarded by
+// another process that this leader cannot vouch for: it would make every
+// replica panic, or it is not a command this binary knows at all. The body
+// is fully decoded. Unlike a local typed proposal, an unknown type is
+// refused even with the ignorable bit: the bit lets an older replica skip
+// an entry a newer leader wrote, not let a caller put bytes nobody can
+// read into the log. NOOP, raftstore's own type, must not carry unknown
+// fields (another command's body smuggled under the NOOP byte).
+func (f *fsm) checkProposal(data []byte) error {
 	if len(data) == 0 {
 		return fmt.Errorf("%w: empty", ErrInvalidCommand)
 	}
@@ -170,16 +175,14 @@ func (f *fsm) checkProposal(data []byte, decode bool) error {
 		msg = &concordv1.Noop{}
 	case ok:
 		msg = r.handler.New()
-	case data[0]&ignorableBit != 0:
-		return nil // skipped by every replica that does not know it
 	default:
 		return fmt.Errorf("%w: %d", ErrUnknownCommand, data[0])
 	}
-	if !decode {
-		return nil
-	}
 	if err := proto.Unmarshal(data[1:], msg); err != nil {
 		return fmt.Errorf("%w: %s body: %w", ErrInvalidCommand, t, err)
+	}
+	if t == concordv1.CommandType_COMMAND_TYPE_NOOP && len(msg.ProtoReflect().GetUnknown()) > 0 {
+		return fmt.Errorf("%w: %s body carries unknown fields", ErrInvalidCommand, t)
 	}
 	return nil
 }

@@ -227,25 +227,30 @@ func TestNewFSM_RejectsBadTables(t *testing.T) {
 
 func TestFSM_CheckProposal(t *testing.T) {
 	f, _, _ := newTestFSM(t)
+	// An AGENT_REGISTER body under the NOOP byte: its agent is field 2,
+	// unknown to Noop.
+	smuggled := encode(concordv1.CommandType_COMMAND_TYPE_NOOP,
+		&concordv1.AgentRegisterRequest{Agent: &concordv1.AgentRecord{Id: "rogue"}})
 	tests := []struct {
-		name   string
-		data   []byte
-		decode bool
-		want   error
+		name string
+		data []byte
+		want error
 	}{
-		{"valid", encode(cmdKVPut, put("a=1")), true, nil},
-		{"empty", nil, true, ErrInvalidCommand},
-		{"type zero", []byte{0}, true, ErrInvalidCommand},
-		{"unknown", []byte{byte(concordv1.CommandType_COMMAND_TYPE_SCOPE_CREATE)}, true, ErrUnknownCommand},
-		{"ignorable unknown", []byte{0x90, 0xff}, true, nil},
-		{"bad body decoded", []byte{byte(cmdKVPut), 0xff}, true, ErrInvalidCommand},
-		{"bad body not decoded", []byte{byte(cmdKVPut), 0xff}, false, nil},
-		{"noop", []byte{255}, true, nil},
-		{"bad noop body", []byte{255, 0xff}, true, ErrInvalidCommand},
+		{"valid", encode(cmdKVPut, put("a=1")), nil},
+		{"empty", nil, ErrInvalidCommand},
+		{"type zero", []byte{0}, ErrInvalidCommand},
+		{"unknown", []byte{byte(concordv1.CommandType_COMMAND_TYPE_SCOPE_CREATE)}, ErrUnknownCommand},
+		{"ignorable unknown", []byte{0x90, 0xff}, ErrUnknownCommand},
+		{"ignorable unknown type 200 with a valid body", encode(concordv1.CommandType(200), put("a=1")), ErrUnknownCommand},
+		{"bad body", []byte{byte(cmdKVPut), 0xff}, ErrInvalidCommand},
+		{"noop", []byte{255}, nil},
+		{"noop with note", encode(concordv1.CommandType_COMMAND_TYPE_NOOP, &concordv1.Noop{Note: "barrier"}), nil},
+		{"bad noop body", []byte{255, 0xff}, ErrInvalidCommand},
+		{"another body under the noop byte", smuggled, ErrInvalidCommand},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := f.checkProposal(tt.data, tt.decode)
+			err := f.checkProposal(tt.data)
 			if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
 				t.Fatalf("err %v, want %v", err, tt.want)
 			}

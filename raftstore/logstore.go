@@ -1,9 +1,13 @@
 package raftstore
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,6 +25,17 @@ type logStore struct {
 	*raftboltdb.BoltStore
 	batches atomic.Uint64 // StoreLogs calls
 	entries atomic.Uint64 // entries written by them
+
+	// full holds the last write error that said the disk is full (nil
+	// after a write succeeds again); see DiskFull.
+	full atomic.Pointer[error]
+	// fault, for tests: called before each StoreLogs; a non-nil error is
+	// returned as the write's error (Config.LogWriteFault).
+	fault func() error
+
+	dir       string       // where raft.db lives: the space probe writes here
+	lastProbe atomic.Int64 // unix nanos of the last space probe
+	probeMu   sync.Mutex   // one probe at a time
 }
 
 var (
@@ -32,13 +47,22 @@ var (
 func openLogStore(dir string) (*logStore, error) {
 	bs, err := raftboltdb.New(raftboltdb.Options{
 		Path: filepath.Join(dir, "raft.db"),
-		// Another process holding the file fails fast instead of hanging.
-		BoltOptions: &bolt.Options{Timeout: time.Second},
+		BoltOptions: &bolt.Options{
+			// Another process holding the file fails fast instead of hanging.
+			Timeout: time.Second,
+			// Do not write the freelist in every commit: raft truncates
+			// the log after each snapshot, the freed pages make the
+			// freelist large, and writing it made every append (and so
+			// every commit) cost more as the log turned over. bbolt
+			// rebuilds it by scanning the file on open instead.
+			NoFreelistSync: true,
+			FreelistType:   bolt.FreelistMapType,
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open log store: %w", err)
 	}
-	return &logStore{BoltStore: bs}, nil
+	return &logStore{BoltStore: bs, dir: dir}, nil
 }
 
 // StoreLog stores one entry (one transaction).
@@ -48,10 +72,95 @@ func (l *logStore) StoreLog(log *raft.Log) error {
 
 // StoreLogs stores a group of entries in one transaction (one fsync).
 func (l *logStore) StoreLogs(logs []*raft.Log) error {
-	if err := l.BoltStore.StoreLogs(logs); err != nil {
-		return err
+	var err error
+	if l.fault != nil {
+		err = l.fault()
 	}
+	if err == nil {
+		err = l.BoltStore.StoreLogs(logs)
+	}
+	if err != nil {
+		return l.noteFull(err)
+	}
+	l.full.Store(nil)
 	l.batches.Add(1)
 	l.entries.Add(uint64(len(logs)))
 	return nil
+}
+
+// Set and SetUint64 (the stable store: term, vote) record a full disk too.
+// raft panics when it cannot save its term; the record at least lets the
+// log say why.
+func (l *logStore) Set(k, v []byte) error { return l.noteFull(l.BoltStore.Set(k, v)) }
+
+func (l *logStore) SetUint64(k []byte, v uint64) error {
+	return l.noteFull(l.BoltStore.SetUint64(k, v))
+}
+
+// noteFull records err when it says the disk is full (ENOSPC, or EDQUOT
+// for a quota) and returns it, wrapped with ErrDiskFull in that case.
+func (l *logStore) noteFull(err error) error {
+	if err == nil || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
+		return err
+	}
+	err = fmt.Errorf("%w: write raft log: %w", ErrDiskFull, err)
+	l.full.Store(&err)
+	return err
+}
+
+// diskFull returns the last disk-full write error, nil when the last log
+// write succeeded (or none failed).
+func (l *logStore) diskFull() error {
+	if p := l.full.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Space probe: a follower writes its log only when the leader sends
+// entries, so in a quiet cluster the record of a full disk would outlive
+// the shortage. recheckFull writes and syncs probeBytes to a scratch file
+// next to raft.db (through the fault seam), at most once per
+// probeInterval, and clears the record when that succeeds. A log write
+// that fails again records it again.
+const (
+	probeBytes    = 256 << 10
+	probeInterval = time.Second
+)
+
+// recheckFull probes for space when the disk was full, and returns the
+// record as it then stands.
+func (l *logStore) recheckFull() error {
+	if l.diskFull() == nil {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	if last := l.lastProbe.Load(); now-last < int64(probeInterval) || !l.probeMu.TryLock() {
+		return l.diskFull()
+	}
+	defer l.probeMu.Unlock()
+	l.lastProbe.Store(now)
+	if err := l.probe(); err != nil {
+		return l.diskFull()
+	}
+	l.full.Store(nil)
+	return nil
+}
+
+func (l *logStore) probe() error {
+	if l.fault != nil {
+		if err := l.fault(); err != nil {
+			return err
+		}
+	}
+	f, err := os.CreateTemp(l.dir, ".space-probe-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := f.Write(make([]byte, probeBytes)); err != nil {
+		return err
+	}
+	return f.Sync()
 }

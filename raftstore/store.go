@@ -45,6 +45,7 @@ type Store struct {
 	shutdownDone chan struct{} // closed when Shutdown has finished
 	shutdownErr  error         // written before shutdownDone is closed
 	bg           sync.WaitGroup
+	nudgeCh      chan struct{} // 1 slot: a commit index to propagate (nudge.go)
 
 	// subsMu guards subs, isLeader and leaderChg (leadership.go). Lock
 	// order: subsMu is never held while taking mu.
@@ -80,6 +81,7 @@ func New(cfg Config) (*Store, error) {
 		raftDown:     make(chan struct{}),
 		shutdownDone: make(chan struct{}),
 		subs:         make(map[*subscriber]struct{}),
+		nudgeCh:      make(chan struct{}, 1),
 	}
 	var err error
 	if s.fsm, err = newFSM(cfg.Modules, s.log); err != nil {
@@ -94,6 +96,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	s.startLeadershipLoop()
 	s.startLogCap()
+	s.startNudger()
 	s.log.Info("raft store started", "addr", s.Addr())
 	return s, nil
 }
@@ -108,6 +111,7 @@ func (s *Store) open() error {
 	if s.bolt, err = openLogStore(s.cfg.DataDir); err != nil {
 		return err
 	}
+	s.bolt.fault = s.cfg.LogWriteFault
 	rlog := newHCLogAdapter(s.log, "raft")
 	snaps, err := openSnapshotStore(s.cfg, rlog)
 	if err != nil {

@@ -129,12 +129,19 @@ func TestStore_ApplyAndResults(t *testing.T) {
 		t.Fatal("a refused command reached the log")
 	}
 
-	// Raw commands as forwarded by followers; ignorable unknown types commit and are skipped.
+	// Raw commands as forwarded by followers; an unknown type is refused
+	// even with the ignorable bit, and nothing reaches the log.
 	if res, idx, err := s.ApplyRaw(ctx, encode(cmdKVPut, put("b=9"))); err != nil || res != "" || idx == 0 {
 		t.Fatalf("raw put: %v %d %v", res, idx, err)
 	}
-	if res, idx, err := s.ApplyRaw(ctx, []byte{0x90, 1, 2}); err != nil || res != nil || idx == 0 {
-		t.Fatalf("raw ignorable: %v %d %v", res, idx, err)
+	before = s.AppliedIndex()
+	for _, raw := range [][]byte{{0x90, 1, 2}, encode(200, put("b=1")), encode(255, &concordv1.AgentRegisterRequest{Agent: &concordv1.AgentRecord{Id: "x"}})} {
+		if _, _, err := s.ApplyRaw(ctx, raw); !errors.Is(err, ErrUnknownCommand) && !errors.Is(err, ErrInvalidCommand) {
+			t.Fatalf("raw %x: err %v, want refused", raw[:1], err)
+		}
+	}
+	if s.AppliedIndex() != before {
+		t.Fatal("a refused raw command reached the log")
 	}
 	if v, _ := kv.get("b"); v != "9" {
 		t.Fatalf("b=%q", v)

@@ -130,6 +130,11 @@ func startNodes(ctx context.Context, ps *procs, bin, dir string) ([]*node, error
 	if err != nil {
 		return nil, err
 	}
+	// The key goes to the nodes in a file: secrets stay off the command line.
+	keyFile := filepath.Join(dir, "gossip.key")
+	if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
+		return nil, fmt.Errorf("write gossip key: %w", err)
+	}
 	tlsDir := filepath.Join(dir, "tls")
 	if err := makeTLS(bin, tlsDir); err != nil {
 		return nil, err
@@ -146,7 +151,7 @@ func startNodes(ctx context.Context, ps *procs, bin, dir string) ([]*node, error
 			"--node-id", n.id, "--system-id", "demo", "--data-dir", filepath.Join(dir, n.id),
 			"--http-addr", fmt.Sprintf("127.0.0.1:%d", n.http), "--grpc-addr", fmt.Sprintf("127.0.0.1:%d", n.grpc),
 			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", n.raft), "--gossip-addr", fmt.Sprintf("127.0.0.1:%d", n.gs),
-			"--join", joinHosts(gossip), "--bootstrap-expect", "3", "--gossip-key", key,
+			"--join", joinHosts(gossip), "--bootstrap-expect", "3", "--gossip-key-file", keyFile,
 			"--tls-ca-file", filepath.Join(tlsDir, "demo-ca.pem"),
 			"--tls-cert-file", filepath.Join(tlsDir, "demo-server-"+n.id+".pem"),
 			"--tls-key-file", filepath.Join(tlsDir, "demo-server-"+n.id+"-key.pem"),

@@ -24,14 +24,14 @@ func newACLCmd() *cobra.Command {
 }
 
 func aclCall(ctx context.Context, f *adminFlags, fn func(context.Context, concordv1.AclAdminClient) error) error {
-	return f.callConn(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
-		return fn(ctx, concordv1.NewAclAdminClient(conn))
+	return f.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
+		return fn(ctx, concordv1.NewAclAdminClient(cc))
 	})
 }
 
 func newTokenCreateCmd() *cobra.Command {
 	var f adminFlags
-	var req concordv1.CreateTokenRequest
+	var req concordv1.AclCreateTokenRequest
 	var ttl time.Duration
 	cmd := &cobra.Command{
 		Use:   "create",
@@ -79,7 +79,7 @@ func newTokenListCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return aclCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.AclAdminClient) error {
-				res, err := c.ListTokens(ctx, &concordv1.ListTokensRequest{})
+				res, err := c.ListTokens(ctx, &concordv1.AclListTokensRequest{})
 				if err != nil {
 					return err
 				}
@@ -114,7 +114,7 @@ func newTokenRevokeCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return aclCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.AclAdminClient) error {
-				if _, err := c.RevokeToken(ctx, &concordv1.RevokeTokenRequest{Id: args[0]}); err != nil {
+				if _, err := c.RevokeToken(ctx, &concordv1.AclRevokeTokenRequest{Id: args[0]}); err != nil {
 					return err
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "revoked API key %s\n", args[0])

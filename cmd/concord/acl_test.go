@@ -121,7 +121,7 @@ func TestClientCredentialFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = srv.Shutdown(context.Background()) }()
-	key, err := srv.ACLAdmin().CreateToken(ctx, &concordv1.CreateTokenRequest{ParticipantIdPattern: "*", ParticipantTypes: []string{"client"}})
+	key, err := srv.ACLAdmin().CreateToken(ctx, &concordv1.AclCreateTokenRequest{ParticipantIdPattern: "*", ParticipantTypes: []string{"client"}})
 	if err != nil {
 		t.Fatal(err)
 	}

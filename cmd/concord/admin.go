@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/concordmap/concord/node/cluster"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -32,19 +33,19 @@ func (f *adminFlags) register(cmd *cobra.Command) {
 	f.tls.bind(cmd.Flags())
 }
 
-// call dials the node and runs fn with a deadline: TLS with --ca-file
-// (presenting the operator certificate when given), plaintext otherwise
-// (nodes started with --insecure or --dev); the operator token, when
-// given, travels as gRPC metadata.
+// call runs fn against the node's Cluster service (see callConn).
 func (f *adminFlags) call(ctx context.Context, fn func(context.Context, concordv1.ClusterClient) error) error {
-	return f.callConn(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
-		return fn(ctx, concordv1.NewClusterClient(conn))
+	return f.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
+		return fn(ctx, concordv1.NewClusterClient(cc))
 	})
 }
 
-// callConn dials the node and runs fn on the connection with a deadline,
-// for any admin service (Cluster, AclAdmin).
-func (f *adminFlags) callConn(ctx context.Context, fn func(context.Context, *grpc.ClientConn) error) error {
+// callConn dials the node and runs fn with a deadline: TLS with --ca-file
+// (presenting the operator certificate when given), plaintext otherwise
+// (nodes started with --insecure or --dev); the operator token, when
+// given, travels as gRPC metadata, and every call carries the admin marker
+// (cluster.AdminMetadataKey): it is an operator's.
+func (f *adminFlags) callConn(ctx context.Context, fn func(context.Context, grpc.ClientConnInterface) error) error {
 	creds := insecure.NewCredentials()
 	tc, err := f.tls.config()
 	if err != nil {
@@ -67,7 +68,7 @@ func (f *adminFlags) callConn(ctx context.Context, fn func(context.Context, *grp
 	if tok != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
 	}
-	if err := fn(ctx, conn); err != nil {
+	if err := fn(cluster.WithAdminMarker(ctx), conn); err != nil {
 		return fmt.Errorf("%s: %w", f.addr, err)
 	}
 	return nil
@@ -159,7 +160,7 @@ leaves, dies or rejoins at another address.`,
 func newKeygenCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "keygen",
-		Short: "Print a new random gossip encryption key (base64, 32 bytes) for --gossip-key",
+		Short: "Print a new random gossip encryption key (base64, 32 bytes) for --gossip-key-file or concord keyring install",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			key := make([]byte, 32)

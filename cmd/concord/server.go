@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"time"
@@ -36,13 +35,16 @@ type serverFlags struct {
 	gossipAdvertise string
 	join            []string
 	bootstrapExpect int
-	gossipKey       string
+	gossipKeyFile   string
+	// gossipKeyArg is the removed --gossip-key: set only to refuse it.
+	gossipKeyArg    string
 	deadCleanup     time.Duration
 	minQuorum       int
 	leaveOnShutdown bool
 	raftMultiplier  int
 	runRetention    time.Duration
 	maxFinishedRuns int
+	enableDebug     bool
 	maxLogEntries   uint64
 	logs            logFlags
 	tls             serverTLSFlags
@@ -90,7 +92,11 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.StringVar(&f.gossipAdvertise, "gossip-advertise", "", "gossip address peers use (default: --gossip-addr)")
 	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of servers to join (comma separated; retried with backoff)")
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "bootstrap Raft once this many servers see each other (every initial server uses the same value)")
-	fl.StringVar(&f.gossipKey, "gossip-key", "", "base64 gossip encryption key, 16/24/32 bytes (required unless --dev; see concord keygen)")
+	fl.StringVar(&f.gossipKeyFile, "gossip-key-file", "",
+		"file holding the base64 gossip encryption key, 16/24/32 bytes (or set "+gossipKeyEnv+"; required unless --dev; see concord keygen). "+
+			"Used on first start: afterwards the keyring in the data dir (see concord keyring) is authoritative")
+	fl.StringVar(&f.gossipKeyArg, "gossip-key", "", "removed: use --gossip-key-file or "+gossipKeyEnv)
+	_ = fl.MarkHidden("gossip-key")
 	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", d.Cluster.DeadServerCleanupDelay, "remove a dead server from Raft after this long")
 	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many by dead-server cleanup")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
@@ -109,6 +115,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "required aud of bearer tokens (with --jwt-jwks-file)")
 	fl.StringSliceVar(&f.allowOrigins, "allow-origin", nil,
 		"browser origins (scheme://host:port) allowed to open MAP connections besides this node's host and the system's members; \"*\" allows any")
+	fl.BoolVar(&f.enableDebug, "enable-debug", false, "serve /debug/pprof on the HTTP port (profiles and the command line: an operator-only surface)")
 	fl.Uint64Var(&f.maxLogEntries, "max-log-entries", d.Raft.MaxLogEntries,
 		"snapshot as soon as this many Raft log entries were written since the last snapshot, bounding the log (and the memory its mapped file takes) whatever the write rate; "+
 			"lower snapshots more often, 0 leaves it to the 2-minute snapshot timer")
@@ -190,11 +197,15 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.Cluster.DeadServerCleanupDelay = f.deadCleanup
 	cfg.Cluster.MinQuorum = f.minQuorum
-	if f.gossipKey != "" {
-		key, err := base64.StdEncoding.DecodeString(f.gossipKey)
-		if err != nil {
-			return cfg, cleanup, fmt.Errorf("--gossip-key: not base64: %w", err)
-		}
+	if f.changed("gossip-key") {
+		return cfg, cleanup, fmt.Errorf("--gossip-key: %w (they show in ps and /debug/pprof/cmdline): "+
+			"put the key in a file readable only by the server and pass --gossip-key-file, or set %s", errSecretOnCommandLine, gossipKeyEnv)
+	}
+	key, err := readGossipKey(f.gossipKeyFile)
+	if err != nil {
+		return cfg, cleanup, err
+	}
+	if key != nil {
 		cfg.GossipKey = key
 	}
 	if f.bootstrapExpect > 0 {
@@ -212,6 +223,7 @@ func (f serverFlags) config() (node.Config, func(), error) {
 		}
 		cfg.ACL.JWT = &acl.JWTConfig{JWKSFile: f.jwksFile, Issuer: f.jwtIssuer, Audience: f.jwtAudience, Leeway: 30 * time.Second}
 	}
+	cfg.EnableDebug = f.enableDebug
 	cfg.Raft.MaxLogEntries = f.maxLogEntries
 	cfg.RunService.FinishedRetention, cfg.RunService.MaxFinishedRuns = f.runRetention, f.maxFinishedRuns
 	// --dev keeps DevConfig's quick single-node timings unless asked.

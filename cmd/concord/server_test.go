@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +78,79 @@ func TestServerCmd_RaftMultiplierError(t *testing.T) {
 	_, err := execRoot(t, "server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-multiplier", "0")
 	if !errors.Is(err, node.ErrInvalidRaftConfig) || !strings.Contains(err.Error(), "--raft-multiplier") {
 		t.Fatalf("err = %v, want a --raft-multiplier ErrInvalidConfig", err)
+	}
+}
+
+func TestServerFlags_GossipKey(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	b64 := base64.StdEncoding.EncodeToString(key)
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, bad, short := file("good", b64+"\n"), file("bad", "not base64!"), file("short", base64.StdEncoding.EncodeToString([]byte("short")))
+	base := []string{"--node-id", "n1", "--data-dir", t.TempDir(), "--insecure"}
+	tests := []struct {
+		name   string
+		args   []string
+		env    string
+		want   []byte
+		errHas string
+	}{
+		{name: "file", args: append(base, "--gossip-key-file", good), want: key},
+		{name: "env", args: base, env: b64, want: key},
+		{name: "none", args: base},
+		{name: "value flag refused", args: append(base, "--gossip-key", b64), errHas: "--gossip-key-file"},
+		{name: "both", args: append(base, "--gossip-key-file", good), env: b64, errHas: "given twice"},
+		{name: "missing file", args: append(base, "--gossip-key-file", filepath.Join(dir, "nope")), errHas: "no such file"},
+		{name: "not base64", args: append(base, "--gossip-key-file", bad), errHas: "not base64"},
+		{name: "wrong size", args: append(base, "--gossip-key-file", short), errHas: "5 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.env != "" {
+				t.Setenv(gossipKeyEnv, tt.env)
+			}
+			cfg, err := serverConfig(t, tt.args...)
+			if tt.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errHas) {
+					t.Fatalf("err = %v, want %q", err, tt.errHas)
+				}
+				if strings.Contains(err.Error(), b64) {
+					t.Fatalf("the error repeats the key: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(cfg.GossipKey, tt.want) {
+				t.Fatalf("key %x, want %x", cfg.GossipKey, tt.want)
+			}
+		})
+	}
+}
+
+// After the first start the keyring in the data dir is the key: an
+// --insecure restart without a key file keeps gossip encrypted.
+func TestServerFlags_KeyringMakesTheKeyOptional(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := serverConfig(t, "--node-id", "n1", "--data-dir", dir, "--insecure")
+	if err != nil || !cfg.GossipPlaintext {
+		t.Fatalf("no key, no keyring: %v plaintext=%v, want plaintext gossip", err, cfg.GossipPlaintext)
+	}
+	if err := os.WriteFile(filepath.Join(dir, node.KeyringFileName), []byte(`{"keys":["MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = serverConfig(t, "--node-id", "n1", "--data-dir", dir, "--insecure")
+	if err != nil || cfg.GossipPlaintext {
+		t.Fatalf("keyring present: %v plaintext=%v, want encrypted gossip", err, cfg.GossipPlaintext)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("keyring present, no key: %v", err)
 	}
 }

@@ -40,7 +40,7 @@ func (f *serverTLSFlags) bind(fl *pflag.FlagSet) {
 
 // apply fills cfg's TLS fields. Outside --dev, TLS material is required
 // unless --insecure; --insecure also lets gossip run unencrypted when no
-// gossip key is given.
+// gossip key is given and the data dir holds no keyring.
 func (f *serverTLSFlags) apply(cfg *node.Config, dev bool) error {
 	cfg.TLS = tlsconf.Config{CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile}
 	auth, err := tlsconf.ParseClientAuth(f.httpClientAuth)
@@ -56,7 +56,7 @@ func (f *serverTLSFlags) apply(cfg *node.Config, dev bool) error {
 		cfg.Insecure = false
 	case f.insecure:
 		cfg.Insecure = true
-		if len(cfg.GossipKey) == 0 {
+		if len(cfg.GossipKey) == 0 && !node.HasKeyring(cfg.DataDir) {
 			cfg.GossipPlaintext = true
 		}
 	case dev:

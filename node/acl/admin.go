@@ -43,7 +43,7 @@ func NewAdminService(keys *Module, store Proposer, waitApplied func(context.Cont
 func (s *AdminService) Register(g *grpc.Server) { concordv1.RegisterAclAdminServer(g, s) }
 
 // CreateToken implements concordv1.AclAdminServer.
-func (s *AdminService) CreateToken(ctx context.Context, req *concordv1.CreateTokenRequest) (*concordv1.CreateTokenResponse, error) {
+func (s *AdminService) CreateToken(ctx context.Context, req *concordv1.AclCreateTokenRequest) (*concordv1.AclCreateTokenResponse, error) {
 	id, token, hash := NewKey()
 	now := s.now()
 	k := &concordv1.ApiKey{
@@ -65,12 +65,12 @@ func (s *AdminService) CreateToken(ctx context.Context, req *concordv1.CreateTok
 	}
 	out := proto.CloneOf(k)
 	out.SecretSha256 = nil
-	return &concordv1.CreateTokenResponse{Key: out, Token: token}, nil
+	return &concordv1.AclCreateTokenResponse{Key: out, Token: token}, nil
 }
 
 // ListTokens implements concordv1.AclAdminServer (hashes left out).
-func (s *AdminService) ListTokens(context.Context, *concordv1.ListTokensRequest) (*concordv1.ListTokensResponse, error) {
-	out := &concordv1.ListTokensResponse{}
+func (s *AdminService) ListTokens(context.Context, *concordv1.AclListTokensRequest) (*concordv1.AclListTokensResponse, error) {
+	out := &concordv1.AclListTokensResponse{}
 	for _, k := range s.keys.Keys() {
 		c := proto.CloneOf(k)
 		c.SecretSha256 = nil
@@ -80,7 +80,7 @@ func (s *AdminService) ListTokens(context.Context, *concordv1.ListTokensRequest)
 }
 
 // RevokeToken implements concordv1.AclAdminServer.
-func (s *AdminService) RevokeToken(ctx context.Context, req *concordv1.RevokeTokenRequest) (*concordv1.RevokeTokenResponse, error) {
+func (s *AdminService) RevokeToken(ctx context.Context, req *concordv1.AclRevokeTokenRequest) (*concordv1.AclRevokeTokenResponse, error) {
 	if req.GetId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "id is required")
 	}
@@ -90,7 +90,7 @@ func (s *AdminService) RevokeToken(ctx context.Context, req *concordv1.RevokeTok
 	if err := s.apply(ctx, concordv1.CommandType_COMMAND_TYPE_ACL_KEY_REVOKE, &concordv1.AclKeyRevoke{Id: req.GetId()}); err != nil {
 		return nil, err
 	}
-	return &concordv1.RevokeTokenResponse{}, nil
+	return &concordv1.AclRevokeTokenResponse{}, nil
 }
 
 func (s *AdminService) apply(ctx context.Context, t concordv1.CommandType, m proto.Message) error {

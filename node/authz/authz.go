@@ -50,6 +50,9 @@ type Config struct {
 	// IsMember reports whether node id is a current member of the system
 	// (in the Raft configuration or alive in gossip). Required with TLS.
 	IsMember func(nodeID string) bool
+	// SystemID, when set, is this system: a certificate naming another
+	// system grants nothing (federation peers reach only Open methods).
+	SystemID string
 	// Token is the operator token; empty accepts no token.
 	Token []byte
 	// Methods maps full gRPC method names ("/pkg.Service/Method") to their
@@ -109,8 +112,12 @@ func (a *Authorizer) Check(cl Class, c Caller) error {
 		}
 		return nil
 	}
-	member := c.HasID && c.ID.Role == pki.RoleServer && a.cfg.IsMember(c.ID.Name)
-	operator := tokenOK || (c.HasID && c.ID.Role == pki.RoleOperator)
+	// A certificate of another system (a federation peer, admitted to the
+	// handshake so its federation calls can verify it) is never a member
+	// or an operator here.
+	ours := c.HasID && (a.cfg.SystemID == "" || c.ID.SystemID == a.cfg.SystemID)
+	member := ours && c.ID.Role == pki.RoleServer && a.cfg.IsMember(c.ID.Name)
+	operator := tokenOK || (ours && c.ID.Role == pki.RoleOperator)
 	switch cl {
 	case Open:
 		return nil

@@ -30,7 +30,10 @@ import (
 
 const benchMsgSize = 256
 
-var benchPayload = []byte(`{"id":"01J0000000000000000000000","payload":"` + strings.Repeat("x", benchMsgSize-48) + `"}`)[:benchMsgSize]
+var benchPayload = func() []byte {
+	head := `{"id":"01J0000000000000000000000","from":"agent-a","to":{"agent":"agent-1"},"payload":"`
+	return []byte(head + strings.Repeat("x", benchMsgSize-len(head)-2) + `"}`)
+}()
 
 // countingDeliverer counts what it is given.
 type countingDeliverer struct{ n atomic.Int64 }

@@ -16,6 +16,7 @@ var (
 	_ SessionReader       = (*registry.State)(nil)
 	_ MemberLister        = (*membership.Membership)(nil)
 	_ LocalDeliverer      = (*router.Router)(nil)
+	_ Keyring             = (*membership.Membership)(nil)
 	_ AddrResolver        = (*Directory)(nil)
 	_ PeerLister          = (*Directory)(nil)
 	_ raftstore.Forwarder = (*Forwarder)(nil)

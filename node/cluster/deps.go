@@ -94,3 +94,14 @@ type SessionReader interface {
 	// SessionAgents sizes the event ids the detach needs.
 	SessionAgents(sessionID string) []registry.Agent
 }
+
+// Keyring is the node's gossip keyring, changed by the Admin service.
+// Implemented by *membership.Membership; its errors wrap
+// membership.ErrNoKeyring and membership.ErrKeyring.
+type Keyring interface {
+	// Keys returns the installed keys, the primary first.
+	Keys() [][]byte
+	InstallKey(key []byte) error
+	UseKey(key []byte) error
+	RemoveKey(key []byte) error
+}

@@ -1,5 +1,6 @@
 // Package cluster is the node-to-node half of a Concord system: the gRPC
-// Cluster service (proto/concord/v1/cluster.proto) and its clients.
+// Cluster service (proto/concord/v1/cluster.proto), the operator's Admin
+// service (admin.proto: gossip keyring) and their clients.
 //
 // What it does:
 //   - Forwarder: the raftstore.Config.Forwarder hook. A follower's write is
@@ -13,7 +14,13 @@
 //     subscriptions (EventBroadcaster).
 //   - Server: the grpc.Server with the Cluster service: Forward, the
 //     receiving side of the Relay stream (LocalDeliverer, EventSink), and the admin
-//     RPCs for the CLI (Members, RaftPeers, RemovePeer, Status).
+//     RPCs for the CLI (Members, RaftPeers, RemovePeer, Status); and the
+//     Admin service, whose keyring changes fan out to every alive member
+//     (admin_keyring.go). Both are doors: Forward refuses commands the
+//     leader cannot vouch for (raftstore.ApplyRaw), the Relay receiver
+//     refuses frames that are not MAP messages (relay_check.go), and a
+//     forced RemovePeer needs the admin marker (admin.go, which also names
+//     the admin methods for an authorization layer).
 //   - Reconciler: the leader's loop that keeps the Raft configuration in
 //     line with gossip membership and detaches the sessions of nodes that
 //     died or left.

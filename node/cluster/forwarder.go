@@ -66,6 +66,10 @@ func (f *Forwarder) Close() error { return f.pool.close() }
 //     deadline passed while the leader was working;
 //   - raftstore.ErrUnknownCommand / ErrInvalidCommand: the leader refused
 //     the bytes (nothing proposed, not retryable).
+//
+// A DISK_FULL answer (the leader could not write its log; nothing was
+// committed) is retried like NO_LEADER; the final error then also matches
+// raftstore.ErrDiskFull.
 func (f *Forwarder) Forward(ctx context.Context, leaderID, leaderAddr string, cmd []byte) (uint64, error) {
 	_ = leaderAddr // the gRPC address comes from gossip meta, not the Raft address
 	giveUp := time.Now().Add(f.cfg.ForwardRetryTimeout)
@@ -162,6 +166,11 @@ func (f *Forwarder) classify(ctx context.Context, target string, callErr error) 
 			return fe.GetLeaderId(), fmt.Errorf("%s is not the leader", target), true
 		case concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_NO_LEADER:
 			return "", fmt.Errorf("%s knows no leader", target), true
+		case concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_DISK_FULL:
+			// Nothing was committed and the leader stepped down: another
+			// leader may take the command. If none does, the error still
+			// names the full disk (noLeader wraps the last attempt).
+			return "", fmt.Errorf("forward to %s: %s: %w", target, st.Message(), raftstore.ErrDiskFull), true
 		case concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_LEADERSHIP_LOST,
 			concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_SHUTDOWN:
 			return "", fmt.Errorf("forward to %s: %s: %w", target, st.Message(), raftstore.ErrLeadershipLost), false

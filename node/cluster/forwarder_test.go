@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -127,6 +128,7 @@ func TestForward_ErrorMapping(t *testing.T) {
 		{"domain error", &raftstore.CommandError{Index: 9, Err: errTest}, 9, nil, 1},
 		{"no leader", raftstore.ErrNoLeader, 0, ErrNoLeader, 0},
 		{"not leader, leader unknown to gossip", &raftstore.NotLeaderError{LeaderID: "ghost"}, 0, ErrNoLeader, 1}, // then retries ghost
+		{"disk full: retried, then named", fmt.Errorf("%w: no space left on device", raftstore.ErrDiskFull), 0, raftstore.ErrDiskFull, 0},
 		{"leadership lost", raftstore.ErrLeadershipLost, 0, raftstore.ErrLeadershipLost, 1},
 		{"timeout", raftstore.ErrTimeout, 0, raftstore.ErrTimeout, 1},
 		{"shutdown", raftstore.ErrShutdown, 0, raftstore.ErrLeadershipLost, 1},

@@ -288,4 +288,10 @@ func mustBeWithin(t testing.TB, start time.Time, limit time.Duration, what strin
 
 var errTest = errors.New("test error")
 
-func fmtMsg(g, i int) string { return fmt.Sprintf(`{"g":%d,"i":%d}`, g, i) }
+func fmtMsg(g, i int) string { return mapMsg(fmt.Sprintf("g%d-%d", g, i)) }
+
+// mapMsg is a minimal MAP Message with the given id, as the relay's door
+// check wants it.
+func mapMsg(id string) string {
+	return `{"id":"` + id + `","from":"agent-a","to":{"agent":"x"},"payload":{}}`
+}

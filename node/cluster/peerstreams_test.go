@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,10 +66,10 @@ func newRelayPair(t *testing.T, tweak func(a, b *Config), opts ...grpc.ServerOpt
 func TestPeerStreams_DeliversAndAcks(t *testing.T) {
 	p := newRelayPair(t, nil)
 	ctx := testCtx(t)
-	if err := p.relay.Send(ctx, "b", envelope("x", `{"id":"m1"}`)); err != nil {
+	if err := p.relay.Send(ctx, "b", envelope("x", mapMsg("m1"))); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	if got := p.recB.messages("x"); len(got) != 1 || got[0] != `{"id":"m1"}` {
+	if got := p.recB.messages("x"); len(got) != 1 || got[0] != mapMsg("m1") {
 		t.Fatalf("delivered %q, want the message byte for byte", got)
 	}
 }
@@ -93,7 +94,7 @@ func TestPeerStreams_AckFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.agent, func(t *testing.T) {
-			err := p.relay.Send(ctx, "b", envelope(tc.agent, `{}`))
+			err := p.relay.Send(ctx, "b", envelope(tc.agent, mapMsg("m")))
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("Send: %v", err)
@@ -164,13 +165,13 @@ func TestPeerStreams_OrderAndBatchingUnderLoad(t *testing.T) {
 func TestPeerStreams_PeerNotAlive(t *testing.T) {
 	p := newRelayPair(t, nil)
 	start := time.Now()
-	err := p.relay.Send(testCtx(t), "nobody", envelope("x", `{}`))
+	err := p.relay.Send(testCtx(t), "nobody", envelope("x", mapMsg("m")))
 	if !errors.Is(err, ErrPeerUnavailable) {
 		t.Fatalf("Send to an unknown node = %v, want ErrPeerUnavailable", err)
 	}
 	mustBeWithin(t, start, 100*time.Millisecond, "refusing an unknown node")
 	var got error
-	p.relay.Submit(testCtx(t), "nobody", envelope("x", `{}`), func(err error) { got = err })
+	p.relay.Submit(testCtx(t), "nobody", envelope("x", mapMsg("m")), func(err error) { got = err })
 	if !errors.Is(got, ErrPeerUnavailable) {
 		t.Fatalf("Submit reported %v before returning, want ErrPeerUnavailable", got)
 	}
@@ -187,7 +188,7 @@ func TestPeerStreams_PeerDownFailsWithinDeadline(t *testing.T) {
 	res := newResolver("down", addr)
 	r := newTestPeerStreams(t, cfg, res, res)
 	start := time.Now()
-	err := r.Send(context.Background(), "down", envelope("x", `{}`))
+	err := r.Send(context.Background(), "down", envelope("x", mapMsg("m")))
 	if !errors.Is(err, ErrPeerUnavailable) {
 		t.Fatalf("Send = %v, want ErrPeerUnavailable", err)
 	}
@@ -203,7 +204,7 @@ func TestPeerStreams_StalledPeerTimesOut(t *testing.T) {
 	p.recB.block = block
 	p.recB.mu.Unlock()
 	start := time.Now()
-	err := p.relay.Send(context.Background(), "b", envelope("x", `{}`))
+	err := p.relay.Send(context.Background(), "b", envelope("x", mapMsg("m")))
 	close(block)
 	if !errors.Is(err, ErrDeliveryTimeout) {
 		t.Fatalf("Send = %v, want ErrDeliveryTimeout", err)
@@ -213,7 +214,7 @@ func TestPeerStreams_StalledPeerTimesOut(t *testing.T) {
 	p.recB.block = nil
 	p.recB.mu.Unlock()
 	eventually(t, 5*time.Second, func() error { // a fresh stream works again
-		return p.relay.Send(testCtx(t), "b", envelope("x", `{}`))
+		return p.relay.Send(testCtx(t), "b", envelope("x", mapMsg("m")))
 	})
 }
 
@@ -227,7 +228,7 @@ func TestPeerStreams_ContextDeadlineBoundsTheWait(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := p.relay.Send(ctx, "b", envelope("x", `{}`))
+	err := p.relay.Send(ctx, "b", envelope("x", mapMsg("m")))
 	// Either the relay's sweep (the item's deadline is ctx's) or ctx.Done
 	// in Send ends the wait first; both report ErrDeliveryTimeout.
 	if !errors.Is(err, ErrDeliveryTimeout) {
@@ -241,11 +242,11 @@ func TestPeerStreams_ContextDeadlineBoundsTheWait(t *testing.T) {
 func TestPeerStreams_ReconnectAfterPeerRestart(t *testing.T) {
 	p := newRelayPair(t, func(a, _ *Config) { a.RelayDeliveryTimeout = scaled(500 * time.Millisecond) })
 	ctx := testCtx(t)
-	if err := p.relay.Send(ctx, "b", envelope("x", `{"n":1}`)); err != nil {
+	if err := p.relay.Send(ctx, "b", envelope("x", mapMsg("n1"))); err != nil {
 		t.Fatalf("first Send: %v", err)
 	}
 	p.srvB.stop(t)
-	err := p.relay.Send(context.Background(), "b", envelope("x", `{"n":2}`))
+	err := p.relay.Send(context.Background(), "b", envelope("x", mapMsg("n2")))
 	if err == nil {
 		t.Fatal("Send to a stopped peer succeeded")
 	}
@@ -255,9 +256,9 @@ func TestPeerStreams_ReconnectAfterPeerRestart(t *testing.T) {
 	rec2 := newRecorder()
 	startServer(t, testConfig(t, "b"), ServerDeps{Store: &fakeStore{id: "b"}, Deliverer: rec2}, listen(t, p.srvB.addr))
 	eventually(t, 5*time.Second, func() error {
-		return p.relay.Send(ctx, "b", envelope("x", `{"n":3}`))
+		return p.relay.Send(ctx, "b", envelope("x", mapMsg("n3")))
 	})
-	if got := rec2.messages("x"); len(got) == 0 || got[len(got)-1] != `{"n":3}` {
+	if got := rec2.messages("x"); len(got) == 0 || got[len(got)-1] != mapMsg("n3") {
 		t.Fatalf("restarted peer got %q", got)
 	}
 }
@@ -309,7 +310,7 @@ func TestPeerStreams_CloseFailsPending(t *testing.T) {
 	p.recB.block = block
 	p.recB.mu.Unlock()
 	errs := make(chan error, 1)
-	go func() { errs <- p.relay.Send(context.Background(), "b", envelope("x", `{}`)) }()
+	go func() { errs <- p.relay.Send(context.Background(), "b", envelope("x", mapMsg("m"))) }()
 	eventually(t, 5*time.Second, func() error {
 		p.relay.mu.RLock()
 		defer p.relay.mu.RUnlock()
@@ -324,14 +325,14 @@ func TestPeerStreams_CloseFailsPending(t *testing.T) {
 	if err := <-errs; !errors.Is(err, ErrClosed) && !errors.Is(err, ErrDeliveryTimeout) {
 		t.Fatalf("Send in flight at Close = %v", err)
 	}
-	if err := p.relay.Send(testCtx(t), "b", envelope("x", `{}`)); !errors.Is(err, ErrClosed) {
+	if err := p.relay.Send(testCtx(t), "b", envelope("x", mapMsg("m"))); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Send after Close = %v, want ErrClosed", err)
 	}
 }
 
 func TestPeerStreams_IdleSenderExits(t *testing.T) {
 	p := newRelayPair(t, func(a, _ *Config) { a.RelayIdleTimeout = 50 * time.Millisecond })
-	if err := p.relay.Send(testCtx(t), "b", envelope("x", `{}`)); err != nil {
+	if err := p.relay.Send(testCtx(t), "b", envelope("x", mapMsg("m"))); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, func() error {
@@ -342,7 +343,7 @@ func TestPeerStreams_IdleSenderExits(t *testing.T) {
 		}
 		return nil
 	})
-	if err := p.relay.Send(testCtx(t), "b", envelope("x", `{}`)); err != nil {
+	if err := p.relay.Send(testCtx(t), "b", envelope("x", mapMsg("m"))); err != nil {
 		t.Fatalf("Send after idle exit: %v", err)
 	}
 }
@@ -414,7 +415,7 @@ func TestPeerStreams_BlockedPeerCannotHangSenders(t *testing.T) {
 	p.recB.mu.Lock()
 	p.recB.block = block
 	p.recB.mu.Unlock()
-	big := make([]byte, 16<<10)
+	big := []byte(`{"id":"m","from":"a","to":{"agent":"x"},"payload":"` + strings.Repeat("x", 16<<10) + `"}`)
 	const n = 2000 // 32 MB: far beyond any HTTP/2 window
 	var wg sync.WaitGroup
 	var timedOut atomic.Int64

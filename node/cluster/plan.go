@@ -37,6 +37,7 @@ type action struct {
 type memberView struct {
 	id       string
 	raftAddr string
+	bootID   string // changes when the member's process restarts
 	server   bool
 	status   membership.Status
 	since    time.Time
@@ -165,7 +166,7 @@ func newTracker() *tracker { return &tracker{seen: make(map[string]memberView)} 
 func (t *tracker) update(members []membership.Member, extra []string, now time.Time) map[string]memberView {
 	next := make(map[string]memberView, len(members)+len(extra))
 	for _, m := range members {
-		v := memberView{id: m.ID, raftAddr: m.RaftAddr, server: m.Role == membership.RoleServer, status: m.Status, since: now}
+		v := memberView{id: m.ID, raftAddr: m.RaftAddr, bootID: m.BootID, server: m.Role == membership.RoleServer, status: m.Status, since: now}
 		if old, ok := t.seen[m.ID]; ok && old.status == m.Status {
 			v.since = old.since
 		}

@@ -23,6 +23,8 @@ func TestRemovedAlive(t *testing.T) {
 	n3 := func(m memberView) map[string]memberView { return views(alive("n1"), alive("n2"), m) }
 	moved := alive("n3")
 	moved.raftAddr = "n3:other"
+	restarted := alive("n3")
+	restarted.bootID = "second-boot"
 	type step struct {
 		servers []raftstore.Server
 		members map[string]memberView
@@ -55,6 +57,9 @@ func TestRemovedAlive(t *testing.T) {
 		}},
 		{"mark cleared when it rejoins at another address", []step{
 			{all, up, nil}, {two, up, []string{"n3"}}, {two, n3(moved), nil},
+		}},
+		{"mark cleared when it restarts at the same address (new boot id)", []step{
+			{all, up, nil}, {two, up, []string{"n3"}}, {two, n3(restarted), nil},
 		}},
 		{"mark cleared when it is configured again", []step{
 			{all, up, nil}, {two, up, []string{"n3"}}, {all, up, nil}, {all, up, nil},
@@ -177,12 +182,17 @@ func TestServer_RemovePeerOfAliveMember(t *testing.T) {
 			t.Errorf("error %q does not mention %q", status.Convert(err).Message(), want)
 		}
 	}
+	// A forced removal without the admin marker is refused: a peer's
+	// node-to-node call never forces one by accident.
+	if _, err := c.RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: "n2", Force: true}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("forced RemovePeer without the admin marker = %v, want PermissionDenied", err)
+	}
 	for _, req := range []*concordv1.RemovePeerRequest{
 		{Id: "n3"},              // dead
 		{Id: "n9"},              // unknown to gossip
 		{Id: "n2", Force: true}, // alive, forced
 	} {
-		if _, err := c.RemovePeer(ctx, req); err != nil {
+		if _, err := c.RemovePeer(WithAdminMarker(ctx), req); err != nil {
 			t.Fatalf("RemovePeer(%v): %v", req, err)
 		}
 	}

@@ -32,9 +32,14 @@ type ServerDeps struct {
 	Deliverer LocalDeliverer
 	// Events receives relayed message events (the *fanout.Hub). Optional.
 	Events EventSink
+	// Keyring is the gossip keyring the Admin service lists and changes
+	// (the *membership.Membership). Optional: nil answers the keyring
+	// methods with FAILED_PRECONDITION.
+	Keyring Keyring
 }
 
-// Server is the node's gRPC server with the Cluster service registered.
+// Server is the node's gRPC server with the Cluster and Admin services
+// registered.
 // Other services (federation) may be registered on GRPC() before Serve.
 // Serve runs on a goroutine the caller owns; Shutdown stops it.
 type Server struct {
@@ -79,6 +84,7 @@ func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
 		stopping: make(chan struct{}),
 	}
 	concordv1.RegisterClusterServer(s.grpc, &service{s: s})
+	concordv1.RegisterAdminServer(s.grpc, &adminService{s: s})
 	return s, nil
 }
 

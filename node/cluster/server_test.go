@@ -19,12 +19,18 @@ import (
 // client dials a Cluster service for a test.
 func client(t *testing.T, addr string) concordv1.ClusterClient {
 	t.Helper()
+	return concordv1.NewClusterClient(dialTest(t, addr))
+}
+
+// dialTest dials a test server, closed at cleanup.
+func dialTest(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	return concordv1.NewClusterClient(cc)
+	return cc
 }
 
 func TestServer_AdminOnRealCluster(t *testing.T) {
@@ -110,7 +116,7 @@ func TestServer_Members(t *testing.T) {
 // relay stream must not hold a graceful shutdown until its deadline.
 func TestServer_GracefulShutdownWithOpenRelayStream(t *testing.T) {
 	p := newRelayPair(t, nil)
-	if err := p.relay.Send(testCtx(t), "b", envelope("x", `{}`)); err != nil {
+	if err := p.relay.Send(testCtx(t), "b", envelope("x", mapMsg("m"))); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scaled(5*time.Second))

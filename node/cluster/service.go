@@ -47,6 +47,8 @@ func (s *Server) storeStatus(err error) error {
 		if s.deps.Resolver != nil {
 			fe.LeaderGrpcAddress, _ = s.deps.Resolver.GRPCAddr(nl.LeaderID)
 		}
+	case errors.Is(err, raftstore.ErrDiskFull):
+		code, fe.Reason = codes.ResourceExhausted, concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_DISK_FULL
 	case errors.Is(err, raftstore.ErrNoLeader):
 		code, fe.Reason = codes.Unavailable, concordv1.ForwardErrorReason_FORWARD_ERROR_REASON_NO_LEADER
 	case errors.Is(err, raftstore.ErrLeadershipLost):
@@ -129,6 +131,11 @@ func (v *service) RemovePeer(ctx context.Context, req *concordv1.RemovePeerReque
 	if req.GetId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "id is required")
 	}
+	if req.GetForce() && !hasAdminMarker(ctx) {
+		return nil, status.Errorf(codes.PermissionDenied,
+			"a forced removal is an admin action: send it as an operator (concord raft remove-peer --force), "+
+				"with the %s metadata marker", AdminMetadataKey)
+	}
 	if !req.GetForce() && v.s.memberAlive(req.GetId()) {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"%s is alive in gossip, so the leader would add it back to raft at once: stop the node first "+
@@ -143,7 +150,7 @@ func (v *service) RemovePeer(ctx context.Context, req *concordv1.RemovePeerReque
 			if perr != nil {
 				return nil, status.Error(codes.Unavailable, perr.Error())
 			}
-			return concordv1.NewClusterClient(cc).RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: req.GetId(), Forwarded: true, Force: req.GetForce()})
+			return concordv1.NewClusterClient(cc).RemovePeer(passOnAdmin(ctx), &concordv1.RemovePeerRequest{Id: req.GetId(), Forwarded: true, Force: req.GetForce()})
 		}
 	}
 	if err != nil {

@@ -71,6 +71,9 @@ func (v *service) handleBatch(ctx context.Context, b *concordv1.RelayBatch) *con
 		var err error
 		switch e.GetKind() {
 		case concordv1.RelayKind_RELAY_KIND_MESSAGE:
+			if err = checkRelayMessage(e.GetMessage()); err != nil {
+				break
+			}
 			if v.s.deps.Deliverer == nil {
 				err = router.ErrNotConnected
 				break
@@ -78,9 +81,7 @@ func (v *service) handleBatch(ctx context.Context, b *concordv1.RelayBatch) *con
 			env = router.Envelope{Message: e.GetMessage(), RecipientAgentID: e.GetRecipientAgentId(), RecipientSessionID: e.GetRecipientSessionId()}
 			err = v.s.deps.Deliverer.DeliverLocal(ctx, &env)
 		case concordv1.RelayKind_RELAY_KIND_EVENT:
-			if e.GetEvent() == nil {
-				err = router.ErrBadEnvelope
-			} else if v.s.deps.Events != nil {
+			if err = checkRelayEvent(e.GetEvent()); err == nil && v.s.deps.Events != nil {
 				v.s.deps.Events.PublishEphemeral(eventFromWire(e.GetEvent()))
 			}
 		default:

@@ -66,6 +66,14 @@ type Config struct {
 	NodeID string
 	// System is reported as map/connect's systemInfo.
 	System SystemInfo
+	// SystemID is this system's id (federation): map/agents/list's
+	// filter.systems selects local agents when it names it.
+	SystemID string
+	// RemoteAgents, optional, lists agents imported from linked systems
+	// (every linked system when systems is empty), with ids in the remote
+	// form "<system>:agent:<id>". map/agents/list shows them only when
+	// asked (filter.systems or include.federated). nil: none.
+	RemoteAgents func(systems []string) []registry.Agent
 	// Sessions is the table of sessions attached to this node. Build it
 	// with NewSessions first when node/router and node/fanout need it
 	// before the Service exists; nil makes New create one.

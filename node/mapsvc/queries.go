@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
@@ -117,6 +118,10 @@ type agentFilter struct {
 	hasParent, hasOwner         bool
 	hasChildren                 *bool
 	capabilityID, accepts, pid  string
+	// systems (filter.systems) and federated (include.federated) ask for
+	// agents of linked systems too.
+	systems   []string
+	federated bool
 }
 
 func decodeAgentFilter(p *params) agentFilter {
@@ -129,8 +134,41 @@ func decodeAgentFilter(p *params) agentFilter {
 		f.hasChildren = &v
 	}
 	f.capabilityID, f.accepts, f.pid = fp.str("capabilityId"), fp.str("accepts"), fp.str("persistentId")
+	f.systems = fp.strs("systems")
 	p.merge(fp)
+	ip := p.sub("include")
+	f.federated, _ = ip.boolean("federated")
+	p.merge(ip)
 	return f
+}
+
+// candidates returns the agents map/agents/list filters, sorted by id:
+// this system's, plus the imported remote ones when the filter asks for
+// federated agents (filter.systems naming a linked system, or
+// include.federated).
+func (s *Service) candidates(f *agentFilter) []registry.Agent {
+	local := len(f.systems) == 0 || slices.Contains(f.systems, s.cfg.SystemID)
+	var remote []string
+	for _, sys := range f.systems {
+		if sys != s.cfg.SystemID {
+			remote = append(remote, sys)
+		}
+	}
+	var out []registry.Agent
+	if local {
+		out = s.reg.Agents()
+	}
+	switch {
+	case s.cfg.RemoteAgents == nil:
+		return out
+	case len(f.systems) > 0 && len(remote) == 0: // only this system named
+		return out
+	case len(f.systems) == 0 && !f.federated: // remote agents only when asked
+		return out
+	}
+	out = append(out, s.cfg.RemoteAgents(remote)...)
+	slices.SortFunc(out, func(a, b registry.Agent) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // descriptor is the part of capabilityDescriptor the filter reads.
@@ -221,7 +259,7 @@ func (s *Service) agentsList(ctx context.Context, _ *rpc.Conn, cs *connState, ra
 	if err := p.err(); err != nil {
 		return nil, err
 	}
-	all := s.reg.Agents()
+	all := s.candidates(&f)
 	hasChildren := map[string]bool{}
 	if f.hasChildren != nil {
 		for i := range all {

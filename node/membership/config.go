@@ -57,6 +57,14 @@ type Config struct {
 	// unencrypted gossip. Only `concord server --dev` sets it.
 	AllowPlaintext bool
 
+	// KeyringFile is where the gossip keyring persists (written 0600 on
+	// every change; see keyring.go). When the file exists at New, its keys
+	// are used and GossipKey only warns if it differs: the keyring records
+	// rotations made with InstallKey/UseKey/RemoveKey, the key file an
+	// operator gave once. When it does not exist, GossipKey seeds it.
+	// Empty: keys live only in memory (tests).
+	KeyringFile string
+
 	// JoinAddrs are seed addresses ("host:port", or "host" for BindPort) to
 	// join at Start. Listing this node's own address is harmless. Empty means
 	// this node starts alone and others join it.
@@ -248,8 +256,8 @@ func (c Config) validateNetwork() error {
 	switch len(c.GossipKey) {
 	case 16, 24, 32:
 	case 0:
-		if !c.AllowPlaintext {
-			return fmt.Errorf("GossipKey is required unless AllowPlaintext is set")
+		if !c.AllowPlaintext && c.KeyringFile == "" {
+			return fmt.Errorf("GossipKey is required unless AllowPlaintext or a KeyringFile is set")
 		}
 	default:
 		return fmt.Errorf("GossipKey must be 16, 24 or 32 bytes, got %d", len(c.GossipKey))
@@ -281,6 +289,7 @@ func (c Config) validateMeta() error {
 	}
 	w := c.wireMeta()
 	w.leaving, w.bootstrapped = true, true
+	w.bootID = strings.Repeat("0", bootIDLen)
 	if n := len(encodeMeta(w)); n > memberlist.MetaMaxSize {
 		return fmt.Errorf("encoded Meta is %d bytes, memberlist allows %d", n, memberlist.MetaMaxSize)
 	}

@@ -122,8 +122,8 @@ func TestMembership_MemberlistConfig(t *testing.T) {
 			if mc.Name != cfg.NodeID || mc.AdvertisePort != tc.wantAdvPort {
 				t.Fatalf("name %q advertise port %d, want %q %d", mc.Name, mc.AdvertisePort, cfg.NodeID, tc.wantAdvPort)
 			}
-			if (len(mc.SecretKey) > 0) != tc.wantEncryptedKeyring {
-				t.Fatalf("secret key set = %v, want %v", len(mc.SecretKey) > 0, tc.wantEncryptedKeyring)
+			if mc.EncryptionEnabled() != tc.wantEncryptedKeyring {
+				t.Fatalf("encryption enabled = %v, want %v", mc.EncryptionEnabled(), tc.wantEncryptedKeyring)
 			}
 			if mc.Alive == nil || mc.Merge == nil || mc.Events == nil || mc.Delegate == nil {
 				t.Fatal("filters and event delegate must be installed")

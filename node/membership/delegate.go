@@ -30,6 +30,7 @@ func (d delegate) NodeMeta(limit int) []byte {
 	w := d.m.cfg.wireMeta()
 	w.leaving = d.m.leaving.Load()
 	w.bootstrapped = d.m.bootstrapped.Load()
+	w.bootID = d.m.bootID
 	b := encodeMeta(w)
 	if len(b) > limit {
 		return nil
@@ -132,6 +133,7 @@ func (m *Membership) observe(n *memberlist.Node, gone bool) {
 		NodeMeta:        w.meta,
 		BootstrapExpect: w.bootstrapExpect,
 		Bootstrapped:    w.bootstrapped,
+		BootID:          w.bootID,
 		Status:          StatusAlive,
 	}
 	now := time.Now()

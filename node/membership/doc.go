@@ -32,15 +32,20 @@
 //     "another member is known", not "Join returned nil": seed lists
 //     usually include the node itself, and joining only oneself must not
 //     stop the retries, or servers started together would each stay alone.
-//   - Encrypts gossip with an AES key (GossipKey); plaintext only when the
-//     caller sets AllowPlaintext (`concord server --dev`).
+//   - Encrypts gossip with an AES keyring seeded by GossipKey and persisted
+//     in KeyringFile; InstallKey, UseKey and RemoveKey change it on this
+//     node (keyring.go; node/cluster fans a rotation out to every node).
+//     Plaintext only when the caller sets AllowPlaintext (`concord server
+//     --dev`).
+//   - Gives up joining when the seeds refuse this node's key (Fatal,
+//     ErrGossipKey), so a start fails in seconds with the real cause.
 //
 // # What it does not do
 //
 // It does not change the Raft configuration: the leader's reconciler (in
 // node) subscribes here and adds or removes voters. It does not federate
-// systems (that is package federation, over gRPC). It does not rotate
-// gossip keys. It does not re-join seeds after the node becomes isolated;
+// systems (that is package federation, over gRPC). It does not reach
+// other nodes to rotate keys. It does not re-join seeds after the node becomes isolated;
 // memberlist's periodic push/pull only reaches nodes it still knows.
 //
 // # Who calls it

@@ -37,6 +37,20 @@ var (
 	// this node must not bootstrap and will be added by the leader instead.
 	ErrAlreadyBootstrapped = errors.New("membership: a member already has raft state")
 
+	// ErrGossipKey is the Fatal error when seeds and this node cannot
+	// decrypt each other's gossip: they hold different keys (or one side
+	// encrypts and the other does not). Retrying cannot help.
+	ErrGossipKey = errors.New("membership: gossip key mismatch")
+
+	// ErrNoKeyring is returned by the keyring operations when gossip runs
+	// in plaintext: there is no keyring to change.
+	ErrNoKeyring = errors.New("membership: gossip is not encrypted")
+
+	// ErrKeyring is returned (wrapped, with memberlist's reason) when a
+	// keyring operation is refused: a key of the wrong size, using a key
+	// that is not installed, removing the primary key.
+	ErrKeyring = errors.New("membership: keyring operation refused")
+
 	// ErrBootstrapDisabled is returned by WaitBootstrapExpect when
 	// Config.BootstrapExpect is 0.
 	ErrBootstrapDisabled = errors.New("membership: bootstrap-expect not configured")

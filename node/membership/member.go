@@ -50,6 +50,10 @@ type Member struct {
 	// Bootstrapped reports that the member has Raft state (see
 	// Membership.SetBootstrapped).
 	Bootstrapped bool
+	// BootID changes every time the member's process starts (empty from
+	// older nodes): a different BootID at the same address is a restart
+	// that gossip may not have seen as a death.
+	BootID string
 	// Status is alive, left or dead.
 	Status Status
 }

@@ -51,6 +51,20 @@ type Membership struct {
 	members map[string]memberEntry
 	subs    map[*Subscription]struct{}
 	ignored map[string]time.Time // peer name -> last "ignoring peer" log
+
+	// keyring is memberlist's live keyring (nil for plaintext gossip); it
+	// is safe for concurrent use. keyMu serializes changes with their
+	// persisting (keyring.go).
+	keyring *memberlist.Keyring
+	keyMu   sync.Mutex
+
+	// bootID is random per New: advertised so peers see a restart.
+	bootID string
+
+	// fatal is closed when the join loop gives up for good; fatalErr says
+	// why (ErrGossipKey). See Fatal.
+	fatal    chan struct{}
+	fatalErr error
 }
 
 // memberEntry is a member plus when its status last changed, for reaping.
@@ -79,7 +93,18 @@ func New(cfg Config) (*Membership, error) {
 		subs:    make(map[*Subscription]struct{}),
 		ignored: make(map[string]time.Time),
 	}
+	m.fatal = make(chan struct{})
+	m.bootID = newBootID()
 	m.mlLog = newMemberlistLogger(logger.With("component", "memberlist", "node_id", cfg.NodeID), &m.mlLogMuted)
+	keys, err := m.initialKeys()
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) > 0 {
+		if m.keyring, err = memberlist.NewKeyring(keys, keys[0]); err != nil {
+			return nil, fmt.Errorf("%w: gossip keyring: %w", ErrInvalidConfig, err)
+		}
+	}
 	return m, nil
 }
 
@@ -112,7 +137,7 @@ func (m *Membership) Start(ctx context.Context) error {
 	m.mu.Lock()
 	m.state = stateStarted
 	m.mu.Unlock()
-	m.log.Info("gossip started", "addr", ml.LocalNode().Address(), "encrypted", len(m.cfg.GossipKey) > 0)
+	m.log.Info("gossip started", "addr", ml.LocalNode().Address(), "encrypted", m.keyring != nil)
 
 	if len(m.cfg.JoinAddrs) == 0 {
 		m.markJoined()
@@ -140,9 +165,7 @@ func (m *Membership) memberlistConfig() *memberlist.Config {
 	if mc.AdvertisePort == 0 {
 		mc.AdvertisePort = m.cfg.BindPort
 	}
-	if len(m.cfg.GossipKey) > 0 {
-		mc.SecretKey = slices.Clone(m.cfg.GossipKey)
-	}
+	mc.Keyring = m.keyring
 	m.cfg.Timings.apply(mc)
 	d := delegate{m: m}
 	mc.Delegate = d
@@ -193,6 +216,7 @@ func (m *Membership) LocalMember() Member {
 		NodeMeta:        m.cfg.Meta,
 		BootstrapExpect: m.cfg.BootstrapExpect,
 		Bootstrapped:    m.bootstrapped.Load(),
+		BootID:          m.bootID,
 		Status:          StatusAlive,
 	}
 }

@@ -1,10 +1,12 @@
 package membership
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -221,8 +223,40 @@ func TestMembership_GossipKeyMismatchPreventsJoin(t *testing.T) {
 					return nil
 				}
 			})
+			// The joiner gives up with an error that names the problem.
+			select {
+			case <-b.Fatal():
+			case <-time.After(scaled(5 * time.Second)):
+				t.Fatal("the joiner did not give up on the key mismatch")
+			}
+			err := b.FatalErr()
+			if !errors.Is(err, ErrGossipKey) || !strings.Contains(err.Error(), "cannot decrypt") ||
+				!strings.Contains(err.Error(), a.LocalMember().GossipAddr) {
+				t.Fatalf("FatalErr = %v, want ErrGossipKey naming the seed", err)
+			}
+			if tc.joinerKey != nil && !strings.Contains(err.Error(), KeyFingerprint(tc.joinerKey)) {
+				t.Fatalf("FatalErr = %v, want it to name the key %s", err, KeyFingerprint(tc.joinerKey))
+			}
+			if strings.Contains(err.Error(), base64.StdEncoding.EncodeToString(otherKey)) {
+				t.Fatal("the error reveals the key")
+			}
 		})
 	}
+}
+
+// A seed that is down is not a key mismatch: the join loop keeps trying.
+func TestMembership_UnreachableSeedIsNotFatal(t *testing.T) {
+	cfg := testConfig(t, "b")
+	cfg.JoinAddrs = []string{addrOf(reservePorts(t, 1)[0])}
+	b := mustStart(t, cfg)
+	consistently(t, scaled(time.Second), func() error {
+		select {
+		case <-b.Fatal():
+			return fmt.Errorf("gave up: %v", b.FatalErr())
+		default:
+			return nil
+		}
+	})
 }
 
 func TestMembership_JoinRetriesUntilSeedStarts(t *testing.T) {

@@ -1,6 +1,8 @@
 package membership
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -49,6 +51,7 @@ const (
 	maxVersionLen      = 64
 	maxHostLen         = 253
 	maxBootstrapExpect = 1 << 16
+	bootIDLen          = 16 // hex of 8 random bytes
 )
 
 // wireMeta is everything a node's gossip meta carries.
@@ -59,6 +62,7 @@ type wireMeta struct {
 	bootstrapExpect int
 	leaving         bool
 	bootstrapped    bool
+	bootID          string
 }
 
 // encodeMeta returns the version byte followed by the protobuf body.
@@ -75,6 +79,7 @@ func encodeMeta(w wireMeta) []byte {
 		BootstrapExpect: uint32(w.bootstrapExpect),
 		Leaving:         w.leaving,
 		Bootstrapped:    w.bootstrapped,
+		BootId:          w.bootID,
 	}
 	if w.meta.Role == RoleServer {
 		pb.Role = concordv1.GossipRole_GOSSIP_ROLE_SERVER
@@ -120,6 +125,7 @@ func decodeMeta(b []byte) (wireMeta, error) {
 		bootstrapExpect: int(pb.BootstrapExpect),
 		leaving:         pb.Leaving,
 		bootstrapped:    pb.Bootstrapped,
+		bootID:          pb.BootId,
 	}
 	if err := w.validate(); err != nil {
 		return wireMeta{}, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
@@ -133,6 +139,11 @@ func (w wireMeta) validate() error {
 	}
 	if err := validateID(w.systemID); err != nil {
 		return fmt.Errorf("system id: %w", err)
+	}
+	if w.bootID != "" {
+		if err := validateID(w.bootID); err != nil || len(w.bootID) > bootIDLen {
+			return fmt.Errorf("boot id %q: want up to %d bytes of [A-Za-z0-9._:-]", w.bootID, bootIDLen)
+		}
 	}
 	return w.meta.validate()
 }
@@ -203,4 +214,11 @@ func validateHostPort(s string) error {
 		return fmt.Errorf("%q: port must be 1..65535", s)
 	}
 	return nil
+}
+
+// newBootID returns bootIDLen hex characters from crypto/rand.
+func newBootID() string {
+	var b [bootIDLen / 2]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }

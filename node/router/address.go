@@ -26,7 +26,7 @@ const (
 	addrSiblings                     // {siblings:true}
 	addrBroadcast                    // {broadcast:true}
 	addrSystem                       // {system:true}
-	addrFederated                    // {system:"sysId", agent}
+	addrFederated                    // {system:"sysId", agent} or {system:"sysId", scope}
 	addrParticipant                  // {participant}
 	addrParticipants                 // {participants: all|agents|clients}
 )
@@ -39,6 +39,7 @@ type address struct {
 	role   string
 	within string
 	agent  string // federated agent id
+	scope  string // federated scope id ({system, scope}: a Concord extension)
 	which  string // participants: all|agents|clients
 	depth  int    // 0 = unlimited (ancestors/descendants)
 }
@@ -96,8 +97,8 @@ func parseAddressObject(raw json.RawMessage) (address, error) {
 	}
 	if len(forms) == 2 {
 		slices.Sort(forms)
-		if forms[0] == "agent" && forms[1] == "system" && isJSONString(obj.get("system")) {
-			return parseFederated(obj)
+		if (forms[0] == "agent" || forms[0] == "scope") && forms[1] == "system" && isJSONString(obj.get("system")) {
+			return parseFederated(obj, forms[0])
 		}
 	}
 	switch len(forms) {
@@ -193,16 +194,24 @@ func parseForm(key string, obj members) (address, error) {
 // strings: no concatenation per message).
 var idFields = map[addrKind]string{addrAgent: "to.agent", addrScope: "to.scope", addrParticipant: "to.participant"}
 
-func parseFederated(obj members) (address, error) {
+// parseFederated decodes {system, agent} or {system, scope} (form names
+// the second member).
+func parseFederated(obj members, form string) (address, error) {
 	sys, err := nonEmptyString(obj.get("system"), "to.system")
 	if err != nil {
 		return address{}, err
 	}
-	agent, err := nonEmptyString(obj.get("agent"), "to.agent")
+	if obj.has("within") || obj.has("depth") {
+		return address{}, rpc.InvalidParams("to", "a federated address takes only system and agent or scope")
+	}
+	id, err := nonEmptyString(obj.get(form), "to."+form)
 	if err != nil {
 		return address{}, err
 	}
-	return address{kind: addrFederated, id: sys, agent: agent}, nil
+	if form == "scope" {
+		return address{kind: addrFederated, id: sys, scope: id}, nil
+	}
+	return address{kind: addrFederated, id: sys, agent: id}, nil
 }
 
 func (a address) relative() bool {

@@ -34,6 +34,11 @@ type Config struct {
 	// nil (a single node) makes such recipients fail with DELIVERY_FAILED.
 	Peers Peers
 
+	// Federation carries sends to other systems' agents and scopes.
+	// Optional: nil answers a federated address of another system with
+	// FEDERATION_SYSTEM_NOT_FOUND (5001).
+	Federation Federation
+
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
 

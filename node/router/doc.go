@@ -7,13 +7,15 @@
 // "concord.runs", agents' replies to run tasks) is one more recipient kind:
 // the send is handed whole to that in-process LocalService, on the node that
 // received it. Every map/send takes this one path, so params are validated
-// and addresses parsed in one place; federation will add remote systems as
-// one more kind (see Router.route).
+// and addresses parsed in one place. Agents and scopes of other systems
+// ("dc2:agent:bob", {system, agent}, "dc2:scope:s", {system, scope}) are the
+// last kind: the send is handed whole to Federation (federation.go), which
+// answers delivered after the remote system's ack, queued while the link is
+// down, or a 2001/5000/5001/5003/5010/5011 error; DeliverAgent is its way
+// back in for messages from other systems.
 //
 // What it does not do: it stores nothing (map/send is ephemeral transport:
-// no inbox, no retry, no read state), it never proposes Raft commands, and
-// it does not implement federation (a federated address fails with
-// FEDERATION_SYSTEM_NOT_FOUND, 5001, details.reason "federation_not_supported").
+// no inbox, no retry, no read state) and it never proposes Raft commands.
 //
 // Who calls it: node/mapsvc delegates a connection's map/send to
 // Router.HandleSend on the connection's request goroutine (a send to another

@@ -10,13 +10,12 @@ import (
 
 // Failure reasons reported in SendResult.Failed and message_failed events.
 const (
-	reasonAgentNotFound  = "agent_not_found"
-	reasonOrphaned       = "orphaned"
-	reasonNotConnected   = "not_connected"
-	reasonSlowConsumer   = "slow_consumer"
-	reasonNoRelay        = "no_relay"
-	reasonRelayFailed    = "relay_failed"
-	reasonFederationNone = "federation_not_supported"
+	reasonAgentNotFound = "agent_not_found"
+	reasonOrphaned      = "orphaned"
+	reasonNotConnected  = "not_connected"
+	reasonSlowConsumer  = "slow_consumer"
+	reasonNoRelay       = "no_relay"
+	reasonRelayFailed   = "relay_failed"
 )
 
 // recipient is one resolved target: an agent, or a participant session
@@ -63,6 +62,9 @@ type resolution struct {
 	recipients []recipient
 	scopeID    string // the addressed scope, for events
 	system     bool   // {system:true}: the router itself is the recipient
+	// fed is set instead of recipients for an agent or scope of another
+	// system: the send goes to that system's link (federation.go).
+	fed *fedTarget
 }
 
 // hasRemote reports whether a deliverable recipient is homed on a node
@@ -98,7 +100,7 @@ func (r *Router) resolve(from Sender, a address) (resolution, error) {
 	case addrSystem:
 		return resolution{system: true}, nil
 	case addrFederated:
-		return resolution{}, federationError(a.id, a.agent)
+		return r.resolveFederated(from, a.id, a.agent, a.scope)
 	case addrParticipant:
 		return r.resolveParticipant(a.id)
 	case addrParticipants:
@@ -123,12 +125,17 @@ func (r *Router) resolveString(from Sender, s string) (resolution, error) {
 	case strings.HasPrefix(s, "scope:") && len(s) > len("scope:"):
 		prefixed = true
 		alt, altErr = r.resolveScope(from, s[len("scope:"):])
-	case strings.Contains(s, ":agent:"):
+	case strings.Contains(s, ":agent:") || strings.Contains(s, ":scope:"):
 		if exactOK {
 			return resolution{recipients: []recipient{agentRecipient(&exact)}}, nil
 		}
-		i := strings.Index(s, ":agent:")
-		return resolution{}, federationError(s[:i], s[i+len(":agent:"):])
+		if i := strings.Index(s, ":agent:"); i > 0 && len(s) > i+len(":agent:") {
+			return r.resolveFederated(from, s[:i], s[i+len(":agent:"):], "")
+		}
+		if i := strings.Index(s, ":scope:"); i > 0 && len(s) > i+len(":scope:") {
+			return r.resolveFederated(from, s[:i], "", s[i+len(":scope:"):])
+		}
+		return resolution{}, agentNotFound(s)
 	}
 	switch {
 	case exactOK && prefixed && altErr == nil:
@@ -296,11 +303,4 @@ func noRecipients() error {
 func agentNotFound(id string) error {
 	return rpc.NewError(rpc.CodeAgentNotFound, "Agent not found: "+id).
 		WithDetails(map[string]any{"agentId": id})
-}
-
-// federationError: cross-system routing is not implemented yet, so every
-// federated system is unknown to this node (5001, not the retryable 5000).
-func federationError(system, agent string) error {
-	return rpc.NewError(rpc.CodeFederationSystemNotFound, "Federation not supported yet: cannot reach system "+system).
-		WithDetails(map[string]any{"system": system, "agent": agent, "reason": reasonFederationNone})
 }

@@ -30,6 +30,7 @@ type Router struct {
 	conns  func(sessionID string) (notifier, bool)
 	events EventSink
 	peers  Peers
+	fed    Federation
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -64,6 +65,7 @@ func New(cfg Config) (*Router, error) {
 		},
 		events: cfg.Events,
 		peers:  cfg.Peers,
+		fed:    cfg.Federation,
 		log:    log.With("component", "router", "node_id", cfg.NodeID),
 		now:    now,
 	}, nil
@@ -76,6 +78,9 @@ type SendResult struct {
 	MessageID string            `json:"messageId"`
 	Delivered []string          `json:"delivered"`
 	Failed    []FailedRecipient `json:"failed,omitempty"`
+	// Queued lists remote recipients whose message waits in a federation
+	// link's outage buffer (the link is down); it drains on reconnect.
+	Queued []string `json:"queued,omitempty"`
 }
 
 // AppendJSON appends the JSON encoding of r, the same bytes encoding/json
@@ -111,6 +116,16 @@ func (r *SendResult) AppendJSON(b []byte) ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
+	if len(r.Queued) > 0 {
+		b = append(b, `,"queued":[`...)
+		for i, id := range r.Queued {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonkit.AppendString(b, id)
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}'), nil
 }
 
@@ -136,6 +151,9 @@ func (r *Router) Send(ctx context.Context, from Sender, params json.RawMessage) 
 	if svc != nil {
 		return svc.HandleSend(ctx, from, params)
 	}
+	if res.fed != nil {
+		return r.sendFederated(ctx, from, p, res.fed, false)
+	}
 	op := r.begin(ctx, from, p, res)
 	op.release()
 	op.wait()
@@ -155,6 +173,9 @@ func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMes
 	if svc != nil {
 		return svc.HandleSend(ctx, from, params)
 	}
+	if res.fed != nil {
+		return r.sendFederated(ctx, from, p, res.fed, true)
+	}
 	op := r.begin(ctx, from, p, res)
 	if op.remote {
 		if d, ok := rpc.Defer(ctx); ok {
@@ -171,10 +192,8 @@ func (r *Router) HandleSend(ctx context.Context, from Sender, params json.RawMes
 // route decodes a send's params and resolves its address to one kind of
 // recipient: a LocalService registered for the address's id (svc: the send
 // is handed to it whole and its answer is the send's), or agents and
-// sessions of this system's registry (res). Federation adds one more kind:
-// agents of another system, resolved from the federated forms against the
-// exported directory and handed to that system's link as recipients homed
-// on a peer node are handed to Peers.
+// sessions of this system's registry (res), or an agent or scope of another
+// system (res.fed), handed whole to Federation.
 func (r *Router) route(from Sender, params json.RawMessage) (p sendParams, res resolution, svc LocalService, err error) {
 	if p, err = decodeSendParams(params); err != nil {
 		return sendParams{}, resolution{}, nil, err

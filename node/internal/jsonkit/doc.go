@@ -1,6 +1,7 @@
 // Package jsonkit is the edge's JSON toolkit: the few hand-written JSON
 // pieces the MAP hot paths need instead of encoding/json's reflection,
-// written once. Callers: node/rpc, node/router, node/fanout, node/runs.
+// written once. Callers: node/rpc, node/router, node/fanout, node/runs,
+// node/cluster (the relay door check).
 //
 //   - AppendString / AppendStrings write strings byte for byte as
 //     encoding/json does with HTML escaping off (json.Encoder with
@@ -9,7 +10,7 @@
 //     and never HTML, and escaping < and & would inflate agents' text.
 //     FuzzAppendString holds the fast and the slow path to encoding/json
 //     for every string.
-//   - Members and WithoutMember walk JSON objects that are already known
+//   - Members, WithoutMember and Lookup walk JSON objects that are already known
 //     to be valid without a full decode: they split an object into its raw
 //     members, so callers can pick out a few keys or drop one member
 //     without building a map or re-encoding the rest.

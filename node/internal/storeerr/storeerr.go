@@ -23,6 +23,10 @@ const (
 	ReasonTimeout        = "timeout"
 	ReasonOutcomeUnknown = "outcome_unknown"
 	ReasonShuttingDown   = "shutting_down"
+	// ReasonDiskFull: a node could not write its Raft log for lack of
+	// space; nothing was committed by that write. Retry once space returns
+	// (or another leader takes over); /v1/ready names the disk.
+	ReasonDiskFull = "disk_full"
 )
 
 // reasons is checked in order: the first sentinel err matches decides.
@@ -34,6 +38,7 @@ var reasons = []struct {
 	reason string
 }{
 	{raftstore.ErrLeadershipLost, ReasonOutcomeUnknown},
+	{raftstore.ErrDiskFull, ReasonDiskFull},
 	{raftstore.ErrShutdown, ReasonShuttingDown},
 	{raftstore.ErrNoLeader, ReasonNoLeader},
 	{raftstore.ErrNotLeader, ReasonNotLeader},
@@ -44,7 +49,7 @@ var reasons = []struct {
 
 // Unavailable returns the retryable MAP error for err and true when err
 // says the cluster could not serve the request (no leader, timeout,
-// leadership lost, shutdown); otherwise nil and false.
+// leadership lost, shutdown, disk full); otherwise nil and false.
 func Unavailable(err error) (*rpc.Error, bool) {
 	if err == nil {
 		return nil, false

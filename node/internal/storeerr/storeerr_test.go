@@ -20,6 +20,8 @@ func TestUnavailable(t *testing.T) {
 		{fmt.Errorf("forward to n3: %w: %w", raftstore.ErrTimeout, context.DeadlineExceeded), ReasonTimeout},
 		{fmt.Errorf("no answer: %w: %w", raftstore.ErrLeadershipLost, raftstore.ErrTimeout), ReasonOutcomeUnknown},
 		{raftstore.ErrShutdown, ReasonShuttingDown},
+		{fmt.Errorf("%w: write raft log: no space left on device (%w)", raftstore.ErrDiskFull, raftstore.ErrNoLeader), ReasonDiskFull},
+		{fmt.Errorf("%w: %w", raftstore.ErrLeadershipLost, raftstore.ErrDiskFull), ReasonOutcomeUnknown},
 		{context.Canceled, ReasonTimeout},
 		{errors.New("registry: agent exists"), ""},
 		{nil, ""},

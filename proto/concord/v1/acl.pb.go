@@ -226,7 +226,7 @@ func (x *AclKeyRevoke) GetId() string {
 	return ""
 }
 
-type CreateTokenRequest struct {
+type AclCreateTokenRequest struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
 	ParticipantIdPattern string                 `protobuf:"bytes,1,opt,name=participant_id_pattern,json=participantIdPattern,proto3" json:"participant_id_pattern,omitempty"`
 	ParticipantTypes     []string               `protobuf:"bytes,2,rep,name=participant_types,json=participantTypes,proto3" json:"participant_types,omitempty"`
@@ -238,20 +238,20 @@ type CreateTokenRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CreateTokenRequest) Reset() {
-	*x = CreateTokenRequest{}
+func (x *AclCreateTokenRequest) Reset() {
+	*x = AclCreateTokenRequest{}
 	mi := &file_concord_v1_acl_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CreateTokenRequest) String() string {
+func (x *AclCreateTokenRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CreateTokenRequest) ProtoMessage() {}
+func (*AclCreateTokenRequest) ProtoMessage() {}
 
-func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+func (x *AclCreateTokenRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_concord_v1_acl_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -263,47 +263,47 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
-func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use AclCreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*AclCreateTokenRequest) Descriptor() ([]byte, []int) {
 	return file_concord_v1_acl_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *CreateTokenRequest) GetParticipantIdPattern() string {
+func (x *AclCreateTokenRequest) GetParticipantIdPattern() string {
 	if x != nil {
 		return x.ParticipantIdPattern
 	}
 	return ""
 }
 
-func (x *CreateTokenRequest) GetParticipantTypes() []string {
+func (x *AclCreateTokenRequest) GetParticipantTypes() []string {
 	if x != nil {
 		return x.ParticipantTypes
 	}
 	return nil
 }
 
-func (x *CreateTokenRequest) GetCapabilities() []string {
+func (x *AclCreateTokenRequest) GetCapabilities() []string {
 	if x != nil {
 		return x.Capabilities
 	}
 	return nil
 }
 
-func (x *CreateTokenRequest) GetDescription() string {
+func (x *AclCreateTokenRequest) GetDescription() string {
 	if x != nil {
 		return x.Description
 	}
 	return ""
 }
 
-func (x *CreateTokenRequest) GetTtlSeconds() int64 {
+func (x *AclCreateTokenRequest) GetTtlSeconds() int64 {
 	if x != nil {
 		return x.TtlSeconds
 	}
 	return 0
 }
 
-type CreateTokenResponse struct {
+type AclCreateTokenResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// key is the stored record (without the secret).
 	Key *ApiKey `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -313,20 +313,20 @@ type CreateTokenResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CreateTokenResponse) Reset() {
-	*x = CreateTokenResponse{}
+func (x *AclCreateTokenResponse) Reset() {
+	*x = AclCreateTokenResponse{}
 	mi := &file_concord_v1_acl_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CreateTokenResponse) String() string {
+func (x *AclCreateTokenResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CreateTokenResponse) ProtoMessage() {}
+func (*AclCreateTokenResponse) ProtoMessage() {}
 
-func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+func (x *AclCreateTokenResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_concord_v1_acl_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -338,45 +338,45 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
-func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use AclCreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*AclCreateTokenResponse) Descriptor() ([]byte, []int) {
 	return file_concord_v1_acl_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *CreateTokenResponse) GetKey() *ApiKey {
+func (x *AclCreateTokenResponse) GetKey() *ApiKey {
 	if x != nil {
 		return x.Key
 	}
 	return nil
 }
 
-func (x *CreateTokenResponse) GetToken() string {
+func (x *AclCreateTokenResponse) GetToken() string {
 	if x != nil {
 		return x.Token
 	}
 	return ""
 }
 
-type ListTokensRequest struct {
+type AclListTokensRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ListTokensRequest) Reset() {
-	*x = ListTokensRequest{}
+func (x *AclListTokensRequest) Reset() {
+	*x = AclListTokensRequest{}
 	mi := &file_concord_v1_acl_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ListTokensRequest) String() string {
+func (x *AclListTokensRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ListTokensRequest) ProtoMessage() {}
+func (*AclListTokensRequest) ProtoMessage() {}
 
-func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+func (x *AclListTokensRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_concord_v1_acl_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -388,32 +388,32 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
-func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use AclListTokensRequest.ProtoReflect.Descriptor instead.
+func (*AclListTokensRequest) Descriptor() ([]byte, []int) {
 	return file_concord_v1_acl_proto_rawDescGZIP(), []int{5}
 }
 
-type ListTokensResponse struct {
+type AclListTokensResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Keys          []*ApiKey              `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ListTokensResponse) Reset() {
-	*x = ListTokensResponse{}
+func (x *AclListTokensResponse) Reset() {
+	*x = AclListTokensResponse{}
 	mi := &file_concord_v1_acl_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ListTokensResponse) String() string {
+func (x *AclListTokensResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ListTokensResponse) ProtoMessage() {}
+func (*AclListTokensResponse) ProtoMessage() {}
 
-func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+func (x *AclListTokensResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_concord_v1_acl_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -425,39 +425,39 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
-func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use AclListTokensResponse.ProtoReflect.Descriptor instead.
+func (*AclListTokensResponse) Descriptor() ([]byte, []int) {
 	return file_concord_v1_acl_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *ListTokensResponse) GetKeys() []*ApiKey {
+func (x *AclListTokensResponse) GetKeys() []*ApiKey {
 	if x != nil {
 		return x.Keys
 	}
 	return nil
 }
 
-type RevokeTokenRequest struct {
+type AclRevokeTokenRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *RevokeTokenRequest) Reset() {
-	*x = RevokeTokenRequest{}
+func (x *AclRevokeTokenRequest) Reset() {
+	*x = AclRevokeTokenRequest{}
 	mi := &file_concord_v1_acl_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *RevokeTokenRequest) String() string {
+func (x *AclRevokeTokenRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*RevokeTokenRequest) ProtoMessage() {}
+func (*AclRevokeTokenRequest) ProtoMessage() {}
 
-func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+func (x *AclRevokeTokenRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_concord_v1_acl_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -469,38 +469,38 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
-func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use AclRevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*AclRevokeTokenRequest) Descriptor() ([]byte, []int) {
 	return file_concord_v1_acl_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *RevokeTokenRequest) GetId() string {
+func (x *AclRevokeTokenRequest) GetId() string {
 	if x != nil {
 		return x.Id
 	}
 	return ""
 }
 
-type RevokeTokenResponse struct {
+type AclRevokeTokenResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *RevokeTokenResponse) Reset() {
-	*x = RevokeTokenResponse{}
+func (x *AclRevokeTokenResponse) Reset() {
+	*x = AclRevokeTokenResponse{}
 	mi := &file_concord_v1_acl_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *RevokeTokenResponse) String() string {
+func (x *AclRevokeTokenResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*RevokeTokenResponse) ProtoMessage() {}
+func (*AclRevokeTokenResponse) ProtoMessage() {}
 
-func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+func (x *AclRevokeTokenResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_concord_v1_acl_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -512,8 +512,8 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
-func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use AclRevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*AclRevokeTokenResponse) Descriptor() ([]byte, []int) {
 	return file_concord_v1_acl_proto_rawDescGZIP(), []int{8}
 }
 
@@ -537,28 +537,28 @@ const file_concord_v1_acl_proto_rawDesc = "" +
 	"\fAclKeyCreate\x12$\n" +
 	"\x03key\x18\x01 \x01(\v2\x12.concord.v1.ApiKeyR\x03key\"\x1e\n" +
 	"\fAclKeyRevoke\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xde\x01\n" +
-	"\x12CreateTokenRequest\x124\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xe1\x01\n" +
+	"\x15AclCreateTokenRequest\x124\n" +
 	"\x16participant_id_pattern\x18\x01 \x01(\tR\x14participantIdPattern\x12+\n" +
 	"\x11participant_types\x18\x02 \x03(\tR\x10participantTypes\x12\"\n" +
 	"\fcapabilities\x18\x03 \x03(\tR\fcapabilities\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1f\n" +
 	"\vttl_seconds\x18\x05 \x01(\x03R\n" +
-	"ttlSeconds\"Q\n" +
-	"\x13CreateTokenResponse\x12$\n" +
+	"ttlSeconds\"T\n" +
+	"\x16AclCreateTokenResponse\x12$\n" +
 	"\x03key\x18\x01 \x01(\v2\x12.concord.v1.ApiKeyR\x03key\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token\"\x13\n" +
-	"\x11ListTokensRequest\"<\n" +
-	"\x12ListTokensResponse\x12&\n" +
-	"\x04keys\x18\x01 \x03(\v2\x12.concord.v1.ApiKeyR\x04keys\"$\n" +
-	"\x12RevokeTokenRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x15\n" +
-	"\x13RevokeTokenResponse2\xf7\x01\n" +
-	"\bAclAdmin\x12N\n" +
-	"\vCreateToken\x12\x1e.concord.v1.CreateTokenRequest\x1a\x1f.concord.v1.CreateTokenResponse\x12K\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"\x16\n" +
+	"\x14AclListTokensRequest\"?\n" +
+	"\x15AclListTokensResponse\x12&\n" +
+	"\x04keys\x18\x01 \x03(\v2\x12.concord.v1.ApiKeyR\x04keys\"'\n" +
+	"\x15AclRevokeTokenRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
+	"\x16AclRevokeTokenResponse2\x89\x02\n" +
+	"\bAclAdmin\x12T\n" +
+	"\vCreateToken\x12!.concord.v1.AclCreateTokenRequest\x1a\".concord.v1.AclCreateTokenResponse\x12Q\n" +
 	"\n" +
-	"ListTokens\x12\x1d.concord.v1.ListTokensRequest\x1a\x1e.concord.v1.ListTokensResponse\x12N\n" +
-	"\vRevokeToken\x12\x1e.concord.v1.RevokeTokenRequest\x1a\x1f.concord.v1.RevokeTokenResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
+	"ListTokens\x12 .concord.v1.AclListTokensRequest\x1a!.concord.v1.AclListTokensResponse\x12T\n" +
+	"\vRevokeToken\x12!.concord.v1.AclRevokeTokenRequest\x1a\".concord.v1.AclRevokeTokenResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (
 	file_concord_v1_acl_proto_rawDescOnce sync.Once
@@ -574,26 +574,26 @@ func file_concord_v1_acl_proto_rawDescGZIP() []byte {
 
 var file_concord_v1_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_concord_v1_acl_proto_goTypes = []any{
-	(*ApiKey)(nil),              // 0: concord.v1.ApiKey
-	(*AclKeyCreate)(nil),        // 1: concord.v1.AclKeyCreate
-	(*AclKeyRevoke)(nil),        // 2: concord.v1.AclKeyRevoke
-	(*CreateTokenRequest)(nil),  // 3: concord.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil), // 4: concord.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),   // 5: concord.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),  // 6: concord.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),  // 7: concord.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil), // 8: concord.v1.RevokeTokenResponse
+	(*ApiKey)(nil),                 // 0: concord.v1.ApiKey
+	(*AclKeyCreate)(nil),           // 1: concord.v1.AclKeyCreate
+	(*AclKeyRevoke)(nil),           // 2: concord.v1.AclKeyRevoke
+	(*AclCreateTokenRequest)(nil),  // 3: concord.v1.AclCreateTokenRequest
+	(*AclCreateTokenResponse)(nil), // 4: concord.v1.AclCreateTokenResponse
+	(*AclListTokensRequest)(nil),   // 5: concord.v1.AclListTokensRequest
+	(*AclListTokensResponse)(nil),  // 6: concord.v1.AclListTokensResponse
+	(*AclRevokeTokenRequest)(nil),  // 7: concord.v1.AclRevokeTokenRequest
+	(*AclRevokeTokenResponse)(nil), // 8: concord.v1.AclRevokeTokenResponse
 }
 var file_concord_v1_acl_proto_depIdxs = []int32{
 	0, // 0: concord.v1.AclKeyCreate.key:type_name -> concord.v1.ApiKey
-	0, // 1: concord.v1.CreateTokenResponse.key:type_name -> concord.v1.ApiKey
-	0, // 2: concord.v1.ListTokensResponse.keys:type_name -> concord.v1.ApiKey
-	3, // 3: concord.v1.AclAdmin.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	5, // 4: concord.v1.AclAdmin.ListTokens:input_type -> concord.v1.ListTokensRequest
-	7, // 5: concord.v1.AclAdmin.RevokeToken:input_type -> concord.v1.RevokeTokenRequest
-	4, // 6: concord.v1.AclAdmin.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	6, // 7: concord.v1.AclAdmin.ListTokens:output_type -> concord.v1.ListTokensResponse
-	8, // 8: concord.v1.AclAdmin.RevokeToken:output_type -> concord.v1.RevokeTokenResponse
+	0, // 1: concord.v1.AclCreateTokenResponse.key:type_name -> concord.v1.ApiKey
+	0, // 2: concord.v1.AclListTokensResponse.keys:type_name -> concord.v1.ApiKey
+	3, // 3: concord.v1.AclAdmin.CreateToken:input_type -> concord.v1.AclCreateTokenRequest
+	5, // 4: concord.v1.AclAdmin.ListTokens:input_type -> concord.v1.AclListTokensRequest
+	7, // 5: concord.v1.AclAdmin.RevokeToken:input_type -> concord.v1.AclRevokeTokenRequest
+	4, // 6: concord.v1.AclAdmin.CreateToken:output_type -> concord.v1.AclCreateTokenResponse
+	6, // 7: concord.v1.AclAdmin.ListTokens:output_type -> concord.v1.AclListTokensResponse
+	8, // 8: concord.v1.AclAdmin.RevokeToken:output_type -> concord.v1.AclRevokeTokenResponse
 	6, // [6:9] is the sub-list for method output_type
 	3, // [3:6] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name

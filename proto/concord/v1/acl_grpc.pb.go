@@ -35,12 +35,12 @@ const (
 // "/concord.v1.AclAdmin/".
 type AclAdminClient interface {
 	// CreateToken creates an API key and returns its secret once.
-	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
+	CreateToken(ctx context.Context, in *AclCreateTokenRequest, opts ...grpc.CallOption) (*AclCreateTokenResponse, error)
 	// ListTokens lists the API keys (never their secrets).
-	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
+	ListTokens(ctx context.Context, in *AclListTokensRequest, opts ...grpc.CallOption) (*AclListTokensResponse, error)
 	// RevokeToken deletes an API key; sessions opened with it stay until
 	// they disconnect, new connects with it fail.
-	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
+	RevokeToken(ctx context.Context, in *AclRevokeTokenRequest, opts ...grpc.CallOption) (*AclRevokeTokenResponse, error)
 }
 
 type aclAdminClient struct {
@@ -51,9 +51,9 @@ func NewAclAdminClient(cc grpc.ClientConnInterface) AclAdminClient {
 	return &aclAdminClient{cc}
 }
 
-func (c *aclAdminClient) CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error) {
+func (c *aclAdminClient) CreateToken(ctx context.Context, in *AclCreateTokenRequest, opts ...grpc.CallOption) (*AclCreateTokenResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CreateTokenResponse)
+	out := new(AclCreateTokenResponse)
 	err := c.cc.Invoke(ctx, AclAdmin_CreateToken_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -61,9 +61,9 @@ func (c *aclAdminClient) CreateToken(ctx context.Context, in *CreateTokenRequest
 	return out, nil
 }
 
-func (c *aclAdminClient) ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error) {
+func (c *aclAdminClient) ListTokens(ctx context.Context, in *AclListTokensRequest, opts ...grpc.CallOption) (*AclListTokensResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListTokensResponse)
+	out := new(AclListTokensResponse)
 	err := c.cc.Invoke(ctx, AclAdmin_ListTokens_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -71,9 +71,9 @@ func (c *aclAdminClient) ListTokens(ctx context.Context, in *ListTokensRequest, 
 	return out, nil
 }
 
-func (c *aclAdminClient) RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error) {
+func (c *aclAdminClient) RevokeToken(ctx context.Context, in *AclRevokeTokenRequest, opts ...grpc.CallOption) (*AclRevokeTokenResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RevokeTokenResponse)
+	out := new(AclRevokeTokenResponse)
 	err := c.cc.Invoke(ctx, AclAdmin_RevokeToken_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -92,12 +92,12 @@ func (c *aclAdminClient) RevokeToken(ctx context.Context, in *RevokeTokenRequest
 // "/concord.v1.AclAdmin/".
 type AclAdminServer interface {
 	// CreateToken creates an API key and returns its secret once.
-	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
+	CreateToken(context.Context, *AclCreateTokenRequest) (*AclCreateTokenResponse, error)
 	// ListTokens lists the API keys (never their secrets).
-	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
+	ListTokens(context.Context, *AclListTokensRequest) (*AclListTokensResponse, error)
 	// RevokeToken deletes an API key; sessions opened with it stay until
 	// they disconnect, new connects with it fail.
-	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
+	RevokeToken(context.Context, *AclRevokeTokenRequest) (*AclRevokeTokenResponse, error)
 	mustEmbedUnimplementedAclAdminServer()
 }
 
@@ -108,13 +108,13 @@ type AclAdminServer interface {
 // pointer dereference when methods are called.
 type UnimplementedAclAdminServer struct{}
 
-func (UnimplementedAclAdminServer) CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error) {
+func (UnimplementedAclAdminServer) CreateToken(context.Context, *AclCreateTokenRequest) (*AclCreateTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateToken not implemented")
 }
-func (UnimplementedAclAdminServer) ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error) {
+func (UnimplementedAclAdminServer) ListTokens(context.Context, *AclListTokensRequest) (*AclListTokensResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTokens not implemented")
 }
-func (UnimplementedAclAdminServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
+func (UnimplementedAclAdminServer) RevokeToken(context.Context, *AclRevokeTokenRequest) (*AclRevokeTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
 }
 func (UnimplementedAclAdminServer) mustEmbedUnimplementedAclAdminServer() {}
@@ -139,7 +139,7 @@ func RegisterAclAdminServer(s grpc.ServiceRegistrar, srv AclAdminServer) {
 }
 
 func _AclAdmin_CreateToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CreateTokenRequest)
+	in := new(AclCreateTokenRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -151,13 +151,13 @@ func _AclAdmin_CreateToken_Handler(srv interface{}, ctx context.Context, dec fun
 		FullMethod: AclAdmin_CreateToken_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(AclAdminServer).CreateToken(ctx, req.(*CreateTokenRequest))
+		return srv.(AclAdminServer).CreateToken(ctx, req.(*AclCreateTokenRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _AclAdmin_ListTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListTokensRequest)
+	in := new(AclListTokensRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -169,13 +169,13 @@ func _AclAdmin_ListTokens_Handler(srv interface{}, ctx context.Context, dec func
 		FullMethod: AclAdmin_ListTokens_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(AclAdminServer).ListTokens(ctx, req.(*ListTokensRequest))
+		return srv.(AclAdminServer).ListTokens(ctx, req.(*AclListTokensRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _AclAdmin_RevokeToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RevokeTokenRequest)
+	in := new(AclRevokeTokenRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func _AclAdmin_RevokeToken_Handler(srv interface{}, ctx context.Context, dec fun
 		FullMethod: AclAdmin_RevokeToken_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(AclAdminServer).RevokeToken(ctx, req.(*RevokeTokenRequest))
+		return srv.(AclAdminServer).RevokeToken(ctx, req.(*AclRevokeTokenRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }

@@ -40,6 +40,9 @@ const (
 	ForwardErrorReason_FORWARD_ERROR_REASON_UNKNOWN_COMMAND ForwardErrorReason = 6
 	// The command is malformed. Nothing proposed.
 	ForwardErrorReason_FORWARD_ERROR_REASON_INVALID_COMMAND ForwardErrorReason = 7
+	// The leader could not write its log: its disk is full. Nothing was
+	// committed; the leader steps down, so a retry may find another one.
+	ForwardErrorReason_FORWARD_ERROR_REASON_DISK_FULL ForwardErrorReason = 8
 )
 
 // Enum value maps for ForwardErrorReason.
@@ -53,6 +56,7 @@ var (
 		5: "FORWARD_ERROR_REASON_SHUTDOWN",
 		6: "FORWARD_ERROR_REASON_UNKNOWN_COMMAND",
 		7: "FORWARD_ERROR_REASON_INVALID_COMMAND",
+		8: "FORWARD_ERROR_REASON_DISK_FULL",
 	}
 	ForwardErrorReason_value = map[string]int32{
 		"FORWARD_ERROR_REASON_UNSPECIFIED":     0,
@@ -63,6 +67,7 @@ var (
 		"FORWARD_ERROR_REASON_SHUTDOWN":        5,
 		"FORWARD_ERROR_REASON_UNKNOWN_COMMAND": 6,
 		"FORWARD_ERROR_REASON_INVALID_COMMAND": 7,
+		"FORWARD_ERROR_REASON_DISK_FULL":       8,
 	}
 )
 
@@ -1512,7 +1517,7 @@ const file_concord_v1_cluster_proto_rawDesc = "" +
 	"raft_stats\x18\a \x03(\v2).concord.v1.StatusResponse.RaftStatsEntryR\traftStats\x1a<\n" +
 	"\x0eRaftStatsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xc6\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xea\x02\n" +
 	"\x12ForwardErrorReason\x12$\n" +
 	" FORWARD_ERROR_REASON_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fFORWARD_ERROR_REASON_NOT_LEADER\x10\x01\x12\"\n" +
@@ -1521,7 +1526,8 @@ const file_concord_v1_cluster_proto_rawDesc = "" +
 	"\x1cFORWARD_ERROR_REASON_TIMEOUT\x10\x04\x12!\n" +
 	"\x1dFORWARD_ERROR_REASON_SHUTDOWN\x10\x05\x12(\n" +
 	"$FORWARD_ERROR_REASON_UNKNOWN_COMMAND\x10\x06\x12(\n" +
-	"$FORWARD_ERROR_REASON_INVALID_COMMAND\x10\a*U\n" +
+	"$FORWARD_ERROR_REASON_INVALID_COMMAND\x10\a\x12\"\n" +
+	"\x1eFORWARD_ERROR_REASON_DISK_FULL\x10\b*U\n" +
 	"\tRelayKind\x12\x1a\n" +
 	"\x16RELAY_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RELAY_KIND_MESSAGE\x10\x01\x12\x14\n" +

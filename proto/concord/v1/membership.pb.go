@@ -97,7 +97,12 @@ type GossipMeta struct {
 	Leaving bool `protobuf:"varint,9,opt,name=leaving,proto3" json:"leaving,omitempty"`
 	// bootstrapped is set once the node has Raft state (it bootstrapped or was
 	// added to a cluster); a node waiting to bootstrap then must not.
-	Bootstrapped  bool `protobuf:"varint,10,opt,name=bootstrapped,proto3" json:"bootstrapped,omitempty"`
+	Bootstrapped bool `protobuf:"varint,10,opt,name=bootstrapped,proto3" json:"bootstrapped,omitempty"`
+	// boot_id is random per process start: a change tells peers the node
+	// restarted even when gossip never saw it die (a quick restart at the
+	// same address), so a force-removed server that restarts counts as
+	// rejoining. Empty from older nodes.
+	BootId        string `protobuf:"bytes,11,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -202,12 +207,19 @@ func (x *GossipMeta) GetBootstrapped() bool {
 	return false
 }
 
+func (x *GossipMeta) GetBootId() string {
+	if x != nil {
+		return x.BootId
+	}
+	return ""
+}
+
 var File_concord_v1_membership_proto protoreflect.FileDescriptor
 
 const file_concord_v1_membership_proto_rawDesc = "" +
 	"\n" +
 	"\x1bconcord/v1/membership.proto\x12\n" +
-	"concord.v1\"\xc8\x02\n" +
+	"concord.v1\"\xe1\x02\n" +
 	"\n" +
 	"GossipMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
@@ -220,7 +232,8 @@ const file_concord_v1_membership_proto_rawDesc = "" +
 	"\x10bootstrap_expect\x18\b \x01(\rR\x0fbootstrapExpect\x12\x18\n" +
 	"\aleaving\x18\t \x01(\bR\aleaving\x12\"\n" +
 	"\fbootstrapped\x18\n" +
-	" \x01(\bR\fbootstrapped*A\n" +
+	" \x01(\bR\fbootstrapped\x12\x17\n" +
+	"\aboot_id\x18\v \x01(\tR\x06bootId*A\n" +
 	"\n" +
 	"GossipRole\x12\x1b\n" +
 	"\x17GOSSIP_ROLE_UNSPECIFIED\x10\x00\x12\x16\n" +

@@ -52,6 +52,13 @@ const (
 	CommandType_COMMAND_TYPE_SUBSCRIPTION_CURSOR CommandType = 13
 	CommandType_COMMAND_TYPE_SESSION_EXPIRE      CommandType = 14 // 15..31 reserved for future registry commands.
 	CommandType_COMMAND_TYPE_RUN_INPUT           CommandType = 32 // 33..47 reserved for future consensus-run commands.
+	// Federation (federation.proto): links between systems.
+	CommandType_COMMAND_TYPE_FED_TOKEN_CREATE    CommandType = 48
+	CommandType_COMMAND_TYPE_FED_LINK_PUT        CommandType = 49
+	CommandType_COMMAND_TYPE_FED_LINK_REMOVE     CommandType = 50
+	CommandType_COMMAND_TYPE_FED_LINK_ADDRS      CommandType = 51
+	CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY CommandType = 52
+	// 53..63 reserved for future federation commands.
 	// Access control (node/acl): API keys, stored as hashes. Bodies in acl.proto.
 	CommandType_COMMAND_TYPE_ACL_KEY_CREATE CommandType = 64
 	CommandType_COMMAND_TYPE_ACL_KEY_REVOKE CommandType = 65 // 66..79 reserved for future access-control commands.
@@ -78,6 +85,11 @@ var (
 		13:  "COMMAND_TYPE_SUBSCRIPTION_CURSOR",
 		14:  "COMMAND_TYPE_SESSION_EXPIRE",
 		32:  "COMMAND_TYPE_RUN_INPUT",
+		48:  "COMMAND_TYPE_FED_TOKEN_CREATE",
+		49:  "COMMAND_TYPE_FED_LINK_PUT",
+		50:  "COMMAND_TYPE_FED_LINK_REMOVE",
+		51:  "COMMAND_TYPE_FED_LINK_ADDRS",
+		52:  "COMMAND_TYPE_FED_DIRECTORY_APPLY",
 		64:  "COMMAND_TYPE_ACL_KEY_CREATE",
 		65:  "COMMAND_TYPE_ACL_KEY_REVOKE",
 		255: "COMMAND_TYPE_NOOP",
@@ -99,6 +111,11 @@ var (
 		"COMMAND_TYPE_SUBSCRIPTION_CURSOR": 13,
 		"COMMAND_TYPE_SESSION_EXPIRE":      14,
 		"COMMAND_TYPE_RUN_INPUT":           32,
+		"COMMAND_TYPE_FED_TOKEN_CREATE":    48,
+		"COMMAND_TYPE_FED_LINK_PUT":        49,
+		"COMMAND_TYPE_FED_LINK_REMOVE":     50,
+		"COMMAND_TYPE_FED_LINK_ADDRS":      51,
+		"COMMAND_TYPE_FED_DIRECTORY_APPLY": 52,
 		"COMMAND_TYPE_ACL_KEY_CREATE":      64,
 		"COMMAND_TYPE_ACL_KEY_REVOKE":      65,
 		"COMMAND_TYPE_NOOP":                255,
@@ -330,7 +347,7 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\bR\x03end\"\x1a\n" +
 	"\x04Noop\x12\x12\n" +
-	"\x04note\x18\x01 \x01(\tR\x04note*\xed\x04\n" +
+	"\x04note\x18\x01 \x01(\tR\x04note*\x98\x06\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_AGENT_REGISTER\x10\x01\x12!\n" +
@@ -348,7 +365,12 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x1bCOMMAND_TYPE_SESSION_DETACH\x10\f\x12$\n" +
 	" COMMAND_TYPE_SUBSCRIPTION_CURSOR\x10\r\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_SESSION_EXPIRE\x10\x0e\x12\x1a\n" +
-	"\x16COMMAND_TYPE_RUN_INPUT\x10 \x12\x1f\n" +
+	"\x16COMMAND_TYPE_RUN_INPUT\x10 \x12!\n" +
+	"\x1dCOMMAND_TYPE_FED_TOKEN_CREATE\x100\x12\x1d\n" +
+	"\x19COMMAND_TYPE_FED_LINK_PUT\x101\x12 \n" +
+	"\x1cCOMMAND_TYPE_FED_LINK_REMOVE\x102\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_FED_LINK_ADDRS\x103\x12$\n" +
+	" COMMAND_TYPE_FED_DIRECTORY_APPLY\x104\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_CREATE\x10@\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_REVOKE\x10A\x12\x16\n" +
 	"\x11COMMAND_TYPE_NOOP\x10\xff\x01B:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/concordmap/concord/node"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// newFederationCmd groups `concord federation token|link|list|status|unlink`,
+// clients of the Federation admin methods on any node's gRPC port.
+func newFederationCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "federation",
+		Short: "Link this system with other Concord systems",
+		Long: "Peering: run `federation token --peer <their-system-id>` on one system, then\n" +
+			"`federation link --token <token>` on the other. Links are Raft state on both sides.",
+	}
+	cmd.AddCommand(newFedTokenCmd(), newFedLinkCmd(), newFedListCmd("list", false), newFedListCmd("status", true), newFedUnlinkCmd())
+	return cmd
+}
+
+func fedCall(ctx context.Context, f *adminFlags, fn func(context.Context, concordv1.FederationClient) error) error {
+	return f.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
+		return fn(ctx, concordv1.NewFederationClient(cc))
+	})
+}
+
+// policyFlags are a link's export/import policies and transitive switch.
+type policyFlags struct {
+	export, imp string
+	transitive  bool
+	maxHops     uint32
+	bufMsgs     uint32
+	bufBytes    uint64
+	bufAge      time.Duration
+	overflow    string
+}
+
+func (p *policyFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&p.export, "export", "none", "what this system shows the peer: none, all, role:R, name:GLOB, tag:T (metadata.tags)")
+	cmd.Flags().StringVar(&p.imp, "import", "all", "what this system accepts from the peer (same forms)")
+	cmd.Flags().BoolVar(&p.transitive, "transitive", false, "let messages cross this link on their way to a third system")
+	cmd.Flags().Uint32Var(&p.maxHops, "max-hops", 5, "hop bound of envelopes this system originates over the link")
+	cmd.Flags().Uint32Var(&p.bufMsgs, "buffer-messages", 1000, "outage buffer: messages held per node while the link is down")
+	cmd.Flags().Uint64Var(&p.bufBytes, "buffer-bytes", 10<<20, "outage buffer: bytes held per node")
+	cmd.Flags().DurationVar(&p.bufAge, "buffer-age", time.Hour, "outage buffer: oldest message kept")
+	cmd.Flags().StringVar(&p.overflow, "buffer-overflow", "drop-oldest", "full buffer: drop-oldest, drop-newest or reject-new")
+}
+
+// overflows maps --buffer-overflow values to the policy enum.
+var overflows = map[string]concordv1.FedOverflow{
+	"drop-oldest": concordv1.FedOverflow_FED_OVERFLOW_DROP_OLDEST,
+	"drop-newest": concordv1.FedOverflow_FED_OVERFLOW_DROP_NEWEST,
+	"reject-new":  concordv1.FedOverflow_FED_OVERFLOW_REJECT_NEW,
+}
+
+func overflowName(o concordv1.FedOverflow) string {
+	for k, v := range overflows {
+		if v == o {
+			return k
+		}
+	}
+	return "default"
+}
+
+// buffer is the outage buffer policy the flags describe.
+func (p *policyFlags) buffer() (*concordv1.FedBufferPolicy, error) {
+	ov, ok := overflows[p.overflow]
+	if !ok {
+		return nil, fmt.Errorf("--buffer-overflow %q: want drop-oldest, drop-newest or reject-new", p.overflow)
+	}
+	if p.bufMsgs == 0 || p.bufBytes == 0 || p.bufAge <= 0 {
+		return nil, fmt.Errorf("--buffer-messages, --buffer-bytes and --buffer-age must be > 0")
+	}
+	return &concordv1.FedBufferPolicy{MaxMessages: p.bufMsgs, MaxBytes: p.bufBytes, MaxAgeMs: p.bufAge.Milliseconds(), Overflow: ov}, nil
+}
+
+// settings are a link's policies as the flags describe them.
+type settings struct {
+	exp, imp *concordv1.FedPolicy
+	buf      *concordv1.FedBufferPolicy
+}
+
+func (p *policyFlags) parse() (st settings, err error) {
+	if st.exp, err = node.ParseFederationPolicy(p.export); err != nil {
+		return st, fmt.Errorf("--export: %w", err)
+	}
+	if st.imp, err = node.ParseFederationPolicy(p.imp); err != nil {
+		return st, fmt.Errorf("--import: %w", err)
+	}
+	st.buf, err = p.buffer()
+	return st, err
+}
+
+func newFedTokenCmd() *cobra.Command {
+	var (
+		f    adminFlags
+		p    policyFlags
+		peer string
+		ttl  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "token --peer SYSTEM_ID",
+		Short: "Issue a one-time peering token for another system (prints it)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := p.parse()
+			if err != nil {
+				return err
+			}
+			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
+				res, err := c.CreateToken(ctx, &concordv1.CreateTokenRequest{PeerSystemId: peer, TtlMs: ttl.Milliseconds(),
+					Export: st.exp, Import: st.imp, Transitive: p.transitive, Buffer: st.buf, MaxHops: p.maxHops})
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), res.GetToken())
+				return err
+			})
+		},
+	}
+	f.register(cmd)
+	p.register(cmd)
+	cmd.Flags().StringVar(&peer, "peer", "", "system id of the system that will redeem the token (required)")
+	cmd.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token stays redeemable")
+	_ = cmd.MarkFlagRequired("peer")
+	return cmd
+}
+
+func newFedLinkCmd() *cobra.Command {
+	var (
+		f     adminFlags
+		p     policyFlags
+		token string
+	)
+	cmd := &cobra.Command{
+		Use:   "link --token TOKEN",
+		Short: "Redeem a peering token: link this system with the system that issued it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := p.parse()
+			if err != nil {
+				return err
+			}
+			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
+				res, err := c.CreateLink(ctx, &concordv1.CreateLinkRequest{Token: strings.TrimSpace(token),
+					Export: st.exp, Import: st.imp, Transitive: p.transitive, MaxHops: p.maxHops, Buffer: st.buf})
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "linked to %s (%s)\n", res.GetLink().GetPeerSystemId(),
+					strings.Join(res.GetLink().GetPeerAddrs(), ","))
+				return err
+			})
+		},
+	}
+	f.register(cmd)
+	p.register(cmd)
+	cmd.Flags().StringVar(&token, "token", "", "token printed by `federation token` on the other system (required)")
+	_ = cmd.MarkFlagRequired("token")
+	return cmd
+}
+
+func newFedListCmd(use string, detail bool) *cobra.Command {
+	var f adminFlags
+	short := "List this system's links"
+	if detail {
+		short = "Show each link as the node sees it: state, streams, RTT, queue, counters"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
+				res, err := c.ListLinks(ctx, &concordv1.ListLinksRequest{})
+				if err != nil {
+					return err
+				}
+				return printLinks(cmd.OutOrStdout(), res, detail)
+			})
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func printLinks(w io.Writer, res *concordv1.ListLinksResponse, detail bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if detail {
+		fmt.Fprintf(tw, "# system %s, node %s\n", res.GetSystemId(), res.GetNodeId())
+		fmt.Fprintln(tw, "PEER\tSTATE\tSTREAMS\tSERVER\tRTT\tQUEUE\tSENT\tRECEIVED\tDROPPED\tRECONNECTS\tIMPORTED")
+	} else {
+		fmt.Fprintln(tw, "PEER\tSERVERS\tEXPORT\tIMPORT\tTRANSITIVE\tMAX_HOPS\tBUFFER\tTLS")
+	}
+	for _, st := range res.GetLinks() {
+		l := st.GetLink()
+		if detail {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d (%d B)\t%d\t%d\t%d\t%d\t%d agents (v%d)\n", l.GetPeerSystemId(), st.GetState(),
+				st.GetStreamsUp(), st.GetConnectedTo(), time.Duration(st.GetRttUs())*time.Microsecond, st.GetQueueDepth(),
+				st.GetQueueBytes(), st.GetSent(), st.GetReceived(), st.GetDropped(), st.GetReconnects(), st.GetImportedAgents(), st.GetImportedVersion())
+			continue
+		}
+		b := l.GetBuffer()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d msgs/%d B/%v %s\t%v\n", l.GetPeerSystemId(), strings.Join(l.GetPeerAddrs(), ","),
+			node.FormatFederationPolicy(l.GetExport()), node.FormatFederationPolicy(l.GetImport()), l.GetTransitive(), l.GetMaxHops(),
+			b.GetMaxMessages(), b.GetMaxBytes(), time.Duration(b.GetMaxAgeMs())*time.Millisecond, overflowName(b.GetOverflow()), len(l.GetPeerCaPem()) > 0)
+	}
+	return tw.Flush()
+}
+
+func newFedUnlinkCmd() *cobra.Command {
+	var f adminFlags
+	cmd := &cobra.Command{
+		Use:   "unlink SYSTEM_ID",
+		Short: "Remove the link to a system (and its imported directory) on this side",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
+				res, err := c.Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: args[0]})
+				if err != nil {
+					return err
+				}
+				if res.GetPeerNotified() {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s (it removed its side too)\n", args[0])
+				} else {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s here; %s was not reached (%s): unlink there too\n",
+						args[0], args[0], res.GetPeerError())
+				}
+				return err
+			})
+		},
+	}
+	f.register(cmd)
+	return cmd
+}

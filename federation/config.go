@@ -1,0 +1,136 @@
+package federation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Config configures a Manager. Start from DefaultConfig.
+type Config struct {
+	// SystemID and NodeID identify this node.
+	SystemID, NodeID string
+	// Plaintext lets links run without TLS (--dev and tests only). Without
+	// it a link needs Credentials.
+	Plaintext bool
+	// Credentials returns the transport credentials to dial a linked
+	// system with: this system's server certificate, and the peer's CA
+	// from the link (which must present a certificate naming its system
+	// id). Provided by node from its TLS configuration; nil refuses links
+	// unless Plaintext.
+	Credentials func(link *concordv1.FedLink) (credentials.TransportCredentials, error)
+	// CAPEM is this system's CA certificate, packed into tokens.
+	CAPEM []byte
+	// TokenTTL is how long a peering token stays redeemable by default.
+	TokenTTL time.Duration
+	// DirectorySync is how often the leader asks each peer for directory
+	// changes (a delta; a full set after a gap).
+	DirectorySync time.Duration
+	// Ping is how often a stream measures its RTT.
+	Ping time.Duration
+	// BackoffMin and BackoffMax bound the jittered reconnect delay.
+	BackoffMin, BackoffMax time.Duration
+	// CallTimeout bounds one handshake RPC or stream open.
+	CallTimeout time.Duration
+	// AckTimeout bounds how long a sent message waits for its ack before
+	// its sender hears 5000 (outcome unknown).
+	AckTimeout time.Duration
+	// MaxEnvelopeBytes bounds one message's payload+meta across a link.
+	MaxEnvelopeBytes int
+	// Dialer, for tests / fault injection: dials peers' gRPC addresses.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// Logger is the parent logger; nil discards.
+	Logger *slog.Logger
+	// Now returns the current time; for tests. nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns production timings.
+func DefaultConfig() Config {
+	return Config{
+		TokenTTL: time.Hour, DirectorySync: 2 * time.Second, Ping: 5 * time.Second,
+		BackoffMin: 200 * time.Millisecond, BackoffMax: 10 * time.Second,
+		CallTimeout: 10 * time.Second, AckTimeout: 15 * time.Second, MaxEnvelopeBytes: 1 << 20,
+	}
+}
+
+// Validate reports a missing or out-of-range field.
+func (c Config) Validate() error {
+	switch {
+	case !validSystemID(c.SystemID):
+		return fmt.Errorf("%w: SystemID %q", ErrInvalidConfig, c.SystemID)
+	case c.NodeID == "":
+		return fmt.Errorf("%w: NodeID is required", ErrInvalidConfig)
+	case c.TokenTTL <= 0 || c.DirectorySync <= 0 || c.Ping <= 0 || c.CallTimeout <= 0 || c.AckTimeout <= 0:
+		return fmt.Errorf("%w: timings must be > 0", ErrInvalidConfig)
+	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
+		return fmt.Errorf("%w: backoff bounds", ErrInvalidConfig)
+	case c.MaxEnvelopeBytes <= 0 || c.MaxEnvelopeBytes > 8<<20:
+		return fmt.Errorf("%w: MaxEnvelopeBytes must be in 1..8 MiB (a stream message holds at most 16 MiB)", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Proposer proposes a command to this system's Raft log from any node
+// (raftstore.Store.Apply, which forwards from followers).
+type Proposer interface {
+	Apply(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, uint64, error)
+}
+
+// LocalDirectory is this system's agents, as federation exports them.
+type LocalDirectory interface {
+	// Agents returns every local agent (the export policy filters).
+	Agents() []*concordv1.FedRemoteAgent
+	// Agent returns one local agent.
+	Agent(id string) (*concordv1.FedRemoteAgent, bool)
+	// ScopeMembers returns a scope's member agent ids (ok=false: unknown).
+	ScopeMembers(id string) ([]string, bool)
+	// Version is a number that grows with every change of the directory
+	// (the Raft applied index), the same sequence on every node.
+	Version() uint64
+}
+
+// Deliverer delivers a message that crossed a link to a local agent,
+// wherever in this system its connection is. done is called once, with
+// nil when the agent's connection took it.
+type Deliverer interface {
+	DeliverAgent(ctx context.Context, agentID string, msg json.RawMessage, done func(error))
+}
+
+// EventSink receives federation_connected / federation_disconnected.
+type EventSink interface {
+	FederationEvent(kind, peerSystem string, data map[string]any)
+}
+
+// Deps are the Manager's collaborators, passed in by node.
+type Deps struct {
+	State    *State
+	Store    Proposer
+	IsLeader func() bool
+	Local    LocalDirectory
+	Deliver  Deliverer
+	// Servers returns this system's live servers' gRPC addresses.
+	Servers func() []string
+	// Events is optional.
+	Events EventSink
+	// Barrier, optional, returns once this node has applied everything
+	// committed before the call. A message for a local agent or scope
+	// this node does not know yet waits for it before the answer is
+	// 2001/5003: the sender's directory may be ahead of this replica.
+	Barrier func(ctx context.Context) error
+}
+
+func (d Deps) validate() error {
+	if d.State == nil || d.Store == nil || d.IsLeader == nil || d.Local == nil || d.Deliver == nil || d.Servers == nil {
+		return fmt.Errorf("%w: State, Store, IsLeader, Local, Deliver and Servers are required", ErrInvalidConfig)
+	}
+	return nil
+}

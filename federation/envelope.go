@@ -1,0 +1,114 @@
+package federation
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// DefaultMaxHops is the hop bound of envelopes a system originates when
+// its link does not set one (the SDK gateway's default).
+const DefaultMaxHops = 5
+
+// CheckInbound validates an envelope that arrived from system from at
+// system self. It returns a *CodeError: -32602 for a malformed envelope
+// or one whose source is not the linked system that sent it, 5010 when
+// self already appears in the path, 5011 when the hop budget is spent.
+func CheckInbound(env *concordv1.FedEnvelope, self, from string, maxBytes int) *CodeError {
+	switch {
+	case env == nil:
+		return codeErr(CodeInvalidParams, "empty envelope", nil)
+	case maxBytes > 0 && len(env.GetPayload())+len(env.GetMeta()) > maxBytes:
+		return codeErr(CodeInvalidParams, fmt.Sprintf("envelope larger than %d bytes", maxBytes), nil)
+	case env.GetMessageId() == "" || env.GetFrom() == "":
+		return codeErr(CodeInvalidParams, "envelope needs a message id and a sender", nil)
+	case (env.GetToAgent() == "") == (env.GetToScope() == ""):
+		return codeErr(CodeInvalidParams, "envelope needs exactly one of to_agent and to_scope", nil)
+	case len(env.GetPath()) == 0 || env.GetPath()[len(env.GetPath())-1] != from:
+		return codeErr(CodeInvalidParams, "envelope path must end with the system that sent it", map[string]any{"from": from, "path": env.GetPath()})
+	case env.GetPath()[0] != env.GetSourceSystem():
+		return codeErr(CodeInvalidParams, "envelope path must start with its source system", nil)
+	case env.GetTargetSystem() == "":
+		return codeErr(CodeInvalidParams, "envelope has no target system", nil)
+	case slices.Contains(env.GetPath(), self):
+		return codeErr(CodeLoopDetected, "Loop detected: "+self+" is already in the envelope's path",
+			map[string]any{"path": env.GetPath(), "systemId": self})
+	case env.GetHopCount() != uint32(len(env.GetPath())):
+		return codeErr(CodeInvalidParams, "envelope hop count does not match its path", nil)
+	case env.GetMaxHops() == 0 || env.GetHopCount() > env.GetMaxHops():
+		return codeErr(CodeMaxHopsExceeded, fmt.Sprintf("Max hops exceeded: %d of %d", env.GetHopCount(), env.GetMaxHops()),
+			map[string]any{"hopCount": env.GetHopCount(), "maxHops": env.GetMaxHops(), "path": env.GetPath()})
+	}
+	if len(env.GetMeta()) > 0 && !json.Valid(env.GetMeta()) || len(env.GetPayload()) > 0 && !json.Valid(env.GetPayload()) {
+		return codeErr(CodeInvalidParams, "envelope payload and meta must be JSON", nil)
+	}
+	return nil
+}
+
+// CheckForward validates sending env from self to the next system: 5010
+// when next is already in the path, 5011 when one more hop exceeds the
+// envelope's bound.
+func CheckForward(env *concordv1.FedEnvelope, next string) *CodeError {
+	if slices.Contains(env.GetPath(), next) {
+		return codeErr(CodeLoopDetected, "Loop detected: "+next+" is already in the envelope's path",
+			map[string]any{"path": env.GetPath(), "systemId": next})
+	}
+	if env.GetHopCount()+1 > env.GetMaxHops() {
+		return codeErr(CodeMaxHopsExceeded, fmt.Sprintf("Max hops exceeded: %d of %d", env.GetHopCount()+1, env.GetMaxHops()),
+			map[string]any{"hopCount": env.GetHopCount() + 1, "maxHops": env.GetMaxHops(), "path": env.GetPath()})
+	}
+	return nil
+}
+
+// Stamp records that env leaves system self: self joins the path and the
+// hop count grows by one. Call it after CheckForward.
+func Stamp(env *concordv1.FedEnvelope, self string) {
+	env.Path = append(env.Path, self)
+	env.HopCount = uint32(len(env.Path))
+}
+
+// RemoteID renders a remote entity id, "<system>:agent:<id>".
+func RemoteID(system, agentID string) string { return system + ":agent:" + agentID }
+
+// BuildMessage renders the MAP Message a receiving system delivers: from
+// is the remote form of the sender, so a remote participant never passes
+// for a local one; to names the local recipient.
+func BuildMessage(env *concordv1.FedEnvelope) json.RawMessage {
+	b := make([]byte, 0, 128+len(env.GetPayload())+len(env.GetMeta()))
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, env.GetMessageId())
+	b = append(b, `,"from":`...)
+	b = appendJSONString(b, RemoteID(env.GetSourceSystem(), env.GetFrom()))
+	b = append(b, `,"to":{`...)
+	if env.GetToAgent() != "" {
+		b = append(b, `"agent":`...)
+		b = appendJSONString(b, env.GetToAgent())
+	} else {
+		b = append(b, `"scope":`...)
+		b = appendJSONString(b, env.GetToScope())
+	}
+	b = append(b, '}')
+	if len(env.GetPayload()) > 0 {
+		b = append(b, `,"payload":`...)
+		b = append(b, env.GetPayload()...)
+	}
+	if len(env.GetMeta()) > 0 {
+		b = append(b, `,"meta":`...)
+		b = append(b, env.GetMeta()...)
+	}
+	b = append(b, `,"federation":{"sourceSystem":`...)
+	b = appendJSONString(b, env.GetSourceSystem())
+	b = append(b, `,"targetSystem":`...)
+	b = appendJSONString(b, env.GetTargetSystem())
+	b = fmt.Appendf(b, `,"hopCount":%d,"maxHops":%d,"originTimestamp":%d,"path":`, env.GetHopCount(), env.GetMaxHops(), env.GetOriginTsMs())
+	p, _ := json.Marshal(env.GetPath()) // strings only: cannot fail
+	b = append(b, p...)
+	return append(b, "}}"...)
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string: cannot fail
+	return append(b, q...)
+}

@@ -1,0 +1,60 @@
+package federation
+
+import "errors"
+
+// MAP error codes of map-protocol.md §6 that federation answers with.
+const (
+	CodeAgentNotFound   = 2001
+	CodeUnavailable     = 5000 // FEDERATION_UNAVAILABLE: link down, buffer refused
+	CodeSystemNotFound  = 5001 // FEDERATION_SYSTEM_NOT_FOUND: no link
+	CodeAuthFailed      = 5002 // FEDERATION_AUTH_FAILED
+	CodeNotExported     = 5003 // not exported to the asking system
+	CodeLoopDetected    = 5010
+	CodeMaxHopsExceeded = 5011
+	CodeInvalidParams   = -32602
+	CodeDeliveryFailed  = 2003
+)
+
+// Sentinels returned by State's Apply and by the token codec.
+var (
+	// ErrInvalidConfig: a Config or Manager dependency is missing or wrong.
+	ErrInvalidConfig = errors.New("federation: invalid config")
+	// ErrInvalidCommand: a command is malformed (missing peer id, ...).
+	ErrInvalidCommand = errors.New("federation: invalid command")
+	// ErrTokenUnknown: no token with that secret was issued (or it expired
+	// and was pruned).
+	ErrTokenUnknown = errors.New("federation: unknown peering token")
+	// ErrTokenUsed: the token was redeemed already; tokens are one-time.
+	ErrTokenUsed = errors.New("federation: peering token already used")
+	// ErrTokenExpired: the token's expiry has passed.
+	ErrTokenExpired = errors.New("federation: peering token expired")
+	// ErrTokenPeer: the token was issued for another system id.
+	ErrTokenPeer = errors.New("federation: peering token issued for another system")
+	// ErrBadToken: a token string does not decode.
+	ErrBadToken = errors.New("federation: malformed peering token")
+	// ErrNoLink: no link to the named system.
+	ErrNoLink = errors.New("federation: no link to system")
+	// ErrDirectoryGap: a directory delta does not start at the stored
+	// version; the importer asks for a full update.
+	ErrDirectoryGap = errors.New("federation: directory delta after a gap")
+	// ErrSelfLink: a system cannot link to itself.
+	ErrSelfLink = errors.New("federation: cannot link a system to itself")
+	// ErrTLSRequired: a link outside dev mode needs TLS material.
+	ErrTLSRequired = errors.New("federation: links need TLS outside --dev")
+	// ErrClosed: the manager is shut down.
+	ErrClosed = errors.New("federation: closed")
+)
+
+// CodeError is a refusal with a MAP error code, as it crosses a link in a
+// FedAck and reaches map/send's caller.
+type CodeError struct {
+	Code    int
+	Message string
+	Data    map[string]any
+}
+
+func (e *CodeError) Error() string { return e.Message }
+
+func codeErr(code int, msg string, data map[string]any) *CodeError {
+	return &CodeError{Code: code, Message: msg, Data: data}
+}

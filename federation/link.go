@@ -1,0 +1,550 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// maxBatch and maxBatchBytes bound one stream message: well under the
+// peer's gRPC message limit (16 MiB by default), whatever the envelopes
+// weigh (one envelope always goes, alone if need be).
+const (
+	maxBatch      = 64
+	maxBatchBytes = 4 << 20
+)
+
+// outLink is this node's stream to one linked system: it picks one of the
+// peer's servers (spread by a hash of this node's id), keeps the stream
+// open, moves to the next server with jittered backoff when it breaks,
+// and holds messages in the bounded buffer while no stream is up.
+type outLink struct {
+	m    *Manager
+	peer string
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	link     *concordv1.FedLink
+	buf      buffer
+	up       bool
+	inflight map[uint64]*inflight
+	seq      uint64
+	wake     chan struct{} // cap 1: buffer or state changed
+	stopped  bool
+	stopErr  *CodeError
+	cancel   context.CancelFunc
+	stopCh   chan struct{}
+	resync   bool // a directory gap: ask for everything next time
+
+	// stats
+	sent, reconnects uint64
+	rtt              time.Duration
+	connectedTo      string
+}
+
+type inflight struct {
+	it     *item
+	sentAt time.Time
+}
+
+func newOutLink(m *Manager, l *concordv1.FedLink) *outLink {
+	return &outLink{
+		m: m, peer: l.GetPeerSystemId(), link: l, log: m.log.With("peer", l.GetPeerSystemId()),
+		inflight: map[uint64]*inflight{}, wake: make(chan struct{}, 1), stopCh: make(chan struct{}),
+	}
+}
+
+func (l *outLink) policy() *concordv1.FedLink {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.link
+}
+
+func (l *outLink) update(link *concordv1.FedLink) {
+	l.mu.Lock()
+	l.link = link
+	l.mu.Unlock()
+}
+
+func (l *outLink) bufferPolicy() *concordv1.FedBufferPolicy {
+	if p := l.link.GetBuffer(); p.GetOverflow() != concordv1.FedOverflow_FED_OVERFLOW_UNSPECIFIED {
+		return p
+	}
+	return DefaultBufferPolicy()
+}
+
+func (l *outLink) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue buffers env; the sender hears the outcome from the ack when a
+// stream is up, else "queued" at once (or the overflow refusal).
+func (l *outLink) enqueue(env *concordv1.FedEnvelope, done func(Outcome)) {
+	it := &item{env: env, size: envSize(env), at: l.m.now(), done: done}
+	l.mu.Lock()
+	if l.stopped {
+		err := l.stopErr
+		l.mu.Unlock()
+		done(Outcome{Err: err})
+		return
+	}
+	up := l.up
+	if !up {
+		it.done = nil
+	}
+	dropped, refuse := l.buf.push(it, l.bufferPolicy(), it.at)
+	l.mu.Unlock()
+	tellDropped(dropped)
+	switch {
+	case refuse != nil:
+		done(Outcome{Err: refuse})
+	case !up:
+		done(Outcome{Queued: true})
+	default:
+		l.signal()
+	}
+}
+
+func tellDropped(items []*item) {
+	for _, it := range items {
+		if it.done != nil {
+			it.done(Outcome{Err: errDropped()})
+		}
+	}
+}
+
+// stop ends the link for good (unlinked, or the node stops): every
+// waiting sender hears err.
+func (l *outLink) stop(err *CodeError) {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	l.stopped, l.stopErr = true, err
+	items := l.buf.takeAll()
+	for _, f := range l.inflight {
+		items = append(items, f.it)
+	}
+	l.inflight = map[uint64]*inflight{}
+	l.mu.Unlock()
+	close(l.stopCh)
+	for _, it := range items {
+		if it.done != nil {
+			it.done(Outcome{Err: err})
+		}
+	}
+}
+
+// run connects, serves, and reconnects until ctx ends or stop.
+func (l *outLink) run(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // stop cancels the session too
+		select {
+		case <-l.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	start := int(hashString(l.m.cfg.NodeID))
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		link := l.policy()
+		addrs := slices.Sorted(slices.Values(link.GetPeerAddrs()))
+		addr := addrs[(start+attempt)%len(addrs)]
+		wasUp, err := l.session(ctx, link, addr)
+		if ctx.Err() != nil {
+			return
+		}
+		if wasUp {
+			attempt = 0 // a stream that worked moves on without waiting long
+		}
+		l.log.Debug("federation stream ended", "addr", addr, "err", err)
+		d := jitter(attempt, l.m.cfg.BackoffMin, l.m.cfg.BackoffMax)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+}
+
+// jitter is full-jitter exponential backoff.
+func jitter(attempt int, lo, hi time.Duration) time.Duration {
+	d := lo << min(attempt, 20)
+	if d > hi || d <= 0 {
+		d = hi
+	}
+	return lo/2 + rand.N(d)
+}
+
+func hashString(s string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum32()
+}
+
+// dialOptions are the transport credentials for link: TLS from the node,
+// or plaintext in dev mode; nothing else.
+func (m *Manager) dialOptions(link *concordv1.FedLink) ([]grpc.DialOption, error) {
+	var opts []grpc.DialOption
+	switch {
+	case m.cfg.Credentials != nil:
+		c, err := m.cfg.Credentials(link)
+		if err != nil {
+			return nil, fmt.Errorf("federation credentials for %s: %w", link.GetPeerSystemId(), err)
+		}
+		opts = append(opts, grpc.WithTransportCredentials(c))
+	case m.cfg.Plaintext:
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	default:
+		return nil, ErrTLSRequired
+	}
+	if d := m.cfg.Dialer; d != nil {
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d(ctx, a) }))
+	}
+	return opts, nil
+}
+
+// session runs one stream to addr until it breaks. wasUp reports whether
+// the handshake succeeded.
+func (l *outLink) session(ctx context.Context, link *concordv1.FedLink, addr string) (wasUp bool, err error) {
+	opts, err := l.m.dialOptions(link)
+	if err != nil {
+		return false, err
+	}
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return false, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Opening the stream and the hello/welcome exchange are bounded: a
+	// blackholed server must not hold the link.
+	timer := time.AfterFunc(l.m.cfg.CallTimeout, cancel)
+	stream, err := concordv1.NewFederationClient(conn).Link(sctx)
+	if err != nil {
+		timer.Stop()
+		return false, fmt.Errorf("open link stream to %s: %w", addr, err)
+	}
+	welcome, err := l.handshake(stream)
+	if !timer.Stop() || err != nil {
+		return false, errors.Join(err, sctx.Err())
+	}
+	l.connected(addr)
+	defer l.disconnected(addr)
+	l.m.wg.Add(1)
+	go func() { defer l.m.wg.Done(); l.refreshAddrs(ctx, welcome.GetAddrs()) }()
+	var lastRecv atomic.Int64
+	lastRecv.Store(time.Now().UnixNano())
+	recvErr := make(chan error, 1)
+	recvDone := make(chan struct{})
+	go func() { defer close(recvDone); recvErr <- l.receive(sctx, stream, &lastRecv) }()
+	silent := make(chan struct{})
+	go func() { // a blackholed peer never errors: give up when it goes quiet
+		defer close(silent)
+		watchSilence(sctx, cancel, &lastRecv, l.m.cfg.Ping)
+	}()
+	err = l.sendLoop(sctx, stream, recvErr)
+	cancel()
+	<-silent
+	<-recvDone
+	_ = stream.CloseSend()
+	return true, err
+}
+
+// silenceLimit is how many ping intervals without any frame from the
+// peer (a pong answers every ping) end a stream.
+const silenceLimit = 4
+
+// watchSilence cancels the session when nothing arrived for silenceLimit
+// ping intervals; it returns when ctx ends.
+func watchSilence(ctx context.Context, cancel context.CancelFunc, last *atomic.Int64, ping time.Duration) {
+	t := time.NewTicker(ping)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if time.Since(time.Unix(0, last.Load())) > silenceLimit*ping {
+				cancel()
+				return
+			}
+		}
+	}
+}
+
+// handshake sends hello and waits (bounded) for a welcome naming the
+// linked system: a peer answering for another system is refused.
+func (l *outLink) handshake(stream concordv1.Federation_LinkClient) (*concordv1.FedWelcome, error) {
+	if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Hello{Hello: &concordv1.FedHello{
+		SystemId: l.m.cfg.SystemID, NodeId: l.m.cfg.NodeID}}}); err != nil {
+		return nil, fmt.Errorf("send hello: %w", err)
+	}
+	f, err := stream.Recv()
+	if err != nil {
+		return nil, fmt.Errorf("await welcome: %w", err)
+	}
+	w := f.GetWelcome()
+	if w == nil || w.GetSystemId() != l.peer {
+		return nil, fmt.Errorf("%w: peer answered as system %q, want %q", ErrInvalidCommand, w.GetSystemId(), l.peer)
+	}
+	return w, nil
+}
+
+// refreshAddrs stores the peer's current server list when it differs
+// from the link's (on the leader only: one proposer per system).
+func (l *outLink) refreshAddrs(ctx context.Context, addrs []string) {
+	if len(addrs) == 0 || !l.m.deps.IsLeader() ||
+		slices.Equal(slices.Sorted(slices.Values(addrs)), slices.Sorted(slices.Values(l.policy().GetPeerAddrs()))) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.CallTimeout)
+	defer cancel()
+	_, _, err := l.m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_LINK_ADDRS,
+		&concordv1.FedLinkAddrs{PeerSystemId: l.peer, Addrs: addrs})
+	if err != nil {
+		l.log.Debug("refresh peer addresses", "err", err)
+	}
+}
+
+func (l *outLink) connected(addr string) {
+	l.mu.Lock()
+	l.up, l.connectedTo = true, addr
+	l.reconnects++
+	l.mu.Unlock()
+	l.signal()
+	l.log.Info("federation link up", "addr", addr)
+	l.m.event("federation_connected", l.peer, map[string]any{"systemId": l.peer, "nodeId": l.m.cfg.NodeID, "server": addr})
+}
+
+// disconnected marks the link down: in-flight messages' senders hear
+// 5000 (their outcome is unknown: the peer may have delivered them); the
+// ones still buffered stay, in order, for the next stream, and their
+// senders hear "queued".
+func (l *outLink) disconnected(addr string) {
+	l.mu.Lock()
+	l.up, l.connectedTo = false, ""
+	fl := l.inflight
+	l.inflight = map[uint64]*inflight{}
+	var queued []*item
+	for _, it := range l.buf.items {
+		if it.done != nil {
+			queued = append(queued, &item{done: it.done})
+			it.done = nil
+		}
+	}
+	l.mu.Unlock()
+	for _, f := range fl {
+		if f.it.done != nil {
+			f.it.done(Outcome{Err: codeErr(CodeUnavailable, "Federation link to "+l.peer+" lost before the peer acknowledged; the message may or may not have been delivered",
+				map[string]any{"retryable": true, "systemId": l.peer})})
+		}
+	}
+	for _, it := range queued {
+		it.done(Outcome{Queued: true})
+	}
+	l.log.Info("federation link down", "addr", addr)
+	l.m.event("federation_disconnected", l.peer, map[string]any{"systemId": l.peer, "nodeId": l.m.cfg.NodeID, "server": addr})
+}
+
+// sendLoop drains the buffer onto the stream in order, asks for directory
+// changes (leader only), pings, and expires unacknowledged messages.
+func (l *outLink) sendLoop(ctx context.Context, stream concordv1.Federation_LinkClient, recvErr <-chan error) error {
+	dir := time.NewTicker(l.m.cfg.DirectorySync)
+	defer dir.Stop()
+	ping := time.NewTicker(l.m.cfg.Ping)
+	defer ping.Stop()
+	if err := l.requestDirectory(stream); err != nil {
+		return err
+	}
+	for {
+		if err := l.flush(stream); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-recvErr:
+			return err
+		case <-l.wake:
+		case <-dir.C:
+			if err := l.requestDirectory(stream); err != nil {
+				return err
+			}
+		case <-ping.C:
+			l.expireInflight()
+			if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Ping{Ping: &concordv1.FedPing{SentUnixNano: time.Now().UnixNano()}}}); err != nil {
+				return fmt.Errorf("send ping: %w", err)
+			}
+		}
+	}
+}
+
+func (l *outLink) requestDirectory(stream concordv1.Federation_LinkClient) error {
+	if !l.m.deps.IsLeader() {
+		return nil
+	}
+	have := l.m.deps.State.Imported(l.peer).GetVersion()
+	l.mu.Lock()
+	if l.resync {
+		have, l.resync = 0, false
+	}
+	l.mu.Unlock()
+	if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_DirRequest{DirRequest: &concordv1.FedDirectoryRequest{HaveVersion: have}}}); err != nil {
+		return fmt.Errorf("send directory request: %w", err)
+	}
+	return nil
+}
+
+// flush sends everything buffered, in batches, oldest first.
+func (l *outLink) flush(stream concordv1.Federation_LinkClient) error {
+	for {
+		l.mu.Lock()
+		expired := l.buf.expire(l.bufferPolicy(), l.m.now())
+		n := min(len(l.buf.items), maxBatch)
+		batch := &concordv1.FedBatch{Envelopes: make([]*concordv1.FedEnvelope, 0, n)}
+		now := l.m.now()
+		bytes := 0
+		for i := range n {
+			if i > 0 && bytes+l.buf.items[0].size > maxBatchBytes {
+				n = i
+				break
+			}
+			it := l.buf.popFront()
+			bytes += it.size
+			l.seq++
+			env := it.env // the link owns it now: numbered for this stream
+			env.Seq = l.seq
+			l.inflight[l.seq] = &inflight{it: it, sentAt: now}
+			batch.Envelopes = append(batch.Envelopes, env)
+		}
+		l.sent += uint64(n)
+		l.mu.Unlock()
+		tellDropped(expired)
+		if n == 0 {
+			return nil
+		}
+		if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Batch{Batch: batch}}); err != nil {
+			return fmt.Errorf("send batch: %w", err)
+		}
+	}
+}
+
+// expireInflight fails messages whose ack is overdue.
+func (l *outLink) expireInflight() {
+	limit := l.m.now().Add(-l.m.cfg.AckTimeout)
+	l.mu.Lock()
+	var late []*item
+	for seq, f := range l.inflight {
+		if f.sentAt.Before(limit) {
+			late = append(late, f.it)
+			delete(l.inflight, seq)
+		}
+	}
+	l.mu.Unlock()
+	for _, it := range late {
+		if it.done != nil {
+			it.done(Outcome{Err: codeErr(CodeUnavailable, "Federation peer "+l.peer+" did not acknowledge in time", map[string]any{"retryable": true})})
+		}
+	}
+}
+
+// receive handles acks, directory updates and pongs until the stream ends.
+func (l *outLink) receive(ctx context.Context, stream concordv1.Federation_LinkClient, last *atomic.Int64) error {
+	for {
+		f, err := stream.Recv()
+		if err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+		last.Store(time.Now().UnixNano())
+		switch fr := f.GetFrame().(type) {
+		case *concordv1.FedFrame_Acks:
+			l.acked(fr.Acks.GetAcks())
+		case *concordv1.FedFrame_DirUpdate:
+			l.importDirectory(ctx, fr.DirUpdate)
+		case *concordv1.FedFrame_Pong:
+			l.mu.Lock()
+			l.rtt = time.Since(time.Unix(0, fr.Pong.GetSentUnixNano()))
+			l.mu.Unlock()
+			l.refreshAddrs(ctx, fr.Pong.GetAddrs())
+		}
+	}
+}
+
+func (l *outLink) acked(acks []*concordv1.FedAck) {
+	for _, a := range acks {
+		l.mu.Lock()
+		f := l.inflight[a.GetSeq()]
+		delete(l.inflight, a.GetSeq())
+		l.mu.Unlock()
+		if f == nil || f.it.done == nil {
+			continue
+		}
+		switch {
+		case a.GetCode() != 0:
+			f.it.done(Outcome{Err: codeErr(int(a.GetCode()), a.GetMessage(), map[string]any{"systemId": l.peer})})
+		case a.GetQueued():
+			f.it.done(Outcome{Queued: true})
+		default:
+			f.it.done(Outcome{Delivered: a.GetDelivered()})
+		}
+	}
+}
+
+// importDirectory proposes a directory update from the peer (on the
+// leader, which asked for it). A gap resets the stored version so the
+// next request asks for everything.
+func (l *outLink) importDirectory(ctx context.Context, u *concordv1.FedDirectoryApply) {
+	if !l.m.deps.IsLeader() {
+		return
+	}
+	u.PeerSystemId = l.peer // the stream's peer, whatever the frame says
+	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.CallTimeout)
+	defer cancel()
+	_, _, err := l.m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY, u)
+	if errors.Is(err, ErrDirectoryGap) {
+		l.mu.Lock()
+		l.resync = true
+		l.mu.Unlock()
+		l.signal()
+		return
+	}
+	if err != nil {
+		l.log.Debug("import directory", "err", err)
+	}
+}
+
+// fill copies the link's live figures into st.
+func (l *outLink) fill(st *concordv1.FedLinkStatus) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.up:
+		st.State = "up"
+		st.StreamsUp++
+	case l.reconnects == 0:
+		st.State = "connecting"
+	}
+	st.ConnectedTo, st.RttUs = l.connectedTo, l.rtt.Microseconds()
+	st.QueueDepth, st.QueueBytes = uint32(len(l.buf.items)), uint64(l.buf.bytes)
+	st.Sent, st.Dropped, st.Reconnects = l.sent, l.buf.dropped, l.reconnects
+}

@@ -1,0 +1,288 @@
+package federation
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Manager runs this node's side of every link: one outbound stream per
+// linked system (outLink), the inbound streams peers opened to this node,
+// and the admin, peering and routing entry points. Build it with New,
+// register its service on the node's gRPC server (Register), Run it on a
+// goroutine the node owns, and stop it by cancelling Run's context.
+type Manager struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu      sync.Mutex
+	out     map[string]*outLink // by peer system id
+	inbound map[string]int      // open inbound streams per peer system
+	recv    map[string]uint64   // envelopes received per peer system
+	wg      sync.WaitGroup
+	// closing is closed by Close: inbound streams end so the gRPC server
+	// can stop gracefully.
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// New validates cfg and deps.
+func New(cfg Config, deps Deps) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := deps.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Manager{
+		cfg: cfg, deps: deps, now: now,
+		log: log.With("component", "federation", "node_id", cfg.NodeID, "system_id", cfg.SystemID),
+		out: map[string]*outLink{}, inbound: map[string]int{}, recv: map[string]uint64{},
+		closing: make(chan struct{}),
+	}, nil
+}
+
+// Register registers the Federation gRPC service on s.
+func (m *Manager) Register(s *grpc.Server) { concordv1.RegisterFederationServer(s, &service{m: m}) }
+
+// SystemID is this node's system.
+func (m *Manager) SystemID() string { return m.cfg.SystemID }
+
+// Run keeps one outbound link per linked system in step with the
+// replicated state until ctx ends, then stops them all and fails what
+// they still hold.
+func (m *Manager) Run(ctx context.Context) error {
+	for {
+		changed := m.deps.State.Changed()
+		m.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			m.mu.Lock()
+			links := m.out
+			m.out = map[string]*outLink{}
+			m.mu.Unlock()
+			for _, l := range links {
+				l.stop(codeErr(CodeUnavailable, "federation stopped on this node", map[string]any{"retryable": true}))
+			}
+			m.wg.Wait()
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Close ends the inbound streams peers opened to this node (they move to
+// another server); outbound links stop with Run's context. Idempotent.
+func (m *Manager) Close() { m.closeOnce.Do(func() { close(m.closing) }) }
+
+// reconcile starts links new in the state, updates changed ones and
+// stops removed ones.
+func (m *Manager) reconcile(ctx context.Context) {
+	want := map[string]*concordv1.FedLink{}
+	for _, l := range m.deps.State.Links() {
+		want[l.GetPeerSystemId()] = l
+	}
+	m.mu.Lock()
+	var stopped []*outLink
+	for peer, ol := range m.out {
+		if _, ok := want[peer]; !ok {
+			delete(m.out, peer)
+			stopped = append(stopped, ol)
+		}
+	}
+	for peer, l := range want {
+		if ol, ok := m.out[peer]; ok {
+			ol.update(l)
+			continue
+		}
+		ol := newOutLink(m, l)
+		m.out[peer] = ol
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); ol.run(ctx) }()
+	}
+	m.mu.Unlock()
+	for _, ol := range stopped {
+		ol.stop(codeErr(CodeSystemNotFound, "Federation link to "+ol.peer+" removed", map[string]any{"systemId": ol.peer}))
+	}
+}
+
+// Message is one map/send bound for another system.
+type Message struct {
+	TargetSystem string
+	// Exactly one of ToAgent and ToScope.
+	ToAgent, ToScope string
+	MessageID        string
+	// From is the sender's id in this system.
+	From          string
+	Payload, Meta []byte
+}
+
+// Send hands msg to the link to its target system; done is called once
+// with the outcome: delivered after the peer acknowledged, queued while
+// the link is down, or a *CodeError (5001 no link, 5000 buffer refused,
+// the peer's refusal). It never blocks on the network.
+func (m *Manager) Send(msg Message, done func(Outcome)) {
+	if !validSystemID(msg.TargetSystem) {
+		done(Outcome{Err: codeErr(CodeInvalidParams, "invalid system id in federated address: "+msg.TargetSystem, nil)})
+		return
+	}
+	if msg.TargetSystem == m.cfg.SystemID {
+		done(Outcome{Err: codeErr(CodeInvalidParams, "federated address names this system", nil)})
+		return
+	}
+	if n := len(msg.Payload) + len(msg.Meta); n > m.cfg.MaxEnvelopeBytes {
+		done(Outcome{Err: codeErr(CodeInvalidParams, fmt.Sprintf("message of %d bytes exceeds the federation limit of %d", n, m.cfg.MaxEnvelopeBytes), nil)})
+		return
+	}
+	ol, cerr := m.route(msg.TargetSystem, "")
+	if cerr != nil {
+		done(Outcome{Err: cerr})
+		return
+	}
+	maxHops := ol.policy().GetMaxHops()
+	if maxHops == 0 {
+		maxHops = DefaultMaxHops
+	}
+	env := &concordv1.FedEnvelope{
+		SourceSystem: m.cfg.SystemID, TargetSystem: msg.TargetSystem, MaxHops: maxHops,
+		OriginTsMs: m.now().UnixMilli(), MessageId: msg.MessageID, From: msg.From,
+		ToAgent: msg.ToAgent, ToScope: msg.ToScope, Payload: msg.Payload, Meta: msg.Meta,
+	}
+	Stamp(env, m.cfg.SystemID)
+	ol.enqueue(env, done)
+}
+
+// route picks the link a message for target leaves by: the direct link
+// when there is one, else (transitive routing) the first transitive link
+// by peer id other than the one it came in by. A message in transit
+// (inbound set) may only leave by a transitive link.
+func (m *Manager) route(target, inbound string) (*outLink, *CodeError) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ol := m.out[target]; ol != nil {
+		if inbound != "" && !ol.policy().GetTransitive() {
+			return nil, codeErr(CodeNotExported, "Federation route rejected: the link from "+m.cfg.SystemID+" to "+target+" is not transitive",
+				map[string]any{"systemId": target})
+		}
+		return ol, nil
+	}
+	var peers []string
+	for p, ol := range m.out {
+		if p != inbound && ol.policy().GetTransitive() {
+			peers = append(peers, p)
+		}
+	}
+	if len(peers) == 0 {
+		return nil, codeErr(CodeSystemNotFound, "Federation system not found: no link or transitive route from "+m.cfg.SystemID+" to "+target,
+			map[string]any{"systemId": target})
+	}
+	slices.Sort(peers)
+	return m.out[peers[0]], nil
+}
+
+// forward sends on an envelope that arrived from inbound for another
+// system: both the inbound link and the outbound one must be transitive;
+// the hop and loop rules apply (5010, 5011).
+func (m *Manager) forward(env *concordv1.FedEnvelope, inbound string, done func(Outcome)) {
+	if l, ok := m.deps.State.Link(inbound); !ok || !l.GetTransitive() {
+		done(Outcome{Err: codeErr(CodeNotExported, "Federation route rejected: the link from "+inbound+" to "+m.cfg.SystemID+" is not transitive",
+			map[string]any{"systemId": env.GetTargetSystem()})})
+		return
+	}
+	ol, cerr := m.route(env.GetTargetSystem(), inbound)
+	if cerr == nil {
+		cerr = CheckForward(env, ol.peer)
+	}
+	if cerr != nil {
+		done(Outcome{Err: cerr})
+		return
+	}
+	env = proto.CloneOf(env)
+	env.Seq = 0
+	Stamp(env, m.cfg.SystemID)
+	ol.enqueue(env, done)
+}
+
+// RemoteAgents lists the agents imported from peer (every peer when
+// empty), in remote-id order per system.
+func (m *Manager) RemoteAgents(peers []string) map[string][]*concordv1.FedRemoteAgent {
+	out := map[string][]*concordv1.FedRemoteAgent{}
+	for _, l := range m.deps.State.Links() {
+		p := l.GetPeerSystemId()
+		if len(peers) > 0 && !containsString(peers, p) {
+			continue
+		}
+		out[p] = m.deps.State.Imported(p).GetAgents()
+	}
+	return out
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manager) inboundDelta(peer string, d int) {
+	m.mu.Lock()
+	m.inbound[peer] += d
+	m.mu.Unlock()
+}
+
+func (m *Manager) countReceived(peer string) {
+	m.mu.Lock()
+	m.recv[peer]++
+	m.mu.Unlock()
+}
+
+// Status reports every link as this node sees it.
+func (m *Manager) Status() []*concordv1.FedLinkStatus {
+	var out []*concordv1.FedLinkStatus
+	for _, l := range m.deps.State.Links() {
+		p := l.GetPeerSystemId()
+		st := &concordv1.FedLinkStatus{Link: l, State: "down"}
+		m.mu.Lock()
+		ol := m.out[p]
+		st.StreamsUp = uint32(m.inbound[p])
+		st.Received = m.recv[p]
+		m.mu.Unlock()
+		if ol != nil {
+			ol.fill(st)
+		}
+		im := m.deps.State.Imported(p)
+		st.ImportedVersion, st.ImportedAgents = im.GetVersion(), uint32(len(im.GetAgents()))
+		out = append(out, st)
+	}
+	return out
+}
+
+func (m *Manager) event(kind, peer string, data map[string]any) {
+	if m.deps.Events != nil {
+		m.deps.Events.FederationEvent(kind, peer, data)
+	}
+}
+
+// State is the replicated federation state this manager runs from.
+func (m *Manager) State() *State { return m.deps.State }

@@ -1,0 +1,273 @@
+package federation
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// ModuleName is the state module's stable name in Raft snapshots.
+const ModuleName = "federation"
+
+// State is the replicated federation state: links, issued peering tokens
+// and the directory imported from each peer. Apply is called from the FSM
+// goroutine (through node's raftstore adapter); readers on other
+// goroutines get copies under the read lock.
+type State struct {
+	mu       sync.RWMutex
+	links    map[string]*concordv1.FedLink
+	tokens   map[string]*concordv1.FedTokenRecord // by string(secret_hash)
+	imported map[string]*concordv1.FedImported
+
+	// changed is closed (and replaced) after every applied change, so the
+	// link manager wakes without Apply waiting on it.
+	changed chan struct{}
+}
+
+// NewState returns empty state.
+func NewState() *State {
+	return &State{
+		links: map[string]*concordv1.FedLink{}, tokens: map[string]*concordv1.FedTokenRecord{},
+		imported: map[string]*concordv1.FedImported{}, changed: make(chan struct{}),
+	}
+}
+
+// Commands lists the command types State applies, each with an empty
+// body of its type.
+func (s *State) Commands() map[concordv1.CommandType]func() proto.Message {
+	return map[concordv1.CommandType]func() proto.Message{
+		concordv1.CommandType_COMMAND_TYPE_FED_TOKEN_CREATE:    func() proto.Message { return &concordv1.FedTokenCreate{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_LINK_PUT:        func() proto.Message { return &concordv1.FedLinkPut{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_LINK_REMOVE:     func() proto.Message { return &concordv1.FedLinkRemove{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_LINK_ADDRS:      func() proto.Message { return &concordv1.FedLinkAddrs{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY: func() proto.Message { return &concordv1.FedDirectoryApply{} },
+	}
+}
+
+// Apply applies one decoded command. It is deterministic; a domain error
+// leaves the state unchanged and is returned as a value.
+func (s *State) Apply(_ uint64, msg proto.Message) (any, error) {
+	s.mu.Lock()
+	var err error
+	switch m := msg.(type) {
+	case *concordv1.FedTokenCreate:
+		err = s.applyTokenCreate(m)
+	case *concordv1.FedLinkPut:
+		err = s.applyLinkPut(m)
+	case *concordv1.FedLinkRemove:
+		err = s.applyLinkRemove(m)
+	case *concordv1.FedLinkAddrs:
+		err = s.applyLinkAddrs(m)
+	case *concordv1.FedDirectoryApply:
+		err = s.applyDirectory(m)
+	default:
+		err = fmt.Errorf("%w: unexpected body %T", ErrInvalidCommand, msg)
+	}
+	var wake chan struct{}
+	if err == nil {
+		wake, s.changed = s.changed, make(chan struct{})
+	}
+	s.mu.Unlock()
+	if wake != nil {
+		close(wake)
+	}
+	return nil, err
+}
+
+func (s *State) applyTokenCreate(m *concordv1.FedTokenCreate) error {
+	t := m.GetToken()
+	if t.GetPeerSystemId() == "" || len(t.GetSecretHash()) == 0 || t.GetExpiresAtMs() <= m.GetCreatedAtMs() {
+		return fmt.Errorf("%w: token needs a peer, a secret hash and an expiry after its creation", ErrInvalidCommand)
+	}
+	for k, old := range s.tokens { // deterministic: deletes only, whatever the order
+		if old.GetExpiresAtMs() <= m.GetCreatedAtMs() {
+			delete(s.tokens, k)
+		}
+	}
+	s.tokens[string(t.GetSecretHash())] = proto.CloneOf(t)
+	return nil
+}
+
+func (s *State) applyLinkPut(m *concordv1.FedLinkPut) error {
+	l := m.GetLink()
+	if err := validLink(l); err != nil {
+		return err
+	}
+	if h := m.GetRedeemSecretHash(); len(h) > 0 {
+		t, ok := s.tokens[string(h)]
+		switch {
+		case !ok:
+			return ErrTokenUnknown
+		case t.GetUsed():
+			return ErrTokenUsed
+		case t.GetExpiresAtMs() <= m.GetNowMs():
+			return ErrTokenExpired
+		case t.GetPeerSystemId() != l.GetPeerSystemId():
+			return fmt.Errorf("%w: issued for %q, redeemed by %q", ErrTokenPeer, t.GetPeerSystemId(), l.GetPeerSystemId())
+		}
+		t.Used = true
+		l = proto.CloneOf(l)
+		// The issuer chose the policies when it issued the token.
+		l.Export, l.Import, l.Transitive = t.GetExport(), t.GetImport(), t.GetTransitive()
+		if t.GetBuffer() != nil {
+			l.Buffer = t.GetBuffer()
+		}
+		if t.GetMaxHops() > 0 {
+			l.MaxHops = t.GetMaxHops()
+		}
+		s.links[l.GetPeerSystemId()] = l
+		return nil
+	}
+	s.links[l.GetPeerSystemId()] = proto.CloneOf(l)
+	return nil
+}
+
+func validLink(l *concordv1.FedLink) error {
+	if l.GetPeerSystemId() == "" || !validSystemID(l.GetPeerSystemId()) {
+		return fmt.Errorf("%w: link needs a valid peer system id", ErrInvalidCommand)
+	}
+	if len(l.GetPeerAddrs()) == 0 {
+		return fmt.Errorf("%w: link to %s has no peer address", ErrInvalidCommand, l.GetPeerSystemId())
+	}
+	return nil
+}
+
+func (s *State) applyLinkRemove(m *concordv1.FedLinkRemove) error {
+	if _, ok := s.links[m.GetPeerSystemId()]; !ok {
+		return fmt.Errorf("%w: %s", ErrNoLink, m.GetPeerSystemId())
+	}
+	delete(s.links, m.GetPeerSystemId())
+	delete(s.imported, m.GetPeerSystemId())
+	return nil
+}
+
+func (s *State) applyLinkAddrs(m *concordv1.FedLinkAddrs) error {
+	l, ok := s.links[m.GetPeerSystemId()]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNoLink, m.GetPeerSystemId())
+	}
+	if len(m.GetAddrs()) == 0 {
+		return fmt.Errorf("%w: empty address list", ErrInvalidCommand)
+	}
+	l.PeerAddrs = slices.Clone(m.GetAddrs())
+	return nil
+}
+
+func (s *State) applyDirectory(m *concordv1.FedDirectoryApply) error {
+	peer := m.GetPeerSystemId()
+	l, ok := s.links[peer]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNoLink, peer)
+	}
+	cur := s.imported[peer]
+	if cur != nil && m.GetVersion() <= cur.GetVersion() {
+		return nil // stale or duplicate: already have it
+	}
+	next := &concordv1.FedImported{PeerSystemId: peer, Version: m.GetVersion()}
+	byID := map[string]*concordv1.FedRemoteAgent{}
+	if !m.GetFull() {
+		if cur.GetVersion() != m.GetBaseVersion() {
+			return fmt.Errorf("%w: have %d, delta from %d", ErrDirectoryGap, cur.GetVersion(), m.GetBaseVersion())
+		}
+		for _, a := range cur.GetAgents() {
+			byID[a.GetId()] = a
+		}
+	}
+	for _, id := range m.GetRemoves() {
+		delete(byID, id)
+	}
+	for _, a := range m.GetUpserts() {
+		if a.GetId() == "" {
+			return fmt.Errorf("%w: remote agent without id", ErrInvalidCommand)
+		}
+		if Matches(l.GetImport(), agentView(a)) {
+			byID[a.GetId()] = proto.CloneOf(a)
+		} else {
+			delete(byID, a.GetId())
+		}
+	}
+	ids := make([]string, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		next.Agents = append(next.Agents, byID[id])
+	}
+	s.imported[peer] = next
+	return nil
+}
+
+// Changed returns a channel closed at the next applied change.
+func (s *State) Changed() <-chan struct{} {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.changed
+}
+
+// Link returns a copy of the link to peer.
+func (s *State) Link(peer string) (*concordv1.FedLink, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l, ok := s.links[peer]
+	if !ok {
+		return nil, false
+	}
+	return proto.CloneOf(l), true
+}
+
+// Links returns copies of every link, sorted by peer system id.
+func (s *State) Links() []*concordv1.FedLink {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*concordv1.FedLink, 0, len(s.links))
+	for _, l := range s.links {
+		out = append(out, proto.CloneOf(l))
+	}
+	slices.SortFunc(out, func(a, b *concordv1.FedLink) int {
+		return cmpString(a.GetPeerSystemId(), b.GetPeerSystemId())
+	})
+	return out
+}
+
+// Imported returns a copy of the directory imported from peer.
+func (s *State) Imported(peer string) *concordv1.FedImported {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if im, ok := s.imported[peer]; ok {
+		return proto.CloneOf(im)
+	}
+	return &concordv1.FedImported{PeerSystemId: peer}
+}
+
+// RemoteAgent looks an agent up in the directory imported from peer.
+func (s *State) RemoteAgent(peer, id string) (*concordv1.FedRemoteAgent, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	im := s.imported[peer]
+	i, ok := slices.BinarySearchFunc(im.GetAgents(), id, func(a *concordv1.FedRemoteAgent, id string) int {
+		return cmpString(a.GetId(), id)
+	})
+	if !ok {
+		return nil, false
+	}
+	return proto.CloneOf(im.GetAgents()[i]), true
+}
+
+// TokenByHash returns a copy of an issued token (for tests and status).
+func (s *State) TokenByHash(hash []byte) (*concordv1.FedTokenRecord, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.tokens[string(hash)]
+	if !ok {
+		return nil, false
+	}
+	return proto.CloneOf(t), true
+}
+
+func cmpString(a, b string) int { return strings.Compare(a, b) }

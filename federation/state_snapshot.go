@@ -1,0 +1,91 @@
+package federation
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Snapshot captures the state as records, sorted (links, tokens, imported
+// directories, each by key) so equal states give equal snapshots. The
+// records are clones: Apply may continue while they are written.
+func (s *State) Snapshot() []*concordv1.FedSnapshotRecord {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*concordv1.FedSnapshotRecord
+	for _, k := range sortedKeys(s.links) {
+		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Link{Link: proto.CloneOf(s.links[k])}})
+	}
+	for _, k := range sortedKeys(s.tokens) {
+		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Token{Token: proto.CloneOf(s.tokens[k])}})
+	}
+	for _, k := range sortedKeys(s.imported) {
+		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Imported{Imported: proto.CloneOf(s.imported[k])}})
+	}
+	return out
+}
+
+// PersistSnapshot encodes records, one write per record.
+func PersistSnapshot(recs []*concordv1.FedSnapshotRecord, write func([]byte) error) error {
+	for _, r := range recs {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("federation: encode snapshot record: %w", err)
+		}
+		if err := write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Restore decodes records (next returns io.EOF after the last) into new
+// state and returns a commit that swaps it into s.
+func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
+	fresh := NewState()
+	for {
+		b, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("federation: read snapshot record: %w", err)
+		}
+		var rec concordv1.FedSnapshotRecord
+		if err := proto.Unmarshal(b, &rec); err != nil {
+			return nil, fmt.Errorf("federation: decode snapshot record: %w", err)
+		}
+		switch r := rec.GetRecord().(type) {
+		case *concordv1.FedSnapshotRecord_Link:
+			fresh.links[r.Link.GetPeerSystemId()] = r.Link
+		case *concordv1.FedSnapshotRecord_Token:
+			fresh.tokens[string(r.Token.GetSecretHash())] = r.Token
+		case *concordv1.FedSnapshotRecord_Imported:
+			fresh.imported[r.Imported.GetPeerSystemId()] = r.Imported
+		default:
+			return nil, fmt.Errorf("federation: unknown snapshot record %T", r)
+		}
+	}
+	return func() {
+		s.mu.Lock()
+		s.links, s.tokens, s.imported = fresh.links, fresh.tokens, fresh.imported
+		wake := s.changed
+		s.changed = make(chan struct{})
+		s.mu.Unlock()
+		close(wake)
+	}, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

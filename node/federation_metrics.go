@@ -1,0 +1,60 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concordmap/concord/federation"
+)
+
+// fedCollector exports each link's figures as this node sees them
+// (federation.md §4: state, RTT, queue depth and bytes, sent, received,
+// dropped, reconnects), read from the manager at scrape time.
+type fedCollector struct {
+	m *federation.Manager
+}
+
+var (
+	fedLabels     = []string{"peer"}
+	fedUp         = prometheus.NewDesc("concord_federation_link_up", "1 when this node's stream to the peer system is up.", fedLabels, nil)
+	fedStreams    = prometheus.NewDesc("concord_federation_streams", "Streams open with the peer system on this node (outbound plus inbound).", fedLabels, nil)
+	fedRTT        = prometheus.NewDesc("concord_federation_rtt_seconds", "Last measured round trip on this node's stream to the peer.", fedLabels, nil)
+	fedQueue      = prometheus.NewDesc("concord_federation_queue_messages", "Messages waiting in this node's outage buffer for the peer.", fedLabels, nil)
+	fedQueueBytes = prometheus.NewDesc("concord_federation_queue_bytes", "Bytes waiting in this node's outage buffer for the peer.", fedLabels, nil)
+	fedSent       = prometheus.NewDesc("concord_federation_sent_total", "Envelopes this node sent to the peer.", fedLabels, nil)
+	fedReceived   = prometheus.NewDesc("concord_federation_received_total", "Envelopes this node received from the peer.", fedLabels, nil)
+	fedDropped    = prometheus.NewDesc("concord_federation_dropped_total", "Envelopes this node dropped from its outage buffer for the peer.", fedLabels, nil)
+	fedReconnects = prometheus.NewDesc("concord_federation_connects_total", "Streams this node opened to the peer.", fedLabels, nil)
+	fedImported   = prometheus.NewDesc("concord_federation_imported_agents", "Agents imported from the peer (replicated directory).", fedLabels, nil)
+)
+
+func (c fedCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{fedUp, fedStreams, fedRTT, fedQueue, fedQueueBytes, fedSent, fedReceived, fedDropped, fedReconnects, fedImported} {
+		ch <- d
+	}
+}
+
+func (c fedCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c.m.Status() {
+		p := st.GetLink().GetPeerSystemId()
+		up := 0.0
+		if st.GetState() == "up" {
+			up = 1
+		}
+		gauge := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, p)
+		}
+		counter := func(d *prometheus.Desc, v uint64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), p)
+		}
+		gauge(fedUp, up)
+		gauge(fedStreams, float64(st.GetStreamsUp()))
+		gauge(fedRTT, float64(st.GetRttUs())/1e6)
+		gauge(fedQueue, float64(st.GetQueueDepth()))
+		gauge(fedQueueBytes, float64(st.GetQueueBytes()))
+		gauge(fedImported, float64(st.GetImportedAgents()))
+		counter(fedSent, st.GetSent())
+		counter(fedReceived, st.GetReceived())
+		counter(fedDropped, st.GetDropped())
+		counter(fedReconnects, st.GetReconnects())
+	}
+}

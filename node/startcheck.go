@@ -1,0 +1,65 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/concordmap/concord/node/membership"
+)
+
+// Start-up problems that retrying cannot fix are reported as what they are,
+// not as the "not ready" they cause.
+
+// startWatched runs start, failing it at once when gossip gives up for
+// good (a gossip key the seeds refuse): waiting for peers or a leader
+// until ReadyTimeout would only end in a message that hides the cause.
+//
+// Only start's own waits are cut short: the gossip join loop keeps the
+// caller's ctx, as before, so a node ready through Raft before gossip
+// joined goes on joining.
+func (s *Server) startWatched(joinCtx context.Context) error {
+	ctx, cancel := context.WithCancelCause(joinCtx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // ends when start returns (stop) or gossip gives up
+		defer close(done)
+		select {
+		case <-s.membership.Fatal():
+			cancel(s.membership.FatalErr())
+		case <-stop:
+		}
+	}()
+	err := s.start(joinCtx, ctx)
+	close(stop)
+	<-done
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, membership.ErrGossipKey) {
+		return cause
+	}
+	return err
+}
+
+// notConfiguredReason says what an operator can do about a node that the
+// Raft configuration no longer holds.
+const notConfiguredReason = "this node is not in the raft configuration (it was removed, e.g. by concord raft remove-peer --force): " +
+	"the leader adds it back as soon as gossip sees it as a new process, so a restart lets it in; " +
+	"if it stays out, check concord members and concord raft peers on a running node"
+
+// outOfConfiguration reports whether this node has Raft state but is not
+// in the configuration it knows: it was removed, and no leader will talk
+// to it until it is added back.
+func (s *Server) outOfConfiguration() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	servers, err := s.store.Configuration(ctx)
+	if err != nil || len(servers) == 0 {
+		return false
+	}
+	for _, sv := range servers {
+		if sv.ID == s.cfg.NodeID {
+			return false
+		}
+	}
+	return true
+}
