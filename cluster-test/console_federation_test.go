@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -59,16 +58,7 @@ func TestConsole_BrowserFederation(t *testing.T) {
 // getJSON GETs url over plain HTTP and decodes its 200 body into v.
 func getJSON(t *testing.T, url string, v any) []byte {
 	t.Helper()
-	web := &http.Client{Timeout: CallTimeout}
-	resp, err := web.Get(url)
-	if err != nil {
-		t.Fatalf("get %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("get %s: %d %s %v", url, resp.StatusCode, body, err)
-	}
+	body := getOK(t, &http.Client{Timeout: CallTimeout}, url)
 	if err := json.Unmarshal(body, v); err != nil {
 		t.Fatalf("decode %s: %v: %s", url, err, body)
 	}

@@ -363,6 +363,12 @@ func runFile(t *testing.T, c *Cluster, runID, name string) []byte {
 	t.Helper()
 	url := "https://" + c.Running()[0].HTTPAddr + "/v1/runs/" + runID + "/" + name
 	web := &http.Client{Timeout: CallTimeout, Transport: &http.Transport{TLSClientConfig: ClientTLS(), DisableKeepAlives: true}}
+	return getOK(t, web, url)
+}
+
+// getOK GETs url and returns its body; anything but 200 fails t.
+func getOK(t *testing.T, web *http.Client, url string) []byte {
+	t.Helper()
 	resp, err := web.Get(url)
 	if err != nil {
 		t.Fatalf("get %s: %v", url, err)
