@@ -56,7 +56,13 @@ func TestConsole_Browser(t *testing.T) {
 	writeRetry(t, dave, "map/scopes/create", map[string]any{"scopeId": "reviewers", "name": "Reviewers"})
 	writeRetry(t, dave, "map/scopes/join", map[string]any{"scopeId": "reviewers", "agentId": "dave"})
 
+	// The console sees every agent and message only as a system
+	// participant (MAP visibility): give it an operator's token the way
+	// its credential form stores one, then load it.
 	b.open("https://" + leader.HTTPAddr + "/ui/") // TLS, as every harness node
+	cred, _ := json.Marshal(map[string]string{"method": "bearer", "token": c.Token(), "participantType": "system"})
+	b.eval(fmt.Sprintf(`sessionStorage.setItem('concord.console.auth', %q); true`, cred))
+	b.open("https://" + leader.HTTPAddr + "/ui/")
 	consoleSystem(t, b, leader)
 	consoleAgents(t, b, leader)
 	runID := consoleStartDebate(t, b)
