@@ -26,6 +26,15 @@ type Client struct {
 
 	mu      sync.Mutex
 	session ConnectResult
+	token   string // bearer token Connect adds when params carry no auth
+}
+
+// SetToken makes Connect authenticate with this bearer token when its
+// params carry no auth (Cluster.Connect sets the cluster's).
+func (c *Client) SetToken(token string) {
+	c.mu.Lock()
+	c.token = token
+	c.mu.Unlock()
 }
 
 // ConnectResult is the part of map/connect's result scenarios use.
@@ -98,6 +107,7 @@ func (c *Cluster) Connect(t testing.TB, i int, params map[string]any) *Client {
 	if err != nil {
 		t.Fatalf("clustertest: %v", err)
 	}
+	cl.SetToken(c.Token())
 	err = Poll(context.Background(), CallTimeout, func() error {
 		_, err := cl.Connect(params)
 		if err != nil && !IsRetryable(err) {
@@ -117,6 +127,9 @@ func (c *Client) Connect(params map[string]any) (ConnectResult, error) {
 	for k, v := range params {
 		p[k] = v
 	}
+	c.mu.Lock()
+	p = withAuth(p, c.token)
+	c.mu.Unlock()
 	var res ConnectResult
 	if err := c.CallInto("map/connect", p, &res); err != nil {
 		return res, err

@@ -101,6 +101,8 @@ type Cluster struct {
 
 	seeds    []string
 	observer *leaderObserver
+	issuer   *Issuer
+	token    string // the harness's own bearer token: any participant
 
 	mu     sync.Mutex
 	nodes  []*Node
@@ -124,6 +126,8 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		fn = NewNetwork(t, o.netConfig)
 	}
 	c := &Cluster{t: t, opts: o, rng: rand.New(rand.NewPCG(o.seed, o.seed^0x5eed)), Net: fn, Ledger: &Ledger{}}
+	c.issuer = NewIssuer(t)
+	c.token = c.issuer.Token("clustertest", "*")
 	t.Cleanup(c.Close)
 	for i := range n {
 		c.nodes = append(c.nodes, c.newNode(i, n))
@@ -136,6 +140,13 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	c.Leader(t) // scenarios start from a settled cluster
 	return c
 }
+
+// Token is a bearer token for any participant id and type, from the
+// issuer every node of the cluster trusts.
+func (c *Cluster) Token() string { return c.token }
+
+// Issuer signs tokens the cluster's nodes accept.
+func (c *Cluster) Issuer() *Issuer { return c.issuer }
 
 // NewNetwork builds a fault network for one or more clusters
 // (WithSharedNetwork); adjust, if not nil, changes its config.
@@ -216,6 +227,8 @@ func (c *Cluster) config(n *Node, raftLn net.Listener) node.Config {
 	cfg.Raft.StreamLayer = c.Net.StreamLayer(n.ID, raftLn)
 	cfg.GRPCDialer = c.Net.Dialer(n.ID)
 	cfg.Logger = testLogger(c.t, n.ID)
+	cfg.ACL.JWT = c.issuer.JWTConfig()
+	cfg.ACL.AnonymousTypes = []string{"agent", "client"}
 	cfg.TLS = tlstest.Server(cfg.SystemID, n.ID)
 	if c.opts.logLevel != nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(c.t.Output(), &slog.HandlerOptions{Level: *c.opts.logLevel})).With("node", n.ID)

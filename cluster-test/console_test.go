@@ -56,7 +56,13 @@ func TestConsole_Browser(t *testing.T) {
 	writeRetry(t, dave, "map/scopes/create", map[string]any{"scopeId": "reviewers", "name": "Reviewers"})
 	writeRetry(t, dave, "map/scopes/join", map[string]any{"scopeId": "reviewers", "agentId": "dave"})
 
+	// The console sees every agent and message only as a system
+	// participant (MAP visibility): give it an operator's token the way
+	// its credential form stores one, then load it.
 	b.open("https://" + leader.HTTPAddr + "/ui/") // TLS, as every harness node
+	cred, _ := json.Marshal(map[string]string{"method": "bearer", "token": c.Token(), "participantType": "system"})
+	b.eval(fmt.Sprintf(`sessionStorage.setItem('concord.console.auth', %q); true`, cred))
+	b.open("https://" + leader.HTTPAddr + "/ui/")
 	consoleSystem(t, b, leader)
 	consoleAgents(t, b, leader)
 	runID := consoleStartDebate(t, b)
@@ -71,12 +77,13 @@ func TestConsole_Browser(t *testing.T) {
 }
 
 // consoleSystem: the System page lists three nodes and names the leader,
-// and the page links are reachable by keyboard.
+// says the system has no federation links, and the page links are reachable by keyboard.
 func consoleSystem(t *testing.T, b *browser, leader *Node) {
 	t.Helper()
 	b.waitFor("three servers listed", `document.querySelectorAll('#servers tbody tr[data-node]').length === 3`, consoleWait)
 	b.waitFor("leader "+leader.ID+" shown", fmt.Sprintf(`document.querySelector('#leader')?.dataset.leader === %q`, leader.ID), consoleWait)
 	b.waitFor("leader row marked", fmt.Sprintf(`document.querySelector('#servers tr[data-node=%q]')?.dataset.role === 'leader'`, leader.ID), consoleWait)
+	b.waitFor("no federation links", `document.querySelector('#fed-links td.empty')?.textContent === 'No federation links.'`, consoleWait)
 	b.requireAccessible("system")
 	b.shoot("system")
 
@@ -362,6 +369,12 @@ func runFile(t *testing.T, c *Cluster, runID, name string) []byte {
 	t.Helper()
 	url := "https://" + c.Running()[0].HTTPAddr + "/v1/runs/" + runID + "/" + name
 	web := &http.Client{Timeout: CallTimeout, Transport: &http.Transport{TLSClientConfig: ClientTLS(), DisableKeepAlives: true}}
+	return getOK(t, web, url)
+}
+
+// getOK GETs url and returns its body; anything but 200 fails t.
+func getOK(t *testing.T, web *http.Client, url string) []byte {
+	t.Helper()
 	resp, err := web.Get(url)
 	if err != nil {
 		t.Fatalf("get %s: %v", url, err)

@@ -19,8 +19,8 @@ func TestEvents_SameIDsOnEveryNode(t *testing.T) {
 		"eventTypes": []string{"agent_registered", "agent_state_changed"},
 	}}
 	subscribers := []*Client{
-		c.Connect(t, 1, map[string]any{"participantType": "client"}),
-		c.Connect(t, 2, map[string]any{"participantType": "client"}),
+		c.Connect(t, 1, map[string]any{"participantType": "system"}),
+		c.Connect(t, 2, map[string]any{"participantType": "system"}),
 	}
 	subIDs := make([]string, len(subscribers))
 	for k, s := range subscribers {
@@ -66,13 +66,15 @@ func TestEvents_SameIDsOnEveryNode(t *testing.T) {
 // TestEvents_MessageEventsClusterWide: subscribers on nodes 2 and 3 see
 // message_sent and message_delivered for a message from an agent on node 1
 // to an agent on node 2 — ephemeral events, relayed to the nodes that hold
-// subscriptions rather than read from the replicated log.
+// subscriptions rather than read from the replicated log. The subscribers
+// are system participants: message events reach only the parties and
+// system participants (map-protocol.md §7).
 func TestEvents_MessageEventsClusterWide(t *testing.T) {
 	c := New(t, 3)
 	sub := map[string]any{"filter": map[string]any{"eventTypes": []string{"message_sent", "message_delivered"}}}
 	subscribers := []*Client{
-		c.Connect(t, 1, map[string]any{"participantType": "client"}),
-		c.Connect(t, 2, map[string]any{"participantType": "client"}),
+		c.Connect(t, 1, map[string]any{"participantType": "system"}),
+		c.Connect(t, 2, map[string]any{"participantType": "system"}),
 	}
 	subIDs := make([]string, len(subscribers))
 	for k, s := range subscribers {

@@ -179,6 +179,7 @@ func (w *linWorkload) connect(t *testing.T, i int) *Client {
 	if err != nil {
 		return nil
 	}
+	cl.SetToken(w.c.Token())
 	if _, err := cl.Connect(map[string]any{
 		"participantType": "system", "disconnectPolicy": map[string]any{"agentBehavior": "orphan"},
 	}); err != nil {

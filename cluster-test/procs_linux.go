@@ -30,6 +30,8 @@ type ProcCluster struct {
 	bin    string
 	procs  []*Proc
 	Ledger *Ledger
+	issuer *Issuer // every process trusts its tokens (--jwt-jwks-file)
+	token  string
 }
 
 // Proc is one server process. Its addresses and data dir stay the same
@@ -98,7 +100,8 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	pc := &ProcCluster{t: t, bin: ConcordBinary(t), Ledger: &Ledger{}}
+	pc := &ProcCluster{t: t, bin: ConcordBinary(t), Ledger: &Ledger{}, issuer: NewIssuer(t)}
+	pc.token = pc.issuer.Token("clustertest", "*")
 	t.Cleanup(pc.Close)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -131,6 +134,7 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 			"--join", strings.Join(seeds, ","), "--bootstrap-expect", strconv.Itoa(n),
 			"--gossip-key-file", keyFile,
 		}
+		p.args = append(p.args, pc.issuer.Flags()...)
 		p.args = append(p.args, tlsArgs...)
 		if o.extra != nil {
 			p.args = append(p.args, o.extra(p.Index)...)
@@ -328,6 +332,7 @@ func (pc *ProcCluster) Connect(t testing.TB, i int, params map[string]any) *Clie
 	if err != nil {
 		t.Fatalf("clustertest: %v", err)
 	}
+	cl.SetToken(pc.token)
 	err = Poll(context.Background(), CallTimeout, func() error {
 		_, err := cl.Connect(params)
 		if err != nil && !IsRetryable(err) {

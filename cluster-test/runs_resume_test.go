@@ -35,6 +35,7 @@ func TestRuns_FailedResumeAttemptKeepsAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a1.SetToken(c.Token())
 	if _, err := a1.Connect(resume); err == nil || !IsRetryable(err) {
 		t.Fatalf("resume on %s, cut off from the leader: want a retryable error, got %s", f[1], Describe(err))
 	}
@@ -44,6 +45,7 @@ func TestRuns_FailedResumeAttemptKeepsAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a2.SetToken(c.Token())
 	res, err := a2.Connect(resume)
 	if err != nil || !res.Reconnected {
 		t.Fatalf("resume on %s: %+v, %s", l, res, Describe(err))

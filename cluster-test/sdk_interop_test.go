@@ -13,6 +13,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 // sdkInteropDir holds the pinned official TypeScript SDK and the interop
@@ -61,6 +62,8 @@ func TestSDKInterop_SingleNode(t *testing.T) {
 	defer cancel()
 
 	cfg := node.DevConfig(t.TempDir())
+	issuer := NewIssuer(t)
+	cfg.ACL.JWT = issuer.JWTConfig()
 	cfg.TLS, cfg.Insecure = tlstest.Server(cfg.SystemID, cfg.NodeID), false
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, cfg.TLS.CAPEM, 0o644); err != nil {
@@ -83,13 +86,23 @@ func TestSDKInterop_SingleNode(t *testing.T) {
 		}
 	})
 
+	// Credentials for the auth checks: an API key for clients and a JWT
+	// for the participant "interop-jwt" (agent or client).
+	key, err := srv.ACLAdmin().CreateToken(ctx, &concordv1.AclCreateTokenRequest{
+		ParticipantIdPattern: "interop-key-*", ParticipantTypes: []string{"client"}, Description: "sdk interop"})
+	if err != nil {
+		t.Fatalf("create API key: %v", err)
+	}
+	bearer := issuer.Token("interop-jwt", "interop-jwt", "agent", "client")
+
 	// The script has its own 30 s deadline; the context is the backstop if
 	// node itself wedges, and WaitDelay bounds waiting for its pipes.
 	runCtx, runCancel := context.WithTimeout(ctx, 45*time.Second)
 	defer runCancel()
 	cmd := exec.CommandContext(runCtx, nodeBin, "interop.mjs", srv.MAPURL())
 	cmd.Dir = sdkInteropDir
-	cmd.Env = append(os.Environ(), "INTEROP_TIMEOUT_MS=30000", "NO_COLOR=1", "NODE_EXTRA_CA_CERTS="+caFile)
+	cmd.Env = append(os.Environ(), "INTEROP_TIMEOUT_MS=30000", "NO_COLOR=1", "NODE_EXTRA_CA_CERTS="+caFile,
+		"INTEROP_BEARER="+bearer, "INTEROP_API_KEY="+key.GetToken())
 	cmd.WaitDelay = 5 * time.Second
 	out, runErr := cmd.CombinedOutput()
 	output := string(out)

@@ -85,6 +85,7 @@ func TestSessions_ResumeOnAnotherNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	x2.SetToken(c.Token())
 	var res ConnectResult
 	Eventually(t, MembershipTimeout, func() error {
 		res, err = x2.Connect(map[string]any{

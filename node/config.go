@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/federation"
+	"github.com/concordmap/concord/node/acl"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/mapsvc"
 	"github.com/concordmap/concord/node/membership"
@@ -107,6 +108,20 @@ type Config struct {
 	// must use the same value. Mutually exclusive with Bootstrap.
 	BootstrapExpect int
 
+	// AllowedOrigins lists the browser origins (scheme://host[:port]) allowed
+	// to open MAP connections (WebSocket /map and HTTP+SSE /map/*) besides
+	// the node's own host and the HTTP addresses of the system's members
+	// (the console fails over to them). "*" allows every origin. Requests
+	// without an Origin header (non-browser clients) are always allowed:
+	// the check stops web pages a user visits from driving a local node.
+	AllowedOrigins []string
+
+	// HTTPReadHeaderTimeout bounds reading a request's headers; HTTPIdleTimeout
+	// closes a keep-alive connection idle for this long between requests.
+	// Both stop idle sockets from piling up.
+	HTTPReadHeaderTimeout time.Duration
+	HTTPIdleTimeout       time.Duration
+
 	// ReadyTimeout bounds how long Start waits for a leader and for the
 	// local FSM to apply the log before returning an error.
 	ReadyTimeout time.Duration
@@ -138,6 +153,10 @@ type Config struct {
 	// MinQuorum). Identity and addresses are filled from the fields above.
 	Membership membership.Config
 	Cluster    cluster.Config
+	// ACL configures participant authentication: the anonymous policy and
+	// bearer (JWT) verification. API keys live in Raft (acl.Module), so
+	// ACL.Keys is set by New.
+	ACL acl.Config
 	// Federation configures links to other systems (timings, TLS seam,
 	// Plaintext for --dev). Identity is filled from the fields above.
 	Federation federation.Config
@@ -154,26 +173,29 @@ type Config struct {
 // be set.
 func DefaultConfig() Config {
 	return Config{
-		SystemID:        "default",
-		HTTPAddr:        "0.0.0.0:7700",
-		RaftAddr:        "0.0.0.0:7702",
-		ReadyTimeout:    30 * time.Second,
-		ShutdownTimeout: 10 * time.Second,
-		Version:         Version,
-		Raft:            raftstore.DefaultConfig(),
-		RPC:             rpc.DefaultConfig(),
-		Registry:        registry.DefaultConfig(),
-		MAP:             mapsvc.DefaultConfig(),
-		Runs:            runs.DefaultConfig(),
-		RunService:      runs.DefaultServiceConfig(),
-		Membership:      membership.DefaultConfig(),
-		Cluster:         cluster.DefaultConfig(),
-		Federation:      federation.DefaultConfig(),
-		GRPCAddr:        "0.0.0.0:7701",
-		GossipAddr:      "0.0.0.0:7703",
-		HTTPTLS:         true,
-		HTTPClientAuth:  tlsconf.ClientAuthRequest,
-		OpenReads:       true,
+		SystemID:              "default",
+		HTTPAddr:              "0.0.0.0:7700",
+		RaftAddr:              "0.0.0.0:7702",
+		ReadyTimeout:          30 * time.Second,
+		ShutdownTimeout:       10 * time.Second,
+		HTTPReadHeaderTimeout: 10 * time.Second,
+		HTTPIdleTimeout:       90 * time.Second,
+		Version:               Version,
+		Raft:                  raftstore.DefaultConfig(),
+		RPC:                   rpc.DefaultConfig(),
+		Registry:              registry.DefaultConfig(),
+		MAP:                   mapsvc.DefaultConfig(),
+		Runs:                  runs.DefaultConfig(),
+		RunService:            runs.DefaultServiceConfig(),
+		Membership:            membership.DefaultConfig(),
+		Cluster:               cluster.DefaultConfig(),
+		ACL:                   acl.DefaultConfig(),
+		Federation:            federation.DefaultConfig(),
+		GRPCAddr:              "0.0.0.0:7701",
+		GossipAddr:            "0.0.0.0:7703",
+		HTTPTLS:               true,
+		HTTPClientAuth:        tlsconf.ClientAuthRequest,
+		OpenReads:             true,
 	}
 }
 
@@ -192,6 +214,9 @@ func DevConfig(dataDir string) Config {
 	c.Federation.Plaintext = true // dev links run without TLS
 	c.Insecure = true             // loopback only; tests set TLS instead
 	c.Bootstrap = true
+	// A dev node lets anonymous agents and clients in; system and gateway
+	// participants still need a credential.
+	c.ACL.AnonymousTypes = []string{"agent", "client"}
 	c.ReadyTimeout = 10 * time.Second
 	// A single voter elects itself after one election timeout: keep it short
 	// so a dev node is ready in well under a second.
@@ -230,9 +255,14 @@ func (c Config) Validate() error {
 		return errors.New("node: ReadyTimeout must be positive")
 	case c.ShutdownTimeout <= 0:
 		return errors.New("node: ShutdownTimeout must be positive")
+	case c.HTTPReadHeaderTimeout <= 0 || c.HTTPIdleTimeout <= 0:
+		return errors.New("node: HTTPReadHeaderTimeout and HTTPIdleTimeout must be positive")
 	}
 	if err := c.RPC.Validate(); err != nil {
 		return fmt.Errorf("node: rpc config: %w", err)
+	}
+	if err := c.ACL.Validate(); err != nil {
+		return fmt.Errorf("node: acl config: %w", err)
 	}
 	if err := c.Registry.Validate(); err != nil {
 		return fmt.Errorf("node: registry config: %w", err)

@@ -17,8 +17,9 @@ import (
 // operator credential). /debug/pprof exists only with Config.EnableDebug.
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/map", s.gateUntilCaughtUp(s.rpc))
-	mux.Handle("/map/", s.gateUntilCaughtUp(s.rpc.MustHTTPSSEHandler(rpc.DefaultSSEConfig())))
+	origins := s.mapOriginCheck()
+	mux.Handle("/map", origins(s.gateUntilCaughtUp(s.rpc)))
+	mux.Handle("/map/", origins(s.gateUntilCaughtUp(s.rpc.MustHTTPSSEHandler(rpc.DefaultSSEConfig()))))
 	mux.HandleFunc("GET /v1/health", s.handleHealth)
 	mux.HandleFunc("GET /v1/ready", s.handleReady)
 	mux.HandleFunc("GET /v1/status", s.handleStatus)

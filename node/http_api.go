@@ -18,14 +18,15 @@ import (
 
 // routeConsole adds the web console (/ui/) and the read-only /v1
 // endpoints it reads besides MAP and /v1/status (README "Console"): gossip
-// members, the Raft configuration, agent placement and a run's result
-// files. They are ordinary /v1 endpoints, for scripts as much as for the
+// members, the Raft configuration, agent placement, federation links and
+// a run's result files. They are ordinary /v1 endpoints, for scripts as much as for the
 // console.
 func (s *Server) routeConsole(mux *http.ServeMux) {
 	mux.Handle("/ui/", console.Handler())
 	mux.HandleFunc("GET /v1/members", s.handleMembers)
 	mux.HandleFunc("GET /v1/raft/peers", s.handleRaftPeers)
 	mux.HandleFunc("GET /v1/placement", s.handlePlacement)
+	mux.HandleFunc("GET /v1/federation/links", s.handleFedLinks)
 	mux.HandleFunc("GET /v1/runs/{id}/{file}", s.handleRunFile)
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // TestHTTP_ConsoleReadAPI checks the /v1 reads the web console uses
-// (members, raft peers, placement, run files), the console's own files,
+// (members, raft peers, placement, federation links, run files), the console's own files,
 // and the CORS allowance: only a member's origin may read /v1 cross-origin.
 func TestHTTP_ConsoleReadAPI(t *testing.T) {
 	srv := startNode(t, t.TempDir())
@@ -31,6 +31,9 @@ func TestHTTP_ConsoleReadAPI(t *testing.T) {
 			wantBody: `"leaderId":"dev-1","nodeId":"dev-1","peers":[{"id":"dev-1","address":`},
 		{name: "raft peer is the leader voter", path: "/v1/raft/peers", wantStatus: 200, wantBody: `"suffrage":"voter","leader":true}`},
 		{name: "placement", path: "/v1/placement", wantStatus: 200, wantBody: `"agents":[{"id":"alice","homeNode":"dev-1"}]`},
+		{name: "no federation links", path: "/v1/federation/links", wantStatus: 200,
+			wantBody: `{"links":[],"nodeId":"dev-1","systemId":"dev"}`},
+		{name: "federation links are a member read", path: "/v1/federation/links", origin: self, wantStatus: 200, wantCORS: self},
 		{name: "unknown run", path: "/v1/runs/01NOPE/result.json", wantStatus: 404, wantBody: `"error":"run not found"`},
 		{name: "member origin may read", path: "/v1/status", origin: self, wantStatus: 200, wantCORS: self},
 		{name: "other origin may not", path: "/v1/status", origin: "http://evil.example:80", wantStatus: 200},

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
@@ -34,6 +35,9 @@ type metrics struct {
 	rpcByMethod sync.Map // method -> *methodMetrics
 	rpcCached   atomic.Int32
 }
+
+// unknownMethodLabel is the method label of every request answered -32601.
+const unknownMethodLabel = "(unknown)"
 
 // maxCachedMethods bounds rpcByMethod; methods past it take the slow path.
 const maxCachedMethods = 256
@@ -85,6 +89,11 @@ func newMetrics(nodeID string, store *raftstore.Store) *metrics {
 
 // RPCDone, ConnOpened, ConnClosed and FrameRejected implement rpc.Observer.
 func (m *metrics) RPCDone(method string, code int, d time.Duration) {
+	if code == rpc.CodeMethodNotFound {
+		// Method names come from clients: unknown ones share one label so
+		// a peer cannot create a series per name it invents.
+		method = unknownMethodLabel
+	}
 	mm := m.methodMetrics(method)
 	if mm == nil {
 		m.rpcTotal.WithLabelValues(method, strconv.Itoa(code)).Inc()

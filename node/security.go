@@ -37,6 +37,10 @@ var grpcMethods = map[string]authz.Class{
 	concordv1.Cluster_RaftPeers_FullMethodName:  authz.Read,
 	concordv1.Cluster_Status_FullMethodName:     authz.Read,
 	concordv1.Cluster_RemovePeer_FullMethodName: authz.Admin,
+	// Participant credentials (node/acl): operators only, never a peer node.
+	concordv1.AclAdmin_CreateToken_FullMethodName: authz.Operator,
+	concordv1.AclAdmin_ListTokens_FullMethodName:  authz.Operator,
+	concordv1.AclAdmin_RevokeToken_FullMethodName: authz.Operator,
 	// Federation: operators manage links; the methods another system's
 	// nodes call check the caller themselves (the token's secret, the
 	// link's CA and the system the certificate names).

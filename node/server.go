@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/federation"
+	"github.com/concordmap/concord/node/access"
+	"github.com/concordmap/concord/node/acl"
 	"github.com/concordmap/concord/node/authz"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/fanout"
@@ -36,6 +38,8 @@ type Server struct {
 
 	registry *registry.State
 	runs     *runs.Module
+	acl      *acl.Module // API keys (replicated)
+	aclAdmin *acl.AdminService
 	runsSvc  *runs.Service
 	fedState *federation.State
 	fed      *federation.Manager
@@ -178,7 +182,8 @@ func (s *Server) openStore() error {
 	rc.DataDir = s.cfg.DataDir
 	rc.BindAddr = s.cfg.RaftAddr
 	rc.AdvertiseAddr = s.cfg.RaftAdvertise
-	rc.Modules = []raftstore.Module{s.registry, s.runs, fedModule{s.fedState}}
+	s.acl = acl.NewModule()
+	rc.Modules = []raftstore.Module{s.registry, s.runs, fedModule{s.fedState}, s.acl}
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
 	rc.WrapStreamLayer = s.raftStreamWrapper()
@@ -189,6 +194,12 @@ func (s *Server) openStore() error {
 	s.store = store
 	s.raftStore.p.Store(store)
 	return nil
+}
+
+// eventVisible is the fan-out's visibility rule (node/access), decided on
+// this node's replica.
+func (s *Server) eventVisible(participantID, participantType string, ev *registry.Event) bool {
+	return access.EventVisible(s.registry, access.Viewer{ParticipantID: participantID, ParticipantType: participantType}, ev)
 }
 
 // buildMAPService wires the MAP method handlers, the router and the
@@ -204,6 +215,7 @@ func (s *Server) buildMAPService() error {
 	fcfg.Sessions = sessions
 	fcfg.Proposer = proposer
 	fcfg.AfterReply = rpc.AfterReply // first events follow the subscribe reply
+	fcfg.Visible = s.eventVisible
 	fcfg.Logger = s.cfg.Logger
 	hub, err := fanout.New(fcfg)
 	if err != nil {
@@ -258,6 +270,13 @@ func (s *Server) buildMAPService() error {
 	mcfg.LinearizableRead = s.store.LinearizableRead
 	mcfg.Router = rt
 	mcfg.Fanout = hub
+	acfg := s.cfg.ACL
+	acfg.Keys = s.acl
+	auth, err := acl.New(acfg)
+	if err != nil {
+		return fmt.Errorf("build authenticator: %w", err)
+	}
+	mcfg.Authenticator = auth
 	// Dead nodes' sessions are detached by the cluster reconciler, which
 	// waits out the cleanup delay; mapsvc's own sweep (NodeAlive) stays off
 	// because a new leader's cold directory would detach live sessions.
@@ -316,7 +335,9 @@ func (s *Server) start(joinCtx, ctx context.Context) error {
 
 	s.httpSrv = &http.Server{
 		Handler:           s.authz.HTTP(s.httpClass, s.httpHandler()),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.cfg.HTTPReadHeaderTimeout,
+		IdleTimeout:       s.cfg.HTTPIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	s.goLoop("http", func() error {

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/concordmap/concord/node/acl"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/raftstore"
@@ -124,6 +125,9 @@ func (s *Server) buildClusterServer() error {
 		return fmt.Errorf("build cluster server: %w", err)
 	}
 	srv.ServeSnapshots(s.store, raftstore.SaveOptions{SystemID: s.cfg.SystemID, Version: s.cfg.Version})
+	// Every AclAdmin method is an admin method (see acl.AdminMethodPrefix).
+	s.aclAdmin = acl.NewAdminService(s.acl, meteredProposer{store: s.store, m: s.metrics}, s.store.WaitApplied)
+	s.aclAdmin.Register(srv.GRPC())
 	s.memberSub = s.membership.Subscribe()
 	rec, err := cluster.NewReconciler(cc, cluster.ReconcilerDeps{
 		Store:         verifiedVoters{RaftConfigurator: s.store, s: s},
@@ -192,3 +196,7 @@ func splitHostPort(addr string) (string, int, error) {
 	}
 	return host, port, nil
 }
+
+// ACLAdmin returns the access-control admin API (also served over gRPC as
+// concord.v1.AclAdmin), for embedding and tests.
+func (s *Server) ACLAdmin() *acl.AdminService { return s.aclAdmin }

@@ -3,6 +3,8 @@ package raftstore
 import (
 	"context"
 
+	"github.com/hashicorp/raft"
+
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -43,6 +45,9 @@ func (s *Store) startNudger() {
 				return
 			case <-s.nudgeCh:
 			}
+			if !s.hasOtherServers() {
+				continue // nobody to tell: a lone server's commit is already known
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ApplyTimeout)
 			// Errors need no handling: a server that stopped leading has
 			// nothing to propagate, and the new leader's first entry
@@ -53,4 +58,20 @@ func (s *Store) startNudger() {
 			cancel()
 		}
 	})
+}
+
+// hasOtherServers reports whether the latest Raft configuration names a
+// server besides this one. GetConfiguration answers from a cached copy,
+// so this costs no trip through raft's main loop.
+func (s *Store) hasOtherServers() bool {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return true // unknown: nudge, as before
+	}
+	for _, srv := range f.Configuration().Servers {
+		if srv.ID != raft.ServerID(s.cfg.NodeID) {
+			return true
+		}
+	}
+	return false
 }

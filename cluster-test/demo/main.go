@@ -154,7 +154,10 @@ func startNodes(ctx context.Context, ps *procs, bin, dir string) ([]*node, error
 			"--join", joinHosts(gossip), "--bootstrap-expect", "3", "--gossip-key-file", keyFile,
 			"--tls-ca-file", filepath.Join(tlsDir, "demo-ca.pem"),
 			"--tls-cert-file", filepath.Join(tlsDir, "demo-server-"+n.id+".pem"),
-			"--tls-key-file", filepath.Join(tlsDir, "demo-server-"+n.id+"-key.pem"))
+			"--tls-key-file", filepath.Join(tlsDir, "demo-server-"+n.id+"-key.pem"),
+			// A throwaway local system: its demo agents and `concord argue`
+			// connect without credentials (the explicit anonymous policy).
+			"--allow-anonymous", "agent,client")
 		if err != nil {
 			return nil, err
 		}

@@ -420,6 +420,47 @@ if (okClient && state.sub && state.c) {
   skip("client resume", "client, subscription or agent C missing");
 }
 
+// ---------------------------------------------------------------- auth
+// The Go test creates an API key and a bearer token (JWT signed by an
+// issuer the node trusts) and passes them in the environment.
+const bearer = process.env.INTEROP_BEARER;
+const apiKey = process.env.INTEROP_API_KEY;
+if (bearer && apiKey) {
+  await check("AgentConnection.connect(url) with a bearer token (JWT) registers as the token's subject", async () => {
+    const ag = await AgentConnection.connect(url, { name: "agent-jwt", auth: { method: "bearer", token: bearer } });
+    closers.push(() => ag.disconnect());
+    expect(ag.isConnected, "not connected");
+    const c = await ClientConnection.connect(url, { name: "jwt-check", auth: { method: "bearer", token: bearer } });
+    closers.push(() => c.disconnect());
+    const { agents } = await c.listAgents();
+    const mine = agents.find((a) => a.name === "agent-jwt");
+    expect(mine?.ownerId === "interop-jwt", `agent-jwt ${show(mine)}, want owner interop-jwt`);
+    return `agent ${mine.id} owned by ${mine.ownerId}`;
+  });
+  await check("ClientConnection.connect() with an API key reports the key's principal", async () => {
+    const ws = await openSocket();
+    const c = new ClientConnection(websocketStream(ws), { name: "key-client", defaultTimeout: STEP_MS });
+    closers.push(() => c.disconnect());
+    const r = await c.connect({ auth: { method: "api-key", credential: apiKey } });
+    expect(typeof r.principal?.id === "string" && r.principal.id.startsWith("key:"), `principal ${show(r.principal)}`);
+    return `principal ${r.principal.id}`;
+  });
+  await check("a wrong API key is refused with 1001", async () => {
+    const ws = await openSocket();
+    const c = new ClientConnection(websocketStream(ws), { name: "bad-key", defaultTimeout: STEP_MS });
+    closers.push(() => c.disconnect());
+    try {
+      await c.connect({ auth: { method: "api-key", credential: apiKey.slice(0, -4) + "AAAA" } });
+    } catch (e) {
+      expect(e?.code === 1001, `error ${errText(e)}, want 1001`);
+      return;
+    }
+    throw new Expectation("connect with a wrong key succeeded");
+  });
+} else {
+  skip("auth", "INTEROP_BEARER and INTEROP_API_KEY not set");
+}
+
 // ---------------------------------------------------------------- teardown
 clearTimeout(deadline);
 for (const close of closers.reverse()) {

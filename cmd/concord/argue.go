@@ -28,6 +28,7 @@ type connFlags struct {
 	reconnectTimeout time.Duration
 	logs             logFlags
 	tls              clientTLSFlags
+	credentialFile   string
 }
 
 func (f *connFlags) register(cmd *cobra.Command) {
@@ -46,7 +47,31 @@ func (f *connFlags) register(cmd *cobra.Command) {
 		"how long to keep trying the servers after the connection is lost")
 	cmd.PersistentFlags().StringVar(&f.logs.level, "log-level", "warn", "log level: debug, info, warn, error")
 	cmd.PersistentFlags().StringVar(&f.logs.format, "log-format", "text", "log format: text or json")
+	cmd.PersistentFlags().StringVar(&f.credentialFile, "credential-file", os.Getenv("CONCORD_CREDENTIAL_FILE"),
+		"file holding the MAP credential sent in map/connect: an API key (map_sk_..., concord acl token create) or a bearer token (env CONCORD_CREDENTIAL_FILE, or the value itself in CONCORD_CREDENTIAL)")
 	f.tls.bind(cmd.PersistentFlags())
+}
+
+// credential reads the MAP credential (--credential-file, else
+// CONCORD_CREDENTIAL); nil when none is given. An API key is recognised
+// by its prefix; anything else is a bearer token.
+func (f *connFlags) credential() (*mapclient.Auth, error) {
+	tok := os.Getenv("CONCORD_CREDENTIAL")
+	if f.credentialFile != "" {
+		b, err := os.ReadFile(f.credentialFile)
+		if err != nil {
+			return nil, fmt.Errorf("read --credential-file: %w", err)
+		}
+		tok = string(b)
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		return nil, nil
+	}
+	if strings.HasPrefix(tok, "map_sk_") {
+		return &mapclient.Auth{Method: "api-key", Token: tok}, nil
+	}
+	return &mapclient.Auth{Method: "bearer", Token: tok}, nil
 }
 
 // urls returns the MAP URLs to try: with --ca-file and the default URL
@@ -65,6 +90,9 @@ func (f *connFlags) client() (mapclient.Config, error) {
 	}
 	cfg := mapclient.DefaultConfig()
 	cfg.URLs = f.urls()
+	if cfg.Auth, err = f.credential(); err != nil {
+		return cfg, err
+	}
 	if cfg.RPC.TLSConfig, err = f.tls.config(); err != nil {
 		return cfg, err
 	}

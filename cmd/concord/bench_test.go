@@ -80,7 +80,8 @@ func TestBench_OverTLS(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
-	srv := startTLSNode(t, dir)
+	// The bench's sessions are anonymous: this node admits them explicitly.
+	srv := startTLSNode(t, dir, "--allow-anonymous", "agent,client")
 	ca := filepath.Join(dir, "sys-ca.pem")
 	out, err := execRoot(t, "bench", "sessions", "--url", srv.MAPURL(), "--ca-file", ca, "--sessions", "5", "--settle", "0s", "--json")
 	if err != nil {

@@ -18,7 +18,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(), newVersionCmd(), newMembersCmd(), newRaftCmd(), newKeygenCmd(), newKeyringCmd(), newTLSCmd(), newFederationCmd())
+	root.AddCommand(newServerCmd(), newVersionCmd(), newMembersCmd(), newRaftCmd(), newKeygenCmd(), newKeyringCmd(), newTLSCmd(), newFederationCmd(), newACLCmd())
 	root.AddCommand(newSnapshotCmd(), newHealthCmd())
 	root.AddCommand(newArgueCmd(), newAgentCmd(), newStdioCmd(), newBenchCmd())
 	return root

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/acl"
 )
 
 // serverFlags map 1:1 onto node.Config fields.
@@ -22,6 +23,11 @@ type serverFlags struct {
 	raftAdvertise string
 	bootstrap     bool
 	maxFrameBytes int64
+	allowOrigins  []string
+	anonymous     []string
+	jwksFile      string
+	jwtIssuer     string
+	jwtAudience   string
 
 	grpcAddr        string
 	grpcAdvertise   string
@@ -116,6 +122,13 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.IntVar(&f.maxFinishedRuns, "max-finished-runs", d.RunService.MaxFinishedRuns,
 		"keep at most this many finished runs (the oldest are forgotten first); 0 means no cap")
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
+	fl.StringSliceVar(&f.anonymous, "allow-anonymous", nil,
+		"participant types (agent, client) that may connect without a credential (auth method none); default none, --dev: agent,client. system and gateway always need one")
+	fl.StringVar(&f.jwksFile, "jwt-jwks-file", "", "JWKS file of the token issuer's public keys: enables bearer (JWT, RS256/ES256/EdDSA) authentication")
+	fl.StringVar(&f.jwtIssuer, "jwt-issuer", "", "required iss of bearer tokens (with --jwt-jwks-file)")
+	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "required aud of bearer tokens (with --jwt-jwks-file)")
+	fl.StringSliceVar(&f.allowOrigins, "allow-origin", nil,
+		"browser origins (scheme://host:port) allowed to open MAP connections besides this node's host and the system's members; \"*\" allows any")
 	fl.BoolVar(&f.enableDebug, "enable-debug", false, "serve /debug/pprof on the HTTP port (profiles and the command line: an operator-only surface)")
 	fl.Uint64Var(&f.maxLogEntries, "max-log-entries", d.Raft.MaxLogEntries,
 		"snapshot as soon as this many Raft log entries were written since the last snapshot, bounding the log (and the memory its mapped file takes) whatever the write rate; "+
@@ -217,6 +230,16 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	cfg.Bootstrap = cfg.Bootstrap || f.bootstrap
 	cfg.RPC.MaxFrameBytes = f.maxFrameBytes
+	cfg.AllowedOrigins = f.allowOrigins
+	if !f.dev || f.changed("allow-anonymous") {
+		cfg.ACL.AnonymousTypes = f.anonymous
+	}
+	if f.jwksFile != "" {
+		if f.jwtIssuer == "" || f.jwtAudience == "" {
+			return cfg, cleanup, fmt.Errorf("--jwt-jwks-file needs --jwt-issuer and --jwt-audience")
+		}
+		cfg.ACL.JWT = &acl.JWTConfig{JWKSFile: f.jwksFile, Issuer: f.jwtIssuer, Audience: f.jwtAudience, Leeway: 30 * time.Second}
+	}
 	cfg.EnableDebug = f.enableDebug
 	cfg.Raft.MaxLogEntries = f.maxLogEntries
 	cfg.RunService.FinishedRetention, cfg.RunService.MaxFinishedRuns = f.runRetention, f.maxFinishedRuns

@@ -58,7 +58,7 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string, params json.RawMe
 	if err != nil {
 		return nil, fmt.Errorf("propose subscription add: %w", err)
 	}
-	s := &sub{id: id, sessionID: sessionID, participantID: sess.ParticipantID, filter: sp.filter,
+	s := &sub{id: id, sessionID: sessionID, participantID: sess.ParticipantID, participantType: sess.ParticipantType, filter: sp.filter,
 		opts: sp.opts, pos: pos, lastRegID: cursorID}
 	h.mu.Lock()
 	h.addLocked(s)
@@ -206,7 +206,7 @@ func (h *Hub) Attach(ctx context.Context, sessionID string) error {
 			h.log.Warn("stored subscription options invalid; not restored", "subscription_id", rec.ID, "err", err)
 			continue
 		}
-		s := &sub{id: rec.ID, sessionID: sessionID, participantID: sess.ParticipantID, filter: f, opts: opts,
+		s := &sub{id: rec.ID, sessionID: sessionID, participantID: sess.ParticipantID, participantType: sess.ParticipantType, filter: f, opts: opts,
 			seq: rec.CursorSeq, flushedSeq: rec.CursorSeq, lastRegID: rec.CursorEventID}
 		if d, ok := h.detached[rec.ID]; ok {
 			s.seq = max(s.seq, d.seq) // the flush from Detach may not be applied yet

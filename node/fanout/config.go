@@ -49,6 +49,11 @@ type Config struct {
 	// map/subscription.overflow). Larger absorbs longer stalls, at up to
 	// QueueLimit events of memory per subscription.
 	QueueLimit int
+	// QueueBytes bounds the same queue in bytes (the events' encoded size),
+	// with the same drop-and-report rule; one event is always accepted into
+	// an empty queue. Together with rpc.Config.NotifyQueueBytes it caps what
+	// a subscriber that never reads costs, whatever the event sizes.
+	QueueBytes int
 
 	// CursorFlushInterval is how often the delivery cursors that moved are
 	// proposed, in one SUBSCRIPTION_CURSOR command for all of them (and at
@@ -83,6 +88,12 @@ type Config struct {
 	// on its own (not those made for a client request, which use its ctx).
 	ProposeTimeout time.Duration
 
+	// Visible, optional, decides whether a participant (id and type) may
+	// receive an event (map-protocol.md §7: events about hidden agents and
+	// scopes, and message events it is not party to, are not delivered).
+	// It applies to live delivery and to map/replay alike. nil delivers
+	// everything the filter matches.
+	Visible func(participantID, participantType string, ev *registry.Event) bool
 	// Now returns the current time; for tests. nil means time.Now.
 	Now func() time.Time
 }
@@ -92,6 +103,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		QueueLimit:          1024,
+		QueueBytes:          4 << 20,
 		CursorFlushInterval: time.Second,
 		RetryInterval:       20 * time.Millisecond,
 		OverflowCloseAfter:  30 * time.Second,
@@ -114,6 +126,8 @@ func (c Config) Validate() error {
 		return bad("Proposer is required")
 	case c.QueueLimit < 1:
 		return bad("QueueLimit must be >= 1")
+	case c.QueueBytes < 1:
+		return bad("QueueBytes must be >= 1")
 	case c.CursorFlushInterval <= 0:
 		return bad("CursorFlushInterval must be > 0")
 	case c.RetryInterval <= 0:

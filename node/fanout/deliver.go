@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node/internal/jsonkit"
+	"github.com/concordmap/concord/node/registry"
 )
 
 // errNoConn: the session has no live connection on this node right now.
@@ -24,12 +25,17 @@ const (
 	pumpAgain                   // more work it can do now
 )
 
-// wants applies excludeOwnEvents and the filter.
+// wants applies excludeOwnEvents, the filter and visibility.
 func (h *Hub) wants(s *sub, p *prepared) bool {
 	if s.opts.ExcludeOwnEvents && h.own(s, p) {
 		return false
 	}
-	return s.filter.match(p, h.reg)
+	return s.filter.match(p, h.reg) && h.visible(s.participantID, s.participantType, &p.ev)
+}
+
+// visible applies Config.Visible (everything when unset).
+func (h *Hub) visible(participantID, participantType string, ev *registry.Event) bool {
+	return h.cfg.Visible == nil || h.cfg.Visible(participantID, participantType, ev)
 }
 
 // own: the event was caused by the subscriber (its participant, or an
@@ -55,10 +61,11 @@ func (h *Hub) offer(s *sub, p *prepared, now time.Time) {
 		}
 		s.blocked = true
 	}
-	if len(s.queue) >= h.cfg.QueueLimit {
+	if len(s.queue) >= h.cfg.QueueLimit || (len(s.queue) > 0 && s.queueBytes+len(p.body) > h.cfg.QueueBytes) {
 		h.drop(s, 1, p.ev.ID, p.ev.ID, now)
 	} else {
 		s.queue = append(s.queue, p)
+		s.queueBytes += len(p.body)
 	}
 	h.poke() // Run arms its retry timer
 }
@@ -111,10 +118,11 @@ func (h *Hub) pump(s *sub, oldest, last uint64, now time.Time) pumpResult {
 			s.blocked = true
 			return pumpRetry
 		}
+		s.queueBytes -= len(s.queue[0].body)
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 	}
-	s.queue = nil
+	s.queue, s.queueBytes = nil, 0
 	if r := h.pumpLog(s, last, now); r != pumpIdle {
 		return r
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -343,4 +344,46 @@ func TestActivation_Delay(t *testing.T) {
 	now = now.Add(30 * time.Millisecond)
 	mu.Unlock()
 	checkDense(t, waitEvents(t, c, id, 2), 1, []string{msgEvent(1, "").ID, ev.ID})
+}
+
+// TestOverflow_QueueBytes: a subscriber that never reads holds at most
+// QueueBytes of large events; the rest are dropped and reported, whatever
+// QueueLimit allows.
+func TestOverflow_QueueBytes(t *testing.T) {
+	reg := newFakeRegistry(100)
+	reg.addSession("s1", "p1")
+	big := func(n int) registry.Event {
+		ev := msgEvent(n, "x")
+		ev.Data = json.RawMessage(`{"messageId":"m` + strconv.Itoa(n) + `","payload":"` + strings.Repeat("z", 10_000) + `"}`)
+		return ev
+	}
+	hs := newHarness(t, reg, func(c *Config) { c.QueueLimit = 1000; c.QueueBytes = 35_000 })
+	c := hs.conn("s1")
+	id := hs.subscribe(t, "s1", `{}`)
+	hs.hub.PublishEphemeral(msgEvent(1, "x"))
+	waitEvents(t, c, id, 1)
+
+	c.set(true, -1) // full from now on
+	for i := 2; i <= 21; i++ {
+		hs.hub.PublishEphemeral(big(i))
+	}
+	hs.hub.mu.Lock()
+	var queued, bytes int
+	for _, s := range hs.hub.subs {
+		queued, bytes = len(s.queue), s.queueBytes
+	}
+	hs.hub.mu.Unlock()
+	if queued != 3 || bytes > 35_000 {
+		t.Fatalf("queued %d events, %d bytes; want 3 events within 35000 bytes", queued, bytes)
+	}
+	c.set(false, -1)
+	eventually(t, testTimeout, func() error {
+		if len(overflows(t, c)) != 1 {
+			return fmt.Errorf("no overflow warning yet")
+		}
+		return nil
+	})
+	if w := overflows(t, c)[0]; w.EventsDropped != 17 {
+		t.Fatalf("warning %+v, want 17 dropped", w)
+	}
 }

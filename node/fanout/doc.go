@@ -37,7 +37,7 @@
 // a connection's queue is full. A subscription that cannot take a registry
 // event stays at its log position and is retried every RetryInterval, so
 // it lags instead of losing events; only ephemeral events (held up to
-// QueueLimit per subscription) and log events that age out of the retained
+// QueueLimit events and QueueBytes per subscription) and log events that age out of the retained
 // window before a lagging subscription reads them are dropped. Drops are
 // reported with map/subscription.overflow {subscriptionId, eventsDropped,
 // oldestDroppedId?, newestDroppedId?, totalDropped, recommendation:

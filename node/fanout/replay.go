@@ -36,7 +36,7 @@ type ReplayedEvent struct {
 // 1000)}: a page of retained registry events in log order. Message events
 // are ephemeral and never replayed. A start older than the retained window
 // is 4000 with details.reason "replay_window_exceeded".
-func (h *Hub) Replay(_ context.Context, _ string, params json.RawMessage) (any, error) {
+func (h *Hub) Replay(_ context.Context, sessionID string, params json.RawMessage) (any, error) {
 	obj, err := rpc.ParseParams(params)
 	if err != nil {
 		return nil, err
@@ -80,12 +80,13 @@ func (h *Hub) Replay(_ context.Context, _ string, params json.RawMessage) (any, 
 			return nil, err
 		}
 	}
-	return h.collect(pos, f, from, hasFrom, to, hasTo, int(limit)), nil
+	sess, _ := h.reg.Session(sessionID) // unknown: an empty viewer, which Visible restricts
+	return h.collect(sess.ParticipantID, sess.ParticipantType, pos, f, from, hasFrom, to, hasTo, int(limit)), nil
 }
 
 // collect scans the log after pos for up to limit matching events, and one
 // more to know whether there are more.
-func (h *Hub) collect(pos uint64, f *filter, from int64, hasFrom bool, to int64, hasTo bool, limit int) *ReplayResult {
+func (h *Hub) collect(participantID, participantType string, pos uint64, f *filter, from int64, hasFrom bool, to int64, hasTo bool, limit int) *ReplayResult {
 	res := &ReplayResult{Events: []ReplayedEvent{}}
 	for {
 		batch := h.reg.EventsAfter(pos, replayScanBatch)
@@ -98,7 +99,7 @@ func (h *Hub) collect(pos uint64, f *filter, from int64, hasFrom bool, to int64,
 				continue
 			}
 			p := prepare(ev, false)
-			if !f.match(p, h.reg) {
+			if !f.match(p, h.reg) || !h.visible(participantID, participantType, &p.ev) {
 				continue
 			}
 			if len(res.Events) == limit {

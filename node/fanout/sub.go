@@ -8,6 +8,7 @@ import (
 // by Hub.mu.
 type sub struct {
 	id, sessionID, participantID string
+	participantType              string // with participantID, who Config.Visible decides for
 	filter                       *filter
 	opts                         options
 
@@ -26,8 +27,9 @@ type sub struct {
 	flushedSeq uint64 // seq of the last cursor proposed
 	recent     ackRing
 
-	queue   []*prepared // ephemeral events the connection had no room for
-	blocked bool        // the connection refused the last send: retry on the next tick
+	queue      []*prepared // ephemeral events the connection had no room for
+	queueBytes int         // sum of len(body) over queue
+	blocked    bool        // the connection refused the last send: retry on the next tick
 	// activeAt holds delivery back until the subscribe/connect reply is out
 	// (zero: active). afterReply: activation waits for Config.AfterReply.
 	activeAt   time.Time

@@ -248,6 +248,9 @@ func (s *Service) lifecycleVerb(verb string) func(context.Context, *rpc.Conn, *c
 		if err := p.err(); err != nil {
 			return nil, err
 		}
+		if err := s.mayControl(cs, id); err != nil {
+			return nil, err
+		}
 		res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, &concordv1.AgentUpdateRequest{
 			Meta: s.meta(cs.participantID, 1), AgentId: id, Transition: verb, Reason: reason,
 		})

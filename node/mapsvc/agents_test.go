@@ -230,14 +230,17 @@ func TestAgents_LifecycleConformance(t *testing.T) {
 		{"map/agents/resume", "resumed", "idle"},
 		{"map/agents/stop", "stopping", "stopped"},
 	}
+	// Lifecycle verbs need control of the agent: a client that does not
+	// own it is refused; its owner (here) or a system participant may.
 	for _, st := range steps {
-		res := cl.must(st.method, `{"agentId":"a1","reason":"test"}`)
+		e.refused(cl, st.method, `{"agentId":"a1"}`, rpc.CodePermissionDenied)
+		res := ag.must(st.method, `{"agentId":"a1","reason":"test"}`)
 		if res[st.key] != true || agentOf(res)["state"] != st.state {
 			t.Fatalf("%s: %v", st.method, res)
 		}
 	}
-	e.refused(cl, "map/agents/resume", `{"agentId":"a1"}`, rpc.CodeStateInvalid)
-	e.refused(cl, "map/agents/stop", `{"agentId":"a1","force":true}`, rpc.CodeStateInvalid)
+	e.refused(ag, "map/agents/resume", `{"agentId":"a1"}`, rpc.CodeStateInvalid)
+	e.refused(ag, "map/agents/stop", `{"agentId":"a1","force":true}`, rpc.CodeStateInvalid)
 	e.refused(cl, "map/agents/suspend", `{"agentId":"nope"}`, rpc.CodeAgentNotFound)
 	e.refused(cl, "map/agents/stop", `{"agentId":"a1","force":"yes"}`, rpc.CodeInvalidParams, "force")
 	gw := e.dial()

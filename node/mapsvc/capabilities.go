@@ -3,6 +3,7 @@ package mapsvc
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 )
 
 // Participant types (map-protocol.md §1).
@@ -119,4 +120,39 @@ func validParticipantType(t string) bool {
 		return true
 	}
 	return false
+}
+
+// flags maps each capability flag's name ("group.flag") to its field.
+func (c *Capabilities) flags() map[string]*bool {
+	return map[string]*bool{
+		"observation.canObserve":  &c.Observation.CanObserve,
+		"observation.canQuery":    &c.Observation.CanQuery,
+		"messaging.canSend":       &c.Messaging.CanSend,
+		"messaging.canReceive":    &c.Messaging.CanReceive,
+		"messaging.canBroadcast":  &c.Messaging.CanBroadcast,
+		"lifecycle.canSpawn":      &c.Lifecycle.CanSpawn,
+		"lifecycle.canRegister":   &c.Lifecycle.CanRegister,
+		"lifecycle.canUnregister": &c.Lifecycle.CanUnregister,
+		"lifecycle.canSteer":      &c.Lifecycle.CanSteer,
+		"lifecycle.canStop":       &c.Lifecycle.CanStop,
+		"scopes.canCreateScopes":  &c.Scopes.CanCreateScopes,
+		"scopes.canManageScopes":  &c.Scopes.CanManageScopes,
+	}
+}
+
+// KnownCapability reports whether name is a capability flag a credential
+// can grant ("lifecycle.canStop", ...).
+func KnownCapability(name string) bool {
+	_, ok := (&Capabilities{}).flags()[name]
+	return ok
+}
+
+// restrict withdraws every flag not in allowed: a credential grants at
+// most what it lists, and never more than the participant type allows.
+func (c *Capabilities) restrict(allowed []string) {
+	for name, f := range c.flags() {
+		if !slices.Contains(allowed, name) {
+			*f = false
+		}
+	}
 }

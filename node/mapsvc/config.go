@@ -107,6 +107,12 @@ type Config struct {
 	// Fanout handles subscriptions; nil leaves those methods unmounted.
 	Fanout Fanout
 
+	// Authenticator checks map/connect credentials and decides what each
+	// principal may be (node/acl). nil accepts anonymous participants of
+	// every type: for in-process embedding and tests only; the node always
+	// sets one.
+	Authenticator Authenticator
+
 	// DetachedSessionTTL is how long a session whose connection was lost
 	// (or that called map/disconnect) stays resumable before it is
 	// forgotten with its subscriptions. Longer keeps more state.

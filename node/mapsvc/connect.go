@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 
 	"github.com/concordmap/concord/node/registry"
@@ -25,6 +26,7 @@ type connectParams struct {
 	reclaim         []string
 	policy          *registry.DisconnectPolicy
 	authMethod      string
+	credential      string // auth.token or auth.credential; never logged
 }
 
 func decodeConnect(raw json.RawMessage) (connectParams, *rpc.Error) {
@@ -69,6 +71,9 @@ func decodeConnect(raw json.RawMessage) (connectParams, *rpc.Error) {
 	if p.has("auth") {
 		ap := p.sub("auth")
 		cp.authMethod = ap.reqStr("method")
+		if cp.credential = ap.str("token"); cp.credential == "" {
+			cp.credential = ap.str("credential")
+		}
 		p.merge(ap)
 	}
 	return cp, p.err()
@@ -96,7 +101,9 @@ type systemInfo struct {
 }
 
 type principal struct {
-	ID string `json:"id"`
+	ID        string `json:"id"`
+	Issuer    string `json:"issuer,omitempty"`
+	ExpiresAt int64  `json:"expiresAt,omitempty"`
 }
 
 // connect serves map/connect: a new session, or a resume of an existing
@@ -106,12 +113,21 @@ func (s *Service) connect(ctx context.Context, c *rpc.Conn, raw json.RawMessage)
 	if perr != nil {
 		return nil, perr
 	}
-	if cp.authMethod != "" && cp.authMethod != "none" {
-		return nil, rpc.NewError(rpc.CodeMethodNotSupported, "Auth method not supported").
-			WithDetails(map[string]any{"method": cp.authMethod, "supported": []string{"none"}})
+	method := cp.authMethod
+	if method == "" {
+		method = AuthNone
+	}
+	pr, err := s.auth.Authenticate(ctx, method, cp.credential)
+	if err != nil {
+		s.log.Info("map/connect refused", "auth_method", method, "participant_id", cp.participantID, "peer", c.RemoteAddr(), "err", err)
+		return nil, err
 	}
 	target, err := s.resumeTarget(&cp)
 	if err != nil {
+		return nil, err
+	}
+	if cp.participantID, err = s.bindPrincipal(pr, &cp, target != ""); err != nil {
+		s.log.Info("map/connect refused", "auth_method", method, "principal", pr.ID, "participant_id", cp.participantID, "err", err)
 		return nil, err
 	}
 	st := stateOf(c)
@@ -126,7 +142,18 @@ func (s *Service) connect(ctx context.Context, c *rpc.Conn, raw json.RawMessage)
 		}
 		return nil, errAlreadyConnected
 	}
+	lvl := slog.LevelInfo
+	if pr.Anonymous() {
+		lvl = slog.LevelDebug // every anonymous connect at Info would drown the log
+	}
+	s.log.Log(ctx, lvl, "map/connect authenticated", "auth_method", method, "principal", pr.ID, "participant_id", cp.participantID, "participant_type", cp.participantType)
+	st.mu.Lock()
+	st.principal = pr
+	st.mu.Unlock()
 	caps := defaultCapabilities(cp.participantType, s.cfg.Fanout != nil)
+	if pr.Capabilities != nil {
+		caps.restrict(pr.Capabilities)
+	}
 	caps.narrow(cp.capabilities)
 	caps.Extensions = append([]Extension{}, s.cfg.Extensions...)
 	if target != "" {
@@ -267,8 +294,9 @@ func (s *Service) attach(ctx context.Context, c *rpc.Conn, st *connState, sr reg
 	st.sessionID, st.participantID, st.participantType = sr.Session.ID, sr.Session.ParticipantID, ptype
 	st.caps, st.epoch, st.resumeToken = caps, sr.Epoch, token
 	st.pendingSession, st.pendingEpoch = "", 0
-	cur := connState{sessionID: st.sessionID, participantID: st.participantID, participantType: ptype, caps: caps, epoch: sr.Epoch, resumeToken: token}
+	cur := connState{sessionID: st.sessionID, participantID: st.participantID, participantType: ptype, caps: caps, epoch: sr.Epoch, resumeToken: token, principal: st.principal}
 	st.mu.Unlock()
+	c.Authenticated() // leaves the pre-auth limits and timeout
 	if old := s.sessions.put(sr.Session.ID, c, st); old != nil {
 		// The session was still attached to another connection here: that
 		// connection lost it. Its Closed sees the newer epoch and does not
@@ -304,6 +332,13 @@ func (s *Service) result(sid string, cs *connState, reconnected bool, reclaimed 
 		Reconnected:     reconnected,
 		ReclaimedAgents: reclaimed,
 		OwnedAgents:     owned,
-		Principal:       principal{ID: "anonymous"}, // auth method none (§3.6)
+		Principal:       principalOf(cs.principal),
 	}, nil
+}
+
+func principalOf(p *Principal) principal {
+	if p == nil {
+		return principal{ID: "anonymous"} // auth method none (§3.6)
+	}
+	return principal{ID: p.ID, Issuer: p.Issuer, ExpiresAt: p.ExpiresAt}
 }

@@ -3,6 +3,7 @@ package mapsvc
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
@@ -57,10 +58,11 @@ func (s *Service) release(c *rpc.Conn, sid string) {
 
 // authRefresh serves map/auth/refresh. The three input shapes
 // ({refreshToken}, {credential}, {token}, map-protocol.md §3.6) are
-// accepted, but this node only supports auth method "none", which issues
-// no credentials: there is nothing to refresh, so the answer is 1005
-// METHOD_NOT_SUPPORTED (-32602 when no credential field is given).
-func (s *Service) authRefresh(_ context.Context, _ *rpc.Conn, _ *connState, raw json.RawMessage) (any, error) {
+// accepted. The new credential (method: the session's unless given) must
+// prove the same principal and still allow the session's participant id
+// and type; the session then carries its expiry. An anonymous session has
+// nothing to refresh: 1005.
+func (s *Service) authRefresh(ctx context.Context, c *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
 	p := decodeParams(raw)
 	tok := p.str("refreshToken")
 	if tok == "" {
@@ -76,11 +78,34 @@ func (s *Service) authRefresh(_ context.Context, _ *rpc.Conn, _ *connState, raw 
 	if tok == "" {
 		return nil, rpc.InvalidParams("refreshToken", "is required (or credential, or token)")
 	}
-	if method == "" {
-		method = "none"
+	old := cs.principal
+	if old == nil || old.Anonymous() {
+		return nil, rpc.NewError(rpc.CodeMethodNotSupported, "Token refresh is not supported: the session authenticated with method none").
+			WithDetails(map[string]any{"method": method, "supported": s.auth.Methods()})
 	}
-	return nil, rpc.NewError(rpc.CodeMethodNotSupported, "Token refresh is not supported: sessions use auth method none").
-		WithDetails(map[string]any{"method": method, "supported": []string{"none"}})
+	if method == "" {
+		method = old.Method
+	}
+	pr, err := s.auth.Authenticate(ctx, method, tok)
+	if err != nil {
+		s.log.Info("map/auth/refresh refused", "auth_method", method, "principal", old.ID, "err", err)
+		return nil, err
+	}
+	switch {
+	case pr.ID != old.ID:
+		return nil, authFailed("the credential belongs to another principal")
+	case !slices.Contains(pr.Types, cs.participantType):
+		return nil, permissionDenied("the credential does not allow participantType " + cs.participantType)
+	case pr.ParticipantIDPattern != "" && !MatchPattern(pr.ParticipantIDPattern, cs.participantID):
+		return nil, authFailed("the credential does not allow participantId " + cs.participantID)
+	}
+	if st := stateOf(c); st != nil {
+		st.mu.Lock()
+		st.principal = pr
+		st.mu.Unlock()
+	}
+	s.log.Info("map/auth/refresh", "auth_method", method, "principal", pr.ID, "participant_id", cs.participantID)
+	return map[string]any{"success": true, "accessToken": tok, "expiresAt": pr.ExpiresAt, "principal": principalOf(pr)}, nil
 }
 
 // Closed implements rpc.Handler: the connection is gone. Its session is

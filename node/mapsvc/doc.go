@@ -71,4 +71,14 @@
 // Config.WaitApplied, on this node too, so a participant reads its own
 // writes on the node it is connected to. map/connect's resume check reads
 // the local replica; the registry re-checks in Apply.
+//
+// Authentication and permissions. map/connect hands its auth to
+// Config.Authenticator (node/acl) and binds the session to the Principal:
+// the participant type must be allowed, the participant id must match the
+// credential's pattern, an anonymous participant cannot take an id in use,
+// and the capabilities are narrowed to the credential's. Agent changes need
+// the owner, an ancestor's owner or a system participant; scope deletion
+// and invitations the scope's owner; joins follow joinPolicy. Reads hide
+// what map-protocol.md §7 hides (node/access), answering 2001/2002 for a
+// hidden agent or scope.
 package mapsvc

@@ -19,6 +19,10 @@ var (
 	errAlreadyConnected = rpc.NewError(rpc.CodeInvalidRequest, "Connection already has a session; call map/disconnect first")
 )
 
+func agentNotFound(id string) *rpc.Error {
+	return rpc.NewError(rpc.CodeAgentNotFound, "Agent not found: "+id).WithDetails(map[string]any{"agentId": id})
+}
+
 func permissionDenied(reason string) *rpc.Error {
 	return rpc.NewError(rpc.CodePermissionDenied, "").WithDetails(map[string]any{"reason": reason})
 }

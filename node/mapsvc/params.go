@@ -66,6 +66,13 @@ func (p *params) str(field string) string {
 	var s string
 	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
 		p.fail(field, "must be a string")
+		return ""
+	}
+	if idFields[field] {
+		if why := checkID(s); why != "" {
+			p.fail(field, why)
+			return ""
+		}
 	}
 	return s
 }
@@ -149,6 +156,12 @@ func (p *params) strs(field string) []string {
 		if s == "" {
 			p.fail(field, "must not contain empty strings")
 			return nil
+		}
+		if idListFields[field] {
+			if why := checkID(s); why != "" {
+				p.fail(field, why)
+				return nil
+			}
 		}
 	}
 	return out

@@ -12,7 +12,7 @@ import (
 )
 
 // agentsGet serves map/agents/get {agentId, include?}.
-func (s *Service) agentsGet(ctx context.Context, _ *rpc.Conn, _ *connState, raw json.RawMessage) (any, error) {
+func (s *Service) agentsGet(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
 	p := decodeParams(raw)
 	id := p.reqStr("agentId")
 	inc := p.sub("include")
@@ -35,17 +35,17 @@ func (s *Service) agentsGet(ctx context.Context, _ *rpc.Conn, _ *connState, raw 
 		return nil, err
 	}
 	a, found := s.reg.Agent(id)
-	if !found {
+	if !found || !s.agentVisible(cs, &a) {
 		return nil, rpc.NewError(rpc.CodeAgentNotFound, "Agent not found: "+id)
 	}
 	out := map[string]any{"agent": a}
 	if flags["parent"] && a.Parent != "" {
-		if par, ok := s.reg.Agent(a.Parent); ok {
+		if par, ok := s.reg.Agent(a.Parent); ok && s.agentVisible(cs, &par) {
 			out["parent"] = par
 		}
 	}
 	if flags["children"] {
-		out["children"] = nonNil(s.reg.Children(a.ID))
+		out["children"] = s.visibleAgents(cs, s.reg.Children(a.ID))
 	}
 	if flags["siblings"] {
 		var sib []registry.Agent
@@ -56,7 +56,7 @@ func (s *Service) agentsGet(ctx context.Context, _ *rpc.Conn, _ *connState, raw 
 				}
 			}
 		}
-		out["siblings"] = nonNil(sib)
+		out["siblings"] = s.visibleAgents(cs, sib)
 	}
 	if flags["ancestors"] {
 		var anc []registry.Agent
@@ -69,10 +69,10 @@ func (s *Service) agentsGet(ctx context.Context, _ *rpc.Conn, _ *connState, raw 
 			anc = append(anc, par)
 			cur = par
 		}
-		out["ancestors"] = nonNil(anc)
+		out["ancestors"] = s.visibleAgents(cs, anc)
 	}
 	if flags["descendants"] {
-		out["descendants"] = nonNil(s.descendants(a.ID, int(maxDepth)))
+		out["descendants"] = s.visibleAgents(cs, s.descendants(a.ID, int(maxDepth)))
 	}
 	return out, nil
 }
@@ -249,7 +249,7 @@ func paginate[T any](items []T, id func(*T) string, limit int, cursor string) ([
 }
 
 // agentsList serves map/agents/list {filter?, limit?, cursor?}.
-func (s *Service) agentsList(ctx context.Context, _ *rpc.Conn, _ *connState, raw json.RawMessage) (any, error) {
+func (s *Service) agentsList(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
 	p := decodeParams(raw)
 	f := decodeAgentFilter(p)
 	limit, cursor := s.page(p)
@@ -268,7 +268,7 @@ func (s *Service) agentsList(ctx context.Context, _ *rpc.Conn, _ *connState, raw
 	}
 	var matched []registry.Agent
 	for i := range all {
-		if f.match(&all[i], hasChildren) {
+		if f.match(&all[i], hasChildren) && s.agentVisible(cs, &all[i]) {
 			matched = append(matched, all[i])
 		}
 	}
@@ -290,7 +290,7 @@ type edge struct {
 // includeRelationships?}: nodes and parent-child edges (plus peer,
 // supervisor and collaborator edges from relationships). Edges to agents
 // outside the node set are dropped.
-func (s *Service) structureGraph(ctx context.Context, _ *rpc.Conn, _ *connState, raw json.RawMessage) (any, error) {
+func (s *Service) structureGraph(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
 	p := decodeParams(raw)
 	root := p.str("rootAgentId")
 	depth, hasDepth := p.integer("depth")
@@ -313,7 +313,7 @@ func (s *Service) structureGraph(ctx context.Context, _ *rpc.Conn, _ *connState,
 	var nodes []registry.Agent
 	if root != "" {
 		r, ok := s.reg.Agent(root)
-		if !ok {
+		if !ok || !s.agentVisible(cs, &r) {
 			return nil, rpc.NewError(rpc.CodeAgentNotFound, "Agent not found: "+root)
 		}
 		nodes = append([]registry.Agent{r}, s.descendants(root, int(depth))...)
@@ -325,6 +325,7 @@ func (s *Service) structureGraph(ctx context.Context, _ *rpc.Conn, _ *connState,
 	} else {
 		nodes = s.reg.Agents()
 	}
+	nodes = s.visibleAgents(cs, nodes) // edges to hidden agents go with them
 	in := map[string]bool{}
 	for _, n := range nodes {
 		in[n.ID] = true

@@ -3,6 +3,7 @@ package mapsvc
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/concordmap/concord/node/registry"
@@ -11,7 +12,7 @@ import (
 )
 
 // scopesList serves map/scopes/list {parent?}.
-func (s *Service) scopesList(ctx context.Context, _ *rpc.Conn, _ *connState, raw json.RawMessage) (any, error) {
+func (s *Service) scopesList(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
 	p := decodeParams(raw)
 	parent, hasParent := p.optStr("parent")
 	if err := s.readBarrier(ctx, p); err != nil {
@@ -22,7 +23,7 @@ func (s *Service) scopesList(ctx context.Context, _ *rpc.Conn, _ *connState, raw
 	}
 	out := []registry.Scope{}
 	for _, sc := range s.reg.Scopes() {
-		if !hasParent || sc.Parent == parent {
+		if (!hasParent || sc.Parent == parent) && s.scopeVisible(cs, &sc) {
 			out = append(out, sc)
 		}
 	}
@@ -30,7 +31,7 @@ func (s *Service) scopesList(ctx context.Context, _ *rpc.Conn, _ *connState, raw
 }
 
 // scopesGet serves map/scopes/get {scopeId}.
-func (s *Service) scopesGet(ctx context.Context, _ *rpc.Conn, _ *connState, raw json.RawMessage) (any, error) {
+func (s *Service) scopesGet(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
 	p := decodeParams(raw)
 	id := p.reqStr("scopeId")
 	if err := s.readBarrier(ctx, p); err != nil {
@@ -40,14 +41,14 @@ func (s *Service) scopesGet(ctx context.Context, _ *rpc.Conn, _ *connState, raw 
 		return nil, err
 	}
 	sc, ok := s.reg.Scope(id)
-	if !ok {
+	if !ok || !s.scopeVisible(cs, &sc) {
 		return nil, rpc.NewError(rpc.CodeScopeNotFound, "Scope not found: "+id)
 	}
 	return map[string]any{"scope": sc}, nil
 }
 
 // scopesMembers serves map/scopes/members {scopeId, limit?, cursor?}.
-func (s *Service) scopesMembers(ctx context.Context, _ *rpc.Conn, _ *connState, raw json.RawMessage) (any, error) {
+func (s *Service) scopesMembers(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
 	p := decodeParams(raw)
 	id := p.reqStr("scopeId")
 	limit, cursor := s.page(p)
@@ -58,10 +59,10 @@ func (s *Service) scopesMembers(ctx context.Context, _ *rpc.Conn, _ *connState, 
 		return nil, err
 	}
 	sc, ok := s.reg.Scope(id)
-	if !ok {
+	if !ok || !s.scopeVisible(cs, &sc) {
 		return nil, rpc.NewError(rpc.CodeScopeNotFound, "Scope not found: "+id)
 	}
-	members, next := paginate(sc.Members, func(m *string) string { return *m }, limit, cursor)
+	members, next := paginate(s.visibleAgentIDs(cs, sc.Members), func(m *string) string { return *m }, limit, cursor)
 	out := map[string]any{"members": members}
 	if next != "" {
 		out["nextCursor"] = next
@@ -96,6 +97,7 @@ func (s *Service) scopesCreate(ctx context.Context, _ *rpc.Conn, cs *connState, 
 	if rec.Id == "" {
 		rec.Id = "scope-" + strings.ToLower(s.newID())
 	}
+	rec.OwnerId = cs.participantID
 	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_CREATE, &concordv1.ScopeCreateRequest{
 		Meta: s.meta(cs.participantID, 1), Scope: rec,
 	})
@@ -112,6 +114,9 @@ func (s *Service) scopesDelete(ctx context.Context, _ *rpc.Conn, cs *connState, 
 	if err := p.err(); err != nil {
 		return nil, err
 	}
+	if sc, ok := s.reg.Scope(id); ok && !s.managesScope(cs, &sc) {
+		return nil, permissionDenied("scope " + id + " belongs to another participant")
+	}
 	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_DELETE, &concordv1.ScopeDeleteRequest{
 		Meta: s.meta(cs.participantID, 1), ScopeId: id,
 	})
@@ -121,8 +126,8 @@ func (s *Service) scopesDelete(ctx context.Context, _ *rpc.Conn, cs *connState, 
 	return map[string]any{"deleted": true, "scope": res.(registry.Scope)}, nil
 }
 
-// scopesJoin serves map/scopes/join {scopeId, agentId}. The caller must
-// control the agent (mayControl); joinPolicy is recorded but not enforced.
+// scopesJoin serves map/scopes/join {scopeId, agentId} under the scope's
+// joinPolicy (see mayJoin).
 func (s *Service) scopesJoin(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
 	return s.membership(ctx, cs, raw, true)
 }
@@ -139,7 +144,7 @@ func (s *Service) membership(ctx context.Context, cs *connState, raw json.RawMes
 	if err := p.err(); err != nil {
 		return nil, err
 	}
-	if err := s.mayControl(cs, agentID); err != nil {
+	if err := s.mayChangeMembership(cs, scopeID, agentID, join); err != nil {
 		return nil, err
 	}
 	var res any
@@ -162,4 +167,56 @@ func (s *Service) membership(ctx context.Context, cs *connState, raw json.RawMes
 		key = "joined"
 	}
 	return map[string]any{key: true, "scope": mr.Scope, "agent": mr.Agent}, nil
+}
+
+// managesScope: system participants and the scope's owner manage it (a
+// scope created before owners were recorded has none: only system).
+func (s *Service) managesScope(cs *connState, sc *registry.Scope) bool {
+	return cs.participantType == TypeSystem || (sc.OwnerID != "" && sc.OwnerID == cs.participantID)
+}
+
+// mayChangeMembership applies the join policy (map-protocol.md §7):
+//   - open: whoever controls the agent (owner or ancestor's owner);
+//   - invite: only the scope's owner (or system) adds agents;
+//   - role: the agent's role must be one of autoJoinRoles, or the owner adds it;
+//   - system: system participants only.
+//
+// Leaving needs control of the agent or management of the scope. Unknown
+// scopes and agents pass here and fail with 2002/2001 in the registry; a
+// hidden scope answers 2002 like an unknown one.
+func (s *Service) mayChangeMembership(cs *connState, scopeID, agentID string, join bool) error {
+	sc, ok := s.reg.Scope(scopeID)
+	if !ok {
+		return s.mayControl(cs, agentID)
+	}
+	if !s.scopeVisible(cs, &sc) {
+		return rpc.NewError(rpc.CodeScopeNotFound, "Scope not found: "+scopeID)
+	}
+	manager := s.managesScope(cs, &sc)
+	if !join {
+		if manager {
+			return nil
+		}
+		return s.mayControl(cs, agentID)
+	}
+	switch sc.JoinPolicy {
+	case "invite":
+		if !manager {
+			return permissionDenied("scope " + scopeID + " is invite-only: its owner adds members")
+		}
+		return nil
+	case "system":
+		if cs.participantType != TypeSystem {
+			return permissionDenied("only system participants add members to scope " + scopeID)
+		}
+		return nil
+	case "role":
+		if manager {
+			return nil
+		}
+		if a, ok := s.reg.Agent(agentID); ok && !slices.Contains(sc.AutoJoinRoles, a.Role) {
+			return permissionDenied("agent role " + a.Role + " may not join scope " + scopeID)
+		}
+	}
+	return s.mayControl(cs, agentID)
 }

@@ -32,6 +32,7 @@ type Service struct {
 	sessions *Sessions
 	methods  map[string]method
 	entropy  io.Reader // locked monotonic ULID entropy
+	auth     Authenticator
 }
 
 // method is one row of the method table.
@@ -43,6 +44,11 @@ type method struct {
 	// capability, when set, is the capability the method requires (§3.3).
 	capability func(*Capabilities) bool
 	capName    string
+	// targetsAgent: params.agentId names an existing agent the method acts
+	// on. A caller refused for its type or capabilities gets 2001 when
+	// that agent does not exist, as every caller does (refusal must not
+	// turn "no such agent" into "not allowed").
+	targetsAgent bool
 }
 
 var (
@@ -85,6 +91,9 @@ func New(cfg Config) (*Service, error) {
 	if s.sessions == nil {
 		s.sessions = NewSessions()
 	}
+	if s.auth = cfg.Authenticator; s.auth == nil {
+		s.auth = openAuthenticator{}
+	}
 	s.methods = s.methodTable()
 	if err := validateExtensions(&cfg, s.methods); err != nil {
 		return nil, err
@@ -102,11 +111,11 @@ func (s *Service) methodTable() map[string]method {
 		"map/agents/get":        {fn: s.agentsGet, callers: callersCAG, capability: canQuery, capName: "observation.canQuery"},
 		"map/agents/register":   {fn: s.agentsRegister, callers: callersA, capability: canRegister, capName: "lifecycle.canRegister"},
 		"map/agents/spawn":      {fn: s.agentsSpawn, callers: callersA, capability: canSpawn, capName: "lifecycle.canSpawn"},
-		"map/agents/unregister": {fn: s.agentsUnregister, callers: callersA, capability: canUnreg, capName: "lifecycle.canUnregister"},
-		"map/agents/update":     {fn: s.agentsUpdate, callers: callersA},
-		"map/agents/stop":       {fn: s.lifecycleVerb(registry.TransitionStop), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop"},
-		"map/agents/suspend":    {fn: s.lifecycleVerb(registry.TransitionSuspend), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop"},
-		"map/agents/resume":     {fn: s.lifecycleVerb(registry.TransitionResume), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop"},
+		"map/agents/unregister": {fn: s.agentsUnregister, callers: callersA, capability: canUnreg, capName: "lifecycle.canUnregister", targetsAgent: true},
+		"map/agents/update":     {fn: s.agentsUpdate, callers: callersA, targetsAgent: true},
+		"map/agents/stop":       {fn: s.lifecycleVerb(registry.TransitionStop), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true},
+		"map/agents/suspend":    {fn: s.lifecycleVerb(registry.TransitionSuspend), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true},
+		"map/agents/resume":     {fn: s.lifecycleVerb(registry.TransitionResume), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true},
 		"map/structure/graph":   {fn: s.structureGraph, callers: callersCA, capability: canQuery, capName: "observation.canQuery"},
 
 		"map/scopes/list":    {fn: s.scopesList, callers: callersCA, capability: canQuery, capName: "observation.canQuery"},
@@ -161,13 +170,27 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 		return nil, errNotConnected
 	}
 	if cs.participantType != TypeSystem && !contains(m.callers, cs.participantType) {
-		return nil, permissionDenied("participant type " + cs.participantType + " may not call " + req.Method)
+		return nil, s.refuse(m, req.Params, "participant type "+cs.participantType+" may not call "+req.Method)
 	}
 	if m.capability != nil && !m.capability(&cs.caps) {
-		return nil, permissionDenied("requires capability " + m.capName)
+		return nil, s.refuse(m, req.Params, "requires capability "+m.capName)
 	}
 	res, err := m.fn(ctx, c, cs, req.Params)
 	return res, translate(err)
+}
+
+// refuse is the permission error of a call refused before it ran, or 2001
+// when the method acts on an agent that does not exist.
+func (s *Service) refuse(m method, raw json.RawMessage, reason string) error {
+	if m.targetsAgent {
+		p := decodeParams(raw)
+		if id := p.str("agentId"); p.err() == nil && id != "" {
+			if _, ok := s.reg.Agent(id); !ok {
+				return agentNotFound(id)
+			}
+		}
+	}
+	return permissionDenied(reason)
 }
 
 // stateOf returns the connection's MAP state, nil before map/connect.

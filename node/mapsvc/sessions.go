@@ -17,6 +17,7 @@ type connState struct {
 	caps            Capabilities
 	epoch           uint64 // attach epoch (registry) of this connection
 	resumeToken     string
+	principal       *Principal // who authenticated (immutable once set)
 	// pendingSession/pendingEpoch record a SESSION_OPEN whose outcome is
 	// not known yet (proposal timed out): Closed still detaches it.
 	pendingSession string
@@ -39,6 +40,7 @@ func (cs *connState) handlerSnapshot() *connState {
 	cs.mu.Lock()
 	out.sessionID, out.participantID, out.participantType = cs.sessionID, cs.participantID, cs.participantType
 	out.caps, out.epoch, out.resumeToken = cs.caps, cs.epoch, cs.resumeToken
+	out.principal = cs.principal
 	out.pendingSession, out.pendingEpoch = cs.pendingSession, cs.pendingEpoch
 	cs.mu.Unlock()
 	return out
@@ -52,6 +54,7 @@ func (cs *connState) snapshot() connState {
 		sessionID: cs.sessionID, participantID: cs.participantID,
 		participantType: cs.participantType, caps: cs.caps, epoch: cs.epoch,
 		resumeToken: cs.resumeToken, pendingSession: cs.pendingSession, pendingEpoch: cs.pendingEpoch,
+		principal: cs.principal,
 	}
 }
 
@@ -61,6 +64,7 @@ func (cs *connState) reset() {
 	defer cs.mu.Unlock()
 	cs.sessionID, cs.participantID, cs.participantType = "", "", ""
 	cs.caps, cs.epoch, cs.resumeToken = Capabilities{}, 0, ""
+	cs.principal = nil
 	cs.pendingSession, cs.pendingEpoch = "", 0
 }
 

@@ -51,18 +51,20 @@ type Lifecycle struct {
 
 // Scope is one MAP scope (map-protocol.md §5.3) plus its member agent ids.
 type Scope struct {
-	ID                string          `json:"id"`
-	Name              string          `json:"name,omitempty"`
-	Description       string          `json:"description,omitempty"`
-	Parent            string          `json:"parent,omitempty"`
-	JoinPolicy        string          `json:"joinPolicy,omitempty"`
-	AutoJoinRoles     []string        `json:"autoJoinRoles,omitempty"`
-	Visibility        string          `json:"visibility,omitempty"`
-	MessageVisibility string          `json:"messageVisibility,omitempty"`
-	SendPolicy        string          `json:"sendPolicy,omitempty"`
-	Persistent        bool            `json:"persistent"`
-	AutoDelete        bool            `json:"autoDelete"`
-	Metadata          json.RawMessage `json:"metadata,omitempty"`
+	ID                string   `json:"id"`
+	Name              string   `json:"name,omitempty"`
+	Description       string   `json:"description,omitempty"`
+	Parent            string   `json:"parent,omitempty"`
+	JoinPolicy        string   `json:"joinPolicy,omitempty"`
+	AutoJoinRoles     []string `json:"autoJoinRoles,omitempty"`
+	Visibility        string   `json:"visibility,omitempty"`
+	MessageVisibility string   `json:"messageVisibility,omitempty"`
+	SendPolicy        string   `json:"sendPolicy,omitempty"`
+	Persistent        bool     `json:"persistent"`
+	AutoDelete        bool     `json:"autoDelete"`
+	// OwnerID is the participant that created the scope.
+	OwnerID  string          `json:"ownerId,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 	// Members are agent ids, sorted.
 	Members []string `json:"-"`
 }

@@ -97,6 +97,7 @@ func scopeFromRecord(r *concordv1.ScopeRecord) Scope {
 		SendPolicy:        r.GetSendPolicy(),
 		Persistent:        r.GetPersistent(),
 		AutoDelete:        r.GetAutoDelete(),
+		OwnerID:           r.GetOwnerId(),
 		Metadata:          raw(r.GetMetadata()),
 		Members:           slices.Clone(r.GetMembers()),
 	}
@@ -116,6 +117,7 @@ func ScopeRecord(sc *Scope) *concordv1.ScopeRecord {
 		SendPolicy:        sc.SendPolicy,
 		Persistent:        sc.Persistent,
 		AutoDelete:        sc.AutoDelete,
+		OwnerId:           sc.OwnerID,
 		Metadata:          sc.Metadata,
 		Members:           slices.Clone(sc.Members),
 	}

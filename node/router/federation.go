@@ -57,10 +57,14 @@ func (r *Router) resolveFederated(from Sender, system, agent, scope string) (res
 // (rpc.Defer) and the request goroutine is released at once.
 func (r *Router) sendFederated(ctx context.Context, from Sender, p sendParams, t *fedTarget, deferReply bool) (any, error) {
 	id := ulid.Make().String()
+	setFrom := ""
+	if p.info.hasFrom {
+		setFrom = from.from() // clients never choose who a message is from
+	}
 	msg := federation.Message{
 		TargetSystem: t.system, ToAgent: t.agent, ToScope: t.scope, MessageID: id, From: from.from(),
 		Payload: p.payload,
-		Meta:    appendMeta(nil, p.meta, p.info.hasTimestamp, r.now().UnixMilli()),
+		Meta:    appendMeta(nil, p.meta, p.info.hasTimestamp, r.now().UnixMilli(), setFrom),
 	}
 	if !deferReply {
 		// Send's callers may reuse params once it returns (the runs driver

@@ -25,6 +25,7 @@ type metaInfo struct {
 	correlationID string
 	priority      string
 	hasTimestamp  bool
+	hasFrom       bool // the client set meta.from: the router replaces it
 }
 
 var (
@@ -69,7 +70,29 @@ func decodeSendParams(params json.RawMessage) (sendParams, error) {
 	if p.info, err = decodeMeta(p.meta); err != nil {
 		return sendParams{}, err
 	}
+	if p.info.hasFrom {
+		p.meta = withoutMember(p.meta, "from")
+	}
 	return p, nil
+}
+
+// withoutMember returns a copy of the object obj without its key members.
+// Only the rare send whose meta carries "from" pays for it.
+func withoutMember(obj json.RawMessage, key string) json.RawMessage {
+	out := append(make([]byte, 0, len(obj)), '{')
+	_ = jsonkit.Members(obj, func(k string, v []byte) error {
+		if k == key {
+			return nil
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = jsonkit.AppendString(out, k)
+		out = append(out, ':')
+		out = append(out, v...)
+		return nil
+	})
+	return append(out, '}')
 }
 
 // decodeMeta checks the MessageMeta fields whose types the schema fixes and
@@ -82,6 +105,10 @@ func decodeMeta(meta json.RawMessage) (metaInfo, error) {
 	}
 	var info metaInfo
 	err := jsonkit.Members(meta, func(k string, v []byte) error {
+		if k == "from" {
+			info.hasFrom = true // whatever its value: the sender is who the server says
+			return nil
+		}
 		if k == "timestamp" {
 			info.hasTimestamp = true
 			if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
@@ -136,7 +163,23 @@ func decodeMeta(meta json.RawMessage) (metaInfo, error) {
 
 // appendMeta appends the message's meta: the client's object byte for byte,
 // with "timestamp" inserted as the first key when the client did not set it.
-func appendMeta(b []byte, meta json.RawMessage, hasTimestamp bool, ts int64) []byte {
+// setFrom (non-empty when the client sent a meta.from, which decoding
+// removed) is inserted as "from": clients never choose who a message is
+// from.
+func appendMeta(b []byte, meta json.RawMessage, hasTimestamp bool, ts int64, setFrom string) []byte {
+	if setFrom != "" {
+		b = append(b, `{"from":`...)
+		b = jsonkit.AppendString(b, setFrom)
+		rest := bytes.TrimSpace(meta[1:]) // meta is an object here: hasFrom implies it
+		if !hasTimestamp {
+			b = append(b, `,"timestamp":`...)
+			b = strconv.AppendInt(b, ts, 10)
+		}
+		if len(rest) > 0 && rest[0] != '}' {
+			b = append(b, ',')
+		}
+		return append(b, rest...)
+	}
 	if len(meta) == 0 {
 		b = append(b, `{"timestamp":`...)
 		b = strconv.AppendInt(b, ts, 10)

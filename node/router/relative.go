@@ -38,7 +38,7 @@ func (r *Router) resolveRelative(from Sender, a address) (resolution, error) {
 			}
 		}
 	}
-	return nonEmpty(out, "")
+	return group(out, "")
 }
 
 // ancestors walks up the parent chain, at most depth levels (0 = to the

@@ -96,7 +96,7 @@ func (r *Router) resolve(from Sender, a address) (resolution, error) {
 		return r.resolveRelative(from, a)
 	case addrBroadcast:
 		agents := r.reg.AgentsWhere(func(ag *registry.Agent) bool { return ag.ID != from.AgentID })
-		return nonEmpty(agentRecipients(agents), "")
+		return group(agentRecipients(agents), "")
 	case addrSystem:
 		return resolution{system: true}, nil
 	case addrFederated:
@@ -198,7 +198,7 @@ func (r *Router) resolveScope(from Sender, id string) (resolution, error) {
 			out = append(out, agentRecipient(&a))
 		}
 	}
-	return nonEmpty(out, id)
+	return group(out, id)
 }
 
 func (r *Router) resolveRole(from Sender, role, within string) (resolution, error) {
@@ -218,7 +218,7 @@ func (r *Router) resolveRole(from Sender, role, within string) (resolution, erro
 		_, in := slices.BinarySearch(members, a.ID) // Members are sorted
 		return within == "" || in
 	})
-	return nonEmpty(agentRecipients(agents), within)
+	return group(agentRecipients(agents), within)
 }
 
 func (r *Router) resolveParticipant(id string) (resolution, error) {
@@ -247,7 +247,7 @@ func (r *Router) resolveParticipants(from Sender, which string) (resolution, err
 			out = append(out, sessionRecipient(&s))
 		}
 	}
-	return nonEmpty(out, "")
+	return group(out, "")
 }
 
 func agentRecipients(agents []registry.Agent) []recipient {
@@ -284,6 +284,14 @@ func nonEmpty(out []recipient, scopeID string) (resolution, error) {
 	if len(out) == 0 {
 		return resolution{}, noRecipients()
 	}
+	return resolution{recipients: dedup(out), scopeID: scopeID}, nil
+}
+
+// group is the resolution of a group address (scope, role, broadcast,
+// relatives, participants): having nobody in it right now is not an error,
+// the send succeeds with delivered [] (map-protocol.md §6). Only a direct
+// address that names nobody is 2000.
+func group(out []recipient, scopeID string) (resolution, error) {
 	return resolution{recipients: dedup(out), scopeID: scopeID}, nil
 }
 

@@ -457,6 +457,10 @@ func buildNotification(b []byte, id, from string, p *sendParams, ts int64) []byt
 		b = append(b, p.payload...)
 	}
 	b = append(b, `,"meta":`...)
-	b = appendMeta(b, p.meta, p.info.hasTimestamp, ts)
+	setFrom := ""
+	if p.info.hasFrom {
+		setFrom = from
+	}
+	b = appendMeta(b, p.meta, p.info.hasTimestamp, ts, setFrom)
 	return append(b, "}}"...)
 }

@@ -54,6 +54,9 @@ func TestSend_MessageShape(t *testing.T) {
 			"w1", fmt.Sprintf(`{"timestamp":%d,"correlationId":"c-1", "priority":"high","_meta":{"z":1,"a":[2,1]},"isResult":true,"expectsResponse":false,"x-vendor":"é"}`, ts)},
 		{"meta with timestamp unchanged", agentSender("w1"), `{"relationship":"peer","timestamp":42}`, "w1", `{"relationship":"peer","timestamp":42}`},
 		{"empty meta", agentSender("w1"), `{ }`, "w1", fmt.Sprintf(`{"timestamp":%d}`, ts)},
+		{"forged meta.from replaced by the server", agentSender("w1"), `{"from":"boss","priority":"low"}`, "w1",
+			fmt.Sprintf(`{"from":"w1","timestamp":%d,"priority":"low"}`, ts)},
+		{"forged meta.from with timestamp", clientSender, `{"timestamp":42,"from":{"x":1}}`, "p-client", `{"from":"p-client","timestamp":42}`},
 		{"null meta", agentSender("w1"), `null`, "w1", fmt.Sprintf(`{"timestamp":%d}`, ts)},
 	}
 	for _, tc := range cases {

@@ -31,6 +31,15 @@ type Config struct {
 	// into an empty queue, whatever its size.
 	SendQueueBytes int64
 
+	// NotifyQueueBytes is the smaller bound that applies to notifications
+	// (Notify, NotifyRaw: subscription events) in the same queue: once
+	// this many bytes wait, Notify fails with ErrSlowConsumer and the
+	// caller's drop policy applies (fanout drops and reports
+	// map/subscription.overflow, then closes the subscription). It keeps a
+	// subscriber that never reads to a few MiB (twice this, counting the
+	// batch being written) while replies keep the larger SendQueueBytes.
+	NotifyQueueBytes int64
+
 	// MaxDeferred bounds the requests of one connection whose handlers
 	// deferred their reply (see Defer). At the bound the reader waits for
 	// one of them to complete before it serves the next request, so a
@@ -54,6 +63,22 @@ type Config struct {
 	// HandshakeTimeout bounds the WebSocket opening handshake.
 	HandshakeTimeout time.Duration
 
+	// PreAuthTimeout closes a WebSocket or HTTP session whose peer has not
+	// authenticated (see Conn.Authenticated: map/connect succeeded) within
+	// this long, with status 1008. Short, so idle anonymous sockets cannot
+	// pile up; long enough for a slow client to send map/connect.
+	PreAuthTimeout time.Duration
+
+	// MaxPreAuthConns bounds the WebSockets and HTTP sessions, together,
+	// that have not authenticated yet. More upgrades or session-opening
+	// POSTs are answered 503 with Retry-After until some authenticate,
+	// close or time out (PreAuthTimeout), so the bound drains by itself.
+	MaxPreAuthConns int
+
+	// MaxPreAuthConnsPerIP is the same bound per client IP (answered 429),
+	// so one address cannot take every slot and lock out the rest.
+	MaxPreAuthConnsPerIP int
+
 	// CloseGracePeriod is how long we wait for the peer's close frame after
 	// sending ours, before the socket is torn down.
 	CloseGracePeriod time.Duration
@@ -74,16 +99,20 @@ type Config struct {
 // DefaultConfig returns production values.
 func DefaultConfig() Config {
 	return Config{
-		MaxFrameBytes:    1 << 20,
-		MaxBatchLen:      1000,
-		SendQueueLen:     4096,
-		SendQueueBytes:   32 << 20,
-		MaxDeferred:      1024,
-		WriteTimeout:     10 * time.Second,
-		PingInterval:     30 * time.Second,
-		PongTimeout:      30 * time.Second,
-		HandshakeTimeout: 10 * time.Second,
-		CloseGracePeriod: time.Second,
+		MaxFrameBytes:        1 << 20,
+		MaxBatchLen:          1000,
+		SendQueueLen:         4096,
+		SendQueueBytes:       32 << 20,
+		NotifyQueueBytes:     4 << 20,
+		MaxDeferred:          1024,
+		WriteTimeout:         10 * time.Second,
+		PingInterval:         30 * time.Second,
+		PongTimeout:          30 * time.Second,
+		HandshakeTimeout:     10 * time.Second,
+		CloseGracePeriod:     time.Second,
+		PreAuthTimeout:       10 * time.Second,
+		MaxPreAuthConns:      1024,
+		MaxPreAuthConnsPerIP: 128,
 	}
 }
 
@@ -98,6 +127,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: SendQueueLen %d < 1", ErrInvalidConfig, c.SendQueueLen)
 	case c.SendQueueBytes < 1:
 		return fmt.Errorf("%w: SendQueueBytes %d < 1", ErrInvalidConfig, c.SendQueueBytes)
+	case c.NotifyQueueBytes < 1:
+		return fmt.Errorf("%w: NotifyQueueBytes %d < 1", ErrInvalidConfig, c.NotifyQueueBytes)
 	case c.MaxDeferred < 0:
 		return fmt.Errorf("%w: MaxDeferred %d < 0", ErrInvalidConfig, c.MaxDeferred)
 	case c.WriteTimeout <= 0:
@@ -108,6 +139,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: PongTimeout must be > 0", ErrInvalidConfig)
 	case c.HandshakeTimeout <= 0:
 		return fmt.Errorf("%w: HandshakeTimeout must be > 0", ErrInvalidConfig)
+	case c.PreAuthTimeout <= 0:
+		return fmt.Errorf("%w: PreAuthTimeout must be > 0", ErrInvalidConfig)
+	case c.MaxPreAuthConns < 1 || c.MaxPreAuthConnsPerIP < 1:
+		return fmt.Errorf("%w: MaxPreAuthConns and MaxPreAuthConnsPerIP must be >= 1", ErrInvalidConfig)
 	case c.CloseGracePeriod < 0:
 		return fmt.Errorf("%w: CloseGracePeriod must be >= 0", ErrInvalidConfig)
 	}

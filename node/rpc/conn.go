@@ -99,6 +99,8 @@ type Conn struct {
 	vmu   sync.Mutex
 	value any
 
+	pre *preAuth // pre-auth slot and timer (network transports); set before run
+
 	methods map[string]string // interned method names; reader goroutine only
 	spare   []*frame          // writer goroutine only
 	// pingTimer asks the writer for a WebSocket keepalive ping (nil for
@@ -123,7 +125,7 @@ func newConn(base context.Context, cfg *Config, tr transport, h Handler) *Conn {
 		obs:        cfg.Observer,
 		obsOn:      cfg.Observer != nil,
 		tr:         tr,
-		q:          newSendQueue(cfg.SendQueueLen, cfg.SendQueueBytes),
+		q:          newSendQueue(cfg.SendQueueLen, cfg.SendQueueBytes, cfg.NotifyQueueBytes),
 		closingCh:  make(chan struct{}),
 		readExited: make(chan struct{}),
 		writerDone: make(chan struct{}),

@@ -3,7 +3,17 @@ package rpc
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 )
+
+// MaxIDBytes bounds a request id as sent (a JSON string with its quotes, or
+// an integer). A longer id is refused with -32600 and id null: it is never
+// echoed, so a peer cannot make us send its megabytes back.
+const MaxIDBytes = 256
+
+// MaxMethodBytes bounds a method name; longer ones are refused with -32600
+// (they would be echoed in "Method not found" and used as metric labels).
+const MaxMethodBytes = 128
 
 // Request is one decoded inbound JSON-RPC request or notification.
 //
@@ -67,14 +77,16 @@ const (
 
 // envelope accumulates the members of one object while it is scanned.
 type envelope struct {
-	msg       message
-	seen      int
-	versionOK bool
-	idBad     bool // id present but not a string or integer
-	idNull    bool
-	paramsBad int // 0, or the error code a bad params type earns
-	methodBad bool
-	dup       bool
+	msg        message
+	seen       int
+	versionOK  bool
+	idBad      bool // id present but not a string or integer
+	idLong     bool // id longer than MaxIDBytes: refused, never echoed
+	methodLong bool // method longer than MaxMethodBytes
+	idNull     bool
+	paramsBad  int // 0, or the error code a bad params type earns
+	methodBad  bool
+	dup        bool
 }
 
 // decodeObject decodes the JSON-RPC object in data (surrounding whitespace
@@ -163,12 +175,17 @@ func (env *envelope) member(key, val []byte) {
 		default:
 			env.idBad = true
 		}
-		if env.idBad {
+		if len(val) > MaxIDBytes {
+			env.idLong = true
+		}
+		if env.idBad || env.idLong {
 			env.msg.id = nil
 		}
 	case "method":
 		bit = seenMethod
-		if val[0] == '"' {
+		if val[0] == '"' && len(val) > MaxMethodBytes+2 {
+			env.methodLong = true
+		} else if val[0] == '"' {
 			env.msg.method = val[1 : len(val)-1]
 			env.msg.methodEscaped = bytes.IndexByte(env.msg.method, '\\') >= 0
 		} else {
@@ -213,6 +230,8 @@ func (env *envelope) classify() (message, *decodeError) {
 		return invalid("duplicate member")
 	case env.idBad:
 		return invalid("id must be a string or an integer")
+	case env.idLong:
+		return invalid(fmt.Sprintf("id longer than %d bytes", MaxIDBytes))
 	case env.seen&seenMethod != 0:
 		return env.classifyRequest()
 	case env.seen&(seenResult|seenError) == 0:
@@ -238,6 +257,8 @@ func (env *envelope) classifyRequest() (message, *decodeError) {
 		return fail(CodeInvalidRequest, `jsonrpc must be "2.0"`)
 	case env.idNull:
 		return fail(CodeInvalidRequest, "id must be a string or an integer")
+	case env.methodLong:
+		return fail(CodeInvalidRequest, fmt.Sprintf("method longer than %d bytes", MaxMethodBytes))
 	case env.methodBad || len(m.method) == 0:
 		return fail(CodeInvalidRequest, "method must be a non-empty string")
 	case env.paramsBad == CodeInvalidParams:
@@ -272,7 +293,7 @@ func idFromPrefix(prefix []byte) []byte {
 	}
 	var env envelope
 	_, _ = env.scanMembers(prefix, i) // a truncation error is expected
-	if env.idBad || env.dup {
+	if env.idBad || env.idLong || env.dup {
 		return nil
 	}
 	return env.msg.id

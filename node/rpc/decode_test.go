@@ -28,6 +28,9 @@ func TestDecodeFrame(t *testing.T) {
 		{name: "response error", in: `{"jsonrpc":"2.0","id":"1","error":{"code":1,"message":"x"}}`, codes: []int{0}, kinds: []msgKind{kindResponse}, id: `"1"`},
 		{name: "response null id", in: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`, codes: []int{0}, kinds: []msgKind{kindResponse}},
 		{name: "exponent id", in: `{"jsonrpc":"2.0","id":1e3,"method":"m"}`, codes: []int{CodeInvalidRequest}},
+		{name: "id at the limit", in: `{"jsonrpc":"2.0","id":"` + strings.Repeat("i", MaxIDBytes-2) + `","method":"m"}`, codes: []int{0}, kinds: []msgKind{kindRequest}, method: "m", id: `"` + strings.Repeat("i", MaxIDBytes-2) + `"`},
+		{name: "id too long", in: `{"jsonrpc":"2.0","id":"` + strings.Repeat("i", 100_000) + `","method":"m"}`, codes: []int{CodeInvalidRequest}},
+		{name: "method too long", in: `{"jsonrpc":"2.0","id":1,"method":"` + strings.Repeat("m", MaxMethodBytes+1) + `"}`, codes: []int{CodeInvalidRequest}},
 		{name: "both result and error", in: `{"jsonrpc":"2.0","id":1,"result":1,"error":{}}`, codes: []int{CodeInvalidRequest}},
 		{name: "request with result", in: `{"jsonrpc":"2.0","id":1,"method":"m","result":1}`, codes: []int{CodeInvalidRequest}},
 		{name: "response without id", in: `{"jsonrpc":"2.0","result":1}`, codes: []int{CodeInvalidRequest}},
@@ -69,6 +72,9 @@ func TestDecodeFrame(t *testing.T) {
 				}
 				if got != code {
 					t.Fatalf("element %d code %d (%+v), want %d", i, got, derr, code)
+				}
+				if derr != nil && len(derr.id) > MaxIDBytes {
+					t.Fatalf("element %d: error would echo a %d-byte id", i, len(derr.id))
 				}
 				if code == 0 && m.kind != tt.kinds[i] {
 					t.Fatalf("element %d kind %d, want %d", i, m.kind, tt.kinds[i])

@@ -112,4 +112,15 @@
 // connection and waits for all their goroutines; if its context expires it
 // tears them down hard (a handler that ignores its cancelled context can
 // still keep its goroutine alive: handlers must honour ctx).
+//
+// # Before authentication
+//
+// A WebSocket or HTTP+SSE session holds a pre-auth slot until the handler
+// calls Conn.Authenticated (map/connect succeeded): at most
+// MaxPreAuthConnsPerIP per client IP (429 before the upgrade or session)
+// and MaxPreAuthConns in all (503, Retry-After), and it is closed with 1008
+// after PreAuthTimeout. So anonymous peers can hold only a bounded number
+// of sockets, for a bounded time. Request ids longer than MaxIDBytes and
+// method names longer than MaxMethodBytes are refused (-32600) and never
+// echoed.
 package rpc

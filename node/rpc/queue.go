@@ -15,8 +15,9 @@ import (
 // connection therefore holds no writer goroutine and no stack for it, and at
 // most one writer runs at a time.
 type sendQueue struct {
-	maxLen   int
-	maxBytes int64
+	maxLen      int
+	maxBytes    int64
+	notifyBytes int64 // tryPut's (notifications') byte bound, <= maxBytes
 	// startWriter runs the writer on a new goroutine; set before first use.
 	startWriter func()
 
@@ -31,14 +32,19 @@ type sendQueue struct {
 	pingDue bool // a keepalive ping waits for the writer
 }
 
-func newSendQueue(maxLen int, maxBytes int64) *sendQueue {
-	return &sendQueue{maxLen: maxLen, maxBytes: maxBytes}
+func newSendQueue(maxLen int, maxBytes, notifyBytes int64) *sendQueue {
+	return &sendQueue{maxLen: maxLen, maxBytes: maxBytes, notifyBytes: min(notifyBytes, maxBytes)}
 }
 
 // tryPut enqueues f without blocking. On failure the caller still owns f.
 func (q *sendQueue) tryPut(f *frame) error {
 	q.mu.Lock()
-	err := q.putLocked(f)
+	var err error
+	if len(q.frames) > 0 && q.bytes+int64(len(f.b)) > q.notifyBytes {
+		err = ErrSlowConsumer
+	} else {
+		err = q.putLocked(f)
+	}
 	start := err == nil && q.kickLocked()
 	q.mu.Unlock()
 	if start {

@@ -27,6 +27,7 @@ type Server struct {
 	closed bool
 	conns  map[*Conn]struct{}
 	wg     sync.WaitGroup // one per running connection (its reader goroutine)
+	pre    *preAuthGate   // WebSockets and HTTP sessions not authenticated yet
 }
 
 // NewServer validates cfg and returns a Server that dispatches to h.
@@ -37,7 +38,8 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: nil Handler", ErrInvalidConfig)
 	}
-	s := &Server{cfg: cfg, h: h, conns: make(map[*Conn]struct{})}
+	s := &Server{cfg: cfg, h: h, conns: make(map[*Conn]struct{}),
+		pre: newPreAuthGate(cfg.MaxPreAuthConns, cfg.MaxPreAuthConnsPerIP)}
 	s.log = discardLogger(cfg.Logger).With("component", "rpc")
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.up = websocket.Upgrader{
@@ -67,10 +69,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	ip := clientIP(r.RemoteAddr)
+	if status, ok := s.pre.acquire(ip); !ok {
+		s.wg.Done()
+		s.log.Debug("websocket refused: pre-auth limit", "peer", r.RemoteAddr, "status", status)
+		refusePreAuth(w, status)
+		return
+	}
 	hc := &hijackCorker{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
 	ws, err := s.up.Upgrade(hc, r, nil)
 	if err != nil {
 		s.wg.Done()
+		s.pre.release(ip)
 		// The upgrader already answered with an HTTP error.
 		s.log.Debug("websocket upgrade failed", "peer", r.RemoteAddr, "err", err)
 		return
@@ -83,6 +93,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// registered connection itself, and a child of a shared context costs
 	// each of thousands of idle sessions an entry in its children map.
 	c := newConn(context.Background(), &s.cfg, tr, s.h)
+	c.startPreAuth(s.pre, ip, s.cfg.PreAuthTimeout)
 	if !s.register(c) {
 		go func() { // Shutdown started between acquire and here: it did not see c
 			defer s.wg.Done()

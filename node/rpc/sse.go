@@ -65,6 +65,7 @@ type sseHandler struct {
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
+	perIP    map[string]int        // sessions by client IP
 	hooked   map[*http.Server]bool // servers whose Shutdown ends our streams
 }
 
@@ -82,6 +83,7 @@ func (s *Server) HTTPSSEHandler(cfg SSEConfig) (http.Handler, error) {
 		cfg:      cfg,
 		log:      s.log.With("transport", kindHTTPSSE),
 		sessions: make(map[string]*httpSession),
+		perIP:    make(map[string]int),
 		hooked:   make(map[*http.Server]bool),
 	}
 	h.mux = http.NewServeMux()
@@ -165,15 +167,24 @@ func (h *sseHandler) create(r *http.Request) (*httpSession, int, *Error) {
 	if !h.srv.acquire() {
 		return nil, http.StatusServiceUnavailable, NewError(CodeInternal, "Server shutting down")
 	}
+	ip := clientIP(r.RemoteAddr)
+	if status, ok := h.srv.pre.acquire(ip); !ok {
+		h.srv.wg.Done()
+		return nil, status, NewError(CodeExhausted, "Too many unauthenticated connections").WithRetryAfter(time.Second)
+	}
 	h.mu.Lock()
-	if len(h.sessions) >= h.cfg.MaxSessions {
+	if len(h.sessions) >= h.cfg.MaxSessions || h.perIP[ip] >= h.cfg.MaxSessionsPerIP {
 		h.mu.Unlock()
+		h.srv.pre.release(ip)
 		h.srv.wg.Done()
 		return nil, http.StatusServiceUnavailable, NewError(CodeExhausted, "Too many HTTP sessions").WithRetryAfter(time.Second)
 	}
 	sess := newHTTPSession(h, newSessionID(), r.RemoteAddr)
+	sess.ip = ip
 	sess.conn = newConn(h.srv.baseCtx, &h.srv.cfg, sess, h.srv.h)
+	sess.conn.startPreAuth(h.srv.pre, ip, h.srv.cfg.PreAuthTimeout)
 	h.sessions[sess.id] = sess
+	h.perIP[ip]++
 	h.mu.Unlock()
 	go func() {
 		defer h.srv.wg.Done()
@@ -188,6 +199,9 @@ func (h *sseHandler) remove(s *httpSession) {
 	h.mu.Lock()
 	if h.sessions[s.id] == s {
 		delete(h.sessions, s.id)
+		if h.perIP[s.ip]--; h.perIP[s.ip] <= 0 {
+			delete(h.perIP, s.ip)
+		}
 	}
 	h.mu.Unlock()
 }

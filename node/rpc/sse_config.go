@@ -31,6 +31,12 @@ type SSEConfig struct {
 	// grow memory without bound.
 	MaxSessions int
 
+	// MaxSessionsPerIP bounds the HTTP sessions of one client IP, so one
+	// address cannot take all MaxSessions. (Sessions not authenticated
+	// yet are further bounded by Config.MaxPreAuthConns{,PerIP} and closed
+	// after Config.PreAuthTimeout.)
+	MaxSessionsPerIP int
+
 	// BufferEvents bounds, per session, the events kept for the event
 	// stream: those not yet written (no stream attached, or a slow one)
 	// and the most recent written ones, replayed to a client reconnecting
@@ -49,6 +55,7 @@ func DefaultSSEConfig() SSEConfig {
 		RequestTimeout:    30 * time.Second,
 		HeartbeatInterval: 15 * time.Second,
 		MaxSessions:       10000,
+		MaxSessionsPerIP:  256,
 		BufferEvents:      1024,
 		BufferBytes:       8 << 20,
 	}
@@ -65,6 +72,8 @@ func (c SSEConfig) Validate() error {
 		return fmt.Errorf("%w: HeartbeatInterval must be > 0", ErrInvalidConfig)
 	case c.MaxSessions < 1:
 		return fmt.Errorf("%w: MaxSessions %d < 1", ErrInvalidConfig, c.MaxSessions)
+	case c.MaxSessionsPerIP < 1:
+		return fmt.Errorf("%w: MaxSessionsPerIP %d < 1", ErrInvalidConfig, c.MaxSessionsPerIP)
 	case c.BufferEvents < 1:
 		return fmt.Errorf("%w: BufferEvents %d < 1", ErrInvalidConfig, c.BufferEvents)
 	case c.BufferBytes < 1:

@@ -23,7 +23,8 @@ type httpSession struct {
 	id     string
 	h      *sseHandler
 	remote string
-	conn   *Conn // set once before the session is published
+	ip     string // clientIP(remote), the key of sseHandler.perIP
+	conn   *Conn  // set once before the session is published
 
 	inbound   chan []byte   // unbuffered: a POST hands its frame to the reader
 	readEOF   chan struct{} // closed by sendClose: the reader ends cleanly

@@ -81,6 +81,7 @@ func (c *Conn) teardown(err error) error {
 }
 
 func (c *Conn) callClosed() {
+	c.endPreAuth() // the slot of a connection that never authenticated
 	defer func() {
 		if p := recover(); p != nil {
 			c.logger().Error("Closed handler panic", "panic", p)

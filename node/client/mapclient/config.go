@@ -37,6 +37,11 @@ type Config struct {
 	ParticipantID string
 	// Name is the participant's display name (optional).
 	Name string
+	// Auth, when set, is the credential sent with every map/connect (the
+	// node binds the participant id and type to it). nil connects
+	// anonymously (auth method none), which only nodes that allow it
+	// accept.
+	Auth *Auth
 	// DisconnectPolicy, when set, is sent with every map/connect. Agents that
 	// must survive a failover want grace-period with a grace period longer
 	// than ReconnectTimeout.
@@ -111,4 +116,12 @@ func (c Config) Validate() error {
 		return bad("RPC: %v", err)
 	}
 	return nil
+}
+
+// Auth is a map/connect credential (map-protocol.md §3.6).
+type Auth struct {
+	// Method is "api-key" or "bearer".
+	Method string `json:"method"`
+	// Token is the API key or the bearer token. Never logged.
+	Token string `json:"token"`
 }

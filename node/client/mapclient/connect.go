@@ -21,6 +21,7 @@ type connectParams struct {
 	SessionID        string            `json:"sessionId,omitempty"`
 	ResumeToken      string            `json:"resumeToken,omitempty"`
 	DisconnectPolicy *DisconnectPolicy `json:"disconnectPolicy,omitempty"`
+	Auth             *Auth             `json:"auth,omitempty"`
 }
 
 // connectAny tries every URL, starting at index start, pass after pass with
@@ -63,7 +64,7 @@ func (c *Client) connectOne(ctx context.Context, url string) (*rpc.Conn, connect
 	}
 	c.mu.Lock()
 	p := connectParams{ProtocolVersion: 1, ParticipantType: c.cfg.ParticipantType, ParticipantID: c.cfg.ParticipantID,
-		Name: c.cfg.Name, DisconnectPolicy: c.cfg.DisconnectPolicy,
+		Name: c.cfg.Name, DisconnectPolicy: c.cfg.DisconnectPolicy, Auth: c.cfg.Auth,
 		SessionID: c.info.SessionID, ResumeToken: c.info.ResumeToken}
 	c.mu.Unlock()
 	raw, err := conn.Call(actx, "map/connect", p)

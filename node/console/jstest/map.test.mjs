@@ -7,8 +7,9 @@ import { Nodes } from '../assets/js/nodes.js';
 
 // FakeNode answers MAP like a node would, as far as these tests need.
 class FakeNode {
-  constructor(id, { refuseResume = false, failConnect = false } = {}) {
+  constructor(id, { refuseResume = false, failConnect = false, apiKey = '' } = {}) {
     this.id = id;
+    this.apiKey = apiKey; // when set, map/connect needs auth {method: 'api-key', token: apiKey}
     this.down = false;
     this.refuseResume = refuseResume;
     this.failConnect = failConnect;
@@ -25,6 +26,8 @@ class FakeNode {
     switch (msg.method) {
       case 'map/connect':
         if (this.failConnect) return fail(-32603, 'not ready');
+        if (this.apiKey && !p.auth) return fail(1000, 'Authentication required');
+        if (this.apiKey && (p.auth.method !== 'api-key' || p.auth.token !== this.apiKey)) return fail(1001, 'Invalid credentials');
         if (p.resumeToken && this.refuseResume) return fail(1001, 'resume refused');
         if (p.resumeToken) return reply({ sessionId: p.sessionId, resumeToken: p.resumeToken, reconnected: true, systemInfo: { nodeId: this.id } });
         return reply({ sessionId: `s-${this.id}`, resumeToken: `t-${this.id}`, reconnected: false, systemInfo: { nodeId: this.id } });
@@ -179,4 +182,44 @@ test('a node that accepts the socket but fails map/connect costs one attempt, no
   assert.equal(b.calls.filter((m) => m.method === 'map/connect').length, 1);
   assert.equal(b.sockets.filter((ws) => ws.readyState === 1).length, 1);
   assert.equal(a.sockets.filter((ws) => ws.readyState === 1).length, 0);
+});
+
+test('asks for a credential when the node requires one, then connects with it', async (t) => {
+  const { a, client } = cluster({ apiKey: 'k1' }, { apiKey: 'k1' });
+  t.after(() => client.stop());
+  const asks = [];
+  client.addEventListener('auth-required', (e) => { asks.push(e.detail); if (asks.wake) asks.wake(); });
+  let asked = nextEvent(asks);
+  client.start();
+  await asked;
+  assert.equal(asks[0].code, 1000);
+  assert.equal(asks[0].hadCredential, false);
+  assert.equal(client.state, 'auth');
+  const tries = a.calls.filter((m) => m.method === 'map/connect').length;
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(a.calls.filter((m) => m.method === 'map/connect').length, tries, 'no retry storm while waiting for a credential');
+
+  asked = nextEvent(asks);
+  client.setCredential({ method: 'api-key', token: 'wrong' });
+  await asked;
+  assert.deepEqual([asks[1].code, asks[1].hadCredential], [1001, true]);
+
+  const up = connected(client);
+  client.setCredential({ method: 'api-key', token: 'k1' });
+  assert.equal((await up).nodeId, 'a');
+  const last = a.calls.filter((m) => m.method === 'map/connect').at(-1);
+  assert.deepEqual(last.params.auth, { method: 'api-key', token: 'k1' });
+  assert.equal(last.params.participantType, 'client');
+});
+
+test('an operator credential connects as a system participant', async (t) => {
+  const { a, client } = cluster();
+  t.after(() => client.stop());
+  client.setCredential({ method: 'bearer', token: 't', participantType: 'system' });
+  const up = connected(client);
+  client.start();
+  await up;
+  const c = a.calls.find((m) => m.method === 'map/connect');
+  assert.equal(c.params.participantType, 'system');
+  assert.deepEqual(c.params.auth, { method: 'bearer', token: 't' });
 });

@@ -31,7 +31,8 @@ const (
 // older binary may skip.
 //
 // Ranges: 1..31 registry, sessions, scopes and subscriptions (node);
-// 32..47 consensus runs; 48..63 federation; 64..127 unassigned.
+// 32..47 consensus runs; 48..63 federation; 64..79 access control (API
+// keys, node/acl); 80..127 unassigned.
 type CommandType int32
 
 const (
@@ -56,7 +57,11 @@ const (
 	CommandType_COMMAND_TYPE_FED_LINK_PUT        CommandType = 49
 	CommandType_COMMAND_TYPE_FED_LINK_REMOVE     CommandType = 50
 	CommandType_COMMAND_TYPE_FED_LINK_ADDRS      CommandType = 51
-	CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY CommandType = 52 // 53..63 reserved for future federation commands.
+	CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY CommandType = 52
+	// 53..63 reserved for future federation commands.
+	// Access control (node/acl): API keys, stored as hashes. Bodies in acl.proto.
+	CommandType_COMMAND_TYPE_ACL_KEY_CREATE CommandType = 64
+	CommandType_COMMAND_TYPE_ACL_KEY_REVOKE CommandType = 65 // 66..79 reserved for future access-control commands.
 	// No-op entry used by tests and by leadership barriers; ignorable by design.
 	CommandType_COMMAND_TYPE_NOOP CommandType = 255
 )
@@ -85,6 +90,8 @@ var (
 		50:  "COMMAND_TYPE_FED_LINK_REMOVE",
 		51:  "COMMAND_TYPE_FED_LINK_ADDRS",
 		52:  "COMMAND_TYPE_FED_DIRECTORY_APPLY",
+		64:  "COMMAND_TYPE_ACL_KEY_CREATE",
+		65:  "COMMAND_TYPE_ACL_KEY_REVOKE",
 		255: "COMMAND_TYPE_NOOP",
 	}
 	CommandType_value = map[string]int32{
@@ -109,6 +116,8 @@ var (
 		"COMMAND_TYPE_FED_LINK_REMOVE":     50,
 		"COMMAND_TYPE_FED_LINK_ADDRS":      51,
 		"COMMAND_TYPE_FED_DIRECTORY_APPLY": 52,
+		"COMMAND_TYPE_ACL_KEY_CREATE":      64,
+		"COMMAND_TYPE_ACL_KEY_REVOKE":      65,
 		"COMMAND_TYPE_NOOP":                255,
 	}
 )
@@ -338,7 +347,7 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\bR\x03end\"\x1a\n" +
 	"\x04Noop\x12\x12\n" +
-	"\x04note\x18\x01 \x01(\tR\x04note*\xd6\x05\n" +
+	"\x04note\x18\x01 \x01(\tR\x04note*\x98\x06\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_AGENT_REGISTER\x10\x01\x12!\n" +
@@ -361,7 +370,9 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x19COMMAND_TYPE_FED_LINK_PUT\x101\x12 \n" +
 	"\x1cCOMMAND_TYPE_FED_LINK_REMOVE\x102\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_FED_LINK_ADDRS\x103\x12$\n" +
-	" COMMAND_TYPE_FED_DIRECTORY_APPLY\x104\x12\x16\n" +
+	" COMMAND_TYPE_FED_DIRECTORY_APPLY\x104\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_ACL_KEY_CREATE\x10@\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_ACL_KEY_REVOKE\x10A\x12\x16\n" +
 	"\x11COMMAND_TYPE_NOOP\x10\xff\x01B:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (

@@ -418,7 +418,11 @@ type ScopeRecord struct {
 	AutoDelete        bool                   `protobuf:"varint,11,opt,name=auto_delete,json=autoDelete,proto3" json:"auto_delete,omitempty"`
 	Metadata          []byte                 `protobuf:"bytes,12,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// members are agent ids, sorted (snapshot only; commands ignore it).
-	Members       []string `protobuf:"bytes,13,rep,name=members,proto3" json:"members,omitempty"`
+	Members []string `protobuf:"bytes,13,rep,name=members,proto3" json:"members,omitempty"`
+	// owner_id is the participant that created the scope (it and system
+	// participants may delete it and invite to it); empty for scopes created
+	// before owners were recorded.
+	OwnerId       string `protobuf:"bytes,14,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -542,6 +546,13 @@ func (x *ScopeRecord) GetMembers() []string {
 		return x.Members
 	}
 	return nil
+}
+
+func (x *ScopeRecord) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
 }
 
 type DisconnectPolicyRecord struct {
@@ -2328,7 +2339,7 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\vorphaned_at\x18\x05 \x01(\x03R\n" +
 	"orphanedAt\x12\x1f\n" +
 	"\vexit_reason\x18\x06 \x01(\tR\n" +
-	"exitReason\"\x9b\x03\n" +
+	"exitReason\"\xb6\x03\n" +
 	"\vScopeRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2350,7 +2361,8 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\vauto_delete\x18\v \x01(\bR\n" +
 	"autoDelete\x12\x1a\n" +
 	"\bmetadata\x18\f \x01(\fR\bmetadata\x12\x18\n" +
-	"\amembers\x18\r \x03(\tR\amembers\"\x96\x01\n" +
+	"\amembers\x18\r \x03(\tR\amembers\x12\x19\n" +
+	"\bowner_id\x18\x0e \x01(\tR\aownerId\"\x96\x01\n" +
 	"\x16DisconnectPolicyRecord\x12%\n" +
 	"\x0eagent_behavior\x18\x01 \x01(\tR\ragentBehavior\x12&\n" +
 	"\x0fgrace_period_ms\x18\x02 \x01(\x03R\rgracePeriodMs\x12-\n" +

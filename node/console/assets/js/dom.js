@@ -93,6 +93,7 @@ const kinds = {
   agree: 'ok', disagree: 'bad', revise: 'warn', idle: 'ok', busy: 'info', registered: 'info',
   orphaned: 'warn', stopped: 'muted', suspended: 'warn', answered: 'ok', waiting: 'muted', eliminated: 'bad',
   delivered: 'ok', sent: 'muted', none: 'muted', abandoned: 'muted',
+  up: 'ok', connecting: 'warn', down: 'bad',
 };
 export function statusBadge(word) {
   return badge(word || '—', kinds[word] || 'muted');

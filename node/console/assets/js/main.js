@@ -37,12 +37,42 @@ function route() {
   document.title = `${h2 ? h2.textContent : 'Console'} · Concord`;
 }
 
+// The credential (when the node requires one) lives in this tab's
+// sessionStorage only: never in a URL, a cookie or localStorage.
+const authForm = document.getElementById('auth');
+const authKey = 'concord.console.auth';
+try {
+  const saved = JSON.parse(sessionStorage.getItem(authKey) || 'null');
+  if (saved && saved.token) map.setCredential(saved);
+} catch (_) { /* no saved credential */ }
+map.addEventListener('auth-required', (ev) => {
+  const { code, hadCredential } = ev.detail;
+  document.getElementById('auth-why').textContent = !hadCredential
+    ? 'This node requires a credential: an API key (concord acl token create) or a bearer token.'
+    : code === 1002 ? 'The credential has expired.' : 'The node refused the credential.';
+  authForm.hidden = false;
+  document.getElementById('auth-token').focus();
+});
+authForm.addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const cred = {
+    method: document.getElementById('auth-method').value,
+    token: document.getElementById('auth-token').value.trim(),
+    participantType: document.getElementById('auth-system').checked ? 'system' : 'client',
+  };
+  sessionStorage.setItem(authKey, JSON.stringify(cred));
+  document.getElementById('auth-token').value = '';
+  authForm.hidden = true;
+  map.setCredential(cred);
+});
+
 const conn = document.getElementById('conn');
 map.addEventListener('state', (ev) => {
   const { state, nodeId, origin } = ev.detail;
   conn.dataset.state = state;
   conn.dataset.node = nodeId;
-  conn.textContent = state === 'open' ? `Connected to ${nodeId || origin}` : state === 'reconnecting' ? 'Reconnecting…' : 'Connecting…';
+  conn.textContent = state === 'open' ? `Connected to ${nodeId || origin}` : state === 'reconnecting' ? 'Reconnecting…'
+    : state === 'auth' ? 'Credential required' : 'Connecting…';
 });
 
 window.addEventListener('hashchange', () => { route(); main.focus({ preventScroll: true }); });

@@ -9,6 +9,10 @@
 const callTimeoutMs = 10000;
 const pingEveryMs = 3000;
 const pingTimeoutMs = 4000;
+// authCodes are the map/connect errors a credential can fix: 1000
+// required, 1001 invalid, 1002 expired, 1003 the participant type or id
+// is not allowed with it.
+const authCodes = new Set([1000, 1001, 1002, 1003]);
 
 export class MapError extends Error {
   constructor(err) {
@@ -32,6 +36,22 @@ export class MapClient extends EventTarget {
     this.origin = '';
     this.lastHeard = 0;
     this.attempt = 0;
+    this.auth = null; // {method: 'api-key'|'bearer', token, participantType?}: sent in map/connect when set
+    this.waitingForAuth = false;
+  }
+
+  // setCredential sets the credential map/connect sends (null: none) and,
+  // when the node had asked for one, tries again with it.
+  setCredential(auth) {
+    this.auth = auth && auth.token
+      ? { method: auth.method, token: auth.token, participantType: auth.participantType === 'system' ? 'system' : 'client' }
+      : null;
+    if (this.waitingForAuth && !this.stopped) {
+      this.waitingForAuth = false;
+      this.session = null;
+      this.setState('connecting');
+      this.connectLoop();
+    }
   }
 
   start() {
@@ -67,6 +87,14 @@ export class MapClient extends EventTarget {
           return;
         } catch (err) {
           console.debug('connect failed', origin, err);
+          if (err instanceof MapError && authCodes.has(err.code)) {
+            // The node wants a (valid) credential: every member would say
+            // the same, so wait for one instead of retrying.
+            this.waitingForAuth = true;
+            this.setState('auth');
+            this.dispatchEvent(new CustomEvent('auth-required', { detail: { code: err.code, message: err.message, hadCredential: !!this.auth } }));
+            return;
+          }
         }
       }
       this.attempt++;
@@ -132,7 +160,11 @@ export class MapClient extends EventTarget {
   }
 
   async handshake() {
-    const base = { protocolVersion: 1, participantType: 'client', name: 'concord console' };
+    // An operator's credential may connect as a system participant, which
+    // sees every agent, scope and message; anyone else is a client and sees
+    // what MAP's visibility rules let it see.
+    const base = { protocolVersion: 1, participantType: (this.auth && this.auth.participantType) || 'client', name: 'concord console' };
+    if (this.auth) base.auth = { method: this.auth.method, token: this.auth.token };
     if (this.session) {
       try {
         const res = await this.call('map/connect', { ...base, ...this.session });

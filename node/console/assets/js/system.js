@@ -2,7 +2,8 @@
 // role (leader, voter, non-voter) and each server's own Raft view (state,
 // term, indexes, last contact), polled once a second from /v1: members
 // and the Raft configuration from the current node, /v1/status from every
-// member (a member that does not answer is shown unreachable).
+// member (a member that does not answer is shown unreachable), and the
+// system's federation links as the current node sees them.
 import { h, card, replace, table, statusBadge, badge } from './dom.js';
 
 const pollMs = 1000;
@@ -11,23 +12,29 @@ export function systemPage(main, { nodes, map }) {
   const cards = h('div', { id: 'system-cards' });
   const servers = h('div', { id: 'servers' });
   const note = h('p', { class: 'msg', role: 'status', 'aria-live': 'polite' });
+  const links = h('div', { id: 'fed-links' });
   main.append(
     h('h2', null, 'System'),
     cards,
     h('section', { class: 'panel', 'aria-labelledby': 'servers-h' },
       h('h3', { id: 'servers-h' }, 'Servers'),
       servers, note),
+    h('section', { class: 'panel', 'aria-labelledby': 'fed-links-h' },
+      h('h3', { id: 'fed-links-h' }, 'Federation links'),
+      links),
   );
   let stopped = false;
   let timer = null;
 
   async function poll() {
     try {
-      const [members, peers] = await Promise.all([nodes.refreshMembers(), nodes.get('/v1/raft/peers')]);
+      const [members, peers, fed] = await Promise.all([nodes.refreshMembers(), nodes.get('/v1/raft/peers'),
+        nodes.get('/v1/federation/links').catch((err) => ({ error: err.message }))]);
       const statuses = await Promise.all(members.map((m) =>
         nodes.fetchFrom(m.origin, '/v1/status').then((s) => ({ ok: true, s }), (err) => ({ ok: false, err }))));
       if (stopped) return;
       render(members, peers, statuses);
+      renderLinks(fed);
       note.textContent = '';
     } catch (err) {
       if (!stopped) note.textContent = `Cannot read the system state: ${err.message}. Retrying…`;
@@ -77,6 +84,34 @@ export function systemPage(main, { nodes, map }) {
     }));
   }
 
+  function renderLinks(fed) {
+    if (fed.error) {
+      replace(links, h('p', { class: 'msg error' }, `Cannot read the federation links: ${fed.error}`));
+      return;
+    }
+    replace(links, table({
+      caption: `Links to other systems as ${fed.nodeId} sees them: its own stream's state, round trip and queue.`,
+      label: 'Federation links',
+      columns: [
+        { title: 'Peer system', rowHeader: true, cell: (l) => h('span', { class: 'mono' }, l.peerSystemId) },
+        { title: 'State', cell: (l) => statusBadge(l.state) },
+        { title: 'Streams', num: true, cell: (l) => String(l.streamsUp) },
+        { title: 'RTT', num: true, cell: (l) => rtt(l.rttUs) },
+        { title: 'Queue', num: true, cell: (l) => String(l.queueDepth) },
+        { title: 'Sent', num: true, cell: (l) => String(l.sent) },
+        { title: 'Received', num: true, cell: (l) => String(l.received) },
+        { title: 'Dropped', num: true, cell: (l) => String(l.dropped) },
+        { title: 'Export', cell: (l) => h('span', { class: 'mono' }, l.export) },
+        { title: 'Import', cell: (l) => h('span', { class: 'mono' }, l.import) },
+        { title: 'Imported agents', num: true, wide: true, cell: (l) => String(l.importedAgents) },
+        { title: 'Connected to', wide: true, cell: (l) => (l.connectedTo ? h('span', { class: 'mono' }, l.connectedTo) : '—') },
+      ],
+      rows: (fed.links || []).slice().sort((a, b) => a.peerSystemId.localeCompare(b.peerSystemId)),
+      rowAttrs: (l) => ({ 'data-peer': l.peerSystemId, 'data-state': l.state }),
+      empty: 'No federation links.',
+    }));
+  }
+
   poll();
   map.addEventListener('connected', kick);
   function kick() { clearTimeout(timer); if (!stopped) poll(); }
@@ -111,4 +146,11 @@ function lastContact(s) {
   if (!m) return d || '—';
   const ms = Number(m[1]) * { ns: 1e-6, 'µs': 1e-3, us: 1e-3, ms: 1, s: 1e3, m: 6e4 }[m[2]];
   return ms < 1000 ? `${Math.round(ms)} ms ago` : `${(ms / 1000).toFixed(1)} s ago`;
+}
+
+// rtt renders a link's round trip (microseconds; 0 before the first
+// measurement).
+function rtt(us) {
+  if (!us) return '—';
+  return us < 1000 ? `${us} µs` : `${(us / 1000).toFixed(1)} ms`;
 }

@@ -1,0 +1,136 @@
+package access
+
+import (
+	"strings"
+
+	"github.com/concordmap/concord/node/registry"
+)
+
+// Reader is the part of the registry the rules read.
+type Reader interface {
+	Agent(id string) (registry.Agent, bool)
+	Scope(id string) (registry.Scope, bool)
+}
+
+// Viewer is the participant a decision is made for.
+type Viewer struct {
+	ParticipantID   string
+	ParticipantType string
+}
+
+// System participants see everything.
+func (v Viewer) System() bool { return v.ParticipantType == "system" }
+
+// owns reports whether v speaks for agent id: it owns it, or it is it (an
+// agent participant whose participant id is its agent id).
+func owns(r Reader, v Viewer, id string) bool {
+	if id == "" {
+		return false
+	}
+	if id == v.ParticipantID {
+		return true
+	}
+	a, ok := r.Agent(id)
+	return ok && a.OwnerID != "" && a.OwnerID == v.ParticipantID
+}
+
+// ownsMemberOf reports whether v owns an agent in scope id.
+func ownsMemberOf(r Reader, v Viewer, id string) bool {
+	sc, ok := r.Scope(id)
+	if !ok {
+		return false
+	}
+	for _, m := range sc.Members {
+		if owns(r, v, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// AgentVisible applies the agent's visibility: public (or unset) to all;
+// parent-only to whoever owns its parent; scope to whoever owns an agent
+// in one of its scopes; system to system participants. Its owner always
+// sees it.
+func AgentVisible(r Reader, v Viewer, a *registry.Agent) bool {
+	if v.System() || owns(r, v, a.ID) {
+		return true
+	}
+	switch a.Visibility {
+	case "", "public":
+		return true
+	case "parent-only":
+		return owns(r, v, a.Parent)
+	case "scope":
+		for _, sc := range a.Scopes {
+			if ownsMemberOf(r, v, sc) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ScopeVisible applies the scope's visibility: public (or unset) to all;
+// members to whoever owns a member agent; system to system participants.
+// Its owner always sees it.
+func ScopeVisible(r Reader, v Viewer, sc *registry.Scope) bool {
+	if v.System() || (sc.OwnerID != "" && sc.OwnerID == v.ParticipantID) {
+		return true
+	}
+	switch sc.Visibility {
+	case "", "public":
+		return true
+	case "members":
+		return ownsMemberOf(r, v, sc.ID)
+	}
+	return false
+}
+
+// EventVisible decides whether v may receive ev (live or replayed). A
+// message event is seen by its sender, the owners of the agents it names
+// (sender and recipients) and, for a scope message, by the scope's
+// members (messageVisibility members or unset) or everyone (public).
+// Any other event is hidden when an agent or scope it concerns is hidden
+// from v; entities no longer in the registry do not hide it.
+func EventVisible(r Reader, v Viewer, ev *registry.Event) bool {
+	if v.System() {
+		return true
+	}
+	if strings.HasPrefix(ev.Type, "message_") {
+		if ev.Source == v.ParticipantID || owns(r, v, ev.Source) {
+			return true
+		}
+		for _, id := range ev.AgentIDs {
+			if owns(r, v, id) {
+				return true
+			}
+		}
+		for _, id := range ev.ScopeIDs {
+			sc, ok := r.Scope(id)
+			if !ok {
+				continue
+			}
+			switch sc.MessageVisibility {
+			case "public":
+				return true
+			case "", "members":
+				if ownsMemberOf(r, v, id) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, id := range ev.AgentIDs {
+		if a, ok := r.Agent(id); ok && !AgentVisible(r, v, &a) {
+			return false
+		}
+	}
+	for _, id := range ev.ScopeIDs {
+		if sc, ok := r.Scope(id); ok && !ScopeVisible(r, v, &sc) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,153 @@
+package acl
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/concordmap/concord/node/mapsvc"
+	"github.com/concordmap/concord/node/rpc"
+)
+
+// Config configures an Authenticator. Start from DefaultConfig.
+type Config struct {
+	// Keys holds the API keys (the replicated module). nil disables the
+	// api-key method.
+	Keys *Module
+	// JWT enables the bearer method with JWTs; nil disables it.
+	JWT *JWTConfig
+	// AnonymousTypes are the participant types allowed to connect with
+	// auth method none. Empty refuses anonymous participants (1000). It
+	// may not include system or gateway: those always need a credential.
+	AnonymousTypes []string
+	// Now is the clock for expiry checks; nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig refuses anonymous participants and has no methods yet.
+func DefaultConfig() Config { return Config{} }
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	for _, t := range c.AnonymousTypes {
+		if t != "agent" && t != "client" {
+			return fmt.Errorf("acl: anonymous participants may be agent or client, not %q", t)
+		}
+	}
+	if c.JWT != nil && c.JWT.Leeway < 0 {
+		return errors.New("acl: JWT leeway must be >= 0")
+	}
+	return nil
+}
+
+// Authenticator implements mapsvc.Authenticator.
+type Authenticator struct {
+	cfg Config
+	jwt *jwtVerifier
+}
+
+var _ mapsvc.Authenticator = (*Authenticator)(nil)
+
+// New validates cfg, loads the JWKS file if bearer is enabled, and
+// returns the Authenticator.
+func New(cfg Config) (*Authenticator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := &Authenticator{cfg: cfg}
+	if cfg.JWT != nil {
+		v, err := newJWTVerifier(*cfg.JWT)
+		if err != nil {
+			return nil, err
+		}
+		a.jwt = v
+	}
+	return a, nil
+}
+
+// Methods implements mapsvc.Authenticator.
+func (a *Authenticator) Methods() []string {
+	var m []string
+	if a.jwt != nil {
+		m = append(m, mapsvc.AuthBearer)
+	}
+	if a.cfg.Keys != nil {
+		m = append(m, mapsvc.AuthAPIKey)
+	}
+	if len(a.cfg.AnonymousTypes) > 0 {
+		m = append(m, mapsvc.AuthNone)
+	}
+	return m
+}
+
+// Authenticate implements mapsvc.Authenticator. Errors never include the
+// credential.
+func (a *Authenticator) Authenticate(_ context.Context, method, credential string) (*mapsvc.Principal, error) {
+	switch {
+	case method == mapsvc.AuthNone && len(a.cfg.AnonymousTypes) > 0:
+		return &mapsvc.Principal{ID: "anonymous", Method: mapsvc.AuthNone, Types: slices.Clone(a.cfg.AnonymousTypes)}, nil
+	case method == mapsvc.AuthNone:
+		return nil, rpc.NewError(rpc.CodeAuthRequired, "Authentication required").WithDetails(map[string]any{
+			"authError": "auth_required", "authRequired": map[string]any{"methods": a.Methods(), "required": true}})
+	case method == mapsvc.AuthAPIKey && a.cfg.Keys != nil:
+		return a.apiKey(credential)
+	case method == mapsvc.AuthBearer && a.jwt != nil:
+		return a.bearer(credential)
+	}
+	return nil, rpc.NewError(rpc.CodeMethodNotSupported, "Auth method not supported").
+		WithDetails(map[string]any{"authError": "method_not_supported", "method": method, "supported": a.Methods()})
+}
+
+func invalidCredentials(reason string) *rpc.Error {
+	return rpc.NewError(rpc.CodeAuthFailed, "Invalid credentials").
+		WithDetails(map[string]any{"authError": "invalid_credentials", "reason": reason})
+}
+
+func expired() *rpc.Error {
+	return rpc.NewError(rpc.CodeTokenExpired, "Credential expired").WithDetails(map[string]any{"authError": "expired"})
+}
+
+func (a *Authenticator) apiKey(token string) (*mapsvc.Principal, error) {
+	id, hash, err := ParseKey(token)
+	if err != nil {
+		return nil, invalidCredentials("malformed API key")
+	}
+	k, ok := a.cfg.Keys.Key(id)
+	if !ok || subtle.ConstantTimeCompare(hash, k.GetSecretSha256()) != 1 {
+		return nil, invalidCredentials("unknown or revoked API key")
+	}
+	if exp := k.GetExpiresMs(); exp > 0 && a.cfg.Now().UnixMilli() >= exp {
+		return nil, expired()
+	}
+	p := &mapsvc.Principal{ID: "key:" + id, Method: mapsvc.AuthAPIKey, ExpiresAt: k.GetExpiresMs(),
+		ParticipantIDPattern: k.GetParticipantIdPattern(), Types: slices.Clone(k.GetParticipantTypes())}
+	if len(k.GetCapabilities()) > 0 {
+		p.Capabilities = slices.Clone(k.GetCapabilities())
+	}
+	return p, nil
+}
+
+func (a *Authenticator) bearer(token string) (*mapsvc.Principal, error) {
+	sub, iss, exp, mc, err := a.jwt.verify(token, a.cfg.Now())
+	if errors.Is(err, errTokenExpired) {
+		return nil, expired()
+	}
+	if err != nil {
+		return nil, invalidCredentials("invalid bearer token")
+	}
+	p := &mapsvc.Principal{ID: sub, Method: mapsvc.AuthBearer, Issuer: iss, ExpiresAt: exp.UnixMilli(),
+		ParticipantIDPattern: sub, Types: defaultJWTTypes, Capabilities: flattenCapabilities(mc.Capabilities)}
+	if mc.Pattern != "" {
+		p.ParticipantIDPattern = mc.Pattern
+	}
+	if mc.Types != nil {
+		p.Types = mc.Types
+	}
+	return p, nil
+}

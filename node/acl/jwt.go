@@ -1,0 +1,138 @@
+package acl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+// JWTConfig configures bearer-token (JWT) authentication.
+type JWTConfig struct {
+	// JWKSFile is a JSON Web Key Set file holding the issuer's public keys
+	// (RSA, EC P-256 or Ed25519; symmetric keys are refused). Tokens must
+	// name their key with "kid". It is read when the verifier is built:
+	// restart (or rebuild) to rotate keys.
+	JWKSFile string
+	// Issuer is the required "iss".
+	Issuer string
+	// Audience must be one of the token's "aud" values.
+	Audience string
+	// Leeway tolerates clock skew on exp/nbf/iat.
+	Leeway time.Duration
+}
+
+// Claims beyond the registered ones (map-protocol.md §3.6). "sub" is the
+// participant id unless map:participantIdPattern widens it.
+type mapClaims struct {
+	Types        []string                   `json:"map:participantTypes"`
+	Pattern      string                     `json:"map:participantIdPattern"`
+	Capabilities map[string]map[string]bool `json:"map:capabilities"`
+}
+
+// defaultJWTTypes are the participant types of a token without
+// map:participantTypes: never system or gateway.
+var defaultJWTTypes = []string{"agent", "client"}
+
+// jwtAlgorithms are the only signature algorithms accepted: asymmetric,
+// so every node verifies with public keys alone.
+var jwtAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
+
+// jwtVerifier checks bearer tokens against a fixed key set.
+type jwtVerifier struct {
+	cfg  JWTConfig
+	keys jose.JSONWebKeySet
+}
+
+func newJWTVerifier(cfg JWTConfig) (*jwtVerifier, error) {
+	if cfg.Issuer == "" || cfg.Audience == "" {
+		return nil, errors.New("acl: JWT issuer and audience are required")
+	}
+	b, err := os.ReadFile(cfg.JWKSFile)
+	if err != nil {
+		return nil, fmt.Errorf("acl: read JWKS: %w", err)
+	}
+	keys, err := parseJWKS(b)
+	if err != nil {
+		return nil, fmt.Errorf("acl: JWKS %s: %w", cfg.JWKSFile, err)
+	}
+	return &jwtVerifier{cfg: cfg, keys: keys}, nil
+}
+
+// parseJWKS keeps the public halves of the asymmetric keys that have a kid.
+func parseJWKS(b []byte) (jose.JSONWebKeySet, error) {
+	var in jose.JSONWebKeySet
+	if err := json.Unmarshal(b, &in); err != nil {
+		return in, err
+	}
+	var out jose.JSONWebKeySet
+	for _, k := range in.Keys {
+		if k.KeyID == "" || !k.Valid() {
+			continue
+		}
+		pub := k.Public()
+		if !pub.Valid() { // symmetric keys have no public half
+			continue
+		}
+		out.Keys = append(out.Keys, pub)
+	}
+	if len(out.Keys) == 0 {
+		return out, errors.New("no usable public key with a kid")
+	}
+	return out, nil
+}
+
+// errTokenExpired marks an expired token (answered 1002, refreshable).
+var errTokenExpired = errors.New("token expired")
+
+// verify checks raw and returns its subject, claims and expiry.
+func (v *jwtVerifier) verify(raw string, now time.Time) (sub string, issuer string, exp time.Time, mc mapClaims, err error) {
+	tok, err := jwt.ParseSigned(raw, jwtAlgorithms)
+	if err != nil {
+		return "", "", exp, mc, fmt.Errorf("parse: %w", err)
+	}
+	var std jwt.Claims
+	if err := tok.Claims(v.keys, &std, &mc); err != nil {
+		return "", "", exp, mc, fmt.Errorf("signature: %w", err)
+	}
+	if std.Expiry == nil {
+		return "", "", exp, mc, errors.New("exp is required")
+	}
+	err = std.ValidateWithLeeway(jwt.Expected{Issuer: v.cfg.Issuer, AnyAudience: jwt.Audience{v.cfg.Audience}, Time: now}, v.cfg.Leeway)
+	switch {
+	case errors.Is(err, jwt.ErrExpired):
+		return "", "", exp, mc, errTokenExpired
+	case err != nil:
+		return "", "", exp, mc, err
+	case std.Subject == "" || strings.Contains(std.Subject, "*"):
+		return "", "", exp, mc, errors.New("sub is required and names one participant")
+	case mc.Pattern != "" && !ValidPattern(mc.Pattern):
+		return "", "", exp, mc, errors.New("map:participantIdPattern is not a pattern")
+	}
+	return std.Subject, std.Issuer, std.Expiry.Time(), mc, nil
+}
+
+// flattenCapabilities turns {"lifecycle":{"canStop":true}} into
+// ["lifecycle.canStop"] (true flags only), sorted; nil when absent.
+func flattenCapabilities(m map[string]map[string]bool) []string {
+	if m == nil {
+		return nil
+	}
+	out := []string{}
+	for group, flags := range m {
+		for flag, on := range flags {
+			if on {
+				out = append(out, group+"."+flag)
+			}
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,190 @@
+package acl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/concordmap/concord/node/mapsvc"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
+)
+
+// moduleName is persisted in snapshots; never change it.
+const moduleName = "acl"
+
+// Domain errors of the module's commands (returned as values by Apply).
+var (
+	ErrKeyExists   = errors.New("acl: API key id already exists")
+	ErrKeyNotFound = errors.New("acl: API key not found")
+	ErrInvalidKey  = errors.New("acl: invalid API key record")
+)
+
+// Participant types a key may allow (map-protocol.md §1).
+var participantTypes = []string{"agent", "client", "system", "gateway"}
+
+// Module is the replicated state module "acl": the API keys. It
+// implements raftstore.Module; Apply, Snapshot and Restore run on raft's
+// FSM goroutine, reads (Key, Keys) from any goroutine. Records are never
+// mutated once stored, so readers may keep them.
+type Module struct {
+	mu   sync.RWMutex
+	keys map[string]*concordv1.ApiKey
+}
+
+var _ raftstore.Module = (*Module)(nil)
+
+// NewModule returns an empty module.
+func NewModule() *Module { return &Module{keys: map[string]*concordv1.ApiKey{}} }
+
+// Name implements raftstore.Module.
+func (m *Module) Name() string { return moduleName }
+
+// Handlers implements raftstore.Module.
+func (m *Module) Handlers() map[concordv1.CommandType]raftstore.Handler {
+	return map[concordv1.CommandType]raftstore.Handler{
+		concordv1.CommandType_COMMAND_TYPE_ACL_KEY_CREATE: {
+			New:   func() proto.Message { return &concordv1.AclKeyCreate{} },
+			Apply: func(_ uint64, msg proto.Message) (any, error) { return m.applyKeyCreate(msg.(*concordv1.AclKeyCreate)) },
+		},
+		concordv1.CommandType_COMMAND_TYPE_ACL_KEY_REVOKE: {
+			New: func() proto.Message { return &concordv1.AclKeyRevoke{} },
+			Apply: func(_ uint64, msg proto.Message) (any, error) {
+				return nil, m.applyKeyRevoke(msg.(*concordv1.AclKeyRevoke))
+			},
+		},
+	}
+}
+
+func (m *Module) applyKeyCreate(c *concordv1.AclKeyCreate) (any, error) {
+	k := c.GetKey()
+	if err := ValidateKey(k); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.keys[k.GetId()]; ok {
+		return nil, fmt.Errorf("%w: %s", ErrKeyExists, k.GetId())
+	}
+	m.keys[k.GetId()] = proto.CloneOf(k)
+	return proto.CloneOf(k), nil
+}
+
+func (m *Module) applyKeyRevoke(r *concordv1.AclKeyRevoke) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.keys[r.GetId()]; !ok {
+		return fmt.Errorf("%w: %s", ErrKeyNotFound, r.GetId())
+	}
+	delete(m.keys, r.GetId())
+	return nil
+}
+
+// ValidateKey reports why k cannot be stored, or nil. The proposer runs it
+// too, so a bad request never reaches the log.
+func ValidateKey(k *concordv1.ApiKey) error {
+	bad := func(why string) error { return fmt.Errorf("%w: %s", ErrInvalidKey, why) }
+	switch {
+	case k.GetId() == "":
+		return bad("id is required")
+	case len(k.GetSecretSha256()) != 32:
+		return bad("secret_sha256 must be 32 bytes")
+	case !ValidPattern(k.GetParticipantIdPattern()):
+		return bad("participant id pattern must be an id, a prefix ending in *, or *")
+	case len(k.GetParticipantTypes()) == 0:
+		return bad("at least one participant type is required")
+	}
+	for _, t := range k.GetParticipantTypes() {
+		if !slices.Contains(participantTypes, t) {
+			return bad("unknown participant type " + t)
+		}
+	}
+	for _, c := range k.GetCapabilities() {
+		if !mapsvc.KnownCapability(c) {
+			return bad("unknown capability " + c)
+		}
+	}
+	return nil
+}
+
+// ValidPattern reports whether p is a participant id pattern: non-empty,
+// with "*" only as the last character.
+func ValidPattern(p string) bool {
+	if p == "" || len(p) > 256 {
+		return false
+	}
+	i := strings.IndexByte(p, '*')
+	return i < 0 || i == len(p)-1
+}
+
+// Key returns the key with this id.
+func (m *Module) Key(id string) (*concordv1.ApiKey, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	k, ok := m.keys[id]
+	return k, ok
+}
+
+// Keys returns every key, sorted by id.
+func (m *Module) Keys() []*concordv1.ApiKey {
+	m.mu.RLock()
+	out := make([]*concordv1.ApiKey, 0, len(m.keys))
+	for _, k := range m.keys {
+		out = append(out, k)
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *concordv1.ApiKey) int { return strings.Compare(a.GetId(), b.GetId()) })
+	return out
+}
+
+// Snapshot implements raftstore.Module: the sorted key list (records are
+// immutable, so sharing them is safe).
+func (m *Module) Snapshot() (raftstore.ModuleSnapshot, error) {
+	return aclSnapshot(m.Keys()), nil
+}
+
+type aclSnapshot []*concordv1.ApiKey
+
+func (s aclSnapshot) Persist(write func([]byte) error) error {
+	for _, k := range s {
+		b, err := proto.Marshal(k)
+		if err != nil {
+			return fmt.Errorf("encode API key %s: %w", k.GetId(), err)
+		}
+		if err := write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s aclSnapshot) Release() {}
+
+// Restore implements raftstore.Module.
+func (m *Module) Restore(next func() ([]byte, error)) (func(), error) {
+	keys := map[string]*concordv1.ApiKey{}
+	for {
+		b, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		k := &concordv1.ApiKey{}
+		if err := proto.Unmarshal(b, k); err != nil {
+			return nil, fmt.Errorf("decode API key: %w", err)
+		}
+		keys[k.GetId()] = k
+	}
+	return func() {
+		m.mu.Lock()
+		m.keys = keys
+		m.mu.Unlock()
+	}, nil
+}

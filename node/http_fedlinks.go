@@ -1,0 +1,58 @@
+package node
+
+import (
+	"net/http"
+
+	"github.com/concordmap/concord/federation"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// fedLinkJSON is one federation link in GET /v1/federation/links: what
+// `concord federation status` shows plus the link's policies. It carries
+// no secrets: token material never reaches a link, and the peer's CA
+// certificate is reduced to whether the link has one (tls).
+type fedLinkJSON struct {
+	PeerSystemID    string   `json:"peerSystemId"`
+	State           string   `json:"state"` // up, connecting or down (this node's stream)
+	StreamsUp       uint32   `json:"streamsUp"`
+	ConnectedTo     string   `json:"connectedTo"`
+	RTTMicros       int64    `json:"rttUs"`
+	QueueDepth      uint32   `json:"queueDepth"`
+	QueueBytes      uint64   `json:"queueBytes"`
+	Sent            uint64   `json:"sent"`
+	Received        uint64   `json:"received"`
+	Dropped         uint64   `json:"dropped"`
+	Reconnects      uint64   `json:"reconnects"`
+	ImportedAgents  uint32   `json:"importedAgents"`
+	ImportedVersion uint64   `json:"importedVersion"`
+	Export          string   `json:"export"` // policy as the CLI takes it: none, all, role:R, name:G, tag:T
+	Import          string   `json:"import"`
+	Transitive      bool     `json:"transitive"`
+	MaxHops         uint32   `json:"maxHops"`
+	Initiator       bool     `json:"initiator"`
+	PeerAddrs       []string `json:"peerAddrs"`
+	TLS             bool     `json:"tls"`
+}
+
+// handleFedLinks lists this system's federation links as this node sees
+// them, from the same Manager.Status the admin ListLinks method serves.
+func (s *Server) handleFedLinks(w http.ResponseWriter, _ *http.Request) {
+	var links []*concordv1.FedLinkStatus
+	if s.fed != nil {
+		links = s.fed.Status()
+	}
+	out := make([]fedLinkJSON, 0, len(links))
+	for _, st := range links {
+		l := st.GetLink()
+		out = append(out, fedLinkJSON{
+			PeerSystemID: l.GetPeerSystemId(), State: st.GetState(), StreamsUp: st.GetStreamsUp(),
+			ConnectedTo: st.GetConnectedTo(), RTTMicros: st.GetRttUs(), QueueDepth: st.GetQueueDepth(),
+			QueueBytes: st.GetQueueBytes(), Sent: st.GetSent(), Received: st.GetReceived(), Dropped: st.GetDropped(),
+			Reconnects: st.GetReconnects(), ImportedAgents: st.GetImportedAgents(), ImportedVersion: st.GetImportedVersion(),
+			Export: federation.FormatPolicy(l.GetExport()), Import: federation.FormatPolicy(l.GetImport()),
+			Transitive: l.GetTransitive(), MaxHops: l.GetMaxHops(), Initiator: l.GetInitiator(),
+			PeerAddrs: append([]string{}, l.GetPeerAddrs()...), TLS: len(l.GetPeerCaPem()) > 0,
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"systemId": s.cfg.SystemID, "nodeId": s.cfg.NodeID, "links": out})
+}

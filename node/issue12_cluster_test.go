@@ -1,0 +1,242 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// TestCluster_Issue12 runs the access and limit cases of issue 12 on one
+// two-node cluster (one start for all: clusters are the slow part), with
+// participants on node 2 acting on node 1's agents.
+func TestCluster_Issue12(t *testing.T) {
+	servers := startCluster(t, 2)
+	n1, n2 := servers[0], servers[1]
+	t.Run("origin allowlist", func(t *testing.T) { testMAPOriginAllowlist(t, n1, n2) })
+	t.Run("unknown methods share one metric label", func(t *testing.T) { testUnknownMethodsMetrics(t, n1) })
+
+	inbox := make(chan json.RawMessage, 8)
+	alice := dialWith(t, n1, notifyFunc(func(method string, params json.RawMessage) {
+		if method == "map/message" {
+			inbox <- params
+		}
+	}))
+	alice.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "participantId": "alice"})
+	alice.call("map/agents/register", map[string]any{"agentId": "alice"})
+	alice.call("map/scopes/create", map[string]any{"scopeId": "solo"})
+	alice.call("map/scopes/join", map[string]any{"scopeId": "solo", "agentId": "alice"})
+
+	bob := dial(t, n2)
+	bob.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "participantId": "bob"})
+	bob.call("map/agents/register", map[string]any{"agentId": "bob"})
+	viewer := dial(t, n2)
+	viewer.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client"})
+	waitAgent(t, n2, "alice")
+	waitAgent(t, n1, "bob")
+
+	t.Run("unknown agent is 2001 on another node", func(t *testing.T) {
+		for _, c := range []*client{bob, viewer} {
+			for _, m := range []string{"map/agents/update", "map/agents/unregister", "map/agents/stop"} {
+				c.fails(t, m, map[string]any{"agentId": "ghost"}, rpc.CodeAgentNotFound)
+			}
+		}
+		viewer.fails(t, "map/agents/update", map[string]any{"agentId": "alice"}, rpc.CodePermissionDenied)
+		bob.fails(t, "map/agents/update", map[string]any{"agentId": "alice", "name": "mine"}, rpc.CodePermissionDenied)
+	})
+	t.Run("permissions hold across nodes", func(t *testing.T) {
+		alice.call("map/scopes/create", map[string]any{"scopeId": "club", "joinPolicy": "invite"})
+		waitScope(t, n2, "club")
+		bob.fails(t, "map/scopes/delete", map[string]any{"scopeId": "solo"}, rpc.CodePermissionDenied)
+		bob.fails(t, "map/scopes/join", map[string]any{"scopeId": "club", "agentId": "bob"}, rpc.CodePermissionDenied)
+		for _, m := range []string{"map/agents/stop", "map/agents/suspend", "map/agents/unregister"} {
+			bob.fails(t, m, map[string]any{"agentId": "alice"}, rpc.CodePermissionDenied)
+		}
+		alice.call("map/scopes/join", map[string]any{"scopeId": "club", "agentId": "bob"}) // the owner invites
+	})
+	t.Run("send to a scope of only the sender succeeds", func(t *testing.T) {
+		res := alice.call("map/send", map[string]any{"to": map[string]any{"scope": "solo"}, "payload": 1})
+		if d, ok := res["delivered"].([]any); !ok || len(d) != 0 {
+			t.Fatalf("send to own scope: %v, want delivered []", res)
+		}
+		bob.fails(t, "map/send", map[string]any{"to": map[string]any{"participant": "nobody"}}, rpc.CodeAddressNotFound)
+	})
+	t.Run("meta.from is set by the server across nodes", func(t *testing.T) {
+		bob.call("map/send", map[string]any{"to": "alice", "payload": 1, "meta": map[string]any{"from": "alice", "priority": "low"}})
+		select {
+		case m := <-inbox:
+			var got struct {
+				Message struct {
+					From string
+					Meta map[string]any
+				}
+			}
+			_ = json.Unmarshal(m, &got)
+			if got.Message.From != "bob" || got.Message.Meta["from"] != "bob" || got.Message.Meta["priority"] != "low" {
+				t.Fatalf("delivered %s", m)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("alice never received bob's message")
+		}
+	})
+	t.Run("api key made on node 1 works on node 2", func(t *testing.T) {
+		sys := dial(t, n2)
+		sys.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "system"}, rpc.CodePermissionDenied)
+		res, err := n1.ACLAdmin().CreateToken(context.Background(), &concordv1.AclCreateTokenRequest{
+			ParticipantIdPattern: "ops-*", ParticipantTypes: []string{"system"}, Description: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth := map[string]any{"method": "api-key", "token": res.GetToken()}
+		eventually(t, 10*time.Second, func() error {
+			if _, ok := aclKey(n2, res.GetKey().GetId()); !ok {
+				return fmt.Errorf("key not replicated to node 2 yet")
+			}
+			return nil
+		})
+		sys.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "alice", "auth": auth}, rpc.CodeAuthFailed)
+		sys.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "ops-1", "auth": auth})
+		sys.call("map/agents/update", map[string]any{"agentId": "alice", "name": "renamed by ops"})
+		if _, err := n2.ACLAdmin().RevokeToken(context.Background(), &concordv1.AclRevokeTokenRequest{Id: res.GetKey().GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		again := dial(t, n1)
+		eventually(t, 10*time.Second, func() error {
+			if _, ok := aclKey(n1, res.GetKey().GetId()); ok {
+				return fmt.Errorf("revocation not on node 1 yet")
+			}
+			return nil
+		})
+		again.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "ops-2", "auth": auth}, rpc.CodeAuthFailed)
+	})
+	t.Run("nobody connects as another participant", func(t *testing.T) {
+		imp := dial(t, n2)
+		imp.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "participantId": "alice"}, rpc.CodeAuthFailed)
+	})
+	t.Run("message events only reach the parties", func(t *testing.T) {
+		events := make(chan json.RawMessage, 64)
+		spy := dialWith(t, n2, notifyFunc(func(method string, params json.RawMessage) {
+			if method == "map/event" {
+				events <- params
+			}
+		}))
+		spy.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client", "participantId": "spy"})
+		spy.call("map/subscribe", map[string]any{"filter": map[string]any{"eventTypes": []string{"message_sent", "message_delivered", "agent_registered"}}})
+		alice.call("map/send", map[string]any{"to": "bob", "payload": "secret"})
+		bob.call("map/agents/register", map[string]any{"agentId": "marker"})
+		for {
+			select {
+			case ev := <-events:
+				var e struct{ Event struct{ Type string } }
+				_ = json.Unmarshal(ev, &e)
+				switch e.Event.Type {
+				case "agent_registered":
+					return // the marker came after the message: nothing leaked
+				default:
+					t.Fatalf("a participant not party to the message saw %s", ev)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("marker event never arrived")
+			}
+		}
+	})
+	t.Run("id rules on every node", func(t *testing.T) {
+		for _, c := range []*client{alice, bob} {
+			c.fails(t, "map/agents/register", map[string]any{"agentId": strings.Repeat("x", 300)}, rpc.CodeInvalidParams)
+			c.fails(t, "map/scopes/create", map[string]any{"scopeId": "a\x00b"}, rpc.CodeInvalidParams)
+		}
+	})
+}
+
+// testUnknownMethodsMetrics sends 3,000 invented method names before
+// map/connect (bounded load) and checks /metrics stays small.
+func testUnknownMethodsMetrics(t *testing.T, srv *node.Server) {
+	dialer := websocket.Dialer{TLSClientConfig: tlstest.ClientTLS("dev", "")}
+	ws, _, err := dialer.Dial(srv.MAPURL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	const n = 3000
+	go func() {
+		for i := range n {
+			if ws.WriteMessage(websocket.TextMessage, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"x/%d"}`, i, i)) != nil {
+				return
+			}
+		}
+	}()
+	_ = ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for range n {
+		if _, _, err := ws.ReadMessage(); err != nil {
+			t.Fatalf("read: %v", err)
+		}
+	}
+	resp, err := httpsClient("dev", "").Get("https://" + srv.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if strings.Contains(string(body), `method="x/`) || len(body) > 512<<10 {
+		t.Fatalf("/metrics is %d bytes and lists invented methods", len(body))
+	}
+	if !strings.Contains(string(body), `concord_rpc_requests_total{code="-32601",method="(unknown)"}`) {
+		t.Fatal("unknown methods not counted")
+	}
+}
+
+// aclKey looks an API key up in srv's replica through the admin API.
+func aclKey(srv *node.Server, id string) (*concordv1.ApiKey, bool) {
+	res, _ := srv.ACLAdmin().ListTokens(context.Background(), &concordv1.AclListTokensRequest{})
+	for _, k := range res.GetKeys() {
+		if k.GetId() == id {
+			return k, true
+		}
+	}
+	return nil, false
+}
+
+// waitScope waits until srv's replica holds scope id.
+func waitScope(t *testing.T, srv *node.Server, id string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		if _, ok := srv.Registry().Scope(id); !ok {
+			return fmt.Errorf("scope %s not on this node yet", id)
+		}
+		return nil
+	})
+}
+
+// waitAgent waits until srv's replica holds agent id.
+func waitAgent(t *testing.T, srv *node.Server, id string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		if _, ok := srv.Registry().Agent(id); !ok {
+			return fmt.Errorf("agent %s not on this node yet", id)
+		}
+		return nil
+	})
+}
+
+// fails calls method and checks the MAP error code.
+func (c *client) fails(t *testing.T, method string, params any, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err := c.conn.Call(ctx, method, params)
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != code {
+		t.Fatalf("%s %v: result %s err %v, want error %d", method, params, raw, err, code)
+	}
+}
