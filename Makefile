@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 15m
 PKGS := ./...
 
 .PHONY: help build test test-short cluster-test chaos lint depcheck proto proto-check tools dev \
-	bench bench-etcd cluster cluster-tls cluster-stop demo sdk-deps clean
+	bench bench-etcd cluster cluster-tls cluster-stop demo sdk-deps clean deploy-check image
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -35,6 +35,17 @@ lint: ## gofmt and go vet
 
 depcheck: ## fail on an import against the direction in STYLE.md
 	@bash .ci/depcheck.sh
+
+deploy-check: ## validate deploy/ (Kubernetes manifests against the API types, flags, Containerfile, dashboards)
+	$(GO) test -count=1 -run 'TestDeploy' ./cmd/concord
+
+# The image builds without a Docker daemon (podman or buildah, rootless).
+IMAGE ?= concord:dev
+image: ## build the container image (deploy/container/Containerfile) with podman or buildah
+	@tool=$$(command -v podman || command -v buildah || true); \
+	if [ -z "$$tool" ]; then echo "make image needs podman or buildah (no Docker daemon needed)"; exit 1; fi; \
+	case "$$tool" in *buildah) $$tool bud -f deploy/container/Containerfile -t $(IMAGE) --build-arg VERSION=$$(git describe --tags --always --dirty) . ;; \
+	*) $$tool build -f deploy/container/Containerfile -t $(IMAGE) --build-arg VERSION=$$(git describe --tags --always --dirty) . ;; esac
 
 tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## install pinned proto tools into .tools/bin
 

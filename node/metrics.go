@@ -26,6 +26,7 @@ type metrics struct {
 	framesRejected *prometheus.CounterVec
 	applyDuration  *prometheus.HistogramVec
 	applyErrors    *prometheus.CounterVec
+	ops            opsMetrics // metrics_ops.go
 
 	// rpcByMethod caches the per-method children of rpcTotal (code 0) and
 	// rpcDuration: WithLabelValues hashes the labels and takes the vec's
@@ -181,8 +182,12 @@ type meteredProposer struct {
 
 func (p meteredProposer) Apply(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, uint64, error) {
 	start := time.Now()
+	forwarded := !p.store.IsLeader()
 	res, idx, err := p.store.Apply(ctx, t, msg)
 	name := t.String()
+	if forwarded {
+		p.m.ops.forwarded.Inc()
+	}
 	p.m.applyDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
 	if err != nil && idx == 0 {
 		p.m.applyErrors.WithLabelValues(name).Inc()

@@ -57,6 +57,10 @@ var grpcMethods = map[string]authz.Class{
 	concordv1.Admin_KeyringInstall_FullMethodName: authz.Admin,
 	concordv1.Admin_KeyringUse_FullMethodName:     authz.Admin,
 	concordv1.Admin_KeyringRemove_FullMethodName:  authz.Admin,
+	// Operator backups; a follower passes them to the leader with its own
+	// server certificate, which Admin accepts.
+	concordv1.Snapshots_Save_FullMethodName:    authz.Admin,
+	concordv1.Snapshots_Restore_FullMethodName: authz.Admin,
 }
 
 // lateStore holds the Raft store for membership checks that may run (on

@@ -206,6 +206,7 @@ func (s *Server) eventVisible(participantID, participantType string, ev *registr
 // subscription hub. The session table is created first because the router
 // and the hub look connections up in it, and the service fills it.
 func (s *Server) buildMAPService() error {
+	s.metrics.addOps(s.cfg.NodeID, s.store, s.registry, s.runs)
 	proposer := meteredProposer{store: s.store, m: s.metrics}
 	sessions := mapsvc.NewSessions()
 	fcfg := fanout.DefaultConfig()
@@ -226,6 +227,9 @@ func (s *Server) buildMAPService() error {
 	rcfg.Sessions = sessions
 	rcfg.Events = cluster.NewEventBroadcaster(hub, s.peers, s.registry)
 	rcfg.Peers = s.peers
+	if s.peers != nil {
+		rcfg.Peers = countingPeers{next: s.peers, out: s.metrics.ops.relay.out}
+	}
 	rcfg.Federation = s.fedHook
 	rcfg.Logger = s.cfg.Logger
 	rt, err := router.New(rcfg)

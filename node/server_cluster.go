@@ -117,13 +117,14 @@ func (s *Server) buildClusterServer() error {
 		Store:     s.store,
 		Resolver:  s.directory,
 		Members:   s.membership,
-		Deliverer: s.router,
+		Deliverer: countingDeliverer{next: s.router, m: s.metrics.ops.relay},
 		Events:    s.hub,
 		Keyring:   s.membership,
 	})
 	if err != nil {
 		return fmt.Errorf("build cluster server: %w", err)
 	}
+	srv.ServeSnapshots(s.store, raftstore.SaveOptions{SystemID: s.cfg.SystemID, Version: s.cfg.Version})
 	// Every AclAdmin method is an admin method (see acl.AdminMethodPrefix).
 	s.aclAdmin = acl.NewAdminService(s.acl, meteredProposer{store: s.store, m: s.metrics}, s.store.WaitApplied)
 	s.aclAdmin.Register(srv.GRPC())

@@ -199,3 +199,33 @@ func ctxErr(ctx context.Context) error {
 	}
 	return fmt.Errorf("raftstore: %w", err)
 }
+
+// Snapshot file errors (backup.go).
+var (
+	// ErrUnsupportedVersion matches every *VersionError: a snapshot file or
+	// stream written in a format version this binary does not read.
+	// Nothing was changed.
+	ErrUnsupportedVersion = errors.New("raftstore: unsupported format version")
+
+	// ErrCorruptSnapshotFile is returned when a snapshot file is not one
+	// (bad magic), is truncated, or fails its checksum. Nothing was changed.
+	ErrCorruptSnapshotFile = errors.New("raftstore: corrupt snapshot file")
+)
+
+// VersionError reports a format version this binary does not understand.
+// It matches ErrUnsupportedVersion and ErrBadSnapshot.
+type VersionError struct {
+	What string // "snapshot file" or "snapshot stream format"
+	Got  uint32
+	Max  uint32 // the newest version this binary reads (from 1)
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("raftstore: %s version %d is not supported: this binary reads versions 1 to %d (a newer concord wrote it?)",
+		e.What, e.Got, e.Max)
+}
+
+// Is makes errors.Is match ErrUnsupportedVersion and ErrBadSnapshot.
+func (e *VersionError) Is(target error) bool {
+	return target == ErrUnsupportedVersion || target == ErrBadSnapshot
+}

@@ -110,37 +110,65 @@ func (s *fsmSnapshot) Release() {
 // bad snapshot leaves the live state exactly as it was.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer func() { _ = rc.Close() }()
-	br := bufio.NewReaderSize(rc, 64<<10)
-
-	var hdr concordv1.SnapshotHeader
-	if err := readOpts.UnmarshalFrom(br, &hdr); err != nil {
-		return fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
+	d, err := f.decode(rc)
+	if err != nil {
+		return err
 	}
-	if hdr.FormatVersion != snapshotFormatVersion {
-		return fmt.Errorf("%w: format version %d, want %d", ErrBadSnapshot, hdr.FormatVersion, snapshotFormatVersion)
+	for _, commit := range d.commits {
+		if commit != nil {
+			commit()
+		}
+	}
+	f.advance(d.header.LastIndex, d.header.LastTerm, nil, false)
+	f.log.Info("restored snapshot", "index", d.header.LastIndex, "term", d.header.LastTerm)
+	return nil
+}
+
+// decoded is a snapshot stream decoded into fresh module state that is not
+// live yet: calling every commit swaps it in.
+type decoded struct {
+	header  *concordv1.SnapshotHeader
+	commits []func()
+	records map[string]int // records per module, for inspection
+}
+
+// decode reads a whole snapshot stream into brand-new module state without
+// touching the live state. Restore commits the result; a user restore
+// (backup.go) decodes first only to refuse a bad file before raft sees it.
+func (f *fsm) decode(r io.Reader) (*decoded, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	hdr, err := readStreamHeader(br)
+	if err != nil {
+		return nil, err
 	}
 	seen := make(map[string]bool, len(hdr.Modules))
 	for _, name := range hdr.Modules {
 		if _, ok := f.byName[name]; !ok {
-			return fmt.Errorf("%w: unknown module %q", ErrBadSnapshot, name)
+			return nil, fmt.Errorf("%w: unknown module %q", ErrBadSnapshot, name)
 		}
 		if seen[name] {
-			return fmt.Errorf("%w: module %q listed twice", ErrBadSnapshot, name)
+			return nil, fmt.Errorf("%w: module %q listed twice", ErrBadSnapshot, name)
 		}
 		seen[name] = true
 	}
 
-	commits := make([]func(), 0, len(f.modules))
+	d := &decoded{header: hdr, commits: make([]func(), 0, len(f.modules)), records: map[string]int{}}
 	for _, name := range hdr.Modules {
 		rr := &recordReader{r: br, module: name}
 		commit, err := f.byName[name].Restore(rr.next)
 		if err == nil && !rr.ended {
 			err = fmt.Errorf("%w: module did not read all its records", ErrBadSnapshot)
 		}
-		if err != nil {
-			return fmt.Errorf("restore module %q: %w", name, err)
+		if err != nil && !errors.Is(err, ErrBadSnapshot) {
+			// The module refused its records (its own format version,
+			// a record that does not decode): bad for this binary.
+			err = fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 		}
-		commits = append(commits, commit)
+		if err != nil {
+			return nil, fmt.Errorf("restore module %q: %w", name, err)
+		}
+		d.commits = append(d.commits, commit)
+		d.records[name] = rr.count
 	}
 	// A module added after the snapshot was written starts empty.
 	for _, m := range f.modules {
@@ -149,22 +177,26 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		}
 		commit, err := m.Restore(func() ([]byte, error) { return nil, io.EOF })
 		if err != nil {
-			return fmt.Errorf("restore empty module %q: %w", m.Name(), err)
+			return nil, fmt.Errorf("restore empty module %q: %w", m.Name(), err)
 		}
-		commits = append(commits, commit)
+		d.commits = append(d.commits, commit)
 	}
 	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: trailing data after last module", ErrBadSnapshot)
+		return nil, fmt.Errorf("%w: trailing data after last module", ErrBadSnapshot)
 	}
+	return d, nil
+}
 
-	for _, commit := range commits {
-		if commit != nil {
-			commit()
-		}
+// readStreamHeader reads and checks the header of a snapshot stream.
+func readStreamHeader(br *bufio.Reader) (*concordv1.SnapshotHeader, error) {
+	var hdr concordv1.SnapshotHeader
+	if err := readOpts.UnmarshalFrom(br, &hdr); err != nil {
+		return nil, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
 	}
-	f.advance(hdr.LastIndex, hdr.LastTerm, nil, false)
-	f.log.Info("restored snapshot", "index", hdr.LastIndex, "term", hdr.LastTerm)
-	return nil
+	if hdr.FormatVersion != snapshotFormatVersion {
+		return nil, &VersionError{What: "snapshot stream format", Got: hdr.FormatVersion, Max: snapshotFormatVersion}
+	}
+	return &hdr, nil
 }
 
 // recordReader hands one module its records and stops at its end marker.
@@ -172,6 +204,7 @@ type recordReader struct {
 	r      *bufio.Reader
 	module string
 	ended  bool
+	count  int // records read before the end marker
 }
 
 func (rr *recordReader) next() ([]byte, error) {
@@ -192,5 +225,6 @@ func (rr *recordReader) next() ([]byte, error) {
 		rr.ended = true
 		return nil, io.EOF
 	}
+	rr.count++
 	return rec.Data, nil
 }

@@ -48,6 +48,8 @@ type serverFlags struct {
 	maxLogEntries   uint64
 	logs            logFlags
 	tls             serverTLSFlags
+	configFile      string
+	printConfig     bool
 	// changed reports whether the user set a flag, so --dev keeps its own
 	// defaults for everything not given explicitly.
 	changed func(name string) bool
@@ -63,9 +65,21 @@ with a temporary data dir, ready in about a second (MAP at ws://127.0.0.1:7700/m
 
 Outside --dev a node needs TLS material (--tls-ca-file, --tls-cert-file,
 --tls-key-file; see concord tls) and a gossip key, or an explicit --insecure.
-SIGHUP reloads the CA, certificate and key without a restart.`,
+SIGHUP reloads the CA, certificate and key without a restart.
+
+Every flag can also come from the environment, CONCORD_<FLAG> (upper case,
+dashes to underscores: CONCORD_NODE_ID, CONCORD_JOIN=a:7703,b:7703), or from a
+YAML file given with --config whose keys are flag names. Flags win over the
+environment, which wins over the file; --print-config shows the result.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sources, err := applySources(cmd.Flags(), os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			if f.printConfig {
+				return printConfig(cmd.OutOrStdout(), cmd.Flags(), sources)
+			}
 			f.changed = cmd.Flags().Changed
 			return runServer(cmd.Context(), cmd, f)
 		},
@@ -121,6 +135,9 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 			"lower snapshots more often, 0 leaves it to the 2-minute snapshot timer")
 	f.tls.bind(fl)
 	f.logs.register(cmd)
+	fl.StringVar(&f.configFile, configFlag, "",
+		"YAML file of server settings, keys = flag names (env CONCORD_CONFIG); flags win over CONCORD_<FLAG> environment variables, which win over the file")
+	fl.BoolVar(&f.printConfig, printConfigFlag, false, "print the effective settings (flags, environment, file) as a config file, secrets redacted, and exit")
 }
 
 func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {

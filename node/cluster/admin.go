@@ -30,11 +30,13 @@ var adminMethods = map[string]bool{
 
 // IsAdminMethod reports whether fullMethod (as grpc.UnaryServerInfo names
 // it) is an admin method that needs an operator credential: every method
-// of the Admin service (keyring) and Cluster's RemovePeer. Read-only
+// of the Admin service (keyring) and of the Snapshots service (backups),
+// and Cluster's RemovePeer. Read-only
 // introspection (Members, RaftPeers, Status) is not in the list: peers
 // call Status, and what needs which credential is the interceptor's rule.
 func IsAdminMethod(fullMethod string) bool {
-	return adminMethods[fullMethod] || strings.HasPrefix(fullMethod, "/"+concordv1.Admin_ServiceDesc.ServiceName+"/")
+	return adminMethods[fullMethod] || strings.HasPrefix(fullMethod, "/"+concordv1.Admin_ServiceDesc.ServiceName+"/") ||
+		strings.HasPrefix(fullMethod, "/"+concordv1.Snapshots_ServiceDesc.ServiceName+"/")
 }
 
 // WithAdminMarker returns ctx with the admin marker in its outgoing

@@ -160,6 +160,8 @@ func TestIsAdminMethod(t *testing.T) {
 		concordv1.Admin_KeyringInstall_FullMethodName: true,
 		concordv1.Admin_KeyringList_FullMethodName:    true,
 		concordv1.Cluster_RemovePeer_FullMethodName:   true,
+		concordv1.Snapshots_Save_FullMethodName:       true,
+		concordv1.Snapshots_Restore_FullMethodName:    true,
 		concordv1.Cluster_Forward_FullMethodName:      false,
 		concordv1.Cluster_Status_FullMethodName:       false,
 		"/concord.v1.AdminX/Foo":                      false,

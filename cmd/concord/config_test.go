@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// sourcedServer parses args like `concord server`, applies env and the
+// config file, and returns the flags and where each value came from.
+func sourcedServer(t *testing.T, env map[string]string, args ...string) (*cobra.Command, *serverFlags, map[string]source, error) {
+	t.Helper()
+	f := &serverFlags{}
+	cmd := &cobra.Command{Use: "server"}
+	f.bind(cmd)
+	if err := cmd.ParseFlags(args); err != nil {
+		return nil, nil, nil, err
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	src, err := applySources(cmd.Flags(), lookup)
+	f.changed = cmd.Flags().Changed
+	return cmd, f, src, err
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "concord.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfig_Precedence(t *testing.T) {
+	file := writeFile(t, `
+node-id: from-file
+system-id: file-sys
+data-dir: /var/lib/concord
+join: [10.0.0.1:7703, "10.0.0.2:7703"]
+bootstrap-expect: 3
+dead-server-cleanup: 2m
+leave-on-shutdown: true
+max-frame-bytes: 2048
+insecure: true
+`)
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		nodeID  string
+		join    []string
+		cleanup time.Duration
+		src     map[string]source
+	}{
+		{
+			name: "file only", args: []string{"--config", file},
+			nodeID: "from-file", join: []string{"10.0.0.1:7703", "10.0.0.2:7703"}, cleanup: 2 * time.Minute,
+			src: map[string]source{"node-id": fromFile, "join": fromFile, "http-addr": fromDefault},
+		},
+		{
+			name: "env beats file", args: []string{"--config", file},
+			env:    map[string]string{"CONCORD_NODE_ID": "from-env", "CONCORD_JOIN": "a:1,b:2", "CONCORD_DEAD_SERVER_CLEANUP": "5m"},
+			nodeID: "from-env", join: []string{"a:1", "b:2"}, cleanup: 5 * time.Minute,
+			src: map[string]source{"node-id": fromEnv, "join": fromEnv, "system-id": fromFile},
+		},
+		{
+			name: "flag beats env and file", args: []string{"--config", file, "--node-id", "from-flag", "--join", "c:3"},
+			env:    map[string]string{"CONCORD_NODE_ID": "from-env"},
+			nodeID: "from-flag", join: []string{"c:3"}, cleanup: 2 * time.Minute,
+			src: map[string]source{"node-id": fromFlag, "join": fromFlag},
+		},
+		{
+			name: "file named by CONCORD_CONFIG", env: map[string]string{"CONCORD_CONFIG": file},
+			nodeID: "from-file", join: []string{"10.0.0.1:7703", "10.0.0.2:7703"}, cleanup: 2 * time.Minute,
+			src: map[string]source{"node-id": fromFile},
+		},
+		{
+			name: "env without a file", env: map[string]string{"CONCORD_NODE_ID": "n9", "CONCORD_DATA_DIR": "/d", "CONCORD_INSECURE": "true", "CONCORD_OPERATOR_TOKEN": "not a flag: ignored"},
+			nodeID: "n9", cleanup: 30 * time.Second,
+			src: map[string]source{"node-id": fromEnv, "join": fromDefault, "insecure": fromEnv},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, f, src, err := sourcedServer(t, tt.env, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, cleanup, err := f.config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(cleanup)
+			if cfg.NodeID != tt.nodeID || strings.Join(cfg.Join, " ") != strings.Join(tt.join, " ") || cfg.Cluster.DeadServerCleanupDelay != tt.cleanup {
+				t.Fatalf("node %q join %v cleanup %v", cfg.NodeID, cfg.Join, cfg.Cluster.DeadServerCleanupDelay)
+			}
+			for k, want := range tt.src {
+				if src[k] != want {
+					t.Errorf("source of %s = %s, want %s", k, src[k], want)
+				}
+			}
+		})
+	}
+}
+
+func TestConfig_Errors(t *testing.T) {
+	tests := []struct {
+		name, file string
+		env        map[string]string
+		wantErr    string
+	}{
+		{"unknown key", "node-id: a\nnode_id: b\n", nil, `line 2: unknown key "node_id"`},
+		{"config key in file", "config: other.yaml\n", nil, `unknown key "config"`},
+		{"print-config in file", "print-config: true\n", nil, `unknown key "print-config"`},
+		{"duplicate key", "node-id: a\nnode-id: b\n", nil, "given twice"},
+		{"nested map", "raft:\n  multiplier: 3\n", nil, `unknown key "raft"`},
+		{"removed (hidden) flag", "gossip-key: c2VjcmV0\n", nil, `unknown key "gossip-key"`},
+		{"map value", "node-id:\n  a: b\n", nil, "node-id: want a value or a list"},
+		{"null value", "node-id:\n", nil, "node-id: no value"},
+		{"bad duration", "dead-server-cleanup: soon\n", nil, "dead-server-cleanup"},
+		{"bad int", "bootstrap-expect: three\n", nil, "bootstrap-expect"},
+		{"not a mapping", "- a\n- b\n", nil, "want a mapping"},
+		{"two documents", "node-id: a\n---\nnode-id: b\n", nil, "more than one YAML document"},
+		{"not yaml", "node-id: [a\n", nil, "not valid YAML"},
+		{"bad env value", "", map[string]string{"CONCORD_BOOTSTRAP_EXPECT": "x"}, "CONCORD_BOOTSTRAP_EXPECT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, _, err := sourcedServer(t, tt.env, "--config", writeFile(t, tt.file))
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+	if _, _, _, err := sourcedServer(t, nil, "--config", filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Fatal("a missing config file must be an error")
+	}
+	if _, _, _, err := sourcedServer(t, nil, "--config", writeFile(t, "# only a comment\n")); err != nil {
+		t.Fatalf("an empty config file: %v", err)
+	}
+}
+
+func TestConfig_PrintRedactsSecrets(t *testing.T) {
+	file := writeFile(t, "node-id: n1\ngossip-key-file: /etc/concord/gossip.key\njoin: [a:1, 'b:2']\n")
+	cmd, _, src, err := sourcedServer(t, map[string]string{"CONCORD_SYSTEM_ID": "prod"}, "--config", file, "--dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A secret-named flag added later is redacted too, a path flag is not.
+	for _, name := range []string{"operator-token", "tls-key-file"} {
+		if cmd.Flags().Lookup(name) == nil {
+			cmd.Flags().String(name, "", "")
+		}
+	}
+	_ = cmd.Flags().Set("operator-token", "hunter2")
+	_ = cmd.Flags().Set("tls-key-file", "/etc/concord/key.pem")
+	var out bytes.Buffer
+	if err := printConfig(&out, cmd.Flags(), src); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"gossip-key-file: /etc/concord/gossip.key  # file", "node-id: n1  # file", "system-id: prod  # env", "dev: true  # flag",
+		`join: ['a:1', 'b:2']  # file`, `operator-token: "<redacted>"`, "tls-key-file: /etc/concord/key.pem",
+		"http-addr: 0.0.0.0:7700  # default",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("print-config lacks %q:\n%s", want, got)
+		}
+	}
+	for _, leak := range []string{"hunter2"} {
+		if strings.Contains(got, leak) {
+			t.Fatalf("print-config leaks a secret:\n%s", got)
+		}
+	}
+	// The output is itself a valid config file giving the same values.
+	cmd, _, src, err = sourcedServer(t, nil, "--config", file, "--dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := printConfig(&out, cmd.Flags(), src); err != nil {
+		t.Fatal(err)
+	}
+	again := writeFile(t, strings.ReplaceAll(out.String(), `"<redacted>"`, `""`))
+	cmd2, _, _, err := sourcedServer(t, nil, "--config", again)
+	if err != nil {
+		t.Fatalf("print-config output is not a valid config file: %v\n%s", err, out.String())
+	}
+	for _, name := range []string{"node-id", "join", "dev", "http-addr"} {
+		if a, b := cmd.Flags().Lookup(name).Value.String(), cmd2.Flags().Lookup(name).Value.String(); a != b {
+			t.Errorf("%s: %q printed, %q read back", name, a, b)
+		}
+	}
+}

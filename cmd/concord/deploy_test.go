@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// The deploy/ files are checked here, where `concord server`'s flags are
+// known: every Kubernetes manifest decodes strictly (unknown or misspelt
+// fields fail) into the Kubernetes API types, the StatefulSet has what the
+// operating docs promise, and every flag or config key that the manifests,
+// the systemd unit, the container file and the example config pass exists
+// on `concord server`. Validation uses the Go API types rather than
+// kubeconform: its JSON schemas cannot be fetched offline.
+
+const deployDir = "../../deploy"
+
+// serverFlagSet returns `concord server`'s flags.
+func serverFlagSet(*testing.T) *pflag.FlagSet { return newServerCmd().Flags() }
+
+// manifest is one YAML document of deploy/kubernetes.
+type manifest struct {
+	file       string
+	apiVersion string
+	kind       string
+	name       string
+	obj        any
+}
+
+// kustomization is the part of kustomize's Kustomization used here; strict
+// decoding refuses any other field, so extend it when one is needed.
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Namespace  string   `json:"namespace,omitempty"`
+	Resources  []string `json:"resources"`
+}
+
+// newObject returns the typed value a document of this apiVersion/kind
+// decodes into.
+func newObject(apiVersion, kind string) (any, error) {
+	switch apiVersion + "/" + kind {
+	case "v1/ConfigMap":
+		return &corev1.ConfigMap{}, nil
+	case "v1/Service":
+		return &corev1.Service{}, nil
+	case "v1/Secret":
+		return &corev1.Secret{}, nil
+	case "v1/Namespace":
+		return &corev1.Namespace{}, nil
+	case "apps/v1/StatefulSet":
+		return &appsv1.StatefulSet{}, nil
+	case "policy/v1/PodDisruptionBudget":
+		return &policyv1.PodDisruptionBudget{}, nil
+	case "monitoring.coreos.com/v1/ServiceMonitor":
+		return &monitoringv1.ServiceMonitor{}, nil
+	case "kustomize.config.k8s.io/v1beta1/Kustomization":
+		return &kustomization{}, nil
+	}
+	return nil, fmt.Errorf("unknown apiVersion/kind %s/%s: add its Go type to newObject", apiVersion, kind)
+}
+
+// loadManifests decodes every YAML document under deploy/kubernetes.
+func loadManifests(t *testing.T) []manifest {
+	t.Helper()
+	var out []manifest
+	err := filepath.WalkDir(filepath.Join(deployDir, "kubernetes"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		docs, err := splitYAML(path)
+		if err != nil {
+			return err
+		}
+		for _, doc := range docs {
+			var head struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+				Metadata   struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			}
+			if err := sigsyaml.Unmarshal(doc, &head); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			obj, err := newObject(head.APIVersion, head.Kind)
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			if err := sigsyaml.UnmarshalStrict(doc, obj); err != nil {
+				return fmt.Errorf("%s: %s %q: %w", path, head.Kind, head.Metadata.Name, err)
+			}
+			out = append(out, manifest{file: path, apiVersion: head.APIVersion, kind: head.Kind, name: head.Metadata.Name, obj: obj})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// splitYAML returns the non-empty documents of a multi-document file.
+func splitYAML(path string) ([][]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	var docs [][]byte
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); errors.Is(err, io.EOF) {
+			return docs, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		b, err := yaml.Marshal(&n)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, b)
+	}
+}
+
+func find[T any](t *testing.T, ms []manifest, kind, name string) T {
+	t.Helper()
+	for _, m := range ms {
+		if m.kind == kind && m.name == name {
+			return m.obj.(T)
+		}
+	}
+	t.Fatalf("no %s %q in deploy/kubernetes", kind, name)
+	var zero T
+	return zero
+}
+
+// flagArg matches a flag in an argument: --name or --name=value.
+var flagArg = regexp.MustCompile(`^--([a-z0-9][a-z0-9-]*)(=|$)`)
+
+// checkFlags fails for every --flag in args that fs does not define or
+// hides (a removed flag kept only to refuse it, such as --gossip-key).
+func checkFlags(t *testing.T, where string, fs *pflag.FlagSet, args []string) {
+	t.Helper()
+	for _, a := range args {
+		m := flagArg.FindStringSubmatch(a)
+		if m == nil {
+			continue
+		}
+		switch f := fs.Lookup(m[1]); {
+		case f == nil:
+			t.Errorf("%s passes --%s, which the command does not have", where, m[1])
+		case f.Hidden:
+			t.Errorf("%s passes --%s, which is removed (hidden, refused)", where, m[1])
+		}
+	}
+}
+
+func TestDeploy_KubernetesManifests(t *testing.T) {
+	ms := loadManifests(t)
+	fs := serverFlagSet(t)
+
+	sts := find[*appsv1.StatefulSet](t, ms, "StatefulSet", "concord")
+	spec := sts.Spec
+	pod := spec.Template.Spec
+	if spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		t.Error("StatefulSet: podManagementPolicy must be Parallel (bootstrap-expect needs every pod started)")
+	}
+	if a := pod.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 0 {
+		t.Error("StatefulSet: no required pod anti-affinity")
+	}
+	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Error("StatefulSet: runAsNonRoot is not set")
+	}
+	if len(spec.VolumeClaimTemplates) == 0 {
+		t.Error("StatefulSet: no data volume claim template")
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("StatefulSet: %d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if len(c.Args) == 0 || c.Args[0] != "server" {
+		t.Fatalf("StatefulSet: container args %v do not run `concord server`", c.Args)
+	}
+	checkFlags(t, "statefulset.yaml", fs, c.Args[1:])
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/v1/ready" {
+		t.Error("StatefulSet: readiness probe is not GET /v1/ready")
+	}
+	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/v1/health" {
+		t.Error("StatefulSet: liveness probe is not GET /v1/health")
+	}
+	ports := map[string]bool{}
+	for _, p := range c.Ports {
+		ports[p.Name] = true
+	}
+	mounted := map[string]bool{}
+	for _, vm := range c.VolumeMounts {
+		mounted[vm.Name] = true
+	}
+	secrets := map[string]bool{}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			secrets[v.Secret.SecretName] = mounted[v.Name]
+		}
+	}
+	for _, s := range []string{"concord-tls", "concord-gossip"} {
+		if !secrets[s] {
+			t.Errorf("StatefulSet: Secret %s is not mounted as files", s)
+		}
+	}
+	for _, e := range c.Env {
+		if secretName.MatchString(strings.ToLower(e.Name)) {
+			t.Errorf("StatefulSet: env %s passes a secret as a value; mount it as a file", e.Name)
+		}
+	}
+
+	peers := find[*corev1.Service](t, ms, "Service", spec.ServiceName)
+	if peers.Spec.ClusterIP != corev1.ClusterIPNone || !peers.Spec.PublishNotReadyAddresses {
+		t.Errorf("Service %s: want headless with publishNotReadyAddresses", spec.ServiceName)
+	}
+	client := find[*corev1.Service](t, ms, "Service", "concord")
+	for _, svc := range []*corev1.Service{peers, client} {
+		for _, p := range svc.Spec.Ports {
+			if !ports[p.TargetPort.StrVal] {
+				t.Errorf("Service %s: targetPort %q is not a container port", svc.Name, p.TargetPort.StrVal)
+			}
+		}
+	}
+	pdb := find[*policyv1.PodDisruptionBudget](t, ms, "PodDisruptionBudget", "concord")
+	for k, v := range pdb.Spec.Selector.MatchLabels {
+		if spec.Template.Labels[k] != v {
+			t.Errorf("PodDisruptionBudget selects %s=%s, which the pods do not carry", k, v)
+		}
+	}
+	sm := find[*monitoringv1.ServiceMonitor](t, ms, "ServiceMonitor", "concord")
+	for _, ep := range sm.Spec.Endpoints {
+		if !slices.ContainsFunc(client.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == ep.Port }) || ep.Path != "/metrics" {
+			t.Errorf("ServiceMonitor endpoint %s%s is not the client Service's /metrics", ep.Port, ep.Path)
+		}
+	}
+
+	cm := find[*corev1.ConfigMap](t, ms, "ConfigMap", "concord-config")
+	if _, err := parseConfig(fs, []byte(cm.Data["concord.yaml"])); err != nil {
+		t.Errorf("configmap.yaml concord.yaml: %v", err)
+	}
+	checkKustomizations(t, ms)
+}
+
+// checkKustomizations requires every resource a kustomization lists to
+// exist, and the base to list every manifest except the optional ones.
+func checkKustomizations(t *testing.T, ms []manifest) {
+	t.Helper()
+	optional := []string{"secrets.example.yaml", "servicemonitor.yaml", "kustomization.yaml"}
+	for _, m := range ms {
+		k, ok := m.obj.(*kustomization)
+		if !ok {
+			continue
+		}
+		dir := filepath.Dir(m.file)
+		for _, r := range k.Resources {
+			if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
+				t.Errorf("%s: resource %s: %v", m.file, r, err)
+			}
+		}
+		if dir != filepath.Join(deployDir, "kubernetes") {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		for _, f := range files {
+			if base := filepath.Base(f); !slices.Contains(optional, base) && !slices.Contains(k.Resources, base) {
+				t.Errorf("%s does not list %s", m.file, base)
+			}
+		}
+	}
+}
+
+func TestDeploy_SystemdAndExampleConfig(t *testing.T) {
+	fs := serverFlagSet(t)
+	unit, err := os.ReadFile(filepath.Join(deployDir, "systemd", "concord.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	sc := bufio.NewScanner(bytes.NewReader(unit))
+	inExec := false
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "ExecStart=") {
+			inExec = true
+		}
+		if inExec {
+			args = append(args, strings.Fields(strings.TrimSuffix(line, "\\"))...)
+			inExec = strings.HasSuffix(line, "\\")
+		}
+	}
+	if !slices.Contains(args, "server") {
+		t.Fatalf("concord.service ExecStart does not run `concord server`: %v", args)
+	}
+	checkFlags(t, "concord.service", fs, args)
+
+	raw, err := os.ReadFile(filepath.Join(deployDir, "concord.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseConfig(fs, raw); err != nil {
+		t.Errorf("concord.example.yaml: %v", err)
+	}
+}
