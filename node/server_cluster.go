@@ -157,7 +157,8 @@ func (s *Server) grpcAdvertise() string {
 func (s *Server) bootstrap(ctx context.Context) error {
 	servers, err := s.store.Configuration(ctx)
 	if err == nil && len(servers) > 0 {
-		return s.membership.SetBootstrapped(ctx) // existing cluster: never bootstrap again
+		s.advertiseBootstrapped(ctx) // existing cluster: never bootstrap again
+		return nil
 	}
 	switch {
 	case s.cfg.Bootstrap:
@@ -182,7 +183,18 @@ func (s *Server) bootstrap(ctx context.Context) error {
 	default:
 		return nil // joining an existing cluster: the leader's reconciler adds us
 	}
-	return s.membership.SetBootstrapped(ctx)
+	s.advertiseBootstrapped(ctx)
+	return nil
+}
+
+// advertiseBootstrapped tells gossip that this node has Raft state. Waiting
+// for the broadcast can time out while peers are down (a restart during an
+// outage); the flag is already in the local meta and spreads with the next
+// gossip rounds, so that is a warning, not a failed start.
+func (s *Server) advertiseBootstrapped(ctx context.Context) {
+	if err := s.membership.SetBootstrapped(ctx); err != nil {
+		s.log.Warn("bootstrapped flag not yet acknowledged by gossip; it spreads with the next rounds", "err", err)
+	}
 }
 
 func splitHostPort(addr string) (string, int, error) {
