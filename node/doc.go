@@ -19,6 +19,8 @@
 // Code that runs on the other side of a MAP connection lives under
 // node/client/: mapclient (a Go MAP client), stdio (the `concord stdio`
 // bridge from a subprocess's NDJSON to a node's WebSocket), agentbridge
-// (`concord agent`) and argueclient (`concord argue`). They may import the
-// server-side packages' wire types; no server-side package imports them.
+// (`concord agent`), argueclient (`concord argue`) and admin (typed clients
+// of the operator gRPC services for `concord members|raft|keyring|federation|acl`,
+// so cmd never imports proto). They may import the server-side packages'
+// wire types; no server-side package imports them.
 package node

@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 
-	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/node/client/admin"
 )
 
 // newACLCmd is `concord acl token create|list|revoke`: MAP API keys,
@@ -23,16 +22,9 @@ func newACLCmd() *cobra.Command {
 	return aclCmd
 }
 
-func aclCall(ctx context.Context, f *adminFlags, fn func(context.Context, concordv1.AclAdminClient) error) error {
-	return f.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
-		return fn(ctx, concordv1.NewAclAdminClient(cc))
-	})
-}
-
 func newTokenCreateCmd() *cobra.Command {
 	var f adminFlags
-	var req concordv1.AclCreateTokenRequest
-	var ttl time.Duration
+	var spec admin.KeySpec
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create an API key; its secret is printed once",
@@ -44,29 +36,28 @@ stdout: only its hash is stored. Connect with
   concord acl token create --participant ops --types system --description "operator console"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if ttl < 0 {
+			if spec.TTL < 0 {
 				return fmt.Errorf("--ttl must be >= 0")
 			}
-			req.TtlSeconds = int64(ttl / time.Second)
-			return aclCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.AclAdminClient) error {
-				res, err := c.CreateToken(ctx, &req)
+			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				key, secret, err := c.CreateAPIKey(ctx, spec)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "created API key %s for participant %s (%s)\n",
-					res.GetKey().GetId(), res.GetKey().GetParticipantIdPattern(), strings.Join(res.GetKey().GetParticipantTypes(), ","))
-				_, err = fmt.Fprintln(cmd.OutOrStdout(), res.GetToken())
+					key.ID, key.Participant, strings.Join(key.Types, ","))
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), secret)
 				return err
 			})
 		},
 	}
 	f.register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&req.ParticipantIdPattern, "participant", "", `participant id the key connects as: an id, a prefix ending in "*", or "*" (required)`)
-	fl.StringSliceVar(&req.ParticipantTypes, "types", []string{"agent"}, "participant types allowed: agent, client, system, gateway")
-	fl.StringSliceVar(&req.Capabilities, "capability", nil, `capability flags allowed (e.g. messaging.canSend,lifecycle.canStop); default: the type's defaults`)
-	fl.StringVar(&req.Description, "description", "", "note shown by list")
-	fl.DurationVar(&ttl, "ttl", 0, "expire the key after this long (0: never)")
+	fl.StringVar(&spec.Participant, "participant", "", `participant id the key connects as: an id, a prefix ending in "*", or "*" (required)`)
+	fl.StringSliceVar(&spec.Types, "types", []string{"agent"}, "participant types allowed: agent, client, system, gateway")
+	fl.StringSliceVar(&spec.Capabilities, "capability", nil, `capability flags allowed (e.g. messaging.canSend,lifecycle.canStop); default: the type's defaults`)
+	fl.StringVar(&spec.Description, "description", "", "note shown by list")
+	fl.DurationVar(&spec.TTL, "ttl", 0, "expire the key after this long (0: never)")
 	_ = cmd.MarkFlagRequired("participant")
 	return cmd
 }
@@ -78,25 +69,24 @@ func newTokenListCmd() *cobra.Command {
 		Short: "List API keys (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return aclCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.AclAdminClient) error {
-				res, err := c.ListTokens(ctx, &concordv1.AclListTokensRequest{})
+			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				keys, err := c.ListAPIKeys(ctx)
 				if err != nil {
 					return err
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tPARTICIPANT\tTYPES\tCAPABILITIES\tCREATED\tEXPIRES\tDESCRIPTION")
-				for _, k := range res.GetKeys() {
-					caps := strings.Join(k.GetCapabilities(), ",")
+				for _, k := range keys {
+					caps := strings.Join(k.Capabilities, ",")
 					if caps == "" {
 						caps = "(type defaults)"
 					}
 					exp := "never"
-					if k.GetExpiresMs() > 0 {
-						exp = time.UnixMilli(k.GetExpiresMs()).UTC().Format(time.RFC3339)
+					if !k.Expires.IsZero() {
+						exp = k.Expires.Format(time.RFC3339)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.GetId(), k.GetParticipantIdPattern(),
-						strings.Join(k.GetParticipantTypes(), ","), caps,
-						time.UnixMilli(k.GetCreatedMs()).UTC().Format(time.RFC3339), exp, k.GetDescription())
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Participant,
+						strings.Join(k.Types, ","), caps, k.Created.Format(time.RFC3339), exp, k.Description)
 				}
 				return tw.Flush()
 			})
@@ -113,8 +103,8 @@ func newTokenRevokeCmd() *cobra.Command {
 		Short: "Revoke an API key: new connects with it fail",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return aclCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.AclAdminClient) error {
-				if _, err := c.RevokeToken(ctx, &concordv1.AclRevokeTokenRequest{Id: args[0]}); err != nil {
+			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				if err := c.RevokeAPIKey(ctx, args[0]); err != nil {
 					return err
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "revoked API key %s\n", args[0])

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node"
-	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 func TestServerFlags_Auth(t *testing.T) {
@@ -121,12 +120,16 @@ func TestClientCredentialFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = srv.Shutdown(context.Background()) }()
-	key, err := srv.ACLAdmin().CreateToken(ctx, &concordv1.AclCreateTokenRequest{ParticipantIdPattern: "*", ParticipantTypes: []string{"client"}})
-	if err != nil {
+	create := newRootCmd()
+	var key bytes.Buffer
+	create.SetOut(&key)
+	create.SetErr(io.Discard)
+	create.SetArgs([]string{"acl", "token", "create", "--participant", "*", "--types", "client", "--addr", srv.GRPCAddr()})
+	if err := create.ExecuteContext(ctx); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "key")
-	if err := os.WriteFile(file, []byte(key.GetToken()+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, key.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	run := func(args ...string) error {

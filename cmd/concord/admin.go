@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,8 +15,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/concordmap/concord/node/client/admin"
 	"github.com/concordmap/concord/node/cluster"
-	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 // adminFlags locate the node an operator command talks to (its gRPC port).
@@ -33,10 +32,10 @@ func (f *adminFlags) register(cmd *cobra.Command) {
 	f.tls.bind(cmd.Flags())
 }
 
-// call runs fn against the node's Cluster service (see callConn).
-func (f *adminFlags) call(ctx context.Context, fn func(context.Context, concordv1.ClusterClient) error) error {
+// call runs fn with an admin client of the node (see callConn).
+func (f *adminFlags) call(ctx context.Context, fn func(context.Context, *admin.Client) error) error {
 	return f.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
-		return fn(ctx, concordv1.NewClusterClient(cc))
+		return fn(ctx, admin.New(cc))
 	})
 }
 
@@ -81,12 +80,12 @@ func newMembersCmd() *cobra.Command {
 		Short: "List the gossip members of the system as one node sees them",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return f.call(cmd.Context(), func(ctx context.Context, c concordv1.ClusterClient) error {
-				res, err := c.Members(ctx, &concordv1.MembersRequest{})
+			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				ms, err := c.Members(ctx)
 				if err != nil {
 					return err
 				}
-				return printMembers(cmd.OutOrStdout(), res.GetMembers())
+				return printMembers(cmd.OutOrStdout(), ms)
 			})
 		},
 	}
@@ -94,13 +93,11 @@ func newMembersCmd() *cobra.Command {
 	return cmd
 }
 
-func printMembers(w io.Writer, ms []*concordv1.ClusterMember) error {
+func printMembers(w io.Writer, ms []admin.Member) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATUS\tGOSSIP\tHTTP\tGRPC\tRAFT\tVERSION")
 	for _, m := range ms {
-		status := strings.ToLower(strings.TrimPrefix(m.GetStatus().String(), "MEMBER_STATUS_"))
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.GetId(), status, m.GetGossipAddress(),
-			m.GetHttpAddress(), m.GetGrpcAddress(), m.GetRaftAddress(), m.GetVersion())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Status, m.Gossip, m.HTTP, m.GRPC, m.Raft, m.Version)
 	}
 	return tw.Flush()
 }
@@ -113,16 +110,15 @@ func newRaftCmd() *cobra.Command {
 		Short: "List the Raft servers, their suffrage and the leader",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return peers.call(cmd.Context(), func(ctx context.Context, c concordv1.ClusterClient) error {
-				res, err := c.RaftPeers(ctx, &concordv1.RaftPeersRequest{})
+			return peers.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				ps, err := c.RaftPeers(ctx)
 				if err != nil {
 					return err
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NODE\tADDRESS\tSUFFRAGE\tLEADER")
-				for _, p := range res.GetPeers() {
-					suffrage := strings.ToLower(strings.TrimPrefix(p.GetSuffrage().String(), "RAFT_SUFFRAGE_"))
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", p.GetId(), p.GetAddress(), suffrage, p.GetLeader())
+				for _, p := range ps {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", p.ID, p.Address, p.Suffrage, p.Leader)
 				}
 				return tw.Flush()
 			})
@@ -142,8 +138,8 @@ leave. --force removes it while it runs and keeps it out of Raft until it
 leaves, dies or rejoins at another address.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return remove.call(cmd.Context(), func(ctx context.Context, c concordv1.ClusterClient) error {
-				if _, err := c.RemovePeer(ctx, &concordv1.RemovePeerRequest{Id: args[0], Force: force}); err != nil {
+			return remove.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				if err := c.RemovePeer(ctx, args[0], force); err != nil {
 					return err
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "removed %s from the raft configuration\n", args[0])

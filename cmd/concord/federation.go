@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 
-	"github.com/concordmap/concord/node"
-	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/node/client/admin"
 )
 
 // newFederationCmd groups `concord federation token|link|list|status|unlink`,
@@ -26,12 +24,6 @@ func newFederationCmd() *cobra.Command {
 	}
 	cmd.AddCommand(newFedTokenCmd(), newFedLinkCmd(), newFedListCmd("list", false), newFedListCmd("status", true), newFedUnlinkCmd())
 	return cmd
-}
-
-func fedCall(ctx context.Context, f *adminFlags, fn func(context.Context, concordv1.FederationClient) error) error {
-	return f.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
-		return fn(ctx, concordv1.NewFederationClient(cc))
-	})
 }
 
 // policyFlags are a link's export/import policies and transitive switch.
@@ -56,48 +48,27 @@ func (p *policyFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&p.overflow, "buffer-overflow", "drop-oldest", "full buffer: drop-oldest, drop-newest or reject-new")
 }
 
-// overflows maps --buffer-overflow values to the policy enum.
-var overflows = map[string]concordv1.FedOverflow{
-	"drop-oldest": concordv1.FedOverflow_FED_OVERFLOW_DROP_OLDEST,
-	"drop-newest": concordv1.FedOverflow_FED_OVERFLOW_DROP_NEWEST,
-	"reject-new":  concordv1.FedOverflow_FED_OVERFLOW_REJECT_NEW,
-}
-
-func overflowName(o concordv1.FedOverflow) string {
-	for k, v := range overflows {
-		if v == o {
-			return k
-		}
-	}
-	return "default"
-}
-
 // buffer is the outage buffer policy the flags describe.
-func (p *policyFlags) buffer() (*concordv1.FedBufferPolicy, error) {
-	ov, ok := overflows[p.overflow]
-	if !ok {
-		return nil, fmt.Errorf("--buffer-overflow %q: want drop-oldest, drop-newest or reject-new", p.overflow)
+func (p *policyFlags) buffer() (admin.Buffer, error) {
+	if !admin.ValidOverflow(p.overflow) {
+		return admin.Buffer{}, fmt.Errorf("--buffer-overflow %q: want drop-oldest, drop-newest or reject-new", p.overflow)
 	}
 	if p.bufMsgs == 0 || p.bufBytes == 0 || p.bufAge <= 0 {
-		return nil, fmt.Errorf("--buffer-messages, --buffer-bytes and --buffer-age must be > 0")
+		return admin.Buffer{}, fmt.Errorf("--buffer-messages, --buffer-bytes and --buffer-age must be > 0")
 	}
-	return &concordv1.FedBufferPolicy{MaxMessages: p.bufMsgs, MaxBytes: p.bufBytes, MaxAgeMs: p.bufAge.Milliseconds(), Overflow: ov}, nil
+	return admin.Buffer{MaxMessages: p.bufMsgs, MaxBytes: p.bufBytes, MaxAge: p.bufAge, Overflow: p.overflow}, nil
 }
 
-// settings are a link's policies as the flags describe them.
-type settings struct {
-	exp, imp *concordv1.FedPolicy
-	buf      *concordv1.FedBufferPolicy
-}
-
-func (p *policyFlags) parse() (st settings, err error) {
-	if st.exp, err = node.ParseFederationPolicy(p.export); err != nil {
+// parse returns the link settings the flags describe.
+func (p *policyFlags) parse() (st admin.LinkSettings, err error) {
+	if st.Export, err = admin.ParsePolicy(p.export); err != nil {
 		return st, fmt.Errorf("--export: %w", err)
 	}
-	if st.imp, err = node.ParseFederationPolicy(p.imp); err != nil {
+	if st.Import, err = admin.ParsePolicy(p.imp); err != nil {
 		return st, fmt.Errorf("--import: %w", err)
 	}
-	st.buf, err = p.buffer()
+	st.Transitive, st.MaxHops = p.transitive, p.maxHops
+	st.Buffer, err = p.buffer()
 	return st, err
 }
 
@@ -117,13 +88,12 @@ func newFedTokenCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
-				res, err := c.CreateToken(ctx, &concordv1.CreateTokenRequest{PeerSystemId: peer, TtlMs: ttl.Milliseconds(),
-					Export: st.exp, Import: st.imp, Transitive: p.transitive, Buffer: st.buf, MaxHops: p.maxHops})
+			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				token, err := c.CreatePeeringToken(ctx, peer, ttl, st)
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintln(cmd.OutOrStdout(), res.GetToken())
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), token)
 				return err
 			})
 		},
@@ -151,14 +121,12 @@ func newFedLinkCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
-				res, err := c.CreateLink(ctx, &concordv1.CreateLinkRequest{Token: strings.TrimSpace(token),
-					Export: st.exp, Import: st.imp, Transitive: p.transitive, MaxHops: p.maxHops, Buffer: st.buf})
+			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				l, err := c.CreateLink(ctx, strings.TrimSpace(token), st)
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "linked to %s (%s)\n", res.GetLink().GetPeerSystemId(),
-					strings.Join(res.GetLink().GetPeerAddrs(), ","))
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "linked to %s (%s)\n", l.PeerSystemID, strings.Join(l.PeerAddrs, ","))
 				return err
 			})
 		},
@@ -181,8 +149,8 @@ func newFedListCmd(use string, detail bool) *cobra.Command {
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
-				res, err := c.ListLinks(ctx, &concordv1.ListLinksRequest{})
+			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				res, err := c.ListLinks(ctx)
 				if err != nil {
 					return err
 				}
@@ -194,26 +162,25 @@ func newFedListCmd(use string, detail bool) *cobra.Command {
 	return cmd
 }
 
-func printLinks(w io.Writer, res *concordv1.ListLinksResponse, detail bool) error {
+func printLinks(w io.Writer, res admin.Links, detail bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if detail {
-		fmt.Fprintf(tw, "# system %s, node %s\n", res.GetSystemId(), res.GetNodeId())
+		fmt.Fprintf(tw, "# system %s, node %s\n", res.SystemID, res.NodeID)
 		fmt.Fprintln(tw, "PEER\tSTATE\tSTREAMS\tSERVER\tRTT\tQUEUE\tSENT\tRECEIVED\tDROPPED\tRECONNECTS\tIMPORTED")
 	} else {
 		fmt.Fprintln(tw, "PEER\tSERVERS\tEXPORT\tIMPORT\tTRANSITIVE\tMAX_HOPS\tBUFFER\tTLS")
 	}
-	for _, st := range res.GetLinks() {
-		l := st.GetLink()
+	for _, st := range res.Links {
 		if detail {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d (%d B)\t%d\t%d\t%d\t%d\t%d agents (v%d)\n", l.GetPeerSystemId(), st.GetState(),
-				st.GetStreamsUp(), st.GetConnectedTo(), time.Duration(st.GetRttUs())*time.Microsecond, st.GetQueueDepth(),
-				st.GetQueueBytes(), st.GetSent(), st.GetReceived(), st.GetDropped(), st.GetReconnects(), st.GetImportedAgents(), st.GetImportedVersion())
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d (%d B)\t%d\t%d\t%d\t%d\t%d agents (v%d)\n", st.PeerSystemID, st.State,
+				st.StreamsUp, st.ConnectedTo, st.RTT, st.QueueDepth,
+				st.QueueBytes, st.Sent, st.Received, st.Dropped, st.Reconnects, st.ImportedAgents, st.ImportedVersion)
 			continue
 		}
-		b := l.GetBuffer()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d msgs/%d B/%v %s\t%v\n", l.GetPeerSystemId(), strings.Join(l.GetPeerAddrs(), ","),
-			node.FormatFederationPolicy(l.GetExport()), node.FormatFederationPolicy(l.GetImport()), l.GetTransitive(), l.GetMaxHops(),
-			b.GetMaxMessages(), b.GetMaxBytes(), time.Duration(b.GetMaxAgeMs())*time.Millisecond, overflowName(b.GetOverflow()), len(l.GetPeerCaPem()) > 0)
+		b := st.Buffer
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d msgs/%d B/%v %s\t%v\n", st.PeerSystemID, strings.Join(st.PeerAddrs, ","),
+			st.Export, st.Import, st.Transitive, st.MaxHops,
+			b.MaxMessages, b.MaxBytes, b.MaxAge, b.Overflow, st.HasPeerCA)
 	}
 	return tw.Flush()
 }
@@ -225,16 +192,16 @@ func newFedUnlinkCmd() *cobra.Command {
 		Short: "Remove the link to a system (and its imported directory) on this side",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fedCall(cmd.Context(), &f, func(ctx context.Context, c concordv1.FederationClient) error {
-				res, err := c.Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: args[0]})
+			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				res, err := c.Unlink(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				if res.GetPeerNotified() {
+				if res.PeerNotified {
 					_, err = fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s (it removed its side too)\n", args[0])
 				} else {
 					_, err = fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s here; %s was not reached (%s): unlink there too\n",
-						args[0], args[0], res.GetPeerError())
+						args[0], args[0], res.PeerError)
 				}
 				return err
 			})

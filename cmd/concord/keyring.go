@@ -9,10 +9,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 
+	"github.com/concordmap/concord/node/client/admin"
 	"github.com/concordmap/concord/node/membership"
-	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 // errNotEverywhere is returned when a keyring change did not reach every
@@ -44,12 +43,12 @@ step misses it: see README, "Rotating the gossip key".`,
 		Short: "List every node's installed keys by fingerprint",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return list.callConn(cmd.Context(), func(ctx context.Context, cc grpc.ClientConnInterface) error {
-				res, err := concordv1.NewAdminClient(cc).KeyringList(ctx, &concordv1.KeyringListRequest{})
+			return list.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				nodes, err := c.KeyringList(ctx)
 				if err != nil {
 					return err
 				}
-				return printKeyrings(cmd.OutOrStdout(), res.GetNodes())
+				return printKeyrings(cmd.OutOrStdout(), nodes)
 			})
 		},
 	}
@@ -66,12 +65,12 @@ step misses it: see README, "Rotating the gossip key".`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "installing key %s\n", membership.KeyFingerprint(key))
-			return install.callConn(cmd.Context(), func(ctx context.Context, cc grpc.ClientConnInterface) error {
-				res, err := concordv1.NewAdminClient(cc).KeyringInstall(ctx, &concordv1.KeyringInstallRequest{Key: key})
+			return install.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				nodes, err := c.KeyringInstall(ctx, key)
 				if err != nil {
 					return err
 				}
-				return printResults(cmd.OutOrStdout(), res.GetNodes())
+				return printResults(cmd.OutOrStdout(), nodes)
 			})
 		},
 	}
@@ -84,12 +83,12 @@ step misses it: see README, "Rotating the gossip key".`,
 		Short: "Make an installed key the primary (encrypting) key on every node",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return use.callConn(cmd.Context(), func(ctx context.Context, cc grpc.ClientConnInterface) error {
-				res, err := concordv1.NewAdminClient(cc).KeyringUse(ctx, &concordv1.KeyringUseRequest{Fingerprint: args[0]})
+			return use.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				nodes, err := c.KeyringUse(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				return printResults(cmd.OutOrStdout(), res.GetNodes())
+				return printResults(cmd.OutOrStdout(), nodes)
 			})
 		},
 	}
@@ -100,12 +99,12 @@ step misses it: see README, "Rotating the gossip key".`,
 		Short: "Remove a key that is not primary from every node",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return remove.callConn(cmd.Context(), func(ctx context.Context, cc grpc.ClientConnInterface) error {
-				res, err := concordv1.NewAdminClient(cc).KeyringRemove(ctx, &concordv1.KeyringRemoveRequest{Fingerprint: args[0]})
+			return remove.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				nodes, err := c.KeyringRemove(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				return printResults(cmd.OutOrStdout(), res.GetNodes())
+				return printResults(cmd.OutOrStdout(), nodes)
 			})
 		},
 	}
@@ -129,18 +128,18 @@ func readKeyFile(path string, stdin io.Reader) ([]byte, error) {
 	return decodeKey(string(b), "--gossip-key-file")
 }
 
-func printKeyrings(w io.Writer, nodes []*concordv1.NodeKeyring) error {
+func printKeyrings(w io.Writer, nodes []admin.NodeKeyring) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tKEY\tPRIMARY\tERROR")
 	failed := false
 	for _, n := range nodes {
-		if n.GetError() != "" {
+		if n.Error != "" {
 			failed = true
-			fmt.Fprintf(tw, "%s\t-\t-\t%s\n", n.GetNodeId(), n.GetError())
+			fmt.Fprintf(tw, "%s\t-\t-\t%s\n", n.NodeID, n.Error)
 			continue
 		}
-		for _, k := range n.GetKeys() {
-			fmt.Fprintf(tw, "%s\t%s\t%v\t\n", n.GetNodeId(), k.GetFingerprint(), k.GetPrimary())
+		for _, k := range n.Keys {
+			fmt.Fprintf(tw, "%s\t%s\t%v\t\n", n.NodeID, k.Fingerprint, k.Primary)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -152,16 +151,16 @@ func printKeyrings(w io.Writer, nodes []*concordv1.NodeKeyring) error {
 	return nil
 }
 
-func printResults(w io.Writer, nodes []*concordv1.KeyringNodeResult) error {
+func printResults(w io.Writer, nodes []admin.NodeResult) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tRESULT")
 	failed := false
 	for _, n := range nodes {
 		result := "ok"
-		if n.GetError() != "" {
-			failed, result = true, n.GetError()
+		if n.Error != "" {
+			failed, result = true, n.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", n.GetNodeId(), result)
+		fmt.Fprintf(tw, "%s\t%s\n", n.NodeID, result)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

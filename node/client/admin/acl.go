@@ -1,0 +1,67 @@
+package admin
+
+import (
+	"context"
+	"time"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// KeySpec describes an API key to create.
+type KeySpec struct {
+	Participant  string   // participant id pattern: an id, "prefix*" or "*"
+	Types        []string // participant types allowed
+	Capabilities []string // empty: the type's defaults
+	Description  string
+	TTL          time.Duration // 0: never expires; whole seconds
+}
+
+// APIKey is a stored API key (never its secret).
+type APIKey struct {
+	ID, Participant string
+	Types           []string
+	Capabilities    []string
+	Description     string
+	Created         time.Time
+	Expires         time.Time // zero: never
+}
+
+// CreateAPIKey creates an API key and returns it with its secret, which is
+// shown only this once.
+func (c *Client) CreateAPIKey(ctx context.Context, s KeySpec) (APIKey, string, error) {
+	res, err := c.acl.CreateToken(ctx, &concordv1.AclCreateTokenRequest{ParticipantIdPattern: s.Participant,
+		ParticipantTypes: s.Types, Capabilities: s.Capabilities, Description: s.Description,
+		TtlSeconds: int64(s.TTL / time.Second)})
+	if err != nil {
+		return APIKey{}, "", err
+	}
+	return apiKey(res.GetKey()), res.GetToken(), nil
+}
+
+// ListAPIKeys lists the API keys.
+func (c *Client) ListAPIKeys(ctx context.Context) ([]APIKey, error) {
+	res, err := c.acl.ListTokens(ctx, &concordv1.AclListTokensRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]APIKey, 0, len(res.GetKeys()))
+	for _, k := range res.GetKeys() {
+		out = append(out, apiKey(k))
+	}
+	return out, nil
+}
+
+// RevokeAPIKey revokes the API key id.
+func (c *Client) RevokeAPIKey(ctx context.Context, id string) error {
+	_, err := c.acl.RevokeToken(ctx, &concordv1.AclRevokeTokenRequest{Id: id})
+	return err
+}
+
+func apiKey(k *concordv1.ApiKey) APIKey {
+	out := APIKey{ID: k.GetId(), Participant: k.GetParticipantIdPattern(), Types: k.GetParticipantTypes(),
+		Capabilities: k.GetCapabilities(), Description: k.GetDescription(), Created: time.UnixMilli(k.GetCreatedMs()).UTC()}
+	if k.GetExpiresMs() > 0 {
+		out.Expires = time.UnixMilli(k.GetExpiresMs()).UTC()
+	}
+	return out
+}

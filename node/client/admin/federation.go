@@ -1,0 +1,173 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/concordmap/concord/federation"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// Policy is a link's export or import policy (none, all, role:R, name:GLOB,
+// tag:T). The zero Policy is unset: the node applies its default.
+type Policy struct{ p *concordv1.FedPolicy }
+
+// ParsePolicy parses the text form of a policy.
+func ParsePolicy(s string) (Policy, error) {
+	p, err := federation.ParsePolicy(s)
+	return Policy{p}, err
+}
+
+// String is the text form ParsePolicy reads.
+func (p Policy) String() string { return federation.FormatPolicy(p.p) }
+
+// Overflow names what a full outage buffer does.
+const (
+	DropOldest = "drop-oldest"
+	DropNewest = "drop-newest"
+	RejectNew  = "reject-new"
+)
+
+var overflows = map[string]concordv1.FedOverflow{
+	DropOldest: concordv1.FedOverflow_FED_OVERFLOW_DROP_OLDEST,
+	DropNewest: concordv1.FedOverflow_FED_OVERFLOW_DROP_NEWEST,
+	RejectNew:  concordv1.FedOverflow_FED_OVERFLOW_REJECT_NEW,
+}
+
+// ValidOverflow reports whether name is DropOldest, DropNewest or RejectNew.
+func ValidOverflow(name string) bool { _, ok := overflows[name]; return ok }
+
+// overflowName is the name of o, "default" when unset or unknown.
+func overflowName(o concordv1.FedOverflow) string {
+	for k, v := range overflows {
+		if v == o {
+			return k
+		}
+	}
+	return "default"
+}
+
+// Buffer is a link's outage buffer policy, per node.
+type Buffer struct {
+	MaxMessages uint32
+	MaxBytes    uint64
+	MaxAge      time.Duration // whole milliseconds on the wire
+	Overflow    string        // DropOldest, DropNewest, RejectNew; "default" when read back unset
+}
+
+func (b Buffer) proto() (*concordv1.FedBufferPolicy, error) {
+	ov, ok := overflows[b.Overflow]
+	if !ok {
+		return nil, fmt.Errorf("buffer overflow %q: want drop-oldest, drop-newest or reject-new", b.Overflow)
+	}
+	return &concordv1.FedBufferPolicy{MaxMessages: b.MaxMessages, MaxBytes: b.MaxBytes,
+		MaxAgeMs: b.MaxAge.Milliseconds(), Overflow: ov}, nil
+}
+
+// LinkSettings are the policies one side sets for a link.
+type LinkSettings struct {
+	Export, Import Policy
+	Transitive     bool   // let messages cross the link on their way to a third system
+	MaxHops        uint32 // hop bound of envelopes this system originates
+	Buffer         Buffer
+}
+
+// Link is a link between this system and a peer system.
+type Link struct {
+	PeerSystemID string
+	PeerAddrs    []string
+	LinkSettings
+	HasPeerCA bool // the peer's CA is pinned: the link uses TLS
+}
+
+// LinkStatus is a link as one node sees it.
+type LinkStatus struct {
+	Link
+	State               string
+	StreamsUp           uint32
+	ConnectedTo         string
+	RTT                 time.Duration
+	QueueDepth          uint32
+	QueueBytes          uint64
+	Sent, Received      uint64
+	Dropped, Reconnects uint64
+	ImportedAgents      uint32
+	ImportedVersion     uint64
+}
+
+// Links is the answer of ListLinks: the links and who answered.
+type Links struct {
+	SystemID, NodeID string
+	Links            []LinkStatus
+}
+
+// CreatePeeringToken issues a one-time peering token for peerSystemID, redeemable
+// for ttl.
+func (c *Client) CreatePeeringToken(ctx context.Context, peerSystemID string, ttl time.Duration, s LinkSettings) (string, error) {
+	buf, err := s.Buffer.proto()
+	if err != nil {
+		return "", err
+	}
+	res, err := c.fed.CreateToken(ctx, &concordv1.CreateTokenRequest{PeerSystemId: peerSystemID, TtlMs: ttl.Milliseconds(),
+		Export: s.Export.p, Import: s.Import.p, Transitive: s.Transitive, Buffer: buf, MaxHops: s.MaxHops})
+	if err != nil {
+		return "", err
+	}
+	return res.GetToken(), nil
+}
+
+// CreateLink redeems a peering token and returns the new link.
+func (c *Client) CreateLink(ctx context.Context, token string, s LinkSettings) (Link, error) {
+	buf, err := s.Buffer.proto()
+	if err != nil {
+		return Link{}, err
+	}
+	res, err := c.fed.CreateLink(ctx, &concordv1.CreateLinkRequest{Token: token,
+		Export: s.Export.p, Import: s.Import.p, Transitive: s.Transitive, MaxHops: s.MaxHops, Buffer: buf})
+	if err != nil {
+		return Link{}, err
+	}
+	return link(res.GetLink()), nil
+}
+
+// ListLinks lists this system's links as the node sees them.
+func (c *Client) ListLinks(ctx context.Context) (Links, error) {
+	res, err := c.fed.ListLinks(ctx, &concordv1.ListLinksRequest{})
+	if err != nil {
+		return Links{}, err
+	}
+	out := Links{SystemID: res.GetSystemId(), NodeID: res.GetNodeId(), Links: make([]LinkStatus, 0, len(res.GetLinks()))}
+	for _, st := range res.GetLinks() {
+		out.Links = append(out.Links, LinkStatus{Link: link(st.GetLink()), State: st.GetState(), StreamsUp: st.GetStreamsUp(),
+			ConnectedTo: st.GetConnectedTo(), RTT: time.Duration(st.GetRttUs()) * time.Microsecond,
+			QueueDepth: st.GetQueueDepth(), QueueBytes: st.GetQueueBytes(), Sent: st.GetSent(), Received: st.GetReceived(),
+			Dropped: st.GetDropped(), Reconnects: st.GetReconnects(), ImportedAgents: st.GetImportedAgents(),
+			ImportedVersion: st.GetImportedVersion()})
+	}
+	return out, nil
+}
+
+// Unlinked is the answer of Unlink: whether the peer removed its side too.
+type Unlinked struct {
+	PeerNotified bool
+	PeerError    string // why the peer was not reached
+}
+
+// Unlink removes the link to peerSystemID on this side and tells the peer.
+func (c *Client) Unlink(ctx context.Context, peerSystemID string) (Unlinked, error) {
+	res, err := c.fed.Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: peerSystemID})
+	if err != nil {
+		return Unlinked{}, err
+	}
+	return Unlinked{PeerNotified: res.GetPeerNotified(), PeerError: res.GetPeerError()}, nil
+}
+
+func link(l *concordv1.FedLink) Link {
+	b := l.GetBuffer()
+	return Link{PeerSystemID: l.GetPeerSystemId(), PeerAddrs: l.GetPeerAddrs(), HasPeerCA: len(l.GetPeerCaPem()) > 0,
+		LinkSettings: LinkSettings{Export: Policy{l.GetExport()}, Import: Policy{l.GetImport()},
+			Transitive: l.GetTransitive(), MaxHops: l.GetMaxHops(),
+			Buffer: Buffer{MaxMessages: b.GetMaxMessages(), MaxBytes: b.GetMaxBytes(),
+				MaxAge: time.Duration(b.GetMaxAgeMs()) * time.Millisecond, Overflow: overflowName(b.GetOverflow())}}}
+}
