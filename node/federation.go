@@ -181,13 +181,6 @@ func (l *lateFederation) Send(msg federation.Message, done func(federation.Outco
 // Federation exposes the federation manager (status, tests).
 func (s *Server) Federation() *federation.Manager { return s.fed }
 
-// ParseFederationPolicy reads a link policy as the CLI takes it: none,
-// all, role:R, name:GLOB or tag:T (re-exported: cmd imports node only).
-func ParseFederationPolicy(s string) (*concordv1.FedPolicy, error) { return federation.ParsePolicy(s) }
-
-// FormatFederationPolicy is ParseFederationPolicy's inverse.
-func FormatFederationPolicy(p *concordv1.FedPolicy) string { return federation.FormatPolicy(p) }
-
 // remoteAgents lists agents imported from linked systems as registry
 // agents with remote ids, for map/agents/list (mapsvc.Config.RemoteAgents).
 func (s *Server) remoteAgents(systems []string) []registry.Agent {
