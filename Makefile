@@ -91,7 +91,7 @@ cluster: build cluster-tls ## start a local 3-node cluster in the background, TL
 	    --http-addr 127.0.0.1:$${p}0 --grpc-addr 127.0.0.1:$${p}1 --raft-addr 127.0.0.1:$${p}2 --gossip-addr 127.0.0.1:$${p}3 \
 	    --join 127.0.0.1:7703,127.0.0.1:7713,127.0.0.1:7723 --bootstrap-expect 3 \
 	    --tls-ca-file $(TLS_DIR)/local-ca.pem --tls-cert-file $(TLS_DIR)/local-server-node$$i.pem --tls-key-file $(TLS_DIR)/local-server-node$$i-key.pem \
-	    --gossip-key-file .data/gossip.key --allow-anonymous agent,client > .data/node$$i/log 2>&1 & echo $$! > .data/node$$i/pid; \
+	    --gossip-key-file .data/gossip.key --allow-anonymous agent,client --http-open-reads > .data/node$$i/log 2>&1 & echo $$! > .data/node$$i/pid; \
 	done
 	@for i in $(CLUSTER_NODES); do p=77$$(( i - 1 )); \
 	  for t in $$(seq 1 100); do curl -fsS --cacert $(TLS_DIR)/local-ca.pem https://127.0.0.1:$${p}0/v1/ready >/dev/null 2>&1 && break; sleep 0.2; done; \

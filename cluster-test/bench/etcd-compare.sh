@@ -119,10 +119,10 @@ start_concord() {
 	for i in 1 2 3; do join+="127.0.0.1:$((CONCORD_PORT_BASE + 10 * (i - 1) + 3)),"; done
 	for i in 1 2 3; do
 		local p=$((CONCORD_PORT_BASE + 10 * (i - 1)))
-		"$WORK/concord" server --node-id "node$i" --system-id bench --data-dir "$WORK/concord$i" \
+		CONCORD_GOSSIP_KEY="$key" "$WORK/concord" server --node-id "node$i" --system-id bench --data-dir "$WORK/concord$i" \
 			--http-addr "127.0.0.1:$p" --grpc-addr "127.0.0.1:$((p + 1))" \
 			--raft-addr "127.0.0.1:$((p + 2))" --gossip-addr "127.0.0.1:$((p + 3))" \
-			--join "${join%,}" --bootstrap-expect 3 --gossip-key "$key" --insecure \
+			--join "${join%,}" --bootstrap-expect 3 --insecure --http-open-reads --allow-anonymous agent,client \
 			>"$WORK/concord$i.log" 2>&1 &
 		PIDS+=($!)
 	done

@@ -69,12 +69,14 @@ func TestBench_JSONSummaries(t *testing.T) {
 }
 
 // TestBench_OverTLS: against a TLS node, the bench connects with wss://
-// and reads the node's memory over https, verifying with --ca-file.
+// and reads the node's memory over https, verifying with --ca-file and
+// presenting an operator certificate (/v1/status needs a credential).
 func TestBench_OverTLS(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"tls", "ca", "create", "--system-id", "sys", "--dir", dir},
 		{"tls", "cert", "create", "--server", "--system-id", "sys", "--node-id", "n1", "--dir", dir},
+		{"tls", "cert", "create", "--client", "--system-id", "sys", "--name", "ops", "--dir", dir},
 	} {
 		if out, err := execRoot(t, args...); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out)
@@ -83,7 +85,8 @@ func TestBench_OverTLS(t *testing.T) {
 	// The bench's sessions are anonymous: this node admits them explicitly.
 	srv := startTLSNode(t, dir, "--allow-anonymous", "agent,client")
 	ca := filepath.Join(dir, "sys-ca.pem")
-	out, err := execRoot(t, "bench", "sessions", "--url", srv.MAPURL(), "--ca-file", ca, "--sessions", "5", "--settle", "0s", "--json")
+	out, err := execRoot(t, "bench", "sessions", "--url", srv.MAPURL(), "--ca-file", ca,
+		"--cert-file", filepath.Join(dir, "sys-client-ops.pem"), "--key-file", filepath.Join(dir, "sys-client-ops-key.pem"), "--sessions", "5", "--settle", "0s", "--json")
 	if err != nil {
 		t.Fatalf("bench sessions over TLS: %v\n%s", err, out)
 	}

@@ -35,7 +35,7 @@ func (f *serverTLSFlags) bind(fl *pflag.FlagSet) {
 	fl.StringVar(&f.httpClientAuth, "http-client-auth", "request", "client certificates on the HTTP port: none, request (an operator certificate counts as a credential) or require")
 	fl.BoolVar(&f.insecure, "insecure", false, "run without TLS: every port plaintext and unauthenticated (logged loudly; for isolated test networks only)")
 	fl.StringVar(&f.tokenFile, "operator-token-file", "", "file holding the operator token accepted as an admin credential (or env CONCORD_OPERATOR_TOKEN)")
-	fl.BoolVar(&f.openReads, "http-open-reads", d.OpenReads, "serve /metrics and GET /v1/* (status, members; what the console reads) without a credential (false: a member's or an operator's credential is required)")
+	fl.BoolVar(&f.openReads, "http-open-reads", false, "serve /metrics and GET /v1/* (status, members, placement, run files: what the console reads) without a credential; always on with --dev (off: a member's or an operator's credential is required)")
 }
 
 // apply fills cfg's TLS fields. Outside --dev, TLS material is required
@@ -47,7 +47,9 @@ func (f *serverTLSFlags) apply(cfg *node.Config, dev bool) error {
 	if err != nil {
 		return fmt.Errorf("--http-client-auth: %w", err)
 	}
-	cfg.HTTPTLS, cfg.HTTPClientAuth, cfg.OpenReads = f.httpTLS, auth, f.openReads
+	// Open reads expose run results and agent placement past MAP's
+	// visibility rules, so outside --dev they are an explicit choice.
+	cfg.HTTPTLS, cfg.HTTPClientAuth, cfg.OpenReads = f.httpTLS, auth, f.openReads || dev
 	if cfg.OperatorToken, err = secretFrom(f.tokenFile, "CONCORD_OPERATOR_TOKEN"); err != nil {
 		return fmt.Errorf("operator token: %w", err)
 	}
