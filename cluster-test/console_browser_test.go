@@ -24,7 +24,8 @@ const consoleScreenshotDir = "console/screenshots"
 var consoleWidths = []int64{1280, 800}
 
 // findChromium returns the browser binary, or skips the test saying why.
-// CONCORD_CHROMIUM overrides the search.
+// CONCORD_CHROMIUM overrides the search. CI sets CONCORD_REQUIRE_BROWSER
+// (.ci/run installs chromium), so there a missing browser fails instead.
 func findChromium(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("CONCORD_CHROMIUM"); p != "" {
@@ -35,7 +36,11 @@ func findChromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no chromium on PATH (apt-get install chromium; .ci/run installs it): browser tests skipped")
+	const msg = "no chromium on PATH (apt-get install chromium; .ci/run installs it)"
+	if os.Getenv("CONCORD_REQUIRE_BROWSER") != "" {
+		t.Fatal(msg + ", and CONCORD_REQUIRE_BROWSER is set")
+	}
+	t.Skip(msg + ": browser tests skipped")
 	return ""
 }
 

@@ -10,12 +10,15 @@ import (
 
 // TestJS runs the console's JavaScript unit tests (jstest/: the MAP
 // client's failover and resume against fake nodes, the run view's model)
-// with Node's built-in test runner; without node on PATH it skips, saying
-// so.
+// with Node's built-in test runner. `make test` needs Node.js anyway (the
+// SDK interop test), so a missing node fails; -short skips.
 func TestJS(t *testing.T) {
 	nodeBin, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not on PATH: the console's JavaScript unit tests are skipped")
+		if testing.Short() {
+			t.Skip("node is not on PATH: the console's JavaScript unit tests are skipped under -short")
+		}
+		t.Fatal("node is not on PATH: the console's JavaScript unit tests need Node.js (see README Prerequisites)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
