@@ -41,6 +41,9 @@ var (
 	ErrSelfLink = errors.New("federation: cannot link a system to itself")
 	// ErrTLSRequired: a link outside dev mode needs TLS material.
 	ErrTLSRequired = errors.New("federation: links need TLS outside --dev")
+	// ErrStaleHolder: a map link's holder command names a holder (or an
+	// epoch) that is no longer current.
+	ErrStaleHolder = errors.New("federation: map link holder changed")
 	// ErrClosed: the manager is shut down.
 	ErrClosed = errors.New("federation: closed")
 )

@@ -114,6 +114,10 @@ func (s *service) Unlink(ctx context.Context, req *concordv1.UnlinkRequest) (*co
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if isMapLink(link) {
+		// A foreign MAP server keeps no link state: nothing to tell.
+		return &concordv1.UnlinkResponse{PeerNotified: true}, nil
+	}
 	if err := s.m.notifyUnlink(ctx, link); err != nil {
 		s.m.log.Warn("peer not told of the unlink", "peer", req.GetPeerSystemId(), "err", err)
 		return &concordv1.UnlinkResponse{PeerError: err.Error()}, nil
@@ -128,7 +132,7 @@ func (s *service) PeerUnlink(ctx context.Context, req *concordv1.PeerUnlinkReque
 		return nil, status.Error(codes.InvalidArgument, "federation: peer unlink needs a valid system id")
 	}
 	link, ok := m.deps.State.Link(req.GetSystemId())
-	if !ok {
+	if !ok || isMapLink(link) {
 		return nil, status.Errorf(codes.NotFound, "federation: no link to %s", req.GetSystemId())
 	}
 	if err := m.checkIdentity(ctx, req.GetSystemId(), link.GetPeerCaPem()); err != nil {
@@ -153,6 +157,8 @@ func toStatus(err error) error {
 		c = codes.InvalidArgument
 	case errors.Is(err, ErrNoLink):
 		c = codes.NotFound
+	case errors.Is(err, ErrStaleHolder):
+		c = codes.Aborted
 	case errors.Is(err, ErrTLSRequired):
 		c = codes.FailedPrecondition
 	case errors.Is(err, context.DeadlineExceeded):

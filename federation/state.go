@@ -46,12 +46,15 @@ func (s *State) Commands() map[concordv1.CommandType]func() proto.Message {
 		concordv1.CommandType_COMMAND_TYPE_FED_LINK_REMOVE:     func() proto.Message { return &concordv1.FedLinkRemove{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_LINK_ADDRS:      func() proto.Message { return &concordv1.FedLinkAddrs{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY: func() proto.Message { return &concordv1.FedDirectoryApply{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_MAP_LINK_PUT:    func() proto.Message { return &concordv1.FedMapLinkPut{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_MAP_HOLDER:      func() proto.Message { return &concordv1.FedMapHolder{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_MAP_DIRECTORY:   func() proto.Message { return &concordv1.FedMapDirectory{} },
 	}
 }
 
 // Apply applies one decoded command. It is deterministic; a domain error
 // leaves the state unchanged and is returned as a value.
-func (s *State) Apply(_ uint64, msg proto.Message) (any, error) {
+func (s *State) Apply(index uint64, msg proto.Message) (any, error) {
 	s.mu.Lock()
 	var err error
 	switch m := msg.(type) {
@@ -65,6 +68,12 @@ func (s *State) Apply(_ uint64, msg proto.Message) (any, error) {
 		err = s.applyLinkAddrs(m)
 	case *concordv1.FedDirectoryApply:
 		err = s.applyDirectory(m)
+	case *concordv1.FedMapLinkPut:
+		err = s.applyMapLinkPut(m)
+	case *concordv1.FedMapHolder:
+		err = s.applyMapHolder(m)
+	case *concordv1.FedMapDirectory:
+		err = s.applyMapDirectory(index, m)
 	default:
 		err = fmt.Errorf("%w: unexpected body %T", ErrInvalidCommand, msg)
 	}
@@ -97,6 +106,9 @@ func (s *State) applyLinkPut(m *concordv1.FedLinkPut) error {
 	l := m.GetLink()
 	if err := validLink(l); err != nil {
 		return err
+	}
+	if old, ok := s.links[l.GetPeerSystemId()]; ok && isMapLink(old) {
+		return fmt.Errorf("%w: %s is linked as a MAP server (unlink first)", ErrInvalidCommand, l.GetPeerSystemId())
 	}
 	if h := m.GetRedeemSecretHash(); len(h) > 0 {
 		t, ok := s.tokens[string(h)]
@@ -131,6 +143,9 @@ func validLink(l *concordv1.FedLink) error {
 	if l.GetPeerSystemId() == "" || !validSystemID(l.GetPeerSystemId()) {
 		return fmt.Errorf("%w: link needs a valid peer system id", ErrInvalidCommand)
 	}
+	if l.GetKind() != concordv1.FedLinkKind_FED_LINK_KIND_CONCORD || l.GetMap() != nil {
+		return fmt.Errorf("%w: a link of kind map is stored by FED_MAP_LINK_PUT", ErrInvalidCommand)
+	}
 	if len(l.GetPeerAddrs()) == 0 {
 		return fmt.Errorf("%w: link to %s has no peer address", ErrInvalidCommand, l.GetPeerSystemId())
 	}
@@ -148,7 +163,7 @@ func (s *State) applyLinkRemove(m *concordv1.FedLinkRemove) error {
 
 func (s *State) applyLinkAddrs(m *concordv1.FedLinkAddrs) error {
 	l, ok := s.links[m.GetPeerSystemId()]
-	if !ok {
+	if !ok || isMapLink(l) {
 		return fmt.Errorf("%w: %s", ErrNoLink, m.GetPeerSystemId())
 	}
 	if len(m.GetAddrs()) == 0 {
@@ -161,7 +176,7 @@ func (s *State) applyLinkAddrs(m *concordv1.FedLinkAddrs) error {
 func (s *State) applyDirectory(m *concordv1.FedDirectoryApply) error {
 	peer := m.GetPeerSystemId()
 	l, ok := s.links[peer]
-	if !ok {
+	if !ok || isMapLink(l) {
 		return fmt.Errorf("%w: %s", ErrNoLink, peer)
 	}
 	cur := s.imported[peer]

@@ -145,6 +145,7 @@ func (s *Server) buildFederation() error {
 		State: s.fedState, Store: s.store, IsLeader: s.store.IsLeader,
 		Local: fedDirectory{reg: s.registry, store: s.store}, Deliver: s.router,
 		Servers: s.fedServers, Events: fedEvents{s}, Barrier: s.readyBarrier,
+		Nodes: s.fedNodes, NodeConn: s.cluster.PeerConn, MAPDial: s.mapDialer(),
 	})
 	if err != nil {
 		return fmt.Errorf("build federation: %w", err)

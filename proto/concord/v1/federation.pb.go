@@ -138,6 +138,56 @@ func (FedOverflow) EnumDescriptor() ([]byte, []int) {
 	return file_concord_v1_federation_proto_rawDescGZIP(), []int{1}
 }
 
+// FedLinkKind is what a link reaches.
+type FedLinkKind int32
+
+const (
+	// Another Concord system over the Federation gRPC service.
+	FedLinkKind_FED_LINK_KIND_CONCORD FedLinkKind = 0
+	// A foreign MAP server, by its WebSocket URL: one node of this system
+	// (the holder) connects there as a MAP participant.
+	FedLinkKind_FED_LINK_KIND_MAP FedLinkKind = 1
+)
+
+// Enum value maps for FedLinkKind.
+var (
+	FedLinkKind_name = map[int32]string{
+		0: "FED_LINK_KIND_CONCORD",
+		1: "FED_LINK_KIND_MAP",
+	}
+	FedLinkKind_value = map[string]int32{
+		"FED_LINK_KIND_CONCORD": 0,
+		"FED_LINK_KIND_MAP":     1,
+	}
+)
+
+func (x FedLinkKind) Enum() *FedLinkKind {
+	p := new(FedLinkKind)
+	*p = x
+	return p
+}
+
+func (x FedLinkKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FedLinkKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_concord_v1_federation_proto_enumTypes[2].Descriptor()
+}
+
+func (FedLinkKind) Type() protoreflect.EnumType {
+	return &file_concord_v1_federation_proto_enumTypes[2]
+}
+
+func (x FedLinkKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FedLinkKind.Descriptor instead.
+func (FedLinkKind) EnumDescriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{2}
+}
+
 type FedPolicy struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          FedPolicyKind          `protobuf:"varint,1,opt,name=kind,proto3,enum=concord.v1.FedPolicyKind" json:"kind,omitempty"`
@@ -278,7 +328,11 @@ type FedLink struct {
 	Buffer      *FedBufferPolicy `protobuf:"bytes,8,opt,name=buffer,proto3" json:"buffer,omitempty"`
 	CreatedAtMs int64            `protobuf:"varint,9,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
 	// initiator is true on the side that ran `federation link`.
-	Initiator     bool `protobuf:"varint,10,opt,name=initiator,proto3" json:"initiator,omitempty"`
+	Initiator bool `protobuf:"varint,10,opt,name=initiator,proto3" json:"initiator,omitempty"`
+	// kind says what is on the other side: another Concord system (unset) or
+	// a foreign MAP server (map, with map set and no peer_addrs).
+	Kind          FedLinkKind `protobuf:"varint,11,opt,name=kind,proto3,enum=concord.v1.FedLinkKind" json:"kind,omitempty"`
+	Map           *FedMapLink `protobuf:"bytes,12,opt,name=map,proto3" json:"map,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -383,6 +437,158 @@ func (x *FedLink) GetInitiator() bool {
 	return false
 }
 
+func (x *FedLink) GetKind() FedLinkKind {
+	if x != nil {
+		return x.Kind
+	}
+	return FedLinkKind_FED_LINK_KIND_CONCORD
+}
+
+func (x *FedLink) GetMap() *FedMapLink {
+	if x != nil {
+		return x.Map
+	}
+	return nil
+}
+
+// FedMapLink is what a link of kind map needs beyond FedLink.
+type FedMapLink struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// url is the foreign server's MAP WebSocket endpoint (ws:// or wss://).
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// auth is sent in every map/connect; its token is a secret: admin answers
+	// never carry it and it is never logged.
+	Auth *FedMapAuth `protobuf:"bytes,2,opt,name=auth,proto3" json:"auth,omitempty"`
+	// ca_pem, optional, is the CA a wss:// server's certificate must chain
+	// to (else the system roots).
+	CaPem []byte `protobuf:"bytes,3,opt,name=ca_pem,json=caPem,proto3" json:"ca_pem,omitempty"`
+	// holder_node_id is the node the leader chose to hold the connection;
+	// holder_epoch grows with every choice (fences stale holders).
+	HolderNodeId  string `protobuf:"bytes,4,opt,name=holder_node_id,json=holderNodeId,proto3" json:"holder_node_id,omitempty"`
+	HolderEpoch   uint64 `protobuf:"varint,5,opt,name=holder_epoch,json=holderEpoch,proto3" json:"holder_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedMapLink) Reset() {
+	*x = FedMapLink{}
+	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedMapLink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedMapLink) ProtoMessage() {}
+
+func (x *FedMapLink) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedMapLink.ProtoReflect.Descriptor instead.
+func (*FedMapLink) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FedMapLink) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *FedMapLink) GetAuth() *FedMapAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *FedMapLink) GetCaPem() []byte {
+	if x != nil {
+		return x.CaPem
+	}
+	return nil
+}
+
+func (x *FedMapLink) GetHolderNodeId() string {
+	if x != nil {
+		return x.HolderNodeId
+	}
+	return ""
+}
+
+func (x *FedMapLink) GetHolderEpoch() uint64 {
+	if x != nil {
+		return x.HolderEpoch
+	}
+	return 0
+}
+
+// FedMapAuth is a map/connect credential.
+type FedMapAuth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// method is "bearer" or "api-key".
+	Method        string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	Token         string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedMapAuth) Reset() {
+	*x = FedMapAuth{}
+	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedMapAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedMapAuth) ProtoMessage() {}
+
+func (x *FedMapAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedMapAuth.ProtoReflect.Descriptor instead.
+func (*FedMapAuth) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *FedMapAuth) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *FedMapAuth) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
 // FedRemoteAgent is one agent of a peer system in the imported directory.
 type FedRemoteAgent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -398,7 +604,7 @@ type FedRemoteAgent struct {
 
 func (x *FedRemoteAgent) Reset() {
 	*x = FedRemoteAgent{}
-	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	mi := &file_concord_v1_federation_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +616,7 @@ func (x *FedRemoteAgent) String() string {
 func (*FedRemoteAgent) ProtoMessage() {}
 
 func (x *FedRemoteAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	mi := &file_concord_v1_federation_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +629,7 @@ func (x *FedRemoteAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedRemoteAgent.ProtoReflect.Descriptor instead.
 func (*FedRemoteAgent) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{3}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FedRemoteAgent) GetId() string {
@@ -488,7 +694,7 @@ type FedTokenRecord struct {
 
 func (x *FedTokenRecord) Reset() {
 	*x = FedTokenRecord{}
-	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	mi := &file_concord_v1_federation_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +706,7 @@ func (x *FedTokenRecord) String() string {
 func (*FedTokenRecord) ProtoMessage() {}
 
 func (x *FedTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	mi := &file_concord_v1_federation_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +719,7 @@ func (x *FedTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedTokenRecord.ProtoReflect.Descriptor instead.
 func (*FedTokenRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{4}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FedTokenRecord) GetPeerSystemId() string {
@@ -591,7 +797,7 @@ type FedImported struct {
 
 func (x *FedImported) Reset() {
 	*x = FedImported{}
-	mi := &file_concord_v1_federation_proto_msgTypes[5]
+	mi := &file_concord_v1_federation_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +809,7 @@ func (x *FedImported) String() string {
 func (*FedImported) ProtoMessage() {}
 
 func (x *FedImported) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[5]
+	mi := &file_concord_v1_federation_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +822,7 @@ func (x *FedImported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedImported.ProtoReflect.Descriptor instead.
 func (*FedImported) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{5}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FedImported) GetPeerSystemId() string {
@@ -655,7 +861,7 @@ type FedSnapshotRecord struct {
 
 func (x *FedSnapshotRecord) Reset() {
 	*x = FedSnapshotRecord{}
-	mi := &file_concord_v1_federation_proto_msgTypes[6]
+	mi := &file_concord_v1_federation_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +873,7 @@ func (x *FedSnapshotRecord) String() string {
 func (*FedSnapshotRecord) ProtoMessage() {}
 
 func (x *FedSnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[6]
+	mi := &file_concord_v1_federation_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +886,7 @@ func (x *FedSnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedSnapshotRecord.ProtoReflect.Descriptor instead.
 func (*FedSnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{6}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FedSnapshotRecord) GetRecord() isFedSnapshotRecord_Record {
@@ -751,7 +957,7 @@ type FedTokenCreate struct {
 
 func (x *FedTokenCreate) Reset() {
 	*x = FedTokenCreate{}
-	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	mi := &file_concord_v1_federation_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +969,7 @@ func (x *FedTokenCreate) String() string {
 func (*FedTokenCreate) ProtoMessage() {}
 
 func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	mi := &file_concord_v1_federation_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +982,7 @@ func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedTokenCreate.ProtoReflect.Descriptor instead.
 func (*FedTokenCreate) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{7}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FedTokenCreate) GetToken() *FedTokenRecord {
@@ -808,7 +1014,7 @@ type FedLinkPut struct {
 
 func (x *FedLinkPut) Reset() {
 	*x = FedLinkPut{}
-	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	mi := &file_concord_v1_federation_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +1026,7 @@ func (x *FedLinkPut) String() string {
 func (*FedLinkPut) ProtoMessage() {}
 
 func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	mi := &file_concord_v1_federation_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +1039,7 @@ func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkPut.ProtoReflect.Descriptor instead.
 func (*FedLinkPut) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{8}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FedLinkPut) GetLink() *FedLink {
@@ -868,7 +1074,7 @@ type FedLinkRemove struct {
 
 func (x *FedLinkRemove) Reset() {
 	*x = FedLinkRemove{}
-	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	mi := &file_concord_v1_federation_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1086,7 @@ func (x *FedLinkRemove) String() string {
 func (*FedLinkRemove) ProtoMessage() {}
 
 func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	mi := &file_concord_v1_federation_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1099,7 @@ func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkRemove.ProtoReflect.Descriptor instead.
 func (*FedLinkRemove) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{9}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FedLinkRemove) GetPeerSystemId() string {
@@ -914,7 +1120,7 @@ type FedLinkAddrs struct {
 
 func (x *FedLinkAddrs) Reset() {
 	*x = FedLinkAddrs{}
-	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1132,7 @@ func (x *FedLinkAddrs) String() string {
 func (*FedLinkAddrs) ProtoMessage() {}
 
 func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1145,7 @@ func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkAddrs.ProtoReflect.Descriptor instead.
 func (*FedLinkAddrs) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{10}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FedLinkAddrs) GetPeerSystemId() string {
@@ -974,7 +1180,7 @@ type FedDirectoryApply struct {
 
 func (x *FedDirectoryApply) Reset() {
 	*x = FedDirectoryApply{}
-	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1192,7 @@ func (x *FedDirectoryApply) String() string {
 func (*FedDirectoryApply) ProtoMessage() {}
 
 func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1205,7 @@ func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryApply.ProtoReflect.Descriptor instead.
 func (*FedDirectoryApply) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{11}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FedDirectoryApply) GetPeerSystemId() string {
@@ -1044,6 +1250,187 @@ func (x *FedDirectoryApply) GetRemoves() []string {
 	return nil
 }
 
+// FedMapLinkPut is COMMAND_TYPE_FED_MAP_LINK_PUT: store (or replace) a
+// link of kind map. Replacing keeps no holder: the leader chooses again.
+type FedMapLinkPut struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Link          *FedLink               `protobuf:"bytes,1,opt,name=link,proto3" json:"link,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedMapLinkPut) Reset() {
+	*x = FedMapLinkPut{}
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedMapLinkPut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedMapLinkPut) ProtoMessage() {}
+
+func (x *FedMapLinkPut) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedMapLinkPut.ProtoReflect.Descriptor instead.
+func (*FedMapLinkPut) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FedMapLinkPut) GetLink() *FedLink {
+	if x != nil {
+		return x.Link
+	}
+	return nil
+}
+
+// FedMapHolder is COMMAND_TYPE_FED_MAP_HOLDER: the leader's choice of the
+// node holding a map link's connection. Applied only when prev_epoch is
+// the link's current holder_epoch (a compare-and-set), which then grows.
+type FedMapHolder struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	PrevEpoch     uint64                 `protobuf:"varint,3,opt,name=prev_epoch,json=prevEpoch,proto3" json:"prev_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedMapHolder) Reset() {
+	*x = FedMapHolder{}
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedMapHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedMapHolder) ProtoMessage() {}
+
+func (x *FedMapHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedMapHolder.ProtoReflect.Descriptor instead.
+func (*FedMapHolder) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *FedMapHolder) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedMapHolder) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *FedMapHolder) GetPrevEpoch() uint64 {
+	if x != nil {
+		return x.PrevEpoch
+	}
+	return 0
+}
+
+// FedMapDirectory is COMMAND_TYPE_FED_MAP_DIRECTORY: the foreign agents a
+// map link's holder sees, the full set. Applied only when holder_node_id
+// and holder_epoch are the link's current holder (a stale holder changes
+// nothing); the import policy filters; the version is the entry's index.
+type FedMapDirectory struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	HolderNodeId  string                 `protobuf:"bytes,2,opt,name=holder_node_id,json=holderNodeId,proto3" json:"holder_node_id,omitempty"`
+	HolderEpoch   uint64                 `protobuf:"varint,3,opt,name=holder_epoch,json=holderEpoch,proto3" json:"holder_epoch,omitempty"`
+	Agents        []*FedRemoteAgent      `protobuf:"bytes,4,rep,name=agents,proto3" json:"agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedMapDirectory) Reset() {
+	*x = FedMapDirectory{}
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedMapDirectory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedMapDirectory) ProtoMessage() {}
+
+func (x *FedMapDirectory) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedMapDirectory.ProtoReflect.Descriptor instead.
+func (*FedMapDirectory) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *FedMapDirectory) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedMapDirectory) GetHolderNodeId() string {
+	if x != nil {
+		return x.HolderNodeId
+	}
+	return ""
+}
+
+func (x *FedMapDirectory) GetHolderEpoch() uint64 {
+	if x != nil {
+		return x.HolderEpoch
+	}
+	return 0
+}
+
+func (x *FedMapDirectory) GetAgents() []*FedRemoteAgent {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
 // FedToken is what `concord federation token` prints (base64url after the
 // prefix "concordfed1."). It carries a secret: treat it like a password.
 type FedToken struct {
@@ -1061,7 +1448,7 @@ type FedToken struct {
 
 func (x *FedToken) Reset() {
 	*x = FedToken{}
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1460,7 @@ func (x *FedToken) String() string {
 func (*FedToken) ProtoMessage() {}
 
 func (x *FedToken) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1473,7 @@ func (x *FedToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedToken.ProtoReflect.Descriptor instead.
 func (*FedToken) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FedToken) GetSystemId() string {
@@ -1159,7 +1546,7 @@ type FedEnvelope struct {
 
 func (x *FedEnvelope) Reset() {
 	*x = FedEnvelope{}
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1558,7 @@ func (x *FedEnvelope) String() string {
 func (*FedEnvelope) ProtoMessage() {}
 
 func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1571,7 @@ func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedEnvelope.ProtoReflect.Descriptor instead.
 func (*FedEnvelope) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FedEnvelope) GetSeq() uint64 {
@@ -1295,7 +1682,7 @@ type FedAck struct {
 
 func (x *FedAck) Reset() {
 	*x = FedAck{}
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1694,7 @@ func (x *FedAck) String() string {
 func (*FedAck) ProtoMessage() {}
 
 func (x *FedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1707,7 @@ func (x *FedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAck.ProtoReflect.Descriptor instead.
 func (*FedAck) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FedAck) GetSeq() uint64 {
@@ -1368,7 +1755,7 @@ type FedHello struct {
 
 func (x *FedHello) Reset() {
 	*x = FedHello{}
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1767,7 @@ func (x *FedHello) String() string {
 func (*FedHello) ProtoMessage() {}
 
 func (x *FedHello) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1780,7 @@ func (x *FedHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedHello.ProtoReflect.Descriptor instead.
 func (*FedHello) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FedHello) GetSystemId() string {
@@ -1422,7 +1809,7 @@ type FedWelcome struct {
 
 func (x *FedWelcome) Reset() {
 	*x = FedWelcome{}
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1821,7 @@ func (x *FedWelcome) String() string {
 func (*FedWelcome) ProtoMessage() {}
 
 func (x *FedWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1834,7 @@ func (x *FedWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedWelcome.ProtoReflect.Descriptor instead.
 func (*FedWelcome) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FedWelcome) GetSystemId() string {
@@ -1481,7 +1868,7 @@ type FedDirectoryRequest struct {
 
 func (x *FedDirectoryRequest) Reset() {
 	*x = FedDirectoryRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1880,7 @@ func (x *FedDirectoryRequest) String() string {
 func (*FedDirectoryRequest) ProtoMessage() {}
 
 func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1893,7 @@ func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*FedDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FedDirectoryRequest) GetHaveVersion() uint64 {
@@ -1528,7 +1915,7 @@ type FedPing struct {
 
 func (x *FedPing) Reset() {
 	*x = FedPing{}
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1927,7 @@ func (x *FedPing) String() string {
 func (*FedPing) ProtoMessage() {}
 
 func (x *FedPing) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1940,7 @@ func (x *FedPing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedPing.ProtoReflect.Descriptor instead.
 func (*FedPing) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FedPing) GetSentUnixNano() int64 {
@@ -1592,7 +1979,7 @@ type FedFrame struct {
 
 func (x *FedFrame) Reset() {
 	*x = FedFrame{}
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1991,7 @@ func (x *FedFrame) String() string {
 func (*FedFrame) ProtoMessage() {}
 
 func (x *FedFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +2004,7 @@ func (x *FedFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedFrame.ProtoReflect.Descriptor instead.
 func (*FedFrame) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FedFrame) GetFrame() isFedFrame_Frame {
@@ -1760,7 +2147,7 @@ type FedBatch struct {
 
 func (x *FedBatch) Reset() {
 	*x = FedBatch{}
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2159,7 @@ func (x *FedBatch) String() string {
 func (*FedBatch) ProtoMessage() {}
 
 func (x *FedBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2172,7 @@ func (x *FedBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedBatch.ProtoReflect.Descriptor instead.
 func (*FedBatch) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FedBatch) GetEnvelopes() []*FedEnvelope {
@@ -1804,7 +2191,7 @@ type FedAcks struct {
 
 func (x *FedAcks) Reset() {
 	*x = FedAcks{}
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +2203,7 @@ func (x *FedAcks) String() string {
 func (*FedAcks) ProtoMessage() {}
 
 func (x *FedAcks) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +2216,7 @@ func (x *FedAcks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAcks.ProtoReflect.Descriptor instead.
 func (*FedAcks) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FedAcks) GetAcks() []*FedAck {
@@ -1853,7 +2240,7 @@ type PeerRequest struct {
 
 func (x *PeerRequest) Reset() {
 	*x = PeerRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +2252,7 @@ func (x *PeerRequest) String() string {
 func (*PeerRequest) ProtoMessage() {}
 
 func (x *PeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2265,7 @@ func (x *PeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerRequest.ProtoReflect.Descriptor instead.
 func (*PeerRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PeerRequest) GetSecret() []byte {
@@ -1919,7 +2306,7 @@ type PeerResponse struct {
 
 func (x *PeerResponse) Reset() {
 	*x = PeerResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2318,7 @@ func (x *PeerResponse) String() string {
 func (*PeerResponse) ProtoMessage() {}
 
 func (x *PeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2331,7 @@ func (x *PeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerResponse.ProtoReflect.Descriptor instead.
 func (*PeerResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PeerResponse) GetSystemId() string {
@@ -1979,7 +2366,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2378,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2391,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateTokenRequest) GetPeerSystemId() string {
@@ -2066,7 +2453,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2465,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2478,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateTokenResponse) GetToken() string {
@@ -2122,7 +2509,7 @@ type CreateLinkRequest struct {
 
 func (x *CreateLinkRequest) Reset() {
 	*x = CreateLinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2521,7 @@ func (x *CreateLinkRequest) String() string {
 func (*CreateLinkRequest) ProtoMessage() {}
 
 func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2534,7 @@ func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkRequest.ProtoReflect.Descriptor instead.
 func (*CreateLinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateLinkRequest) GetToken() string {
@@ -2201,7 +2588,7 @@ type CreateLinkResponse struct {
 
 func (x *CreateLinkResponse) Reset() {
 	*x = CreateLinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2600,7 @@ func (x *CreateLinkResponse) String() string {
 func (*CreateLinkResponse) ProtoMessage() {}
 
 func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2613,7 @@ func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkResponse.ProtoReflect.Descriptor instead.
 func (*CreateLinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateLinkResponse) GetLink() *FedLink {
@@ -2244,7 +2631,7 @@ type ListLinksRequest struct {
 
 func (x *ListLinksRequest) Reset() {
 	*x = ListLinksRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2643,7 @@ func (x *ListLinksRequest) String() string {
 func (*ListLinksRequest) ProtoMessage() {}
 
 func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2656,7 @@ func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksRequest.ProtoReflect.Descriptor instead.
 func (*ListLinksRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
 }
 
 // FedLinkStatus is one link as seen from the answering node.
@@ -2291,13 +2678,19 @@ type FedLinkStatus struct {
 	Reconnects      uint64 `protobuf:"varint,11,opt,name=reconnects,proto3" json:"reconnects,omitempty"`
 	ImportedVersion uint64 `protobuf:"varint,12,opt,name=imported_version,json=importedVersion,proto3" json:"imported_version,omitempty"`
 	ImportedAgents  uint32 `protobuf:"varint,13,opt,name=imported_agents,json=importedAgents,proto3" json:"imported_agents,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// For links of kind map: the node holding the connection, the proxy
+	// sessions up on it, and messages from the foreign server that were
+	// refused (bad input, unknown recipient) or failed delivery.
+	HolderNodeId  string `protobuf:"bytes,14,opt,name=holder_node_id,json=holderNodeId,proto3" json:"holder_node_id,omitempty"`
+	ProxiesUp     uint32 `protobuf:"varint,15,opt,name=proxies_up,json=proxiesUp,proto3" json:"proxies_up,omitempty"`
+	InboundErrors uint64 `protobuf:"varint,16,opt,name=inbound_errors,json=inboundErrors,proto3" json:"inbound_errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedLinkStatus) Reset() {
 	*x = FedLinkStatus{}
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2702,7 @@ func (x *FedLinkStatus) String() string {
 func (*FedLinkStatus) ProtoMessage() {}
 
 func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2715,7 @@ func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkStatus.ProtoReflect.Descriptor instead.
 func (*FedLinkStatus) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FedLinkStatus) GetLink() *FedLink {
@@ -2416,6 +2809,27 @@ func (x *FedLinkStatus) GetImportedAgents() uint32 {
 	return 0
 }
 
+func (x *FedLinkStatus) GetHolderNodeId() string {
+	if x != nil {
+		return x.HolderNodeId
+	}
+	return ""
+}
+
+func (x *FedLinkStatus) GetProxiesUp() uint32 {
+	if x != nil {
+		return x.ProxiesUp
+	}
+	return 0
+}
+
+func (x *FedLinkStatus) GetInboundErrors() uint64 {
+	if x != nil {
+		return x.InboundErrors
+	}
+	return 0
+}
+
 type ListLinksResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
@@ -2427,7 +2841,7 @@ type ListLinksResponse struct {
 
 func (x *ListLinksResponse) Reset() {
 	*x = ListLinksResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2853,7 @@ func (x *ListLinksResponse) String() string {
 func (*ListLinksResponse) ProtoMessage() {}
 
 func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2866,7 @@ func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksResponse.ProtoReflect.Descriptor instead.
 func (*ListLinksResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListLinksResponse) GetSystemId() string {
@@ -2485,7 +2899,7 @@ type UnlinkRequest struct {
 
 func (x *UnlinkRequest) Reset() {
 	*x = UnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +2911,7 @@ func (x *UnlinkRequest) String() string {
 func (*UnlinkRequest) ProtoMessage() {}
 
 func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +2924,7 @@ func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkRequest.ProtoReflect.Descriptor instead.
 func (*UnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UnlinkRequest) GetPeerSystemId() string {
@@ -2532,7 +2946,7 @@ type UnlinkResponse struct {
 
 func (x *UnlinkResponse) Reset() {
 	*x = UnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2958,7 @@ func (x *UnlinkResponse) String() string {
 func (*UnlinkResponse) ProtoMessage() {}
 
 func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2971,7 @@ func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkResponse.ProtoReflect.Descriptor instead.
 func (*UnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UnlinkResponse) GetPeerNotified() bool {
@@ -2583,7 +2997,7 @@ type PeerUnlinkRequest struct {
 
 func (x *PeerUnlinkRequest) Reset() {
 	*x = PeerUnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +3009,7 @@ func (x *PeerUnlinkRequest) String() string {
 func (*PeerUnlinkRequest) ProtoMessage() {}
 
 func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +3022,7 @@ func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkRequest.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PeerUnlinkRequest) GetSystemId() string {
@@ -2626,7 +3040,7 @@ type PeerUnlinkResponse struct {
 
 func (x *PeerUnlinkResponse) Reset() {
 	*x = PeerUnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +3052,7 @@ func (x *PeerUnlinkResponse) String() string {
 func (*PeerUnlinkResponse) ProtoMessage() {}
 
 func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +3065,205 @@ func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkResponse.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{39}
+}
+
+type CreateMapLinkRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// system_id is the id this system gives the foreign system.
+	SystemId      string           `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	Url           string           `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	Auth          *FedMapAuth      `protobuf:"bytes,3,opt,name=auth,proto3" json:"auth,omitempty"`
+	CaPem         []byte           `protobuf:"bytes,4,opt,name=ca_pem,json=caPem,proto3" json:"ca_pem,omitempty"`
+	Export        *FedPolicy       `protobuf:"bytes,5,opt,name=export,proto3" json:"export,omitempty"`
+	Import        *FedPolicy       `protobuf:"bytes,6,opt,name=import,proto3" json:"import,omitempty"`
+	MaxHops       uint32           `protobuf:"varint,7,opt,name=max_hops,json=maxHops,proto3" json:"max_hops,omitempty"`
+	Buffer        *FedBufferPolicy `protobuf:"bytes,8,opt,name=buffer,proto3" json:"buffer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMapLinkRequest) Reset() {
+	*x = CreateMapLinkRequest{}
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMapLinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMapLinkRequest) ProtoMessage() {}
+
+func (x *CreateMapLinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMapLinkRequest.ProtoReflect.Descriptor instead.
+func (*CreateMapLinkRequest) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CreateMapLinkRequest) GetSystemId() string {
+	if x != nil {
+		return x.SystemId
+	}
+	return ""
+}
+
+func (x *CreateMapLinkRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *CreateMapLinkRequest) GetAuth() *FedMapAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *CreateMapLinkRequest) GetCaPem() []byte {
+	if x != nil {
+		return x.CaPem
+	}
+	return nil
+}
+
+func (x *CreateMapLinkRequest) GetExport() *FedPolicy {
+	if x != nil {
+		return x.Export
+	}
+	return nil
+}
+
+func (x *CreateMapLinkRequest) GetImport() *FedPolicy {
+	if x != nil {
+		return x.Import
+	}
+	return nil
+}
+
+func (x *CreateMapLinkRequest) GetMaxHops() uint32 {
+	if x != nil {
+		return x.MaxHops
+	}
+	return 0
+}
+
+func (x *CreateMapLinkRequest) GetBuffer() *FedBufferPolicy {
+	if x != nil {
+		return x.Buffer
+	}
+	return nil
+}
+
+type MapForwardRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	Envelopes     []*FedEnvelope         `protobuf:"bytes,2,rep,name=envelopes,proto3" json:"envelopes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MapForwardRequest) Reset() {
+	*x = MapForwardRequest{}
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MapForwardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MapForwardRequest) ProtoMessage() {}
+
+func (x *MapForwardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MapForwardRequest.ProtoReflect.Descriptor instead.
+func (*MapForwardRequest) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *MapForwardRequest) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *MapForwardRequest) GetEnvelopes() []*FedEnvelope {
+	if x != nil {
+		return x.Envelopes
+	}
+	return nil
+}
+
+// MapForwardResponse has one ack per envelope, matched by seq.
+type MapForwardResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acks          []*FedAck              `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MapForwardResponse) Reset() {
+	*x = MapForwardResponse{}
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MapForwardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MapForwardResponse) ProtoMessage() {}
+
+func (x *MapForwardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MapForwardResponse.ProtoReflect.Descriptor instead.
+func (*MapForwardResponse) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *MapForwardResponse) GetAcks() []*FedAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
 }
 
 var File_concord_v1_federation_proto protoreflect.FileDescriptor
@@ -2668,7 +3280,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\x12\x1c\n" +
 	"\n" +
 	"max_age_ms\x18\x03 \x01(\x03R\bmaxAgeMs\x123\n" +
-	"\boverflow\x18\x04 \x01(\x0e2\x17.concord.v1.FedOverflowR\boverflow\"\xfe\x02\n" +
+	"\boverflow\x18\x04 \x01(\x0e2\x17.concord.v1.FedOverflowR\boverflow\"\xd5\x03\n" +
 	"\aFedLink\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x1d\n" +
 	"\n" +
@@ -2683,7 +3295,20 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06buffer\x18\b \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\x12\"\n" +
 	"\rcreated_at_ms\x18\t \x01(\x03R\vcreatedAtMs\x12\x1c\n" +
 	"\tinitiator\x18\n" +
-	" \x01(\bR\tinitiator\"\x94\x01\n" +
+	" \x01(\bR\tinitiator\x12+\n" +
+	"\x04kind\x18\v \x01(\x0e2\x17.concord.v1.FedLinkKindR\x04kind\x12(\n" +
+	"\x03map\x18\f \x01(\v2\x16.concord.v1.FedMapLinkR\x03map\"\xaa\x01\n" +
+	"\n" +
+	"FedMapLink\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12*\n" +
+	"\x04auth\x18\x02 \x01(\v2\x16.concord.v1.FedMapAuthR\x04auth\x12\x15\n" +
+	"\x06ca_pem\x18\x03 \x01(\fR\x05caPem\x12$\n" +
+	"\x0eholder_node_id\x18\x04 \x01(\tR\fholderNodeId\x12!\n" +
+	"\fholder_epoch\x18\x05 \x01(\x04R\vholderEpoch\":\n" +
+	"\n" +
+	"FedMapAuth\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"\x94\x01\n" +
 	"\x0eFedRemoteAgent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2732,7 +3357,19 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x12\n" +
 	"\x04full\x18\x04 \x01(\bR\x04full\x124\n" +
 	"\aupserts\x18\x05 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\aupserts\x12\x18\n" +
-	"\aremoves\x18\x06 \x03(\tR\aremoves\"\xb6\x01\n" +
+	"\aremoves\x18\x06 \x03(\tR\aremoves\"8\n" +
+	"\rFedMapLinkPut\x12'\n" +
+	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\"l\n" +
+	"\fFedMapHolder\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"prev_epoch\x18\x03 \x01(\x04R\tprevEpoch\"\xb4\x01\n" +
+	"\x0fFedMapDirectory\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12$\n" +
+	"\x0eholder_node_id\x18\x02 \x01(\tR\fholderNodeId\x12!\n" +
+	"\fholder_epoch\x18\x03 \x01(\x04R\vholderEpoch\x122\n" +
+	"\x06agents\x18\x04 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\x06agents\"\xb6\x01\n" +
 	"\bFedToken\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x14\n" +
 	"\x05addrs\x18\x02 \x03(\tR\x05addrs\x12\x15\n" +
@@ -2824,7 +3461,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06buffer\x18\x06 \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\"=\n" +
 	"\x12CreateLinkResponse\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\"\x12\n" +
-	"\x10ListLinksRequest\"\xa7\x03\n" +
+	"\x10ListLinksRequest\"\x93\x04\n" +
 	"\rFedLinkStatus\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1d\n" +
@@ -2844,7 +3481,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"reconnects\x18\v \x01(\x04R\n" +
 	"reconnects\x12)\n" +
 	"\x10imported_version\x18\f \x01(\x04R\x0fimportedVersion\x12'\n" +
-	"\x0fimported_agents\x18\r \x01(\rR\x0eimportedAgents\"z\n" +
+	"\x0fimported_agents\x18\r \x01(\rR\x0eimportedAgents\x12$\n" +
+	"\x0eholder_node_id\x18\x0e \x01(\tR\fholderNodeId\x12\x1d\n" +
+	"\n" +
+	"proxies_up\x18\x0f \x01(\rR\tproxiesUp\x12%\n" +
+	"\x0einbound_errors\x18\x10 \x01(\x04R\rinboundErrors\"z\n" +
 	"\x11ListLinksResponse\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12/\n" +
@@ -2857,7 +3498,21 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"peer_error\x18\x02 \x01(\tR\tpeerError\"0\n" +
 	"\x11PeerUnlinkRequest\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\"\x14\n" +
-	"\x12PeerUnlinkResponse*\xb5\x01\n" +
+	"\x12PeerUnlinkResponse\"\xb6\x02\n" +
+	"\x14CreateMapLinkRequest\x12\x1b\n" +
+	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12*\n" +
+	"\x04auth\x18\x03 \x01(\v2\x16.concord.v1.FedMapAuthR\x04auth\x12\x15\n" +
+	"\x06ca_pem\x18\x04 \x01(\fR\x05caPem\x12-\n" +
+	"\x06export\x18\x05 \x01(\v2\x15.concord.v1.FedPolicyR\x06export\x12-\n" +
+	"\x06import\x18\x06 \x01(\v2\x15.concord.v1.FedPolicyR\x06import\x12\x19\n" +
+	"\bmax_hops\x18\a \x01(\rR\amaxHops\x123\n" +
+	"\x06buffer\x18\b \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\"p\n" +
+	"\x11MapForwardRequest\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x125\n" +
+	"\tenvelopes\x18\x02 \x03(\v2\x17.concord.v1.FedEnvelopeR\tenvelopes\"<\n" +
+	"\x12MapForwardResponse\x12&\n" +
+	"\x04acks\x18\x01 \x03(\v2\x12.concord.v1.FedAckR\x04acks*\xb5\x01\n" +
 	"\rFedPolicyKind\x12\x1f\n" +
 	"\x1bFED_POLICY_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14FED_POLICY_KIND_NONE\x10\x01\x12\x17\n" +
@@ -2869,7 +3524,10 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x18FED_OVERFLOW_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FED_OVERFLOW_DROP_OLDEST\x10\x01\x12\x1c\n" +
 	"\x18FED_OVERFLOW_DROP_NEWEST\x10\x02\x12\x1b\n" +
-	"\x17FED_OVERFLOW_REJECT_NEW\x10\x032\xf4\x03\n" +
+	"\x17FED_OVERFLOW_REJECT_NEW\x10\x03*?\n" +
+	"\vFedLinkKind\x12\x19\n" +
+	"\x15FED_LINK_KIND_CONCORD\x10\x00\x12\x15\n" +
+	"\x11FED_LINK_KIND_MAP\x10\x012\x94\x05\n" +
 	"\n" +
 	"Federation\x129\n" +
 	"\x04Peer\x12\x17.concord.v1.PeerRequest\x1a\x18.concord.v1.PeerResponse\x126\n" +
@@ -2880,7 +3538,10 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\n" +
 	"CreateLink\x12\x1d.concord.v1.CreateLinkRequest\x1a\x1e.concord.v1.CreateLinkResponse\x12H\n" +
 	"\tListLinks\x12\x1c.concord.v1.ListLinksRequest\x1a\x1d.concord.v1.ListLinksResponse\x12?\n" +
-	"\x06Unlink\x12\x19.concord.v1.UnlinkRequest\x1a\x1a.concord.v1.UnlinkResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
+	"\x06Unlink\x12\x19.concord.v1.UnlinkRequest\x1a\x1a.concord.v1.UnlinkResponse\x12Q\n" +
+	"\rCreateMapLink\x12 .concord.v1.CreateMapLinkRequest\x1a\x1e.concord.v1.CreateLinkResponse\x12K\n" +
+	"\n" +
+	"MapForward\x12\x1d.concord.v1.MapForwardRequest\x1a\x1e.concord.v1.MapForwardResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (
 	file_concord_v1_federation_proto_rawDescOnce sync.Once
@@ -2894,101 +3555,125 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 	return file_concord_v1_federation_proto_rawDescData
 }
 
-var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_concord_v1_federation_proto_goTypes = []any{
-	(FedPolicyKind)(0),          // 0: concord.v1.FedPolicyKind
-	(FedOverflow)(0),            // 1: concord.v1.FedOverflow
-	(*FedPolicy)(nil),           // 2: concord.v1.FedPolicy
-	(*FedBufferPolicy)(nil),     // 3: concord.v1.FedBufferPolicy
-	(*FedLink)(nil),             // 4: concord.v1.FedLink
-	(*FedRemoteAgent)(nil),      // 5: concord.v1.FedRemoteAgent
-	(*FedTokenRecord)(nil),      // 6: concord.v1.FedTokenRecord
-	(*FedImported)(nil),         // 7: concord.v1.FedImported
-	(*FedSnapshotRecord)(nil),   // 8: concord.v1.FedSnapshotRecord
-	(*FedTokenCreate)(nil),      // 9: concord.v1.FedTokenCreate
-	(*FedLinkPut)(nil),          // 10: concord.v1.FedLinkPut
-	(*FedLinkRemove)(nil),       // 11: concord.v1.FedLinkRemove
-	(*FedLinkAddrs)(nil),        // 12: concord.v1.FedLinkAddrs
-	(*FedDirectoryApply)(nil),   // 13: concord.v1.FedDirectoryApply
-	(*FedToken)(nil),            // 14: concord.v1.FedToken
-	(*FedEnvelope)(nil),         // 15: concord.v1.FedEnvelope
-	(*FedAck)(nil),              // 16: concord.v1.FedAck
-	(*FedHello)(nil),            // 17: concord.v1.FedHello
-	(*FedWelcome)(nil),          // 18: concord.v1.FedWelcome
-	(*FedDirectoryRequest)(nil), // 19: concord.v1.FedDirectoryRequest
-	(*FedPing)(nil),             // 20: concord.v1.FedPing
-	(*FedFrame)(nil),            // 21: concord.v1.FedFrame
-	(*FedBatch)(nil),            // 22: concord.v1.FedBatch
-	(*FedAcks)(nil),             // 23: concord.v1.FedAcks
-	(*PeerRequest)(nil),         // 24: concord.v1.PeerRequest
-	(*PeerResponse)(nil),        // 25: concord.v1.PeerResponse
-	(*CreateTokenRequest)(nil),  // 26: concord.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil), // 27: concord.v1.CreateTokenResponse
-	(*CreateLinkRequest)(nil),   // 28: concord.v1.CreateLinkRequest
-	(*CreateLinkResponse)(nil),  // 29: concord.v1.CreateLinkResponse
-	(*ListLinksRequest)(nil),    // 30: concord.v1.ListLinksRequest
-	(*FedLinkStatus)(nil),       // 31: concord.v1.FedLinkStatus
-	(*ListLinksResponse)(nil),   // 32: concord.v1.ListLinksResponse
-	(*UnlinkRequest)(nil),       // 33: concord.v1.UnlinkRequest
-	(*UnlinkResponse)(nil),      // 34: concord.v1.UnlinkResponse
-	(*PeerUnlinkRequest)(nil),   // 35: concord.v1.PeerUnlinkRequest
-	(*PeerUnlinkResponse)(nil),  // 36: concord.v1.PeerUnlinkResponse
+	(FedPolicyKind)(0),           // 0: concord.v1.FedPolicyKind
+	(FedOverflow)(0),             // 1: concord.v1.FedOverflow
+	(FedLinkKind)(0),             // 2: concord.v1.FedLinkKind
+	(*FedPolicy)(nil),            // 3: concord.v1.FedPolicy
+	(*FedBufferPolicy)(nil),      // 4: concord.v1.FedBufferPolicy
+	(*FedLink)(nil),              // 5: concord.v1.FedLink
+	(*FedMapLink)(nil),           // 6: concord.v1.FedMapLink
+	(*FedMapAuth)(nil),           // 7: concord.v1.FedMapAuth
+	(*FedRemoteAgent)(nil),       // 8: concord.v1.FedRemoteAgent
+	(*FedTokenRecord)(nil),       // 9: concord.v1.FedTokenRecord
+	(*FedImported)(nil),          // 10: concord.v1.FedImported
+	(*FedSnapshotRecord)(nil),    // 11: concord.v1.FedSnapshotRecord
+	(*FedTokenCreate)(nil),       // 12: concord.v1.FedTokenCreate
+	(*FedLinkPut)(nil),           // 13: concord.v1.FedLinkPut
+	(*FedLinkRemove)(nil),        // 14: concord.v1.FedLinkRemove
+	(*FedLinkAddrs)(nil),         // 15: concord.v1.FedLinkAddrs
+	(*FedDirectoryApply)(nil),    // 16: concord.v1.FedDirectoryApply
+	(*FedMapLinkPut)(nil),        // 17: concord.v1.FedMapLinkPut
+	(*FedMapHolder)(nil),         // 18: concord.v1.FedMapHolder
+	(*FedMapDirectory)(nil),      // 19: concord.v1.FedMapDirectory
+	(*FedToken)(nil),             // 20: concord.v1.FedToken
+	(*FedEnvelope)(nil),          // 21: concord.v1.FedEnvelope
+	(*FedAck)(nil),               // 22: concord.v1.FedAck
+	(*FedHello)(nil),             // 23: concord.v1.FedHello
+	(*FedWelcome)(nil),           // 24: concord.v1.FedWelcome
+	(*FedDirectoryRequest)(nil),  // 25: concord.v1.FedDirectoryRequest
+	(*FedPing)(nil),              // 26: concord.v1.FedPing
+	(*FedFrame)(nil),             // 27: concord.v1.FedFrame
+	(*FedBatch)(nil),             // 28: concord.v1.FedBatch
+	(*FedAcks)(nil),              // 29: concord.v1.FedAcks
+	(*PeerRequest)(nil),          // 30: concord.v1.PeerRequest
+	(*PeerResponse)(nil),         // 31: concord.v1.PeerResponse
+	(*CreateTokenRequest)(nil),   // 32: concord.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),  // 33: concord.v1.CreateTokenResponse
+	(*CreateLinkRequest)(nil),    // 34: concord.v1.CreateLinkRequest
+	(*CreateLinkResponse)(nil),   // 35: concord.v1.CreateLinkResponse
+	(*ListLinksRequest)(nil),     // 36: concord.v1.ListLinksRequest
+	(*FedLinkStatus)(nil),        // 37: concord.v1.FedLinkStatus
+	(*ListLinksResponse)(nil),    // 38: concord.v1.ListLinksResponse
+	(*UnlinkRequest)(nil),        // 39: concord.v1.UnlinkRequest
+	(*UnlinkResponse)(nil),       // 40: concord.v1.UnlinkResponse
+	(*PeerUnlinkRequest)(nil),    // 41: concord.v1.PeerUnlinkRequest
+	(*PeerUnlinkResponse)(nil),   // 42: concord.v1.PeerUnlinkResponse
+	(*CreateMapLinkRequest)(nil), // 43: concord.v1.CreateMapLinkRequest
+	(*MapForwardRequest)(nil),    // 44: concord.v1.MapForwardRequest
+	(*MapForwardResponse)(nil),   // 45: concord.v1.MapForwardResponse
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
 	1,  // 1: concord.v1.FedBufferPolicy.overflow:type_name -> concord.v1.FedOverflow
-	2,  // 2: concord.v1.FedLink.export:type_name -> concord.v1.FedPolicy
-	2,  // 3: concord.v1.FedLink.import:type_name -> concord.v1.FedPolicy
-	3,  // 4: concord.v1.FedLink.buffer:type_name -> concord.v1.FedBufferPolicy
-	2,  // 5: concord.v1.FedTokenRecord.export:type_name -> concord.v1.FedPolicy
-	2,  // 6: concord.v1.FedTokenRecord.import:type_name -> concord.v1.FedPolicy
-	3,  // 7: concord.v1.FedTokenRecord.buffer:type_name -> concord.v1.FedBufferPolicy
-	5,  // 8: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
-	4,  // 9: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
-	6,  // 10: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
-	7,  // 11: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
-	6,  // 12: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
-	4,  // 13: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
-	5,  // 14: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
-	17, // 15: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
-	18, // 16: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
-	22, // 17: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
-	23, // 18: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
-	19, // 19: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
-	13, // 20: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
-	20, // 21: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
-	20, // 22: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
-	15, // 23: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
-	16, // 24: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
-	2,  // 25: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 26: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
-	3,  // 27: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	2,  // 28: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 29: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
-	3,  // 30: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	4,  // 31: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
-	4,  // 32: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
-	31, // 33: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
-	24, // 34: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
-	21, // 35: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	35, // 36: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
-	26, // 37: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	28, // 38: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	30, // 39: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	33, // 40: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	25, // 41: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	21, // 42: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	36, // 43: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
-	27, // 44: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	29, // 45: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	32, // 46: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	34, // 47: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	41, // [41:48] is the sub-list for method output_type
-	34, // [34:41] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	3,  // 2: concord.v1.FedLink.export:type_name -> concord.v1.FedPolicy
+	3,  // 3: concord.v1.FedLink.import:type_name -> concord.v1.FedPolicy
+	4,  // 4: concord.v1.FedLink.buffer:type_name -> concord.v1.FedBufferPolicy
+	2,  // 5: concord.v1.FedLink.kind:type_name -> concord.v1.FedLinkKind
+	6,  // 6: concord.v1.FedLink.map:type_name -> concord.v1.FedMapLink
+	7,  // 7: concord.v1.FedMapLink.auth:type_name -> concord.v1.FedMapAuth
+	3,  // 8: concord.v1.FedTokenRecord.export:type_name -> concord.v1.FedPolicy
+	3,  // 9: concord.v1.FedTokenRecord.import:type_name -> concord.v1.FedPolicy
+	4,  // 10: concord.v1.FedTokenRecord.buffer:type_name -> concord.v1.FedBufferPolicy
+	8,  // 11: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
+	5,  // 12: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
+	9,  // 13: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
+	10, // 14: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
+	9,  // 15: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
+	5,  // 16: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
+	8,  // 17: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
+	5,  // 18: concord.v1.FedMapLinkPut.link:type_name -> concord.v1.FedLink
+	8,  // 19: concord.v1.FedMapDirectory.agents:type_name -> concord.v1.FedRemoteAgent
+	23, // 20: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
+	24, // 21: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
+	28, // 22: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
+	29, // 23: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
+	25, // 24: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
+	16, // 25: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
+	26, // 26: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
+	26, // 27: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
+	21, // 28: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
+	22, // 29: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
+	3,  // 30: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 31: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 32: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	3,  // 33: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 34: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 35: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	5,  // 36: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
+	5,  // 37: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
+	37, // 38: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
+	7,  // 39: concord.v1.CreateMapLinkRequest.auth:type_name -> concord.v1.FedMapAuth
+	3,  // 40: concord.v1.CreateMapLinkRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 41: concord.v1.CreateMapLinkRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 42: concord.v1.CreateMapLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	21, // 43: concord.v1.MapForwardRequest.envelopes:type_name -> concord.v1.FedEnvelope
+	22, // 44: concord.v1.MapForwardResponse.acks:type_name -> concord.v1.FedAck
+	30, // 45: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
+	27, // 46: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
+	41, // 47: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
+	32, // 48: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	34, // 49: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	36, // 50: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	39, // 51: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	43, // 52: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
+	44, // 53: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
+	31, // 54: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	27, // 55: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	42, // 56: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
+	33, // 57: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	35, // 58: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	38, // 59: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	40, // 60: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	35, // 61: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
+	45, // 62: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
+	54, // [54:63] is the sub-list for method output_type
+	45, // [45:54] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_federation_proto_init() }
@@ -2996,12 +3681,12 @@ func file_concord_v1_federation_proto_init() {
 	if File_concord_v1_federation_proto != nil {
 		return
 	}
-	file_concord_v1_federation_proto_msgTypes[6].OneofWrappers = []any{
+	file_concord_v1_federation_proto_msgTypes[8].OneofWrappers = []any{
 		(*FedSnapshotRecord_Link)(nil),
 		(*FedSnapshotRecord_Token)(nil),
 		(*FedSnapshotRecord_Imported)(nil),
 	}
-	file_concord_v1_federation_proto_msgTypes[19].OneofWrappers = []any{
+	file_concord_v1_federation_proto_msgTypes[24].OneofWrappers = []any{
 		(*FedFrame_Hello)(nil),
 		(*FedFrame_Welcome)(nil),
 		(*FedFrame_Batch)(nil),
@@ -3016,8 +3701,8 @@ func file_concord_v1_federation_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   35,
+			NumEnums:      3,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
