@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
 
 // Client is a minimal MAP participant for scenarios: one WebSocket
@@ -82,11 +84,16 @@ type SendResult struct {
 // through the client are recorded in ledger when it is not nil. The
 // connection is closed at t's cleanup.
 func Dial(t testing.TB, url string, ledger *Ledger) (*Client, error) {
+	return dialTLS(t, url, ledger, ClientTLS())
+}
+
+// dialTLS is Dial trusting tc (a cluster of another system has its own CA).
+func dialTLS(t testing.TB, url string, ledger *Ledger, tc *tls.Config) (*Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
 	in := newInbox()
 	cc := rpc.DefaultClientConfig()
-	cc.TLSConfig = ClientTLS()
+	cc.TLSConfig = tc
 	conn, err := rpc.Dial(ctx, url, cc, &clientHandler{in: in})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
@@ -103,7 +110,7 @@ func Dial(t testing.TB, url string, ledger *Ledger) (*Client, error) {
 // left by a retry after an unknown outcome is harmless.
 func (c *Cluster) Connect(t testing.TB, i int, params map[string]any) *Client {
 	t.Helper()
-	cl, err := Dial(t, c.Node(i).MAPURL(), c.Ledger)
+	cl, err := dialTLS(t, c.Node(i).MAPURL(), c.Ledger, tlstest.ClientTLS(c.SystemID(), ""))
 	if err != nil {
 		t.Fatalf("clustertest: %v", err)
 	}

@@ -68,8 +68,11 @@ func (l *mapLink) policy() *concordv1.FedLink {
 	return l.link
 }
 
-func (l *mapLink) bufferPolicy() *concordv1.FedBufferPolicy {
-	if p := l.link.GetBuffer(); p.GetOverflow() != concordv1.FedOverflow_FED_OVERFLOW_UNSPECIFIED {
+// bufferPolicy is the link's buffer policy. Caller holds l.mu.
+func (l *mapLink) bufferPolicy() *concordv1.FedBufferPolicy { return bufferPolicyOf(l.link) }
+
+func bufferPolicyOf(link *concordv1.FedLink) *concordv1.FedBufferPolicy {
+	if p := link.GetBuffer(); p.GetOverflow() != concordv1.FedOverflow_FED_OVERFLOW_UNSPECIFIED {
 		return p
 	}
 	return DefaultBufferPolicy()

@@ -35,7 +35,15 @@ type proxy struct {
 	sessionID   string
 	resumeToken string
 	pending     map[string][]pairing // open requests by foreign target id
+	idTaken     int                  // registrations refused with 3000 in a row
 }
+
+// codeAgentExists is MAP's AGENT_EXISTS; after maxIDTaken of them in a
+// row a proxy registers without asking for its local id.
+const (
+	codeAgentExists = 3000
+	maxIDTaken      = 5
+)
 
 func (p *proxy) isUp() bool {
 	p.mu.Lock()
@@ -57,7 +65,7 @@ func (p *proxy) push(it *item) {
 	if !up {
 		it.done = nil
 	}
-	dropped, refuse := p.queue.push(it, p.h.l.bufferPolicy(), it.at)
+	dropped, refuse := p.queue.push(it, bufferPolicyOf(p.h.link), it.at)
 	p.mu.Unlock()
 	tellDropped(dropped)
 	switch {
@@ -150,11 +158,20 @@ func (p *proxy) register(ctx context.Context, conn MAPConn) (string, error) {
 	if r := p.agent.GetRole(); r != "" {
 		params["role"] = r
 	}
+	p.mu.Lock()
+	taken := p.idTaken
+	p.mu.Unlock()
+	if taken >= maxIDTaken {
+		delete(params, "agentId") // someone else keeps that id: let the server choose
+	}
 	raw, err := conn.Call(ctx, "map/agents/register", params)
 	var ce *CodeError
-	if errors.As(err, &ce) && ce.Code == 3000 {
-		delete(params, "agentId")
-		raw, err = conn.Call(ctx, "map/agents/register", params)
+	if errors.As(err, &ce) && ce.Code == codeAgentExists {
+		// Usually the previous holder's proxy, which the server frees
+		// once it sees that connection lost: try again later.
+		p.mu.Lock()
+		p.idTaken++
+		p.mu.Unlock()
 	}
 	if err != nil {
 		return "", fmt.Errorf("map/agents/register: %w", err)
@@ -163,6 +180,9 @@ func (p *proxy) register(ctx context.Context, conn MAPConn) (string, error) {
 	if json.Unmarshal(raw, &res) != nil || ValidForeignAgent(&concordv1.FedRemoteAgent{Id: res.Agent.ID}) != nil {
 		return "", fmt.Errorf("%w: map/agents/register result", errForeign)
 	}
+	p.mu.Lock()
+	p.idTaken = 0
+	p.mu.Unlock()
 	return res.Agent.ID, nil
 }
 
@@ -189,7 +209,7 @@ func (p *proxy) sendLoop(ctx context.Context, conn MAPConn) error {
 	l := p.h.l
 	for {
 		p.mu.Lock()
-		expired := p.queue.expire(l.bufferPolicy(), l.m.now())
+		expired := p.queue.expire(bufferPolicyOf(p.h.link), l.m.now())
 		var it *item
 		if len(p.queue.items) > 0 {
 			it = p.queue.popFront()

@@ -33,9 +33,10 @@ func connectParams(link *concordv1.FedMapLink, ptype, name, sessionID, resumeTok
 		p["resumeToken"] = resumeToken
 	}
 	if ptype == "agent" {
-		// A holder that moves or reconnects comes back within this; a
-		// server that supports it keeps the proxy registered meanwhile.
-		p["disconnectPolicy"] = map[string]any{"agentBehavior": "grace-period", "gracePeriodMs": 30000}
+		// The next holder may be another node, which cannot resume this
+		// session: a server that honours the policy frees the proxy's id
+		// as soon as the connection is lost, for the next registration.
+		p["disconnectPolicy"] = map[string]any{"agentBehavior": "unregister"}
 	}
 	return p
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,9 +19,10 @@ import (
 func newFederationCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "federation",
-		Short: "Link this system with other Concord systems",
+		Short: "Link this system with other Concord systems and foreign MAP servers",
 		Long: "Peering: run `federation token --peer <their-system-id>` on one system, then\n" +
-			"`federation link --token <token>` on the other. Links are Raft state on both sides.",
+			"`federation link --token <token>` on the other. Links are Raft state on both sides.\n" +
+			"A foreign MAP server: `federation link --kind map --system-id ID --url ws(s)://HOST/PATH`.",
 	}
 	cmd.AddCommand(newFedTokenCmd(), newFedLinkCmd(), newFedListCmd("list", false), newFedListCmd("status", true), newFedUnlinkCmd())
 	return cmd
@@ -110,16 +112,46 @@ func newFedLinkCmd() *cobra.Command {
 	var (
 		f     adminFlags
 		p     policyFlags
+		m     mapLinkFlags
 		token string
 	)
 	cmd := &cobra.Command{
-		Use:   "link --token TOKEN",
-		Short: "Redeem a peering token: link this system with the system that issued it",
-		Args:  cobra.NoArgs,
+		Use:   "link --token TOKEN | link --kind map --system-id ID --url ws(s)://HOST/PATH",
+		Short: "Link this system with another Concord system (a token) or a foreign MAP server (--kind map)",
+		Long: "--kind concord (default) redeems a peering token printed by `federation token` on the other system.\n" +
+			"--kind map links a foreign MAP server by its WebSocket URL: one node of this system (chosen by the\n" +
+			"leader, moved when it dies) connects there as a MAP participant, registers a proxy agent for each\n" +
+			"exported agent and imports the foreign agents as remote agents of --system-id. Credentials come from\n" +
+			"--auth-token-file (never a flag value); --map-ca-file pins the CA of a wss:// server.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := p.parse()
 			if err != nil {
 				return err
+			}
+			switch m.kind {
+			case "concord":
+				if token == "" || m.systemID != "" || m.url != "" {
+					return fmt.Errorf("--kind concord takes --token (and no --system-id or --url)")
+				}
+			case "map":
+				if token != "" || st.Transitive {
+					return fmt.Errorf("--kind map takes --system-id and --url (no --token, no --transitive)")
+				}
+				spec, err := m.spec(st)
+				if err != nil {
+					return err
+				}
+				return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+					l, err := c.CreateMapLink(ctx, spec)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "linked to MAP system %s at %s (auth %s)\n", l.PeerSystemID, l.URL, l.Auth)
+					return err
+				})
+			default:
+				return fmt.Errorf("--kind %q: want concord or map", m.kind)
 			}
 			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
 				l, err := c.CreateLink(ctx, strings.TrimSpace(token), st)
@@ -133,9 +165,49 @@ func newFedLinkCmd() *cobra.Command {
 	}
 	f.register(cmd)
 	p.register(cmd)
-	cmd.Flags().StringVar(&token, "token", "", "token printed by `federation token` on the other system (required)")
-	_ = cmd.MarkFlagRequired("token")
+	m.register(cmd)
+	cmd.Flags().StringVar(&token, "token", "", "token printed by `federation token` on the other system (--kind concord)")
 	return cmd
+}
+
+// mapLinkFlags describe a link of kind map.
+type mapLinkFlags struct {
+	kind, systemID, url, authMethod, tokenFile, caFile string
+}
+
+func (m *mapLinkFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&m.kind, "kind", "concord", "what to link: concord (a Concord system, by token) or map (a foreign MAP server, by URL)")
+	fl.StringVar(&m.systemID, "system-id", "", "--kind map: the id this system gives the foreign system (agents appear as ID:agent:X)")
+	fl.StringVar(&m.url, "url", "", "--kind map: the foreign server's MAP WebSocket URL, ws:// or wss://")
+	fl.StringVar(&m.authMethod, "auth-method", "bearer", "--kind map: how --auth-token-file's token is presented in map/connect: bearer or api-key")
+	fl.StringVar(&m.tokenFile, "auth-token-file", "", "--kind map: file holding the token or API key for the foreign server (stored in Raft, never printed)")
+	fl.StringVar(&m.caFile, "map-ca-file", "", "--kind map: PEM CA the wss:// server's certificate must chain to (default: system roots)")
+}
+
+func (m *mapLinkFlags) spec(st admin.LinkSettings) (admin.MapLinkSpec, error) {
+	spec := admin.MapLinkSpec{SystemID: m.systemID, URL: m.url, LinkSettings: st}
+	if m.systemID == "" || m.url == "" {
+		return spec, fmt.Errorf("--kind map needs --system-id and --url")
+	}
+	if m.tokenFile != "" {
+		tok, err := secretFrom(m.tokenFile, "")
+		if err != nil {
+			return spec, fmt.Errorf("--auth-token-file: %w", err)
+		}
+		if m.authMethod != "bearer" && m.authMethod != "api-key" {
+			return spec, fmt.Errorf("--auth-method %q: want bearer or api-key", m.authMethod)
+		}
+		spec.AuthMethod, spec.Token = m.authMethod, string(tok)
+	}
+	if m.caFile != "" {
+		ca, err := os.ReadFile(m.caFile)
+		if err != nil {
+			return spec, fmt.Errorf("--map-ca-file: %w", err)
+		}
+		spec.CAPEM = ca
+	}
+	return spec, nil
 }
 
 func newFedListCmd(use string, detail bool) *cobra.Command {
@@ -166,23 +238,40 @@ func printLinks(w io.Writer, res admin.Links, detail bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if detail {
 		fmt.Fprintf(tw, "# system %s, node %s\n", res.SystemID, res.NodeID)
-		fmt.Fprintln(tw, "PEER\tSTATE\tSTREAMS\tSERVER\tRTT\tQUEUE\tSENT\tRECEIVED\tDROPPED\tRECONNECTS\tIMPORTED")
+		fmt.Fprintln(tw, "PEER\tKIND\tSTATE\tSTREAMS\tSERVER\tRTT\tQUEUE\tSENT\tRECEIVED\tDROPPED\tRECONNECTS\tIMPORTED")
 	} else {
-		fmt.Fprintln(tw, "PEER\tSERVERS\tEXPORT\tIMPORT\tTRANSITIVE\tMAX_HOPS\tBUFFER\tTLS")
+		fmt.Fprintln(tw, "PEER\tKIND\tSERVERS\tEXPORT\tIMPORT\tTRANSITIVE\tMAX_HOPS\tBUFFER\tTLS")
 	}
 	for _, st := range res.Links {
+		if detail && st.Kind == "map" {
+			fmt.Fprintf(tw, "%s\tmap\t%s\t%d proxies\t%s (holder %s)\t-\t%d (%d B)\t%d\t%d\t%d\t%d\t%d agents (v%d), %d inbound errors\n",
+				st.PeerSystemID, st.State, st.ProxiesUp, st.URL, orDash(st.Holder), st.QueueDepth, st.QueueBytes, st.Sent, st.Received,
+				st.Dropped, st.Reconnects, st.ImportedAgents, st.ImportedVersion, st.InboundErrors)
+			continue
+		}
 		if detail {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d (%d B)\t%d\t%d\t%d\t%d\t%d agents (v%d)\n", st.PeerSystemID, st.State,
+			fmt.Fprintf(tw, "%s\tconcord\t%s\t%d\t%s\t%s\t%d (%d B)\t%d\t%d\t%d\t%d\t%d agents (v%d)\n", st.PeerSystemID, st.State,
 				st.StreamsUp, st.ConnectedTo, st.RTT, st.QueueDepth,
 				st.QueueBytes, st.Sent, st.Received, st.Dropped, st.Reconnects, st.ImportedAgents, st.ImportedVersion)
 			continue
 		}
 		b := st.Buffer
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d msgs/%d B/%v %s\t%v\n", st.PeerSystemID, strings.Join(st.PeerAddrs, ","),
+		servers := strings.Join(st.PeerAddrs, ",")
+		if st.Kind == "map" {
+			servers = st.URL + " (auth " + st.Auth + ", holder " + orDash(st.Holder) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%d\t%d msgs/%d B/%v %s\t%v\n", st.PeerSystemID, st.Kind, servers,
 			st.Export, st.Import, st.Transitive, st.MaxHops,
 			b.MaxMessages, b.MaxBytes, b.MaxAge, b.Overflow, st.HasPeerCA)
 	}
 	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func newFedUnlinkCmd() *cobra.Command {

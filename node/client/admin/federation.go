@@ -79,6 +79,11 @@ type Link struct {
 	PeerAddrs    []string
 	LinkSettings
 	HasPeerCA bool // the peer's CA is pinned: the link uses TLS
+	// Kind is "concord" or "map". A map link has URL (without secrets) and
+	// Auth (the method only) instead of PeerAddrs.
+	Kind, URL, Auth string
+	// Holder is the node holding a map link's connection ("" until chosen).
+	Holder string
 }
 
 // LinkStatus is a link as one node sees it.
@@ -94,6 +99,9 @@ type LinkStatus struct {
 	Dropped, Reconnects uint64
 	ImportedAgents      uint32
 	ImportedVersion     uint64
+	// ProxiesUp and InboundErrors are a map link's, on its holder.
+	ProxiesUp     uint32
+	InboundErrors uint64
 }
 
 // Links is the answer of ListLinks: the links and who answered.
@@ -143,7 +151,7 @@ func (c *Client) ListLinks(ctx context.Context) (Links, error) {
 			ConnectedTo: st.GetConnectedTo(), RTT: time.Duration(st.GetRttUs()) * time.Microsecond,
 			QueueDepth: st.GetQueueDepth(), QueueBytes: st.GetQueueBytes(), Sent: st.GetSent(), Received: st.GetReceived(),
 			Dropped: st.GetDropped(), Reconnects: st.GetReconnects(), ImportedAgents: st.GetImportedAgents(),
-			ImportedVersion: st.GetImportedVersion()})
+			ImportedVersion: st.GetImportedVersion(), ProxiesUp: st.GetProxiesUp(), InboundErrors: st.GetInboundErrors()})
 	}
 	return out, nil
 }
@@ -165,9 +173,46 @@ func (c *Client) Unlink(ctx context.Context, peerSystemID string) (Unlinked, err
 
 func link(l *concordv1.FedLink) Link {
 	b := l.GetBuffer()
-	return Link{PeerSystemID: l.GetPeerSystemId(), PeerAddrs: l.GetPeerAddrs(), HasPeerCA: len(l.GetPeerCaPem()) > 0,
+	kind, url, auth := "concord", "", ""
+	if federation.IsMapLink(l) {
+		kind, url, auth = "map", federation.RedactURL(l.GetMap().GetUrl()), l.GetMap().GetAuth().GetMethod()
+		if auth == "" {
+			auth = "none"
+		}
+	}
+	return Link{PeerSystemID: l.GetPeerSystemId(), PeerAddrs: l.GetPeerAddrs(), HasPeerCA: len(l.GetPeerCaPem()) > 0 || len(l.GetMap().GetCaPem()) > 0,
+		Kind: kind, URL: url, Auth: auth, Holder: l.GetMap().GetHolderNodeId(),
 		LinkSettings: LinkSettings{Export: Policy{l.GetExport()}, Import: Policy{l.GetImport()},
 			Transitive: l.GetTransitive(), MaxHops: l.GetMaxHops(),
 			Buffer: Buffer{MaxMessages: b.GetMaxMessages(), MaxBytes: b.GetMaxBytes(),
 				MaxAge: time.Duration(b.GetMaxAgeMs()) * time.Millisecond, Overflow: overflowName(b.GetOverflow())}}}
+}
+
+// MapLinkSpec links a foreign MAP server.
+type MapLinkSpec struct {
+	SystemID string // the id this system gives the foreign system
+	URL      string // ws:// or wss://
+	// AuthMethod is "bearer" or "api-key" ("" with no Token: anonymous).
+	AuthMethod, Token string
+	CAPEM             []byte // optional: the CA of a wss:// server
+	LinkSettings
+}
+
+// CreateMapLink stores a link of kind map; the answer never carries the
+// token.
+func (c *Client) CreateMapLink(ctx context.Context, s MapLinkSpec) (Link, error) {
+	buf, err := s.Buffer.proto()
+	if err != nil {
+		return Link{}, err
+	}
+	req := &concordv1.CreateMapLinkRequest{SystemId: s.SystemID, Url: s.URL, CaPem: s.CAPEM,
+		Export: s.Export.p, Import: s.Import.p, MaxHops: s.MaxHops, Buffer: buf}
+	if s.AuthMethod != "" || s.Token != "" {
+		req.Auth = &concordv1.FedMapAuth{Method: s.AuthMethod, Token: s.Token}
+	}
+	res, err := c.fed.CreateMapLink(ctx, req)
+	if err != nil {
+		return Link{}, err
+	}
+	return link(res.GetLink()), nil
 }
