@@ -25,10 +25,12 @@ var (
 	fedDropped    = prometheus.NewDesc("concord_federation_dropped_total", "Envelopes this node dropped from its outage buffer for the peer.", fedLabels, nil)
 	fedReconnects = prometheus.NewDesc("concord_federation_connects_total", "Streams this node opened to the peer.", fedLabels, nil)
 	fedImported   = prometheus.NewDesc("concord_federation_imported_agents", "Agents imported from the peer (replicated directory).", fedLabels, nil)
+	fedProxies    = prometheus.NewDesc("concord_federation_map_proxies", "Proxy sessions up on the foreign MAP server (map links, on their holder).", fedLabels, nil)
+	fedInErrors   = prometheus.NewDesc("concord_federation_map_inbound_errors_total", "Messages from the foreign MAP server this node dropped (malformed, oversized, not exported, undeliverable).", fedLabels, nil)
 )
 
 func (c fedCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{fedUp, fedStreams, fedRTT, fedQueue, fedQueueBytes, fedSent, fedReceived, fedDropped, fedReconnects, fedImported} {
+	for _, d := range []*prometheus.Desc{fedUp, fedStreams, fedRTT, fedQueue, fedQueueBytes, fedSent, fedReceived, fedDropped, fedReconnects, fedImported, fedProxies, fedInErrors} {
 		ch <- d
 	}
 }
@@ -56,5 +58,9 @@ func (c fedCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(fedReceived, st.GetReceived())
 		counter(fedDropped, st.GetDropped())
 		counter(fedReconnects, st.GetReconnects())
+		if federation.IsMapLink(st.GetLink()) {
+			gauge(fedProxies, float64(st.GetProxiesUp()))
+			counter(fedInErrors, st.GetInboundErrors())
+		}
 	}
 }
