@@ -115,8 +115,9 @@ func (s *service) Unlink(ctx context.Context, req *concordv1.UnlinkRequest) (*co
 		return nil, toStatus(err)
 	}
 	if isMapLink(link) {
-		// A foreign MAP server keeps no link state: nothing to tell.
-		return &concordv1.UnlinkResponse{PeerNotified: true}, nil
+		// A foreign MAP server keeps no link state: nothing to tell
+		// (neither notified nor an error).
+		return &concordv1.UnlinkResponse{}, nil
 	}
 	if err := s.m.notifyUnlink(ctx, link); err != nil {
 		s.m.log.Warn("peer not told of the unlink", "peer", req.GetPeerSystemId(), "err", err)

@@ -286,9 +286,12 @@ func newFedUnlinkCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if res.PeerNotified {
+				switch {
+				case res.PeerNotified:
 					_, err = fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s (it removed its side too)\n", args[0])
-				} else {
+				case res.PeerError == "": // a map link: the foreign server keeps no side
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s\n", args[0])
+				default:
 					_, err = fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s here; %s was not reached (%s): unlink there too\n",
 						args[0], args[0], res.PeerError)
 				}
