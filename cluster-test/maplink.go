@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -48,4 +49,20 @@ func (c *Cluster) MapHolder(peer string) (*Node, error) {
 		}
 	}
 	return nil, fmt.Errorf("holder %s: map link to %s not up", holder, peer)
+}
+
+// killHolder kills (hard stop) holder, the node holding c's map link to
+// peer, and returns the node that takes the link over.
+func killHolder(t testing.TB, c *Cluster, holder *Node, peer string) *Node {
+	t.Helper()
+	c.Kill(t, holder.Index)
+	var next *Node
+	Eventually(t, 30*time.Second, func() (err error) {
+		next, err = c.MapHolder(peer)
+		if err == nil && next.ID == holder.ID {
+			return fmt.Errorf("holder still %s", holder.ID)
+		}
+		return err
+	})
+	return next
 }

@@ -243,15 +243,7 @@ func TestMapLink_SDKForeignServer(t *testing.T) {
 	}
 
 	// Hard stop of the holder: another node takes the link over.
-	old := holder
-	dc1.Kill(t, old.Index)
-	Eventually(t, 30*time.Second, func() (err error) {
-		holder, err = dc1.MapHolder("sdk")
-		if err == nil && holder.ID == old.ID {
-			return fmt.Errorf("holder still %s", old.ID)
-		}
-		return err
-	})
+	killHolder(t, dc1, holder, "sdk")
 	n = sdkToAlice(t, f, alice, bob, n+1)
 	aliceToSDK(t, f, alice, bob, 1000)
 

@@ -127,15 +127,7 @@ func TestMapLink_ConcordAsForeignServer(t *testing.T) {
 
 	// Hard stop of the holder: another node takes the link over and bob's
 	// messages keep arriving.
-	old := holder
-	dc1.Kill(t, old.Index)
-	Eventually(t, 30*time.Second, func() (err error) {
-		holder, err = dc1.MapHolder("ext")
-		if err == nil && holder.ID == old.ID {
-			return fmt.Errorf("holder still %s", old.ID)
-		}
-		return err
-	})
+	killHolder(t, dc1, holder, "ext")
 	keepArriving(t, bob, alice, "alice", "ext:agent:bob", 3)
 	Eventually(t, 20*time.Second, func() error {
 		res, err := alice.Send(map[string]any{"to": "ext:agent:bob", "payload": map[string]any{"n": 100}})

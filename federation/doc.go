@@ -17,6 +17,20 @@
 // peering.go tokens and the handshake, service.go the gRPC service,
 // trust.go the TLS identity checks, manager.go ties them together.
 //
+// Links of kind map (federation.md §6, outbound) reach a foreign MAP
+// server by its WebSocket URL instead of another Concord system:
+// state_map.go is their replicated part (FED_MAP_LINK_PUT, the leader's
+// choice of holder node FED_MAP_HOLDER with an epoch that fences stale
+// holders, the foreign directory FED_MAP_DIRECTORY), mapadmin.go creates
+// them and chooses holders (rendezvous hash over live nodes, kept while
+// alive), maplink.go runs one on every node (the holder role, or
+// forwarding to the holder over MapForward), maphold.go the holder's
+// sessions, mapproxy.go one proxy agent per local agent on the foreign
+// server (a MAP server stamps each message with its session's agent, so
+// every local sender needs its own session there), mapwatch.go the
+// directory watcher, mapwire.go the MAP shapes read and sent. The MAP
+// connection itself comes from node (MAPDialer, on node/rpc).
+//
 // Choices where federation.md leaves room: a message whose link breaks
 // after it was sent but before the peer acknowledged answers 5000 (its
 // outcome is unknown: it may have been delivered) and is never resent, so

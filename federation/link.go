@@ -145,11 +145,7 @@ func (l *outLink) stop(err *CodeError) {
 	l.inflight = map[uint64]*inflight{}
 	l.mu.Unlock()
 	close(l.stopCh)
-	for _, it := range items {
-		if it.done != nil {
-			it.done(Outcome{Err: err})
-		}
-	}
+	tell(items, Outcome{Err: err})
 }
 
 // run connects, serves, and reconnects until ctx ends or stop.
@@ -345,13 +341,7 @@ func (l *outLink) disconnected(addr string) {
 	l.up, l.connectedTo = false, ""
 	fl := l.inflight
 	l.inflight = map[uint64]*inflight{}
-	var queued []*item
-	for _, it := range l.buf.items {
-		if it.done != nil {
-			queued = append(queued, &item{done: it.done})
-			it.done = nil
-		}
-	}
+	queued := detachWaiting(l.buf.items)
 	l.mu.Unlock()
 	for _, f := range fl {
 		if f.it.done != nil {
@@ -359,9 +349,7 @@ func (l *outLink) disconnected(addr string) {
 				map[string]any{"retryable": true, "systemId": l.peer})})
 		}
 	}
-	for _, it := range queued {
-		it.done(Outcome{Queued: true})
-	}
+	tellQueued(queued)
 	l.log.Info("federation link down", "addr", addr)
 	l.m.event("federation_disconnected", l.peer, map[string]any{"systemId": l.peer, "nodeId": l.m.cfg.NodeID, "server": addr})
 }

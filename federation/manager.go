@@ -208,7 +208,13 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 		done(Outcome{Err: cerr})
 		return
 	}
-	maxHops := ol.policy().GetMaxHops()
+	ol.enqueue(m.originate(msg, ol.policy()), done)
+}
+
+// originate is the envelope of a message this system sends over link,
+// stamped with this system as its first hop.
+func (m *Manager) originate(msg Message, link *concordv1.FedLink) *concordv1.FedEnvelope {
+	maxHops := link.GetMaxHops()
 	if maxHops == 0 {
 		maxHops = DefaultMaxHops
 	}
@@ -218,7 +224,7 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 		ToAgent: msg.ToAgent, ToScope: msg.ToScope, Payload: msg.Payload, Meta: msg.Meta,
 	}
 	Stamp(env, m.cfg.SystemID)
-	ol.enqueue(env, done)
+	return env
 }
 
 // route picks the link a message for target leaves by: the direct link

@@ -143,15 +143,5 @@ func (m *Manager) sendMap(ml *mapLink, msg Message, done func(Outcome)) {
 			map[string]any{"agentId": RemoteID(ml.peer, msg.ToAgent)})})
 		return
 	}
-	maxHops := ml.policy().GetMaxHops()
-	if maxHops == 0 {
-		maxHops = DefaultMaxHops
-	}
-	env := &concordv1.FedEnvelope{
-		SourceSystem: m.cfg.SystemID, TargetSystem: msg.TargetSystem, MaxHops: maxHops,
-		OriginTsMs: m.now().UnixMilli(), MessageId: msg.MessageID, From: msg.From,
-		ToAgent: msg.ToAgent, Payload: msg.Payload, Meta: msg.Meta,
-	}
-	Stamp(env, m.cfg.SystemID)
-	ml.enqueue(env, done)
+	ml.enqueue(m.originate(msg, ml.policy()), done)
 }

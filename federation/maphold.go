@@ -78,7 +78,10 @@ func (h *holding) release() {
 	}
 	h.wg.Wait()
 	for _, p := range ps {
-		for _, it := range p.queue.takeAll() {
+		p.mu.Lock()
+		items := p.queue.takeAll()
+		p.mu.Unlock()
+		for _, it := range items {
 			h.l.mu.Lock()
 			dropped, refuse := h.l.buf.push(it, h.l.bufferPolicy(), it.at)
 			h.l.mu.Unlock()
@@ -128,11 +131,10 @@ func (h *holding) reconcileProxies() {
 	h.mu.Unlock()
 	for _, p := range gone {
 		p.cancel()
-		for _, it := range p.queue.takeAll() {
-			if it.done != nil {
-				it.done(Outcome{Err: codeErr(CodeNotExported, "Agent "+p.localID+" is no longer exported to system "+h.l.peer, nil)})
-			}
-		}
+		p.mu.Lock()
+		items := p.queue.takeAll()
+		p.mu.Unlock()
+		tell(items, Outcome{Err: codeErr(CodeNotExported, "Agent "+p.localID+" is no longer exported to system "+h.l.peer, nil)})
 	}
 }
 

@@ -169,11 +169,7 @@ func (l *mapLink) stop(err *CodeError) {
 	items := l.buf.takeAll()
 	l.mu.Unlock()
 	close(l.stopCh)
-	for _, it := range items {
-		if it.done != nil {
-			it.done(Outcome{Err: err})
-		}
-	}
+	tell(items, Outcome{Err: err})
 }
 
 // runForwarder sends buffered messages to the holder node in batches
@@ -245,12 +241,8 @@ func (l *mapLink) forwardBatch(ctx context.Context, holder string) (sent bool, e
 	defer cancel()
 	res, err := concordv1.NewFederationClient(cc).MapForward(cctx, req)
 	if err != nil {
-		for _, it := range batch {
-			if it.done != nil {
-				it.done(Outcome{Err: codeErr(CodeUnavailable, "Federation link to "+l.peer+": its holder node "+holder+
-					" did not answer; the message may or may not have been delivered", map[string]any{"retryable": true, "systemId": l.peer})})
-			}
-		}
+		tell(batch, Outcome{Err: codeErr(CodeUnavailable, "Federation link to "+l.peer+": its holder node "+holder+
+			" did not answer; the message may or may not have been delivered", map[string]any{"retryable": true, "systemId": l.peer})})
 		return true, err
 	}
 	acks := map[uint64]*concordv1.FedAck{}
@@ -268,17 +260,9 @@ func (l *mapLink) forwardBatch(ctx context.Context, holder string) (sent bool, e
 // tellQueued tells the senders still waiting that their message is queued.
 func (l *mapLink) tellQueued() {
 	l.mu.Lock()
-	var queued []func(Outcome)
-	for _, it := range l.buf.items {
-		if it.done != nil {
-			queued = append(queued, it.done)
-			it.done = nil
-		}
-	}
+	waiting := detachWaiting(l.buf.items)
 	l.mu.Unlock()
-	for _, d := range queued {
-		d(Outcome{Queued: true})
-	}
+	tellQueued(waiting)
 }
 
 func ackOutcome(a *concordv1.FedAck, peer string) Outcome {

@@ -190,17 +190,9 @@ func (p *proxy) register(ctx context.Context, conn MAPConn) (string, error) {
 func (p *proxy) down() {
 	p.mu.Lock()
 	p.up = false
-	var queued []func(Outcome)
-	for _, it := range p.queue.items {
-		if it.done != nil {
-			queued = append(queued, it.done)
-			it.done = nil
-		}
-	}
+	waiting := detachWaiting(p.queue.items)
 	p.mu.Unlock()
-	for _, d := range queued {
-		d(Outcome{Queued: true})
-	}
+	tellQueued(waiting)
 }
 
 // sendLoop sends queued messages in order, one map/send at a time (the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,34 +55,9 @@ func TestServerFlags_Auth(t *testing.T) {
 
 // TestACLTokenCommands runs create, list and revoke against a dev node.
 func TestACLTokenCommands(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	cfg := node.DevConfig(t.TempDir())
-	cfg.GRPCAddr = addr
-	srv, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Shutdown(context.Background()) }()
-
-	run := func(args ...string) (string, error) {
-		root := newRootCmd()
-		var out, errOut bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&errOut)
-		root.SetArgs(append(args, "--addr", addr))
-		err := root.ExecuteContext(ctx)
-		return out.String(), err
-	}
+	run := devNodeCLI(ctx, t)
 	token, err := run("acl", "token", "create", "--participant", "ops-*", "--types", "system,client", "--description", "ci")
 	if err != nil || !strings.HasPrefix(token, "map_sk_") {
 		t.Fatalf("create: %q %v", token, err)

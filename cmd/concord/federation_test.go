@@ -13,10 +13,10 @@ import (
 	"github.com/concordmap/concord/node"
 )
 
-// TestFederationLink_KindMap: `federation link --kind map` stores a link
-// whose token list/status never print, and refuses bad flag sets before
-// calling the node.
-func TestFederationLink_KindMap(t *testing.T) {
+// devNodeCLI starts a dev node on a free gRPC port and returns a runner of
+// CLI commands against it (--addr appended), with their stdout.
+func devNodeCLI(ctx context.Context, t *testing.T) func(args ...string) (string, error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -29,13 +29,11 @@ func TestFederationLink_KindMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	if err := srv.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = srv.Shutdown(context.Background()) }()
-	run := func(args ...string) (string, error) {
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	return func(args ...string) (string, error) {
 		root := newRootCmd()
 		var out, errOut bytes.Buffer
 		root.SetOut(&out)
@@ -44,6 +42,15 @@ func TestFederationLink_KindMap(t *testing.T) {
 		err := root.ExecuteContext(ctx)
 		return out.String(), err
 	}
+}
+
+// TestFederationLink_KindMap: `federation link --kind map` stores a link
+// whose token list/status never print, and refuses bad flag sets before
+// calling the node.
+func TestFederationLink_KindMap(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	run := devNodeCLI(ctx, t)
 	const secret = "map_sk_very_secret_value"
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte(secret+"\n"), 0o600); err != nil {
