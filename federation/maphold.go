@@ -15,7 +15,9 @@ import (
 const maxProxies = 1024
 
 // holding is a map link while this node holds it: the watcher session and
-// the proxy sessions, all stopped when the role's context ends.
+// the proxy sessions, all stopped when the role's context ends. Lock
+// order: h.mu before a proxy's p.mu (neither is held while calling the
+// link's l.mu).
 type holding struct {
 	l      *mapLink
 	ctx    context.Context
