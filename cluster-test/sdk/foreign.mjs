@@ -1,6 +1,7 @@
 // A foreign MAP system for Concord's map-link tests: the official SDK's
 // reference MAPServer (@multi-agent-protocol/sdk, pinned in package.json)
-// on a WebSocket port, with one SDK AgentConnection ("sdk-bob") on it.
+// on a WebSocket port, with one SDK AgentConnection ("sdk-bob") on it that
+// echoes {ask} requests with reply() and answers Concord run tasks.
 //
 //   node foreign.mjs PORT [API_KEY]
 //
@@ -107,8 +108,43 @@ const bob = await AgentConnection.connect(url, {
 // send() can lose one of them.
 let chain = Promise.resolve();
 const serial = (fn) => (chain = chain.then(fn, fn));
+// answerTask answers a Concord run task (node/runs/PROTOCOL.md) the way
+// the demo's persona agents do: two claims in the initial round, agreement
+// afterwards, acceptance in the final vote, a short report and action.
+function answerTask(task) {
+  const who = task.participantId;
+  if (task.kind === "report") {
+    return { kind: "report", output: { mode: "representative", traceIncluded: false, traceLevel: "compact",
+      finalSummary: `Outcome: ${task.reportInput?.status}.`, representativeSpeech: `Speaking for the group, ${who}.` } };
+  }
+  if (task.kind === "action") {
+    return { kind: "action", output: { fullResponse: `${who} applied the accepted claims.`, summary: `${who} acted.` } };
+  }
+  const claims = task.claimCatalog ?? [];
+  const output = {
+    participantId: who, phase: task.phase, round: task.round,
+    fullResponse: `${who}, round ${task.round} (${task.phase}): I keep the claims that hold up.`,
+    summary: `${who} supports the well-founded claims.`,
+    judgements: claims.map((c) => ({ claimId: c.claimId, stance: "agree", confidence: 0.8, rationale: `${who} agrees.` })),
+  };
+  if (task.phase === "initial") {
+    output.taskTitle = "SDK agent answer";
+    output.extractedClaims = [{ title: `Benefit noted by ${who}`, statement: "It brings a measurable benefit.", category: "pro" }];
+  }
+  if (task.phase === "final_vote") {
+    output.claimVotes = claims.length ? claims.map((c) => ({ claimId: c.claimId, vote: "accept" })) : [{ claimId: "none", vote: "reject" }];
+  }
+  return { kind: "round", output };
+}
+
 bob.onMessage((m) => {
   out({ event: "message", id: m.id, from: m.from, payload: m.payload ?? null, meta: m.meta ?? null });
+  if (m.payload?.type === "x-concord.run.task") {
+    serial(() => bob.reply(m, answerTask(m.payload.task))).catch((e) =>
+      out({ event: "error", what: "task", message: String(e?.message || e) }),
+    );
+    return;
+  }
   if (m.payload && typeof m.payload === "object" && "ask" in m.payload) {
     serial(() => bob.reply(m, { answer: m.payload.ask })).catch((e) =>
       out({ event: "error", what: "reply", message: String(e?.message || e) }),
