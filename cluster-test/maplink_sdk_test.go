@@ -116,6 +116,24 @@ func (f *sdkForeign) send(cmd map[string]any) {
 	}
 }
 
+// proxiesNamed asks foreign.mjs for its agents and counts the Concord
+// proxies called name.
+func (f *sdkForeign) proxiesNamed(name string) int {
+	f.t.Helper()
+	f.mu.Lock()
+	nonce := len(f.events)
+	f.mu.Unlock()
+	f.send(map[string]any{"cmd": "list", "nonce": nonce})
+	ev := f.wait(10*time.Second, func(ev map[string]any) bool { return ev["event"] == "agents" && ev["nonce"] == float64(nonce) })
+	n := 0
+	for _, a := range ev["agents"].([]any) {
+		if a := a.(map[string]any); a["name"] == name && a["proxy"] == true {
+			n++
+		}
+	}
+	return n
+}
+
 // hasMessage matches sdk-bob's report of a message whose payload field n
 // is n.
 func hasMessage(n int) func(map[string]any) bool {
@@ -245,6 +263,14 @@ func TestMapLink_SDKForeignServer(t *testing.T) {
 	// Hard stop of the holder: another node takes the link over.
 	killHolder(t, dc1, holder, "sdk")
 	n = sdkToAlice(t, f, alice, bob, n+1)
+	// The new holder removed the proxy the dead one left behind (MAPServer
+	// keeps a disconnected session's agents).
+	Eventually(t, 20*time.Second, func() error {
+		if got := f.proxiesNamed("alice"); got != 1 {
+			return fmt.Errorf("%d proxies named alice on the foreign server", got)
+		}
+		return nil
+	})
 	aliceToSDK(t, f, alice, bob, 1000)
 
 	// Restart of the foreign server (all its state gone): the link

@@ -12,6 +12,7 @@
 //       agent registered under that name (a Concord proxy)
 //   {"cmd":"garbage"}  writes malformed, oversized and misaddressed frames
 //       to every connection that registered a Concord proxy
+//   {"cmd":"list","nonce":N}  prints the registered agents ({"event":"agents"})
 //   {"cmd":"exit"}
 //
 // Host glue for two gaps of the SDK 0.1.15 MAPServer (nothing else is
@@ -189,6 +190,9 @@ commands.on("line", async (line) => {
         n++;
       }
       out({ event: "garbage-sent", connections: n });
+    } else if (cmd.cmd === "list") {
+      const agents = server.agents.list({}).map((a) => ({ id: a.id, name: a.name, state: a.state, proxy: a.metadata?.concordProxy === true }));
+      out({ event: "agents", nonce: cmd.nonce, agents });
     } else if (cmd.cmd === "exit") {
       process.exit(0);
     }
