@@ -36,6 +36,7 @@ type proxy struct {
 	resumeToken string
 	pending     map[string][]pairing // open requests by foreign target id
 	idTaken     int                  // registrations refused with 3000 in a row
+	pairSeq     uint64               // numbers open requests
 }
 
 // codeAgentExists is MAP's AGENT_EXISTS; after maxIDTaken of them in a
@@ -236,12 +237,28 @@ func (p *proxy) send(ctx context.Context, conn MAPConn, it *item) error {
 	if len(env.GetMeta()) > 0 {
 		params["meta"] = json.RawMessage(env.GetMeta())
 	}
+	// A request's pairing is open before the send: the answer can come
+	// back before the server answers map/send.
+	target, seq := env.GetToAgent(), uint64(0)
+	if cid := requestCorrelation(env.GetMeta()); cid != "" {
+		seq = p.openPairing(target, cid)
+	}
 	cctx, cancel := context.WithTimeout(ctx, l.m.cfg.AckTimeout)
 	defer cancel()
 	raw, err := conn.Call(cctx, "map/send", params)
 	l.mu.Lock()
 	l.sent++
 	l.mu.Unlock()
+	var res struct {
+		MessageID string    `json:"messageId"`
+		Delivered *[]string `json:"delivered"`
+	}
+	if err == nil {
+		_ = json.Unmarshal(raw, &res)
+	}
+	if seq != 0 {
+		p.settlePairing(target, seq, res.MessageID, err == nil)
+	}
 	var ce *CodeError
 	switch {
 	case errors.As(err, &ce):
@@ -252,29 +269,53 @@ func (p *proxy) send(ctx context.Context, conn MAPConn, it *item) error {
 			map[string]any{"retryable": true, "systemId": l.peer})})
 		return err
 	}
-	var res struct {
-		MessageID string    `json:"messageId"`
-		Delivered *[]string `json:"delivered"`
-	}
-	_ = json.Unmarshal(raw, &res)
-	if cid := requestCorrelation(env.GetMeta()); cid != "" && res.MessageID != "" {
-		p.mu.Lock()
-		open := append(p.pending[env.GetToAgent()], pairing{foreignMsgID: res.MessageID, correlationID: cid, at: l.m.now()})
-		if len(open) > maxPairings {
-			open = open[len(open)-maxPairings:]
-		}
-		if len(p.pending) < maxPairings || p.pending[env.GetToAgent()] != nil {
-			p.pending[env.GetToAgent()] = open
-		}
-		p.mu.Unlock()
-	}
-	target := RemoteID(l.peer, env.GetToAgent())
 	if res.Delivered != nil && len(*res.Delivered) == 0 {
 		done(it, Outcome{Queued: true}) // the foreign server holds it for an offline agent
 		return nil
 	}
-	done(it, Outcome{Delivered: []string{target}})
+	done(it, Outcome{Delivered: []string{RemoteID(l.peer, target)}})
 	return nil
+}
+
+// openPairing opens a request to target awaiting an answer correlated
+// cid (bounded: the oldest go first) and returns its number.
+func (p *proxy) openPairing(target, cid string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending[target] == nil && len(p.pending) >= maxPairings {
+		return 0
+	}
+	p.pairSeq++
+	open := append(p.pending[target], pairing{seq: p.pairSeq, correlationID: cid, at: p.h.l.m.now()})
+	if len(open) > maxPairings {
+		open = open[len(open)-maxPairings:]
+	}
+	p.pending[target] = open
+	return p.pairSeq
+}
+
+// settlePairing records the foreign message id of request seq, or drops
+// it when the send failed (no answer will come).
+func (p *proxy) settlePairing(target string, seq uint64, foreignMsgID string, sent bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	open := p.pending[target]
+	for i := range open {
+		if open[i].seq != seq {
+			continue
+		}
+		if sent {
+			open[i].foreignMsgID = foreignMsgID
+		} else {
+			open = append(open[:i:i], open[i+1:]...)
+		}
+		break
+	}
+	if len(open) == 0 {
+		delete(p.pending, target)
+	} else {
+		p.pending[target] = open
+	}
 }
 
 func done(it *item, o Outcome) {

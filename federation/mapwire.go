@@ -157,7 +157,8 @@ func (m *foreignMessage) sender() (string, error) {
 // so the answer may come back without a correlation id, or with the
 // foreign message id as one (what AgentConnection.reply falls back to).
 type pairing struct {
-	foreignMsgID, correlationID string
+	seq                         uint64 // the proxy's number for it
+	foreignMsgID, correlationID string // foreignMsgID is "" until map/send answered
 	at                          time.Time
 }
 
@@ -197,7 +198,7 @@ func pairAnswer(meta json.RawMessage, open []pairing, now time.Time) (json.RawMe
 	var cid string
 	if raw, ok := fields["correlationId"]; ok && json.Unmarshal(raw, &cid) == nil && cid != "" {
 		for i, p := range open {
-			if p.foreignMsgID == cid {
+			if p.foreignMsgID != "" && p.foreignMsgID == cid {
 				fields["correlationId"], _ = json.Marshal(p.correlationID)
 				out, _ := json.Marshal(fields)
 				return out, append(open[:i:i], open[i+1:]...)
