@@ -78,7 +78,8 @@ func TestMapLink_ConcordAsForeignServer(t *testing.T) {
 	bob := agentOn(t, ext, 0, "bob", nil)
 
 	link := dc1.MapLink(t, 0, &concordv1.CreateMapLinkRequest{SystemId: "ext", Url: ext.Node(0).MAPURL(),
-		Auth: &concordv1.FedMapAuth{Method: "bearer", Token: ext.Token()}, CaPem: tlstest.CA("ext").CertPEM, Export: exportAll})
+		Auth: &concordv1.FedMapAuth{Method: "bearer", Token: ext.Token()}, CaPem: tlstest.CA("ext").CertPEM,
+		Export: policy(concordv1.FedPolicyKind_FED_POLICY_KIND_NAME_GLOB, "al*")})
 	if link.GetMap().GetAuth().GetToken() != "" {
 		t.Fatal("CreateMapLink answered with the token")
 	}
@@ -90,6 +91,17 @@ func TestMapLink_ConcordAsForeignServer(t *testing.T) {
 	// through the holder.
 	aliceIdx := nonHolder(dc1, holder)
 	alice := agentOn(t, dc1, aliceIdx, "alice", nil)
+	agentOn(t, dc1, aliceIdx, "carol", nil) // not exported: no proxy on ext
+	Eventually(t, 20*time.Second, func() error {
+		reg := ext.Node(0).Server().Registry()
+		if _, ok := reg.Agent("alice"); !ok {
+			return fmt.Errorf("ext has no proxy for alice")
+		}
+		if _, ok := reg.Agent("carol"); ok {
+			return fmt.Errorf("ext has a proxy for carol, who is not exported")
+		}
+		return nil
+	})
 	ls, err := dc1.FederationClient(t, aliceIdx).ListLinks(t.Context(), &concordv1.ListLinksRequest{})
 	if err != nil || len(ls.GetLinks()) != 1 || ls.GetLinks()[0].GetHolderNodeId() != holder.ID {
 		t.Fatalf("ListLinks: %v %v", ls, err)

@@ -31,6 +31,17 @@
 // directory watcher, mapwire.go the MAP shapes read and sent. The MAP
 // connection itself comes from node (MAPDialer, on node/rpc).
 //
+// Choices for map links: exported agents get a proxy at once; any other
+// local sender gets one on its first message (it reveals itself by
+// sending, as over a Concord link) but, like over a Concord link, only
+// exported agents receive from the foreign system. Proxies connect with
+// disconnectPolicy "unregister" so that the next holder can register the
+// same id; a server that ignores it keeps the dead holder's proxies,
+// which the next holder's watcher unregisters (they carry the holder's
+// node and epoch in metadata). A request that expects a response opens a
+// pairing: an answer without a correlation id (servers that drop meta) or
+// with the foreign message id gets the request's correlation id back.
+//
 // Choices where federation.md leaves room: a message whose link breaks
 // after it was sent but before the peer acknowledged answers 5000 (its
 // outcome is unknown: it may have been delivered) and is never resent, so
