@@ -121,7 +121,7 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 		return
 	}
 	link, ok := m.deps.State.Link(in.peer)
-	if !ok || isMapLink(link) {
+	if !ok {
 		in.ack(seq, codeErr(CodeSystemNotFound, "Federation link to "+in.peer+" removed", nil), nil)
 		return
 	}

@@ -13,11 +13,6 @@ func (s *Server) PeerConn(nodeID string) (grpc.ClientConnInterface, error) {
 	if s.deps.Resolver == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "cannot reach node %s: no address resolver", nodeID)
 	}
-	return s.peerConn(nodeID)
-}
-
-// peerConn is the pooled connection to nodeID. The Resolver must be set.
-func (s *Server) peerConn(nodeID string) (*grpc.ClientConn, error) {
 	addr, ok := s.deps.Resolver.GRPCAddr(nodeID)
 	if !ok {
 		return nil, status.Errorf(codes.Unavailable, "node %s has no known gRPC address", nodeID)
