@@ -80,21 +80,31 @@ func (h *holding) release() {
 	}
 	h.wg.Wait()
 	for _, p := range ps {
-		p.mu.Lock()
-		items := p.queue.takeAll()
-		p.mu.Unlock()
-		for _, it := range items {
-			h.l.mu.Lock()
-			dropped, refuse := h.l.buf.push(it, h.l.bufferPolicy(), it.at)
-			h.l.mu.Unlock()
-			tellDropped(dropped)
-			if refuse != nil && it.done != nil {
-				it.done(Outcome{Err: refuse})
-			}
+		for _, it := range p.close() {
+			h.l.requeue(it)
 		}
 	}
 	h.l.signal()
 	h.l.log.Info("released map link")
+}
+
+// requeue puts it back in the link's buffer for the next holder (or fails
+// it when the link is stopped).
+func (l *mapLink) requeue(it *item) {
+	l.mu.Lock()
+	if l.stopped { // the link is gone: nobody drains the buffer
+		err := l.stopErr
+		l.mu.Unlock()
+		tell([]*item{it}, Outcome{Err: err})
+		return
+	}
+	dropped, refuse := l.buf.push(it, l.bufferPolicy(), it.at)
+	l.mu.Unlock()
+	tellDropped(dropped)
+	if refuse != nil && it.done != nil {
+		it.done(Outcome{Err: refuse})
+	}
+	l.signal()
 }
 
 // exported reports whether local agent id is exported over the link.
@@ -133,10 +143,7 @@ func (h *holding) reconcileProxies() {
 	h.mu.Unlock()
 	for _, p := range gone {
 		p.cancel()
-		p.mu.Lock()
-		items := p.queue.takeAll()
-		p.mu.Unlock()
-		tell(items, Outcome{Err: codeErr(CodeNotExported, "Agent "+p.localID+" is no longer exported to system "+h.l.peer, nil)})
+		tell(p.close(), Outcome{Err: codeErr(CodeNotExported, "Agent "+p.localID+" is no longer exported to system "+h.l.peer, nil)})
 	}
 }
 
@@ -178,7 +185,9 @@ func (h *holding) enqueueItem(it *item) {
 		}
 		return
 	}
-	p.push(it)
+	if !p.push(it) {
+		h.l.requeue(it) // the role ended meanwhile
+	}
 }
 
 func (h *holding) fill(st *concordv1.FedLinkStatus) {

@@ -37,6 +37,7 @@ type proxy struct {
 	pending     map[string][]pairing // open requests by foreign target id
 	idTaken     int                  // registrations refused with 3000 in a row
 	pairSeq     uint64               // numbers open requests
+	closed      bool                 // the role ended: push refuses
 }
 
 // codeAgentExists is MAP's AGENT_EXISTS; after maxIDTaken of them in a
@@ -58,9 +59,23 @@ func (p *proxy) foreign() string {
 	return p.foreignID
 }
 
-// push queues it; while the session is down its sender hears "queued".
-func (p *proxy) push(it *item) {
+// close marks the proxy closed (its role ended) and returns what it
+// still held; later pushes are refused.
+func (p *proxy) close() []*item {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	return p.queue.takeAll()
+}
+
+// push queues it; while the session is down its sender hears "queued".
+// It returns false, taking nothing, once the proxy is closed.
+func (p *proxy) push(it *item) bool {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return false
+	}
 	up := p.up
 	done := it.done
 	if !up {
@@ -84,6 +99,7 @@ func (p *proxy) push(it *item) {
 		default:
 		}
 	}
+	return true
 }
 
 // run keeps the session up, reconnecting with jittered backoff, until ctx
