@@ -178,6 +178,10 @@ func (h *holding) enqueueItem(it *item) {
 		p = h.startProxy(from, a, false)
 	}
 	h.mu.Unlock()
+	if p == nil && h.ctx.Err() != nil {
+		h.l.requeue(it) // the role ended meanwhile
+		return
+	}
 	if p == nil {
 		if it.done != nil {
 			it.done(Outcome{Err: codeErr(CodeUnavailable, fmt.Sprintf("Federation link to %s: no proxy session for %s (at most %d)", h.l.peer, from, maxProxies),
