@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -218,6 +220,12 @@ func (l *mapLink) forwardBatch(ctx context.Context, holder string) (sent bool, e
 	if n == 0 || holder == "" || l.m.deps.NodeConn == nil {
 		l.tellQueued()
 		return false, nil
+	}
+	if nodes := l.m.deps.Nodes; nodes != nil && !slices.Contains(nodes(), holder) {
+		// Gossip says the holder is gone: wait (queued) for the leader to
+		// choose another rather than fail messages on a dead node.
+		l.tellQueued()
+		return false, fmt.Errorf("holder %s is not a live node", holder)
 	}
 	cc, err := l.m.deps.NodeConn(holder)
 	if err != nil {
