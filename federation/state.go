@@ -23,6 +23,15 @@ type State struct {
 	links    map[string]*concordv1.FedLink
 	tokens   map[string]*concordv1.FedTokenRecord // by string(secret_hash)
 	imported map[string]*concordv1.FedImported
+	// Guaranteed delivery and reliable unlink (state_outbox.go).
+	outbox  map[string]*concordv1.FedOutbox         // by peer
+	inbox   map[string]*concordv1.FedInbox          // by source system
+	pending map[string]*concordv1.FedPendingUnlink  // by peer
+	staging map[string]*concordv1.FedDirectoryApply // chunked update being assembled, by peer
+	// onAck, when set, hears every applied outbox ack (after the lock is
+	// released): how the node that took a guaranteed send learns its
+	// outcome. It changes no state.
+	onAck func(peer string, acks []*concordv1.FedAck)
 
 	// changed is closed (and replaced) after every applied change, so the
 	// link manager wakes without Apply waiting on it.
@@ -34,6 +43,8 @@ func NewState() *State {
 	return &State{
 		links: map[string]*concordv1.FedLink{}, tokens: map[string]*concordv1.FedTokenRecord{},
 		imported: map[string]*concordv1.FedImported{}, changed: make(chan struct{}),
+		outbox: map[string]*concordv1.FedOutbox{}, inbox: map[string]*concordv1.FedInbox{},
+		pending: map[string]*concordv1.FedPendingUnlink{}, staging: map[string]*concordv1.FedDirectoryApply{},
 	}
 }
 
@@ -46,6 +57,11 @@ func (s *State) Commands() map[concordv1.CommandType]func() proto.Message {
 		concordv1.CommandType_COMMAND_TYPE_FED_LINK_REMOVE:     func() proto.Message { return &concordv1.FedLinkRemove{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_LINK_ADDRS:      func() proto.Message { return &concordv1.FedLinkAddrs{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY: func() proto.Message { return &concordv1.FedDirectoryApply{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_OUTBOX_PUT:      func() proto.Message { return &concordv1.FedOutboxPut{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_OUTBOX_ACK:      func() proto.Message { return &concordv1.FedOutboxAck{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_INBOX_MARK:      func() proto.Message { return &concordv1.FedInboxMark{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_UNLINK_DONE:     func() proto.Message { return &concordv1.FedUnlinkDone{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_CHUNK: func() proto.Message { return &concordv1.FedDirectoryChunk{} },
 	}
 }
 
@@ -53,7 +69,11 @@ func (s *State) Commands() map[concordv1.CommandType]func() proto.Message {
 // leaves the state unchanged and is returned as a value.
 func (s *State) Apply(_ uint64, msg proto.Message) (any, error) {
 	s.mu.Lock()
-	var err error
+	var (
+		err    error
+		result any
+		acked  func()
+	)
 	switch m := msg.(type) {
 	case *concordv1.FedTokenCreate:
 		err = s.applyTokenCreate(m)
@@ -65,6 +85,19 @@ func (s *State) Apply(_ uint64, msg proto.Message) (any, error) {
 		err = s.applyLinkAddrs(m)
 	case *concordv1.FedDirectoryApply:
 		err = s.applyDirectory(m)
+	case *concordv1.FedOutboxPut:
+		result, err = s.applyOutboxPut(m)
+	case *concordv1.FedOutboxAck:
+		err = s.applyOutboxAck(m)
+		if hook := s.onAck; err == nil && hook != nil {
+			acked = func() { hook(m.GetPeerSystemId(), m.GetAcks()) }
+		}
+	case *concordv1.FedInboxMark:
+		err = s.applyInboxMark(m)
+	case *concordv1.FedUnlinkDone:
+		err = s.applyUnlinkDone(m)
+	case *concordv1.FedDirectoryChunk:
+		err = s.applyDirectoryChunk(m.GetUpdate())
 	default:
 		err = fmt.Errorf("%w: unexpected body %T", ErrInvalidCommand, msg)
 	}
@@ -76,7 +109,10 @@ func (s *State) Apply(_ uint64, msg proto.Message) (any, error) {
 	if wake != nil {
 		close(wake)
 	}
-	return nil, err
+	if acked != nil {
+		acked()
+	}
+	return result, err
 }
 
 func (s *State) applyTokenCreate(m *concordv1.FedTokenCreate) error {
@@ -120,11 +156,26 @@ func (s *State) applyLinkPut(m *concordv1.FedLinkPut) error {
 		if t.GetMaxHops() > 0 {
 			l.MaxHops = t.GetMaxHops()
 		}
-		s.links[l.GetPeerSystemId()] = l
+		if t.GetOutbox() != nil {
+			l.Outbox = t.GetOutbox()
+		}
+		s.putLink(l)
 		return nil
 	}
-	s.links[l.GetPeerSystemId()] = proto.CloneOf(l)
+	s.putLink(proto.CloneOf(l))
 	return nil
+}
+
+// putLink stores a new link. Guaranteed-delivery numbering starts afresh
+// on both sides of a new link, and a pending unlink of an older link to
+// the same peer must not remove this one.
+func (s *State) putLink(l *concordv1.FedLink) {
+	p := l.GetPeerSystemId()
+	s.links[p] = l
+	delete(s.outbox, p)
+	delete(s.inbox, p)
+	delete(s.pending, p)
+	delete(s.staging, p)
 }
 
 func validLink(l *concordv1.FedLink) error {
@@ -141,8 +192,15 @@ func (s *State) applyLinkRemove(m *concordv1.FedLinkRemove) error {
 	if _, ok := s.links[m.GetPeerSystemId()]; !ok {
 		return fmt.Errorf("%w: %s", ErrNoLink, m.GetPeerSystemId())
 	}
-	delete(s.links, m.GetPeerSystemId())
-	delete(s.imported, m.GetPeerSystemId())
+	p := m.GetPeerSystemId()
+	if m.GetNotifyPeer() {
+		s.pending[p] = &concordv1.FedPendingUnlink{Link: s.links[p], RemovedAtMs: m.GetNowMs()}
+	}
+	delete(s.links, p)
+	delete(s.imported, p)
+	delete(s.outbox, p)
+	delete(s.inbox, p)
+	delete(s.staging, p)
 	return nil
 }
 
@@ -168,7 +226,7 @@ func (s *State) applyDirectory(m *concordv1.FedDirectoryApply) error {
 	if cur != nil && m.GetVersion() <= cur.GetVersion() {
 		return nil // stale or duplicate: already have it
 	}
-	next := &concordv1.FedImported{PeerSystemId: peer, Version: m.GetVersion()}
+	next := &concordv1.FedImported{PeerSystemId: peer, Version: m.GetVersion(), Digest: m.GetDigest()}
 	byID := map[string]*concordv1.FedRemoteAgent{}
 	if !m.GetFull() {
 		if cur.GetVersion() != m.GetBaseVersion() {
