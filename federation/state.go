@@ -31,7 +31,7 @@ type State struct {
 	// onAck, when set, hears every applied outbox ack (after the lock is
 	// released): how the node that took a guaranteed send learns its
 	// outcome. It changes no state.
-	onAck func(peer string, acks []*concordv1.FedAck)
+	onAck func(peer string, acked []Acked)
 
 	// changed is closed (and replaced) after every applied change, so the
 	// link manager wakes without Apply waiting on it.
@@ -88,9 +88,8 @@ func (s *State) Apply(_ uint64, msg proto.Message) (any, error) {
 	case *concordv1.FedOutboxPut:
 		result, err = s.applyOutboxPut(m)
 	case *concordv1.FedOutboxAck:
-		err = s.applyOutboxAck(m)
-		if hook := s.onAck; err == nil && hook != nil {
-			acked = func() { hook(m.GetPeerSystemId(), m.GetAcks()) }
+		if out, hook := s.applyOutboxAck(m), s.onAck; len(out) > 0 && hook != nil {
+			acked = func() { hook(m.GetPeerSystemId(), out) }
 		}
 	case *concordv1.FedInboxMark:
 		err = s.applyInboxMark(m)

@@ -60,28 +60,37 @@ func (s *State) applyOutboxPut(m *concordv1.FedOutboxPut) (uint64, error) {
 	return env.GetGuaranteedSeq(), nil
 }
 
-// applyOutboxAck removes the answered messages; acks for messages no
-// longer there (a second drainer's) change nothing.
-func (s *State) applyOutboxAck(m *concordv1.FedOutboxAck) error {
+// Acked is one guaranteed message that left the outbox with its peer's
+// answer (Ack.Seq is its outbox seq).
+type Acked struct {
+	MessageID string
+	Ack       *concordv1.FedAck
+}
+
+// applyOutboxAck removes the answered messages and returns them; acks for
+// messages no longer there (a second drainer's) change nothing.
+func (s *State) applyOutboxAck(m *concordv1.FedOutboxAck) []Acked {
 	ob := s.outbox[m.GetPeerSystemId()]
 	if ob == nil {
 		return nil
 	}
-	done := map[uint64]bool{}
+	done := map[uint64]*concordv1.FedAck{}
 	for _, a := range m.GetAcks() {
-		done[a.GetSeq()] = true
+		done[a.GetSeq()] = a
 	}
+	var out []Acked
 	kept := ob.Entries[:0]
 	for _, e := range ob.GetEntries() {
-		if done[e.GetSeq()] {
+		if a := done[e.GetSeq()]; a != nil {
 			ob.Bytes -= uint64(proto.Size(e.GetEnvelope()))
+			out = append(out, Acked{MessageID: e.GetEnvelope().GetMessageId(), Ack: a})
 			continue
 		}
 		kept = append(kept, e)
 	}
 	clear(ob.Entries[len(kept):])
 	ob.Entries = kept
-	return nil
+	return out
 }
 
 // applyInboxMark records guaranteed messages from a source as processed.
@@ -231,8 +240,9 @@ func (s *State) PendingUnlinks() []*concordv1.FedPendingUnlink {
 	return out
 }
 
-// OnAck sets the hook that hears every applied outbox ack.
-func (s *State) OnAck(fn func(peer string, acks []*concordv1.FedAck)) {
+// OnAck sets the hook that hears the messages every applied outbox ack
+// removed.
+func (s *State) OnAck(fn func(peer string, acked []Acked)) {
 	s.mu.Lock()
 	s.onAck = fn
 	s.mu.Unlock()

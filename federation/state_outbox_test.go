@@ -95,9 +95,11 @@ func TestState_OutboxAckRemovesAndNotifies(t *testing.T) {
 		}
 	}
 	var heard []uint64
-	s.OnAck(func(peer string, acks []*concordv1.FedAck) {
-		for _, a := range acks {
-			heard = append(heard, a.GetSeq())
+	var ids []string
+	s.OnAck(func(peer string, acked []Acked) {
+		for _, a := range acked {
+			heard = append(heard, a.Ack.GetSeq())
+			ids = append(ids, a.MessageID)
 		}
 	})
 	if err := apply(t, s, cmdOutAck, &concordv1.FedOutboxAck{PeerSystemId: "dc2", Acks: []*concordv1.FedAck{{Seq: 1}, {Seq: 3}, {Seq: 9}}}); err != nil {
@@ -111,8 +113,8 @@ func TestState_OutboxAckRemovesAndNotifies(t *testing.T) {
 			t.Fatalf("entry %d carries guaranteed seq %d", e.GetSeq(), e.GetEnvelope().GetGuaranteedSeq())
 		}
 	}
-	if !slices.Equal(left, []uint64{2, 4}) || floor != 2 || !slices.Equal(heard, []uint64{1, 3, 9}) {
-		t.Fatalf("left %v floor %d heard %v", left, floor, heard)
+	if !slices.Equal(left, []uint64{2, 4}) || floor != 2 || !slices.Equal(heard, []uint64{1, 3}) || !slices.Equal(ids, []string{"0", "2"}) {
+		t.Fatalf("left %v floor %d heard %v %v", left, floor, heard, ids)
 	}
 	n, b := s.OutboxSize("dc2")
 	want := uint64(0)
