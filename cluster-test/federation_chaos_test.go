@@ -3,7 +3,6 @@
 package clustertest
 
 import (
-	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -76,17 +75,4 @@ func TestChaos_FederationPartitions(t *testing.T) {
 		}
 	}
 	t.Logf("sent %d: %d acknowledged or queued, %d unknown; received %d", seq, len(must), len(may), len(got))
-}
-
-func received(t *testing.T, c *Client) []int {
-	t.Helper()
-	var out []int
-	for _, m := range c.Messages() {
-		var p struct{ Seq int }
-		if err := json.Unmarshal(m.Payload, &p); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, p.Seq)
-	}
-	return out
 }

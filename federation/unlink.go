@@ -29,7 +29,9 @@ func (m *Manager) Unlink(ctx context.Context, peer string, force bool) (*concord
 		&concordv1.FedLinkRemove{PeerSystemId: peer, NotifyPeer: !force, NowMs: m.now().UnixMilli()}); err != nil {
 		return nil, err
 	}
-	err := m.notifyUnlink(ctx, link)
+	nctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout) // one try; the leader retries
+	err := m.notifyUnlink(nctx, link)
+	cancel()
 	switch {
 	case err == nil && !force:
 		if derr := m.unlinkDone(ctx, peer); derr != nil {
