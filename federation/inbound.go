@@ -128,7 +128,9 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 			in.pushAck(a)
 			return
 		}
-		answer = func(seq uint64, cerr *CodeError, delivered []string) { in.guaranteedDone(env, newAck(seq, cerr, delivered)) }
+		answer = func(seq uint64, cerr *CodeError, delivered []string) {
+			in.guaranteedDone(env, newAck(seq, cerr, delivered))
+		}
 	}
 	if env.GetTargetSystem() != m.cfg.SystemID {
 		m.forward(env, in.peer, func(o Outcome) { in.ackOutcome(seq, o) })
