@@ -253,12 +253,15 @@ func (in *inStream) guaranteedCheck(ctx context.Context, env *concordv1.FedEnvel
 	if m.deps.State.InboxDone(k.source, k.seq) {
 		return &concordv1.FedAck{Seq: seq, Duplicate: true}
 	}
+	now := m.now()
 	m.gmu.Lock()
 	defer m.gmu.Unlock()
-	if m.gactive[k] {
+	// An entry older than AckTimeout is a delivery whose end was lost:
+	// take it over rather than refuse the message for ever.
+	if at, ok := m.gactive[k]; ok && now.Sub(at) < m.cfg.AckTimeout {
 		return retryAck(seq, "guaranteed message being delivered")
 	}
-	m.gactive[k] = true
+	m.gactive[k] = now
 	return nil
 }
 
@@ -277,10 +280,48 @@ func (in *inStream) guaranteedDone(env *concordv1.FedEnvelope, a *concordv1.FedA
 		in.pushAck(a)
 		return
 	}
+	g := gmark{seq: env.GetGuaranteedSeq(), floor: env.GetGuaranteedFloor(), ack: a}
 	in.mu.Lock()
-	in.gmarks = append(in.gmarks, gmark{seq: env.GetGuaranteedSeq(), floor: env.GetGuaranteedFloor(), ack: a})
+	closed := in.closed
+	if !closed {
+		in.gmarks = append(in.gmarks, g)
+	}
 	in.mu.Unlock()
+	if closed {
+		// The stream ended while it was being delivered: record it all
+		// the same, so the sender's retry is answered "duplicate".
+		in.markLater([]gmark{g})
+		return
+	}
 	in.signal()
+}
+
+// closeMarks ends the stream's marking: what still waits is recorded on
+// a goroutine of the manager (its acks have nowhere to go).
+func (in *inStream) closeMarks() {
+	in.mu.Lock()
+	in.closed = true
+	marks := in.gmarks
+	in.gmarks = nil
+	in.mu.Unlock()
+	if len(marks) > 0 {
+		in.markLater(marks)
+	}
+}
+
+func (in *inStream) markLater(marks []gmark) {
+	m := in.m
+	m.gmu.Lock()
+	if m.gclosed {
+		m.gmu.Unlock()
+		return
+	}
+	m.bgWG.Add(1)
+	m.gmu.Unlock()
+	go func() {
+		defer m.bgWG.Done()
+		in.markAndAck(m.bg, marks)
+	}()
 }
 
 type gmark struct {

@@ -61,6 +61,7 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	if !writerDone {
 		<-wdone
 	}
+	in.closeMarks()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -85,6 +86,7 @@ type inStream struct {
 	// their inbox mark.
 	barriered bool
 	gmarks    []gmark
+	closed    bool // the stream ended: marks are made without acks
 }
 
 func (in *inStream) read(ctx context.Context) error {

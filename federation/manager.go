@@ -41,7 +41,7 @@ type Manager struct {
 	// goroutines that store guaranteed sends (stopped by Run's exit).
 	gmu      sync.Mutex
 	gwait    map[string]chan Outcome
-	gactive  map[gkey]bool
+	gactive  map[gkey]time.Time
 	gclosed  bool
 	bg       context.Context
 	bgCancel context.CancelFunc
@@ -70,7 +70,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		log: log.With("component", "federation", "node_id", cfg.NodeID, "system_id", cfg.SystemID),
 		out: map[string]*outLink{}, inbound: map[string]int{}, recv: map[string]uint64{},
 		closing: make(chan struct{}),
-		gwait:   map[string]chan Outcome{}, gactive: map[gkey]bool{}, bg: bg, bgCancel: bgCancel,
+		gwait:   map[string]chan Outcome{}, gactive: map[gkey]time.Time{}, bg: bg, bgCancel: bgCancel,
 	}
 	deps.State.OnAck(m.onAcked)
 	return m, nil
