@@ -3,7 +3,6 @@ package federation
 import (
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"testing"
 
@@ -19,20 +18,6 @@ const (
 	cmdUnDone  = concordv1.CommandType_COMMAND_TYPE_FED_UNLINK_DONE
 	cmdDirPart = concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_CHUNK
 )
-
-// applyResult is apply with Apply's result value.
-func applyResult(t *testing.T, s *State, typ concordv1.CommandType, msg proto.Message) (any, error) {
-	t.Helper()
-	b, err := proto.Marshal(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := s.Commands()[typ]()
-	if err := proto.Unmarshal(b, body); err != nil {
-		t.Fatal(err)
-	}
-	return s.Apply(1, body)
-}
 
 func gEnv(payload string) *concordv1.FedEnvelope {
 	return &concordv1.FedEnvelope{SourceSystem: "dc1", TargetSystem: "dc2", MessageId: payload, From: "a", ToAgent: "b", Payload: []byte(payload)}
@@ -312,22 +297,7 @@ func TestState_SnapshotRoundTripGuaranteed(t *testing.T) {
 	must(apply(t, s, cmdDirPart, chunk(9, 0, true, "a")))
 	must(apply(t, s, cmdRm, &concordv1.FedLinkRemove{PeerSystemId: "dc3", NotifyPeer: true, NowMs: 5}))
 
-	var recs [][]byte
-	must(PersistSnapshot(s.Snapshot(), func(b []byte) error { recs = append(recs, b); return nil }))
-	fresh := NewState()
-	i := 0
-	commit, err := fresh.Restore(func() ([]byte, error) {
-		if i == len(recs) {
-			return nil, io.EOF
-		}
-		i++
-		return recs[i-1], nil
-	})
-	must(err)
-	commit()
-	if !equalRecords(s.Snapshot(), fresh.Snapshot()) {
-		t.Fatal("restored state differs")
-	}
+	fresh := roundTrip(t, s)
 	kinds := map[string]bool{}
 	for _, r := range fresh.Snapshot() {
 		kinds[fmt.Sprintf("%T", r.GetRecord())] = true

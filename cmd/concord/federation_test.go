@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,26 +55,14 @@ func TestReadPeeringToken(t *testing.T) {
 // address.
 func startDevSystem(t *testing.T, sys string) string {
 	t.Helper()
-	cfg := node.DevConfig(t.TempDir())
-	cfg.SystemID, cfg.NodeID = sys, sys+"-1"
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg.GossipPlaintext = false
-	cfg.GossipKey = make([]byte, 32)
-	if _, err := rand.Read(cfg.GossipKey); err != nil {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		_ = srv.Shutdown(context.Background())
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	return srv.GRPCAddr()
+	return startDevNodeWith(t, func(cfg *node.Config) {
+		cfg.SystemID, cfg.NodeID = sys, sys+"-1"
+		cfg.GossipPlaintext, cfg.GossipKey = false, key
+	}).GRPCAddr()
 }
 
 // TestFederationLinkTokenFile: `federation link` takes the token from a
