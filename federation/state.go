@@ -28,6 +28,9 @@ type State struct {
 	inbox   map[string]*concordv1.FedInbox          // by source system
 	pending map[string]*concordv1.FedPendingUnlink  // by peer
 	staging map[string]*concordv1.FedDirectoryApply // chunked update being assembled, by peer
+	// stagedBytes is the encoded size of each staging entry (derived:
+	// recomputed on restore, so every replica bounds alike).
+	stagedBytes map[string]int
 	// onAck, when set, hears every applied outbox ack (after the lock is
 	// released): how the node that took a guaranteed send learns its
 	// outcome. It changes no state.
@@ -45,6 +48,7 @@ func NewState() *State {
 		imported: map[string]*concordv1.FedImported{}, changed: make(chan struct{}),
 		outbox: map[string]*concordv1.FedOutbox{}, inbox: map[string]*concordv1.FedInbox{},
 		pending: map[string]*concordv1.FedPendingUnlink{}, staging: map[string]*concordv1.FedDirectoryApply{},
+		stagedBytes: map[string]int{},
 	}
 }
 
@@ -174,7 +178,7 @@ func (s *State) putLink(l *concordv1.FedLink) {
 	delete(s.outbox, p)
 	delete(s.inbox, p)
 	delete(s.pending, p)
-	delete(s.staging, p)
+	s.dropStaging(p)
 }
 
 func validLink(l *concordv1.FedLink) error {
@@ -199,7 +203,7 @@ func (s *State) applyLinkRemove(m *concordv1.FedLinkRemove) error {
 	delete(s.imported, p)
 	delete(s.outbox, p)
 	delete(s.inbox, p)
-	delete(s.staging, p)
+	s.dropStaging(p)
 	return nil
 }
 

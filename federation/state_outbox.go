@@ -17,6 +17,9 @@ const (
 	// past it the floor moves up over the oldest (a source never has that
 	// many unacknowledged messages within its own outbox bounds).
 	maxInboxSeen = 4 * DefaultOutboxMessages
+	// maxStagedBytes bounds a directory update assembled from chunks: a
+	// peer that never sends the last chunk cannot grow the state for ever.
+	maxStagedBytes = 64 << 20
 )
 
 // OutboxLimits returns the message and byte bounds of a link's outbox.
@@ -148,19 +151,26 @@ func (s *State) applyDirectoryChunk(u *concordv1.FedDirectoryApply) error {
 	switch {
 	case u.GetChunk() == 0:
 		if !u.GetMore() {
-			delete(s.staging, peer)
+			s.dropStaging(peer)
 			return s.applyDirectory(u)
 		}
 		if sameUpdate {
 			return nil // the same first chunk again
 		}
 		s.staging[peer] = proto.CloneOf(u)
+		s.stagedBytes[peer] = stagedSize(u)
 		return nil
 	case sameUpdate && u.GetChunk() <= st.GetChunk():
 		return nil // a chunk staged already
 	case !sameUpdate || u.GetChunk() != st.GetChunk()+1:
 		return fmt.Errorf("%w: chunk %d of version %d out of sequence", ErrDirectoryGap, u.GetChunk(), u.GetVersion())
 	}
+	n := s.stagedBytes[peer] + stagedSize(u)
+	if n > maxStagedBytes {
+		s.dropStaging(peer)
+		return fmt.Errorf("%w: directory update from %s over %d bytes", ErrInvalidCommand, peer, maxStagedBytes)
+	}
+	s.stagedBytes[peer] = n
 	for _, a := range u.GetUpserts() {
 		st.Upserts = append(st.Upserts, proto.CloneOf(a))
 	}
@@ -169,8 +179,26 @@ func (s *State) applyDirectoryChunk(u *concordv1.FedDirectoryApply) error {
 	if st.GetMore() {
 		return nil
 	}
-	delete(s.staging, peer)
+	s.dropStaging(peer)
 	return s.applyDirectory(st)
+}
+
+// stagedSize is what a staged update weighs against maxStagedBytes: its
+// agents and removed ids (the same sum live and after a restore).
+func stagedSize(u *concordv1.FedDirectoryApply) int {
+	n := 0
+	for _, a := range u.GetUpserts() {
+		n += proto.Size(a)
+	}
+	for _, id := range u.GetRemoves() {
+		n += len(id)
+	}
+	return n
+}
+
+func (s *State) dropStaging(peer string) {
+	delete(s.staging, peer)
+	delete(s.stagedBytes, peer)
 }
 
 // OutboxPending returns up to n messages of the outbox to peer, oldest

@@ -321,3 +321,32 @@ func TestState_SnapshotRoundTripGuaranteed(t *testing.T) {
 		t.Fatalf("staged chunks not restored: %v", got)
 	}
 }
+
+// TestState_StagingBounded: a peer that never sends its last chunk
+// cannot grow the staged update past maxStagedBytes; the bound is the
+// same after a snapshot restore.
+func TestState_StagingBounded(t *testing.T) {
+	s := NewState()
+	if err := apply(t, s, cmdPut, &concordv1.FedLinkPut{Link: link("dc2")}); err != nil {
+		t.Fatal(err)
+	}
+	big := &concordv1.FedRemoteAgent{Id: "a", Description: string(make([]byte, 1<<20))}
+	var err error
+	var i uint32
+	for ; err == nil && i < 100; i++ {
+		c := chunk(5, i, true)
+		c.Update.Upserts = []*concordv1.FedRemoteAgent{big}
+		if i == 40 {
+			if fresh := roundTrip(t, s); fresh.stagedBytes["dc2"] != s.stagedBytes["dc2"] {
+				t.Fatalf("staged %d bytes after restore, %d before", fresh.stagedBytes["dc2"], s.stagedBytes["dc2"])
+			}
+		}
+		err = apply(t, s, cmdDirPart, c)
+	}
+	if !errors.Is(err, ErrInvalidCommand) || int(i) > maxStagedBytes>>20+1 {
+		t.Fatalf("after %d chunks of 1 MiB: %v", i, err)
+	}
+	if len(s.staging) != 0 || len(s.stagedBytes) != 0 {
+		t.Fatal("the refused update stayed staged")
+	}
+}

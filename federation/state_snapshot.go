@@ -88,6 +88,7 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 			fresh.pending[r.PendingUnlink.GetLink().GetPeerSystemId()] = r.PendingUnlink
 		case *concordv1.FedSnapshotRecord_Staging:
 			fresh.staging[r.Staging.GetPeerSystemId()] = r.Staging
+			fresh.stagedBytes[r.Staging.GetPeerSystemId()] = stagedSize(r.Staging)
 		default:
 			return nil, fmt.Errorf("federation: unknown snapshot record %T", r)
 		}
@@ -96,6 +97,7 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 		s.mu.Lock()
 		s.links, s.tokens, s.imported = fresh.links, fresh.tokens, fresh.imported
 		s.outbox, s.inbox, s.pending, s.staging = fresh.outbox, fresh.inbox, fresh.pending, fresh.staging
+		s.stagedBytes = fresh.stagedBytes
 		wake := s.changed
 		s.changed = make(chan struct{})
 		s.mu.Unlock()
