@@ -49,7 +49,7 @@ type outLink struct {
 	cancel   context.CancelFunc
 	stopCh   chan struct{}
 	resync   bool // a directory gap: ask for everything next time
-	dirTicks int  // directory ticks of this session (followers ask every followerDirEvery)
+	dirTicks int  // directory ticks so far (a follower asks every followerDirEvery-th)
 	// Guaranteed messages (guaranteed.go): when each outbox seq sent on
 	// this stream may be sent again, and the peer's answers not yet
 	// stored.
