@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"testing"
@@ -126,7 +127,7 @@ func TestOutLink_FlushBatches(t *testing.T) {
 		l.enqueue(&concordv1.FedEnvelope{MessageId: strconv.Itoa(i), Payload: make([]byte, sz)}, func(Outcome) {})
 	}
 	var rec batchRecorder
-	if err := l.flush(&rec); err != nil {
+	if err := l.flush(context.Background(), &rec); err != nil {
 		t.Fatal(err)
 	}
 	next := 0

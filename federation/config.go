@@ -144,6 +144,9 @@ type Deps struct {
 	// this node does not know yet waits for it before the answer is
 	// 2001/5003: the sender's directory may be ahead of this replica.
 	Barrier func(ctx context.Context) error
+	// VerifyLeader, optional, confirms with a quorum that this node still
+	// leads (the outbox drainer checks before sending).
+	VerifyLeader func(ctx context.Context) error
 }
 
 func (d Deps) validate() error {

@@ -35,8 +35,11 @@
 // before the sender hears anything; the sender then hears the peer's
 // answer if it comes within Config.GuaranteedWait while this node's
 // stream is up, else "queued". Only the leader drains outboxes, over its
-// own stream, in seq order with up to 256 in flight; a new leader sends
-// again everything not yet removed. A message leaves the outbox
+// own stream, in seq order with up to 256 in flight, and only once a
+// quorum confirms it still leads (so a deposed leader does not send
+// alongside its successor); a new leader sends again everything not yet
+// removed. While the leader's own stream to the peer is down the outbox
+// waits (its messages answer "queued"). A message leaves the outbox
 // (FED_OUTBOX_ACK) once the peer answered it, delivered or refused for
 // good; a 5000 from the peer is retried. The peer delivers, records the
 // seq in its own Raft inbox (FED_INBOX_MARK: a floor below which all is

@@ -149,13 +149,29 @@ func (m *Manager) stopGuaranteed() {
 
 // ---- the draining side (outLink, on the leader) ----
 
-// drainBatch appends to batch (holding bytes so far) the outbox messages
-// due on this stream, none unless this node leads, numbering them for the
-// stream. l.mu is held.
-func (l *outLink) drainBatch(batch *concordv1.FedBatch, bytes int, now time.Time) {
+// mayDrain reports whether this node drains the outbox to the peer now:
+// it leads, and (when the outbox holds anything) a quorum confirms it, so
+// a deposed leader that has not noticed yet does not send alongside its
+// successor.
+func (l *outLink) mayDrain(ctx context.Context) bool {
 	if !l.m.deps.IsLeader() {
-		return
+		return false
 	}
+	if n, _ := l.m.deps.State.OutboxSize(l.peer); n == 0 || l.m.deps.VerifyLeader == nil {
+		return n > 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.CallTimeout)
+	defer cancel()
+	if err := l.m.deps.VerifyLeader(ctx); err != nil {
+		l.log.Debug("not draining the outbox: leadership not confirmed", "err", err)
+		return false
+	}
+	return true
+}
+
+// drainBatch appends to batch (holding bytes so far) the outbox messages
+// due on this stream, numbering them for the stream. l.mu is held.
+func (l *outLink) drainBatch(batch *concordv1.FedBatch, bytes int, now time.Time) {
 	_, floor := l.m.deps.State.OutboxPending(l.peer, 0, nil)
 	for q := range l.gsent {
 		if q < floor { // answered and stored (by this node or a former leader)

@@ -215,7 +215,7 @@ func TestOutLink_GuaranteedDrain(t *testing.T) {
 	}
 
 	var rec batchRecorder
-	if err := ol.flush(&rec); err != nil {
+	if err := ol.flush(context.Background(), &rec); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.batches) != 1 || len(rec.batches[0]) != 2 {
@@ -226,7 +226,7 @@ func TestOutLink_GuaranteedDrain(t *testing.T) {
 		t.Fatalf("sent %v / %v", a, b)
 	}
 	rec.batches = nil
-	if err := ol.flush(&rec); err != nil || len(rec.batches) != 0 {
+	if err := ol.flush(context.Background(), &rec); err != nil || len(rec.batches) != 0 {
 		t.Fatalf("in-flight messages sent again: %v %v", rec.batches, err)
 	}
 
@@ -235,11 +235,11 @@ func TestOutLink_GuaranteedDrain(t *testing.T) {
 	if n, _ := m.deps.State.OutboxSize("dc2"); n != 1 {
 		t.Fatalf("outbox holds %d after one answer, want 1", n)
 	}
-	if err := ol.flush(&rec); err != nil || len(rec.batches) != 0 {
+	if err := ol.flush(context.Background(), &rec); err != nil || len(rec.batches) != 0 {
 		t.Fatalf("refused message sent again at once: %v %v", rec.batches, err)
 	}
 	clk.add(time.Second + 5*m.cfg.BackoffMin)
-	if err := ol.flush(&rec); err != nil || len(rec.batches) != 1 || rec.batches[0][0].GetGuaranteedSeq() != 2 ||
+	if err := ol.flush(context.Background(), &rec); err != nil || len(rec.batches) != 1 || rec.batches[0][0].GetGuaranteedSeq() != 2 ||
 		rec.batches[0][0].GetGuaranteedFloor() != 2 {
 		t.Fatalf("after the pause: %v %v", rec.batches, err)
 	}
@@ -259,7 +259,7 @@ func TestOutLink_GuaranteedDrain(t *testing.T) {
 	var sent *concordv1.FedEnvelope
 	for deadline := time.Now().Add(5 * time.Second); sent == nil; {
 		rec.batches = nil
-		if err := ol.flush(&rec); err != nil {
+		if err := ol.flush(context.Background(), &rec); err != nil {
 			t.Fatal(err)
 		}
 		if len(rec.batches) > 0 {

@@ -394,7 +394,7 @@ func (l *outLink) sendLoop(ctx context.Context, stream concordv1.Federation_Link
 		return err
 	}
 	for {
-		if err := l.flush(stream); err != nil {
+		if err := l.flush(ctx, stream); err != nil {
 			return err
 		}
 		l.commitAcks(ctx)
@@ -447,8 +447,10 @@ func (l *outLink) requestDirectory(stream concordv1.Federation_LinkClient) error
 	return nil
 }
 
-// flush sends everything buffered, in batches, oldest first.
-func (l *outLink) flush(stream concordv1.Federation_LinkClient) error {
+// flush sends everything buffered, in batches, oldest first, and (on the
+// leader) the guaranteed messages due.
+func (l *outLink) flush(ctx context.Context, stream concordv1.Federation_LinkClient) error {
+	drain := l.mayDrain(ctx)
 	for {
 		l.mu.Lock()
 		expired := l.buf.expire(l.bufferPolicy(), l.m.now())
@@ -470,7 +472,9 @@ func (l *outLink) flush(stream concordv1.Federation_LinkClient) error {
 			batch.Envelopes = append(batch.Envelopes, env)
 		}
 		l.sent += uint64(n)
-		l.drainBatch(batch, bytes, now)
+		if drain {
+			l.drainBatch(batch, bytes, now)
+		}
 		l.mu.Unlock()
 		tellDropped(expired)
 		if len(batch.Envelopes) == 0 {
