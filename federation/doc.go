@@ -50,8 +50,9 @@
 // through another node are seen. The one window left is the receiving
 // node dying between the agent's connection taking a message and the
 // mark's commit: the message is then delivered again (with the same MAP
-// message id). Order is kept except after a retried 5000, which lets
-// later messages pass. Guaranteed messages need a direct link (5001 on a
+// message id). Order is kept: once the peer refused a seq retryably
+// (5000), the receiving stream refuses later seqs until that one comes
+// again, and the drainer resends in seq order. Guaranteed messages need a direct link (5001 on a
 // transitive route); the outbox is bounded per link (10,000 messages /
 // 16 MiB unless the link says otherwise) and a full outbox answers 5000.
 // A new link to a peer starts numbering afresh on both sides.

@@ -247,8 +247,38 @@ type gkey struct {
 
 // guaranteedCheck decides what to do with a guaranteed envelope before
 // delivery: nil to deliver it; else the ack to answer at once (a
-// duplicate, or the same message still being delivered on this node).
+// duplicate, or 5000: not now). Order is kept: once a seq was refused
+// retryably on this stream, later seqs are refused too until it comes
+// again (the sender resends in seq order).
 func (in *inStream) guaranteedCheck(ctx context.Context, env *concordv1.FedEnvelope) *concordv1.FedAck {
+	gseq := env.GetGuaranteedSeq()
+	in.mu.Lock()
+	fence := in.gfence
+	if fence != 0 && gseq > fence {
+		in.mu.Unlock()
+		return retryAck(env.GetSeq(), fmt.Sprintf("guaranteed message %d must be delivered first", fence))
+	}
+	in.gfence = 0
+	in.mu.Unlock()
+	a := in.admit(ctx, env)
+	if a.GetCode() == CodeUnavailable {
+		in.setFence(gseq)
+	}
+	return a
+}
+
+// setFence makes the stream refuse guaranteed seqs above gseq until gseq
+// (or an earlier one) comes again.
+func (in *inStream) setFence(gseq uint64) {
+	in.mu.Lock()
+	if in.gfence == 0 || gseq < in.gfence {
+		in.gfence = gseq
+	}
+	in.mu.Unlock()
+}
+
+// admit is guaranteedCheck without the ordering fence.
+func (in *inStream) admit(ctx context.Context, env *concordv1.FedEnvelope) *concordv1.FedAck {
 	m, seq := in.m, env.GetSeq()
 	if env.GetSourceSystem() != in.peer || env.GetTargetSystem() != m.cfg.SystemID {
 		return &concordv1.FedAck{Seq: seq, Code: CodeInvalidParams, Message: "guaranteed messages cross one link: " +
@@ -293,6 +323,7 @@ func (in *inStream) guaranteedDone(env *concordv1.FedEnvelope, a *concordv1.FedA
 		in.m.gmu.Lock() // not recorded: the sender tries again
 		delete(in.m.gactive, gkey{in.peer, env.GetGuaranteedSeq()})
 		in.m.gmu.Unlock()
+		in.setFence(env.GetGuaranteedSeq())
 		in.pushAck(a)
 		return
 	}
@@ -371,6 +402,9 @@ func (in *inStream) markAndAck(ctx context.Context, marks []gmark) []*concordv1.
 	m.gmu.Unlock()
 	if err != nil {
 		m.log.Warn("record guaranteed messages", "peer", in.peer, "n", len(marks), "err", err)
+		for _, g := range marks {
+			in.setFence(g.seq)
+		}
 	}
 	return acks
 }

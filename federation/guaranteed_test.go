@@ -168,6 +168,26 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 		t.Fatal("a stale delivery entry kept blocking its seq")
 	}
 
+	// Order: after seq 10 is refused retryably, 11 waits for it.
+	m.gmu.Lock()
+	m.gactive[gkey{"dc1", 10}] = clk.now()
+	m.gmu.Unlock()
+	before := d.count("bob")
+	in.deliver(ctx, guaranteedEnv(20, 10, "bob"))
+	in.deliver(ctx, guaranteedEnv(21, 11, "bob"))
+	if a := in.takeAcks(); len(a) != 2 || a[0].GetCode() != CodeUnavailable || a[1].GetCode() != CodeUnavailable || d.count("bob") != before {
+		t.Fatalf("seq 11 behind a refused 10: %v", a)
+	}
+	m.gmu.Lock()
+	delete(m.gactive, gkey{"dc1", 10})
+	m.gmu.Unlock()
+	in.deliver(ctx, guaranteedEnv(22, 10, "bob"))
+	in.deliver(ctx, guaranteedEnv(23, 11, "bob"))
+	if d.count("bob") != before+2 {
+		t.Fatalf("10 then 11 again: %d deliveries, want %d", d.count("bob"), before+2)
+	}
+	in.markAndAck(ctx, in.takeMarks())
+
 	// Once the stream ended, a finished delivery is still recorded.
 	in.closeMarks()
 	in.deliver(ctx, guaranteedEnv(7, 4, "bob"))

@@ -86,7 +86,8 @@ type inStream struct {
 	// their inbox mark.
 	barriered bool
 	gmarks    []gmark
-	closed    bool // the stream ended: marks are made without acks
+	closed    bool   // the stream ended: marks are made without acks
+	gfence    uint64 // refused retryably: later seqs wait for it (0: none)
 }
 
 func (in *inStream) read(ctx context.Context) error {
