@@ -231,6 +231,12 @@ func (l *outLink) commitAcks(ctx context.Context) {
 	if err != nil {
 		l.log.Warn("store guaranteed acks (they will be sent again)", "n", len(acks), "err", err)
 	}
+	for _, a := range acks {
+		if a.GetCode() != 0 && err == nil {
+			// Its sender may have heard "queued" long ago: say so here.
+			l.log.Info("guaranteed message refused by the peer", "outbox_seq", a.GetSeq(), "code", a.GetCode(), "reason", a.GetMessage())
+		}
+	}
 	l.mu.Lock()
 	for _, a := range acks {
 		delete(l.gsent, a.GetSeq())
