@@ -346,7 +346,37 @@ func (in *inStream) guaranteedDone(env *concordv1.FedEnvelope, a *concordv1.FedA
 		in.markLater([]gmark{g})
 		return
 	}
-	in.signal()
+	select {
+	case in.markWake <- struct{}{}:
+	default:
+	}
+}
+
+// marker records delivered guaranteed messages in the inbox as they
+// come, then queues their acks for the writer, until ctx ends. It does
+// not wait on the writer: a peer that stopped reading (its acks stuck)
+// must not keep messages unrecorded, or their resend through another
+// server would be delivered again.
+func (in *inStream) marker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-in.markWake:
+		}
+		in.mu.Lock()
+		marks := in.gmarks
+		in.gmarks = nil
+		in.mu.Unlock()
+		if len(marks) == 0 {
+			continue
+		}
+		acks := in.markAndAck(in.m.bg, marks) // not the stream's ctx: record them even if it ends now
+		in.mu.Lock()
+		in.acks = append(in.acks, acks...)
+		in.mu.Unlock()
+		in.signal()
+	}
 }
 
 // closeMarks ends the stream's marking: what still waits is recorded on

@@ -41,11 +41,13 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	}
 	m.inboundDelta(peer, 1)
 	defer m.inboundDelta(peer, -1)
-	in := &inStream{m: m, peer: peer, stream: stream, wake: make(chan struct{}, 1)}
+	in := &inStream{m: m, peer: peer, stream: stream, wake: make(chan struct{}, 1), markWake: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	wdone := make(chan error, 1)
 	go func() { wdone <- in.writer(ctx) }()
+	mdone := make(chan struct{})
+	go func() { defer close(mdone); in.marker(ctx) }()
 	rdone := make(chan error, 1)
 	m.wg.Add(1) // Recv returns once the handler has returned
 	go func() { defer m.wg.Done(); rdone <- in.read(ctx) }()
@@ -61,6 +63,7 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	if !writerDone {
 		<-wdone
 	}
+	<-mdone
 	in.closeMarks()
 	if errors.Is(err, context.Canceled) {
 		return nil
@@ -86,6 +89,7 @@ type inStream struct {
 	// their inbox mark.
 	barriered bool
 	gmarks    []gmark
+	markWake  chan struct{} // cap 1: gmarks grew
 	closed    bool   // the stream ended: marks are made without acks
 	gfence    uint64 // refused retryably: later seqs wait for it (0: none)
 }
@@ -279,12 +283,9 @@ func (in *inStream) writer(ctx context.Context) error {
 		case <-in.wake:
 		}
 		in.mu.Lock()
-		acks, outq, marks := in.acks, in.outq, in.gmarks
-		in.acks, in.outq, in.gmarks = nil, nil, nil
+		acks, outq := in.acks, in.outq
+		in.acks, in.outq = nil, nil
 		in.mu.Unlock()
-		if len(marks) > 0 {
-			acks = append(acks, in.markAndAck(ctx, marks)...)
-		}
 		if len(acks) > 0 {
 			if err := in.stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Acks{Acks: &concordv1.FedAcks{Acks: acks}}}); err != nil {
 				return err
