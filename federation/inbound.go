@@ -90,8 +90,8 @@ type inStream struct {
 	barriered bool
 	gmarks    []gmark
 	markWake  chan struct{} // cap 1: gmarks grew
-	closed    bool   // the stream ended: marks are made without acks
-	gfence    uint64 // refused retryably: later seqs wait for it (0: none)
+	closed    bool          // the stream ended: marks are made without acks
+	gfence    uint64        // refused retryably: later seqs wait for it (0: none)
 }
 
 func (in *inStream) read(ctx context.Context) error {
