@@ -428,17 +428,21 @@ const followerDirEvery = 3
 // import what comes back (importDirectory); Raft orders the proposals and
 // the state ignores what it has already.
 func (l *outLink) requestDirectory(stream concordv1.Federation_LinkClient) error {
-	im := l.m.deps.State.Imported(l.peer)
-	have, digest := im.GetVersion(), im.GetDigest()
 	l.mu.Lock()
 	l.dirTicks++
 	ask := l.m.deps.IsLeader() || l.dirTicks%followerDirEvery == 0
-	if ask && l.resync {
-		have, digest, l.resync = 0, nil, false
+	resync := ask && l.resync
+	if resync {
+		l.resync = false
 	}
 	l.mu.Unlock()
 	if !ask {
 		return nil
+	}
+	var have uint64
+	var digest []byte
+	if !resync {
+		have, digest = l.m.deps.State.ImportedVersion(l.peer)
 	}
 	if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_DirRequest{DirRequest: &concordv1.FedDirectoryRequest{
 		HaveVersion: have, HaveDigest: digest}}}); err != nil {

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -304,6 +305,15 @@ func (s *State) Imported(peer string) *concordv1.FedImported {
 		return proto.CloneOf(im)
 	}
 	return &concordv1.FedImported{PeerSystemId: peer}
+}
+
+// ImportedVersion returns the version and digest of the directory
+// imported from peer (zero when none), without copying it.
+func (s *State) ImportedVersion(peer string) (uint64, []byte) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	im := s.imported[peer]
+	return im.GetVersion(), bytes.Clone(im.GetDigest())
 }
 
 // RemoteAgent looks an agent up in the directory imported from peer.
