@@ -96,6 +96,7 @@ func FastConfig() node.Config {
 	c.Federation.BackoffMax = 500 * time.Millisecond
 	c.Federation.CallTimeout = scaled(5 * time.Second)
 	c.Federation.AckTimeout = scaled(10 * time.Second)
+	c.Federation.UnlinkRetry = 200 * time.Millisecond
 	return c
 }
 

@@ -38,6 +38,8 @@ type LinkSpec struct {
 	Transitive bool
 	// MaxHops bounds envelopes `from` originates over the link (0: default).
 	MaxHops uint32
+	// FromOutbox is from's guaranteed-delivery policy over the link.
+	FromOutbox *concordv1.FedOutboxPolicy
 }
 
 // Link peers two systems the way an operator does: a token issued on
@@ -52,7 +54,8 @@ func Link(t testing.TB, from, to *Cluster, spec LinkSpec) {
 		t.Fatalf("clustertest: federation token on %s: %v", to.SystemID(), err)
 	}
 	if _, err := from.FederationClient(t, len(from.Nodes())-1).CreateLink(ctx, &concordv1.CreateLinkRequest{
-		Token: tok.GetToken(), Export: spec.FromExport, Transitive: spec.Transitive, MaxHops: spec.MaxHops}); err != nil {
+		Token: tok.GetToken(), Export: spec.FromExport, Transitive: spec.Transitive, MaxHops: spec.MaxHops,
+		Outbox: spec.FromOutbox}); err != nil {
 		t.Fatalf("clustertest: federation link %s -> %s: %v", from.SystemID(), to.SystemID(), err)
 	}
 }

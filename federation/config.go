@@ -43,6 +43,16 @@ type Config struct {
 	// AckTimeout bounds how long a sent message waits for its ack before
 	// its sender hears 5000 (outcome unknown).
 	AckTimeout time.Duration
+	// GuaranteedWait bounds how long a guaranteed send waits for the
+	// peer's answer (while this node's stream is up) before it answers
+	// "queued": the message is in the Raft log by then.
+	GuaranteedWait time.Duration
+	// DirectoryChunkBytes bounds one chunk of a directory update, so one
+	// Raft entry: at most 512 KiB.
+	DirectoryChunkBytes int
+	// UnlinkRetry is how often the leader retries telling a peer of an
+	// unlink it has not confirmed.
+	UnlinkRetry time.Duration
 	// MaxEnvelopeBytes bounds one message's payload+meta across a link.
 	MaxEnvelopeBytes int
 	// Dialer, for tests / fault injection: dials peers' gRPC addresses.
@@ -59,6 +69,7 @@ func DefaultConfig() Config {
 		TokenTTL: time.Hour, DirectorySync: 2 * time.Second, Ping: 5 * time.Second,
 		BackoffMin: 200 * time.Millisecond, BackoffMax: 10 * time.Second,
 		CallTimeout: 10 * time.Second, AckTimeout: 15 * time.Second, MaxEnvelopeBytes: 1 << 20,
+		GuaranteedWait: 2 * time.Second, DirectoryChunkBytes: 256 << 10, UnlinkRetry: 5 * time.Second,
 	}
 }
 
@@ -69,15 +80,22 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: SystemID %q", ErrInvalidConfig, c.SystemID)
 	case c.NodeID == "":
 		return fmt.Errorf("%w: NodeID is required", ErrInvalidConfig)
-	case c.TokenTTL <= 0 || c.DirectorySync <= 0 || c.Ping <= 0 || c.CallTimeout <= 0 || c.AckTimeout <= 0:
+	case c.TokenTTL <= 0 || c.DirectorySync <= 0 || c.Ping <= 0 || c.CallTimeout <= 0 || c.AckTimeout <= 0 ||
+		c.GuaranteedWait <= 0 || c.UnlinkRetry <= 0:
 		return fmt.Errorf("%w: timings must be > 0", ErrInvalidConfig)
 	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
 		return fmt.Errorf("%w: backoff bounds", ErrInvalidConfig)
+	case c.DirectoryChunkBytes < 1<<10 || c.DirectoryChunkBytes > MaxDirectoryChunkBytes:
+		return fmt.Errorf("%w: DirectoryChunkBytes must be in 1 KiB..512 KiB (one Raft entry)", ErrInvalidConfig)
 	case c.MaxEnvelopeBytes <= 0 || c.MaxEnvelopeBytes > 8<<20:
 		return fmt.Errorf("%w: MaxEnvelopeBytes must be in 1..8 MiB (a stream message holds at most 16 MiB)", ErrInvalidConfig)
 	}
 	return nil
 }
+
+// MaxDirectoryChunkBytes bounds Config.DirectoryChunkBytes: no directory
+// Raft entry is larger.
+const MaxDirectoryChunkBytes = 512 << 10
 
 // Proposer proposes a command to this system's Raft log from any node
 // (raftstore.Store.Apply, which forwards from followers).
@@ -126,6 +144,9 @@ type Deps struct {
 	// this node does not know yet waits for it before the answer is
 	// 2001/5003: the sender's directory may be ahead of this replica.
 	Barrier func(ctx context.Context) error
+	// VerifyLeader, optional, confirms with a quorum that this node still
+	// leads (the outbox drainer checks before sending).
+	VerifyLeader func(ctx context.Context) error
 }
 
 func (d Deps) validate() error {

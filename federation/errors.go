@@ -41,6 +41,9 @@ var (
 	ErrSelfLink = errors.New("federation: cannot link a system to itself")
 	// ErrTLSRequired: a link outside dev mode needs TLS material.
 	ErrTLSRequired = errors.New("federation: links need TLS outside --dev")
+	// ErrOutboxFull: a link's replicated outbox of guaranteed messages is
+	// at its message or byte bound.
+	ErrOutboxFull = errors.New("federation: guaranteed outbox full")
 	// ErrClosed: the manager is shut down.
 	ErrClosed = errors.New("federation: closed")
 )

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -40,11 +41,13 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	}
 	m.inboundDelta(peer, 1)
 	defer m.inboundDelta(peer, -1)
-	in := &inStream{m: m, peer: peer, stream: stream, wake: make(chan struct{}, 1)}
+	in := &inStream{m: m, peer: peer, stream: stream, wake: make(chan struct{}, 1), markWake: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	wdone := make(chan error, 1)
 	go func() { wdone <- in.writer(ctx) }()
+	mdone := make(chan struct{})
+	go func() { defer close(mdone); in.marker(ctx) }()
 	rdone := make(chan error, 1)
 	m.wg.Add(1) // Recv returns once the handler has returned
 	go func() { defer m.wg.Done(); rdone <- in.read(ctx) }()
@@ -60,6 +63,8 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	if !writerDone {
 		<-wdone
 	}
+	<-mdone
+	in.closeMarks()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -79,6 +84,14 @@ type inStream struct {
 	wake   chan struct{}
 	sent   map[string]*concordv1.FedRemoteAgent // the directory last sent on this stream
 	sentAt uint64                               // its version (0: none)
+	// Guaranteed messages (guaranteed.go): whether this stream waited for
+	// the Raft barrier yet, and the processed ones whose acks wait for
+	// their inbox mark.
+	barriered bool
+	gmarks    []gmark
+	markWake  chan struct{} // cap 1: gmarks grew
+	closed    bool          // the stream ended: marks are made without acks
+	gfence    uint64        // refused retryably: later seqs wait for it (0: none)
 }
 
 func (in *inStream) read(ctx context.Context) error {
@@ -94,7 +107,7 @@ func (in *inStream) read(ctx context.Context) error {
 				in.deliver(ctx, env)
 			}
 		case *concordv1.FedFrame_DirRequest:
-			if u := in.directory(fr.DirRequest.GetHaveVersion()); u != nil {
+			for _, u := range in.directory(fr.DirRequest.GetHaveVersion(), fr.DirRequest.GetHaveDigest()) {
 				in.push(&concordv1.FedFrame{Frame: &concordv1.FedFrame_DirUpdate{DirUpdate: u}})
 			}
 		case *concordv1.FedFrame_Ping:
@@ -116,13 +129,23 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 		in.ack(seq, cerr, nil)
 		return
 	}
+	answer := in.ack
+	if env.GetGuaranteedSeq() > 0 {
+		if a := in.guaranteedCheck(ctx, env); a != nil {
+			in.pushAck(a)
+			return
+		}
+		answer = func(seq uint64, cerr *CodeError, delivered []string) {
+			in.guaranteedDone(env, newAck(seq, cerr, delivered))
+		}
+	}
 	if env.GetTargetSystem() != m.cfg.SystemID {
 		m.forward(env, in.peer, func(o Outcome) { in.ackOutcome(seq, o) })
 		return
 	}
 	link, ok := m.deps.State.Link(in.peer)
 	if !ok {
-		in.ack(seq, codeErr(CodeSystemNotFound, "Federation link to "+in.peer+" removed", nil), nil)
+		answer(seq, codeErr(CodeSystemNotFound, "Federation link to "+in.peer+" removed", nil), nil)
 		return
 	}
 	targets, cerr := in.targets(link, env)
@@ -134,7 +157,7 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 		cancel()
 	}
 	if cerr != nil {
-		in.ack(seq, cerr, nil)
+		answer(seq, cerr, nil)
 		return
 	}
 	msg := BuildMessage(env)
@@ -159,9 +182,9 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 				return
 			}
 			if len(delivered) == 0 {
-				in.ack(seq, deliveryError(lastErr), nil)
+				answer(seq, deliveryError(lastErr), nil)
 			} else {
-				in.ack(seq, nil, delivered)
+				answer(seq, nil, delivered)
 			}
 		})
 	}
@@ -219,10 +242,18 @@ func (in *inStream) ackOutcome(seq uint64, o Outcome) {
 }
 
 func (in *inStream) ack(seq uint64, cerr *CodeError, delivered []string) {
+	in.pushAck(newAck(seq, cerr, delivered))
+}
+
+func newAck(seq uint64, cerr *CodeError, delivered []string) *concordv1.FedAck {
 	a := &concordv1.FedAck{Seq: seq, Delivered: delivered}
 	if cerr != nil {
 		a.Code, a.Message = int32(cerr.Code), cerr.Message
 	}
+	return a
+}
+
+func (in *inStream) pushAck(a *concordv1.FedAck) {
 	in.mu.Lock()
 	in.acks = append(in.acks, a)
 	in.mu.Unlock()
@@ -269,9 +300,11 @@ func (in *inStream) writer(ctx context.Context) error {
 }
 
 // directory answers a directory request with what this system exports to
-// the peer: a delta against what this stream sent last when the importer
-// has exactly that version, else the full set; nil when nothing changed.
-func (in *inStream) directory(have uint64) *concordv1.FedDirectoryApply {
+// the peer, in chunks of at most Config.DirectoryChunkBytes: nothing when
+// the importer's digest shows it holds the current set (any stream can
+// tell), a delta against what this stream sent last when the importer
+// has exactly that version, else the full set.
+func (in *inStream) directory(have uint64, haveDigest []byte) []*concordv1.FedDirectoryApply {
 	link, ok := in.m.deps.State.Link(in.peer)
 	if !ok {
 		return nil
@@ -283,17 +316,25 @@ func (in *inStream) directory(have uint64) *concordv1.FedDirectoryApply {
 			cur[a.GetId()] = a
 		}
 	}
+	keys := sortedKeys(cur)
+	digest := exportDigest(cur, keys)
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	u := &concordv1.FedDirectoryApply{PeerSystemId: in.m.cfg.SystemID, Version: version}
+	if have != 0 && bytes.Equal(digest, haveDigest) {
+		// The importer holds this set: later deltas on this stream start
+		// from it.
+		in.sent, in.sentAt = cur, have
+		return nil
+	}
+	u := &concordv1.FedDirectoryApply{PeerSystemId: in.m.cfg.SystemID, Version: version, Digest: digest}
 	if have == 0 || have != in.sentAt || in.sent == nil {
 		u.Full = true
-		for _, k := range sortedKeys(cur) {
+		for _, k := range keys {
 			u.Upserts = append(u.Upserts, cur[k])
 		}
 	} else {
 		u.BaseVersion = have
-		for _, k := range sortedKeys(cur) {
+		for _, k := range keys {
 			if old, ok := in.sent[k]; !ok || !proto.Equal(old, cur[k]) {
 				u.Upserts = append(u.Upserts, cur[k])
 			}
@@ -311,5 +352,5 @@ func (in *inStream) directory(have uint64) *concordv1.FedDirectoryApply {
 		return nil
 	}
 	in.sent, in.sentAt = cur, version
-	return u
+	return chunkDirectory(u, in.m.cfg.DirectoryChunkBytes)
 }

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -48,6 +49,12 @@ type outLink struct {
 	cancel   context.CancelFunc
 	stopCh   chan struct{}
 	resync   bool // a directory gap: ask for everything next time
+	dirTicks int  // directory ticks so far (a follower asks every followerDirEvery-th)
+	// Guaranteed messages (guaranteed.go): when each outbox seq sent on
+	// this stream may be sent again, and the peer's answers not yet
+	// stored.
+	gsent map[uint64]time.Time
+	gacks []*concordv1.FedAck
 
 	// stats
 	sent, reconnects uint64
@@ -58,13 +65,21 @@ type outLink struct {
 type inflight struct {
 	it     *item
 	sentAt time.Time
+	gseq   uint64 // outbox seq of a guaranteed message, else 0
 }
 
 func newOutLink(m *Manager, l *concordv1.FedLink) *outLink {
 	return &outLink{
 		m: m, peer: l.GetPeerSystemId(), link: l, log: m.log.With("peer", l.GetPeerSystemId()),
 		inflight: map[uint64]*inflight{}, wake: make(chan struct{}, 1), stopCh: make(chan struct{}),
+		gsent: map[uint64]time.Time{},
 	}
+}
+
+func (l *outLink) isUp() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up
 }
 
 func (l *outLink) policy() *concordv1.FedLink {
@@ -345,6 +360,8 @@ func (l *outLink) disconnected(addr string) {
 	l.up, l.connectedTo = false, ""
 	fl := l.inflight
 	l.inflight = map[uint64]*inflight{}
+	clear(l.gsent) // unanswered outbox messages go again on the next stream
+	l.gacks = nil  // the peer answers again ("duplicate")
 	var queued []*item
 	for _, it := range l.buf.items {
 		if it.done != nil {
@@ -377,9 +394,10 @@ func (l *outLink) sendLoop(ctx context.Context, stream concordv1.Federation_Link
 		return err
 	}
 	for {
-		if err := l.flush(stream); err != nil {
+		if err := l.flush(ctx, stream); err != nil {
 			return err
 		}
+		l.commitAcks(ctx)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -399,24 +417,44 @@ func (l *outLink) sendLoop(ctx context.Context, stream concordv1.Federation_Link
 	}
 }
 
+// followerDirEvery: a follower asks for directory changes every this
+// many directory ticks (the leader every tick), so the import goes on
+// when the leader's stream is down; with the digest an unchanged
+// directory costs the exporter one comparison.
+const followerDirEvery = 3
+
+// requestDirectory asks the peer for its directory changes: the leader on
+// every tick, a follower on every followerDirEvery-th. Any node may
+// import what comes back (importDirectory); Raft orders the proposals and
+// the state ignores what it has already.
 func (l *outLink) requestDirectory(stream concordv1.Federation_LinkClient) error {
-	if !l.m.deps.IsLeader() {
-		return nil
-	}
-	have := l.m.deps.State.Imported(l.peer).GetVersion()
 	l.mu.Lock()
-	if l.resync {
-		have, l.resync = 0, false
+	l.dirTicks++
+	ask := l.m.deps.IsLeader() || l.dirTicks%followerDirEvery == 0
+	resync := ask && l.resync
+	if resync {
+		l.resync = false
 	}
 	l.mu.Unlock()
-	if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_DirRequest{DirRequest: &concordv1.FedDirectoryRequest{HaveVersion: have}}}); err != nil {
+	if !ask {
+		return nil
+	}
+	var have uint64
+	var digest []byte
+	if !resync {
+		have, digest = l.m.deps.State.ImportedVersion(l.peer)
+	}
+	if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_DirRequest{DirRequest: &concordv1.FedDirectoryRequest{
+		HaveVersion: have, HaveDigest: digest}}}); err != nil {
 		return fmt.Errorf("send directory request: %w", err)
 	}
 	return nil
 }
 
-// flush sends everything buffered, in batches, oldest first.
-func (l *outLink) flush(stream concordv1.Federation_LinkClient) error {
+// flush sends everything buffered, in batches, oldest first, and (on the
+// leader) the guaranteed messages due.
+func (l *outLink) flush(ctx context.Context, stream concordv1.Federation_LinkClient) error {
+	drain := l.mayDrain(ctx)
 	for {
 		l.mu.Lock()
 		expired := l.buf.expire(l.bufferPolicy(), l.m.now())
@@ -438,9 +476,12 @@ func (l *outLink) flush(stream concordv1.Federation_LinkClient) error {
 			batch.Envelopes = append(batch.Envelopes, env)
 		}
 		l.sent += uint64(n)
+		if drain {
+			l.drainBatch(batch, bytes, now)
+		}
 		l.mu.Unlock()
 		tellDropped(expired)
-		if n == 0 {
+		if len(batch.Envelopes) == 0 {
 			return nil
 		}
 		if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Batch{Batch: batch}}); err != nil {
@@ -495,6 +536,12 @@ func (l *outLink) acked(acks []*concordv1.FedAck) {
 		l.mu.Lock()
 		f := l.inflight[a.GetSeq()]
 		delete(l.inflight, a.GetSeq())
+		if f != nil && f.gseq != 0 {
+			l.guaranteedAcked(f.gseq, a)
+			l.mu.Unlock()
+			l.signal()
+			continue
+		}
 		l.mu.Unlock()
 		if f == nil || f.it.done == nil {
 			continue
@@ -510,17 +557,21 @@ func (l *outLink) acked(acks []*concordv1.FedAck) {
 	}
 }
 
-// importDirectory proposes a directory update from the peer (on the
-// leader, which asked for it). A gap resets the stored version so the
-// next request asks for everything.
+// importDirectory proposes one chunk of a directory update from the peer
+// (this node asked for it). A gap makes the next request ask for
+// everything.
 func (l *outLink) importDirectory(ctx context.Context, u *concordv1.FedDirectoryApply) {
-	if !l.m.deps.IsLeader() {
+	u.PeerSystemId = l.peer // the stream's peer, whatever the frame says
+	if proto.Size(u) > MaxDirectoryChunkBytes {
+		l.log.Warn("directory chunk too large: ignored, asking for everything again", "bytes", proto.Size(u))
+		l.mu.Lock()
+		l.resync = true
+		l.mu.Unlock()
 		return
 	}
-	u.PeerSystemId = l.peer // the stream's peer, whatever the frame says
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.CallTimeout)
 	defer cancel()
-	_, _, err := l.m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY, u)
+	_, _, err := l.m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_CHUNK, &concordv1.FedDirectoryChunk{Update: u})
 	if errors.Is(err, ErrDirectoryGap) {
 		l.mu.Lock()
 		l.resync = true

@@ -35,6 +35,17 @@ type Manager struct {
 	// can stop gracefully.
 	closing   chan struct{}
 	closeOnce sync.Once
+
+	// Guaranteed delivery (guaranteed.go): senders waiting for their
+	// ack by message id, messages being delivered here, and the
+	// goroutines that store guaranteed sends (stopped by Run's exit).
+	gmu      sync.Mutex
+	gwait    map[string]chan Outcome
+	gactive  map[gkey]time.Time
+	gclosed  bool
+	bg       context.Context
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
 }
 
 // New validates cfg and deps.
@@ -53,12 +64,16 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Manager{
+	bg, bgCancel := context.WithCancel(context.Background())
+	m := &Manager{
 		cfg: cfg, deps: deps, now: now,
 		log: log.With("component", "federation", "node_id", cfg.NodeID, "system_id", cfg.SystemID),
 		out: map[string]*outLink{}, inbound: map[string]int{}, recv: map[string]uint64{},
 		closing: make(chan struct{}),
-	}, nil
+		gwait:   map[string]chan Outcome{}, gactive: map[gkey]time.Time{}, bg: bg, bgCancel: bgCancel,
+	}
+	deps.State.OnAck(m.onAcked)
+	return m, nil
 }
 
 // Register registers the Federation gRPC service on s.
@@ -71,6 +86,8 @@ func (m *Manager) SystemID() string { return m.cfg.SystemID }
 // replicated state until ctx ends, then stops them all and fails what
 // they still hold.
 func (m *Manager) Run(ctx context.Context) error {
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); m.retryUnlinks(ctx) }()
 	for {
 		changed := m.deps.State.Changed()
 		m.reconcile(ctx)
@@ -83,6 +100,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			for _, l := range links {
 				l.stop(codeErr(CodeUnavailable, "federation stopped on this node", map[string]any{"retryable": true}))
 			}
+			m.stopGuaranteed()
 			m.wg.Wait()
 			return ctx.Err()
 		case <-changed:
@@ -112,6 +130,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 	for peer, l := range want {
 		if ol, ok := m.out[peer]; ok {
 			ol.update(l)
+			ol.signal() // the outbox may have grown
 			continue
 		}
 		ol := newOutLink(m, l)
@@ -168,6 +187,10 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 		ToAgent: msg.ToAgent, ToScope: msg.ToScope, Payload: msg.Payload, Meta: msg.Meta,
 	}
 	Stamp(env, m.cfg.SystemID)
+	if link, _ := m.deps.State.Link(msg.TargetSystem); wantsGuarantee(msg.Meta, link) {
+		m.sendGuaranteed(env, ol, done)
+		return
+	}
 	ol.enqueue(env, done)
 }
 
@@ -271,6 +294,8 @@ func (m *Manager) Status() []*concordv1.FedLinkStatus {
 		if ol != nil {
 			ol.fill(st)
 		}
+		n, b := m.deps.State.OutboxSize(p)
+		st.OutboxDepth, st.OutboxBytes = uint32(n), b
 		im := m.deps.State.Imported(p)
 		st.ImportedVersion, st.ImportedAgents = im.GetVersion(), uint32(len(im.GetAgents()))
 		out = append(out, st)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,7 +22,8 @@ func newFederationCmd() *cobra.Command {
 		Use:   "federation",
 		Short: "Link this system with other Concord systems",
 		Long: "Peering: run `federation token --peer <their-system-id>` on one system, then\n" +
-			"`federation link --token <token>` on the other. Links are Raft state on both sides.",
+			"`federation link --peering-token-file <file>` on the other (the token is a secret: never\n" +
+			"put it on a command line). Links are Raft state on both sides.",
 	}
 	cmd.AddCommand(newFedTokenCmd(), newFedLinkCmd(), newFedListCmd("list", false), newFedListCmd("status", true), newFedUnlinkCmd())
 	return cmd
@@ -35,6 +38,9 @@ type policyFlags struct {
 	bufBytes    uint64
 	bufAge      time.Duration
 	overflow    string
+	guaranteed  bool
+	outMsgs     uint32
+	outBytes    uint64
 }
 
 func (p *policyFlags) register(cmd *cobra.Command) {
@@ -46,6 +52,9 @@ func (p *policyFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Uint64Var(&p.bufBytes, "buffer-bytes", 10<<20, "outage buffer: bytes held per node")
 	cmd.Flags().DurationVar(&p.bufAge, "buffer-age", time.Hour, "outage buffer: oldest message kept")
 	cmd.Flags().StringVar(&p.overflow, "buffer-overflow", "drop-oldest", "full buffer: drop-oldest, drop-newest or reject-new")
+	cmd.Flags().BoolVar(&p.guaranteed, "guaranteed", false, "every message over the link is guaranteed (kept in Raft until the peer acknowledges), not only those with meta.delivery \"guaranteed\"")
+	cmd.Flags().Uint32Var(&p.outMsgs, "outbox-messages", admin.DefaultOutboxMessages, "guaranteed outbox: messages held in Raft for the peer")
+	cmd.Flags().Uint64Var(&p.outBytes, "outbox-bytes", admin.DefaultOutboxBytes, "guaranteed outbox: bytes held in Raft for the peer")
 }
 
 // buffer is the outage buffer policy the flags describe.
@@ -68,6 +77,10 @@ func (p *policyFlags) parse() (st admin.LinkSettings, err error) {
 		return st, fmt.Errorf("--import: %w", err)
 	}
 	st.Transitive, st.MaxHops = p.transitive, p.maxHops
+	if p.outMsgs == 0 || p.outBytes == 0 {
+		return st, fmt.Errorf("--outbox-messages and --outbox-bytes must be > 0")
+	}
+	st.Outbox = admin.Outbox{Guaranteed: p.guaranteed, MaxMessages: p.outMsgs, MaxBytes: p.outBytes}
 	st.Buffer, err = p.buffer()
 	return st, err
 }
@@ -108,21 +121,32 @@ func newFedTokenCmd() *cobra.Command {
 
 func newFedLinkCmd() *cobra.Command {
 	var (
-		f     adminFlags
-		p     policyFlags
-		token string
+		f         adminFlags
+		p         policyFlags
+		tokenFile string
+		tokenArg  string
 	)
 	cmd := &cobra.Command{
-		Use:   "link --token TOKEN",
+		Use:   "link --peering-token-file FILE",
 		Short: "Redeem a peering token: link this system with the system that issued it",
-		Args:  cobra.NoArgs,
+		Long: "Redeem a peering token printed by `federation token` on the other system. The token\n" +
+			"is read from --peering-token-file (\"-\" reads standard input): a secret passed as a flag\n" +
+			"value leaks through the process list and shell history.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("token") {
+				return errTokenFlag
+			}
+			token, err := readPeeringToken(tokenFile, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
 			st, err := p.parse()
 			if err != nil {
 				return err
 			}
 			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
-				l, err := c.CreateLink(ctx, strings.TrimSpace(token), st)
+				l, err := c.CreateLink(ctx, token, st)
 				if err != nil {
 					return err
 				}
@@ -133,9 +157,50 @@ func newFedLinkCmd() *cobra.Command {
 	}
 	f.register(cmd)
 	p.register(cmd)
-	cmd.Flags().StringVar(&token, "token", "", "token printed by `federation token` on the other system (required)")
-	_ = cmd.MarkFlagRequired("token")
+	cmd.Flags().StringVar(&tokenFile, "peering-token-file", "", "file holding the token printed by `federation token` on the other system, - for stdin (required)")
+	// The old --token VALUE is refused with the way to do it instead.
+	cmd.Flags().StringVar(&tokenArg, "token", "", "refused: use --peering-token-file")
+	_ = cmd.Flags().MarkHidden("token")
 	return cmd
+}
+
+var errTokenFlag = errors.New("--token is no longer accepted: a token on the command line leaks through the process list " +
+	"and shell history; write it to a file (mode 0600) and pass --peering-token-file FILE, or pipe it to --peering-token-file -")
+
+// maxTokenBytes bounds what readPeeringToken reads (a token is a few KB:
+// the peer's CA certificate and addresses).
+const maxTokenBytes = 1 << 20
+
+// readPeeringToken reads a peering token from file, or from stdin when
+// file is "-"; surrounding whitespace is dropped.
+func readPeeringToken(file string, stdin io.Reader) (string, error) {
+	var (
+		b   []byte
+		err error
+	)
+	switch file {
+	case "":
+		return "", errors.New("--peering-token-file is required (the file holding the token, - for stdin)")
+	case "-":
+		b, err = io.ReadAll(io.LimitReader(stdin, maxTokenBytes+1))
+	default:
+		var fh *os.File
+		if fh, err = os.Open(file); err == nil {
+			b, err = io.ReadAll(io.LimitReader(fh, maxTokenBytes+1))
+			_ = fh.Close()
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("read peering token: %w", err)
+	}
+	if len(b) > maxTokenBytes {
+		return "", fmt.Errorf("peering token in %s is larger than %d bytes", file, maxTokenBytes)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("peering token in %s is empty", file)
+	}
+	return token, nil
 }
 
 func newFedListCmd(use string, detail bool) *cobra.Command {
@@ -166,47 +231,65 @@ func printLinks(w io.Writer, res admin.Links, detail bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if detail {
 		fmt.Fprintf(tw, "# system %s, node %s\n", res.SystemID, res.NodeID)
-		fmt.Fprintln(tw, "PEER\tSTATE\tSTREAMS\tSERVER\tRTT\tQUEUE\tSENT\tRECEIVED\tDROPPED\tRECONNECTS\tIMPORTED")
+		fmt.Fprintln(tw, "PEER\tSTATE\tSTREAMS\tSERVER\tRTT\tQUEUE\tOUTBOX\tSENT\tRECEIVED\tDROPPED\tRECONNECTS\tIMPORTED")
 	} else {
-		fmt.Fprintln(tw, "PEER\tSERVERS\tEXPORT\tIMPORT\tTRANSITIVE\tMAX_HOPS\tBUFFER\tTLS")
+		fmt.Fprintln(tw, "PEER\tSERVERS\tEXPORT\tIMPORT\tTRANSITIVE\tMAX_HOPS\tBUFFER\tOUTBOX\tTLS")
 	}
 	for _, st := range res.Links {
 		if detail {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d (%d B)\t%d\t%d\t%d\t%d\t%d agents (v%d)\n", st.PeerSystemID, st.State,
-				st.StreamsUp, st.ConnectedTo, st.RTT, st.QueueDepth,
-				st.QueueBytes, st.Sent, st.Received, st.Dropped, st.Reconnects, st.ImportedAgents, st.ImportedVersion)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d (%d B)\t%d (%d B)\t%d\t%d\t%d\t%d\t%d agents (v%d)\n", st.PeerSystemID, st.State,
+				st.StreamsUp, st.ConnectedTo, st.RTT, st.QueueDepth, st.QueueBytes, st.OutboxDepth, st.OutboxBytes,
+				st.Sent, st.Received, st.Dropped, st.Reconnects, st.ImportedAgents, st.ImportedVersion)
 			continue
 		}
-		b := st.Buffer
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d msgs/%d B/%v %s\t%v\n", st.PeerSystemID, strings.Join(st.PeerAddrs, ","),
+		b, o := st.Buffer, st.Outbox
+		mode := "best-effort"
+		if o.Guaranteed {
+			mode = "guaranteed"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d msgs/%d B/%v %s\t%s %d msgs/%d B\t%v\n", st.PeerSystemID, strings.Join(st.PeerAddrs, ","),
 			st.Export, st.Import, st.Transitive, st.MaxHops,
-			b.MaxMessages, b.MaxBytes, b.MaxAge, b.Overflow, st.HasPeerCA)
+			b.MaxMessages, b.MaxBytes, b.MaxAge, b.Overflow, mode, o.MaxMessages, o.MaxBytes, st.HasPeerCA)
+	}
+	for _, p := range res.PendingUnlinks {
+		fmt.Fprintf(tw, "# unlinked %s at %s; the peer has not confirmed yet (retrying; `federation unlink --force %s` stops)\n",
+			p.PeerSystemID, p.RemovedAt.UTC().Format(time.RFC3339), p.PeerSystemID)
 	}
 	return tw.Flush()
 }
 
 func newFedUnlinkCmd() *cobra.Command {
-	var f adminFlags
+	var (
+		f     adminFlags
+		force bool
+	)
 	cmd := &cobra.Command{
 		Use:   "unlink SYSTEM_ID",
-		Short: "Remove the link to a system (and its imported directory) on this side",
+		Short: "Remove the link to a system (and its imported directory and outbox) on this side; the peer is told until it confirms",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
-				res, err := c.Unlink(ctx, args[0])
+				res, err := c.Unlink(ctx, args[0], force)
 				if err != nil {
 					return err
 				}
-				if res.PeerNotified {
-					_, err = fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s (it removed its side too)\n", args[0])
-				} else {
-					_, err = fmt.Fprintf(cmd.OutOrStdout(), "unlinked %s here; %s was not reached (%s): unlink there too\n",
-						args[0], args[0], res.PeerError)
+				w := cmd.OutOrStdout()
+				switch {
+				case res.PeerNotified:
+					_, err = fmt.Fprintf(w, "unlinked %s (it removed its side too)\n", args[0])
+				case res.Pending:
+					_, err = fmt.Fprintf(w, "unlinked %s here; %s was not reached (%s): this system keeps telling it until it confirms "+
+						"(see `federation list`; `unlink --force %s` stops)\n", args[0], args[0], res.PeerError, args[0])
+				case res.PeerError != "":
+					_, err = fmt.Fprintf(w, "unlinked %s here (forced); %s was not reached (%s): unlink there too\n", args[0], args[0], res.PeerError)
+				default:
+					_, err = fmt.Fprintf(w, "dropped the pending unlink of %s (forced): unlink there too if it still exists\n", args[0])
 				}
 				return err
 			})
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "do not wait for the peer's confirmation (it is gone for good); also drops a pending unlink")
 	return cmd
 }

@@ -278,7 +278,10 @@ type FedLink struct {
 	Buffer      *FedBufferPolicy `protobuf:"bytes,8,opt,name=buffer,proto3" json:"buffer,omitempty"`
 	CreatedAtMs int64            `protobuf:"varint,9,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
 	// initiator is true on the side that ran `federation link`.
-	Initiator     bool `protobuf:"varint,10,opt,name=initiator,proto3" json:"initiator,omitempty"`
+	Initiator bool `protobuf:"varint,10,opt,name=initiator,proto3" json:"initiator,omitempty"`
+	// outbox is the guaranteed-delivery policy of messages this system
+	// sends over the link (unset: best effort unless a message asks).
+	Outbox        *FedOutboxPolicy `protobuf:"bytes,11,opt,name=outbox,proto3" json:"outbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -383,6 +386,77 @@ func (x *FedLink) GetInitiator() bool {
 	return false
 }
 
+func (x *FedLink) GetOutbox() *FedOutboxPolicy {
+	if x != nil {
+		return x.Outbox
+	}
+	return nil
+}
+
+// FedOutboxPolicy: guaranteed makes every message over the link
+// guaranteed (as meta.delivery "guaranteed" does for one message);
+// max_messages and max_bytes bound the link's replicated outbox (0: the
+// defaults, 10,000 messages and 16 MiB).
+type FedOutboxPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Guaranteed    bool                   `protobuf:"varint,1,opt,name=guaranteed,proto3" json:"guaranteed,omitempty"`
+	MaxMessages   uint32                 `protobuf:"varint,2,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	MaxBytes      uint64                 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedOutboxPolicy) Reset() {
+	*x = FedOutboxPolicy{}
+	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedOutboxPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedOutboxPolicy) ProtoMessage() {}
+
+func (x *FedOutboxPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedOutboxPolicy.ProtoReflect.Descriptor instead.
+func (*FedOutboxPolicy) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FedOutboxPolicy) GetGuaranteed() bool {
+	if x != nil {
+		return x.Guaranteed
+	}
+	return false
+}
+
+func (x *FedOutboxPolicy) GetMaxMessages() uint32 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+func (x *FedOutboxPolicy) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
 // FedRemoteAgent is one agent of a peer system in the imported directory.
 type FedRemoteAgent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -398,7 +472,7 @@ type FedRemoteAgent struct {
 
 func (x *FedRemoteAgent) Reset() {
 	*x = FedRemoteAgent{}
-	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	mi := &file_concord_v1_federation_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +484,7 @@ func (x *FedRemoteAgent) String() string {
 func (*FedRemoteAgent) ProtoMessage() {}
 
 func (x *FedRemoteAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	mi := &file_concord_v1_federation_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +497,7 @@ func (x *FedRemoteAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedRemoteAgent.ProtoReflect.Descriptor instead.
 func (*FedRemoteAgent) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{3}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FedRemoteAgent) GetId() string {
@@ -482,13 +556,14 @@ type FedTokenRecord struct {
 	Transitive    bool             `protobuf:"varint,7,opt,name=transitive,proto3" json:"transitive,omitempty"`
 	Buffer        *FedBufferPolicy `protobuf:"bytes,8,opt,name=buffer,proto3" json:"buffer,omitempty"`
 	MaxHops       uint32           `protobuf:"varint,9,opt,name=max_hops,json=maxHops,proto3" json:"max_hops,omitempty"`
+	Outbox        *FedOutboxPolicy `protobuf:"bytes,10,opt,name=outbox,proto3" json:"outbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedTokenRecord) Reset() {
 	*x = FedTokenRecord{}
-	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	mi := &file_concord_v1_federation_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +575,7 @@ func (x *FedTokenRecord) String() string {
 func (*FedTokenRecord) ProtoMessage() {}
 
 func (x *FedTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	mi := &file_concord_v1_federation_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +588,7 @@ func (x *FedTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedTokenRecord.ProtoReflect.Descriptor instead.
 func (*FedTokenRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{4}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FedTokenRecord) GetPeerSystemId() string {
@@ -579,19 +654,30 @@ func (x *FedTokenRecord) GetMaxHops() uint32 {
 	return 0
 }
 
+func (x *FedTokenRecord) GetOutbox() *FedOutboxPolicy {
+	if x != nil {
+		return x.Outbox
+	}
+	return nil
+}
+
 // FedImported is the directory imported from one peer system.
 type FedImported struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
-	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	Agents        []*FedRemoteAgent      `protobuf:"bytes,3,rep,name=agents,proto3" json:"agents,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	Version      uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Agents       []*FedRemoteAgent      `protobuf:"bytes,3,rep,name=agents,proto3" json:"agents,omitempty"`
+	// digest is the exporter's digest of its export set at version: a
+	// directory request carries it so any stream can tell "unchanged"
+	// without resending everything.
+	Digest        []byte `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedImported) Reset() {
 	*x = FedImported{}
-	mi := &file_concord_v1_federation_proto_msgTypes[5]
+	mi := &file_concord_v1_federation_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +689,7 @@ func (x *FedImported) String() string {
 func (*FedImported) ProtoMessage() {}
 
 func (x *FedImported) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[5]
+	mi := &file_concord_v1_federation_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +702,7 @@ func (x *FedImported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedImported.ProtoReflect.Descriptor instead.
 func (*FedImported) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{5}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FedImported) GetPeerSystemId() string {
@@ -640,6 +726,260 @@ func (x *FedImported) GetAgents() []*FedRemoteAgent {
 	return nil
 }
 
+func (x *FedImported) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
+// FedOutboxEntry is one guaranteed message waiting for its peer's ack.
+type FedOutboxEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Envelope      *FedEnvelope           `protobuf:"bytes,2,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	AcceptedAtMs  int64                  `protobuf:"varint,3,opt,name=accepted_at_ms,json=acceptedAtMs,proto3" json:"accepted_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedOutboxEntry) Reset() {
+	*x = FedOutboxEntry{}
+	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedOutboxEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedOutboxEntry) ProtoMessage() {}
+
+func (x *FedOutboxEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedOutboxEntry.ProtoReflect.Descriptor instead.
+func (*FedOutboxEntry) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *FedOutboxEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *FedOutboxEntry) GetEnvelope() *FedEnvelope {
+	if x != nil {
+		return x.Envelope
+	}
+	return nil
+}
+
+func (x *FedOutboxEntry) GetAcceptedAtMs() int64 {
+	if x != nil {
+		return x.AcceptedAtMs
+	}
+	return 0
+}
+
+// FedOutbox is the replicated outbox of guaranteed messages to one peer,
+// in seq order; next_seq is the seq the next message gets.
+type FedOutbox struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	NextSeq       uint64                 `protobuf:"varint,2,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	Entries       []*FedOutboxEntry      `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedOutbox) Reset() {
+	*x = FedOutbox{}
+	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedOutbox) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedOutbox) ProtoMessage() {}
+
+func (x *FedOutbox) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedOutbox.ProtoReflect.Descriptor instead.
+func (*FedOutbox) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FedOutbox) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedOutbox) GetNextSeq() uint64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
+func (x *FedOutbox) GetEntries() []*FedOutboxEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *FedOutbox) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// FedInbox is what this system has processed of the guaranteed messages
+// from one source system: every seq below floor, and the seqs in seen.
+type FedInbox struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SourceSystemId string                 `protobuf:"bytes,1,opt,name=source_system_id,json=sourceSystemId,proto3" json:"source_system_id,omitempty"`
+	Floor          uint64                 `protobuf:"varint,2,opt,name=floor,proto3" json:"floor,omitempty"`
+	Seen           []uint64               `protobuf:"varint,3,rep,packed,name=seen,proto3" json:"seen,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *FedInbox) Reset() {
+	*x = FedInbox{}
+	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedInbox) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedInbox) ProtoMessage() {}
+
+func (x *FedInbox) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedInbox.ProtoReflect.Descriptor instead.
+func (*FedInbox) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *FedInbox) GetSourceSystemId() string {
+	if x != nil {
+		return x.SourceSystemId
+	}
+	return ""
+}
+
+func (x *FedInbox) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *FedInbox) GetSeen() []uint64 {
+	if x != nil {
+		return x.Seen
+	}
+	return nil
+}
+
+// FedPendingUnlink is a link removed here whose peer has not yet
+// confirmed removing its side; the leader retries until it does.
+type FedPendingUnlink struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Link          *FedLink               `protobuf:"bytes,1,opt,name=link,proto3" json:"link,omitempty"`
+	RemovedAtMs   int64                  `protobuf:"varint,2,opt,name=removed_at_ms,json=removedAtMs,proto3" json:"removed_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedPendingUnlink) Reset() {
+	*x = FedPendingUnlink{}
+	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedPendingUnlink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedPendingUnlink) ProtoMessage() {}
+
+func (x *FedPendingUnlink) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedPendingUnlink.ProtoReflect.Descriptor instead.
+func (*FedPendingUnlink) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *FedPendingUnlink) GetLink() *FedLink {
+	if x != nil {
+		return x.Link
+	}
+	return nil
+}
+
+func (x *FedPendingUnlink) GetRemovedAtMs() int64 {
+	if x != nil {
+		return x.RemovedAtMs
+	}
+	return 0
+}
+
 // FedSnapshotRecord is one snapshot record of the federation module.
 type FedSnapshotRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -648,6 +988,10 @@ type FedSnapshotRecord struct {
 	//	*FedSnapshotRecord_Link
 	//	*FedSnapshotRecord_Token
 	//	*FedSnapshotRecord_Imported
+	//	*FedSnapshotRecord_Outbox
+	//	*FedSnapshotRecord_Inbox
+	//	*FedSnapshotRecord_PendingUnlink
+	//	*FedSnapshotRecord_Staging
 	Record        isFedSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -655,7 +999,7 @@ type FedSnapshotRecord struct {
 
 func (x *FedSnapshotRecord) Reset() {
 	*x = FedSnapshotRecord{}
-	mi := &file_concord_v1_federation_proto_msgTypes[6]
+	mi := &file_concord_v1_federation_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +1011,7 @@ func (x *FedSnapshotRecord) String() string {
 func (*FedSnapshotRecord) ProtoMessage() {}
 
 func (x *FedSnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[6]
+	mi := &file_concord_v1_federation_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +1024,7 @@ func (x *FedSnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedSnapshotRecord.ProtoReflect.Descriptor instead.
 func (*FedSnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{6}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FedSnapshotRecord) GetRecord() isFedSnapshotRecord_Record {
@@ -717,6 +1061,42 @@ func (x *FedSnapshotRecord) GetImported() *FedImported {
 	return nil
 }
 
+func (x *FedSnapshotRecord) GetOutbox() *FedOutbox {
+	if x != nil {
+		if x, ok := x.Record.(*FedSnapshotRecord_Outbox); ok {
+			return x.Outbox
+		}
+	}
+	return nil
+}
+
+func (x *FedSnapshotRecord) GetInbox() *FedInbox {
+	if x != nil {
+		if x, ok := x.Record.(*FedSnapshotRecord_Inbox); ok {
+			return x.Inbox
+		}
+	}
+	return nil
+}
+
+func (x *FedSnapshotRecord) GetPendingUnlink() *FedPendingUnlink {
+	if x != nil {
+		if x, ok := x.Record.(*FedSnapshotRecord_PendingUnlink); ok {
+			return x.PendingUnlink
+		}
+	}
+	return nil
+}
+
+func (x *FedSnapshotRecord) GetStaging() *FedDirectoryApply {
+	if x != nil {
+		if x, ok := x.Record.(*FedSnapshotRecord_Staging); ok {
+			return x.Staging
+		}
+	}
+	return nil
+}
+
 type isFedSnapshotRecord_Record interface {
 	isFedSnapshotRecord_Record()
 }
@@ -733,11 +1113,36 @@ type FedSnapshotRecord_Imported struct {
 	Imported *FedImported `protobuf:"bytes,3,opt,name=imported,proto3,oneof"`
 }
 
+type FedSnapshotRecord_Outbox struct {
+	Outbox *FedOutbox `protobuf:"bytes,4,opt,name=outbox,proto3,oneof"`
+}
+
+type FedSnapshotRecord_Inbox struct {
+	Inbox *FedInbox `protobuf:"bytes,5,opt,name=inbox,proto3,oneof"`
+}
+
+type FedSnapshotRecord_PendingUnlink struct {
+	PendingUnlink *FedPendingUnlink `protobuf:"bytes,6,opt,name=pending_unlink,json=pendingUnlink,proto3,oneof"`
+}
+
+type FedSnapshotRecord_Staging struct {
+	// staging is a chunked directory update being assembled.
+	Staging *FedDirectoryApply `protobuf:"bytes,7,opt,name=staging,proto3,oneof"`
+}
+
 func (*FedSnapshotRecord_Link) isFedSnapshotRecord_Record() {}
 
 func (*FedSnapshotRecord_Token) isFedSnapshotRecord_Record() {}
 
 func (*FedSnapshotRecord_Imported) isFedSnapshotRecord_Record() {}
+
+func (*FedSnapshotRecord_Outbox) isFedSnapshotRecord_Record() {}
+
+func (*FedSnapshotRecord_Inbox) isFedSnapshotRecord_Record() {}
+
+func (*FedSnapshotRecord_PendingUnlink) isFedSnapshotRecord_Record() {}
+
+func (*FedSnapshotRecord_Staging) isFedSnapshotRecord_Record() {}
 
 // FedTokenCreate is COMMAND_TYPE_FED_TOKEN_CREATE: remember an issued token.
 // created_at_ms also prunes tokens that expired before it.
@@ -751,7 +1156,7 @@ type FedTokenCreate struct {
 
 func (x *FedTokenCreate) Reset() {
 	*x = FedTokenCreate{}
-	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +1168,7 @@ func (x *FedTokenCreate) String() string {
 func (*FedTokenCreate) ProtoMessage() {}
 
 func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +1181,7 @@ func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedTokenCreate.ProtoReflect.Descriptor instead.
 func (*FedTokenCreate) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{7}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FedTokenCreate) GetToken() *FedTokenRecord {
@@ -808,7 +1213,7 @@ type FedLinkPut struct {
 
 func (x *FedLinkPut) Reset() {
 	*x = FedLinkPut{}
-	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +1225,7 @@ func (x *FedLinkPut) String() string {
 func (*FedLinkPut) ProtoMessage() {}
 
 func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +1238,7 @@ func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkPut.ProtoReflect.Descriptor instead.
 func (*FedLinkPut) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{8}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FedLinkPut) GetLink() *FedLink {
@@ -860,15 +1265,19 @@ func (x *FedLinkPut) GetNowMs() int64 {
 // FedLinkRemove is COMMAND_TYPE_FED_LINK_REMOVE; it drops the link's
 // imported directory too.
 type FedLinkRemove struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	// notify_peer keeps a pending-unlink record (FedPendingUnlink) until
+	// the peer confirms; now_ms stamps it.
+	NotifyPeer    bool  `protobuf:"varint,2,opt,name=notify_peer,json=notifyPeer,proto3" json:"notify_peer,omitempty"`
+	NowMs         int64 `protobuf:"varint,3,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedLinkRemove) Reset() {
 	*x = FedLinkRemove{}
-	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1289,7 @@ func (x *FedLinkRemove) String() string {
 func (*FedLinkRemove) ProtoMessage() {}
 
 func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,10 +1302,299 @@ func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkRemove.ProtoReflect.Descriptor instead.
 func (*FedLinkRemove) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{9}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FedLinkRemove) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedLinkRemove) GetNotifyPeer() bool {
+	if x != nil {
+		return x.NotifyPeer
+	}
+	return false
+}
+
+func (x *FedLinkRemove) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+// FedOutboxPut is COMMAND_TYPE_FED_OUTBOX_PUT: append a guaranteed message
+// to the outbox of the link to peer_system_id. Refused when there is no
+// link or the outbox is full; the result is the message's seq.
+type FedOutboxPut struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	Envelope      *FedEnvelope           `protobuf:"bytes,2,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	NowMs         int64                  `protobuf:"varint,3,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedOutboxPut) Reset() {
+	*x = FedOutboxPut{}
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedOutboxPut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedOutboxPut) ProtoMessage() {}
+
+func (x *FedOutboxPut) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedOutboxPut.ProtoReflect.Descriptor instead.
+func (*FedOutboxPut) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *FedOutboxPut) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedOutboxPut) GetEnvelope() *FedEnvelope {
+	if x != nil {
+		return x.Envelope
+	}
+	return nil
+}
+
+func (x *FedOutboxPut) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+// FedOutboxAck is COMMAND_TYPE_FED_OUTBOX_ACK: the peer answered these
+// outbox messages (acks[].seq is the outbox seq); they leave the outbox.
+type FedOutboxAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	Acks          []*FedAck              `protobuf:"bytes,2,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedOutboxAck) Reset() {
+	*x = FedOutboxAck{}
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedOutboxAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedOutboxAck) ProtoMessage() {}
+
+func (x *FedOutboxAck) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedOutboxAck.ProtoReflect.Descriptor instead.
+func (*FedOutboxAck) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *FedOutboxAck) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedOutboxAck) GetAcks() []*FedAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
+// FedInboxMark is COMMAND_TYPE_FED_INBOX_MARK: guaranteed messages from
+// source_system_id this system processed; floor is the source's oldest
+// unacknowledged seq (everything below it is done).
+type FedInboxMark struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SourceSystemId string                 `protobuf:"bytes,1,opt,name=source_system_id,json=sourceSystemId,proto3" json:"source_system_id,omitempty"`
+	Seqs           []uint64               `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	Floor          uint64                 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *FedInboxMark) Reset() {
+	*x = FedInboxMark{}
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedInboxMark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedInboxMark) ProtoMessage() {}
+
+func (x *FedInboxMark) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedInboxMark.ProtoReflect.Descriptor instead.
+func (*FedInboxMark) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *FedInboxMark) GetSourceSystemId() string {
+	if x != nil {
+		return x.SourceSystemId
+	}
+	return ""
+}
+
+func (x *FedInboxMark) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *FedInboxMark) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+// FedDirectoryChunk is COMMAND_TYPE_FED_DIRECTORY_CHUNK: one chunk of a
+// directory update (update.chunk, update.more). Chunk 0 starts staging
+// (replacing an unfinished one), the next chunk of the same update
+// extends it, the last applies the whole as FED_DIRECTORY_APPLY would; a
+// chunk out of sequence is a gap (the importer asks for everything).
+type FedDirectoryChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Update        *FedDirectoryApply     `protobuf:"bytes,1,opt,name=update,proto3" json:"update,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedDirectoryChunk) Reset() {
+	*x = FedDirectoryChunk{}
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedDirectoryChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedDirectoryChunk) ProtoMessage() {}
+
+func (x *FedDirectoryChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedDirectoryChunk.ProtoReflect.Descriptor instead.
+func (*FedDirectoryChunk) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FedDirectoryChunk) GetUpdate() *FedDirectoryApply {
+	if x != nil {
+		return x.Update
+	}
+	return nil
+}
+
+// FedUnlinkDone is COMMAND_TYPE_FED_UNLINK_DONE: the peer confirmed an
+// unlink (or an operator forced it): the pending record goes.
+type FedUnlinkDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedUnlinkDone) Reset() {
+	*x = FedUnlinkDone{}
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedUnlinkDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedUnlinkDone) ProtoMessage() {}
+
+func (x *FedUnlinkDone) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedUnlinkDone.ProtoReflect.Descriptor instead.
+func (*FedUnlinkDone) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *FedUnlinkDone) GetPeerSystemId() string {
 	if x != nil {
 		return x.PeerSystemId
 	}
@@ -914,7 +1612,7 @@ type FedLinkAddrs struct {
 
 func (x *FedLinkAddrs) Reset() {
 	*x = FedLinkAddrs{}
-	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1624,7 @@ func (x *FedLinkAddrs) String() string {
 func (*FedLinkAddrs) ProtoMessage() {}
 
 func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1637,7 @@ func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkAddrs.ProtoReflect.Descriptor instead.
 func (*FedLinkAddrs) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{10}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FedLinkAddrs) GetPeerSystemId() string {
@@ -961,20 +1659,26 @@ func (x *FedLinkAddrs) GetAddrs() []string {
 // only on top of base_version (else a gap: the importer asks for a full
 // one). An update not newer than the stored version changes nothing.
 type FedDirectoryApply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
-	BaseVersion   uint64                 `protobuf:"varint,2,opt,name=base_version,json=baseVersion,proto3" json:"base_version,omitempty"`
-	Version       uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	Full          bool                   `protobuf:"varint,4,opt,name=full,proto3" json:"full,omitempty"`
-	Upserts       []*FedRemoteAgent      `protobuf:"bytes,5,rep,name=upserts,proto3" json:"upserts,omitempty"`
-	Removes       []string               `protobuf:"bytes,6,rep,name=removes,proto3" json:"removes,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	BaseVersion  uint64                 `protobuf:"varint,2,opt,name=base_version,json=baseVersion,proto3" json:"base_version,omitempty"`
+	Version      uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Full         bool                   `protobuf:"varint,4,opt,name=full,proto3" json:"full,omitempty"`
+	Upserts      []*FedRemoteAgent      `protobuf:"bytes,5,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Removes      []string               `protobuf:"bytes,6,rep,name=removes,proto3" json:"removes,omitempty"`
+	// A large update crosses in chunks 0, 1, ... (more: another follows);
+	// as COMMAND_TYPE_FED_DIRECTORY_CHUNK each is one Raft entry, staged
+	// until the last. digest is the exporter's export-set digest.
+	Chunk         uint32 `protobuf:"varint,7,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	More          bool   `protobuf:"varint,8,opt,name=more,proto3" json:"more,omitempty"`
+	Digest        []byte `protobuf:"bytes,9,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedDirectoryApply) Reset() {
 	*x = FedDirectoryApply{}
-	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1690,7 @@ func (x *FedDirectoryApply) String() string {
 func (*FedDirectoryApply) ProtoMessage() {}
 
 func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1703,7 @@ func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryApply.ProtoReflect.Descriptor instead.
 func (*FedDirectoryApply) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{11}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FedDirectoryApply) GetPeerSystemId() string {
@@ -1044,6 +1748,27 @@ func (x *FedDirectoryApply) GetRemoves() []string {
 	return nil
 }
 
+func (x *FedDirectoryApply) GetChunk() uint32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *FedDirectoryApply) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *FedDirectoryApply) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
 // FedToken is what `concord federation token` prints (base64url after the
 // prefix "concordfed1."). It carries a secret: treat it like a password.
 type FedToken struct {
@@ -1061,7 +1786,7 @@ type FedToken struct {
 
 func (x *FedToken) Reset() {
 	*x = FedToken{}
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1798,7 @@ func (x *FedToken) String() string {
 func (*FedToken) ProtoMessage() {}
 
 func (x *FedToken) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1811,7 @@ func (x *FedToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedToken.ProtoReflect.Descriptor instead.
 func (*FedToken) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FedToken) GetSystemId() string {
@@ -1151,15 +1876,20 @@ type FedEnvelope struct {
 	ToAgent string `protobuf:"bytes,10,opt,name=to_agent,json=toAgent,proto3" json:"to_agent,omitempty"`
 	ToScope string `protobuf:"bytes,11,opt,name=to_scope,json=toScope,proto3" json:"to_scope,omitempty"`
 	// payload and meta are the MAP message's raw JSON (meta may be empty).
-	Payload       []byte `protobuf:"bytes,12,opt,name=payload,proto3" json:"payload,omitempty"`
-	Meta          []byte `protobuf:"bytes,13,opt,name=meta,proto3" json:"meta,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Payload []byte `protobuf:"bytes,12,opt,name=payload,proto3" json:"payload,omitempty"`
+	Meta    []byte `protobuf:"bytes,13,opt,name=meta,proto3" json:"meta,omitempty"`
+	// guaranteed_seq (> 0) numbers a guaranteed message in its source's
+	// outbox to this peer; the peer dedupes by it. guaranteed_floor is the
+	// source's oldest unacknowledged seq.
+	GuaranteedSeq   uint64 `protobuf:"varint,14,opt,name=guaranteed_seq,json=guaranteedSeq,proto3" json:"guaranteed_seq,omitempty"`
+	GuaranteedFloor uint64 `protobuf:"varint,15,opt,name=guaranteed_floor,json=guaranteedFloor,proto3" json:"guaranteed_floor,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *FedEnvelope) Reset() {
 	*x = FedEnvelope{}
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1901,7 @@ func (x *FedEnvelope) String() string {
 func (*FedEnvelope) ProtoMessage() {}
 
 func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1914,7 @@ func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedEnvelope.ProtoReflect.Descriptor instead.
 func (*FedEnvelope) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FedEnvelope) GetSeq() uint64 {
@@ -1278,6 +2008,20 @@ func (x *FedEnvelope) GetMeta() []byte {
 	return nil
 }
 
+func (x *FedEnvelope) GetGuaranteedSeq() uint64 {
+	if x != nil {
+		return x.GuaranteedSeq
+	}
+	return 0
+}
+
+func (x *FedEnvelope) GetGuaranteedFloor() uint64 {
+	if x != nil {
+		return x.GuaranteedFloor
+	}
+	return 0
+}
+
 // FedAck answers one envelope: code 0 delivered, else a MAP error code.
 type FedAck struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -1288,14 +2032,16 @@ type FedAck struct {
 	Delivered []string `protobuf:"bytes,4,rep,name=delivered,proto3" json:"delivered,omitempty"`
 	// queued: code 0 but the message waits in a transit system's outage
 	// buffer (transitive routing with the next link down).
-	Queued        bool `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
+	Queued bool `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
+	// duplicate: a guaranteed message this system had processed already.
+	Duplicate     bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedAck) Reset() {
 	*x = FedAck{}
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +2053,7 @@ func (x *FedAck) String() string {
 func (*FedAck) ProtoMessage() {}
 
 func (x *FedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +2066,7 @@ func (x *FedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAck.ProtoReflect.Descriptor instead.
 func (*FedAck) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FedAck) GetSeq() uint64 {
@@ -1358,6 +2104,13 @@ func (x *FedAck) GetQueued() bool {
 	return false
 }
 
+func (x *FedAck) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
 type FedHello struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
@@ -1368,7 +2121,7 @@ type FedHello struct {
 
 func (x *FedHello) Reset() {
 	*x = FedHello{}
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +2133,7 @@ func (x *FedHello) String() string {
 func (*FedHello) ProtoMessage() {}
 
 func (x *FedHello) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +2146,7 @@ func (x *FedHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedHello.ProtoReflect.Descriptor instead.
 func (*FedHello) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FedHello) GetSystemId() string {
@@ -1422,7 +2175,7 @@ type FedWelcome struct {
 
 func (x *FedWelcome) Reset() {
 	*x = FedWelcome{}
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +2187,7 @@ func (x *FedWelcome) String() string {
 func (*FedWelcome) ProtoMessage() {}
 
 func (x *FedWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +2200,7 @@ func (x *FedWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedWelcome.ProtoReflect.Descriptor instead.
 func (*FedWelcome) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FedWelcome) GetSystemId() string {
@@ -1474,14 +2227,16 @@ func (x *FedWelcome) GetAddrs() []string {
 type FedDirectoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// have_version is the importer's stored version (0: send everything).
-	HaveVersion   uint64 `protobuf:"varint,1,opt,name=have_version,json=haveVersion,proto3" json:"have_version,omitempty"`
+	HaveVersion uint64 `protobuf:"varint,1,opt,name=have_version,json=haveVersion,proto3" json:"have_version,omitempty"`
+	// have_digest is the digest stored with have_version.
+	HaveDigest    []byte `protobuf:"bytes,2,opt,name=have_digest,json=haveDigest,proto3" json:"have_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedDirectoryRequest) Reset() {
 	*x = FedDirectoryRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +2248,7 @@ func (x *FedDirectoryRequest) String() string {
 func (*FedDirectoryRequest) ProtoMessage() {}
 
 func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +2261,7 @@ func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*FedDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FedDirectoryRequest) GetHaveVersion() uint64 {
@@ -1514,6 +2269,13 @@ func (x *FedDirectoryRequest) GetHaveVersion() uint64 {
 		return x.HaveVersion
 	}
 	return 0
+}
+
+func (x *FedDirectoryRequest) GetHaveDigest() []byte {
+	if x != nil {
+		return x.HaveDigest
+	}
+	return nil
 }
 
 type FedPing struct {
@@ -1528,7 +2290,7 @@ type FedPing struct {
 
 func (x *FedPing) Reset() {
 	*x = FedPing{}
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +2302,7 @@ func (x *FedPing) String() string {
 func (*FedPing) ProtoMessage() {}
 
 func (x *FedPing) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +2315,7 @@ func (x *FedPing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedPing.ProtoReflect.Descriptor instead.
 func (*FedPing) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FedPing) GetSentUnixNano() int64 {
@@ -1592,7 +2354,7 @@ type FedFrame struct {
 
 func (x *FedFrame) Reset() {
 	*x = FedFrame{}
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +2366,7 @@ func (x *FedFrame) String() string {
 func (*FedFrame) ProtoMessage() {}
 
 func (x *FedFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +2379,7 @@ func (x *FedFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedFrame.ProtoReflect.Descriptor instead.
 func (*FedFrame) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FedFrame) GetFrame() isFedFrame_Frame {
@@ -1760,7 +2522,7 @@ type FedBatch struct {
 
 func (x *FedBatch) Reset() {
 	*x = FedBatch{}
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2534,7 @@ func (x *FedBatch) String() string {
 func (*FedBatch) ProtoMessage() {}
 
 func (x *FedBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2547,7 @@ func (x *FedBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedBatch.ProtoReflect.Descriptor instead.
 func (*FedBatch) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FedBatch) GetEnvelopes() []*FedEnvelope {
@@ -1804,7 +2566,7 @@ type FedAcks struct {
 
 func (x *FedAcks) Reset() {
 	*x = FedAcks{}
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +2578,7 @@ func (x *FedAcks) String() string {
 func (*FedAcks) ProtoMessage() {}
 
 func (x *FedAcks) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +2591,7 @@ func (x *FedAcks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAcks.ProtoReflect.Descriptor instead.
 func (*FedAcks) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FedAcks) GetAcks() []*FedAck {
@@ -1853,7 +2615,7 @@ type PeerRequest struct {
 
 func (x *PeerRequest) Reset() {
 	*x = PeerRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +2627,7 @@ func (x *PeerRequest) String() string {
 func (*PeerRequest) ProtoMessage() {}
 
 func (x *PeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2640,7 @@ func (x *PeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerRequest.ProtoReflect.Descriptor instead.
 func (*PeerRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PeerRequest) GetSecret() []byte {
@@ -1919,7 +2681,7 @@ type PeerResponse struct {
 
 func (x *PeerResponse) Reset() {
 	*x = PeerResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2693,7 @@ func (x *PeerResponse) String() string {
 func (*PeerResponse) ProtoMessage() {}
 
 func (x *PeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2706,7 @@ func (x *PeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerResponse.ProtoReflect.Descriptor instead.
 func (*PeerResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PeerResponse) GetSystemId() string {
@@ -1973,13 +2735,14 @@ type CreateTokenRequest struct {
 	// the defaults, 1,000 msgs / 10 MB / 1 h drop-oldest, 5 hops).
 	Buffer        *FedBufferPolicy `protobuf:"bytes,6,opt,name=buffer,proto3" json:"buffer,omitempty"`
 	MaxHops       uint32           `protobuf:"varint,7,opt,name=max_hops,json=maxHops,proto3" json:"max_hops,omitempty"`
+	Outbox        *FedOutboxPolicy `protobuf:"bytes,8,opt,name=outbox,proto3" json:"outbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2754,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2767,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateTokenRequest) GetPeerSystemId() string {
@@ -2056,6 +2819,13 @@ func (x *CreateTokenRequest) GetMaxHops() uint32 {
 	return 0
 }
 
+func (x *CreateTokenRequest) GetOutbox() *FedOutboxPolicy {
+	if x != nil {
+		return x.Outbox
+	}
+	return nil
+}
+
 type CreateTokenResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -2066,7 +2836,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2848,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2861,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateTokenResponse) GetToken() string {
@@ -2116,13 +2886,14 @@ type CreateLinkRequest struct {
 	Transitive    bool                   `protobuf:"varint,4,opt,name=transitive,proto3" json:"transitive,omitempty"`
 	MaxHops       uint32                 `protobuf:"varint,5,opt,name=max_hops,json=maxHops,proto3" json:"max_hops,omitempty"`
 	Buffer        *FedBufferPolicy       `protobuf:"bytes,6,opt,name=buffer,proto3" json:"buffer,omitempty"`
+	Outbox        *FedOutboxPolicy       `protobuf:"bytes,7,opt,name=outbox,proto3" json:"outbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateLinkRequest) Reset() {
 	*x = CreateLinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2905,7 @@ func (x *CreateLinkRequest) String() string {
 func (*CreateLinkRequest) ProtoMessage() {}
 
 func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2918,7 @@ func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkRequest.ProtoReflect.Descriptor instead.
 func (*CreateLinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateLinkRequest) GetToken() string {
@@ -2192,6 +2963,13 @@ func (x *CreateLinkRequest) GetBuffer() *FedBufferPolicy {
 	return nil
 }
 
+func (x *CreateLinkRequest) GetOutbox() *FedOutboxPolicy {
+	if x != nil {
+		return x.Outbox
+	}
+	return nil
+}
+
 type CreateLinkResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Link          *FedLink               `protobuf:"bytes,1,opt,name=link,proto3" json:"link,omitempty"`
@@ -2201,7 +2979,7 @@ type CreateLinkResponse struct {
 
 func (x *CreateLinkResponse) Reset() {
 	*x = CreateLinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2991,7 @@ func (x *CreateLinkResponse) String() string {
 func (*CreateLinkResponse) ProtoMessage() {}
 
 func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +3004,7 @@ func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkResponse.ProtoReflect.Descriptor instead.
 func (*CreateLinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateLinkResponse) GetLink() *FedLink {
@@ -2244,7 +3022,7 @@ type ListLinksRequest struct {
 
 func (x *ListLinksRequest) Reset() {
 	*x = ListLinksRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +3034,7 @@ func (x *ListLinksRequest) String() string {
 func (*ListLinksRequest) ProtoMessage() {}
 
 func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +3047,7 @@ func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksRequest.ProtoReflect.Descriptor instead.
 func (*ListLinksRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{38}
 }
 
 // FedLinkStatus is one link as seen from the answering node.
@@ -2291,13 +3069,17 @@ type FedLinkStatus struct {
 	Reconnects      uint64 `protobuf:"varint,11,opt,name=reconnects,proto3" json:"reconnects,omitempty"`
 	ImportedVersion uint64 `protobuf:"varint,12,opt,name=imported_version,json=importedVersion,proto3" json:"imported_version,omitempty"`
 	ImportedAgents  uint32 `protobuf:"varint,13,opt,name=imported_agents,json=importedAgents,proto3" json:"imported_agents,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// outbox_depth and outbox_bytes are the replicated outbox of
+	// guaranteed messages to the peer.
+	OutboxDepth   uint32 `protobuf:"varint,14,opt,name=outbox_depth,json=outboxDepth,proto3" json:"outbox_depth,omitempty"`
+	OutboxBytes   uint64 `protobuf:"varint,15,opt,name=outbox_bytes,json=outboxBytes,proto3" json:"outbox_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedLinkStatus) Reset() {
 	*x = FedLinkStatus{}
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +3091,7 @@ func (x *FedLinkStatus) String() string {
 func (*FedLinkStatus) ProtoMessage() {}
 
 func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +3104,7 @@ func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkStatus.ProtoReflect.Descriptor instead.
 func (*FedLinkStatus) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FedLinkStatus) GetLink() *FedLink {
@@ -2416,18 +3198,34 @@ func (x *FedLinkStatus) GetImportedAgents() uint32 {
 	return 0
 }
 
+func (x *FedLinkStatus) GetOutboxDepth() uint32 {
+	if x != nil {
+		return x.OutboxDepth
+	}
+	return 0
+}
+
+func (x *FedLinkStatus) GetOutboxBytes() uint64 {
+	if x != nil {
+		return x.OutboxBytes
+	}
+	return 0
+}
+
 type ListLinksResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
-	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Links         []*FedLinkStatus       `protobuf:"bytes,3,rep,name=links,proto3" json:"links,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	SystemId string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	NodeId   string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Links    []*FedLinkStatus       `protobuf:"bytes,3,rep,name=links,proto3" json:"links,omitempty"`
+	// pending_unlinks are links removed here whose peer has not confirmed.
+	PendingUnlinks []*FedPendingUnlink `protobuf:"bytes,4,rep,name=pending_unlinks,json=pendingUnlinks,proto3" json:"pending_unlinks,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListLinksResponse) Reset() {
 	*x = ListLinksResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +3237,7 @@ func (x *ListLinksResponse) String() string {
 func (*ListLinksResponse) ProtoMessage() {}
 
 func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +3250,7 @@ func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksResponse.ProtoReflect.Descriptor instead.
 func (*ListLinksResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListLinksResponse) GetSystemId() string {
@@ -2476,16 +3274,26 @@ func (x *ListLinksResponse) GetLinks() []*FedLinkStatus {
 	return nil
 }
 
+func (x *ListLinksResponse) GetPendingUnlinks() []*FedPendingUnlink {
+	if x != nil {
+		return x.PendingUnlinks
+	}
+	return nil
+}
+
 type UnlinkRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	// force drops a pending unlink (the peer is gone for good) without
+	// waiting for its confirmation.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UnlinkRequest) Reset() {
 	*x = UnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +3305,7 @@ func (x *UnlinkRequest) String() string {
 func (*UnlinkRequest) ProtoMessage() {}
 
 func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +3318,7 @@ func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkRequest.ProtoReflect.Descriptor instead.
 func (*UnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UnlinkRequest) GetPeerSystemId() string {
@@ -2520,19 +3328,29 @@ func (x *UnlinkRequest) GetPeerSystemId() string {
 	return ""
 }
 
+func (x *UnlinkRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 type UnlinkResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// peer_notified: the peer removed its side too; else peer_error says
-	// why not (its side stays until unlinked there).
-	PeerNotified  bool   `protobuf:"varint,1,opt,name=peer_notified,json=peerNotified,proto3" json:"peer_notified,omitempty"`
-	PeerError     string `protobuf:"bytes,2,opt,name=peer_error,json=peerError,proto3" json:"peer_error,omitempty"`
+	// why not.
+	PeerNotified bool   `protobuf:"varint,1,opt,name=peer_notified,json=peerNotified,proto3" json:"peer_notified,omitempty"`
+	PeerError    string `protobuf:"bytes,2,opt,name=peer_error,json=peerError,proto3" json:"peer_error,omitempty"`
+	// pending: the peer was not reached; this system retries until it
+	// confirms (see ListLinksResponse.pending_unlinks).
+	Pending       bool `protobuf:"varint,3,opt,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UnlinkResponse) Reset() {
 	*x = UnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +3362,7 @@ func (x *UnlinkResponse) String() string {
 func (*UnlinkResponse) ProtoMessage() {}
 
 func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +3375,7 @@ func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkResponse.ProtoReflect.Descriptor instead.
 func (*UnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UnlinkResponse) GetPeerNotified() bool {
@@ -2574,6 +3392,13 @@ func (x *UnlinkResponse) GetPeerError() string {
 	return ""
 }
 
+func (x *UnlinkResponse) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
 type PeerUnlinkRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
@@ -2583,7 +3408,7 @@ type PeerUnlinkRequest struct {
 
 func (x *PeerUnlinkRequest) Reset() {
 	*x = PeerUnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +3420,7 @@ func (x *PeerUnlinkRequest) String() string {
 func (*PeerUnlinkRequest) ProtoMessage() {}
 
 func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +3433,7 @@ func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkRequest.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PeerUnlinkRequest) GetSystemId() string {
@@ -2626,7 +3451,7 @@ type PeerUnlinkResponse struct {
 
 func (x *PeerUnlinkResponse) Reset() {
 	*x = PeerUnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +3463,7 @@ func (x *PeerUnlinkResponse) String() string {
 func (*PeerUnlinkResponse) ProtoMessage() {}
 
 func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +3476,7 @@ func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkResponse.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{44}
 }
 
 var File_concord_v1_federation_proto protoreflect.FileDescriptor
@@ -2668,7 +3493,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\x12\x1c\n" +
 	"\n" +
 	"max_age_ms\x18\x03 \x01(\x03R\bmaxAgeMs\x123\n" +
-	"\boverflow\x18\x04 \x01(\x0e2\x17.concord.v1.FedOverflowR\boverflow\"\xfe\x02\n" +
+	"\boverflow\x18\x04 \x01(\x0e2\x17.concord.v1.FedOverflowR\boverflow\"\xb3\x03\n" +
 	"\aFedLink\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x1d\n" +
 	"\n" +
@@ -2683,14 +3508,21 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06buffer\x18\b \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\x12\"\n" +
 	"\rcreated_at_ms\x18\t \x01(\x03R\vcreatedAtMs\x12\x1c\n" +
 	"\tinitiator\x18\n" +
-	" \x01(\bR\tinitiator\"\x94\x01\n" +
+	" \x01(\bR\tinitiator\x123\n" +
+	"\x06outbox\x18\v \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\"q\n" +
+	"\x0fFedOutboxPolicy\x12\x1e\n" +
+	"\n" +
+	"guaranteed\x18\x01 \x01(\bR\n" +
+	"guaranteed\x12!\n" +
+	"\fmax_messages\x18\x02 \x01(\rR\vmaxMessages\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x04R\bmaxBytes\"\x94\x01\n" +
 	"\x0eFedRemoteAgent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12 \n" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12\x12\n" +
-	"\x04tags\x18\x06 \x03(\tR\x04tags\"\xdd\x02\n" +
+	"\x04tags\x18\x06 \x03(\tR\x04tags\"\x92\x03\n" +
 	"\x0eFedTokenRecord\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x1f\n" +
 	"\vsecret_hash\x18\x02 \x01(\fR\n" +
@@ -2703,15 +3535,38 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"transitive\x18\a \x01(\bR\n" +
 	"transitive\x123\n" +
 	"\x06buffer\x18\b \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\x12\x19\n" +
-	"\bmax_hops\x18\t \x01(\rR\amaxHops\"\x81\x01\n" +
+	"\bmax_hops\x18\t \x01(\rR\amaxHops\x123\n" +
+	"\x06outbox\x18\n" +
+	" \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\"\x99\x01\n" +
 	"\vFedImported\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x122\n" +
-	"\x06agents\x18\x03 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\x06agents\"\xb3\x01\n" +
+	"\x06agents\x18\x03 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\x06agents\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\"}\n" +
+	"\x0eFedOutboxEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x123\n" +
+	"\benvelope\x18\x02 \x01(\v2\x17.concord.v1.FedEnvelopeR\benvelope\x12$\n" +
+	"\x0eaccepted_at_ms\x18\x03 \x01(\x03R\facceptedAtMs\"\x98\x01\n" +
+	"\tFedOutbox\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x19\n" +
+	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\x124\n" +
+	"\aentries\x18\x03 \x03(\v2\x1a.concord.v1.FedOutboxEntryR\aentries\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"^\n" +
+	"\bFedInbox\x12(\n" +
+	"\x10source_system_id\x18\x01 \x01(\tR\x0esourceSystemId\x12\x14\n" +
+	"\x05floor\x18\x02 \x01(\x04R\x05floor\x12\x12\n" +
+	"\x04seen\x18\x03 \x03(\x04R\x04seen\"_\n" +
+	"\x10FedPendingUnlink\x12'\n" +
+	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\x12\"\n" +
+	"\rremoved_at_ms\x18\x02 \x01(\x03R\vremovedAtMs\"\x94\x03\n" +
 	"\x11FedSnapshotRecord\x12)\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkH\x00R\x04link\x122\n" +
 	"\x05token\x18\x02 \x01(\v2\x1a.concord.v1.FedTokenRecordH\x00R\x05token\x125\n" +
-	"\bimported\x18\x03 \x01(\v2\x17.concord.v1.FedImportedH\x00R\bimportedB\b\n" +
+	"\bimported\x18\x03 \x01(\v2\x17.concord.v1.FedImportedH\x00R\bimported\x12/\n" +
+	"\x06outbox\x18\x04 \x01(\v2\x15.concord.v1.FedOutboxH\x00R\x06outbox\x12,\n" +
+	"\x05inbox\x18\x05 \x01(\v2\x14.concord.v1.FedInboxH\x00R\x05inbox\x12E\n" +
+	"\x0epending_unlink\x18\x06 \x01(\v2\x1c.concord.v1.FedPendingUnlinkH\x00R\rpendingUnlink\x129\n" +
+	"\astaging\x18\a \x01(\v2\x1d.concord.v1.FedDirectoryApplyH\x00R\astagingB\b\n" +
 	"\x06record\"f\n" +
 	"\x0eFedTokenCreate\x120\n" +
 	"\x05token\x18\x01 \x01(\v2\x1a.concord.v1.FedTokenRecordR\x05token\x12\"\n" +
@@ -2720,26 +3575,47 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"FedLinkPut\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\x12,\n" +
 	"\x12redeem_secret_hash\x18\x02 \x01(\fR\x10redeemSecretHash\x12\x15\n" +
-	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"5\n" +
+	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"m\n" +
 	"\rFedLinkRemove\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x1f\n" +
+	"\vnotify_peer\x18\x02 \x01(\bR\n" +
+	"notifyPeer\x12\x15\n" +
+	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"\x80\x01\n" +
+	"\fFedOutboxPut\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x123\n" +
+	"\benvelope\x18\x02 \x01(\v2\x17.concord.v1.FedEnvelopeR\benvelope\x12\x15\n" +
+	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"\\\n" +
+	"\fFedOutboxAck\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12&\n" +
+	"\x04acks\x18\x02 \x03(\v2\x12.concord.v1.FedAckR\x04acks\"b\n" +
+	"\fFedInboxMark\x12(\n" +
+	"\x10source_system_id\x18\x01 \x01(\tR\x0esourceSystemId\x12\x12\n" +
+	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\x12\x14\n" +
+	"\x05floor\x18\x03 \x01(\x04R\x05floor\"J\n" +
+	"\x11FedDirectoryChunk\x125\n" +
+	"\x06update\x18\x01 \x01(\v2\x1d.concord.v1.FedDirectoryApplyR\x06update\"5\n" +
+	"\rFedUnlinkDone\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\"J\n" +
 	"\fFedLinkAddrs\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x14\n" +
-	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\xda\x01\n" +
+	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\x9c\x02\n" +
 	"\x11FedDirectoryApply\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12!\n" +
 	"\fbase_version\x18\x02 \x01(\x04R\vbaseVersion\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x12\n" +
 	"\x04full\x18\x04 \x01(\bR\x04full\x124\n" +
 	"\aupserts\x18\x05 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\aupserts\x12\x18\n" +
-	"\aremoves\x18\x06 \x03(\tR\aremoves\"\xb6\x01\n" +
+	"\aremoves\x18\x06 \x03(\tR\aremoves\x12\x14\n" +
+	"\x05chunk\x18\a \x01(\rR\x05chunk\x12\x12\n" +
+	"\x04more\x18\b \x01(\bR\x04more\x12\x16\n" +
+	"\x06digest\x18\t \x01(\fR\x06digest\"\xb6\x01\n" +
 	"\bFedToken\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x14\n" +
 	"\x05addrs\x18\x02 \x03(\tR\x05addrs\x12\x15\n" +
 	"\x06ca_pem\x18\x03 \x01(\fR\x05caPem\x12\x16\n" +
 	"\x06secret\x18\x04 \x01(\fR\x06secret\x12\"\n" +
 	"\rexpires_at_ms\x18\x05 \x01(\x03R\vexpiresAtMs\x12$\n" +
-	"\x0epeer_system_id\x18\x06 \x01(\tR\fpeerSystemId\"\xee\x02\n" +
+	"\x0epeer_system_id\x18\x06 \x01(\tR\fpeerSystemId\"\xc0\x03\n" +
 	"\vFedEnvelope\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12#\n" +
 	"\rsource_system\x18\x02 \x01(\tR\fsourceSystem\x12#\n" +
@@ -2756,13 +3632,16 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	" \x01(\tR\atoAgent\x12\x19\n" +
 	"\bto_scope\x18\v \x01(\tR\atoScope\x12\x18\n" +
 	"\apayload\x18\f \x01(\fR\apayload\x12\x12\n" +
-	"\x04meta\x18\r \x01(\fR\x04meta\"~\n" +
+	"\x04meta\x18\r \x01(\fR\x04meta\x12%\n" +
+	"\x0eguaranteed_seq\x18\x0e \x01(\x04R\rguaranteedSeq\x12)\n" +
+	"\x10guaranteed_floor\x18\x0f \x01(\x04R\x0fguaranteedFloor\"\x9c\x01\n" +
 	"\x06FedAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1c\n" +
 	"\tdelivered\x18\x04 \x03(\tR\tdelivered\x12\x16\n" +
-	"\x06queued\x18\x05 \x01(\bR\x06queued\"@\n" +
+	"\x06queued\x18\x05 \x01(\bR\x06queued\x12\x1c\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"@\n" +
 	"\bFedHello\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"X\n" +
@@ -2770,9 +3649,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"FedWelcome\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x14\n" +
-	"\x05addrs\x18\x03 \x03(\tR\x05addrs\"8\n" +
+	"\x05addrs\x18\x03 \x03(\tR\x05addrs\"Y\n" +
 	"\x13FedDirectoryRequest\x12!\n" +
-	"\fhave_version\x18\x01 \x01(\x04R\vhaveVersion\"E\n" +
+	"\fhave_version\x18\x01 \x01(\x04R\vhaveVersion\x12\x1f\n" +
+	"\vhave_digest\x18\x02 \x01(\fR\n" +
+	"haveDigest\"E\n" +
 	"\aFedPing\x12$\n" +
 	"\x0esent_unix_nano\x18\x01 \x01(\x03R\fsentUnixNano\x12\x14\n" +
 	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\xa8\x03\n" +
@@ -2799,7 +3680,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06ca_pem\x18\x04 \x01(\fR\x05caPem\"A\n" +
 	"\fPeerResponse\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x14\n" +
-	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\x9f\x02\n" +
+	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\xd4\x02\n" +
 	"\x12CreateTokenRequest\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12-\n" +
@@ -2809,10 +3690,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"transitive\x18\x05 \x01(\bR\n" +
 	"transitive\x123\n" +
 	"\x06buffer\x18\x06 \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\x12\x19\n" +
-	"\bmax_hops\x18\a \x01(\rR\amaxHops\"O\n" +
+	"\bmax_hops\x18\a \x01(\rR\amaxHops\x123\n" +
+	"\x06outbox\x18\b \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\"O\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\"\n" +
-	"\rexpires_at_ms\x18\x02 \x01(\x03R\vexpiresAtMs\"\xf7\x01\n" +
+	"\rexpires_at_ms\x18\x02 \x01(\x03R\vexpiresAtMs\"\xac\x02\n" +
 	"\x11CreateLinkRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12-\n" +
 	"\x06export\x18\x02 \x01(\v2\x15.concord.v1.FedPolicyR\x06export\x12-\n" +
@@ -2821,10 +3703,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"transitive\x18\x04 \x01(\bR\n" +
 	"transitive\x12\x19\n" +
 	"\bmax_hops\x18\x05 \x01(\rR\amaxHops\x123\n" +
-	"\x06buffer\x18\x06 \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\"=\n" +
+	"\x06buffer\x18\x06 \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\x123\n" +
+	"\x06outbox\x18\a \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\"=\n" +
 	"\x12CreateLinkResponse\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\"\x12\n" +
-	"\x10ListLinksRequest\"\xa7\x03\n" +
+	"\x10ListLinksRequest\"\xed\x03\n" +
 	"\rFedLinkStatus\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1d\n" +
@@ -2844,17 +3727,22 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"reconnects\x18\v \x01(\x04R\n" +
 	"reconnects\x12)\n" +
 	"\x10imported_version\x18\f \x01(\x04R\x0fimportedVersion\x12'\n" +
-	"\x0fimported_agents\x18\r \x01(\rR\x0eimportedAgents\"z\n" +
+	"\x0fimported_agents\x18\r \x01(\rR\x0eimportedAgents\x12!\n" +
+	"\foutbox_depth\x18\x0e \x01(\rR\voutboxDepth\x12!\n" +
+	"\foutbox_bytes\x18\x0f \x01(\x04R\voutboxBytes\"\xc1\x01\n" +
 	"\x11ListLinksResponse\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12/\n" +
-	"\x05links\x18\x03 \x03(\v2\x19.concord.v1.FedLinkStatusR\x05links\"5\n" +
+	"\x05links\x18\x03 \x03(\v2\x19.concord.v1.FedLinkStatusR\x05links\x12E\n" +
+	"\x0fpending_unlinks\x18\x04 \x03(\v2\x1c.concord.v1.FedPendingUnlinkR\x0ependingUnlinks\"K\n" +
 	"\rUnlinkRequest\x12$\n" +
-	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\"T\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"n\n" +
 	"\x0eUnlinkResponse\x12#\n" +
 	"\rpeer_notified\x18\x01 \x01(\bR\fpeerNotified\x12\x1d\n" +
 	"\n" +
-	"peer_error\x18\x02 \x01(\tR\tpeerError\"0\n" +
+	"peer_error\x18\x02 \x01(\tR\tpeerError\x12\x18\n" +
+	"\apending\x18\x03 \x01(\bR\apending\"0\n" +
 	"\x11PeerUnlinkRequest\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\"\x14\n" +
 	"\x12PeerUnlinkResponse*\xb5\x01\n" +
@@ -2895,45 +3783,55 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_concord_v1_federation_proto_goTypes = []any{
 	(FedPolicyKind)(0),          // 0: concord.v1.FedPolicyKind
 	(FedOverflow)(0),            // 1: concord.v1.FedOverflow
 	(*FedPolicy)(nil),           // 2: concord.v1.FedPolicy
 	(*FedBufferPolicy)(nil),     // 3: concord.v1.FedBufferPolicy
 	(*FedLink)(nil),             // 4: concord.v1.FedLink
-	(*FedRemoteAgent)(nil),      // 5: concord.v1.FedRemoteAgent
-	(*FedTokenRecord)(nil),      // 6: concord.v1.FedTokenRecord
-	(*FedImported)(nil),         // 7: concord.v1.FedImported
-	(*FedSnapshotRecord)(nil),   // 8: concord.v1.FedSnapshotRecord
-	(*FedTokenCreate)(nil),      // 9: concord.v1.FedTokenCreate
-	(*FedLinkPut)(nil),          // 10: concord.v1.FedLinkPut
-	(*FedLinkRemove)(nil),       // 11: concord.v1.FedLinkRemove
-	(*FedLinkAddrs)(nil),        // 12: concord.v1.FedLinkAddrs
-	(*FedDirectoryApply)(nil),   // 13: concord.v1.FedDirectoryApply
-	(*FedToken)(nil),            // 14: concord.v1.FedToken
-	(*FedEnvelope)(nil),         // 15: concord.v1.FedEnvelope
-	(*FedAck)(nil),              // 16: concord.v1.FedAck
-	(*FedHello)(nil),            // 17: concord.v1.FedHello
-	(*FedWelcome)(nil),          // 18: concord.v1.FedWelcome
-	(*FedDirectoryRequest)(nil), // 19: concord.v1.FedDirectoryRequest
-	(*FedPing)(nil),             // 20: concord.v1.FedPing
-	(*FedFrame)(nil),            // 21: concord.v1.FedFrame
-	(*FedBatch)(nil),            // 22: concord.v1.FedBatch
-	(*FedAcks)(nil),             // 23: concord.v1.FedAcks
-	(*PeerRequest)(nil),         // 24: concord.v1.PeerRequest
-	(*PeerResponse)(nil),        // 25: concord.v1.PeerResponse
-	(*CreateTokenRequest)(nil),  // 26: concord.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil), // 27: concord.v1.CreateTokenResponse
-	(*CreateLinkRequest)(nil),   // 28: concord.v1.CreateLinkRequest
-	(*CreateLinkResponse)(nil),  // 29: concord.v1.CreateLinkResponse
-	(*ListLinksRequest)(nil),    // 30: concord.v1.ListLinksRequest
-	(*FedLinkStatus)(nil),       // 31: concord.v1.FedLinkStatus
-	(*ListLinksResponse)(nil),   // 32: concord.v1.ListLinksResponse
-	(*UnlinkRequest)(nil),       // 33: concord.v1.UnlinkRequest
-	(*UnlinkResponse)(nil),      // 34: concord.v1.UnlinkResponse
-	(*PeerUnlinkRequest)(nil),   // 35: concord.v1.PeerUnlinkRequest
-	(*PeerUnlinkResponse)(nil),  // 36: concord.v1.PeerUnlinkResponse
+	(*FedOutboxPolicy)(nil),     // 5: concord.v1.FedOutboxPolicy
+	(*FedRemoteAgent)(nil),      // 6: concord.v1.FedRemoteAgent
+	(*FedTokenRecord)(nil),      // 7: concord.v1.FedTokenRecord
+	(*FedImported)(nil),         // 8: concord.v1.FedImported
+	(*FedOutboxEntry)(nil),      // 9: concord.v1.FedOutboxEntry
+	(*FedOutbox)(nil),           // 10: concord.v1.FedOutbox
+	(*FedInbox)(nil),            // 11: concord.v1.FedInbox
+	(*FedPendingUnlink)(nil),    // 12: concord.v1.FedPendingUnlink
+	(*FedSnapshotRecord)(nil),   // 13: concord.v1.FedSnapshotRecord
+	(*FedTokenCreate)(nil),      // 14: concord.v1.FedTokenCreate
+	(*FedLinkPut)(nil),          // 15: concord.v1.FedLinkPut
+	(*FedLinkRemove)(nil),       // 16: concord.v1.FedLinkRemove
+	(*FedOutboxPut)(nil),        // 17: concord.v1.FedOutboxPut
+	(*FedOutboxAck)(nil),        // 18: concord.v1.FedOutboxAck
+	(*FedInboxMark)(nil),        // 19: concord.v1.FedInboxMark
+	(*FedDirectoryChunk)(nil),   // 20: concord.v1.FedDirectoryChunk
+	(*FedUnlinkDone)(nil),       // 21: concord.v1.FedUnlinkDone
+	(*FedLinkAddrs)(nil),        // 22: concord.v1.FedLinkAddrs
+	(*FedDirectoryApply)(nil),   // 23: concord.v1.FedDirectoryApply
+	(*FedToken)(nil),            // 24: concord.v1.FedToken
+	(*FedEnvelope)(nil),         // 25: concord.v1.FedEnvelope
+	(*FedAck)(nil),              // 26: concord.v1.FedAck
+	(*FedHello)(nil),            // 27: concord.v1.FedHello
+	(*FedWelcome)(nil),          // 28: concord.v1.FedWelcome
+	(*FedDirectoryRequest)(nil), // 29: concord.v1.FedDirectoryRequest
+	(*FedPing)(nil),             // 30: concord.v1.FedPing
+	(*FedFrame)(nil),            // 31: concord.v1.FedFrame
+	(*FedBatch)(nil),            // 32: concord.v1.FedBatch
+	(*FedAcks)(nil),             // 33: concord.v1.FedAcks
+	(*PeerRequest)(nil),         // 34: concord.v1.PeerRequest
+	(*PeerResponse)(nil),        // 35: concord.v1.PeerResponse
+	(*CreateTokenRequest)(nil),  // 36: concord.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil), // 37: concord.v1.CreateTokenResponse
+	(*CreateLinkRequest)(nil),   // 38: concord.v1.CreateLinkRequest
+	(*CreateLinkResponse)(nil),  // 39: concord.v1.CreateLinkResponse
+	(*ListLinksRequest)(nil),    // 40: concord.v1.ListLinksRequest
+	(*FedLinkStatus)(nil),       // 41: concord.v1.FedLinkStatus
+	(*ListLinksResponse)(nil),   // 42: concord.v1.ListLinksResponse
+	(*UnlinkRequest)(nil),       // 43: concord.v1.UnlinkRequest
+	(*UnlinkResponse)(nil),      // 44: concord.v1.UnlinkResponse
+	(*PeerUnlinkRequest)(nil),   // 45: concord.v1.PeerUnlinkRequest
+	(*PeerUnlinkResponse)(nil),  // 46: concord.v1.PeerUnlinkResponse
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
@@ -2941,54 +3839,69 @@ var file_concord_v1_federation_proto_depIdxs = []int32{
 	2,  // 2: concord.v1.FedLink.export:type_name -> concord.v1.FedPolicy
 	2,  // 3: concord.v1.FedLink.import:type_name -> concord.v1.FedPolicy
 	3,  // 4: concord.v1.FedLink.buffer:type_name -> concord.v1.FedBufferPolicy
-	2,  // 5: concord.v1.FedTokenRecord.export:type_name -> concord.v1.FedPolicy
-	2,  // 6: concord.v1.FedTokenRecord.import:type_name -> concord.v1.FedPolicy
-	3,  // 7: concord.v1.FedTokenRecord.buffer:type_name -> concord.v1.FedBufferPolicy
-	5,  // 8: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
-	4,  // 9: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
-	6,  // 10: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
-	7,  // 11: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
-	6,  // 12: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
-	4,  // 13: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
-	5,  // 14: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
-	17, // 15: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
-	18, // 16: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
-	22, // 17: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
-	23, // 18: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
-	19, // 19: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
-	13, // 20: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
-	20, // 21: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
-	20, // 22: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
-	15, // 23: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
-	16, // 24: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
-	2,  // 25: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 26: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
-	3,  // 27: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	2,  // 28: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 29: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
-	3,  // 30: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	4,  // 31: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
-	4,  // 32: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
-	31, // 33: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
-	24, // 34: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
-	21, // 35: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	35, // 36: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
-	26, // 37: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	28, // 38: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	30, // 39: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	33, // 40: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	25, // 41: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	21, // 42: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	36, // 43: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
-	27, // 44: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	29, // 45: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	32, // 46: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	34, // 47: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	41, // [41:48] is the sub-list for method output_type
-	34, // [34:41] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	5,  // 5: concord.v1.FedLink.outbox:type_name -> concord.v1.FedOutboxPolicy
+	2,  // 6: concord.v1.FedTokenRecord.export:type_name -> concord.v1.FedPolicy
+	2,  // 7: concord.v1.FedTokenRecord.import:type_name -> concord.v1.FedPolicy
+	3,  // 8: concord.v1.FedTokenRecord.buffer:type_name -> concord.v1.FedBufferPolicy
+	5,  // 9: concord.v1.FedTokenRecord.outbox:type_name -> concord.v1.FedOutboxPolicy
+	6,  // 10: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
+	25, // 11: concord.v1.FedOutboxEntry.envelope:type_name -> concord.v1.FedEnvelope
+	9,  // 12: concord.v1.FedOutbox.entries:type_name -> concord.v1.FedOutboxEntry
+	4,  // 13: concord.v1.FedPendingUnlink.link:type_name -> concord.v1.FedLink
+	4,  // 14: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
+	7,  // 15: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
+	8,  // 16: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
+	10, // 17: concord.v1.FedSnapshotRecord.outbox:type_name -> concord.v1.FedOutbox
+	11, // 18: concord.v1.FedSnapshotRecord.inbox:type_name -> concord.v1.FedInbox
+	12, // 19: concord.v1.FedSnapshotRecord.pending_unlink:type_name -> concord.v1.FedPendingUnlink
+	23, // 20: concord.v1.FedSnapshotRecord.staging:type_name -> concord.v1.FedDirectoryApply
+	7,  // 21: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
+	4,  // 22: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
+	25, // 23: concord.v1.FedOutboxPut.envelope:type_name -> concord.v1.FedEnvelope
+	26, // 24: concord.v1.FedOutboxAck.acks:type_name -> concord.v1.FedAck
+	23, // 25: concord.v1.FedDirectoryChunk.update:type_name -> concord.v1.FedDirectoryApply
+	6,  // 26: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
+	27, // 27: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
+	28, // 28: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
+	32, // 29: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
+	33, // 30: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
+	29, // 31: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
+	23, // 32: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
+	30, // 33: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
+	30, // 34: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
+	25, // 35: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
+	26, // 36: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
+	2,  // 37: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
+	2,  // 38: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
+	3,  // 39: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	5,  // 40: concord.v1.CreateTokenRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
+	2,  // 41: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
+	2,  // 42: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
+	3,  // 43: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	5,  // 44: concord.v1.CreateLinkRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
+	4,  // 45: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
+	4,  // 46: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
+	41, // 47: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
+	12, // 48: concord.v1.ListLinksResponse.pending_unlinks:type_name -> concord.v1.FedPendingUnlink
+	34, // 49: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
+	31, // 50: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
+	45, // 51: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
+	36, // 52: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	38, // 53: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	40, // 54: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	43, // 55: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	35, // 56: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	31, // 57: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	46, // 58: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
+	37, // 59: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	39, // 60: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	42, // 61: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	44, // 62: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	56, // [56:63] is the sub-list for method output_type
+	49, // [49:56] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_federation_proto_init() }
@@ -2996,12 +3909,16 @@ func file_concord_v1_federation_proto_init() {
 	if File_concord_v1_federation_proto != nil {
 		return
 	}
-	file_concord_v1_federation_proto_msgTypes[6].OneofWrappers = []any{
+	file_concord_v1_federation_proto_msgTypes[11].OneofWrappers = []any{
 		(*FedSnapshotRecord_Link)(nil),
 		(*FedSnapshotRecord_Token)(nil),
 		(*FedSnapshotRecord_Imported)(nil),
+		(*FedSnapshotRecord_Outbox)(nil),
+		(*FedSnapshotRecord_Inbox)(nil),
+		(*FedSnapshotRecord_PendingUnlink)(nil),
+		(*FedSnapshotRecord_Staging)(nil),
 	}
-	file_concord_v1_federation_proto_msgTypes[19].OneofWrappers = []any{
+	file_concord_v1_federation_proto_msgTypes[29].OneofWrappers = []any{
 		(*FedFrame_Hello)(nil),
 		(*FedFrame_Welcome)(nil),
 		(*FedFrame_Batch)(nil),
@@ -3017,7 +3934,7 @@ func file_concord_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   35,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -58,7 +58,12 @@ const (
 	CommandType_COMMAND_TYPE_FED_LINK_REMOVE     CommandType = 50
 	CommandType_COMMAND_TYPE_FED_LINK_ADDRS      CommandType = 51
 	CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY CommandType = 52
-	// 53..63 reserved for future federation commands.
+	CommandType_COMMAND_TYPE_FED_OUTBOX_PUT      CommandType = 53
+	CommandType_COMMAND_TYPE_FED_OUTBOX_ACK      CommandType = 54
+	CommandType_COMMAND_TYPE_FED_INBOX_MARK      CommandType = 55
+	CommandType_COMMAND_TYPE_FED_UNLINK_DONE     CommandType = 56
+	CommandType_COMMAND_TYPE_FED_DIRECTORY_CHUNK CommandType = 57
+	// 58..63 reserved for future federation commands.
 	// Access control (node/acl): API keys, stored as hashes. Bodies in acl.proto.
 	CommandType_COMMAND_TYPE_ACL_KEY_CREATE CommandType = 64
 	CommandType_COMMAND_TYPE_ACL_KEY_REVOKE CommandType = 65 // 66..79 reserved for future access-control commands.
@@ -90,6 +95,11 @@ var (
 		50:  "COMMAND_TYPE_FED_LINK_REMOVE",
 		51:  "COMMAND_TYPE_FED_LINK_ADDRS",
 		52:  "COMMAND_TYPE_FED_DIRECTORY_APPLY",
+		53:  "COMMAND_TYPE_FED_OUTBOX_PUT",
+		54:  "COMMAND_TYPE_FED_OUTBOX_ACK",
+		55:  "COMMAND_TYPE_FED_INBOX_MARK",
+		56:  "COMMAND_TYPE_FED_UNLINK_DONE",
+		57:  "COMMAND_TYPE_FED_DIRECTORY_CHUNK",
 		64:  "COMMAND_TYPE_ACL_KEY_CREATE",
 		65:  "COMMAND_TYPE_ACL_KEY_REVOKE",
 		255: "COMMAND_TYPE_NOOP",
@@ -116,6 +126,11 @@ var (
 		"COMMAND_TYPE_FED_LINK_REMOVE":     50,
 		"COMMAND_TYPE_FED_LINK_ADDRS":      51,
 		"COMMAND_TYPE_FED_DIRECTORY_APPLY": 52,
+		"COMMAND_TYPE_FED_OUTBOX_PUT":      53,
+		"COMMAND_TYPE_FED_OUTBOX_ACK":      54,
+		"COMMAND_TYPE_FED_INBOX_MARK":      55,
+		"COMMAND_TYPE_FED_UNLINK_DONE":     56,
+		"COMMAND_TYPE_FED_DIRECTORY_CHUNK": 57,
 		"COMMAND_TYPE_ACL_KEY_CREATE":      64,
 		"COMMAND_TYPE_ACL_KEY_REVOKE":      65,
 		"COMMAND_TYPE_NOOP":                255,
@@ -347,7 +362,7 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\bR\x03end\"\x1a\n" +
 	"\x04Noop\x12\x12\n" +
-	"\x04note\x18\x01 \x01(\tR\x04note*\x98\x06\n" +
+	"\x04note\x18\x01 \x01(\tR\x04note*\xc3\a\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_AGENT_REGISTER\x10\x01\x12!\n" +
@@ -371,6 +386,11 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x1cCOMMAND_TYPE_FED_LINK_REMOVE\x102\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_FED_LINK_ADDRS\x103\x12$\n" +
 	" COMMAND_TYPE_FED_DIRECTORY_APPLY\x104\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_FED_OUTBOX_PUT\x105\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_FED_OUTBOX_ACK\x106\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_FED_INBOX_MARK\x107\x12 \n" +
+	"\x1cCOMMAND_TYPE_FED_UNLINK_DONE\x108\x12$\n" +
+	" COMMAND_TYPE_FED_DIRECTORY_CHUNK\x109\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_CREATE\x10@\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_REVOKE\x10A\x12\x16\n" +
 	"\x11COMMAND_TYPE_NOOP\x10\xff\x01B:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"

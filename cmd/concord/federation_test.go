@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/concordmap/concord/node"
+)
+
+func TestReadPeeringToken(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name, file, stdin, want, wantErr string
+	}{
+		{name: "file, whitespace trimmed", file: write("t", "  concordfed1.abc\n"), want: "concordfed1.abc"},
+		{name: "stdin", file: "-", stdin: "concordfed1.xyz\n", want: "concordfed1.xyz"},
+		{name: "empty file", file: write("e", " \n"), wantErr: "empty"},
+		{name: "empty stdin", file: "-", wantErr: "empty"},
+		{name: "missing file", file: filepath.Join(dir, "nope"), wantErr: "no such file"},
+		{name: "too large", file: write("big", strings.Repeat("a", maxTokenBytes+1)), wantErr: "larger than"},
+		{name: "no file", wantErr: "required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := readPeeringToken(tt.file, strings.NewReader(tt.stdin))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %q, %v; want an error with %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// startDevSystem starts a dev node of its own system (own gossip key, so
+// two systems on one host do not gossip together) and returns its gRPC
+// address.
+func startDevSystem(t *testing.T, sys string) string {
+	t.Helper()
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	return startDevNodeWith(t, func(cfg *node.Config) {
+		cfg.SystemID, cfg.NodeID = sys, sys+"-1"
+		cfg.GossipPlaintext, cfg.GossipKey = false, key
+	}).GRPCAddr()
+}
+
+// TestFederationLinkTokenFile: `federation link` takes the token from a
+// file or stdin and refuses it as a flag value (argv leaks secrets).
+func TestFederationLinkTokenFile(t *testing.T) {
+	a, b := startDevSystem(t, "a"), startDevSystem(t, "b")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run := func(stdin string, args ...string) (string, error) {
+		root := newRootCmd()
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetIn(strings.NewReader(stdin))
+		root.SetArgs(args)
+		err := root.ExecuteContext(ctx)
+		return out.String(), err
+	}
+	token := func(peer, addr string) string {
+		tok, err := run("", "federation", "token", "--peer", peer, "--export", "all", "--addr", addr)
+		if err != nil || !strings.HasPrefix(tok, "concordfed1.") {
+			t.Fatalf("token: %q %v", tok, err)
+		}
+		return tok
+	}
+
+	tok := token("a", b)
+	if _, err := run("", "federation", "link", "--token", strings.TrimSpace(tok), "--addr", a); !errors.Is(err, errTokenFlag) {
+		t.Fatalf("--token VALUE: %v, want the refusal", err)
+	}
+	if help, _ := run("", "federation", "link", "--help"); strings.Contains(help, "--token ") || !strings.Contains(help, "--peering-token-file") {
+		t.Fatalf("help shows --token or lacks --peering-token-file:\n%s", help)
+	}
+	file := filepath.Join(t.TempDir(), "b.token")
+	if err := os.WriteFile(file, []byte(tok), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run("", "federation", "link", "--peering-token-file", file, "--addr", a)
+	if err != nil || !strings.Contains(out, "linked to b") {
+		t.Fatalf("link from a file: %q %v", out, err)
+	}
+	if out, err := run("", "federation", "unlink", "b", "--addr", a); err != nil || !strings.Contains(out, "removed its side too") {
+		t.Fatalf("unlink: %q %v", out, err)
+	}
+	// From stdin, as `federation token ... | federation link --peering-token-file -`.
+	out, err = run(token("a", b), "federation", "link", "--peering-token-file", "-", "--guaranteed", "--outbox-messages", "5", "--addr", a)
+	if err != nil || !strings.Contains(out, "linked to b") {
+		t.Fatalf("link from stdin: %q %v", out, err)
+	}
+	if out, err := run("", "federation", "list", "--addr", a); err != nil || !strings.Contains(out, "guaranteed 5 msgs") {
+		t.Fatalf("list: %q %v", out, err)
+	}
+}
