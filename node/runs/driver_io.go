@@ -133,10 +133,10 @@ func (d *driver) startSend(ctx context.Context, id string, p *pendingTask) {
 func (d *driver) noticeCancelled(ctx context.Context, id string, p *pendingTask) {
 	pid, runID := p.task.ParticipantID, p.runID
 	d.wg.Go(func() {
-		b := make([]byte, 0, 160+len(id)+len(runID)+len(pid))
-		b = append(b, `{"to":{"agent":`...)
-		b = jsonkit.AppendString(b, pid)
-		b = append(b, `},"payload":{"type":"`+TaskCancelledType+`","runId":`...)
+		b := make([]byte, 0, 180+len(id)+len(runID)+len(pid))
+		b = append(b, `{"to":`...)
+		b = appendAddress(b, pid)
+		b = append(b, `,"payload":{"type":"`+TaskCancelledType+`","runId":`...)
 		b = jsonkit.AppendString(b, runID)
 		b = append(b, `,"taskId":`...)
 		b = jsonkit.AppendString(b, id)
@@ -180,10 +180,10 @@ var messageBuffers = sync.Pool{New: func() any { return new([]byte) }}
 // taskMessage builds the map/send params of a task message (PROTOCOL.md)
 // into b.
 func taskMessage(b []byte, runID string, t *consensus.Task, body taskJSON, nowMs int64) json.RawMessage {
-	b = slices.Grow(b[:0], 192+body.len()+2*len(t.ID)+len(runID)+len(t.ParticipantID))
-	b = append(b, `{"to":{"agent":`...)
-	b = jsonkit.AppendString(b, t.ParticipantID)
-	b = append(b, `},"payload":{"type":"`+TaskMessageType+`","runId":`...)
+	b = slices.Grow(b[:0], 212+body.len()+2*len(t.ID)+len(runID)+len(t.ParticipantID))
+	b = append(b, `{"to":`...)
+	b = appendAddress(b, t.ParticipantID)
+	b = append(b, `,"payload":{"type":"`+TaskMessageType+`","runId":`...)
 	b = jsonkit.AppendString(b, runID)
 	if t.TimeoutAt > 0 {
 		b = append(b, `,"timeoutAt":`...)
