@@ -23,5 +23,10 @@
 // nothing is delivered twice; messages still buffered drain in order. An
 // unknown remote scope answers 5003 like an unexported one. Unlink removes
 // this side and tells the peer, which removes its side (best effort: an
-// unreachable peer keeps its side until unlinked there).
+// unreachable peer keeps its side until unlinked there). An envelope for
+// an in-process service id of the target system ("<system>:agent:
+// concord.runs": agents' answers to the tasks of a debate homed there) is
+// handed to that service (ServiceDeliverer) and acknowledged with its
+// answer; no export policy applies to services, which authorize the
+// remote sender themselves.
 package federation

@@ -116,3 +116,45 @@ func TestRegisterService_Refusals(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliverService checks the entry federation uses for a send that
+// crossed a link to a local service: the service sees the remote agent id
+// and its system (which no local sender carries), its refusal comes back
+// as a federation code, and an id that is no service is an unknown agent.
+func TestDeliverService(t *testing.T) {
+	reg, conns := world()
+	r := testRouter(t, reg, conns, nil, nil)
+	svc := &fakeService{}
+	if err := r.RegisterService("svc.x", svc); err != nil {
+		t.Fatal(err)
+	}
+	if !r.IsService("svc.x") || r.IsService("w1") {
+		t.Fatal("IsService does not tell services from agents")
+	}
+	params := json.RawMessage(`{"to":{"agent":"svc.x"},"payload":{},"meta":{"correlationId":"r/r1/dc2:agent:bob"}}`)
+	if cerr := r.DeliverService(context.Background(), "svc.x", "dc2:agent:bob", params); cerr != nil {
+		t.Fatal(cerr)
+	}
+	want := Sender{ParticipantID: "dc2:agent:bob", ParticipantType: "agent", AgentID: "dc2:agent:bob", SourceSystem: "dc2"}
+	if got := svc.calls[0]; got != want {
+		t.Fatalf("service saw %+v, want %+v", got, want)
+	}
+	svc.err = rpc.NewError(90002, "Task already settled").WithDetails(map[string]any{"reason": "already_settled"})
+	for _, tc := range []struct {
+		id, from string
+		code     int
+	}{
+		{"svc.x", "dc2:agent:bob", 90002},
+		{"svc.y", "dc2:agent:bob", rpc.CodeAgentNotFound},
+		{"svc.x", "bob", rpc.CodeInvalidParams},
+	} {
+		cerr := r.DeliverService(context.Background(), tc.id, tc.from, params)
+		if cerr == nil || cerr.Code != tc.code {
+			t.Fatalf("DeliverService(%s, %s) = %v, want code %d", tc.id, tc.from, cerr, tc.code)
+		}
+	}
+	svc.err = errors.New("boom")
+	if cerr := r.DeliverService(context.Background(), "svc.x", "dc2:agent:bob", params); cerr == nil || cerr.Code != rpc.CodeDeliveryFailed {
+		t.Fatalf("plain error: %v", cerr)
+	}
+}

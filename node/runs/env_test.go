@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/router"
 	"github.com/concordmap/concord/node/rpc"
@@ -189,7 +190,21 @@ func (e *env) reply(as, taskID string, payload json.RawMessage) (map[string]any,
 	return decodeResult(e.t, res, err)
 }
 
+// testSystem is the system id of the federation tests' node (remoteEnv).
+const testSystem = "dc1"
+
+// agentSender is the sender of agent id's replies: a local agent's
+// session, or for a remote id "<system>:agent:<id>" what the router hands
+// over for a reply that crossed a link (router.DeliverService). The test
+// system's own id in that form is the local agent (the router delivers
+// {system: own, agent} locally).
 func agentSender(id string) router.Sender {
+	if sys, local, ok := federation.ParseRemoteID(id); ok {
+		if sys != testSystem {
+			return router.Sender{ParticipantID: id, ParticipantType: "agent", AgentID: id, SourceSystem: sys}
+		}
+		id = local
+	}
 	return router.Sender{SessionID: "s-" + id, ParticipantID: id, ParticipantType: "agent", AgentID: id}
 }
 
