@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concordmap/concord/node/client/argueclient"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -71,9 +72,12 @@ func (f *fedDebate) debate(t *testing.T, name string, fault func(t *testing.T)) 
 
 // TestRuns_FederatedDebate runs debates across two systems: undisturbed
 // (with the start checks and the result files), then with the home
-// leader, the dc2 server holding the home leader's stream and a remote
-// agent's node each killed mid-debate, and with the link between the
-// systems cut for less than the round timeout.
+// leader, the dc2 server holding the home leader's stream (where tasks
+// enter dc2), the dc1 server holding a dc2 agent node's stream (where
+// answers enter dc1) and a remote agent's node each killed mid-debate, and
+// with the link between the systems cut for less than the round timeout.
+// Also: the start checks, a forged answer, and a remote participant that
+// cannot be reached (eliminated for timeout, like a local one).
 func TestRuns_FederatedDebate(t *testing.T) {
 	f := newFedDebate(t)
 	dc1, dc2 := f.dc1, f.dc2
@@ -143,6 +147,29 @@ func TestRuns_FederatedDebate(t *testing.T) {
 		requireUndisturbedOutcome(t, f.obs.waitDone(t, runID), rr, personaScript(nil))
 	})
 
+	t.Run("remote participant unreachable", func(t *testing.T) {
+		// eve of dc2 is registered (and imported by dc1) but her
+		// connection is gone: dc2 refuses every delivery, the driver
+		// retries until her task's timer fires, and she is eliminated
+		// like a local agent would be; the others finish the run.
+		eve := agentOn(t, dc2, 0, "eve", nil)
+		waitImported(t, dc1, "dc2", "bob", "carol", "eve")
+		eve.Close()
+		rr := newRunRequestOf(t, "req-fed-unreachable", "alice", 1500, []string{"alice", "dc2:agent:bob", "dc2:agent:eve"})
+		runID := f.obs.start(t, rr)
+		info := f.obs.waitDone(t, runID)
+		if info.Status != argueclient.StatusFinished {
+			t.Fatalf("run ended %s (%+v), want finished without eve", info.Status, info.Error)
+		}
+		var why []string
+		for _, e := range info.Eliminations {
+			why = append(why, e.ParticipantID+":"+e.Reason)
+		}
+		if fmt.Sprint(why) != "[dc2:agent:eve:timeout]" {
+			t.Fatalf("eliminations %v, want only dc2:agent:eve for timeout", why)
+		}
+	})
+
 	t.Run("home leader killed", func(t *testing.T) {
 		f.debate(t, "home-leader", func(t *testing.T) {
 			l := dc1.Leader(t)
@@ -159,6 +186,32 @@ func TestRuns_FederatedDebate(t *testing.T) {
 			t.Logf("kill %s, the dc2 server %s's stream is connected to", dc2.Node(holder), l)
 			dc2.Kill(t, holder)
 			t.Cleanup(func() { dc2.Restart(t, holder) })
+		})
+	})
+
+	t.Run("reply stream holder killed", func(t *testing.T) {
+		// The answers of dc2's agents enter dc1 through the dc1 server
+		// their node's stream is connected to; kill it (a follower when one
+		// of the two agents' streams lands on one).
+		f.debate(t, "reply-stream-holder", func(t *testing.T) {
+			l := dc1.Leader(t)
+			victim := -1
+			for _, id := range []string{"bob", "carol"} {
+				a, ok := dc2.Running()[0].Server().Registry().Agent(id)
+				n := dc2.NodeByID(a.HomeNode)
+				if !ok || n == nil || n.Server() == nil {
+					continue
+				}
+				if h := linkServer(t, n, dc1); victim < 0 || h != l.Index {
+					victim = h
+				}
+			}
+			if victim < 0 {
+				t.Fatal("no dc2 agent node with a stream to dc1")
+			}
+			t.Logf("kill %s, where dc2's agents' answers enter dc1 (leader %s)", dc1.Node(victim), l)
+			dc1.Kill(t, victim)
+			t.Cleanup(func() { dc1.Restart(t, victim) })
 		})
 	})
 
