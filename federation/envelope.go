@@ -92,6 +92,12 @@ func BuildServiceParams(env *concordv1.FedEnvelope) json.RawMessage {
 	b = append(b, `{"to":{"agent":`...)
 	b = appendJSONString(b, env.GetToAgent())
 	b = append(b, '}')
+	b = appendBody(b, env)
+	return append(b, '}')
+}
+
+// appendBody appends the envelope's payload and meta as object members.
+func appendBody(b []byte, env *concordv1.FedEnvelope) []byte {
 	if len(env.GetPayload()) > 0 {
 		b = append(b, `,"payload":`...)
 		b = append(b, env.GetPayload()...)
@@ -100,7 +106,7 @@ func BuildServiceParams(env *concordv1.FedEnvelope) json.RawMessage {
 		b = append(b, `,"meta":`...)
 		b = append(b, env.GetMeta()...)
 	}
-	return append(b, '}')
+	return b
 }
 
 // BuildMessage renders the MAP Message a receiving system delivers: from
@@ -121,14 +127,7 @@ func BuildMessage(env *concordv1.FedEnvelope) json.RawMessage {
 		b = appendJSONString(b, env.GetToScope())
 	}
 	b = append(b, '}')
-	if len(env.GetPayload()) > 0 {
-		b = append(b, `,"payload":`...)
-		b = append(b, env.GetPayload()...)
-	}
-	if len(env.GetMeta()) > 0 {
-		b = append(b, `,"meta":`...)
-		b = append(b, env.GetMeta()...)
-	}
+	b = appendBody(b, env)
 	b = append(b, `,"federation":{"sourceSystem":`...)
 	b = appendJSONString(b, env.GetSourceSystem())
 	b = append(b, `,"targetSystem":`...)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,15 +100,8 @@ func runFederation(ctx context.Context, o options) error {
 	if err := federationFaults(ctx, o, tl, dc1, dc2, requestID); err != nil {
 		return err
 	}
-	select {
-	case <-argue.done:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(3 * time.Minute):
-		return errors.New("the debate did not finish within 3 minutes")
-	}
-	if argue.err != nil {
-		return fmt.Errorf("concord argue run: %w", argue.err)
+	if err := argueDone(ctx, argue); err != nil {
+		return err
 	}
 	tl.mark("debate finished in dc1 with participants of both systems")
 	fmt.Println("\ntimeline:")
@@ -149,60 +141,42 @@ func linkSystems(o options, on1, on2 *node) error {
 // federationFaults injects the three faults, each once the run has moved
 // on from the previous one.
 func federationFaults(ctx context.Context, o options, tl *timeline, dc1, dc2 []*node, requestID string) error {
-	leader, err := currentLeader(ctx, dc1, nil)
+	// 1. kill -9 of the home leader.
+	k, err := killLeaderMidDebate(ctx, dc1, requestID, func(before runView, leader *node) {
+		tl.mark("debate round %d (%d engine events): kill -9 dc1's leader %s, the run's home (pid %d)",
+			before.Round, before.State.EventCount, leader.id, leader.proc.cmd.Process.Pid)
+	})
 	if err != nil {
 		return err
 	}
-	var watcher *node
-	for _, n := range dc1 {
-		if n != leader {
-			watcher = n
-			break
-		}
-	}
-	c, err := dialClient(ctx, watcher)
+	leader, next := k.leader, k.next
+	tl.mark("dc1 elected %s in %d ms; its driver re-sent the open tasks and the run moved on %d ms after the kill (round %d)",
+		next.id, k.elected.Milliseconds(), k.movedOn.Milliseconds(), k.after.Round)
+	c, err := dialClient(ctx, next)
 	if err != nil {
 		return err
 	}
 	defer c.Close(context.Background())
-
-	// 1. kill -9 of the home leader.
-	before, err := waitRun(ctx, c, requestID, func(r runView) bool { return r.Phase == "debate" && r.Round >= 1 })
-	if err != nil {
-		return err
-	}
-	tl.mark("debate round %d (%d engine events): kill -9 dc1's leader %s, the run's home (pid %d)",
-		before.Round, before.State.EventCount, leader.id, leader.proc.cmd.Process.Pid)
-	killed := time.Now()
-	leader.proc.kill9()
-	next, err := currentLeader(ctx, dc1, leader)
-	if err != nil {
-		return err
-	}
-	elected := time.Since(killed)
-	after, err := waitRun(ctx, c, requestID, func(r runView) bool { return r.State.EventCount > before.State.EventCount })
-	if err != nil {
-		return err
-	}
-	tl.mark("dc1 elected %s in %d ms; its driver re-sent the open tasks and the run moved on %d ms after the kill (round %d)",
-		next.id, elected.Milliseconds(), time.Since(killed).Milliseconds(), after.Round)
 
 	// 2. kill -9 of the dc2 server the home leader's stream is on.
 	holder, err := streamHolder(ctx, next, "dc2", dc2)
 	if err != nil {
 		return err
 	}
-	tl.mark("kill -9 dc2's %s, which holds the stream of dc1's leader %s to dc2 (pid %d)", holder.id, next.id, holder.proc.cmd.Process.Pid)
-	killed = time.Now()
-	holder.proc.kill9()
-	moved, err := waitRun(ctx, c, requestID, func(r runView) bool { return r.State.EventCount > after.State.EventCount })
+	now, err := waitRun(ctx, c, requestID, func(runView) bool { return true })
 	if err != nil {
 		return err
 	}
-	now, _ := streamHolder(ctx, next, "dc2", dc2)
+	tl.mark("kill -9 dc2's %s, which holds the stream of dc1's leader %s to dc2 (pid %d)", holder.id, next.id, holder.proc.cmd.Process.Pid)
+	killed := time.Now()
+	holder.proc.kill9()
+	moved, err := waitRun(ctx, c, requestID, func(r runView) bool { return r.State.EventCount > now.State.EventCount })
+	if err != nil {
+		return err
+	}
 	where := "another dc2 server"
-	if now != nil {
-		where = now.id
+	if h, err := streamHolder(ctx, next, "dc2", dc2); err == nil {
+		where = h.id
 	}
 	tl.mark("the stream moved to %s; the run moved on %d ms after the kill (round %d)", where, time.Since(killed).Milliseconds(), moved.Round)
 
@@ -234,13 +208,16 @@ func federationFaults(ctx context.Context, o options, tl *timeline, dc1, dc2 []*
 	}
 	healed := time.Now()
 	tl.mark("linked again after %v with a fresh token", linkCut)
+	// A round ends only with every participant's answer or timeout: the
+	// next round (or phase) means dc2's answers crossed the new link.
 	resumed, err := waitRun(ctx, c, requestID, func(r runView) bool {
-		return r.State.EventCount > cut.State.EventCount || r.Status != "running"
+		return r.Round > cut.Round || r.Phase != cut.Phase || r.Status != "running"
 	})
 	if err != nil {
 		return err
 	}
-	tl.mark("the run moved on %d ms after the link came back (phase %s, round %d)", time.Since(healed).Milliseconds(), resumed.Phase, resumed.Round)
+	tl.mark("round %d (%s) closed with dc2's answers %d ms after the link came back; now %s round %d",
+		cut.Round, cut.Phase, time.Since(healed).Milliseconds(), resumed.Phase, resumed.Round)
 	return nil
 }
 

@@ -118,9 +118,28 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := killLeaderMidDebate(ctx, nodes, requestID); err != nil {
+	k, err := killLeaderMidDebate(ctx, nodes, requestID, func(before runView, leader *node) {
+		say("debate round %d is under way (%d engine events so far): kill -9 the leader %s (pid %d)",
+			before.Round, before.State.EventCount, leader.id, leader.proc.cmd.Process.Pid)
+	})
+	if err != nil {
 		return err
 	}
+	say("new leader %s elected %d ms after the kill; the run moved on %d ms after the kill (phase %s, round %d)",
+		k.next.id, k.elected.Milliseconds(), k.movedOn.Milliseconds(), k.after.Phase, k.after.Round)
+	if err := argueDone(ctx, argue); err != nil {
+		return err
+	}
+	say("debate finished after the failover; result files:")
+	for _, f := range []string{"result.json", "events.jsonl", "summary.md"} {
+		fmt.Printf("    %s\n", filepath.Join(o.out, requestID, f))
+	}
+	return nil
+}
+
+// argueDone waits for `concord argue run` to end (3 minutes at most) and
+// reports its failure.
+func argueDone(ctx context.Context, argue *proc) error {
 	select {
 	case <-argue.done:
 	case <-ctx.Done():
@@ -130,10 +149,6 @@ func run(ctx context.Context, o options) error {
 	}
 	if argue.err != nil {
 		return fmt.Errorf("concord argue run: %w", argue.err)
-	}
-	say("debate finished after the failover; result files:")
-	for _, f := range []string{"result.json", "events.jsonl", "summary.md"} {
-		fmt.Printf("    %s\n", filepath.Join(o.out, requestID, f))
 	}
 	return nil
 }
