@@ -155,7 +155,7 @@ func TestRuns_FederatedDebate(t *testing.T) {
 		eve := agentOn(t, dc2, 0, "eve", nil)
 		waitImported(t, dc1, "dc2", "bob", "carol", "eve")
 		eve.Close()
-		rr := newRunRequestOf(t, "req-fed-unreachable", "alice", 1500, []string{"alice", "dc2:agent:bob", "dc2:agent:eve"})
+		rr := newRunRequestOf(t, "req-fed-unreachable", "alice", 3000, []string{"alice", "dc2:agent:bob", "dc2:agent:eve"})
 		runID := f.obs.start(t, rr)
 		info := f.obs.waitDone(t, runID)
 		if info.Status != argueclient.StatusFinished {
