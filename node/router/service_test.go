@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 )
@@ -156,5 +157,37 @@ func TestDeliverService(t *testing.T) {
 	svc.err = errors.New("boom")
 	if cerr := r.DeliverService(context.Background(), "svc.x", "dc2:agent:bob", params); cerr == nil || cerr.Code != rpc.CodeDeliveryFailed {
 		t.Fatalf("plain error: %v", cerr)
+	}
+}
+
+// TestSend_ServiceInOwnSystemFederatedForm: "<own>:agent:<service>" and
+// {system: own, agent: service} reach the local service (what a reply to
+// a task's from gives in the run's home system); another system's id goes
+// to federation.
+func TestSend_ServiceInOwnSystemFederatedForm(t *testing.T) {
+	reg, conns := world()
+	r := testRouter(t, reg, conns, nil, nil)
+	fed := &fakeFederation{out: federation.Outcome{Delivered: []string{"dc2:agent:svc.x"}}}
+	r.fed = fed
+	svc := &fakeService{}
+	if err := r.RegisterService("svc.x", svc); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		to        string
+		toService bool
+	}{
+		{`"dc1:agent:svc.x"`, true},
+		{`{"system":"dc1","agent":"svc.x"}`, true},
+		{`"dc2:agent:svc.x"`, false},
+		{`{"system":"dc2","agent":"svc.x"}`, false},
+	} {
+		before, sent := svc.count(), len(fed.sent)
+		if _, err := r.Send(context.Background(), agentSender("w1"), json.RawMessage(`{"to":`+tc.to+`,"payload":{}}`)); err != nil {
+			t.Fatalf("%s: %v", tc.to, err)
+		}
+		if got := svc.count() == before+1; got != tc.toService || (len(fed.sent) == sent+1) == tc.toService {
+			t.Fatalf("%s: service=%v federation=%v, want service=%v", tc.to, got, len(fed.sent) > sent, tc.toService)
+		}
 	}
 }
