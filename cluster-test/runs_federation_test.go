@@ -119,12 +119,21 @@ func TestRuns_FederatedDebate(t *testing.T) {
 			}
 		}
 		// dc1 exports only role "public": carol of dc1 is unknown in dc2.
-		carol := agentOn(t, dc1, 0, "carol", nil)
-		_ = carol
+		agentOn(t, dc1, 0, "carol", nil)
 		obs2 := newRunsObserver(t, nodeURLs(dc2, 0))
 		rr := newRunRequestOf(t, "req-fed-unexported", "bob", runTaskTimeoutMs, []string{"bob", "dc1:agent:carol"})
 		_, err := obs2.runs.Start(ctx, rr.raw, rr.id)
 		requireMAPCode(t, "unexported dc1 agent", err, rpc.CodeAgentNotFound)
+		// Refusals store nothing: dc1 holds the one run so far, dc2 none.
+		for _, c := range []struct {
+			o    *runsObserver
+			want int
+		}{{f.obs, 1}, {obs2, 0}} {
+			runs, _, err := c.o.runs.List(ctx, "", 10, "")
+			if err != nil || len(runs) != c.want {
+				t.Fatalf("runs after refused starts: %d (%v), want %d", len(runs), err, c.want)
+			}
+		}
 	})
 
 	t.Run("remote reply forged locally", func(t *testing.T) {
