@@ -62,7 +62,9 @@
 // (router.DeliverService) with Sender.SourceSystem set, and only that
 // system's agent may answer for the participant. Retries, re-sends,
 // timers and eliminations are the same as for local agents; a link that is
-// down queues the task (or the answer) in the link's outage buffer.
+// down queues the task (or the answer) in the link's outage buffer. A task
+// refused for the message itself (-32602, larger than a link carries) is
+// failed at once with that reason rather than retried until its timer.
 //
 // What it does not do: run debates without Raft (consensus.Simulate does).
 //

@@ -297,10 +297,11 @@ func inputKind(in *concordv1.RunInput) string {
 
 // Agent behaviours.
 const (
-	actAnswer  = iota // answer like consensus.Persona
-	actSilent         // accept the message, never answer
-	actRefuse         // delivery fails (agent not connected)
-	actSwallow        // accepted, but lost with a dying connection
+	actAnswer   = iota // answer like consensus.Persona
+	actSilent          // accept the message, never answer
+	actRefuse          // delivery fails (agent not connected)
+	actSwallow         // accepted, but lost with a dying connection
+	actTooLarge        // refused for the message itself (-32602), as a federation link refuses a task over its limit
 )
 
 // fakeAgents is the Messenger: it plays every participant. A task it accepts
@@ -379,6 +380,8 @@ func (a *fakeAgents) Send(_ context.Context, from router.Sender, params json.Raw
 	switch act {
 	case actRefuse:
 		return nil, rpc.NewError(rpc.CodeDeliveryFailed, "Delivery failed for every recipient")
+	case actTooLarge:
+		return nil, rpc.NewError(rpc.CodeInvalidParams, "message of 2000000 bytes exceeds the federation limit of 1048576")
 	case actAnswer:
 		a.wg.Go(func() { a.answer(task) })
 	}

@@ -148,3 +148,34 @@ func TestService_RemoteParticipant(t *testing.T) {
 		t.Fatalf("eliminations %+v", run.Eliminations)
 	}
 }
+
+// TestDriver_UndeliverableTaskFailsAtOnce: a task the link refuses for
+// the message itself (larger than its envelope limit) is not retried until
+// its timer: the driver commits its failure, the participant is eliminated
+// with the reason in the run, and the others finish.
+func TestDriver_UndeliverableTaskFailsAtOnce(t *testing.T) {
+	e := remoteEnv(t)
+	e.agents.setBehaviour(func(task *consensus.Task, _ int) int {
+		if task.ParticipantID == "dc2:agent:bob" {
+			return actTooLarge
+		}
+		return actAnswer
+	})
+	e.setLeader(true)
+	id := e.mustStart(startWith("p1", "p2", "dc2:agent:bob"))
+	e.waitStatus(id, StatusFinished) // no clock advance: no timer fires
+	run, _ := e.mod.Get(id, Include{Events: true})
+	if len(run.Eliminations) != 1 || run.Eliminations[0].ParticipantID != "dc2:agent:bob" || run.Eliminations[0].Reason != "error" {
+		t.Fatalf("eliminations %+v, want dc2:agent:bob for error", run.Eliminations)
+	}
+	found := false
+	for _, ev := range run.Events {
+		found = found || strings.Contains(string(ev), "task not deliverable to dc2:agent:bob: message of 2000000 bytes exceeds the federation limit")
+	}
+	if !found {
+		t.Fatal("the delivery error is not in the elimination event")
+	}
+	if n := e.props.count("task_failed"); n != 1 {
+		t.Fatalf("%d task_failed proposals, want 1", n)
+	}
+}
