@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 15m
 PKGS := ./...
 
 .PHONY: help build test test-short cluster-test chaos lint depcheck proto proto-check tools dev \
-	bench bench-etcd cluster cluster-tls cluster-stop demo sdk-deps clean deploy-check image
+	bench bench-etcd cluster cluster-tls cluster-stop demo demo-federation sdk-deps clean deploy-check image
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -65,6 +65,9 @@ proto-check: proto ## fail when committed generated code differs from a fresh ge
 
 demo: build ## 3 nodes + 3 agents run a debate; the leader is killed mid-debate; results in ./out
 	$(GO) run ./cluster-test/demo --bin bin/concord --out out
+
+demo-federation: build ## dc1 + dc2 (3 nodes each) linked; a debate across them through a kill -9 in each and a link cut; results in ./out
+	$(GO) run ./cluster-test/demo --federation --bin bin/concord --out out --data .data/demo-federation
 
 dev: build ## one dev node on 127.0.0.1 (ws://127.0.0.1:7700/map)
 	./bin/concord server --dev

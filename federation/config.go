@@ -123,6 +123,20 @@ type Deliverer interface {
 	DeliverAgent(ctx context.Context, agentID string, msg json.RawMessage, done func(error))
 }
 
+// ServiceDeliverer hands a message that crossed a link to an in-process
+// service of this system (such as "concord.runs", which takes agents'
+// answers to run tasks): services are addressed like agents,
+// "<system>:agent:<service id>", but are not in the directory and no
+// export policy applies to them; the service decides who may use it.
+type ServiceDeliverer interface {
+	// IsService reports whether id names a service of this system.
+	IsService(id string) bool
+	// DeliverService calls service id with map/send params from the remote
+	// sender from ("<system>:agent:<id>") and returns its refusal, if any,
+	// as a *CodeError. It may block until the service has answered.
+	DeliverService(ctx context.Context, id, from string, params json.RawMessage) *CodeError
+}
+
 // EventSink receives federation_connected / federation_disconnected.
 type EventSink interface {
 	FederationEvent(kind, peerSystem string, data map[string]any)
@@ -139,6 +153,9 @@ type Deps struct {
 	Servers func() []string
 	// Events is optional.
 	Events EventSink
+	// Services, optional, receives envelopes addressed to a service id
+	// (ServiceDeliverer); without it such an id is an unknown agent.
+	Services ServiceDeliverer
 	// Barrier, optional, returns once this node has applied everything
 	// committed before the call. A message for a local agent or scope
 	// this node does not know yet waits for it before the answer is

@@ -72,4 +72,10 @@
 // every UnlinkRetry until it confirms (a peer without the link counts as
 // confirmed). `unlink --force` drops the record. A new link to the same
 // peer cancels a pending unlink of the old one.
+//
+// Services: an envelope for an in-process service id of the target system
+// ("<system>:agent:concord.runs": agents' answers to the tasks of a debate
+// homed there) is handed to that service (ServiceDeliverer) and
+// acknowledged with its answer; no export policy applies to services,
+// which authorize the remote sender themselves.
 package federation

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -72,6 +73,42 @@ func Stamp(env *concordv1.FedEnvelope, self string) {
 // RemoteID renders a remote entity id, "<system>:agent:<id>".
 func RemoteID(system, agentID string) string { return system + ":agent:" + agentID }
 
+// ParseRemoteID splits a remote agent id "<system>:agent:<id>" (RemoteID's
+// form) at its first ":agent:"; ok is false for any other string, and for
+// a system id that is not valid.
+func ParseRemoteID(s string) (system, agentID string, ok bool) {
+	system, agentID, ok = strings.Cut(s, ":agent:")
+	if !ok || agentID == "" || !validSystemID(system) {
+		return "", "", false
+	}
+	return system, agentID, true
+}
+
+// BuildServiceParams renders the map/send params a receiving system hands
+// to the in-process service env is addressed to (ServiceDeliverer): to
+// the service, the envelope's payload and meta.
+func BuildServiceParams(env *concordv1.FedEnvelope) json.RawMessage {
+	b := make([]byte, 0, 48+len(env.GetToAgent())+len(env.GetPayload())+len(env.GetMeta()))
+	b = append(b, `{"to":{"agent":`...)
+	b = appendJSONString(b, env.GetToAgent())
+	b = append(b, '}')
+	b = appendBody(b, env)
+	return append(b, '}')
+}
+
+// appendBody appends the envelope's payload and meta as object members.
+func appendBody(b []byte, env *concordv1.FedEnvelope) []byte {
+	if len(env.GetPayload()) > 0 {
+		b = append(b, `,"payload":`...)
+		b = append(b, env.GetPayload()...)
+	}
+	if len(env.GetMeta()) > 0 {
+		b = append(b, `,"meta":`...)
+		b = append(b, env.GetMeta()...)
+	}
+	return b
+}
+
 // BuildMessage renders the MAP Message a receiving system delivers: from
 // is the remote form of the sender, so a remote participant never passes
 // for a local one; to names the local recipient.
@@ -90,14 +127,7 @@ func BuildMessage(env *concordv1.FedEnvelope) json.RawMessage {
 		b = appendJSONString(b, env.GetToScope())
 	}
 	b = append(b, '}')
-	if len(env.GetPayload()) > 0 {
-		b = append(b, `,"payload":`...)
-		b = append(b, env.GetPayload()...)
-	}
-	if len(env.GetMeta()) > 0 {
-		b = append(b, `,"meta":`...)
-		b = append(b, env.GetMeta()...)
-	}
+	b = appendBody(b, env)
 	b = append(b, `,"federation":{"sourceSystem":`...)
 	b = appendJSONString(b, env.GetSourceSystem())
 	b = append(b, `,"targetSystem":`...)

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"encoding/json"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -42,6 +43,9 @@ func FuzzEnvelope(f *testing.F) {
 				t.Fatalf("accepted %v", &env)
 			}
 			_ = BuildMessage(&env)
+			if env.GetToAgent() != "" && !json.Valid(BuildServiceParams(&env)) {
+				t.Fatalf("service params of %v are not JSON", &env)
+			}
 		}
 	})
 }

@@ -148,6 +148,10 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 		answer(seq, codeErr(CodeSystemNotFound, "Federation link to "+in.peer+" removed", nil), nil)
 		return
 	}
+	if svc := m.deps.Services; svc != nil && env.GetToAgent() != "" && svc.IsService(env.GetToAgent()) {
+		in.deliverService(ctx, svc, env)
+		return
+	}
 	targets, cerr := in.targets(link, env)
 	if cerr != nil && m.deps.Barrier != nil && (cerr.Code == CodeAgentNotFound || env.GetToScope() != "") {
 		bctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
@@ -188,6 +192,27 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 			}
 		})
 	}
+}
+
+// deliverService hands env to the local service it names on a goroutine
+// of its own (a service may take a Raft commit to answer; the stream
+// keeps reading meanwhile) and acknowledges with the service's answer.
+// The goroutine joins the manager's wait group, which the reader already
+// holds, and its call is bounded by CallTimeout.
+func (in *inStream) deliverService(ctx context.Context, svc ServiceDeliverer, env *concordv1.FedEnvelope) {
+	m := in.m
+	seq, id := env.GetSeq(), env.GetToAgent()
+	params := BuildServiceParams(env)
+	from := RemoteID(env.GetSourceSystem(), env.GetFrom())
+	m.wg.Go(func() {
+		sctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+		defer cancel()
+		if cerr := svc.DeliverService(sctx, id, from, params); cerr != nil {
+			in.ack(seq, cerr, nil)
+			return
+		}
+		in.ack(seq, nil, []string{RemoteID(m.cfg.SystemID, id)})
+	})
 }
 
 // targets resolves the recipient: 2001 unknown agent, 5003 not exported

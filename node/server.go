@@ -241,6 +241,8 @@ func (s *Server) buildMAPService() error {
 	scfg.Module = s.runs
 	scfg.Store = proposer
 	scfg.Agents = s.registry
+	scfg.SystemID = s.cfg.SystemID
+	scfg.Remote = s.fedState
 	scfg.Messenger = rt
 	scfg.Leadership = s.store
 	scfg.IsLeader = s.store.IsLeader

@@ -134,6 +134,12 @@ type Sender struct {
 	// params say which; else empty (the message's from is then the
 	// participant id).
 	AgentID string
+	// SourceSystem is set only for a sender of another system whose send
+	// crossed a link to a local service (DeliverService): AgentID is then
+	// its remote id "<system>:agent:<id>". Local sessions never set it, so
+	// a local agent registered under a remote-looking id cannot pass for
+	// the remote one.
+	SourceSystem string
 }
 
 // from is the Message.from value: the agent id when there is one, so that

@@ -139,3 +139,40 @@ func deliveryErr(err error) error {
 	}
 	return &federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: " + reason}
 }
+
+// IsService reports whether id is a registered service (RegisterService):
+// federation hands envelopes addressed to it to DeliverService.
+func (r *Router) IsService(id string) bool {
+	m := r.services.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[id]
+	return ok
+}
+
+// DeliverService hands a map/send that arrived from another system to the
+// local service id, as the remote agent from ("<system>:agent:<id>"): the
+// service sees that remote id as the sending agent and the sender's system
+// in Sender.SourceSystem, which no local session sets. The service's
+// refusal crosses back as a *federation.CodeError (its code and message;
+// MAP error details do not cross a link).
+func (r *Router) DeliverService(ctx context.Context, id, from string, params json.RawMessage) *federation.CodeError {
+	m := r.services.Load()
+	if m == nil || (*m)[id] == nil {
+		return &federation.CodeError{Code: rpc.CodeAgentNotFound, Message: "Agent not found: " + id}
+	}
+	sys, _, ok := federation.ParseRemoteID(from)
+	if !ok {
+		return &federation.CodeError{Code: rpc.CodeInvalidParams, Message: "sender is not a remote agent id: " + from}
+	}
+	sender := Sender{ParticipantID: from, ParticipantType: "agent", AgentID: from, SourceSystem: sys}
+	if _, err := (*m)[id].HandleSend(ctx, sender, params); err != nil {
+		var re *rpc.Error
+		if errors.As(err, &re) {
+			return &federation.CodeError{Code: re.Code, Message: re.Message}
+		}
+		return &federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: " + err.Error()}
+	}
+	return nil
+}
