@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 
@@ -137,7 +138,13 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 		in.ack(seq, cerr, nil)
 		return
 	}
-	msg := BuildMessage(env)
+	m.deliverLocal(ctx, targets, BuildMessage(env), func(delivered []string, cerr *CodeError) { in.ack(seq, cerr, delivered) })
+}
+
+// deliverLocal hands msg to each local agent in targets; done hears the
+// remote ids of those whose connection took it, or the last error when
+// none did.
+func (m *Manager) deliverLocal(ctx context.Context, targets []string, msg json.RawMessage, done func([]string, *CodeError)) {
 	var (
 		mu        sync.Mutex
 		left      = len(targets)
@@ -153,15 +160,15 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 				lastErr = err
 			}
 			left--
-			done := left == 0
+			last := left == 0
 			mu.Unlock()
-			if !done {
+			if !last {
 				return
 			}
 			if len(delivered) == 0 {
-				in.ack(seq, deliveryError(lastErr), nil)
+				done(nil, deliveryError(lastErr))
 			} else {
-				in.ack(seq, nil, delivered)
+				done(delivered, nil)
 			}
 		})
 	}

@@ -155,6 +155,9 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 	}
 	ol, cerr := m.route(msg.TargetSystem, "")
 	if cerr != nil {
+		if cerr.Code == CodeSystemNotFound && m.gatewaySend(m.originate(msg, DefaultMaxHops), done) {
+			return
+		}
 		done(Outcome{Err: cerr})
 		return
 	}
@@ -162,13 +165,30 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 	if maxHops == 0 {
 		maxHops = DefaultMaxHops
 	}
+	ol.enqueue(m.originate(msg, maxHops), done)
+}
+
+// originate builds the envelope of a message this system sends.
+func (m *Manager) originate(msg Message, maxHops uint32) *concordv1.FedEnvelope {
 	env := &concordv1.FedEnvelope{
 		SourceSystem: m.cfg.SystemID, TargetSystem: msg.TargetSystem, MaxHops: maxHops,
 		OriginTsMs: m.now().UnixMilli(), MessageId: msg.MessageID, From: msg.From,
 		ToAgent: msg.ToAgent, ToScope: msg.ToScope, Payload: msg.Payload, Meta: msg.Meta,
 	}
 	Stamp(env, m.cfg.SystemID)
-	ol.enqueue(env, done)
+	return env
+}
+
+// gatewaySend hands env to the gateway bound to its target system, with
+// a deadline of its own (the caller may not wait); false when no gateway
+// serves that system.
+func (m *Manager) gatewaySend(env *concordv1.FedEnvelope, done func(Outcome)) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CallTimeout)
+	if m.sendToGateway(ctx, env, func(o Outcome) { cancel(); done(o) }) {
+		return true
+	}
+	cancel()
+	return false
 }
 
 // route picks the link a message for target leaves by: the direct link
@@ -209,17 +229,28 @@ func (m *Manager) forward(env *concordv1.FedEnvelope, inbound string, done func(
 		return
 	}
 	ol, cerr := m.route(env.GetTargetSystem(), inbound)
+	next := env.GetTargetSystem()
 	if cerr == nil {
-		cerr = CheckForward(env, ol.peer)
+		next = ol.peer
 	}
-	if cerr != nil {
+	if cerr == nil || cerr.Code == CodeSystemNotFound {
+		if ferr := CheckForward(env, next); ferr != nil {
+			cerr = ferr
+		}
+	}
+	if cerr != nil && cerr.Code != CodeSystemNotFound {
 		done(Outcome{Err: cerr})
 		return
 	}
 	env = proto.CloneOf(env)
 	env.Seq = 0
 	Stamp(env, m.cfg.SystemID)
-	ol.enqueue(env, done)
+	switch {
+	case cerr == nil:
+		ol.enqueue(env, done)
+	case !m.gatewaySend(env, done): // a reply to a system an SDK gateway serves
+		done(Outcome{Err: cerr})
+	}
 }
 
 // RemoteAgents lists the agents imported from peer (every peer when

@@ -23,6 +23,7 @@ type State struct {
 	links    map[string]*concordv1.FedLink
 	tokens   map[string]*concordv1.FedTokenRecord // by string(secret_hash)
 	imported map[string]*concordv1.FedImported
+	gateways map[string]*concordv1.FedGatewayBinding // by foreign system id
 
 	// changed is closed (and replaced) after every applied change, so the
 	// link manager wakes without Apply waiting on it.
@@ -33,7 +34,8 @@ type State struct {
 func NewState() *State {
 	return &State{
 		links: map[string]*concordv1.FedLink{}, tokens: map[string]*concordv1.FedTokenRecord{},
-		imported: map[string]*concordv1.FedImported{}, changed: make(chan struct{}),
+		imported: map[string]*concordv1.FedImported{}, gateways: map[string]*concordv1.FedGatewayBinding{},
+		changed: make(chan struct{}),
 	}
 }
 
@@ -46,6 +48,7 @@ func (s *State) Commands() map[concordv1.CommandType]func() proto.Message {
 		concordv1.CommandType_COMMAND_TYPE_FED_LINK_REMOVE:     func() proto.Message { return &concordv1.FedLinkRemove{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_LINK_ADDRS:      func() proto.Message { return &concordv1.FedLinkAddrs{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY: func() proto.Message { return &concordv1.FedDirectoryApply{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_BIND:    func() proto.Message { return &concordv1.FedGatewayBind{} },
 	}
 }
 
@@ -65,6 +68,8 @@ func (s *State) Apply(_ uint64, msg proto.Message) (any, error) {
 		err = s.applyLinkAddrs(m)
 	case *concordv1.FedDirectoryApply:
 		err = s.applyDirectory(m)
+	case *concordv1.FedGatewayBind:
+		err = s.applyGatewayBind(m)
 	default:
 		err = fmt.Errorf("%w: unexpected body %T", ErrInvalidCommand, msg)
 	}

@@ -27,6 +27,9 @@ func (s *State) Snapshot() []*concordv1.FedSnapshotRecord {
 	for _, k := range sortedKeys(s.imported) {
 		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Imported{Imported: proto.CloneOf(s.imported[k])}})
 	}
+	for _, k := range sortedKeys(s.gateways) {
+		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Gateway{Gateway: proto.CloneOf(s.gateways[k])}})
+	}
 	return out
 }
 
@@ -67,13 +70,15 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 			fresh.tokens[string(r.Token.GetSecretHash())] = r.Token
 		case *concordv1.FedSnapshotRecord_Imported:
 			fresh.imported[r.Imported.GetPeerSystemId()] = r.Imported
+		case *concordv1.FedSnapshotRecord_Gateway:
+			fresh.gateways[r.Gateway.GetSystemId()] = r.Gateway
 		default:
 			return nil, fmt.Errorf("federation: unknown snapshot record %T", r)
 		}
 	}
 	return func() {
 		s.mu.Lock()
-		s.links, s.tokens, s.imported = fresh.links, fresh.tokens, fresh.imported
+		s.links, s.tokens, s.imported, s.gateways = fresh.links, fresh.tokens, fresh.imported, fresh.gateways
 		wake := s.changed
 		s.changed = make(chan struct{})
 		s.mu.Unlock()

@@ -33,7 +33,8 @@ and (optionally) the capabilities it allows. The key is printed once, on
 stdout: only its hash is stored. Connect with
   map/connect {..., "auth": {"method": "api-key", "token": "<key>"}}`,
 		Example: `  concord acl token create --participant 'worker-*' --types agent
-  concord acl token create --participant ops --types system --description "operator console"`,
+  concord acl token create --participant ops --types system --description "operator console"
+  concord acl token create --participant gw-lab --types gateway --gateway-sources lab --gateway-targets dev,dc2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if spec.TTL < 0 {
@@ -58,6 +59,8 @@ stdout: only its hash is stored. Connect with
 	fl.StringSliceVar(&spec.Capabilities, "capability", nil, `capability flags allowed (e.g. messaging.canSend,lifecycle.canStop); default: the type's defaults`)
 	fl.StringVar(&spec.Description, "description", "", "note shown by list")
 	fl.DurationVar(&spec.TTL, "ttl", 0, "expire the key after this long (0: never)")
+	fl.StringSliceVar(&spec.GatewaySources, "gateway-sources", nil, `for --types gateway: the foreign systems the gateway may route for (map/federation/route sources; "*" = any)`)
+	fl.StringSliceVar(&spec.GatewayTargets, "gateway-targets", nil, `for --types gateway: the systems it may route to (this system, linked systems; "*" = any)`)
 	_ = cmd.MarkFlagRequired("participant")
 	return cmd
 }

@@ -14,6 +14,9 @@ type KeySpec struct {
 	Capabilities []string // empty: the type's defaults
 	Description  string
 	TTL          time.Duration // 0: never expires; whole seconds
+	// GatewaySources and GatewayTargets: the systems a gateway connected
+	// with the key may route for and to (system ids or "*").
+	GatewaySources, GatewayTargets []string
 }
 
 // APIKey is a stored API key (never its secret).
@@ -31,7 +34,7 @@ type APIKey struct {
 func (c *Client) CreateAPIKey(ctx context.Context, s KeySpec) (APIKey, string, error) {
 	res, err := c.acl.CreateToken(ctx, &concordv1.AclCreateTokenRequest{ParticipantIdPattern: s.Participant,
 		ParticipantTypes: s.Types, Capabilities: s.Capabilities, Description: s.Description,
-		TtlSeconds: int64(s.TTL / time.Second)})
+		TtlSeconds: int64(s.TTL / time.Second), GatewaySources: s.GatewaySources, GatewayTargets: s.GatewayTargets})
 	if err != nil {
 		return APIKey{}, "", err
 	}

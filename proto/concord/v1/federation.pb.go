@@ -648,6 +648,7 @@ type FedSnapshotRecord struct {
 	//	*FedSnapshotRecord_Link
 	//	*FedSnapshotRecord_Token
 	//	*FedSnapshotRecord_Imported
+	//	*FedSnapshotRecord_Gateway
 	Record        isFedSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -717,6 +718,15 @@ func (x *FedSnapshotRecord) GetImported() *FedImported {
 	return nil
 }
 
+func (x *FedSnapshotRecord) GetGateway() *FedGatewayBinding {
+	if x != nil {
+		if x, ok := x.Record.(*FedSnapshotRecord_Gateway); ok {
+			return x.Gateway
+		}
+	}
+	return nil
+}
+
 type isFedSnapshotRecord_Record interface {
 	isFedSnapshotRecord_Record()
 }
@@ -733,11 +743,89 @@ type FedSnapshotRecord_Imported struct {
 	Imported *FedImported `protobuf:"bytes,3,opt,name=imported,proto3,oneof"`
 }
 
+type FedSnapshotRecord_Gateway struct {
+	Gateway *FedGatewayBinding `protobuf:"bytes,10,opt,name=gateway,proto3,oneof"`
+}
+
 func (*FedSnapshotRecord_Link) isFedSnapshotRecord_Record() {}
 
 func (*FedSnapshotRecord_Token) isFedSnapshotRecord_Record() {}
 
 func (*FedSnapshotRecord_Imported) isFedSnapshotRecord_Record() {}
+
+func (*FedSnapshotRecord_Gateway) isFedSnapshotRecord_Record() {}
+
+// FedGatewayBinding says which MAP gateway session (participant type
+// gateway, map/federation/route) last routed envelopes from a foreign
+// system: messages this system sends to that system (replies) are
+// delivered to that session, on whichever node holds it.
+type FedGatewayBinding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ParticipantId string                 `protobuf:"bytes,3,opt,name=participant_id,json=participantId,proto3" json:"participant_id,omitempty"`
+	BoundAtMs     int64                  `protobuf:"varint,4,opt,name=bound_at_ms,json=boundAtMs,proto3" json:"bound_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedGatewayBinding) Reset() {
+	*x = FedGatewayBinding{}
+	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedGatewayBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedGatewayBinding) ProtoMessage() {}
+
+func (x *FedGatewayBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedGatewayBinding.ProtoReflect.Descriptor instead.
+func (*FedGatewayBinding) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *FedGatewayBinding) GetSystemId() string {
+	if x != nil {
+		return x.SystemId
+	}
+	return ""
+}
+
+func (x *FedGatewayBinding) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *FedGatewayBinding) GetParticipantId() string {
+	if x != nil {
+		return x.ParticipantId
+	}
+	return ""
+}
+
+func (x *FedGatewayBinding) GetBoundAtMs() int64 {
+	if x != nil {
+		return x.BoundAtMs
+	}
+	return 0
+}
 
 // FedTokenCreate is COMMAND_TYPE_FED_TOKEN_CREATE: remember an issued token.
 // created_at_ms also prunes tokens that expired before it.
@@ -751,7 +839,7 @@ type FedTokenCreate struct {
 
 func (x *FedTokenCreate) Reset() {
 	*x = FedTokenCreate{}
-	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	mi := &file_concord_v1_federation_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +851,7 @@ func (x *FedTokenCreate) String() string {
 func (*FedTokenCreate) ProtoMessage() {}
 
 func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	mi := &file_concord_v1_federation_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +864,7 @@ func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedTokenCreate.ProtoReflect.Descriptor instead.
 func (*FedTokenCreate) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{7}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FedTokenCreate) GetToken() *FedTokenRecord {
@@ -808,7 +896,7 @@ type FedLinkPut struct {
 
 func (x *FedLinkPut) Reset() {
 	*x = FedLinkPut{}
-	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	mi := &file_concord_v1_federation_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +908,7 @@ func (x *FedLinkPut) String() string {
 func (*FedLinkPut) ProtoMessage() {}
 
 func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	mi := &file_concord_v1_federation_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +921,7 @@ func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkPut.ProtoReflect.Descriptor instead.
 func (*FedLinkPut) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{8}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FedLinkPut) GetLink() *FedLink {
@@ -868,7 +956,7 @@ type FedLinkRemove struct {
 
 func (x *FedLinkRemove) Reset() {
 	*x = FedLinkRemove{}
-	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	mi := &file_concord_v1_federation_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +968,7 @@ func (x *FedLinkRemove) String() string {
 func (*FedLinkRemove) ProtoMessage() {}
 
 func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	mi := &file_concord_v1_federation_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +981,7 @@ func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkRemove.ProtoReflect.Descriptor instead.
 func (*FedLinkRemove) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{9}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FedLinkRemove) GetPeerSystemId() string {
@@ -914,7 +1002,7 @@ type FedLinkAddrs struct {
 
 func (x *FedLinkAddrs) Reset() {
 	*x = FedLinkAddrs{}
-	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	mi := &file_concord_v1_federation_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1014,7 @@ func (x *FedLinkAddrs) String() string {
 func (*FedLinkAddrs) ProtoMessage() {}
 
 func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	mi := &file_concord_v1_federation_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1027,7 @@ func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkAddrs.ProtoReflect.Descriptor instead.
 func (*FedLinkAddrs) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{10}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FedLinkAddrs) GetPeerSystemId() string {
@@ -974,7 +1062,7 @@ type FedDirectoryApply struct {
 
 func (x *FedDirectoryApply) Reset() {
 	*x = FedDirectoryApply{}
-	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1074,7 @@ func (x *FedDirectoryApply) String() string {
 func (*FedDirectoryApply) ProtoMessage() {}
 
 func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1087,7 @@ func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryApply.ProtoReflect.Descriptor instead.
 func (*FedDirectoryApply) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{11}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FedDirectoryApply) GetPeerSystemId() string {
@@ -1044,6 +1132,52 @@ func (x *FedDirectoryApply) GetRemoves() []string {
 	return nil
 }
 
+// FedGatewayBind is COMMAND_TYPE_FED_GATEWAY_BIND: a gateway session now
+// serves binding.system_id (replacing any earlier binding of that system).
+type FedGatewayBind struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Binding       *FedGatewayBinding     `protobuf:"bytes,1,opt,name=binding,proto3" json:"binding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedGatewayBind) Reset() {
+	*x = FedGatewayBind{}
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedGatewayBind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedGatewayBind) ProtoMessage() {}
+
+func (x *FedGatewayBind) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedGatewayBind.ProtoReflect.Descriptor instead.
+func (*FedGatewayBind) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *FedGatewayBind) GetBinding() *FedGatewayBinding {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
 // FedToken is what `concord federation token` prints (base64url after the
 // prefix "concordfed1."). It carries a secret: treat it like a password.
 type FedToken struct {
@@ -1061,7 +1195,7 @@ type FedToken struct {
 
 func (x *FedToken) Reset() {
 	*x = FedToken{}
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1207,7 @@ func (x *FedToken) String() string {
 func (*FedToken) ProtoMessage() {}
 
 func (x *FedToken) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1220,7 @@ func (x *FedToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedToken.ProtoReflect.Descriptor instead.
 func (*FedToken) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FedToken) GetSystemId() string {
@@ -1159,7 +1293,7 @@ type FedEnvelope struct {
 
 func (x *FedEnvelope) Reset() {
 	*x = FedEnvelope{}
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1305,7 @@ func (x *FedEnvelope) String() string {
 func (*FedEnvelope) ProtoMessage() {}
 
 func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1318,7 @@ func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedEnvelope.ProtoReflect.Descriptor instead.
 func (*FedEnvelope) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FedEnvelope) GetSeq() uint64 {
@@ -1295,7 +1429,7 @@ type FedAck struct {
 
 func (x *FedAck) Reset() {
 	*x = FedAck{}
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1441,7 @@ func (x *FedAck) String() string {
 func (*FedAck) ProtoMessage() {}
 
 func (x *FedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1454,7 @@ func (x *FedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAck.ProtoReflect.Descriptor instead.
 func (*FedAck) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FedAck) GetSeq() uint64 {
@@ -1368,7 +1502,7 @@ type FedHello struct {
 
 func (x *FedHello) Reset() {
 	*x = FedHello{}
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1514,7 @@ func (x *FedHello) String() string {
 func (*FedHello) ProtoMessage() {}
 
 func (x *FedHello) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1527,7 @@ func (x *FedHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedHello.ProtoReflect.Descriptor instead.
 func (*FedHello) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FedHello) GetSystemId() string {
@@ -1422,7 +1556,7 @@ type FedWelcome struct {
 
 func (x *FedWelcome) Reset() {
 	*x = FedWelcome{}
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1568,7 @@ func (x *FedWelcome) String() string {
 func (*FedWelcome) ProtoMessage() {}
 
 func (x *FedWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1581,7 @@ func (x *FedWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedWelcome.ProtoReflect.Descriptor instead.
 func (*FedWelcome) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FedWelcome) GetSystemId() string {
@@ -1481,7 +1615,7 @@ type FedDirectoryRequest struct {
 
 func (x *FedDirectoryRequest) Reset() {
 	*x = FedDirectoryRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1627,7 @@ func (x *FedDirectoryRequest) String() string {
 func (*FedDirectoryRequest) ProtoMessage() {}
 
 func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1640,7 @@ func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*FedDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FedDirectoryRequest) GetHaveVersion() uint64 {
@@ -1528,7 +1662,7 @@ type FedPing struct {
 
 func (x *FedPing) Reset() {
 	*x = FedPing{}
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1674,7 @@ func (x *FedPing) String() string {
 func (*FedPing) ProtoMessage() {}
 
 func (x *FedPing) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1687,7 @@ func (x *FedPing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedPing.ProtoReflect.Descriptor instead.
 func (*FedPing) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FedPing) GetSentUnixNano() int64 {
@@ -1592,7 +1726,7 @@ type FedFrame struct {
 
 func (x *FedFrame) Reset() {
 	*x = FedFrame{}
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1738,7 @@ func (x *FedFrame) String() string {
 func (*FedFrame) ProtoMessage() {}
 
 func (x *FedFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1751,7 @@ func (x *FedFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedFrame.ProtoReflect.Descriptor instead.
 func (*FedFrame) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FedFrame) GetFrame() isFedFrame_Frame {
@@ -1760,7 +1894,7 @@ type FedBatch struct {
 
 func (x *FedBatch) Reset() {
 	*x = FedBatch{}
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1906,7 @@ func (x *FedBatch) String() string {
 func (*FedBatch) ProtoMessage() {}
 
 func (x *FedBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1919,7 @@ func (x *FedBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedBatch.ProtoReflect.Descriptor instead.
 func (*FedBatch) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FedBatch) GetEnvelopes() []*FedEnvelope {
@@ -1804,7 +1938,7 @@ type FedAcks struct {
 
 func (x *FedAcks) Reset() {
 	*x = FedAcks{}
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +1950,7 @@ func (x *FedAcks) String() string {
 func (*FedAcks) ProtoMessage() {}
 
 func (x *FedAcks) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +1963,7 @@ func (x *FedAcks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAcks.ProtoReflect.Descriptor instead.
 func (*FedAcks) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FedAcks) GetAcks() []*FedAck {
@@ -1853,7 +1987,7 @@ type PeerRequest struct {
 
 func (x *PeerRequest) Reset() {
 	*x = PeerRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +1999,7 @@ func (x *PeerRequest) String() string {
 func (*PeerRequest) ProtoMessage() {}
 
 func (x *PeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2012,7 @@ func (x *PeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerRequest.ProtoReflect.Descriptor instead.
 func (*PeerRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PeerRequest) GetSecret() []byte {
@@ -1919,7 +2053,7 @@ type PeerResponse struct {
 
 func (x *PeerResponse) Reset() {
 	*x = PeerResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2065,7 @@ func (x *PeerResponse) String() string {
 func (*PeerResponse) ProtoMessage() {}
 
 func (x *PeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2078,7 @@ func (x *PeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerResponse.ProtoReflect.Descriptor instead.
 func (*PeerResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PeerResponse) GetSystemId() string {
@@ -1979,7 +2113,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2125,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2138,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateTokenRequest) GetPeerSystemId() string {
@@ -2066,7 +2200,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2212,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2225,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateTokenResponse) GetToken() string {
@@ -2122,7 +2256,7 @@ type CreateLinkRequest struct {
 
 func (x *CreateLinkRequest) Reset() {
 	*x = CreateLinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2268,7 @@ func (x *CreateLinkRequest) String() string {
 func (*CreateLinkRequest) ProtoMessage() {}
 
 func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2281,7 @@ func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkRequest.ProtoReflect.Descriptor instead.
 func (*CreateLinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateLinkRequest) GetToken() string {
@@ -2201,7 +2335,7 @@ type CreateLinkResponse struct {
 
 func (x *CreateLinkResponse) Reset() {
 	*x = CreateLinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2347,7 @@ func (x *CreateLinkResponse) String() string {
 func (*CreateLinkResponse) ProtoMessage() {}
 
 func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2360,7 @@ func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkResponse.ProtoReflect.Descriptor instead.
 func (*CreateLinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateLinkResponse) GetLink() *FedLink {
@@ -2244,7 +2378,7 @@ type ListLinksRequest struct {
 
 func (x *ListLinksRequest) Reset() {
 	*x = ListLinksRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2390,7 @@ func (x *ListLinksRequest) String() string {
 func (*ListLinksRequest) ProtoMessage() {}
 
 func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2403,7 @@ func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksRequest.ProtoReflect.Descriptor instead.
 func (*ListLinksRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
 }
 
 // FedLinkStatus is one link as seen from the answering node.
@@ -2297,7 +2431,7 @@ type FedLinkStatus struct {
 
 func (x *FedLinkStatus) Reset() {
 	*x = FedLinkStatus{}
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2443,7 @@ func (x *FedLinkStatus) String() string {
 func (*FedLinkStatus) ProtoMessage() {}
 
 func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2456,7 @@ func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkStatus.ProtoReflect.Descriptor instead.
 func (*FedLinkStatus) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FedLinkStatus) GetLink() *FedLink {
@@ -2427,7 +2561,7 @@ type ListLinksResponse struct {
 
 func (x *ListLinksResponse) Reset() {
 	*x = ListLinksResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2573,7 @@ func (x *ListLinksResponse) String() string {
 func (*ListLinksResponse) ProtoMessage() {}
 
 func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2586,7 @@ func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksResponse.ProtoReflect.Descriptor instead.
 func (*ListLinksResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListLinksResponse) GetSystemId() string {
@@ -2485,7 +2619,7 @@ type UnlinkRequest struct {
 
 func (x *UnlinkRequest) Reset() {
 	*x = UnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +2631,7 @@ func (x *UnlinkRequest) String() string {
 func (*UnlinkRequest) ProtoMessage() {}
 
 func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +2644,7 @@ func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkRequest.ProtoReflect.Descriptor instead.
 func (*UnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UnlinkRequest) GetPeerSystemId() string {
@@ -2532,7 +2666,7 @@ type UnlinkResponse struct {
 
 func (x *UnlinkResponse) Reset() {
 	*x = UnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2678,7 @@ func (x *UnlinkResponse) String() string {
 func (*UnlinkResponse) ProtoMessage() {}
 
 func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2691,7 @@ func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkResponse.ProtoReflect.Descriptor instead.
 func (*UnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UnlinkResponse) GetPeerNotified() bool {
@@ -2583,7 +2717,7 @@ type PeerUnlinkRequest struct {
 
 func (x *PeerUnlinkRequest) Reset() {
 	*x = PeerUnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2729,7 @@ func (x *PeerUnlinkRequest) String() string {
 func (*PeerUnlinkRequest) ProtoMessage() {}
 
 func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2742,7 @@ func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkRequest.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PeerUnlinkRequest) GetSystemId() string {
@@ -2626,7 +2760,7 @@ type PeerUnlinkResponse struct {
 
 func (x *PeerUnlinkResponse) Reset() {
 	*x = PeerUnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +2772,7 @@ func (x *PeerUnlinkResponse) String() string {
 func (*PeerUnlinkResponse) ProtoMessage() {}
 
 func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +2785,7 @@ func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkResponse.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{36}
 }
 
 var File_concord_v1_federation_proto protoreflect.FileDescriptor
@@ -2707,12 +2841,20 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\vFedImported\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x122\n" +
-	"\x06agents\x18\x03 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\x06agents\"\xb3\x01\n" +
+	"\x06agents\x18\x03 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\x06agents\"\xee\x01\n" +
 	"\x11FedSnapshotRecord\x12)\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkH\x00R\x04link\x122\n" +
 	"\x05token\x18\x02 \x01(\v2\x1a.concord.v1.FedTokenRecordH\x00R\x05token\x125\n" +
-	"\bimported\x18\x03 \x01(\v2\x17.concord.v1.FedImportedH\x00R\bimportedB\b\n" +
-	"\x06record\"f\n" +
+	"\bimported\x18\x03 \x01(\v2\x17.concord.v1.FedImportedH\x00R\bimported\x129\n" +
+	"\agateway\x18\n" +
+	" \x01(\v2\x1d.concord.v1.FedGatewayBindingH\x00R\agatewayB\b\n" +
+	"\x06record\"\x96\x01\n" +
+	"\x11FedGatewayBinding\x12\x1b\n" +
+	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12%\n" +
+	"\x0eparticipant_id\x18\x03 \x01(\tR\rparticipantId\x12\x1e\n" +
+	"\vbound_at_ms\x18\x04 \x01(\x03R\tboundAtMs\"f\n" +
 	"\x0eFedTokenCreate\x120\n" +
 	"\x05token\x18\x01 \x01(\v2\x1a.concord.v1.FedTokenRecordR\x05token\x12\"\n" +
 	"\rcreated_at_ms\x18\x02 \x01(\x03R\vcreatedAtMs\"z\n" +
@@ -2732,7 +2874,9 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x12\n" +
 	"\x04full\x18\x04 \x01(\bR\x04full\x124\n" +
 	"\aupserts\x18\x05 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\aupserts\x12\x18\n" +
-	"\aremoves\x18\x06 \x03(\tR\aremoves\"\xb6\x01\n" +
+	"\aremoves\x18\x06 \x03(\tR\aremoves\"I\n" +
+	"\x0eFedGatewayBind\x127\n" +
+	"\abinding\x18\x01 \x01(\v2\x1d.concord.v1.FedGatewayBindingR\abinding\"\xb6\x01\n" +
 	"\bFedToken\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x14\n" +
 	"\x05addrs\x18\x02 \x03(\tR\x05addrs\x12\x15\n" +
@@ -2895,7 +3039,7 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_concord_v1_federation_proto_goTypes = []any{
 	(FedPolicyKind)(0),          // 0: concord.v1.FedPolicyKind
 	(FedOverflow)(0),            // 1: concord.v1.FedOverflow
@@ -2906,34 +3050,36 @@ var file_concord_v1_federation_proto_goTypes = []any{
 	(*FedTokenRecord)(nil),      // 6: concord.v1.FedTokenRecord
 	(*FedImported)(nil),         // 7: concord.v1.FedImported
 	(*FedSnapshotRecord)(nil),   // 8: concord.v1.FedSnapshotRecord
-	(*FedTokenCreate)(nil),      // 9: concord.v1.FedTokenCreate
-	(*FedLinkPut)(nil),          // 10: concord.v1.FedLinkPut
-	(*FedLinkRemove)(nil),       // 11: concord.v1.FedLinkRemove
-	(*FedLinkAddrs)(nil),        // 12: concord.v1.FedLinkAddrs
-	(*FedDirectoryApply)(nil),   // 13: concord.v1.FedDirectoryApply
-	(*FedToken)(nil),            // 14: concord.v1.FedToken
-	(*FedEnvelope)(nil),         // 15: concord.v1.FedEnvelope
-	(*FedAck)(nil),              // 16: concord.v1.FedAck
-	(*FedHello)(nil),            // 17: concord.v1.FedHello
-	(*FedWelcome)(nil),          // 18: concord.v1.FedWelcome
-	(*FedDirectoryRequest)(nil), // 19: concord.v1.FedDirectoryRequest
-	(*FedPing)(nil),             // 20: concord.v1.FedPing
-	(*FedFrame)(nil),            // 21: concord.v1.FedFrame
-	(*FedBatch)(nil),            // 22: concord.v1.FedBatch
-	(*FedAcks)(nil),             // 23: concord.v1.FedAcks
-	(*PeerRequest)(nil),         // 24: concord.v1.PeerRequest
-	(*PeerResponse)(nil),        // 25: concord.v1.PeerResponse
-	(*CreateTokenRequest)(nil),  // 26: concord.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil), // 27: concord.v1.CreateTokenResponse
-	(*CreateLinkRequest)(nil),   // 28: concord.v1.CreateLinkRequest
-	(*CreateLinkResponse)(nil),  // 29: concord.v1.CreateLinkResponse
-	(*ListLinksRequest)(nil),    // 30: concord.v1.ListLinksRequest
-	(*FedLinkStatus)(nil),       // 31: concord.v1.FedLinkStatus
-	(*ListLinksResponse)(nil),   // 32: concord.v1.ListLinksResponse
-	(*UnlinkRequest)(nil),       // 33: concord.v1.UnlinkRequest
-	(*UnlinkResponse)(nil),      // 34: concord.v1.UnlinkResponse
-	(*PeerUnlinkRequest)(nil),   // 35: concord.v1.PeerUnlinkRequest
-	(*PeerUnlinkResponse)(nil),  // 36: concord.v1.PeerUnlinkResponse
+	(*FedGatewayBinding)(nil),   // 9: concord.v1.FedGatewayBinding
+	(*FedTokenCreate)(nil),      // 10: concord.v1.FedTokenCreate
+	(*FedLinkPut)(nil),          // 11: concord.v1.FedLinkPut
+	(*FedLinkRemove)(nil),       // 12: concord.v1.FedLinkRemove
+	(*FedLinkAddrs)(nil),        // 13: concord.v1.FedLinkAddrs
+	(*FedDirectoryApply)(nil),   // 14: concord.v1.FedDirectoryApply
+	(*FedGatewayBind)(nil),      // 15: concord.v1.FedGatewayBind
+	(*FedToken)(nil),            // 16: concord.v1.FedToken
+	(*FedEnvelope)(nil),         // 17: concord.v1.FedEnvelope
+	(*FedAck)(nil),              // 18: concord.v1.FedAck
+	(*FedHello)(nil),            // 19: concord.v1.FedHello
+	(*FedWelcome)(nil),          // 20: concord.v1.FedWelcome
+	(*FedDirectoryRequest)(nil), // 21: concord.v1.FedDirectoryRequest
+	(*FedPing)(nil),             // 22: concord.v1.FedPing
+	(*FedFrame)(nil),            // 23: concord.v1.FedFrame
+	(*FedBatch)(nil),            // 24: concord.v1.FedBatch
+	(*FedAcks)(nil),             // 25: concord.v1.FedAcks
+	(*PeerRequest)(nil),         // 26: concord.v1.PeerRequest
+	(*PeerResponse)(nil),        // 27: concord.v1.PeerResponse
+	(*CreateTokenRequest)(nil),  // 28: concord.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil), // 29: concord.v1.CreateTokenResponse
+	(*CreateLinkRequest)(nil),   // 30: concord.v1.CreateLinkRequest
+	(*CreateLinkResponse)(nil),  // 31: concord.v1.CreateLinkResponse
+	(*ListLinksRequest)(nil),    // 32: concord.v1.ListLinksRequest
+	(*FedLinkStatus)(nil),       // 33: concord.v1.FedLinkStatus
+	(*ListLinksResponse)(nil),   // 34: concord.v1.ListLinksResponse
+	(*UnlinkRequest)(nil),       // 35: concord.v1.UnlinkRequest
+	(*UnlinkResponse)(nil),      // 36: concord.v1.UnlinkResponse
+	(*PeerUnlinkRequest)(nil),   // 37: concord.v1.PeerUnlinkRequest
+	(*PeerUnlinkResponse)(nil),  // 38: concord.v1.PeerUnlinkResponse
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
@@ -2948,47 +3094,49 @@ var file_concord_v1_federation_proto_depIdxs = []int32{
 	4,  // 9: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
 	6,  // 10: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
 	7,  // 11: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
-	6,  // 12: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
-	4,  // 13: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
-	5,  // 14: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
-	17, // 15: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
-	18, // 16: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
-	22, // 17: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
-	23, // 18: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
-	19, // 19: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
-	13, // 20: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
-	20, // 21: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
-	20, // 22: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
-	15, // 23: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
-	16, // 24: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
-	2,  // 25: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 26: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
-	3,  // 27: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	2,  // 28: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 29: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
-	3,  // 30: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	4,  // 31: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
-	4,  // 32: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
-	31, // 33: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
-	24, // 34: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
-	21, // 35: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	35, // 36: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
-	26, // 37: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	28, // 38: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	30, // 39: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	33, // 40: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	25, // 41: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	21, // 42: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	36, // 43: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
-	27, // 44: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	29, // 45: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	32, // 46: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	34, // 47: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	41, // [41:48] is the sub-list for method output_type
-	34, // [34:41] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	9,  // 12: concord.v1.FedSnapshotRecord.gateway:type_name -> concord.v1.FedGatewayBinding
+	6,  // 13: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
+	4,  // 14: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
+	5,  // 15: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
+	9,  // 16: concord.v1.FedGatewayBind.binding:type_name -> concord.v1.FedGatewayBinding
+	19, // 17: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
+	20, // 18: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
+	24, // 19: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
+	25, // 20: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
+	21, // 21: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
+	14, // 22: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
+	22, // 23: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
+	22, // 24: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
+	17, // 25: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
+	18, // 26: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
+	2,  // 27: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
+	2,  // 28: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
+	3,  // 29: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	2,  // 30: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
+	2,  // 31: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
+	3,  // 32: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	4,  // 33: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
+	4,  // 34: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
+	33, // 35: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
+	26, // 36: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
+	23, // 37: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
+	37, // 38: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
+	28, // 39: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	30, // 40: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	32, // 41: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	35, // 42: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	27, // 43: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	23, // 44: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	38, // 45: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
+	29, // 46: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	31, // 47: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	34, // 48: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	36, // 49: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	43, // [43:50] is the sub-list for method output_type
+	36, // [36:43] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_federation_proto_init() }
@@ -3000,8 +3148,9 @@ func file_concord_v1_federation_proto_init() {
 		(*FedSnapshotRecord_Link)(nil),
 		(*FedSnapshotRecord_Token)(nil),
 		(*FedSnapshotRecord_Imported)(nil),
+		(*FedSnapshotRecord_Gateway)(nil),
 	}
-	file_concord_v1_federation_proto_msgTypes[19].OneofWrappers = []any{
+	file_concord_v1_federation_proto_msgTypes[21].OneofWrappers = []any{
 		(*FedFrame_Hello)(nil),
 		(*FedFrame_Welcome)(nil),
 		(*FedFrame_Batch)(nil),
@@ -3017,7 +3166,7 @@ func file_concord_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

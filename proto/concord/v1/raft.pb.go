@@ -58,7 +58,11 @@ const (
 	CommandType_COMMAND_TYPE_FED_LINK_REMOVE     CommandType = 50
 	CommandType_COMMAND_TYPE_FED_LINK_ADDRS      CommandType = 51
 	CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY CommandType = 52
-	// 53..63 reserved for future federation commands.
+	// 53..61 reserved for future federation commands.
+	// SDK gateways (map/federation/route): which gateway session serves a
+	// foreign system, so replies find their way back from any node.
+	CommandType_COMMAND_TYPE_FED_GATEWAY_BIND CommandType = 62
+	// 63 reserved for SDK gateway commands.
 	// Access control (node/acl): API keys, stored as hashes. Bodies in acl.proto.
 	CommandType_COMMAND_TYPE_ACL_KEY_CREATE CommandType = 64
 	CommandType_COMMAND_TYPE_ACL_KEY_REVOKE CommandType = 65 // 66..79 reserved for future access-control commands.
@@ -90,6 +94,7 @@ var (
 		50:  "COMMAND_TYPE_FED_LINK_REMOVE",
 		51:  "COMMAND_TYPE_FED_LINK_ADDRS",
 		52:  "COMMAND_TYPE_FED_DIRECTORY_APPLY",
+		62:  "COMMAND_TYPE_FED_GATEWAY_BIND",
 		64:  "COMMAND_TYPE_ACL_KEY_CREATE",
 		65:  "COMMAND_TYPE_ACL_KEY_REVOKE",
 		255: "COMMAND_TYPE_NOOP",
@@ -116,6 +121,7 @@ var (
 		"COMMAND_TYPE_FED_LINK_REMOVE":     50,
 		"COMMAND_TYPE_FED_LINK_ADDRS":      51,
 		"COMMAND_TYPE_FED_DIRECTORY_APPLY": 52,
+		"COMMAND_TYPE_FED_GATEWAY_BIND":    62,
 		"COMMAND_TYPE_ACL_KEY_CREATE":      64,
 		"COMMAND_TYPE_ACL_KEY_REVOKE":      65,
 		"COMMAND_TYPE_NOOP":                255,
@@ -347,7 +353,7 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\bR\x03end\"\x1a\n" +
 	"\x04Noop\x12\x12\n" +
-	"\x04note\x18\x01 \x01(\tR\x04note*\x98\x06\n" +
+	"\x04note\x18\x01 \x01(\tR\x04note*\xbb\x06\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_AGENT_REGISTER\x10\x01\x12!\n" +
@@ -370,7 +376,8 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x19COMMAND_TYPE_FED_LINK_PUT\x101\x12 \n" +
 	"\x1cCOMMAND_TYPE_FED_LINK_REMOVE\x102\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_FED_LINK_ADDRS\x103\x12$\n" +
-	" COMMAND_TYPE_FED_DIRECTORY_APPLY\x104\x12\x1f\n" +
+	" COMMAND_TYPE_FED_DIRECTORY_APPLY\x104\x12!\n" +
+	"\x1dCOMMAND_TYPE_FED_GATEWAY_BIND\x10>\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_CREATE\x10@\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_REVOKE\x10A\x12\x16\n" +
 	"\x11COMMAND_TYPE_NOOP\x10\xff\x01B:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
