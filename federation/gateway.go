@@ -130,8 +130,12 @@ func (m *Manager) GatewayRoute(ctx context.Context, c GatewayCaller, params json
 		}
 	}
 	if r.Target != m.cfg.SystemID {
-		ol, cerr := m.route(r.Target, "")
-		if cerr == nil {
+		// Onward: over the link to the target, or to the gateway serving it.
+		b, viaGateway := m.gatewayBinding(r.Target)
+		var ol *outLink
+		if viaGateway {
+			cerr = CheckForward(env, r.Target)
+		} else if ol, cerr = m.route(r.Target, ""); cerr == nil {
 			cerr = CheckForward(env, ol.peer)
 		}
 		if cerr != nil {
@@ -139,7 +143,11 @@ func (m *Manager) GatewayRoute(ctx context.Context, c GatewayCaller, params json
 			return
 		}
 		Stamp(env, m.cfg.SystemID)
-		ol.enqueue(env, finish)
+		if viaGateway {
+			m.gatewaySend(b, env, finish)
+		} else {
+			ol.enqueue(env, finish)
+		}
 		return
 	}
 	targets, cerr := m.gatewayTargets(ctx, env)
@@ -179,9 +187,6 @@ func (m *Manager) checkGatewayRoute(c GatewayCaller, r *GatewayRoute) *CodeError
 	case !allowed(c.Sources, r.Source):
 		return codeErr(CodeAuthFailed, "Federation auth failed: the credential does not allow routing for system "+r.Source,
 			map[string]any{"sourceSystem": r.Source})
-	case !allowed(c.Targets, r.Target):
-		return codeErr(CodeNotExported, "Federation route rejected: the credential does not allow routing to system "+r.Target,
-			map[string]any{"systemId": r.Target})
 	case r.Arrival > r.MaxHops:
 		return codeErr(CodeMaxHopsExceeded, fmt.Sprintf("Max hops exceeded: %d of %d", r.Arrival, r.MaxHops),
 			map[string]any{"hopCount": r.Arrival, "maxHops": r.MaxHops, "path": r.Path})
@@ -189,6 +194,9 @@ func (m *Manager) checkGatewayRoute(c GatewayCaller, r *GatewayRoute) *CodeError
 		return codeErr(CodeLoopDetected, "Loop detected: "+self+" is already in the envelope's path", map[string]any{"path": r.Path, "systemId": self})
 	case slices.Contains(r.Path, r.Target):
 		return codeErr(CodeLoopDetected, "Loop detected: the target "+r.Target+" is already in the envelope's path", map[string]any{"path": r.Path, "systemId": r.Target})
+	case !allowed(c.Targets, r.Target):
+		return codeErr(CodeNotExported, "Federation route rejected: the credential does not allow routing to system "+r.Target,
+			map[string]any{"systemId": r.Target})
 	}
 	return nil
 }
@@ -266,13 +274,8 @@ func (l *outLink) isUp() bool {
 	return l.up
 }
 
-// sendToGateway delivers an envelope for a foreign system to the gateway
-// session bound to it; ok is false when no gateway serves that system.
-func (m *Manager) sendToGateway(ctx context.Context, env *concordv1.FedEnvelope, done func(Outcome)) bool {
-	b, ok := m.deps.State.Gateway(env.GetTargetSystem())
-	if !ok || m.deps.Sessions == nil {
-		return false
-	}
+// sendToGateway delivers env to the gateway session of binding b.
+func (m *Manager) sendToGateway(ctx context.Context, b *concordv1.FedGatewayBinding, env *concordv1.FedEnvelope, done func(Outcome)) {
 	m.deps.Sessions.DeliverSession(ctx, b.GetSessionId(), buildMessage(env, true), func(err error) {
 		if err != nil {
 			done(Outcome{Err: codeErr(CodeUnavailable, "Federation unavailable: the gateway for system "+env.GetTargetSystem()+" is not connected",
@@ -281,7 +284,6 @@ func (m *Manager) sendToGateway(ctx context.Context, env *concordv1.FedEnvelope,
 		}
 		done(Outcome{Delivered: []string{recipientLabel(env)}})
 	})
-	return true
 }
 
 // recipientLabel is an envelope's recipient as a remote id.

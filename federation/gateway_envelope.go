@@ -44,7 +44,8 @@ type GatewayRoute struct {
 	// Path starts with Source (filled in when the envelope tracked none).
 	Path    []string
 	Arrival uint32
-	// MaxHops is the envelope's bound (DefaultMaxHops when it set none).
+	// MaxHops is the envelope's bound (DefaultMaxHops when it set none;
+	// 0 refuses every hop, as in the SDK).
 	MaxHops       uint32
 	OriginTsMs    int64
 	CorrelationID string
@@ -66,7 +67,7 @@ func DecodeGatewayRoute(params json.RawMessage, maxBytes int) (*GatewayRoute, *C
 	if err != nil {
 		return nil, err
 	}
-	r := &GatewayRoute{}
+	r := &GatewayRoute{MaxHops: DefaultMaxHops}
 	if r.SystemID, err = systemField(p, "systemId", true); err != nil {
 		return nil, err
 	}
@@ -98,14 +99,11 @@ func DecodeGatewayRoute(params json.RawMessage, maxBytes int) (*GatewayRoute, *C
 			return nil, err
 		}
 		msg, r.Form, r.Target = m, FormMessage, r.SystemID
-		if r.MaxHops, err = hopsField(p, "maxHops"); err != nil {
+		if err = hopsField(p, "maxHops", &r.MaxHops); err != nil {
 			return nil, err
 		}
 	default:
 		return nil, invalid("params need an envelope (or a message)", nil)
-	}
-	if r.MaxHops == 0 {
-		r.MaxHops = DefaultMaxHops
 	}
 	if err := r.decodeMessage(msg, maxBytes); err != nil {
 		return nil, err
@@ -170,7 +168,7 @@ func (r *GatewayRoute) decodeFederation(f map[string]json.RawMessage, where stri
 	if hops < 0 || hops >= maxGatewayHops {
 		return invalid(fmt.Sprintf("%s.hopCount must be in 0..%d", where, maxGatewayHops-1), nil)
 	}
-	if r.MaxHops, err = hopsField(f, "maxHops"); err != nil {
+	if err = hopsField(f, "maxHops", &r.MaxHops); err != nil {
 		return prefixed(err, where)
 	}
 	if r.Path, err = systemList(f, "path", where); err != nil {
@@ -203,7 +201,7 @@ func (r *GatewayRoute) decodeRouting(rt map[string]json.RawMessage, where string
 	if r.Target, err = systemField(rt, "to", true); err != nil {
 		return prefixed(err, where)
 	}
-	if r.MaxHops, err = hopsField(rt, "maxHops"); err != nil {
+	if err = hopsField(rt, "maxHops", &r.MaxHops); err != nil {
 		return prefixed(err, where)
 	}
 	if r.Path, err = systemList(rt, "hops", where); err != nil {
@@ -427,13 +425,16 @@ func intField(m map[string]json.RawMessage, k, where string) (int64, *CodeError)
 	return int64(f), nil
 }
 
-func hopsField(m map[string]json.RawMessage, k string) (uint32, *CodeError) {
+// hopsField reads a maxHops bound. 0 is a bound too (the SDK rejects
+// every hop under it); absent leaves *dst alone.
+func hopsField(m map[string]json.RawMessage, k string, dst *uint32) *CodeError {
+	if !present(m, k) {
+		return nil
+	}
 	v, err := intField(m, k, "")
-	if err != nil {
-		return 0, invalid(k+" must be an integer", nil)
+	if err != nil || v < 0 || v > maxGatewayHops {
+		return invalid(fmt.Sprintf("%s must be an integer in 0..%d", k, maxGatewayHops), nil)
 	}
-	if present(m, k) && (v < 1 || v > maxGatewayHops) {
-		return 0, invalid(fmt.Sprintf("%s must be in 1..%d", k, maxGatewayHops), nil)
-	}
-	return uint32(v), nil
+	*dst = uint32(v)
+	return nil
 }

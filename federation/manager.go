@@ -153,11 +153,12 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 		done(Outcome{Err: codeErr(CodeInvalidParams, fmt.Sprintf("message of %d bytes exceeds the federation limit of %d", n, m.cfg.MaxEnvelopeBytes), nil)})
 		return
 	}
+	if b, ok := m.gatewayBinding(msg.TargetSystem); ok {
+		m.gatewaySend(b, m.originate(msg, DefaultMaxHops), done)
+		return
+	}
 	ol, cerr := m.route(msg.TargetSystem, "")
 	if cerr != nil {
-		if cerr.Code == CodeSystemNotFound && m.gatewaySend(m.originate(msg, DefaultMaxHops), done) {
-			return
-		}
 		done(Outcome{Err: cerr})
 		return
 	}
@@ -179,16 +180,20 @@ func (m *Manager) originate(msg Message, maxHops uint32) *concordv1.FedEnvelope 
 	return env
 }
 
-// gatewaySend hands env to the gateway bound to its target system, with
-// a deadline of its own (the caller may not wait); false when no gateway
-// serves that system.
-func (m *Manager) gatewaySend(env *concordv1.FedEnvelope, done func(Outcome)) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CallTimeout)
-	if m.sendToGateway(ctx, env, func(o Outcome) { cancel(); done(o) }) {
-		return true
+// gatewayBinding returns the SDK gateway serving target, unless target
+// has a link of its own (a link always wins).
+func (m *Manager) gatewayBinding(target string) (*concordv1.FedGatewayBinding, bool) {
+	if _, linked := m.deps.State.Link(target); linked || m.deps.Sessions == nil {
+		return nil, false
 	}
-	cancel()
-	return false
+	return m.deps.State.Gateway(target)
+}
+
+// gatewaySend hands env to the gateway of binding b with a deadline of
+// its own (the caller may not wait).
+func (m *Manager) gatewaySend(b *concordv1.FedGatewayBinding, env *concordv1.FedEnvelope, done func(Outcome)) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CallTimeout)
+	m.sendToGateway(ctx, b, env, func(o Outcome) { cancel(); done(o) })
 }
 
 // route picks the link a message for target leaves by: the direct link
@@ -228,29 +233,27 @@ func (m *Manager) forward(env *concordv1.FedEnvelope, inbound string, done func(
 			map[string]any{"systemId": env.GetTargetSystem()})})
 		return
 	}
-	ol, cerr := m.route(env.GetTargetSystem(), inbound)
-	next := env.GetTargetSystem()
-	if cerr == nil {
-		next = ol.peer
+	// A message for a system an SDK gateway serves here: a reply to it.
+	b, viaGateway := m.gatewayBinding(env.GetTargetSystem())
+	var ol *outLink
+	var cerr *CodeError
+	if viaGateway {
+		cerr = CheckForward(env, env.GetTargetSystem())
+	} else if ol, cerr = m.route(env.GetTargetSystem(), inbound); cerr == nil {
+		cerr = CheckForward(env, ol.peer)
 	}
-	if cerr == nil || cerr.Code == CodeSystemNotFound {
-		if ferr := CheckForward(env, next); ferr != nil {
-			cerr = ferr
-		}
-	}
-	if cerr != nil && cerr.Code != CodeSystemNotFound {
+	if cerr != nil {
 		done(Outcome{Err: cerr})
 		return
 	}
 	env = proto.CloneOf(env)
 	env.Seq = 0
 	Stamp(env, m.cfg.SystemID)
-	switch {
-	case cerr == nil:
-		ol.enqueue(env, done)
-	case !m.gatewaySend(env, done): // a reply to a system an SDK gateway serves
-		done(Outcome{Err: cerr})
+	if viaGateway {
+		m.gatewaySend(b, env, done)
+		return
 	}
+	ol.enqueue(env, done)
 }
 
 // RemoteAgents lists the agents imported from peer (every peer when
