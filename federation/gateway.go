@@ -100,11 +100,11 @@ func (m *Manager) GatewayConnect(c GatewayCaller, params json.RawMessage) (*Gate
 
 // GatewayRoute serves map/federation/route: it decodes any envelope form,
 // checks the caller's allowlists (a source system the credential does not
-// name is forged: 5002), hops (5011) and loops (5010), binds the source
-// system to the caller's session so replies find their way back, and
-// delivers to local agents or hands the envelope to the link to its
-// target. done is called once; nothing is delivered when it reports an
-// error found before delivery.
+// name is forged: 5002), hops (5011) and loops (5010), resolves the
+// recipient (local agents, or the link or gateway towards the target),
+// binds the source system to the caller's session so replies find their
+// way back, and only then delivers. done is called once; a refusal
+// changes nothing and delivers nothing.
 func (m *Manager) GatewayRoute(ctx context.Context, c GatewayCaller, params json.RawMessage, done func(*GatewayRouteResult, *CodeError)) {
 	r, cerr := DecodeGatewayRoute(params, m.cfg.MaxEnvelopeBytes)
 	if cerr == nil {
@@ -115,11 +115,16 @@ func (m *Manager) GatewayRoute(ctx context.Context, c GatewayCaller, params json
 		return
 	}
 	env := r.envelope(m.now().UnixMilli())
+	dispatch, cerr := m.gatewayDispatch(ctx, env)
+	if cerr != nil {
+		done(nil, cerr)
+		return
+	}
 	if err := m.bindGateway(ctx, c, r.Source); err != nil {
 		done(nil, codeErr(CodeUnavailable, "Federation unavailable: could not record the gateway's route: "+err.Error(), map[string]any{"retryable": true}))
 		return
 	}
-	finish := func(o Outcome) {
+	dispatch(func(o Outcome) {
 		switch {
 		case o.Err != nil:
 			done(nil, o.Err)
@@ -128,36 +133,43 @@ func (m *Manager) GatewayRoute(ctx context.Context, c GatewayCaller, params json
 		default:
 			done(&GatewayRouteResult{Routed: true, MessageID: env.GetMessageId(), Delivered: o.Delivered}, nil)
 		}
-	}
-	if r.Target != m.cfg.SystemID {
-		// Onward: over the link to the target, or to the gateway serving it.
-		b, viaGateway := m.gatewayBinding(r.Target)
-		var ol *outLink
-		if viaGateway {
-			cerr = CheckForward(env, r.Target)
-		} else if ol, cerr = m.route(r.Target, ""); cerr == nil {
-			cerr = CheckForward(env, ol.peer)
-		}
-		if cerr != nil {
-			done(nil, cerr)
-			return
-		}
-		Stamp(env, m.cfg.SystemID)
-		if viaGateway {
-			m.gatewaySend(b, env, finish)
-		} else {
-			ol.enqueue(env, finish)
-		}
-		return
-	}
-	targets, cerr := m.gatewayTargets(ctx, env)
-	if cerr != nil {
-		done(nil, cerr)
-		return
-	}
-	m.deliverLocal(ctx, targets, BuildMessage(env), func(delivered []string, cerr *CodeError) {
-		finish(Outcome{Delivered: delivered, Err: cerr})
 	})
+}
+
+// gatewayDispatch resolves where env goes and returns what sends it
+// there: this system's agents, the link towards its target, or the SDK
+// gateway serving its target.
+func (m *Manager) gatewayDispatch(ctx context.Context, env *concordv1.FedEnvelope) (func(func(Outcome)), *CodeError) {
+	target := env.GetTargetSystem()
+	if target == m.cfg.SystemID {
+		targets, cerr := m.gatewayTargets(ctx, env)
+		if cerr != nil {
+			return nil, cerr
+		}
+		return func(finish func(Outcome)) {
+			m.deliverLocal(ctx, targets, BuildMessage(env), func(delivered []string, cerr *CodeError) {
+				finish(Outcome{Delivered: delivered, Err: cerr})
+			})
+		}, nil
+	}
+	// One more hop from here to the target (or to the first system on
+	// the way) must fit the budget.
+	if cerr := CheckForward(env, target); cerr != nil {
+		return nil, cerr
+	}
+	if b, ok := m.gatewayBinding(target); ok {
+		Stamp(env, m.cfg.SystemID)
+		return func(finish func(Outcome)) { m.gatewaySend(b, env, finish) }, nil
+	}
+	ol, cerr := m.route(target, "")
+	if cerr == nil {
+		cerr = CheckForward(env, ol.peer)
+	}
+	if cerr != nil {
+		return nil, cerr
+	}
+	Stamp(env, m.cfg.SystemID)
+	return func(finish func(Outcome)) { ol.enqueue(env, finish) }, nil
 }
 
 // checkGatewayRoute applies the rules that need no I/O.
@@ -170,9 +182,6 @@ func (m *Manager) checkGatewayRoute(c GatewayCaller, r *GatewayRoute) *CodeError
 			return invalid("a bare message names no source system: send an envelope (GatewayConnection with a routing config)", nil)
 		}
 		r.Source, r.Path, r.Arrival = c.Sources[0], []string{c.Sources[0]}, 1
-		if r.From == "" {
-			return invalid("message.from is required", nil)
-		}
 	}
 	if r.SystemID != self && r.SystemID != r.Target {
 		return invalid("systemId "+r.SystemID+" names neither this system nor the envelope's target "+r.Target, nil)
