@@ -302,3 +302,55 @@ func recipientLabel(env *concordv1.FedEnvelope) string {
 	}
 	return env.GetTargetSystem() + ":scope:" + env.GetToScope()
 }
+
+// unlinked reports whether target has no direct link, so a message to it
+// may be for an SDK gateway whose binding this node has not applied yet.
+func (m *Manager) unlinked(target string) bool {
+	_, linked := m.deps.State.Link(target)
+	return !linked && m.deps.Sessions != nil && m.deps.Barrier != nil
+}
+
+// afterBarrier calls fn once this node has applied everything committed
+// before the call (Deps.Barrier), on a goroutine of the manager's. Calls
+// that arrive while a barrier is in flight share the next one, so a burst
+// of messages costs one barrier round, not one each.
+func (m *Manager) afterBarrier(fn func()) {
+	m.bmu.Lock()
+	m.bwaiting = append(m.bwaiting, fn)
+	if m.brunning {
+		m.bmu.Unlock()
+		return
+	}
+	m.brunning = true
+	m.bmu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		for {
+			m.bmu.Lock()
+			round := m.bwaiting
+			m.bwaiting = nil
+			if len(round) == 0 {
+				m.brunning = false
+				m.bmu.Unlock()
+				return
+			}
+			m.bmu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CallTimeout)
+			go func() { // the barrier ends early when the manager closes
+				select {
+				case <-m.closing:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			if err := m.deps.Barrier(ctx); err != nil {
+				m.log.Debug("gateway barrier", "err", err) // decide on what this node has
+			}
+			cancel()
+			for _, fn := range round {
+				fn()
+			}
+		}
+	}()
+}

@@ -82,7 +82,7 @@ func (f *gwFixture) DeliverSession(_ context.Context, id string, msg json.RawMes
 	done(nil)
 }
 
-func newGWFixture(t *testing.T) *gwFixture {
+func newGWFixture(t *testing.T, barrier ...func(context.Context) error) *gwFixture {
 	t.Helper()
 	f := &gwFixture{st: NewState()}
 	f.store = &applyStore{st: f.st}
@@ -96,7 +96,11 @@ func newGWFixture(t *testing.T) *gwFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(barrier) > 0 {
+		m.deps.Barrier = barrier[0]
+	}
 	f.m = m
+	t.Cleanup(func() { m.Close(); m.wg.Wait() })
 	return f
 }
 
@@ -269,5 +273,44 @@ func TestGatewayConnect(t *testing.T) {
 	}
 	if f.store.proposed() != 0 {
 		t.Fatal("connect proposed a command")
+	}
+}
+
+// TestGatewaySend_WaitsForABindingNotAppliedYet: a reply to a system
+// with no link and no binding here waits for one barrier round (the
+// binding may be committed but not applied on this node yet); a send
+// queued while a round is in flight waits for the next one at most.
+func TestGatewaySend_WaitsForABindingNotAppliedYet(t *testing.T) {
+	var f *gwFixture
+	var rounds sync.WaitGroup
+	rounds.Add(1)
+	barriers := 0
+	f = newGWFixture(t, func(context.Context) error {
+		rounds.Wait() // hold the first round until both sends are queued
+		barriers++
+		_, err := f.st.Apply(9, bind("lab", "S7"))
+		return err
+	})
+	results := make(chan Outcome, 2)
+	for _, id := range []string{"r1", "r2"} {
+		f.m.Send(Message{TargetSystem: "lab", ToAgent: "alice", MessageID: id, From: "bob"}, func(o Outcome) { results <- o })
+	}
+	rounds.Done()
+	for range 2 {
+		if o := <-results; o.Err != nil || !slices.Equal(o.Delivered, []string{"lab:agent:alice"}) {
+			t.Fatalf("outcome %+v", o)
+		}
+	}
+	f.m.Close()
+	f.m.wg.Wait()
+	if barriers < 1 || barriers > 2 || !slices.Equal(f.toSession, []string{"S7", "S7"}) {
+		t.Fatalf("%d barrier rounds, delivered to %v", barriers, f.toSession)
+	}
+	// Still nothing bound: the send fails as before, after the barrier.
+	f2 := newGWFixture(t, func(context.Context) error { return nil })
+	out := make(chan Outcome, 1)
+	f2.m.Send(Message{TargetSystem: "nowhere", ToAgent: "x", MessageID: "r3", From: "bob"}, func(o Outcome) { out <- o })
+	if o := <-out; o.Err == nil || o.Err.Code != CodeSystemNotFound {
+		t.Fatalf("outcome %+v", o)
 	}
 }

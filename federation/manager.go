@@ -35,6 +35,11 @@ type Manager struct {
 	// can stop gracefully.
 	closing   chan struct{}
 	closeOnce sync.Once
+
+	// Gateway barrier rounds (afterBarrier); bmu guards both.
+	bmu      sync.Mutex
+	bwaiting []func()
+	brunning bool
 }
 
 // New validates cfg and deps.
@@ -157,6 +162,22 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 		m.gatewaySend(b, m.originate(msg, DefaultMaxHops), done)
 		return
 	}
+	if m.unlinked(msg.TargetSystem) {
+		// Perhaps a reply to a gateway bound a moment ago on another node.
+		m.afterBarrier(func() {
+			if b, ok := m.gatewayBinding(msg.TargetSystem); ok {
+				m.gatewaySend(b, m.originate(msg, DefaultMaxHops), done)
+				return
+			}
+			m.sendLinked(msg, done)
+		})
+		return
+	}
+	m.sendLinked(msg, done)
+}
+
+// sendLinked sends msg over the link (direct or transitive) to its target.
+func (m *Manager) sendLinked(msg Message, done func(Outcome)) {
 	ol, cerr := m.route(msg.TargetSystem, "")
 	if cerr != nil {
 		done(Outcome{Err: cerr})
@@ -233,7 +254,17 @@ func (m *Manager) forward(env *concordv1.FedEnvelope, inbound string, done func(
 			map[string]any{"systemId": env.GetTargetSystem()})})
 		return
 	}
-	// A message for a system an SDK gateway serves here: a reply to it.
+	if _, ok := m.gatewayBinding(env.GetTargetSystem()); !ok && m.unlinked(env.GetTargetSystem()) {
+		// Perhaps a reply to a gateway bound a moment ago on another node.
+		m.afterBarrier(func() { m.forwardNow(env, inbound, done) })
+		return
+	}
+	m.forwardNow(env, inbound, done)
+}
+
+// forwardNow forwards env (its inbound link allows it) to the gateway
+// serving its target, else over the link towards it.
+func (m *Manager) forwardNow(env *concordv1.FedEnvelope, inbound string, done func(Outcome)) {
 	b, viaGateway := m.gatewayBinding(env.GetTargetSystem())
 	var ol *outLink
 	var cerr *CodeError
