@@ -2,7 +2,6 @@ package federation
 
 import (
 	"errors"
-	"io"
 	"testing"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -43,25 +42,4 @@ func TestState_GatewayBind(t *testing.T) {
 		t.Fatal("a linked system got a gateway binding")
 	}
 
-	// Snapshot round trip keeps bindings.
-	var recs [][]byte
-	if err := PersistSnapshot(s.Snapshot(), func(b []byte) error { recs = append(recs, b); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	fresh := NewState()
-	i := 0
-	commit, err := fresh.Restore(func() ([]byte, error) {
-		if i == len(recs) {
-			return nil, io.EOF
-		}
-		i++
-		return recs[i-1], nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit()
-	if b, ok := fresh.Gateway("lab"); !ok || b.GetSessionId() != "S2" || !equalRecords(s.Snapshot(), fresh.Snapshot()) {
-		t.Fatalf("restored binding %v %v", b, ok)
-	}
 }

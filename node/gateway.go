@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/concordmap/concord/federation"
+	"github.com/concordmap/concord/node/router"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -33,7 +34,7 @@ func (g fedGateway) Connect(_ context.Context, c federation.GatewayCaller, param
 	}
 	res, cerr := m.GatewayConnect(c, params)
 	if cerr != nil {
-		return nil, mapError(cerr)
+		return nil, router.FederationError(cerr)
 	}
 	return res, nil
 }
@@ -45,7 +46,7 @@ func (g fedGateway) Route(ctx context.Context, c federation.GatewayCaller, param
 	}
 	answer := func(res *federation.GatewayRouteResult, cerr *federation.CodeError) (any, error) {
 		if cerr != nil {
-			return nil, mapError(cerr)
+			return nil, router.FederationError(cerr)
 		}
 		return res, nil
 	}
@@ -69,13 +70,4 @@ func (g fedGateway) Route(ctx context.Context, c federation.GatewayCaller, param
 	case <-ctx.Done():
 		return nil, rpc.NewError(rpc.CodeFederationUnavailable, "Federation route interrupted: "+ctx.Err().Error())
 	}
-}
-
-// mapError is a federation refusal as a MAP error.
-func mapError(e *federation.CodeError) error {
-	out := rpc.NewError(e.Code, e.Message)
-	if len(e.Data) > 0 {
-		out = out.WithDetails(e.Data)
-	}
-	return out
 }

@@ -75,7 +75,7 @@ func (r *Router) sendFederated(ctx context.Context, from Sender, p sendParams, t
 	finish := func(o federation.Outcome) (any, error) {
 		switch {
 		case o.Err != nil:
-			return nil, fedError(o.Err)
+			return nil, FederationError(o.Err)
 		case o.Queued:
 			return &SendResult{MessageID: id, Delivered: []string{}, Queued: []string{t.label()}}, nil
 		}
@@ -97,7 +97,9 @@ func (r *Router) sendFederated(ctx context.Context, from Sender, p sendParams, t
 	}
 }
 
-func fedError(e *federation.CodeError) error {
+// FederationError is a federation refusal as the MAP error a participant
+// gets.
+func FederationError(e *federation.CodeError) error {
 	out := rpc.NewError(e.Code, e.Message)
 	if len(e.Data) > 0 {
 		out = out.WithDetails(e.Data)
