@@ -315,6 +315,12 @@ func (m *Manager) unlinked(target string) bool {
 // that arrive while a barrier is in flight share the next one, so a burst
 // of messages costs one barrier round, not one each.
 func (m *Manager) afterBarrier(fn func()) {
+	select {
+	case <-m.closing: // shutting down: decide on what this node has
+		fn()
+		return
+	default:
+	}
 	m.bmu.Lock()
 	m.bwaiting = append(m.bwaiting, fn)
 	if m.brunning {
@@ -337,7 +343,9 @@ func (m *Manager) afterBarrier(fn func()) {
 			}
 			m.bmu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CallTimeout)
+			m.wg.Add(1)
 			go func() { // the barrier ends early when the manager closes
+				defer m.wg.Done()
 				select {
 				case <-m.closing:
 					cancel()
