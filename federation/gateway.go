@@ -142,7 +142,7 @@ func (m *Manager) GatewayRoute(ctx context.Context, c GatewayCaller, params json
 func (m *Manager) gatewayDispatch(ctx context.Context, env *concordv1.FedEnvelope) (func(func(Outcome)), *CodeError) {
 	target := env.GetTargetSystem()
 	if target == m.cfg.SystemID {
-		targets, cerr := m.gatewayTargets(ctx, env)
+		targets, cerr := m.gatewayTargets(env)
 		if cerr != nil {
 			return nil, cerr
 		}
@@ -244,36 +244,26 @@ func (m *Manager) bindGateway(ctx context.Context, c GatewayCaller, source strin
 	return err
 }
 
-// gatewayTargets resolves a routed envelope's local recipients: 2001 for
-// an unknown agent, 2002 for an unknown scope (after a barrier, as for
-// envelopes from links: the gateway may know of an agent this replica
-// has not applied yet).
-func (m *Manager) gatewayTargets(ctx context.Context, env *concordv1.FedEnvelope) ([]string, *CodeError) {
-	resolve := func() ([]string, *CodeError) {
-		if id := env.GetToAgent(); id != "" {
-			if _, ok := m.deps.Local.Agent(id); !ok {
-				return nil, codeErr(CodeAgentNotFound, "Agent not found: "+id+" in system "+m.cfg.SystemID, map[string]any{"agentId": id})
-			}
-			return []string{id}, nil
+// gatewayTargets resolves a routed envelope's local recipients from this
+// replica: 2001 for an unknown agent, 2002 for an unknown scope. Unlike
+// envelopes from linked systems there is no barrier on a miss: a barrier
+// is a Raft write on a follower, and a gateway must not be able to make
+// one per message by naming agents that do not exist.
+func (m *Manager) gatewayTargets(env *concordv1.FedEnvelope) ([]string, *CodeError) {
+	if id := env.GetToAgent(); id != "" {
+		if _, ok := m.deps.Local.Agent(id); !ok {
+			return nil, codeErr(CodeAgentNotFound, "Agent not found: "+id+" in system "+m.cfg.SystemID, map[string]any{"agentId": id})
 		}
-		members, ok := m.deps.Local.ScopeMembers(env.GetToScope())
-		if !ok {
-			return nil, codeErr(CodeScopeNotFound, "Scope not found: "+env.GetToScope()+" in system "+m.cfg.SystemID, map[string]any{"scopeId": env.GetToScope()})
-		}
-		if len(members) == 0 {
-			return nil, codeErr(CodeDeliveryFailed, "Delivery failed: scope "+env.GetToScope()+" has no members", nil)
-		}
-		return members, nil
+		return []string{id}, nil
 	}
-	targets, cerr := resolve()
-	if cerr != nil && cerr.Code != CodeDeliveryFailed && m.deps.Barrier != nil {
-		bctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
-		if m.deps.Barrier(bctx) == nil {
-			targets, cerr = resolve()
-		}
-		cancel()
+	members, ok := m.deps.Local.ScopeMembers(env.GetToScope())
+	switch {
+	case !ok:
+		return nil, codeErr(CodeScopeNotFound, "Scope not found: "+env.GetToScope()+" in system "+m.cfg.SystemID, map[string]any{"scopeId": env.GetToScope()})
+	case len(members) == 0:
+		return nil, codeErr(CodeDeliveryFailed, "Delivery failed: scope "+env.GetToScope()+" has no members", nil)
 	}
-	return targets, cerr
+	return members, nil
 }
 
 // isUp reports whether the link's stream is up.
