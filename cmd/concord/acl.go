@@ -78,7 +78,7 @@ func newTokenListCmd() *cobra.Command {
 					return err
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tPARTICIPANT\tTYPES\tCAPABILITIES\tCREATED\tEXPIRES\tDESCRIPTION")
+				fmt.Fprintln(tw, "ID\tPARTICIPANT\tTYPES\tCAPABILITIES\tGATEWAY\tCREATED\tEXPIRES\tDESCRIPTION")
 				for _, k := range keys {
 					caps := strings.Join(k.Capabilities, ",")
 					if caps == "" {
@@ -88,8 +88,12 @@ func newTokenListCmd() *cobra.Command {
 					if !k.Expires.IsZero() {
 						exp = k.Expires.Format(time.RFC3339)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Participant,
-						strings.Join(k.Types, ","), caps, k.Created.Format(time.RFC3339), exp, k.Description)
+					gw := "-" // routes for SOURCES to TARGETS (map/federation/route)
+					if len(k.GatewaySources)+len(k.GatewayTargets) > 0 {
+						gw = strings.Join(k.GatewaySources, ",") + "->" + strings.Join(k.GatewayTargets, ",")
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Participant,
+						strings.Join(k.Types, ","), caps, gw, k.Created.Format(time.RFC3339), exp, k.Description)
 				}
 				return tw.Flush()
 			})

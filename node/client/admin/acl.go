@@ -27,6 +27,9 @@ type APIKey struct {
 	Description     string
 	Created         time.Time
 	Expires         time.Time // zero: never
+	// GatewaySources and GatewayTargets: what a gateway with the key may
+	// route for and to.
+	GatewaySources, GatewayTargets []string
 }
 
 // CreateAPIKey creates an API key and returns it with its secret, which is
@@ -62,7 +65,8 @@ func (c *Client) RevokeAPIKey(ctx context.Context, id string) error {
 
 func apiKey(k *concordv1.ApiKey) APIKey {
 	out := APIKey{ID: k.GetId(), Participant: k.GetParticipantIdPattern(), Types: k.GetParticipantTypes(),
-		Capabilities: k.GetCapabilities(), Description: k.GetDescription(), Created: time.UnixMilli(k.GetCreatedMs()).UTC()}
+		Capabilities: k.GetCapabilities(), Description: k.GetDescription(), Created: time.UnixMilli(k.GetCreatedMs()).UTC(),
+		GatewaySources: k.GetGatewaySources(), GatewayTargets: k.GetGatewayTargets()}
 	if k.GetExpiresMs() > 0 {
 		out.Expires = time.UnixMilli(k.GetExpiresMs()).UTC()
 	}
