@@ -156,6 +156,9 @@ type Deps struct {
 	// Services, optional, receives envelopes addressed to a service id
 	// (ServiceDeliverer); without it such an id is an unknown agent.
 	Services ServiceDeliverer
+	// Sessions, optional, delivers to MAP gateway sessions: without it
+	// messages for systems served by SDK gateways answer 5001.
+	Sessions SessionDeliverer
 	// Barrier, optional, returns once this node has applied everything
 	// committed before the call. A message for a local agent or scope
 	// this node does not know yet waits for it before the answer is

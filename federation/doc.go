@@ -20,6 +20,12 @@
 // outbound stream to one system, inbound.go the streams peers open here,
 // peering.go tokens and the handshake, service.go the gRPC service,
 // trust.go the TLS identity checks, manager.go ties them together.
+// gateway*.go serve MAP gateways of foreign systems (the SDK's
+// GatewayConnection, map-protocol.md §8): gateway_envelope.go decodes the
+// three envelope forms of map/federation/route, gateway.go checks
+// allowlists, hops and loops and delivers, gateway_state.go is the
+// replicated binding of a foreign system to the gateway session that
+// routes for it (command 62), which replies to that system follow.
 //
 // Choices where federation.md leaves room:
 //

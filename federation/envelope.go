@@ -112,13 +112,22 @@ func appendBody(b []byte, env *concordv1.FedEnvelope) []byte {
 // BuildMessage renders the MAP Message a receiving system delivers: from
 // is the remote form of the sender, so a remote participant never passes
 // for a local one; to names the local recipient.
-func BuildMessage(env *concordv1.FedEnvelope) json.RawMessage {
+func BuildMessage(env *concordv1.FedEnvelope) json.RawMessage { return buildMessage(env, false) }
+
+// buildMessage renders the Message; with toSystem, `to` also names the
+// target system (what a gateway relaying it into that system needs).
+func buildMessage(env *concordv1.FedEnvelope, toSystem bool) json.RawMessage {
 	b := make([]byte, 0, 128+len(env.GetPayload())+len(env.GetMeta()))
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, env.GetMessageId())
 	b = append(b, `,"from":`...)
 	b = appendJSONString(b, RemoteID(env.GetSourceSystem(), env.GetFrom()))
 	b = append(b, `,"to":{`...)
+	if toSystem {
+		b = append(b, `"system":`...)
+		b = appendJSONString(b, env.GetTargetSystem())
+		b = append(b, ',')
+	}
 	if env.GetToAgent() != "" {
 		b = append(b, `"agent":`...)
 		b = appendJSONString(b, env.GetToAgent())

@@ -5,6 +5,7 @@ import "errors"
 // MAP error codes of map-protocol.md §6 that federation answers with.
 const (
 	CodeAgentNotFound   = 2001
+	CodeScopeNotFound   = 2002
 	CodeUnavailable     = 5000 // FEDERATION_UNAVAILABLE: link down, buffer refused
 	CodeSystemNotFound  = 5001 // FEDERATION_SYSTEM_NOT_FOUND: no link
 	CodeAuthFailed      = 5002 // FEDERATION_AUTH_FAILED

@@ -3,6 +3,7 @@ package federation
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 
@@ -164,7 +165,13 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 		answer(seq, cerr, nil)
 		return
 	}
-	msg := BuildMessage(env)
+	m.deliverLocal(ctx, targets, BuildMessage(env), func(delivered []string, cerr *CodeError) { answer(seq, cerr, delivered) })
+}
+
+// deliverLocal hands msg to each local agent in targets; done hears the
+// remote ids of those whose connection took it, or the last error when
+// none did.
+func (m *Manager) deliverLocal(ctx context.Context, targets []string, msg json.RawMessage, done func([]string, *CodeError)) {
 	var (
 		mu        sync.Mutex
 		left      = len(targets)
@@ -180,15 +187,15 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 				lastErr = err
 			}
 			left--
-			done := left == 0
+			last := left == 0
 			mu.Unlock()
-			if !done {
+			if !last {
 				return
 			}
 			if len(delivered) == 0 {
-				answer(seq, deliveryError(lastErr), nil)
+				done(nil, deliveryError(lastErr))
 			} else {
-				answer(seq, nil, delivered)
+				done(delivered, nil)
 			}
 		})
 	}

@@ -46,6 +46,11 @@ type Manager struct {
 	bg       context.Context
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
+
+	// Gateway barrier rounds (afterBarrier); bmu guards both.
+	bmu      sync.Mutex
+	bwaiting []func()
+	brunning bool
 }
 
 // New validates cfg and deps.
@@ -172,6 +177,26 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 		done(Outcome{Err: codeErr(CodeInvalidParams, fmt.Sprintf("message of %d bytes exceeds the federation limit of %d", n, m.cfg.MaxEnvelopeBytes), nil)})
 		return
 	}
+	if b, ok := m.gatewayBinding(msg.TargetSystem); ok {
+		m.gatewaySend(b, m.originate(msg, DefaultMaxHops), done)
+		return
+	}
+	if m.unlinked(msg.TargetSystem) {
+		// Perhaps a reply to a gateway bound a moment ago on another node.
+		m.afterBarrier(func() {
+			if b, ok := m.gatewayBinding(msg.TargetSystem); ok {
+				m.gatewaySend(b, m.originate(msg, DefaultMaxHops), done)
+				return
+			}
+			m.sendLinked(msg, done)
+		})
+		return
+	}
+	m.sendLinked(msg, done)
+}
+
+// sendLinked sends msg over the link (direct or transitive) to its target.
+func (m *Manager) sendLinked(msg Message, done func(Outcome)) {
 	ol, cerr := m.route(msg.TargetSystem, "")
 	if cerr != nil {
 		done(Outcome{Err: cerr})
@@ -181,17 +206,39 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 	if maxHops == 0 {
 		maxHops = DefaultMaxHops
 	}
+	env := m.originate(msg, maxHops)
+	if link, _ := m.deps.State.Link(msg.TargetSystem); wantsGuarantee(msg.Meta, link) {
+		m.sendGuaranteed(env, ol, done)
+		return
+	}
+	ol.enqueue(env, done)
+}
+
+// originate builds the envelope of a message this system sends.
+func (m *Manager) originate(msg Message, maxHops uint32) *concordv1.FedEnvelope {
 	env := &concordv1.FedEnvelope{
 		SourceSystem: m.cfg.SystemID, TargetSystem: msg.TargetSystem, MaxHops: maxHops,
 		OriginTsMs: m.now().UnixMilli(), MessageId: msg.MessageID, From: msg.From,
 		ToAgent: msg.ToAgent, ToScope: msg.ToScope, Payload: msg.Payload, Meta: msg.Meta,
 	}
 	Stamp(env, m.cfg.SystemID)
-	if link, _ := m.deps.State.Link(msg.TargetSystem); wantsGuarantee(msg.Meta, link) {
-		m.sendGuaranteed(env, ol, done)
-		return
+	return env
+}
+
+// gatewayBinding returns the SDK gateway serving target, unless target
+// has a link of its own (a link always wins).
+func (m *Manager) gatewayBinding(target string) (*concordv1.FedGatewayBinding, bool) {
+	if _, linked := m.deps.State.Link(target); linked || m.deps.Sessions == nil {
+		return nil, false
 	}
-	ol.enqueue(env, done)
+	return m.deps.State.Gateway(target)
+}
+
+// gatewaySend hands env to the gateway of binding b with a deadline of
+// its own (the caller may not wait).
+func (m *Manager) gatewaySend(b *concordv1.FedGatewayBinding, env *concordv1.FedEnvelope, done func(Outcome)) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CallTimeout)
+	m.sendToGateway(ctx, b, env, func(o Outcome) { cancel(); done(o) })
 }
 
 // route picks the link a message for target leaves by: the direct link
@@ -231,8 +278,23 @@ func (m *Manager) forward(env *concordv1.FedEnvelope, inbound string, done func(
 			map[string]any{"systemId": env.GetTargetSystem()})})
 		return
 	}
-	ol, cerr := m.route(env.GetTargetSystem(), inbound)
-	if cerr == nil {
+	if _, ok := m.gatewayBinding(env.GetTargetSystem()); !ok && m.unlinked(env.GetTargetSystem()) {
+		// Perhaps a reply to a gateway bound a moment ago on another node.
+		m.afterBarrier(func() { m.forwardNow(env, inbound, done) })
+		return
+	}
+	m.forwardNow(env, inbound, done)
+}
+
+// forwardNow forwards env (its inbound link allows it) to the gateway
+// serving its target, else over the link towards it.
+func (m *Manager) forwardNow(env *concordv1.FedEnvelope, inbound string, done func(Outcome)) {
+	b, viaGateway := m.gatewayBinding(env.GetTargetSystem())
+	var ol *outLink
+	var cerr *CodeError
+	if viaGateway {
+		cerr = CheckForward(env, env.GetTargetSystem())
+	} else if ol, cerr = m.route(env.GetTargetSystem(), inbound); cerr == nil {
 		cerr = CheckForward(env, ol.peer)
 	}
 	if cerr != nil {
@@ -242,6 +304,10 @@ func (m *Manager) forward(env *concordv1.FedEnvelope, inbound string, done func(
 	env = proto.CloneOf(env)
 	env.Seq = 0
 	Stamp(env, m.cfg.SystemID)
+	if viaGateway {
+		m.gatewaySend(b, env, done)
+		return
+	}
 	ol.enqueue(env, done)
 }
 

@@ -35,7 +35,8 @@ type State struct {
 	// onAck, when set, hears every applied outbox ack (after the lock is
 	// released): how the node that took a guaranteed send learns its
 	// outcome. It changes no state.
-	onAck func(peer string, acked []Acked)
+	onAck    func(peer string, acked []Acked)
+	gateways map[string]*concordv1.FedGatewayBinding // by foreign system id
 
 	// changed is closed (and replaced) after every applied change, so the
 	// link manager wakes without Apply waiting on it.
@@ -49,7 +50,7 @@ func NewState() *State {
 		imported: map[string]*concordv1.FedImported{}, changed: make(chan struct{}),
 		outbox: map[string]*concordv1.FedOutbox{}, inbox: map[string]*concordv1.FedInbox{},
 		pending: map[string]*concordv1.FedPendingUnlink{}, staging: map[string]*concordv1.FedDirectoryApply{},
-		stagedBytes: map[string]int{},
+		stagedBytes: map[string]int{}, gateways: map[string]*concordv1.FedGatewayBinding{},
 	}
 }
 
@@ -67,6 +68,7 @@ func (s *State) Commands() map[concordv1.CommandType]func() proto.Message {
 		concordv1.CommandType_COMMAND_TYPE_FED_INBOX_MARK:      func() proto.Message { return &concordv1.FedInboxMark{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_UNLINK_DONE:     func() proto.Message { return &concordv1.FedUnlinkDone{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_CHUNK: func() proto.Message { return &concordv1.FedDirectoryChunk{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_BIND:    func() proto.Message { return &concordv1.FedGatewayBind{} },
 	}
 }
 
@@ -102,6 +104,8 @@ func (s *State) Apply(_ uint64, msg proto.Message) (any, error) {
 		err = s.applyUnlinkDone(m)
 	case *concordv1.FedDirectoryChunk:
 		err = s.applyDirectoryChunk(m.GetUpdate())
+	case *concordv1.FedGatewayBind:
+		err = s.applyGatewayBind(m)
 	default:
 		err = fmt.Errorf("%w: unexpected body %T", ErrInvalidCommand, msg)
 	}

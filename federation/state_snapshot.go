@@ -40,6 +40,9 @@ func (s *State) Snapshot() []*concordv1.FedSnapshotRecord {
 	for _, k := range sortedKeys(s.staging) {
 		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Staging{Staging: proto.CloneOf(s.staging[k])}})
 	}
+	for _, k := range sortedKeys(s.gateways) {
+		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Gateway{Gateway: proto.CloneOf(s.gateways[k])}})
+	}
 	return out
 }
 
@@ -89,6 +92,8 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 		case *concordv1.FedSnapshotRecord_Staging:
 			fresh.staging[r.Staging.GetPeerSystemId()] = r.Staging
 			fresh.stagedBytes[r.Staging.GetPeerSystemId()] = stagedSize(r.Staging)
+		case *concordv1.FedSnapshotRecord_Gateway:
+			fresh.gateways[r.Gateway.GetSystemId()] = r.Gateway
 		default:
 			return nil, fmt.Errorf("federation: unknown snapshot record %T", r)
 		}
@@ -97,7 +102,7 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 		s.mu.Lock()
 		s.links, s.tokens, s.imported = fresh.links, fresh.tokens, fresh.imported
 		s.outbox, s.inbox, s.pending, s.staging = fresh.outbox, fresh.inbox, fresh.pending, fresh.staging
-		s.stagedBytes = fresh.stagedBytes
+		s.stagedBytes, s.gateways = fresh.stagedBytes, fresh.gateways
 		wake := s.changed
 		s.changed = make(chan struct{})
 		s.mu.Unlock()

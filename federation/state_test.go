@@ -231,6 +231,7 @@ func TestState_SnapshotRoundTrip(t *testing.T) {
 	must(apply(t, s, cmdPut, &concordv1.FedLinkPut{Link: link("dc2")}))
 	must(apply(t, s, cmdPut, &concordv1.FedLinkPut{Link: link("dc3"), RedeemSecretHash: hash, NowMs: 2}))
 	must(apply(t, s, cmdDir, &concordv1.FedDirectoryApply{PeerSystemId: "dc2", Version: 4, Full: true, Upserts: []*concordv1.FedRemoteAgent{agent("bob", "x")}}))
+	must(apply(t, s, concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_BIND, &concordv1.FedGatewayBind{Binding: &concordv1.FedGatewayBinding{SystemId: "lab", SessionId: "S1"}}))
 
 	fresh := roundTrip(t, s)
 	if _, err := fresh.Restore(func() ([]byte, error) { return []byte{0xff, 0xff}, nil }); err == nil {

@@ -143,7 +143,7 @@ func (s *Server) buildFederation() error {
 	}
 	m, err := federation.New(fc, federation.Deps{
 		State: s.fedState, Store: s.store, IsLeader: s.store.IsLeader,
-		Local: fedDirectory{reg: s.registry, store: s.store}, Deliver: s.router, Services: s.router,
+		Local: fedDirectory{reg: s.registry, store: s.store}, Deliver: s.router, Services: s.router, Sessions: s.router,
 		Servers: s.fedServers, Events: fedEvents{s}, Barrier: s.readyBarrier, VerifyLeader: s.store.VerifyLeader,
 	})
 	if err != nil {

@@ -272,6 +272,9 @@ func (s *Server) buildMAPService() error {
 	mcfg.LinearizableRead = s.store.LinearizableRead
 	mcfg.Router = rt
 	mcfg.Fanout = hub
+	mcfg.Gateway = fedGateway{hook: s.fedHook, timeout: func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), s.cfg.Federation.CallTimeout+s.cfg.Federation.AckTimeout)
+	}}
 	acfg := s.cfg.ACL
 	acfg.Keys = s.acl
 	auth, err := acl.New(acfg)

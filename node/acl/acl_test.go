@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,17 @@ func TestModule_ApplySnapshotRestore(t *testing.T) {
 	bad.Id, bad.ParticipantTypes = "other", []string{"root"}
 	if _, err := create(4, &concordv1.AclKeyCreate{Key: bad}); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("invalid type: %v", err)
+	}
+	for _, systems := range [][]string{{"a:b"}, {""}, {"lab", "x/y"}} {
+		badGW := proto.CloneOf(k1)
+		badGW.Id, badGW.GatewaySources = "gw", systems
+		if _, err := create(4, &concordv1.AclKeyCreate{Key: badGW}); !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("gateway sources %q: %v", systems, err)
+		}
+		badGW.GatewaySources, badGW.GatewayTargets = nil, systems
+		if _, err := create(4, &concordv1.AclKeyCreate{Key: badGW}); !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("gateway targets %q: %v", systems, err)
+		}
 	}
 	if _, err := revoke(5, &concordv1.AclKeyRevoke{Id: "nope"}); !errors.Is(err, ErrKeyNotFound) {
 		t.Fatalf("revoke unknown: %v", err)
@@ -160,7 +172,9 @@ func TestAuthenticator(t *testing.T) {
 	sysKey, sysToken := newKeyRecord(t, "ops", "system")
 	old, oldToken := newKeyRecord(t, "old", "agent")
 	old.ExpiresMs = now.Add(-time.Second).UnixMilli()
-	for _, r := range []*concordv1.ApiKey{k, sysKey, old} {
+	gwKey, gwToken := newKeyRecord(t, "gw-lab", "gateway")
+	gwKey.GatewaySources, gwKey.GatewayTargets = []string{"lab"}, []string{"dc1", "*"}
+	for _, r := range []*concordv1.ApiKey{k, sysKey, old, gwKey} {
 		if _, err := keys.applyKeyCreate(&concordv1.AclKeyCreate{Key: r}); err != nil {
 			t.Fatal(err)
 		}
@@ -187,6 +201,13 @@ func TestAuthenticator(t *testing.T) {
 			return p.ID == "key:"+k.Id && p.ParticipantIDPattern == "team-*" && len(p.Capabilities) == 1
 		}},
 		{"system api key", "api-key", sysToken, 0, func(p *mapsvc.Principal) bool { return p.Types[0] == "system" && p.Capabilities == nil }},
+		{"gateway api key", "api-key", gwToken, 0, func(p *mapsvc.Principal) bool {
+			return p.Types[0] == "gateway" && slices.Equal(p.GatewaySources, []string{"lab"}) && slices.Equal(p.GatewayTargets, []string{"dc1", "*"})
+		}},
+		{"gateway bearer", "bearer", je.sign(t, "k1", std("gw", now.Add(time.Hour)), map[string]any{"map:participantTypes": []string{"gateway"},
+			"map:gatewaySources": []string{"lab"}, "map:gatewayTargets": []string{"*"}}), 0, func(p *mapsvc.Principal) bool {
+			return p.Types[0] == "gateway" && slices.Equal(p.GatewaySources, []string{"lab"}) && slices.Equal(p.GatewayTargets, []string{"*"})
+		}},
 		{"wrong secret", "api-key", token[:len(token)-2] + "AA", rpc.CodeAuthFailed, nil},
 		{"garbage key", "api-key", "hunter2", rpc.CodeAuthFailed, nil},
 		{"expired key", "api-key", oldToken, rpc.CodeTokenExpired, nil},

@@ -126,7 +126,8 @@ func (a *Authenticator) apiKey(token string) (*mapsvc.Principal, error) {
 		return nil, expired()
 	}
 	p := &mapsvc.Principal{ID: "key:" + id, Method: mapsvc.AuthAPIKey, ExpiresAt: k.GetExpiresMs(),
-		ParticipantIDPattern: k.GetParticipantIdPattern(), Types: slices.Clone(k.GetParticipantTypes())}
+		ParticipantIDPattern: k.GetParticipantIdPattern(), Types: slices.Clone(k.GetParticipantTypes()),
+		GatewaySources: slices.Clone(k.GetGatewaySources()), GatewayTargets: slices.Clone(k.GetGatewayTargets())}
 	if len(k.GetCapabilities()) > 0 {
 		p.Capabilities = slices.Clone(k.GetCapabilities())
 	}
@@ -142,7 +143,8 @@ func (a *Authenticator) bearer(token string) (*mapsvc.Principal, error) {
 		return nil, invalidCredentials("invalid bearer token")
 	}
 	p := &mapsvc.Principal{ID: sub, Method: mapsvc.AuthBearer, Issuer: iss, ExpiresAt: exp.UnixMilli(),
-		ParticipantIDPattern: sub, Types: defaultJWTTypes, Capabilities: flattenCapabilities(mc.Capabilities)}
+		ParticipantIDPattern: sub, Types: defaultJWTTypes, Capabilities: flattenCapabilities(mc.Capabilities),
+		GatewaySources: mc.GatewaySources, GatewayTargets: mc.GatewayTargets}
 	if mc.Pattern != "" {
 		p.ParticipantIDPattern = mc.Pattern
 	}

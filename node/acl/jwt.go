@@ -35,6 +35,10 @@ type mapClaims struct {
 	Types        []string                   `json:"map:participantTypes"`
 	Pattern      string                     `json:"map:participantIdPattern"`
 	Capabilities map[string]map[string]bool `json:"map:capabilities"`
+	// Gateway allowlists (map/federation/route): the foreign systems a
+	// gateway may route for and the systems it may route to.
+	GatewaySources []string `json:"map:gatewaySources"`
+	GatewayTargets []string `json:"map:gatewayTargets"`
 }
 
 // defaultJWTTypes are the participant types of a token without

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/mapsvc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
@@ -107,6 +109,11 @@ func ValidateKey(k *concordv1.ApiKey) error {
 	for _, c := range k.GetCapabilities() {
 		if !mapsvc.KnownCapability(c) {
 			return bad("unknown capability " + c)
+		}
+	}
+	for _, s := range append(slices.Clone(k.GetGatewaySources()), k.GetGatewayTargets()...) {
+		if s != "*" && !federation.ValidSystemID(s) {
+			return bad("gateway systems must be system ids or *, not " + strconv.Quote(s))
 		}
 	}
 	return nil

@@ -38,6 +38,10 @@ type Principal struct {
 	// Capabilities, when non-nil, lists the capability flags it allows
 	// ("lifecycle.canStop", ...); the type's defaults are narrowed to them.
 	Capabilities []string
+	// GatewaySources are the foreign systems a gateway participant may
+	// route for (map/federation/route envelope sources), GatewayTargets
+	// the systems it may route to; "*" allows any, empty none.
+	GatewaySources, GatewayTargets []string
 }
 
 // Anonymous reports whether the principal carries no credential.
@@ -63,7 +67,8 @@ func (openAuthenticator) Authenticate(_ context.Context, method, _ string) (*Pri
 		return nil, rpc.NewError(rpc.CodeMethodNotSupported, "Auth method not supported").
 			WithDetails(map[string]any{"method": method, "supported": []string{AuthNone}})
 	}
-	return &Principal{ID: "anonymous", Method: AuthNone, Types: []string{TypeAgent, TypeClient, TypeSystem, TypeGateway}}, nil
+	return &Principal{ID: "anonymous", Method: AuthNone, Types: []string{TypeAgent, TypeClient, TypeSystem, TypeGateway},
+		GatewaySources: []string{"*"}, GatewayTargets: []string{"*"}}, nil
 }
 func (openAuthenticator) Methods() []string { return []string{AuthNone} }
 

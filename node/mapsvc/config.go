@@ -129,6 +129,10 @@ type Config struct {
 	MaxPageSize int
 	// Extensions are advertised in capabilities.extensions (advertise-only).
 	Extensions []Extension
+	// Gateway, optional, serves map/federation/connect and
+	// map/federation/route for gateway (and system) participants with the
+	// federation.canFederate capability; without it they are -32601.
+	Gateway Gateway
 	// ExtensionMethods, optional, mounts extra methods by name (for
 	// example "x-concord/runs/start") served by other packages. A name
 	// that is a core method is a configuration error (New fails).

@@ -2,6 +2,8 @@
 // that serves map/connect, map/disconnect, map/auth/refresh,
 // map/agents/{register,unregister,get,list,update,spawn,stop,suspend,resume},
 // map/structure/graph and map/scopes/{list,get,create,delete,join,leave,members},
+// map/federation/{connect,route} for gateway participants (through
+// Config.Gateway, the federation manager),
 // and delegates map/send to node/router and map/subscribe,
 // map/unsubscribe, map/replay, map/subscribe.ack and map/ack to
 // node/fanout (each through a small interface declared here). It owns the

@@ -65,6 +65,8 @@ var (
 	canStop     = func(c *Capabilities) bool { return c.Lifecycle.CanStop }
 	canCreate   = func(c *Capabilities) bool { return c.Scopes.CanCreateScopes }
 	canManage   = func(c *Capabilities) bool { return c.Scopes.CanManageScopes }
+	callersG    = []string{TypeGateway} // + system, always allowed
+	canFederate = func(c *Capabilities) bool { return c.Federation.CanFederate }
 )
 
 var _ rpc.Handler = (*Service)(nil)
@@ -128,6 +130,10 @@ func (s *Service) methodTable() map[string]method {
 	}
 	if s.cfg.Router != nil {
 		m["map/send"] = method{fn: s.send, callers: callersCA, capability: canSend, capName: "messaging.canSend"}
+	}
+	if s.cfg.Gateway != nil {
+		m["map/federation/connect"] = method{fn: s.federationConnect, callers: callersG, capability: canFederate, capName: "federation.canFederate"}
+		m["map/federation/route"] = method{fn: s.federationRoute, callers: callersG, capability: canFederate, capName: "federation.canFederate"}
 	}
 	if f := s.cfg.Fanout; f != nil {
 		obs := func(fn func(context.Context, string, json.RawMessage) (any, error)) method {

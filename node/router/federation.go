@@ -75,7 +75,7 @@ func (r *Router) sendFederated(ctx context.Context, from Sender, p sendParams, t
 	finish := func(o federation.Outcome) (any, error) {
 		switch {
 		case o.Err != nil:
-			return nil, fedError(o.Err)
+			return nil, FederationError(o.Err)
 		case o.Queued:
 			return &SendResult{MessageID: id, Delivered: []string{}, Queued: []string{t.label()}}, nil
 		}
@@ -97,7 +97,9 @@ func (r *Router) sendFederated(ctx context.Context, from Sender, p sendParams, t
 	}
 }
 
-func fedError(e *federation.CodeError) error {
+// FederationError is a federation refusal as the MAP error a participant
+// gets.
+func FederationError(e *federation.CodeError) error {
 	out := rpc.NewError(e.Code, e.Message)
 	if len(e.Data) > 0 {
 		out = out.WithDetails(e.Data)
@@ -116,10 +118,27 @@ func (r *Router) DeliverAgent(ctx context.Context, agentID string, msg json.RawM
 		return
 	}
 	rc := agentRecipient(&a)
-	env := &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}
+	r.deliverFederated(ctx, rc, &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}, "agent "+agentID, done)
+}
+
+// DeliverSession delivers a message from another system to a participant
+// session of this system (the SDK gateway serving that system), on this
+// node or relayed to the session's home node; done hears nil once the
+// session's connection took it.
+func (r *Router) DeliverSession(ctx context.Context, sessionID string, msg json.RawMessage, done func(error)) {
+	s, ok := r.reg.Session(sessionID)
+	if !ok || s.ClosedAt != 0 {
+		done(&federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: session " + sessionID + " is closed"})
+		return
+	}
+	rc := sessionRecipient(&s)
+	r.deliverFederated(ctx, rc, &Envelope{Message: msg, RecipientSessionID: rc.sessionID}, "session "+sessionID, done)
+}
+
+func (r *Router) deliverFederated(ctx context.Context, rc recipient, env *Envelope, what string, done func(error)) {
 	switch {
 	case rc.reason != "":
-		done(&federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: agent " + agentID + " is " + rc.reason})
+		done(&federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: " + what + " is " + rc.reason})
 	case rc.homeNode == r.nodeID:
 		done(deliveryErr(r.DeliverLocal(ctx, env)))
 	case r.peers == nil:

@@ -85,6 +85,13 @@ func (r *Router) resolve(from Sender, a address) (resolution, error) {
 	case addrString:
 		return r.resolveString(from, a.id)
 	case addrAgent:
+		if _, ok := r.reg.Agent(a.id); !ok {
+			// {agent: "dc2:agent:bob"}: the SDK's AgentConnection.reply()
+			// addresses a remote sender this way.
+			if i := strings.Index(a.id, ":agent:"); i > 0 && len(a.id) > i+len(":agent:") {
+				return r.resolveFederated(from, a.id[:i], a.id[i+len(":agent:"):], "")
+			}
+		}
 		return r.resolveAgent(a.id)
 	case addrAgents:
 		return r.resolveAgents(a.ids)

@@ -45,9 +45,16 @@ type ApiKey struct {
 	// created_ms is when the key was created (ms since the epoch, proposer clock).
 	CreatedMs int64 `protobuf:"varint,7,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
 	// expires_ms, when > 0, is when the key stops working.
-	ExpiresMs     int64 `protobuf:"varint,8,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpiresMs int64 `protobuf:"varint,8,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	// gateway_sources lists the foreign systems a gateway participant
+	// connected with this key may route for (the source system of its
+	// map/federation/route envelopes); "*" allows any. Empty: none.
+	GatewaySources []string `protobuf:"bytes,12,rep,name=gateway_sources,json=gatewaySources,proto3" json:"gateway_sources,omitempty"`
+	// gateway_targets lists the systems such a gateway may route to (this
+	// system's id, linked systems' ids, or "*"). Empty: none.
+	GatewayTargets []string `protobuf:"bytes,13,rep,name=gateway_targets,json=gatewayTargets,proto3" json:"gateway_targets,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ApiKey) Reset() {
@@ -134,6 +141,20 @@ func (x *ApiKey) GetExpiresMs() int64 {
 		return x.ExpiresMs
 	}
 	return 0
+}
+
+func (x *ApiKey) GetGatewaySources() []string {
+	if x != nil {
+		return x.GatewaySources
+	}
+	return nil
+}
+
+func (x *ApiKey) GetGatewayTargets() []string {
+	if x != nil {
+		return x.GatewayTargets
+	}
+	return nil
 }
 
 // AclKeyCreate is the body of COMMAND_TYPE_ACL_KEY_CREATE.
@@ -233,9 +254,12 @@ type AclCreateTokenRequest struct {
 	Capabilities         []string               `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	Description          string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	// ttl_seconds, when > 0, makes the key expire after that long.
-	TtlSeconds    int64 `protobuf:"varint,5,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TtlSeconds int64 `protobuf:"varint,5,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	// gateway_sources and gateway_targets: see ApiKey.
+	GatewaySources []string `protobuf:"bytes,12,rep,name=gateway_sources,json=gatewaySources,proto3" json:"gateway_sources,omitempty"`
+	GatewayTargets []string `protobuf:"bytes,13,rep,name=gateway_targets,json=gatewayTargets,proto3" json:"gateway_targets,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AclCreateTokenRequest) Reset() {
@@ -301,6 +325,20 @@ func (x *AclCreateTokenRequest) GetTtlSeconds() int64 {
 		return x.TtlSeconds
 	}
 	return 0
+}
+
+func (x *AclCreateTokenRequest) GetGatewaySources() []string {
+	if x != nil {
+		return x.GatewaySources
+	}
+	return nil
+}
+
+func (x *AclCreateTokenRequest) GetGatewayTargets() []string {
+	if x != nil {
+		return x.GatewayTargets
+	}
+	return nil
 }
 
 type AclCreateTokenResponse struct {
@@ -522,7 +560,7 @@ var File_concord_v1_acl_proto protoreflect.FileDescriptor
 const file_concord_v1_acl_proto_rawDesc = "" +
 	"\n" +
 	"\x14concord/v1/acl.proto\x12\n" +
-	"concord.v1\"\xa4\x02\n" +
+	"concord.v1\"\xf6\x02\n" +
 	"\x06ApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rsecret_sha256\x18\x02 \x01(\fR\fsecretSha256\x124\n" +
@@ -533,18 +571,22 @@ const file_concord_v1_acl_proto_rawDesc = "" +
 	"\n" +
 	"created_ms\x18\a \x01(\x03R\tcreatedMs\x12\x1d\n" +
 	"\n" +
-	"expires_ms\x18\b \x01(\x03R\texpiresMs\"4\n" +
+	"expires_ms\x18\b \x01(\x03R\texpiresMs\x12'\n" +
+	"\x0fgateway_sources\x18\f \x03(\tR\x0egatewaySources\x12'\n" +
+	"\x0fgateway_targets\x18\r \x03(\tR\x0egatewayTargets\"4\n" +
 	"\fAclKeyCreate\x12$\n" +
 	"\x03key\x18\x01 \x01(\v2\x12.concord.v1.ApiKeyR\x03key\"\x1e\n" +
 	"\fAclKeyRevoke\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xe1\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xb3\x02\n" +
 	"\x15AclCreateTokenRequest\x124\n" +
 	"\x16participant_id_pattern\x18\x01 \x01(\tR\x14participantIdPattern\x12+\n" +
 	"\x11participant_types\x18\x02 \x03(\tR\x10participantTypes\x12\"\n" +
 	"\fcapabilities\x18\x03 \x03(\tR\fcapabilities\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1f\n" +
 	"\vttl_seconds\x18\x05 \x01(\x03R\n" +
-	"ttlSeconds\"T\n" +
+	"ttlSeconds\x12'\n" +
+	"\x0fgateway_sources\x18\f \x03(\tR\x0egatewaySources\x12'\n" +
+	"\x0fgateway_targets\x18\r \x03(\tR\x0egatewayTargets\"T\n" +
 	"\x16AclCreateTokenResponse\x12$\n" +
 	"\x03key\x18\x01 \x01(\v2\x12.concord.v1.ApiKeyR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"\x16\n" +

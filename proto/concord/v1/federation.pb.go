@@ -992,6 +992,7 @@ type FedSnapshotRecord struct {
 	//	*FedSnapshotRecord_Inbox
 	//	*FedSnapshotRecord_PendingUnlink
 	//	*FedSnapshotRecord_Staging
+	//	*FedSnapshotRecord_Gateway
 	Record        isFedSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1097,6 +1098,15 @@ func (x *FedSnapshotRecord) GetStaging() *FedDirectoryApply {
 	return nil
 }
 
+func (x *FedSnapshotRecord) GetGateway() *FedGatewayBinding {
+	if x != nil {
+		if x, ok := x.Record.(*FedSnapshotRecord_Gateway); ok {
+			return x.Gateway
+		}
+	}
+	return nil
+}
+
 type isFedSnapshotRecord_Record interface {
 	isFedSnapshotRecord_Record()
 }
@@ -1130,6 +1140,10 @@ type FedSnapshotRecord_Staging struct {
 	Staging *FedDirectoryApply `protobuf:"bytes,7,opt,name=staging,proto3,oneof"`
 }
 
+type FedSnapshotRecord_Gateway struct {
+	Gateway *FedGatewayBinding `protobuf:"bytes,10,opt,name=gateway,proto3,oneof"`
+}
+
 func (*FedSnapshotRecord_Link) isFedSnapshotRecord_Record() {}
 
 func (*FedSnapshotRecord_Token) isFedSnapshotRecord_Record() {}
@@ -1144,6 +1158,80 @@ func (*FedSnapshotRecord_PendingUnlink) isFedSnapshotRecord_Record() {}
 
 func (*FedSnapshotRecord_Staging) isFedSnapshotRecord_Record() {}
 
+func (*FedSnapshotRecord_Gateway) isFedSnapshotRecord_Record() {}
+
+// FedGatewayBinding says which MAP gateway session (participant type
+// gateway, map/federation/route) last routed envelopes from a foreign
+// system: messages this system sends to that system (replies) are
+// delivered to that session, on whichever node holds it.
+type FedGatewayBinding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ParticipantId string                 `protobuf:"bytes,3,opt,name=participant_id,json=participantId,proto3" json:"participant_id,omitempty"`
+	BoundAtMs     int64                  `protobuf:"varint,4,opt,name=bound_at_ms,json=boundAtMs,proto3" json:"bound_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedGatewayBinding) Reset() {
+	*x = FedGatewayBinding{}
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedGatewayBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedGatewayBinding) ProtoMessage() {}
+
+func (x *FedGatewayBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedGatewayBinding.ProtoReflect.Descriptor instead.
+func (*FedGatewayBinding) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *FedGatewayBinding) GetSystemId() string {
+	if x != nil {
+		return x.SystemId
+	}
+	return ""
+}
+
+func (x *FedGatewayBinding) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *FedGatewayBinding) GetParticipantId() string {
+	if x != nil {
+		return x.ParticipantId
+	}
+	return ""
+}
+
+func (x *FedGatewayBinding) GetBoundAtMs() int64 {
+	if x != nil {
+		return x.BoundAtMs
+	}
+	return 0
+}
+
 // FedTokenCreate is COMMAND_TYPE_FED_TOKEN_CREATE: remember an issued token.
 // created_at_ms also prunes tokens that expired before it.
 type FedTokenCreate struct {
@@ -1156,7 +1244,7 @@ type FedTokenCreate struct {
 
 func (x *FedTokenCreate) Reset() {
 	*x = FedTokenCreate{}
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1256,7 @@ func (x *FedTokenCreate) String() string {
 func (*FedTokenCreate) ProtoMessage() {}
 
 func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1269,7 @@ func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedTokenCreate.ProtoReflect.Descriptor instead.
 func (*FedTokenCreate) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FedTokenCreate) GetToken() *FedTokenRecord {
@@ -1213,7 +1301,7 @@ type FedLinkPut struct {
 
 func (x *FedLinkPut) Reset() {
 	*x = FedLinkPut{}
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1313,7 @@ func (x *FedLinkPut) String() string {
 func (*FedLinkPut) ProtoMessage() {}
 
 func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1326,7 @@ func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkPut.ProtoReflect.Descriptor instead.
 func (*FedLinkPut) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FedLinkPut) GetLink() *FedLink {
@@ -1277,7 +1365,7 @@ type FedLinkRemove struct {
 
 func (x *FedLinkRemove) Reset() {
 	*x = FedLinkRemove{}
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1377,7 @@ func (x *FedLinkRemove) String() string {
 func (*FedLinkRemove) ProtoMessage() {}
 
 func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1390,7 @@ func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkRemove.ProtoReflect.Descriptor instead.
 func (*FedLinkRemove) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FedLinkRemove) GetPeerSystemId() string {
@@ -1340,7 +1428,7 @@ type FedOutboxPut struct {
 
 func (x *FedOutboxPut) Reset() {
 	*x = FedOutboxPut{}
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1440,7 @@ func (x *FedOutboxPut) String() string {
 func (*FedOutboxPut) ProtoMessage() {}
 
 func (x *FedOutboxPut) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1453,7 @@ func (x *FedOutboxPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedOutboxPut.ProtoReflect.Descriptor instead.
 func (*FedOutboxPut) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FedOutboxPut) GetPeerSystemId() string {
@@ -1401,7 +1489,7 @@ type FedOutboxAck struct {
 
 func (x *FedOutboxAck) Reset() {
 	*x = FedOutboxAck{}
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1501,7 @@ func (x *FedOutboxAck) String() string {
 func (*FedOutboxAck) ProtoMessage() {}
 
 func (x *FedOutboxAck) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1514,7 @@ func (x *FedOutboxAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedOutboxAck.ProtoReflect.Descriptor instead.
 func (*FedOutboxAck) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FedOutboxAck) GetPeerSystemId() string {
@@ -1457,7 +1545,7 @@ type FedInboxMark struct {
 
 func (x *FedInboxMark) Reset() {
 	*x = FedInboxMark{}
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1557,7 @@ func (x *FedInboxMark) String() string {
 func (*FedInboxMark) ProtoMessage() {}
 
 func (x *FedInboxMark) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1570,7 @@ func (x *FedInboxMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedInboxMark.ProtoReflect.Descriptor instead.
 func (*FedInboxMark) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FedInboxMark) GetSourceSystemId() string {
@@ -1520,7 +1608,7 @@ type FedDirectoryChunk struct {
 
 func (x *FedDirectoryChunk) Reset() {
 	*x = FedDirectoryChunk{}
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1620,7 @@ func (x *FedDirectoryChunk) String() string {
 func (*FedDirectoryChunk) ProtoMessage() {}
 
 func (x *FedDirectoryChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1633,7 @@ func (x *FedDirectoryChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryChunk.ProtoReflect.Descriptor instead.
 func (*FedDirectoryChunk) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FedDirectoryChunk) GetUpdate() *FedDirectoryApply {
@@ -1566,7 +1654,7 @@ type FedUnlinkDone struct {
 
 func (x *FedUnlinkDone) Reset() {
 	*x = FedUnlinkDone{}
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1666,7 @@ func (x *FedUnlinkDone) String() string {
 func (*FedUnlinkDone) ProtoMessage() {}
 
 func (x *FedUnlinkDone) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1679,7 @@ func (x *FedUnlinkDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedUnlinkDone.ProtoReflect.Descriptor instead.
 func (*FedUnlinkDone) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FedUnlinkDone) GetPeerSystemId() string {
@@ -1612,7 +1700,7 @@ type FedLinkAddrs struct {
 
 func (x *FedLinkAddrs) Reset() {
 	*x = FedLinkAddrs{}
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1712,7 @@ func (x *FedLinkAddrs) String() string {
 func (*FedLinkAddrs) ProtoMessage() {}
 
 func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1725,7 @@ func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkAddrs.ProtoReflect.Descriptor instead.
 func (*FedLinkAddrs) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FedLinkAddrs) GetPeerSystemId() string {
@@ -1678,7 +1766,7 @@ type FedDirectoryApply struct {
 
 func (x *FedDirectoryApply) Reset() {
 	*x = FedDirectoryApply{}
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1778,7 @@ func (x *FedDirectoryApply) String() string {
 func (*FedDirectoryApply) ProtoMessage() {}
 
 func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1791,7 @@ func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryApply.ProtoReflect.Descriptor instead.
 func (*FedDirectoryApply) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FedDirectoryApply) GetPeerSystemId() string {
@@ -1769,6 +1857,52 @@ func (x *FedDirectoryApply) GetDigest() []byte {
 	return nil
 }
 
+// FedGatewayBind is COMMAND_TYPE_FED_GATEWAY_BIND: a gateway session now
+// serves binding.system_id (replacing any earlier binding of that system).
+type FedGatewayBind struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Binding       *FedGatewayBinding     `protobuf:"bytes,1,opt,name=binding,proto3" json:"binding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedGatewayBind) Reset() {
+	*x = FedGatewayBind{}
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedGatewayBind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedGatewayBind) ProtoMessage() {}
+
+func (x *FedGatewayBind) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedGatewayBind.ProtoReflect.Descriptor instead.
+func (*FedGatewayBind) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *FedGatewayBind) GetBinding() *FedGatewayBinding {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
 // FedToken is what `concord federation token` prints (base64url after the
 // prefix "concordfed1."). It carries a secret: treat it like a password.
 type FedToken struct {
@@ -1786,7 +1920,7 @@ type FedToken struct {
 
 func (x *FedToken) Reset() {
 	*x = FedToken{}
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1932,7 @@ func (x *FedToken) String() string {
 func (*FedToken) ProtoMessage() {}
 
 func (x *FedToken) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1945,7 @@ func (x *FedToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedToken.ProtoReflect.Descriptor instead.
 func (*FedToken) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FedToken) GetSystemId() string {
@@ -1889,7 +2023,7 @@ type FedEnvelope struct {
 
 func (x *FedEnvelope) Reset() {
 	*x = FedEnvelope{}
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2035,7 @@ func (x *FedEnvelope) String() string {
 func (*FedEnvelope) ProtoMessage() {}
 
 func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2048,7 @@ func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedEnvelope.ProtoReflect.Descriptor instead.
 func (*FedEnvelope) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FedEnvelope) GetSeq() uint64 {
@@ -2041,7 +2175,7 @@ type FedAck struct {
 
 func (x *FedAck) Reset() {
 	*x = FedAck{}
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2187,7 @@ func (x *FedAck) String() string {
 func (*FedAck) ProtoMessage() {}
 
 func (x *FedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2200,7 @@ func (x *FedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAck.ProtoReflect.Descriptor instead.
 func (*FedAck) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FedAck) GetSeq() uint64 {
@@ -2121,7 +2255,7 @@ type FedHello struct {
 
 func (x *FedHello) Reset() {
 	*x = FedHello{}
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2267,7 @@ func (x *FedHello) String() string {
 func (*FedHello) ProtoMessage() {}
 
 func (x *FedHello) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2280,7 @@ func (x *FedHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedHello.ProtoReflect.Descriptor instead.
 func (*FedHello) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FedHello) GetSystemId() string {
@@ -2175,7 +2309,7 @@ type FedWelcome struct {
 
 func (x *FedWelcome) Reset() {
 	*x = FedWelcome{}
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2321,7 @@ func (x *FedWelcome) String() string {
 func (*FedWelcome) ProtoMessage() {}
 
 func (x *FedWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2334,7 @@ func (x *FedWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedWelcome.ProtoReflect.Descriptor instead.
 func (*FedWelcome) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FedWelcome) GetSystemId() string {
@@ -2236,7 +2370,7 @@ type FedDirectoryRequest struct {
 
 func (x *FedDirectoryRequest) Reset() {
 	*x = FedDirectoryRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2382,7 @@ func (x *FedDirectoryRequest) String() string {
 func (*FedDirectoryRequest) ProtoMessage() {}
 
 func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2395,7 @@ func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*FedDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FedDirectoryRequest) GetHaveVersion() uint64 {
@@ -2290,7 +2424,7 @@ type FedPing struct {
 
 func (x *FedPing) Reset() {
 	*x = FedPing{}
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2436,7 @@ func (x *FedPing) String() string {
 func (*FedPing) ProtoMessage() {}
 
 func (x *FedPing) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2449,7 @@ func (x *FedPing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedPing.ProtoReflect.Descriptor instead.
 func (*FedPing) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FedPing) GetSentUnixNano() int64 {
@@ -2354,7 +2488,7 @@ type FedFrame struct {
 
 func (x *FedFrame) Reset() {
 	*x = FedFrame{}
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +2500,7 @@ func (x *FedFrame) String() string {
 func (*FedFrame) ProtoMessage() {}
 
 func (x *FedFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2513,7 @@ func (x *FedFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedFrame.ProtoReflect.Descriptor instead.
 func (*FedFrame) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FedFrame) GetFrame() isFedFrame_Frame {
@@ -2522,7 +2656,7 @@ type FedBatch struct {
 
 func (x *FedBatch) Reset() {
 	*x = FedBatch{}
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2534,7 +2668,7 @@ func (x *FedBatch) String() string {
 func (*FedBatch) ProtoMessage() {}
 
 func (x *FedBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2547,7 +2681,7 @@ func (x *FedBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedBatch.ProtoReflect.Descriptor instead.
 func (*FedBatch) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FedBatch) GetEnvelopes() []*FedEnvelope {
@@ -2566,7 +2700,7 @@ type FedAcks struct {
 
 func (x *FedAcks) Reset() {
 	*x = FedAcks{}
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2712,7 @@ func (x *FedAcks) String() string {
 func (*FedAcks) ProtoMessage() {}
 
 func (x *FedAcks) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2725,7 @@ func (x *FedAcks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAcks.ProtoReflect.Descriptor instead.
 func (*FedAcks) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FedAcks) GetAcks() []*FedAck {
@@ -2615,7 +2749,7 @@ type PeerRequest struct {
 
 func (x *PeerRequest) Reset() {
 	*x = PeerRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2761,7 @@ func (x *PeerRequest) String() string {
 func (*PeerRequest) ProtoMessage() {}
 
 func (x *PeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2774,7 @@ func (x *PeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerRequest.ProtoReflect.Descriptor instead.
 func (*PeerRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PeerRequest) GetSecret() []byte {
@@ -2681,7 +2815,7 @@ type PeerResponse struct {
 
 func (x *PeerResponse) Reset() {
 	*x = PeerResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2693,7 +2827,7 @@ func (x *PeerResponse) String() string {
 func (*PeerResponse) ProtoMessage() {}
 
 func (x *PeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2706,7 +2840,7 @@ func (x *PeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerResponse.ProtoReflect.Descriptor instead.
 func (*PeerResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PeerResponse) GetSystemId() string {
@@ -2742,7 +2876,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +2888,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +2901,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateTokenRequest) GetPeerSystemId() string {
@@ -2836,7 +2970,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[35]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2982,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[35]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +2995,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{35}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateTokenResponse) GetToken() string {
@@ -2893,7 +3027,7 @@ type CreateLinkRequest struct {
 
 func (x *CreateLinkRequest) Reset() {
 	*x = CreateLinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[36]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +3039,7 @@ func (x *CreateLinkRequest) String() string {
 func (*CreateLinkRequest) ProtoMessage() {}
 
 func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[36]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3052,7 @@ func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkRequest.ProtoReflect.Descriptor instead.
 func (*CreateLinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{36}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateLinkRequest) GetToken() string {
@@ -2979,7 +3113,7 @@ type CreateLinkResponse struct {
 
 func (x *CreateLinkResponse) Reset() {
 	*x = CreateLinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[37]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3125,7 @@ func (x *CreateLinkResponse) String() string {
 func (*CreateLinkResponse) ProtoMessage() {}
 
 func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[37]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3138,7 @@ func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkResponse.ProtoReflect.Descriptor instead.
 func (*CreateLinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{37}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateLinkResponse) GetLink() *FedLink {
@@ -3022,7 +3156,7 @@ type ListLinksRequest struct {
 
 func (x *ListLinksRequest) Reset() {
 	*x = ListLinksRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[38]
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3168,7 @@ func (x *ListLinksRequest) String() string {
 func (*ListLinksRequest) ProtoMessage() {}
 
 func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[38]
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3181,7 @@ func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksRequest.ProtoReflect.Descriptor instead.
 func (*ListLinksRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{38}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{40}
 }
 
 // FedLinkStatus is one link as seen from the answering node.
@@ -3079,7 +3213,7 @@ type FedLinkStatus struct {
 
 func (x *FedLinkStatus) Reset() {
 	*x = FedLinkStatus{}
-	mi := &file_concord_v1_federation_proto_msgTypes[39]
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3225,7 @@ func (x *FedLinkStatus) String() string {
 func (*FedLinkStatus) ProtoMessage() {}
 
 func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[39]
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3238,7 @@ func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkStatus.ProtoReflect.Descriptor instead.
 func (*FedLinkStatus) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{39}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FedLinkStatus) GetLink() *FedLink {
@@ -3225,7 +3359,7 @@ type ListLinksResponse struct {
 
 func (x *ListLinksResponse) Reset() {
 	*x = ListLinksResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[40]
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3371,7 @@ func (x *ListLinksResponse) String() string {
 func (*ListLinksResponse) ProtoMessage() {}
 
 func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[40]
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3384,7 @@ func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksResponse.ProtoReflect.Descriptor instead.
 func (*ListLinksResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{40}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListLinksResponse) GetSystemId() string {
@@ -3293,7 +3427,7 @@ type UnlinkRequest struct {
 
 func (x *UnlinkRequest) Reset() {
 	*x = UnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[41]
+	mi := &file_concord_v1_federation_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3439,7 @@ func (x *UnlinkRequest) String() string {
 func (*UnlinkRequest) ProtoMessage() {}
 
 func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[41]
+	mi := &file_concord_v1_federation_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3452,7 @@ func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkRequest.ProtoReflect.Descriptor instead.
 func (*UnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{41}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UnlinkRequest) GetPeerSystemId() string {
@@ -3350,7 +3484,7 @@ type UnlinkResponse struct {
 
 func (x *UnlinkResponse) Reset() {
 	*x = UnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[42]
+	mi := &file_concord_v1_federation_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3496,7 @@ func (x *UnlinkResponse) String() string {
 func (*UnlinkResponse) ProtoMessage() {}
 
 func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[42]
+	mi := &file_concord_v1_federation_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3509,7 @@ func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkResponse.ProtoReflect.Descriptor instead.
 func (*UnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{42}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UnlinkResponse) GetPeerNotified() bool {
@@ -3408,7 +3542,7 @@ type PeerUnlinkRequest struct {
 
 func (x *PeerUnlinkRequest) Reset() {
 	*x = PeerUnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[43]
+	mi := &file_concord_v1_federation_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +3554,7 @@ func (x *PeerUnlinkRequest) String() string {
 func (*PeerUnlinkRequest) ProtoMessage() {}
 
 func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[43]
+	mi := &file_concord_v1_federation_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3433,7 +3567,7 @@ func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkRequest.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{43}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PeerUnlinkRequest) GetSystemId() string {
@@ -3451,7 +3585,7 @@ type PeerUnlinkResponse struct {
 
 func (x *PeerUnlinkResponse) Reset() {
 	*x = PeerUnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[44]
+	mi := &file_concord_v1_federation_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3597,7 @@ func (x *PeerUnlinkResponse) String() string {
 func (*PeerUnlinkResponse) ProtoMessage() {}
 
 func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[44]
+	mi := &file_concord_v1_federation_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3610,7 @@ func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkResponse.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{44}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{46}
 }
 
 var File_concord_v1_federation_proto protoreflect.FileDescriptor
@@ -3558,7 +3692,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x04seen\x18\x03 \x03(\x04R\x04seen\"_\n" +
 	"\x10FedPendingUnlink\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\x12\"\n" +
-	"\rremoved_at_ms\x18\x02 \x01(\x03R\vremovedAtMs\"\x94\x03\n" +
+	"\rremoved_at_ms\x18\x02 \x01(\x03R\vremovedAtMs\"\xcf\x03\n" +
 	"\x11FedSnapshotRecord\x12)\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkH\x00R\x04link\x122\n" +
 	"\x05token\x18\x02 \x01(\v2\x1a.concord.v1.FedTokenRecordH\x00R\x05token\x125\n" +
@@ -3566,8 +3700,16 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06outbox\x18\x04 \x01(\v2\x15.concord.v1.FedOutboxH\x00R\x06outbox\x12,\n" +
 	"\x05inbox\x18\x05 \x01(\v2\x14.concord.v1.FedInboxH\x00R\x05inbox\x12E\n" +
 	"\x0epending_unlink\x18\x06 \x01(\v2\x1c.concord.v1.FedPendingUnlinkH\x00R\rpendingUnlink\x129\n" +
-	"\astaging\x18\a \x01(\v2\x1d.concord.v1.FedDirectoryApplyH\x00R\astagingB\b\n" +
-	"\x06record\"f\n" +
+	"\astaging\x18\a \x01(\v2\x1d.concord.v1.FedDirectoryApplyH\x00R\astaging\x129\n" +
+	"\agateway\x18\n" +
+	" \x01(\v2\x1d.concord.v1.FedGatewayBindingH\x00R\agatewayB\b\n" +
+	"\x06record\"\x96\x01\n" +
+	"\x11FedGatewayBinding\x12\x1b\n" +
+	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12%\n" +
+	"\x0eparticipant_id\x18\x03 \x01(\tR\rparticipantId\x12\x1e\n" +
+	"\vbound_at_ms\x18\x04 \x01(\x03R\tboundAtMs\"f\n" +
 	"\x0eFedTokenCreate\x120\n" +
 	"\x05token\x18\x01 \x01(\v2\x1a.concord.v1.FedTokenRecordR\x05token\x12\"\n" +
 	"\rcreated_at_ms\x18\x02 \x01(\x03R\vcreatedAtMs\"z\n" +
@@ -3608,7 +3750,9 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\aremoves\x18\x06 \x03(\tR\aremoves\x12\x14\n" +
 	"\x05chunk\x18\a \x01(\rR\x05chunk\x12\x12\n" +
 	"\x04more\x18\b \x01(\bR\x04more\x12\x16\n" +
-	"\x06digest\x18\t \x01(\fR\x06digest\"\xb6\x01\n" +
+	"\x06digest\x18\t \x01(\fR\x06digest\"I\n" +
+	"\x0eFedGatewayBind\x127\n" +
+	"\abinding\x18\x01 \x01(\v2\x1d.concord.v1.FedGatewayBindingR\abinding\"\xb6\x01\n" +
 	"\bFedToken\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x14\n" +
 	"\x05addrs\x18\x02 \x03(\tR\x05addrs\x12\x15\n" +
@@ -3783,7 +3927,7 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_concord_v1_federation_proto_goTypes = []any{
 	(FedPolicyKind)(0),          // 0: concord.v1.FedPolicyKind
 	(FedOverflow)(0),            // 1: concord.v1.FedOverflow
@@ -3799,39 +3943,41 @@ var file_concord_v1_federation_proto_goTypes = []any{
 	(*FedInbox)(nil),            // 11: concord.v1.FedInbox
 	(*FedPendingUnlink)(nil),    // 12: concord.v1.FedPendingUnlink
 	(*FedSnapshotRecord)(nil),   // 13: concord.v1.FedSnapshotRecord
-	(*FedTokenCreate)(nil),      // 14: concord.v1.FedTokenCreate
-	(*FedLinkPut)(nil),          // 15: concord.v1.FedLinkPut
-	(*FedLinkRemove)(nil),       // 16: concord.v1.FedLinkRemove
-	(*FedOutboxPut)(nil),        // 17: concord.v1.FedOutboxPut
-	(*FedOutboxAck)(nil),        // 18: concord.v1.FedOutboxAck
-	(*FedInboxMark)(nil),        // 19: concord.v1.FedInboxMark
-	(*FedDirectoryChunk)(nil),   // 20: concord.v1.FedDirectoryChunk
-	(*FedUnlinkDone)(nil),       // 21: concord.v1.FedUnlinkDone
-	(*FedLinkAddrs)(nil),        // 22: concord.v1.FedLinkAddrs
-	(*FedDirectoryApply)(nil),   // 23: concord.v1.FedDirectoryApply
-	(*FedToken)(nil),            // 24: concord.v1.FedToken
-	(*FedEnvelope)(nil),         // 25: concord.v1.FedEnvelope
-	(*FedAck)(nil),              // 26: concord.v1.FedAck
-	(*FedHello)(nil),            // 27: concord.v1.FedHello
-	(*FedWelcome)(nil),          // 28: concord.v1.FedWelcome
-	(*FedDirectoryRequest)(nil), // 29: concord.v1.FedDirectoryRequest
-	(*FedPing)(nil),             // 30: concord.v1.FedPing
-	(*FedFrame)(nil),            // 31: concord.v1.FedFrame
-	(*FedBatch)(nil),            // 32: concord.v1.FedBatch
-	(*FedAcks)(nil),             // 33: concord.v1.FedAcks
-	(*PeerRequest)(nil),         // 34: concord.v1.PeerRequest
-	(*PeerResponse)(nil),        // 35: concord.v1.PeerResponse
-	(*CreateTokenRequest)(nil),  // 36: concord.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil), // 37: concord.v1.CreateTokenResponse
-	(*CreateLinkRequest)(nil),   // 38: concord.v1.CreateLinkRequest
-	(*CreateLinkResponse)(nil),  // 39: concord.v1.CreateLinkResponse
-	(*ListLinksRequest)(nil),    // 40: concord.v1.ListLinksRequest
-	(*FedLinkStatus)(nil),       // 41: concord.v1.FedLinkStatus
-	(*ListLinksResponse)(nil),   // 42: concord.v1.ListLinksResponse
-	(*UnlinkRequest)(nil),       // 43: concord.v1.UnlinkRequest
-	(*UnlinkResponse)(nil),      // 44: concord.v1.UnlinkResponse
-	(*PeerUnlinkRequest)(nil),   // 45: concord.v1.PeerUnlinkRequest
-	(*PeerUnlinkResponse)(nil),  // 46: concord.v1.PeerUnlinkResponse
+	(*FedGatewayBinding)(nil),   // 14: concord.v1.FedGatewayBinding
+	(*FedTokenCreate)(nil),      // 15: concord.v1.FedTokenCreate
+	(*FedLinkPut)(nil),          // 16: concord.v1.FedLinkPut
+	(*FedLinkRemove)(nil),       // 17: concord.v1.FedLinkRemove
+	(*FedOutboxPut)(nil),        // 18: concord.v1.FedOutboxPut
+	(*FedOutboxAck)(nil),        // 19: concord.v1.FedOutboxAck
+	(*FedInboxMark)(nil),        // 20: concord.v1.FedInboxMark
+	(*FedDirectoryChunk)(nil),   // 21: concord.v1.FedDirectoryChunk
+	(*FedUnlinkDone)(nil),       // 22: concord.v1.FedUnlinkDone
+	(*FedLinkAddrs)(nil),        // 23: concord.v1.FedLinkAddrs
+	(*FedDirectoryApply)(nil),   // 24: concord.v1.FedDirectoryApply
+	(*FedGatewayBind)(nil),      // 25: concord.v1.FedGatewayBind
+	(*FedToken)(nil),            // 26: concord.v1.FedToken
+	(*FedEnvelope)(nil),         // 27: concord.v1.FedEnvelope
+	(*FedAck)(nil),              // 28: concord.v1.FedAck
+	(*FedHello)(nil),            // 29: concord.v1.FedHello
+	(*FedWelcome)(nil),          // 30: concord.v1.FedWelcome
+	(*FedDirectoryRequest)(nil), // 31: concord.v1.FedDirectoryRequest
+	(*FedPing)(nil),             // 32: concord.v1.FedPing
+	(*FedFrame)(nil),            // 33: concord.v1.FedFrame
+	(*FedBatch)(nil),            // 34: concord.v1.FedBatch
+	(*FedAcks)(nil),             // 35: concord.v1.FedAcks
+	(*PeerRequest)(nil),         // 36: concord.v1.PeerRequest
+	(*PeerResponse)(nil),        // 37: concord.v1.PeerResponse
+	(*CreateTokenRequest)(nil),  // 38: concord.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil), // 39: concord.v1.CreateTokenResponse
+	(*CreateLinkRequest)(nil),   // 40: concord.v1.CreateLinkRequest
+	(*CreateLinkResponse)(nil),  // 41: concord.v1.CreateLinkResponse
+	(*ListLinksRequest)(nil),    // 42: concord.v1.ListLinksRequest
+	(*FedLinkStatus)(nil),       // 43: concord.v1.FedLinkStatus
+	(*ListLinksResponse)(nil),   // 44: concord.v1.ListLinksResponse
+	(*UnlinkRequest)(nil),       // 45: concord.v1.UnlinkRequest
+	(*UnlinkResponse)(nil),      // 46: concord.v1.UnlinkResponse
+	(*PeerUnlinkRequest)(nil),   // 47: concord.v1.PeerUnlinkRequest
+	(*PeerUnlinkResponse)(nil),  // 48: concord.v1.PeerUnlinkResponse
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
@@ -3845,7 +3991,7 @@ var file_concord_v1_federation_proto_depIdxs = []int32{
 	3,  // 8: concord.v1.FedTokenRecord.buffer:type_name -> concord.v1.FedBufferPolicy
 	5,  // 9: concord.v1.FedTokenRecord.outbox:type_name -> concord.v1.FedOutboxPolicy
 	6,  // 10: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
-	25, // 11: concord.v1.FedOutboxEntry.envelope:type_name -> concord.v1.FedEnvelope
+	27, // 11: concord.v1.FedOutboxEntry.envelope:type_name -> concord.v1.FedEnvelope
 	9,  // 12: concord.v1.FedOutbox.entries:type_name -> concord.v1.FedOutboxEntry
 	4,  // 13: concord.v1.FedPendingUnlink.link:type_name -> concord.v1.FedLink
 	4,  // 14: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
@@ -3854,54 +4000,56 @@ var file_concord_v1_federation_proto_depIdxs = []int32{
 	10, // 17: concord.v1.FedSnapshotRecord.outbox:type_name -> concord.v1.FedOutbox
 	11, // 18: concord.v1.FedSnapshotRecord.inbox:type_name -> concord.v1.FedInbox
 	12, // 19: concord.v1.FedSnapshotRecord.pending_unlink:type_name -> concord.v1.FedPendingUnlink
-	23, // 20: concord.v1.FedSnapshotRecord.staging:type_name -> concord.v1.FedDirectoryApply
-	7,  // 21: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
-	4,  // 22: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
-	25, // 23: concord.v1.FedOutboxPut.envelope:type_name -> concord.v1.FedEnvelope
-	26, // 24: concord.v1.FedOutboxAck.acks:type_name -> concord.v1.FedAck
-	23, // 25: concord.v1.FedDirectoryChunk.update:type_name -> concord.v1.FedDirectoryApply
-	6,  // 26: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
-	27, // 27: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
-	28, // 28: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
-	32, // 29: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
-	33, // 30: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
-	29, // 31: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
-	23, // 32: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
-	30, // 33: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
-	30, // 34: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
-	25, // 35: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
-	26, // 36: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
-	2,  // 37: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 38: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
-	3,  // 39: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	5,  // 40: concord.v1.CreateTokenRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
-	2,  // 41: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 42: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
-	3,  // 43: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	5,  // 44: concord.v1.CreateLinkRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
-	4,  // 45: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
-	4,  // 46: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
-	41, // 47: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
-	12, // 48: concord.v1.ListLinksResponse.pending_unlinks:type_name -> concord.v1.FedPendingUnlink
-	34, // 49: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
-	31, // 50: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	45, // 51: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
-	36, // 52: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	38, // 53: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	40, // 54: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	43, // 55: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	35, // 56: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	31, // 57: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	46, // 58: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
-	37, // 59: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	39, // 60: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	42, // 61: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	44, // 62: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	56, // [56:63] is the sub-list for method output_type
-	49, // [49:56] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	24, // 20: concord.v1.FedSnapshotRecord.staging:type_name -> concord.v1.FedDirectoryApply
+	14, // 21: concord.v1.FedSnapshotRecord.gateway:type_name -> concord.v1.FedGatewayBinding
+	7,  // 22: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
+	4,  // 23: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
+	27, // 24: concord.v1.FedOutboxPut.envelope:type_name -> concord.v1.FedEnvelope
+	28, // 25: concord.v1.FedOutboxAck.acks:type_name -> concord.v1.FedAck
+	24, // 26: concord.v1.FedDirectoryChunk.update:type_name -> concord.v1.FedDirectoryApply
+	6,  // 27: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
+	14, // 28: concord.v1.FedGatewayBind.binding:type_name -> concord.v1.FedGatewayBinding
+	29, // 29: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
+	30, // 30: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
+	34, // 31: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
+	35, // 32: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
+	31, // 33: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
+	24, // 34: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
+	32, // 35: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
+	32, // 36: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
+	27, // 37: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
+	28, // 38: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
+	2,  // 39: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
+	2,  // 40: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
+	3,  // 41: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	5,  // 42: concord.v1.CreateTokenRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
+	2,  // 43: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
+	2,  // 44: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
+	3,  // 45: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	5,  // 46: concord.v1.CreateLinkRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
+	4,  // 47: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
+	4,  // 48: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
+	43, // 49: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
+	12, // 50: concord.v1.ListLinksResponse.pending_unlinks:type_name -> concord.v1.FedPendingUnlink
+	36, // 51: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
+	33, // 52: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
+	47, // 53: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
+	38, // 54: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	40, // 55: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	42, // 56: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	45, // 57: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	37, // 58: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	33, // 59: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	48, // 60: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
+	39, // 61: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	41, // 62: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	44, // 63: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	46, // 64: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	58, // [58:65] is the sub-list for method output_type
+	51, // [51:58] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_federation_proto_init() }
@@ -3917,8 +4065,9 @@ func file_concord_v1_federation_proto_init() {
 		(*FedSnapshotRecord_Inbox)(nil),
 		(*FedSnapshotRecord_PendingUnlink)(nil),
 		(*FedSnapshotRecord_Staging)(nil),
+		(*FedSnapshotRecord_Gateway)(nil),
 	}
-	file_concord_v1_federation_proto_msgTypes[29].OneofWrappers = []any{
+	file_concord_v1_federation_proto_msgTypes[31].OneofWrappers = []any{
 		(*FedFrame_Hello)(nil),
 		(*FedFrame_Welcome)(nil),
 		(*FedFrame_Batch)(nil),
@@ -3934,7 +4083,7 @@ func file_concord_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

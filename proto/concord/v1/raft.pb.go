@@ -63,7 +63,11 @@ const (
 	CommandType_COMMAND_TYPE_FED_INBOX_MARK      CommandType = 55
 	CommandType_COMMAND_TYPE_FED_UNLINK_DONE     CommandType = 56
 	CommandType_COMMAND_TYPE_FED_DIRECTORY_CHUNK CommandType = 57
-	// 58..63 reserved for future federation commands.
+	// 58..61 reserved for future federation commands.
+	// SDK gateways (map/federation/route): which gateway session serves a
+	// foreign system, so replies find their way back from any node.
+	CommandType_COMMAND_TYPE_FED_GATEWAY_BIND CommandType = 62
+	// 63 reserved for SDK gateway commands.
 	// Access control (node/acl): API keys, stored as hashes. Bodies in acl.proto.
 	CommandType_COMMAND_TYPE_ACL_KEY_CREATE CommandType = 64
 	CommandType_COMMAND_TYPE_ACL_KEY_REVOKE CommandType = 65 // 66..79 reserved for future access-control commands.
@@ -100,6 +104,7 @@ var (
 		55:  "COMMAND_TYPE_FED_INBOX_MARK",
 		56:  "COMMAND_TYPE_FED_UNLINK_DONE",
 		57:  "COMMAND_TYPE_FED_DIRECTORY_CHUNK",
+		62:  "COMMAND_TYPE_FED_GATEWAY_BIND",
 		64:  "COMMAND_TYPE_ACL_KEY_CREATE",
 		65:  "COMMAND_TYPE_ACL_KEY_REVOKE",
 		255: "COMMAND_TYPE_NOOP",
@@ -131,6 +136,7 @@ var (
 		"COMMAND_TYPE_FED_INBOX_MARK":      55,
 		"COMMAND_TYPE_FED_UNLINK_DONE":     56,
 		"COMMAND_TYPE_FED_DIRECTORY_CHUNK": 57,
+		"COMMAND_TYPE_FED_GATEWAY_BIND":    62,
 		"COMMAND_TYPE_ACL_KEY_CREATE":      64,
 		"COMMAND_TYPE_ACL_KEY_REVOKE":      65,
 		"COMMAND_TYPE_NOOP":                255,
@@ -362,7 +368,7 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\bR\x03end\"\x1a\n" +
 	"\x04Noop\x12\x12\n" +
-	"\x04note\x18\x01 \x01(\tR\x04note*\xc3\a\n" +
+	"\x04note\x18\x01 \x01(\tR\x04note*\xe6\a\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_AGENT_REGISTER\x10\x01\x12!\n" +
@@ -390,7 +396,8 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x1bCOMMAND_TYPE_FED_OUTBOX_ACK\x106\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_FED_INBOX_MARK\x107\x12 \n" +
 	"\x1cCOMMAND_TYPE_FED_UNLINK_DONE\x108\x12$\n" +
-	" COMMAND_TYPE_FED_DIRECTORY_CHUNK\x109\x12\x1f\n" +
+	" COMMAND_TYPE_FED_DIRECTORY_CHUNK\x109\x12!\n" +
+	"\x1dCOMMAND_TYPE_FED_GATEWAY_BIND\x10>\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_CREATE\x10@\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_REVOKE\x10A\x12\x16\n" +
 	"\x11COMMAND_TYPE_NOOP\x10\xff\x01B:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
