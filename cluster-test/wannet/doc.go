@@ -5,9 +5,9 @@
 //
 // A Namespace is made with `ip netns add` and holds one address (on its
 // loopback device) that every process inside binds; the test reaches
-// those processes through Dial, Listen and Forward, which open their
-// sockets on a short-lived OS thread switched into the namespace
-// (setns), so the test process itself stays in the host namespace. A
+// those processes through DialContext, Listen and Forward, which open
+// their sockets on an OS thread switched into the namespace (setns) and
+// back, so the test process itself stays in the host namespace. A
 // Link joins two namespaces with a TUN device in each; the test process
 // moves IP packets between the two devices, holding each for the link's
 // delay (plus jitter, never reordering) and dropping the configured

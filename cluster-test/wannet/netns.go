@@ -125,11 +125,14 @@ func (n *Namespace) ip(args ...string) error {
 	return ipCmd(append([]string{"-n", n.Name}, args...)...)
 }
 
-// inside runs f on a new OS thread switched into the namespace. The
-// thread is never handed back to the Go scheduler: it ends with the
-// goroutine (LockOSThread without Unlock), so no other goroutine ever
-// runs in the namespace by accident. Sockets and TUN devices f opens
-// belong to the namespace for good and may be used from any goroutine.
+// inside runs f on an OS thread switched into the namespace, then
+// switches the thread back and hands it back to the scheduler. The thread
+// must not end with the goroutine (a LockOSThread without Unlock): a child
+// process that thread once forked has the parent-death signal tied to
+// that thread (Pdeathsig is per thread), and would be killed with it. If
+// switching back fails the thread stays locked and ends, which is safe
+// for the namespace. Sockets and TUN devices f opens belong to the
+// namespace for good and may be used from any goroutine.
 func (n *Namespace) inside(f func() error) error {
 	n.mu.Lock()
 	fd := n.fd
@@ -140,11 +143,23 @@ func (n *Namespace) inside(f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		home, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("wannet: open own namespace: %w", err)
+			return
+		}
+		defer unix.Close(home)
 		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("wannet: setns %s: %w", n.Name, err)
 			return
 		}
-		errc <- f()
+		ferr := f()
+		if unix.Setns(home, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- ferr
 	}()
 	return <-errc
 }
