@@ -40,22 +40,6 @@ func procAgent(t testing.TB, pc *ProcCluster, i int, id string) *Client {
 	return cl
 }
 
-// sendDelivered sends until the remote system acknowledges one delivery
-// (the directory import and a new stream may still be under way).
-func sendDelivered(t testing.TB, from *Client, to string, payload any) {
-	t.Helper()
-	Eventually(t, ConvergeTimeout, func() error {
-		res, err := from.Send(map[string]any{"to": to, "payload": payload})
-		if err != nil {
-			return fmt.Errorf("send to %s: %s", to, Describe(err))
-		}
-		if !slices.Equal(res.Delivered, []string{to}) {
-			return fmt.Errorf("send to %s: %+v", to, res)
-		}
-		return nil
-	})
-}
-
 // TestWAN_FederationOverLossyLink runs two systems of real processes in
 // separate network namespaces joined by a 25 ms (each way), jittery,
 // lossy link, linked with `concord federation token|link` over mTLS:

@@ -105,10 +105,22 @@ func (l *outLink) enqueue(env *concordv1.FedEnvelope, done func(Outcome)) {
 		return
 	}
 	up := l.up
-	if !up {
+	var dropped []*item
+	var refuse *CodeError
+	if up {
+		// With a stream up the buffer is only the send queue: the outage
+		// bounds (what may wait for a stream) do not apply, or a burst
+		// larger than MaxMessages would be dropped from a healthy link.
+		// The senders waiting for their acks bound it (rpc's MaxDeferred
+		// per MAP connection). What is still queued when the stream
+		// breaks becomes outage backlog, trimmed by the policy on the
+		// next push.
+		l.buf.items = append(l.buf.items, it)
+		l.buf.bytes += it.size
+	} else {
 		it.done = nil
+		dropped, refuse = l.buf.push(it, l.bufferPolicy(), it.at)
 	}
-	dropped, refuse := l.buf.push(it, l.bufferPolicy(), it.at)
 	l.mu.Unlock()
 	tellDropped(dropped)
 	switch {
