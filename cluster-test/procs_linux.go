@@ -58,6 +58,10 @@ type Proc struct {
 	// PeerGRPCAddr is the gRPC address other nodes and linked systems
 	// dial (GRPCAddr outside a namespace).
 	PeerGRPCAddr string
+	// InnerHTTPAddr is the HTTP address inside the namespace (HTTPAddr
+	// outside one): clients that dial through the namespace (no
+	// forwarder hop) use it.
+	InnerHTTPAddr string
 	// LogPath collects the process's stdout and stderr (appended across
 	// restarts).
 	LogPath string
@@ -149,7 +153,7 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 			at := func(k int) string { return net.JoinHostPort(o.ns.IP.String(), strconv.Itoa(nsBasePort+10*i+k)) }
 			p.HTTPAddr, p.GRPCAddr, p.RaftAddr, p.GossipAddr = at(0), at(1), at(2), at(3)
 		}
-		p.PeerGRPCAddr = p.GRPCAddr
+		p.PeerGRPCAddr, p.InnerHTTPAddr = p.GRPCAddr, p.HTTPAddr
 		pc.procs = append(pc.procs, p)
 	}
 	var seeds []string
@@ -206,6 +210,9 @@ func (pc *ProcCluster) forwardInto(t testing.TB) {
 		}
 	}
 }
+
+// Token is a bearer token every process accepts (map/connect auth).
+func (pc *ProcCluster) Token() string { return pc.token }
 
 // SystemID is the processes' system id.
 func (pc *ProcCluster) SystemID() string { return pc.system }
