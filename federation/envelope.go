@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -102,13 +103,34 @@ func BuildMessage(env *concordv1.FedEnvelope) json.RawMessage {
 	b = appendJSONString(b, env.GetSourceSystem())
 	b = append(b, `,"targetSystem":`...)
 	b = appendJSONString(b, env.GetTargetSystem())
-	b = fmt.Appendf(b, `,"hopCount":%d,"maxHops":%d,"originTimestamp":%d,"path":`, env.GetHopCount(), env.GetMaxHops(), env.GetOriginTsMs())
-	p, _ := json.Marshal(env.GetPath()) // strings only: cannot fail
-	b = append(b, p...)
-	return append(b, "}}"...)
+	b = append(b, `,"hopCount":`...)
+	b = strconv.AppendUint(b, uint64(env.GetHopCount()), 10)
+	b = append(b, `,"maxHops":`...)
+	b = strconv.AppendUint(b, uint64(env.GetMaxHops()), 10)
+	b = append(b, `,"originTimestamp":`...)
+	b = strconv.AppendInt(b, env.GetOriginTsMs(), 10)
+	b = append(b, `,"path":[`...)
+	for i, p := range env.GetPath() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, p)
+	}
+	return append(b, "]}}"...)
 }
 
+// appendJSONString appends s as a JSON string. Ids and system names are
+// plain ASCII: they are copied as they are (BuildMessage runs once per
+// delivered message, where json.Marshal's reflection and escaping showed
+// in profiles); anything else goes through encoding/json.
 func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string: cannot fail
-	return append(b, q...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string: cannot fail
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

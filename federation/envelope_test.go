@@ -129,3 +129,12 @@ func TestToken_RoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendJSONString_MatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "dc1", "alice-1_x.y:z", `q"uote`, `back\slash`, "new\nline", "<tag>&", "é", "\x7f", "\u2028"} {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString(nil, s); string(got) != string(want) {
+			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}

@@ -503,11 +503,15 @@ func (l *outLink) receive(ctx context.Context, stream concordv1.Federation_LinkC
 }
 
 func (l *outLink) acked(acks []*concordv1.FedAck) {
-	for _, a := range acks {
-		l.mu.Lock()
-		f := l.inflight[a.GetSeq()]
+	done := make([]*inflight, len(acks))
+	l.mu.Lock() // once per frame: acks come in batches
+	for i, a := range acks {
+		done[i] = l.inflight[a.GetSeq()]
 		delete(l.inflight, a.GetSeq())
-		l.mu.Unlock()
+	}
+	l.mu.Unlock()
+	for i, a := range acks {
+		f := done[i]
 		if f == nil || f.it.done == nil {
 			continue
 		}
