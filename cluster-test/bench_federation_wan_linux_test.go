@@ -55,6 +55,15 @@ func BenchmarkFederation_WAN(b *testing.B) {
 		alice, bob := wanAgent(b, dc1, 0, "alice"), wanAgent(b, dc2, 0, "bob")
 		reportRTT(b, requestReply(b, alice, "dc2:agent:bob", bob, "dc1:agent:alice"))
 	})
+	b.Run(fmt.Sprintf("request-reply/dc1-to-dc2/fewest-relays/rounds=%d", wanRounds), func(b *testing.B) {
+		// The agents sit on the servers the streams connect (where the
+		// hash spread allows): what the relay inside each system costs.
+		a, bb, relays := fewestRelays(b, dc1, dc2)
+		b.Logf("alice on %s, bob on %s: %d relay hop(s) per round trip", dc1.Proc(a), dc2.Proc(bb), relays)
+		alice, bob := wanAgent(b, dc1, a, "alice2"), wanAgent(b, dc2, bb, "bob2")
+		reportRTT(b, requestReply(b, alice, "dc2:agent:bob2", bob, "dc1:agent:alice2"))
+		b.ReportMetric(float64(relays), "relay-hops")
+	})
 	b.Run(fmt.Sprintf("baseline-tcp-echo/dc1-to-dc2/rounds=%d", wanRounds), func(b *testing.B) {
 		reportRTT(b, tcpEcho(b, dc1.Namespace(), dc2.Namespace()))
 	})
@@ -68,6 +77,37 @@ func BenchmarkFederation_WAN(b *testing.B) {
 	b.Run("drain-after-30s-cut/offered=1000msgs-per-s", func(b *testing.B) {
 		benchDrain(b, w, dc1, dc2, 30*time.Second, 1000)
 	})
+}
+
+// fewestRelays picks a dc1 process a and a dc2 process b such that the
+// request (a's stream to dc2) and the reply (b's stream to dc1) cross as
+// few relay hops inside the systems as the streams' spread allows.
+func fewestRelays(b *testing.B, dc1, dc2 *ProcCluster) (a, bb, relays int) {
+	b.Helper()
+	relays = 3
+	for _, pa := range dc1.Procs() {
+		for _, pb := range dc2.Procs() {
+			ha, err := dc1.StreamTo(pa.Index, dc2)
+			if err != nil {
+				b.Fatal(err)
+			}
+			hb, err := dc2.StreamTo(pb.Index, dc1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			if ha != pb {
+				n++
+			}
+			if hb != pa {
+				n++
+			}
+			if n < relays {
+				a, bb, relays = pa.Index, pb.Index, n
+			}
+		}
+	}
+	return a, bb, relays
 }
 
 // wanRounds is how many request/reply rounds each WAN figure takes.
