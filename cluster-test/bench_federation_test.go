@@ -81,17 +81,7 @@ func benchFederatedPairs(b *testing.B, n int) {
 // one system, TLS on.
 func benchCrossNodePairs(b *testing.B, n int) {
 	c := New(b, 2, WithLogLevel(slog.LevelWarn))
-	ps := make([]benchPair, n)
-	for i := range ps {
-		dst := fmt.Sprintf("dst%d", i)
-		ps[i] = benchPair{cork: &corkedConn{}}
-		ps[i].dst = rawAgent(b, c.Nodes()[1].MAPURL(), dst, nil)
-		ps[i].src = rawAgent(b, c.Nodes()[0].MAPURL(), fmt.Sprintf("src%d", i), ps[i].cork)
-		ps[i].frame = []byte(`{"jsonrpc":"2.0","id":7,"method":"map/send","params":{"to":{"agent":"` + dst + `"},"payload":` + benchPayload256 + `}}`)
-		ps[i].reply = []byte(`"delivered":["` + dst + `"]`)
-	}
-	c.RequireConverged(b)
-	drivePairs(b, ps, []byte(`"map/message"`))
+	drivePairs(b, crossNodePairs(b, c, n), []byte(`"map/message"`))
 }
 
 // systemAgent is rawAgent against a node of system (trusting its CA).

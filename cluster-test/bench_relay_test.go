@@ -27,17 +27,7 @@ func BenchmarkRouting_CrossNodePairs(b *testing.B) {
 	b.Run(fmt.Sprintf("map-send/pairs=%d/node1-to-node2/no-tls", pairs), func(b *testing.B) {
 		// Plaintext, as the relay: the comparison is of the routing.
 		c := New(b, 2, WithLogLevel(slog.LevelWarn), WithInsecure())
-		ps := make([]benchPair, pairs)
-		for i := range ps {
-			dst := fmt.Sprintf("dst%d", i)
-			ps[i] = benchPair{cork: &corkedConn{}}
-			ps[i].dst = rawAgent(b, c.Nodes()[1].MAPURL(), dst, nil)
-			ps[i].src = rawAgent(b, c.Nodes()[0].MAPURL(), fmt.Sprintf("src%d", i), ps[i].cork)
-			ps[i].frame = []byte(`{"jsonrpc":"2.0","id":7,"method":"map/send","params":{"to":{"agent":"` + dst + `"},"payload":` + benchPayload256 + `}}`)
-			ps[i].reply = []byte(`"delivered":["` + dst + `"]`)
-		}
-		c.RequireConverged(b)
-		drivePairs(b, ps, []byte(`"map/message"`))
+		drivePairs(b, crossNodePairs(b, c, pairs), []byte(`"map/message"`))
 	})
 	b.Run(fmt.Sprintf("baseline-ws-relay/pairs=%d", pairs), func(b *testing.B) {
 		url := startRelay(b)
@@ -51,6 +41,22 @@ func BenchmarkRouting_CrossNodePairs(b *testing.B) {
 		}
 		drivePairs(b, ps, nil)
 	})
+}
+
+// crossNodePairs connects n sender agents to node 1 of c and their
+// receivers to node 2, and waits until the nodes agree on them.
+func crossNodePairs(b *testing.B, c *Cluster, n int) []benchPair {
+	ps := make([]benchPair, n)
+	for i := range ps {
+		dst := fmt.Sprintf("dst%d", i)
+		ps[i] = benchPair{cork: &corkedConn{}}
+		ps[i].dst = rawAgent(b, c.Nodes()[1].MAPURL(), dst, nil)
+		ps[i].src = rawAgent(b, c.Nodes()[0].MAPURL(), fmt.Sprintf("src%d", i), ps[i].cork)
+		ps[i].frame = []byte(`{"jsonrpc":"2.0","id":7,"method":"map/send","params":{"to":{"agent":"` + dst + `"},"payload":` + benchPayload256 + `}}`)
+		ps[i].reply = []byte(`"delivered":["` + dst + `"]`)
+	}
+	c.RequireConverged(b)
+	return ps
 }
 
 // benchPair is one sender socket and its receiver. reply, when set, is what

@@ -29,17 +29,6 @@ func wanPair(t *testing.T) (w *WAN, dc1, dc2 *ProcCluster) {
 	return w, dc1, dc2
 }
 
-// procAgent connects an agent to process i and registers it.
-func procAgent(t testing.TB, pc *ProcCluster, i int, id string) *Client {
-	t.Helper()
-	cl := pc.Connect(t, i, map[string]any{
-		"participantType": "agent", "participantId": id, "name": id,
-		"disconnectPolicy": map[string]any{"agentBehavior": "orphan"},
-	})
-	registerRetry(t, cl, id, nil)
-	return cl
-}
-
 // TestWAN_FederationOverLossyLink runs two systems of real processes in
 // separate network namespaces joined by a 25 ms (each way), jittery,
 // lossy link, linked with `concord federation token|link` over mTLS:
@@ -54,8 +43,8 @@ func TestWAN_FederationOverLossyLink(t *testing.T) {
 	// Place alice (dc1) and bob (dc2) so that neither sits on the server
 	// the other's node streams to: both stream holders can be killed.
 	a, b := streamPlacement(t, dc1, dc2)
-	alice := procAgent(t, dc1, a, "alice")
-	bob := procAgent(t, dc2, b, "bob")
+	alice := agentOn(t, dc1, a, "alice", nil)
+	bob := agentOn(t, dc2, b, "bob", nil)
 	sendDelivered(t, alice, "dc2:agent:bob", map[string]any{"hello": "bob"})
 	sendDelivered(t, bob, "dc1:agent:alice", map[string]any{"hello": "alice"})
 	if msgs, err := bob.WaitMessages(1, DeliveryTimeout); err != nil || msgs[0].From != "dc1:agent:alice" {
@@ -167,8 +156,8 @@ func localLatencies(t *testing.T, pc *ProcCluster, at, n int) []time.Duration {
 		other = (other + 1) % 3
 	}
 	tag := fmt.Sprintf("%d", time.Now().UnixNano())
-	src := procAgent(t, pc, at, "local-src-"+tag)
-	dst := procAgent(t, pc, other, "local-dst-"+tag)
+	src := agentOn(t, pc, at, "local-src-"+tag, nil)
+	dst := agentOn(t, pc, other, "local-dst-"+tag, nil)
 	sendDelivered(t, src, "local-dst-"+tag, "warm-up") // the sender's node may not know dst yet
 	var out []time.Duration
 	for i := range n {
