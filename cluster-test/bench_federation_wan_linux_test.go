@@ -53,7 +53,7 @@ func BenchmarkFederation_WAN(b *testing.B) {
 	})
 	b.Run(fmt.Sprintf("request-reply/dc1-to-dc2/rounds=%d", wanRounds), func(b *testing.B) {
 		alice, bob := wanAgent(b, dc1, 0, "alice"), wanAgent(b, dc2, 0, "bob")
-		reportRTT(b, requestReply(b, alice, "dc2:agent:bob", bob, "dc1:agent:alice"))
+		reportRTT(b, requestReply(b, alice, "dc2:agent:bob", bob, "dc1:agent:alice", fixedRounds()))
 	})
 	b.Run(fmt.Sprintf("request-reply/dc1-to-dc2/fewest-relays/rounds=%d", wanRounds), func(b *testing.B) {
 		// The agents sit on the servers the streams connect (where the
@@ -61,15 +61,15 @@ func BenchmarkFederation_WAN(b *testing.B) {
 		a, bb, relays := fewestRelays(b, dc1, dc2)
 		b.Logf("alice on %s, bob on %s: %d relay hop(s) per round trip", dc1.Proc(a), dc2.Proc(bb), relays)
 		alice, bob := wanAgent(b, dc1, a, "alice2"), wanAgent(b, dc2, bb, "bob2")
-		reportRTT(b, requestReply(b, alice, "dc2:agent:bob2", bob, "dc1:agent:alice2"))
+		reportRTT(b, requestReply(b, alice, "dc2:agent:bob2", bob, "dc1:agent:alice2", fixedRounds()))
 		b.ReportMetric(float64(relays), "relay-hops")
 	})
 	b.Run(fmt.Sprintf("baseline-tcp-echo/dc1-to-dc2/rounds=%d", wanRounds), func(b *testing.B) {
 		reportRTT(b, tcpEcho(b, dc1.Namespace(), dc2.Namespace()))
 	})
-	b.Run(fmt.Sprintf("reference-request-reply/same-system/rounds=%d", wanRounds), func(b *testing.B) {
+	b.Run("reference-request-reply/same-system", func(b *testing.B) {
 		carol, dave := wanAgent(b, dc1, 0, "carol"), wanAgent(b, dc1, 1, "dave")
-		lat := requestReply(b, carol, `{"agent":"dave"}`, dave, `{"agent":"carol"}`)
+		lat := requestReply(b, carol, `{"agent":"dave"}`, dave, `{"agent":"carol"}`, b.Loop)
 		p50, p99 := percentiles(lat)
 		b.ReportMetric(ms(p50), "p50-ms")
 		b.ReportMetric(ms(p99), "p99-ms")
@@ -148,11 +148,11 @@ type mapNote struct {
 	} `json:"params"`
 }
 
-// requestReply runs wanRounds request/replies (after warm-up rounds that
-// also wait for the directory import): from sends to `to`, responder
-// answers each to replyTo with the request's correlationId, and the time
-// from send to answer is recorded.
-func requestReply(b *testing.B, from *websocket.Conn, to string, responder *websocket.Conn, replyTo string) []time.Duration {
+// requestReply runs request/replies while more says so (after warm-up
+// rounds that also wait for the directory import): from sends to `to`,
+// responder answers each to replyTo with the request's correlationId, and
+// the time from send to answer is recorded.
+func requestReply(b *testing.B, from *websocket.Conn, to string, responder *websocket.Conn, replyTo string, more func() bool) []time.Duration {
 	b.Helper()
 	done := make(chan struct{})
 	go func() { // the responder: answers until its socket closes
@@ -180,23 +180,40 @@ func requestReply(b *testing.B, from *websocket.Conn, to string, responder *webs
 		}
 	}()
 	b.Cleanup(func() { _ = responder.Close(); <-done })
-	const warm = 10
-	var lat []time.Duration
-	for round := 0; len(lat) < wanRounds; round++ {
-		if round > warm+10*wanRounds {
-			b.Fatalf("only %d of %d rounds answered", len(lat), wanRounds)
-		}
-		start := time.Now()
-		frame := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"map/send","params":{"to":%s,"payload":{"seq":%d,"pad":%s},"meta":{"expectsResponse":true}}}`,
-			round, quoteAddr(to), round, benchPayload256)
-		if err := from.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
-			b.Fatal(err)
-		}
-		if answered(b, from, round) && round >= warm {
-			lat = append(lat, time.Since(start))
+	round := 0
+	// one runs rounds until one is answered (the first ones may fail
+	// until the directory import lands) and returns its time.
+	one := func() time.Duration {
+		for tries := 0; ; tries++ {
+			if tries > 100 {
+				b.Fatalf("round %d: no answer in %d tries", round, tries)
+			}
+			round++
+			start := time.Now()
+			frame := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"map/send","params":{"to":%s,"payload":{"seq":%d,"pad":%s},"meta":{"expectsResponse":true}}}`,
+				round, quoteAddr(to), round, benchPayload256)
+			if err := from.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
+				b.Fatal(err)
+			}
+			if answered(b, from, round) {
+				return time.Since(start)
+			}
 		}
 	}
+	for range 10 { // warm-up
+		one()
+	}
+	var lat []time.Duration
+	for more() {
+		lat = append(lat, one())
+	}
 	return lat
+}
+
+// fixedRounds is requestReply's more for wanRounds rounds, whatever b.N.
+func fixedRounds() func() bool {
+	n := 0
+	return func() bool { n++; return n <= wanRounds }
 }
 
 // answered reads from until the answer to round arrives (true) or the
