@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -19,7 +20,7 @@ import (
 
 // WANShape is the WAN of the process-level federation tests: 25 ms each
 // way (a 50 ms round trip), ±2 ms jitter and 1% packet loss.
-var WANShape = wannet.Shape{Delay: 25e6, Jitter: 2e6, Loss: 0.01}
+var WANShape = wannet.Shape{Delay: 25 * time.Millisecond, Jitter: 2 * time.Millisecond, Loss: 0.01}
 
 // RequireWAN skips t, naming the reason, when network namespaces cannot
 // be made here (not root, no iproute2, no TUN); with

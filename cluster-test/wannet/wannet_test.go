@@ -18,6 +18,9 @@ import (
 // when namespaces cannot be made here.
 func requireWAN(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("wannet: namespace tests skipped with -short")
+	}
 	if err := Available(); err != nil {
 		if os.Getenv("CONCORD_REQUIRE_NETNS") != "" {
 			t.Fatalf("CONCORD_REQUIRE_NETNS is set but %v", err)
