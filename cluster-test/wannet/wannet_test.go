@@ -207,3 +207,41 @@ func TestNamespace_CloseRemovesIt(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// TestLink_JitterNeverReorders sends numbered UDP datagrams (which, unlike
+// TCP, would show reordering) over a link with jitter: every one arrives,
+// in order, no sooner than the delay minus the jitter.
+func TestLink_JitterNeverReorders(t *testing.T) {
+	a, b, _ := pair(t, Shape{Delay: 5 * time.Millisecond, Jitter: 4 * time.Millisecond})
+	var rx, tx net.PacketConn
+	if err := b.inside(func() (err error) { rx, err = net.ListenPacket("udp", b.IP.String()+":7003"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	if err := a.inside(func() (err error) { tx, err = net.ListenPacket("udp", a.IP.String()+":0"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	to := &net.UDPAddr{IP: net.IP(b.IP.AsSlice()), Port: 7003}
+	const n = 200
+	start := time.Now()
+	for i := range n {
+		if _, err := tx.WriteTo([]byte{byte(i)}, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 16)
+	for i := range n {
+		_ = rx.SetReadDeadline(time.Now().Add(2 * time.Second))
+		k, _, err := rx.ReadFrom(buf)
+		if err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+		if k != 1 || buf[0] != byte(i) {
+			t.Fatalf("datagram %d arrived as %d: reordered", i, buf[0])
+		}
+		if i == 0 && time.Since(start) < time.Millisecond {
+			t.Fatalf("first datagram after %v, want at least the delay minus the jitter (1 ms)", time.Since(start))
+		}
+	}
+}
