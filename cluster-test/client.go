@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,11 +83,16 @@ type SendResult struct {
 // through the client are recorded in ledger when it is not nil. The
 // connection is closed at t's cleanup.
 func Dial(t testing.TB, url string, ledger *Ledger) (*Client, error) {
+	return dialTLS(t, url, ledger, ClientTLS())
+}
+
+// dialTLS is Dial trusting tlsCfg's CA (a system other than SystemID).
+func dialTLS(t testing.TB, url string, ledger *Ledger, tlsCfg *tls.Config) (*Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
 	in := newInbox()
 	cc := rpc.DefaultClientConfig()
-	cc.TLSConfig = ClientTLS()
+	cc.TLSConfig = tlsCfg
 	conn, err := rpc.Dial(ctx, url, cc, &clientHandler{in: in})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", url, err)

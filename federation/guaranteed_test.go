@@ -127,11 +127,11 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 	in := &inStream{m: m, peer: "dc1", wake: make(chan struct{}, 1)}
 	ctx := context.Background()
 
-	in.deliver(ctx, guaranteedEnv(1, 1, "bob"))
+	deliverNow(ctx, in, guaranteedEnv(1, 1, "bob"))
 	if d.count("bob") != 1 || len(in.takeAcks()) != 0 {
 		t.Fatal("delivered message acknowledged before its mark")
 	}
-	in.deliver(ctx, guaranteedEnv(2, 1, "bob")) // sent again while unmarked
+	deliverNow(ctx, in, guaranteedEnv(2, 1, "bob")) // sent again while unmarked
 	if a := in.takeAcks(); len(a) != 1 || a[0].GetCode() != CodeUnavailable || d.count("bob") != 1 {
 		t.Fatalf("resend during delivery: %v, %d deliveries", a, d.count("bob"))
 	}
@@ -142,13 +142,13 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 	if !m.deps.State.InboxDone("dc1", 1) {
 		t.Fatal("seq 1 not recorded")
 	}
-	in.deliver(ctx, guaranteedEnv(3, 1, "bob"))
+	deliverNow(ctx, in, guaranteedEnv(3, 1, "bob"))
 	if a := in.takeAcks(); len(a) != 1 || !a[0].GetDuplicate() || d.count("bob") != 1 {
 		t.Fatalf("resend after the mark: %v, %d deliveries", a, d.count("bob"))
 	}
 
 	// A refusal for good is recorded too: the retry is a duplicate.
-	in.deliver(ctx, guaranteedEnv(4, 2, "nobody"))
+	deliverNow(ctx, in, guaranteedEnv(4, 2, "nobody"))
 	acks = in.markAndAck(ctx, in.takeMarks())
 	if len(acks) != 1 || acks[0].GetCode() != CodeAgentNotFound || !m.deps.State.InboxDone("dc1", 2) {
 		t.Fatalf("unknown agent: %v", acks)
@@ -158,12 +158,12 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 	m.gmu.Lock()
 	m.gactive[gkey{"dc1", 3}] = clk.now()
 	m.gmu.Unlock()
-	in.deliver(ctx, guaranteedEnv(5, 3, "bob"))
+	deliverNow(ctx, in, guaranteedEnv(5, 3, "bob"))
 	if a := in.takeAcks(); len(a) != 1 || a[0].GetCode() != CodeUnavailable {
 		t.Fatalf("seq in delivery: %v", a)
 	}
 	clk.add(m.cfg.AckTimeout + time.Second)
-	in.deliver(ctx, guaranteedEnv(6, 3, "bob"))
+	deliverNow(ctx, in, guaranteedEnv(6, 3, "bob"))
 	if d.count("bob") != 2 {
 		t.Fatal("a stale delivery entry kept blocking its seq")
 	}
@@ -173,16 +173,16 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 	m.gactive[gkey{"dc1", 10}] = clk.now()
 	m.gmu.Unlock()
 	before := d.count("bob")
-	in.deliver(ctx, guaranteedEnv(20, 10, "bob"))
-	in.deliver(ctx, guaranteedEnv(21, 11, "bob"))
+	deliverNow(ctx, in, guaranteedEnv(20, 10, "bob"))
+	deliverNow(ctx, in, guaranteedEnv(21, 11, "bob"))
 	if a := in.takeAcks(); len(a) != 2 || a[0].GetCode() != CodeUnavailable || a[1].GetCode() != CodeUnavailable || d.count("bob") != before {
 		t.Fatalf("seq 11 behind a refused 10: %v", a)
 	}
 	m.gmu.Lock()
 	delete(m.gactive, gkey{"dc1", 10})
 	m.gmu.Unlock()
-	in.deliver(ctx, guaranteedEnv(22, 10, "bob"))
-	in.deliver(ctx, guaranteedEnv(23, 11, "bob"))
+	deliverNow(ctx, in, guaranteedEnv(22, 10, "bob"))
+	deliverNow(ctx, in, guaranteedEnv(23, 11, "bob"))
 	if d.count("bob") != before+2 {
 		t.Fatalf("10 then 11 again: %d deliveries, want %d", d.count("bob"), before+2)
 	}
@@ -190,7 +190,7 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 
 	// Once the stream ended, a finished delivery is still recorded.
 	in.closeMarks()
-	in.deliver(ctx, guaranteedEnv(7, 4, "bob"))
+	deliverNow(ctx, in, guaranteedEnv(7, 4, "bob"))
 	deadline := time.Now().Add(5 * time.Second)
 	for !m.deps.State.InboxDone("dc1", 4) {
 		if time.Now().After(deadline) {
@@ -202,7 +202,7 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 	// Guaranteed messages cross one link only.
 	fwd := guaranteedEnv(8, 5, "bob")
 	fwd.TargetSystem = "dc3"
-	in.deliver(ctx, fwd)
+	deliverNow(ctx, in, fwd)
 	if a := in.takeAcks(); len(a) != 1 || a[0].GetCode() != CodeInvalidParams {
 		t.Fatalf("guaranteed message in transit: %v", a)
 	}
@@ -293,4 +293,11 @@ func TestOutLink_GuaranteedDrain(t *testing.T) {
 	if o := <-done; !slices.Equal(o.Delivered, []string{"dc2:agent:bob"}) {
 		t.Fatalf("waiting sender heard %+v", o)
 	}
+}
+
+// deliverNow hands env to in as the stream's reader does, with the link
+// as the state holds it now.
+func deliverNow(ctx context.Context, in *inStream, env *concordv1.FedEnvelope) {
+	link, ok := in.m.deps.State.Link(in.peer)
+	in.deliver(ctx, env, link, ok)
 }

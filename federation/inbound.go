@@ -103,9 +103,13 @@ func (in *inStream) read(ctx context.Context) error {
 		}
 		switch fr := f.GetFrame().(type) {
 		case *concordv1.FedFrame_Batch:
-			for _, env := range fr.Batch.GetEnvelopes() {
-				in.m.countReceived(in.peer)
-				in.deliver(ctx, env)
+			// The link (policies) is read once per batch, not per
+			// envelope: State.Link copies it, CA certificate and all.
+			envs := fr.Batch.GetEnvelopes()
+			in.m.countReceived(in.peer, len(envs))
+			link, ok := in.m.deps.State.Link(in.peer)
+			for _, env := range envs {
+				in.deliver(ctx, env, link, ok)
 			}
 		case *concordv1.FedFrame_DirRequest:
 			for _, u := range in.directory(fr.DirRequest.GetHaveVersion(), fr.DirRequest.GetHaveDigest()) {
@@ -122,8 +126,9 @@ func (in *inStream) read(ctx context.Context) error {
 
 // deliver checks env and hands it to the local recipient; the ack
 // follows the outcome. Calls are made in arrival order, which keeps the
-// order per sender and recipient.
-func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
+// order per sender and recipient. link is the stream's link as read for
+// env's batch (linked false: removed).
+func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope, link *concordv1.FedLink, linked bool) {
 	m := in.m
 	seq := env.GetSeq()
 	if cerr := CheckInbound(env, m.cfg.SystemID, in.peer, m.cfg.MaxEnvelopeBytes); cerr != nil {
@@ -144,8 +149,7 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 		m.forward(env, in.peer, func(o Outcome) { in.ackOutcome(seq, o) })
 		return
 	}
-	link, ok := m.deps.State.Link(in.peer)
-	if !ok {
+	if !linked {
 		answer(seq, codeErr(CodeSystemNotFound, "Federation link to "+in.peer+" removed", nil), nil)
 		return
 	}

@@ -67,7 +67,7 @@ func TestInStream_DeliverToService(t *testing.T) {
 			env := &concordv1.FedEnvelope{SourceSystem: "dc2", TargetSystem: "dc1", Path: []string{"dc2"}, HopCount: 1, MaxHops: 3,
 				MessageId: "m1", From: "bob", ToAgent: tc.to, Seq: 7,
 				Payload: []byte(`{"kind":"round","output":{}}`), Meta: []byte(`{"correlationId":"r/r1/dc2:agent:bob"}`)}
-			in.deliver(context.Background(), env)
+			deliverNow(context.Background(), in, env)
 			m.wg.Wait()
 			in.mu.Lock()
 			acks := in.acks

@@ -28,6 +28,10 @@ const (
 	maxBatchBytes = 4 << 20
 )
 
+// upQueueFactor scales a link's outage bounds into the bounds of its send
+// queue while a stream is up (16,000 messages / 160 MB by default).
+const upQueueFactor = 16
+
 // outLink is this node's stream to one linked system: it picks one of the
 // peer's servers (spread by a hash of this node's id), keeps the stream
 // open, moves to the next server with jittered backoff when it breaks,
@@ -120,10 +124,28 @@ func (l *outLink) enqueue(env *concordv1.FedEnvelope, done func(Outcome)) {
 		return
 	}
 	up := l.up
-	if !up {
+	var dropped []*item
+	var refuse *CodeError
+	if up {
+		// With a stream up the buffer is only the send queue: the outage
+		// bounds (what may wait for a stream) do not apply, or a burst
+		// larger than MaxMessages would be dropped from a healthy link.
+		// A stream that stalls (a blackholed peer not yet noticed) must
+		// not hold unbounded memory either: past upQueueFactor times the
+		// outage bounds new messages are refused, retryable, and nothing
+		// is dropped. What is still queued when the stream breaks becomes
+		// outage backlog, trimmed by the policy on the next push.
+		if p := l.bufferPolicy(); (p.GetMaxMessages() > 0 && len(l.buf.items) >= upQueueFactor*int(p.GetMaxMessages())) ||
+			(p.GetMaxBytes() > 0 && uint64(l.buf.bytes+it.size) > upQueueFactor*p.GetMaxBytes()) {
+			refuse = codeErr(CodeUnavailable, "Federation link to "+l.peer+" is congested: its send queue is full", map[string]any{"retryable": true, "systemId": l.peer})
+		} else {
+			l.buf.items = append(l.buf.items, it)
+			l.buf.bytes += it.size
+		}
+	} else {
 		it.done = nil
+		dropped, refuse = l.buf.push(it, l.bufferPolicy(), it.at)
 	}
-	dropped, refuse := l.buf.push(it, l.bufferPolicy(), it.at)
 	l.mu.Unlock()
 	tellDropped(dropped)
 	switch {
@@ -532,17 +554,25 @@ func (l *outLink) receive(ctx context.Context, stream concordv1.Federation_LinkC
 }
 
 func (l *outLink) acked(acks []*concordv1.FedAck) {
-	for _, a := range acks {
-		l.mu.Lock()
+	done := make([]*inflight, len(acks))
+	guaranteed := false
+	l.mu.Lock() // once per frame: acks come in batches
+	for i, a := range acks {
 		f := l.inflight[a.GetSeq()]
 		delete(l.inflight, a.GetSeq())
 		if f != nil && f.gseq != 0 {
 			l.guaranteedAcked(f.gseq, a)
-			l.mu.Unlock()
-			l.signal()
+			guaranteed = true
 			continue
 		}
-		l.mu.Unlock()
+		done[i] = f
+	}
+	l.mu.Unlock()
+	if guaranteed {
+		l.signal()
+	}
+	for i, a := range acks {
+		f := done[i]
 		if f == nil || f.it.done == nil {
 			continue
 		}

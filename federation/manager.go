@@ -340,9 +340,9 @@ func (m *Manager) inboundDelta(peer string, d int) {
 	m.mu.Unlock()
 }
 
-func (m *Manager) countReceived(peer string) {
+func (m *Manager) countReceived(peer string, n int) {
 	m.mu.Lock()
-	m.recv[peer]++
+	m.recv[peer] += uint64(n)
 	m.mu.Unlock()
 }
 
