@@ -90,8 +90,13 @@ func TestCluster_Issue12(t *testing.T) {
 			t.Fatal("alice never received bob's message")
 		}
 	})
-	t.Run("api key made on node 1 works on node 2", func(t *testing.T) {
-		sys := dial(t, n2)
+	t.Run("api key made on node 1 works on node 2 until revoked on node 1", func(t *testing.T) {
+		revoked := make(chan json.RawMessage, 1)
+		sys := dialWith(t, n2, notifyFunc(func(method string, params json.RawMessage) {
+			if method == "map/auth/revoked" {
+				revoked <- params
+			}
+		}))
 		sys.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "system"}, rpc.CodePermissionDenied)
 		res, err := n1.ACLAdmin().CreateToken(context.Background(), &concordv1.AclCreateTokenRequest{
 			ParticipantIdPattern: "ops-*", ParticipantTypes: []string{"system"}, Description: "test"})
@@ -108,8 +113,28 @@ func TestCluster_Issue12(t *testing.T) {
 		sys.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "alice", "auth": auth}, rpc.CodeAuthFailed)
 		sys.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "ops-1", "auth": auth})
 		sys.call("map/agents/update", map[string]any{"agentId": "alice", "name": "renamed by ops"})
-		if _, err := n2.ACLAdmin().RevokeToken(context.Background(), &concordv1.AclRevokeTokenRequest{Id: res.GetKey().GetId()}); err != nil {
+		if _, err := n1.ACLAdmin().RevokeToken(context.Background(), &concordv1.AclRevokeTokenRequest{Id: res.GetKey().GetId()}); err != nil {
 			t.Fatal(err)
+		}
+		// The open session on node 2 is told, refused, then closed.
+		select {
+		case p := <-revoked:
+			var got struct {
+				Reason        string
+				GracePeriodMs int64
+			}
+			_ = json.Unmarshal(p, &got)
+			if got.Reason != "credential_revoked" || got.GracePeriodMs <= 0 {
+				t.Fatalf("map/auth/revoked %s", p)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the session on node 2 was not told of the revocation")
+		}
+		sys.fails(t, "map/agents/list", map[string]any{}, rpc.CodeAuthFailed)
+		select {
+		case <-sys.conn.Done():
+		case <-time.After(15 * time.Second):
+			t.Fatal("the session of a revoked key is still open on node 2")
 		}
 		again := dial(t, n1)
 		eventually(t, 10*time.Second, func() error {

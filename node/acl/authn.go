@@ -49,7 +49,10 @@ type Authenticator struct {
 	jwt *jwtVerifier
 }
 
-var _ mapsvc.Authenticator = (*Authenticator)(nil)
+var (
+	_ mapsvc.Authenticator     = (*Authenticator)(nil)
+	_ mapsvc.CredentialChecker = (*Authenticator)(nil)
+)
 
 // New validates cfg, loads the JWKS file if bearer is enabled, and
 // returns the Authenticator.
@@ -125,7 +128,7 @@ func (a *Authenticator) apiKey(token string) (*mapsvc.Principal, error) {
 	if exp := k.GetExpiresMs(); exp > 0 && a.cfg.Now().UnixMilli() >= exp {
 		return nil, expired()
 	}
-	p := &mapsvc.Principal{ID: "key:" + id, Method: mapsvc.AuthAPIKey, ExpiresAt: k.GetExpiresMs(),
+	p := &mapsvc.Principal{ID: "key:" + id, CredentialID: id, Method: mapsvc.AuthAPIKey, ExpiresAt: k.GetExpiresMs(),
 		ParticipantIDPattern: k.GetParticipantIdPattern(), Types: slices.Clone(k.GetParticipantTypes())}
 	if len(k.GetCapabilities()) > 0 {
 		p.Capabilities = slices.Clone(k.GetCapabilities())
@@ -150,4 +153,29 @@ func (a *Authenticator) bearer(token string) (*mapsvc.Principal, error) {
 		p.Types = mc.Types
 	}
 	return p, nil
+}
+
+// Check implements mapsvc.CredentialChecker: an API-key principal is
+// valid while its key is still stored (not revoked) and not expired;
+// other principals end only at their expiry, which the service tracks.
+func (a *Authenticator) Check(p *mapsvc.Principal) error {
+	if p.Method != mapsvc.AuthAPIKey || a.cfg.Keys == nil {
+		return nil
+	}
+	k, ok := a.cfg.Keys.Key(p.CredentialID)
+	if !ok {
+		return invalidCredentials("API key revoked")
+	}
+	if exp := k.GetExpiresMs(); exp > 0 && a.cfg.Now().UnixMilli() >= exp {
+		return expired()
+	}
+	return nil
+}
+
+// Changed implements mapsvc.CredentialChecker.
+func (a *Authenticator) Changed() <-chan struct{} {
+	if a.cfg.Keys == nil {
+		return nil
+	}
+	return a.cfg.Keys.Changed()
 }

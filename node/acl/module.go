@@ -33,14 +33,31 @@ var participantTypes = []string{"agent", "client", "system", "gateway"}
 // FSM goroutine, reads (Key, Keys) from any goroutine. Records are never
 // mutated once stored, so readers may keep them.
 type Module struct {
-	mu   sync.RWMutex
-	keys map[string]*concordv1.ApiKey
+	mu      sync.RWMutex
+	keys    map[string]*concordv1.ApiKey
+	changed chan struct{} // closed and replaced on every change
 }
 
 var _ raftstore.Module = (*Module)(nil)
 
 // NewModule returns an empty module.
-func NewModule() *Module { return &Module{keys: map[string]*concordv1.ApiKey{}} }
+func NewModule() *Module {
+	return &Module{keys: map[string]*concordv1.ApiKey{}, changed: make(chan struct{})}
+}
+
+// Changed returns a channel closed at the next change of the keys (a
+// create, a revoke or a restore), so open sessions are re-checked at once.
+func (m *Module) Changed() <-chan struct{} {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.changed
+}
+
+// announce wakes Changed waiters; m.mu must be held for writing.
+func (m *Module) announce() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
 
 // Name implements raftstore.Module.
 func (m *Module) Name() string { return moduleName }
@@ -72,6 +89,7 @@ func (m *Module) applyKeyCreate(c *concordv1.AclKeyCreate) (any, error) {
 		return nil, fmt.Errorf("%w: %s", ErrKeyExists, k.GetId())
 	}
 	m.keys[k.GetId()] = proto.CloneOf(k)
+	m.announce()
 	return proto.CloneOf(k), nil
 }
 
@@ -82,6 +100,7 @@ func (m *Module) applyKeyRevoke(r *concordv1.AclKeyRevoke) error {
 		return fmt.Errorf("%w: %s", ErrKeyNotFound, r.GetId())
 	}
 	delete(m.keys, r.GetId())
+	m.announce()
 	return nil
 }
 
@@ -185,6 +204,7 @@ func (m *Module) Restore(next func() ([]byte, error)) (func(), error) {
 	return func() {
 		m.mu.Lock()
 		m.keys = keys
+		m.announce()
 		m.mu.Unlock()
 	}, nil
 }

@@ -113,6 +113,14 @@ type Config struct {
 	// sets one.
 	Authenticator Authenticator
 
+	// AuthExpiryWarning is how long before its credential expires a
+	// session is sent map/auth/expiring (once per expiry).
+	AuthExpiryWarning time.Duration
+	// AuthRevokeGrace is how long a session whose credential expired or
+	// was revoked stays open after map/auth/revoked (gracePeriodMs) before
+	// the connection is closed; meanwhile only refresh and disconnect work.
+	AuthRevokeGrace time.Duration
+
 	// DetachedSessionTTL is how long a session whose connection was lost
 	// (or that called map/disconnect) stays resumable before it is
 	// forgotten with its subscriptions. Longer keeps more state.
@@ -150,9 +158,11 @@ func DefaultConfig() Config {
 			AgentBehavior: registry.BehaviorGracePeriod,
 			GracePeriodMs: 60_000,
 		},
-		ExpiryInterval: time.Second,
-		CloseTimeout:   5 * time.Second,
-		MaxPageSize:    1000,
+		ExpiryInterval:    time.Second,
+		CloseTimeout:      5 * time.Second,
+		AuthExpiryWarning: time.Minute,
+		AuthRevokeGrace:   5 * time.Second,
+		MaxPageSize:       1000,
 	}
 }
 
@@ -180,6 +190,8 @@ func (c Config) Validate() error {
 		return bad("ExpiryInterval must be > 0")
 	case c.CloseTimeout <= 0:
 		return bad("CloseTimeout must be > 0")
+	case c.AuthExpiryWarning < 0 || c.AuthRevokeGrace < 0:
+		return bad("AuthExpiryWarning and AuthRevokeGrace must be >= 0")
 	case c.MaxPageSize < 1:
 		return bad("MaxPageSize must be >= 1")
 	}

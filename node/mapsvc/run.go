@@ -12,7 +12,9 @@ import (
 // done. It starts no goroutines of its own: the caller owns it.
 //
 // On every node it closes local connections whose session was resumed on
-// another node (the registry shows a newer epoch homed elsewhere).
+// another node (the registry shows a newer epoch homed elsewhere), and
+// warns, then closes, sessions whose credential expires or is revoked
+// (credentials.go).
 // While the local store is the leader it also proposes SESSION_EXPIRE for
 // detached sessions whose grace period or TTL has ended (deadlines come
 // from the detach command's timestamp, so a new leader continues where the
@@ -20,16 +22,18 @@ import (
 // Config.NodeAlive, SESSION_DETACH for sessions attached to dead nodes.
 // It wakes every ExpiryInterval and on registry events.
 func (s *Service) Run(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.ExpiryInterval)
+	t := time.NewTimer(s.cfg.ExpiryInterval)
 	defer t.Stop()
 	for {
-		wake := s.reg.Notify()
+		wake, creds := s.reg.Notify(), s.credentialsChanged()
 		s.sweep(ctx)
+		t.Reset(s.nextCredentialDeadline(s.cfg.ExpiryInterval))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		case <-wake:
+		case <-creds:
 		}
 	}
 }
@@ -37,6 +41,7 @@ func (s *Service) Run(ctx context.Context) error {
 // sweep runs one pass of the background duties.
 func (s *Service) sweep(ctx context.Context) {
 	s.closeMoved()
+	s.checkCredentials()
 	if !s.cfg.IsLeader() {
 		return
 	}

@@ -175,6 +175,11 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	if m.capability != nil && !m.capability(&cs.caps) {
 		return nil, s.refuse(m, req.Params, "requires capability "+m.capName)
 	}
+	if !exemptFromRevocation[req.Method] {
+		if err := s.credentialRefusal(cs); err != nil {
+			return nil, err
+		}
+	}
 	res, err := m.fn(ctx, c, cs, req.Params)
 	return res, translate(err)
 }
