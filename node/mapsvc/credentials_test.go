@@ -207,7 +207,7 @@ func TestCredentialLifecycle(t *testing.T) {
 			return nil
 		})
 		c.must("map/auth/refresh", map[string]any{"credential": "exp:" + strconv.FormatInt(exp+3_600_000, 10)})
-		e.clock.Advance(3 * time.Second) // past the grace
+		e.clock.Advance(3 * time.Second)  // past the grace
 		time.Sleep(50 * time.Millisecond) // several sweeps (10ms interval) must not close it
 		if err := closed(c); err == nil {
 			t.Fatal("a refreshed session was closed")
