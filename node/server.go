@@ -40,6 +40,7 @@ type Server struct {
 	runs     *runs.Module
 	acl      *acl.Module // API keys (replicated)
 	aclAdmin *acl.AdminService
+	auth     *acl.Authenticator
 	runsSvc  *runs.Service
 	fedState *federation.State
 	fed      *federation.Manager
@@ -272,10 +273,14 @@ func (s *Server) buildMAPService() error {
 	mcfg.Fanout = hub
 	acfg := s.cfg.ACL
 	acfg.Keys = s.acl
+	if acfg.Logger == nil {
+		acfg.Logger = s.cfg.Logger
+	}
 	auth, err := acl.New(acfg)
 	if err != nil {
 		return fmt.Errorf("build authenticator: %w", err)
 	}
+	s.auth = auth
 	mcfg.Authenticator = auth
 	// Dead nodes' sessions are detached by the cluster reconciler, which
 	// waits out the cleanup delay; mapsvc's own sweep (NodeAlive) stays off
@@ -329,6 +334,7 @@ func (s *Server) start(joinCtx, ctx context.Context) error {
 	s.goLoop("reconciler", func() error { return s.reconciler.Run(runCtx) })
 	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
 	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
+	s.goLoop("jwks", func() error { return s.auth.Run(runCtx) })
 	s.goLoop("runs", func() error { return s.runsSvc.Run(runCtx) })
 	s.goLoop("federation", func() error { return s.fed.Run(runCtx) })
 	s.goLoop("insecure-warning", func() error { return s.repeatInsecureWarning(runCtx) })

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -236,7 +237,7 @@ func TestAuthenticator(t *testing.T) {
 
 func FuzzVerifyJWT(f *testing.F) {
 	je := newJWTEnv(f)
-	v, err := newJWTVerifier(JWTConfig{JWKSFile: je.file, Issuer: "i", Audience: "a"})
+	v, err := newJWTVerifier(JWTConfig{JWKSFile: je.file, Issuer: "i", Audience: "a"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func FuzzVerifyJWT(f *testing.F) {
 	f.Add("a.b.c")
 	f.Add("eyJhbGciOiJIUzI1NiJ9.e30.")
 	f.Fuzz(func(t *testing.T, raw string) {
-		sub, _, _, _, err := v.verify(raw, now)
+		sub, _, _, _, err := v.verify(context.Background(), raw, now)
 		if err == nil && sub == "" {
 			t.Fatal("accepted a token without subject")
 		}

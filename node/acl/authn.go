@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -25,6 +26,8 @@ type Config struct {
 	AnonymousTypes []string
 	// Now is the clock for expiry checks; nil means time.Now.
 	Now func() time.Time
+	// Logger receives JWKS reload outcomes; nil discards.
+	Logger *slog.Logger
 }
 
 // DefaultConfig refuses anonymous participants and has no methods yet.
@@ -63,9 +66,12 @@ func New(cfg Config) (*Authenticator, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	a := &Authenticator{cfg: cfg}
 	if cfg.JWT != nil {
-		v, err := newJWTVerifier(*cfg.JWT)
+		v, err := newJWTVerifier(*cfg.JWT, cfg.Logger.With("component", "acl"))
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +97,7 @@ func (a *Authenticator) Methods() []string {
 
 // Authenticate implements mapsvc.Authenticator. Errors never include the
 // credential.
-func (a *Authenticator) Authenticate(_ context.Context, method, credential string) (*mapsvc.Principal, error) {
+func (a *Authenticator) Authenticate(ctx context.Context, method, credential string) (*mapsvc.Principal, error) {
 	switch {
 	case method == mapsvc.AuthNone && len(a.cfg.AnonymousTypes) > 0:
 		return &mapsvc.Principal{ID: "anonymous", Method: mapsvc.AuthNone, Types: slices.Clone(a.cfg.AnonymousTypes)}, nil
@@ -101,7 +107,7 @@ func (a *Authenticator) Authenticate(_ context.Context, method, credential strin
 	case method == mapsvc.AuthAPIKey && a.cfg.Keys != nil:
 		return a.apiKey(credential)
 	case method == mapsvc.AuthBearer && a.jwt != nil:
-		return a.bearer(credential)
+		return a.bearer(ctx, credential)
 	}
 	return nil, rpc.NewError(rpc.CodeMethodNotSupported, "Auth method not supported").
 		WithDetails(map[string]any{"authError": "method_not_supported", "method": method, "supported": a.Methods()})
@@ -136,8 +142,8 @@ func (a *Authenticator) apiKey(token string) (*mapsvc.Principal, error) {
 	return p, nil
 }
 
-func (a *Authenticator) bearer(token string) (*mapsvc.Principal, error) {
-	sub, iss, exp, mc, err := a.jwt.verify(token, a.cfg.Now())
+func (a *Authenticator) bearer(ctx context.Context, token string) (*mapsvc.Principal, error) {
+	sub, iss, exp, mc, err := a.jwt.verify(ctx, token, a.cfg.Now())
 	if errors.Is(err, errTokenExpired) {
 		return nil, expired()
 	}
@@ -178,4 +184,24 @@ func (a *Authenticator) Changed() <-chan struct{} {
 		return nil
 	}
 	return a.cfg.Keys.Changed()
+}
+
+// Run keeps the JWKS current (file changes, URL refresh) until ctx ends;
+// without bearer authentication it just waits. The node runs it.
+func (a *Authenticator) Run(ctx context.Context) error {
+	if a.jwt == nil {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return a.jwt.keys.Run(ctx)
+}
+
+// ReloadJWKS re-reads the JWKS file or re-fetches the URL now (SIGHUP);
+// on error the keys in use stay. Without bearer authentication it does
+// nothing.
+func (a *Authenticator) ReloadJWKS(ctx context.Context) error {
+	if a.jwt == nil {
+		return nil
+	}
+	return a.jwt.keys.Reload(ctx)
 }
