@@ -199,8 +199,9 @@ func (s *Server) openStore() error {
 
 // eventVisible is the fan-out's visibility rule (node/access), decided on
 // this node's replica.
-func (s *Server) eventVisible(participantID, participantType string, ev *registry.Event) bool {
-	return access.EventVisible(s.registry, access.Viewer{ParticipantID: participantID, ParticipantType: participantType}, ev)
+func (s *Server) eventVisible(sessionID, participantID, participantType string, ev *registry.Event) bool {
+	return access.EventVisible(s.registry, access.Viewer{ParticipantID: participantID, ParticipantType: participantType,
+		Agents: s.registry.SessionAgentIDs(sessionID)}, ev)
 }
 
 // buildMAPService wires the MAP method handlers, the router and the
@@ -232,6 +233,7 @@ func (s *Server) buildMAPService() error {
 		rcfg.Peers = countingPeers{next: s.peers, out: s.metrics.ops.relay.out}
 	}
 	rcfg.Federation = s.fedHook
+	rcfg.Permissions = sendPermissions{reg: s.registry, systemID: s.cfg.SystemID}
 	rcfg.Logger = s.cfg.Logger
 	rt, err := router.New(rcfg)
 	if err != nil {

@@ -16,6 +16,9 @@ type Reader interface {
 type Viewer struct {
 	ParticipantID   string
 	ParticipantType string
+	// Agents are the agents the participant's session owns: their
+	// canSee permissions bound what it sees (permissions.go).
+	Agents []string
 }
 
 // System participants see everything.
@@ -51,10 +54,14 @@ func ownsMemberOf(r Reader, v Viewer, id string) bool {
 // AgentVisible applies the agent's visibility: public (or unset) to all;
 // parent-only to whoever owns its parent; scope to whoever owns an agent
 // in one of its scopes; system to system participants. Its owner always
-// sees it.
+// sees it. Then the viewer's own agents' canSee.agents (permissions.go)
+// must allow it too.
 func AgentVisible(r Reader, v Viewer, a *registry.Agent) bool {
 	if v.System() || owns(r, v, a.ID) {
 		return true
+	}
+	if !agentLayerSeesAgent(r, v, a) {
+		return false
 	}
 	switch a.Visibility {
 	case "", "public":
@@ -73,10 +80,14 @@ func AgentVisible(r Reader, v Viewer, a *registry.Agent) bool {
 
 // ScopeVisible applies the scope's visibility: public (or unset) to all;
 // members to whoever owns a member agent; system to system participants.
-// Its owner always sees it.
+// Its owner always sees it. The viewer's agents' canSee.scopes must allow
+// it too.
 func ScopeVisible(r Reader, v Viewer, sc *registry.Scope) bool {
 	if v.System() || (sc.OwnerID != "" && sc.OwnerID == v.ParticipantID) {
 		return true
+	}
+	if !agentLayerSeesScope(r, v, sc) {
+		return false
 	}
 	switch sc.Visibility {
 	case "", "public":
@@ -109,6 +120,9 @@ func EventVisible(r Reader, v Viewer, ev *registry.Event) bool {
 		for _, id := range ev.ScopeIDs {
 			sc, ok := r.Scope(id)
 			if !ok {
+				continue
+			}
+			if !agentLayerSeesScope(r, v, &sc) {
 				continue
 			}
 			switch sc.MessageVisibility {

@@ -16,6 +16,7 @@ const (
 	reasonSlowConsumer  = "slow_consumer"
 	reasonNoRelay       = "no_relay"
 	reasonRelayFailed   = "relay_failed"
+	reasonNotPermitted  = "permission_denied"
 )
 
 // recipient is one resolved target: an agent, or a participant session
