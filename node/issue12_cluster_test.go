@@ -176,6 +176,7 @@ func TestCluster_Issue12(t *testing.T) {
 			}
 		}
 	})
+	t.Run("agent permission layers hold on every node", func(t *testing.T) { testAgentPermissionLayers(t, n1, n2, alice, bob) })
 	t.Run("id rules on every node", func(t *testing.T) {
 		for _, c := range []*client{alice, bob} {
 			c.fails(t, "map/agents/register", map[string]any{"agentId": strings.Repeat("x", 300)}, rpc.CodeInvalidParams)
@@ -263,5 +264,64 @@ func (c *client) fails(t *testing.T, method string, params any, code int) {
 	var re *rpc.Error
 	if !errors.As(err, &re) || re.Code != code {
 		t.Fatalf("%s %v: result %s err %v, want error %d", method, params, raw, err, code)
+	}
+}
+
+// testAgentPermissionLayers: permissionOverrides set on node 1 and node 2
+// are enforced by the other node in send, list/get, subscriptions and
+// replay.
+func testAgentPermissionLayers(t *testing.T, n1, n2 *node.Server, alice, bob *client) {
+	carol := dial(t, n1)
+	carol.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "participantId": "carol"})
+	carol.call("map/agents/register", map[string]any{"agentId": "carol",
+		"permissionOverrides": map[string]any{"acceptsFrom": map[string]any{"agents": map[string]any{"include": []string{"alice"}}}}})
+	waitAgent(t, n2, "carol")
+	bob.fails(t, "map/send", map[string]any{"to": map[string]any{"agent": "carol"}, "payload": 1}, rpc.CodePermissionDenied)
+	alice.call("map/send", map[string]any{"to": map[string]any{"agent": "carol"}, "payload": 1})
+
+	events := make(chan json.RawMessage, 64)
+	dave := dialWith(t, n2, notifyFunc(func(method string, params json.RawMessage) {
+		if method == "map/event" {
+			events <- params
+		}
+	}))
+	dave.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "participantId": "dave"})
+	dave.call("map/agents/register", map[string]any{"agentId": "dave",
+		"permissionOverrides": map[string]any{"canSee": map[string]any{"agents": map[string]any{"include": []string{"bob", "seen"}}}}})
+	dave.call("map/subscribe", map[string]any{"filter": map[string]any{"eventTypes": []string{"agent_registered"}}})
+	alice.call("map/agents/register", map[string]any{"agentId": "unseen"})
+	waitAgent(t, n2, "unseen")
+	bob.call("map/agents/register", map[string]any{"agentId": "seen"})
+	for done := false; !done; {
+		select {
+		case ev := <-events:
+			var e struct {
+				Event struct{ Data struct{ Agent struct{ ID string } } }
+			}
+			_ = json.Unmarshal(ev, &e)
+			switch e.Event.Data.Agent.ID {
+			case "seen":
+				done = true
+			case "unseen":
+				t.Fatalf("dave's canSee hides %s, yet its event arrived on node 2", ev)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the visible agent's event never arrived")
+		}
+	}
+	got := []string{}
+	for _, a := range dave.call("map/agents/list", map[string]any{})["agents"].([]any) {
+		got = append(got, a.(map[string]any)["id"].(string))
+	}
+	if strings.Join(got, ",") != "bob,dave,seen" {
+		t.Fatalf("dave lists %v, want bob,dave,seen", got)
+	}
+	dave.fails(t, "map/agents/get", map[string]any{"agentId": "unseen"}, rpc.CodeAgentNotFound)
+	replayed := dave.call("map/replay", map[string]any{"filter": map[string]any{"eventTypes": []string{"agent_registered"}}, "limit": 1000})
+	for _, ev := range replayed["events"].([]any) {
+		b, _ := json.Marshal(ev)
+		if strings.Contains(string(b), `"unseen"`) || strings.Contains(string(b), `"carol"`) {
+			t.Fatalf("replay on node 2 shows an agent dave's canSee hides: %s", b)
+		}
 	}
 }

@@ -1,0 +1,56 @@
+package mapsvc
+
+import (
+	"testing"
+
+	"github.com/concordmap/concord/node/rpc"
+)
+
+// TestAgentPermissions_Changes: permissionOverrides are validated, set
+// by the registering participant, changed at run time only by a system
+// participant or an ancestor's owner, and inherited from a restricted
+// parent; canSee narrows what the participant lists and gets.
+func TestAgentPermissions_Changes(t *testing.T) {
+	e := newEnv(t)
+	lead, worker, sys := e.dial(), e.dial(), e.dial()
+	connectAs(lead, TypeAgent, map[string]any{"participantId": "lead"})
+	connectAs(worker, TypeAgent, map[string]any{"participantId": "w"})
+	connectAs(sys, TypeSystem, map[string]any{"participantId": "ops"})
+
+	e.refused(lead, "map/agents/register", `{"agentId":"x","permissionOverrides":{"canSee":{"agents":"everyone"}}}`,
+		rpc.CodeInvalidParams, "permissionOverrides.canSee.agents")
+	e.refused(lead, "map/agents/register", `{"agentId":"x","permissionOverrides":{"canFly":{}}}`,
+		rpc.CodeInvalidParams, "permissionOverrides.canFly")
+	lead.must("map/agents/register", `{"agentId":"lead"}`)
+	lead.must("map/agents/register", `{"agentId":"other"}`)
+	worker.must("map/agents/register", `{"agentId":"w","parent":"lead","permissionOverrides":{"canSee":{"agents":"hierarchy"}}}`)
+
+	// The worker sees only its kin.
+	if got := ids(worker.must("map/agents/list", nil)["agents"]); len(got) != 2 || got[0] != "lead" || got[1] != "w" {
+		t.Fatalf("restricted worker lists %v, want [lead w]", got)
+	}
+	worker.fails("map/agents/get", `{"agentId":"other"}`, rpc.CodeAgentNotFound)
+	// ... and cannot lift its own restriction; the parent's owner and a
+	// system participant can change it.
+	e.refused(worker, "map/agents/update", `{"agentId":"w","permissionOverrides":{}}`, rpc.CodePermissionDenied)
+	lead.must("map/agents/update", `{"agentId":"w","permissionOverrides":{"canSee":{"agents":"scoped"}}}`)
+	sys.must("map/agents/update", `{"agentId":"w","permissionOverrides":{"canSee":{"agents":{"include":["other"]}}}}`)
+	if got := ids(worker.must("map/agents/list", nil)["agents"]); len(got) != 2 || got[0] != "other" || got[1] != "w" {
+		t.Fatalf("after the system's change the worker lists %v, want [other w]", got)
+	}
+	// A child of a restricted agent inherits its permissions and cannot
+	// name wider ones.
+	e.refused(worker, "map/agents/register", `{"agentId":"w2","parent":"w","permissionOverrides":{}}`, rpc.CodePermissionDenied)
+	child := worker.must("map/agents/register", `{"agentId":"w3","parent":"w"}`)["agent"].(map[string]any)
+	if child["permissionOverrides"] == nil {
+		t.Fatalf("child of a restricted parent has no permissions: %v", child)
+	}
+}
+
+func ids(v any) []string {
+	var out []string
+	for _, a := range v.([]any) {
+		out = append(out, a.(map[string]any)["id"].(string))
+	}
+	return out
+}
