@@ -296,7 +296,9 @@ func testAgentPermissionLayers(t *testing.T, n1, n2 *node.Server, alice, bob *cl
 		select {
 		case ev := <-events:
 			var e struct {
-				Event struct{ Data struct{ Agent struct{ ID string } } }
+				Event struct {
+					Data struct{ Agent struct{ ID string } }
+				}
 			}
 			_ = json.Unmarshal(ev, &e)
 			switch e.Event.Data.Agent.ID {
