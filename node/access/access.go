@@ -57,7 +57,7 @@ func ownsMemberOf(r Reader, v Viewer, id string) bool {
 // sees it. Then the viewer's own agents' canSee.agents (permissions.go)
 // must allow it too.
 func AgentVisible(r Reader, v Viewer, a *registry.Agent) bool {
-	if v.System() || owns(r, v, a.ID) {
+	if v.System() || a.ID == v.ParticipantID || (a.OwnerID != "" && a.OwnerID == v.ParticipantID) {
 		return true
 	}
 	if !agentLayerSeesAgent(r, v, a) {
