@@ -177,6 +177,7 @@ func TestCluster_Issue12(t *testing.T) {
 		}
 	})
 	t.Run("agent permission layers hold on every node", func(t *testing.T) { testAgentPermissionLayers(t, n1, n2, alice, bob) })
+	t.Run("map/permissions/update on node 1 narrows a session on node 2", func(t *testing.T) { testPermissionsUpdate(t, n1, n2, bob) })
 	t.Run("id rules on every node", func(t *testing.T) {
 		for _, c := range []*client{alice, bob} {
 			c.fails(t, "map/agents/register", map[string]any{"agentId": strings.Repeat("x", 300)}, rpc.CodeInvalidParams)
@@ -326,4 +327,36 @@ func testAgentPermissionLayers(t *testing.T, n1, n2 *node.Server, alice, bob *cl
 			t.Fatalf("replay on node 2 shows an agent dave's canSee hides: %s", b)
 		}
 	}
+}
+
+// testPermissionsUpdate: a system participant on node 1 withdraws
+// messaging.canSend from bob, connected to node 2; bob's open session is
+// refused at once, then allowed again.
+func testPermissionsUpdate(t *testing.T, n1, n2 *node.Server, bob *client) {
+	res, err := n1.ACLAdmin().CreateToken(context.Background(), &concordv1.AclCreateTokenRequest{
+		ParticipantIdPattern: "root", ParticipantTypes: []string{"system"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := dial(t, n1)
+	sys.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "root",
+		"auth": map[string]any{"method": "api-key", "token": res.GetToken()}})
+	bob.fails(t, "map/permissions/update", map[string]any{"clientId": "bob", "permissions": map[string]any{}}, rpc.CodePermissionDenied)
+	send := map[string]any{"to": map[string]any{"agent": "alice"}, "payload": 1}
+	bob.call("map/send", send)
+	out := sys.call("map/permissions/update", map[string]any{"clientId": "bob",
+		"permissions": map[string]any{"messaging": map[string]any{"canSend": false}}})
+	if eff, _ := out["effectivePermissions"].(map[string]any); out["success"] != true || eff["messaging"].(map[string]any)["canSend"] != false {
+		t.Fatalf("permissions/update %v", out)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if tryCall(bob, "map/send", send) == nil {
+			return errors.New("bob still sends on node 2")
+		}
+		return nil
+	})
+	bob.fails(t, "map/send", send, rpc.CodePermissionDenied)
+	sys.call("map/permissions/update", map[string]any{"clientId": "bob",
+		"permissions": map[string]any{"messaging": map[string]any{"canSend": true}}})
+	eventually(t, 10*time.Second, func() error { return tryCall(bob, "map/send", send) })
 }

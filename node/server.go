@@ -284,6 +284,7 @@ func (s *Server) buildMAPService() error {
 	}
 	s.auth = auth
 	mcfg.Authenticator = auth
+	mcfg.ParticipantPermissions = s.acl
 	// Dead nodes' sessions are detached by the cluster reconciler, which
 	// waits out the cleanup delay; mapsvc's own sweep (NodeAlive) stays off
 	// because a new leader's cold directory would detach live sessions.

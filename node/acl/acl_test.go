@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -267,4 +268,74 @@ func FuzzParseJWKS(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestModule_ParticipantPermissions(t *testing.T) {
+	m := NewModule()
+	upd := m.Handlers()[concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE].Apply
+	k, _ := newKeyRecord(t, "team-*", "agent")
+	if _, err := m.applyKeyCreate(&concordv1.AclKeyCreate{Key: k}); err != nil {
+		t.Fatal(err)
+	}
+	changed := m.Changed()
+	if _, err := upd(1, &concordv1.AclPermissionsUpdate{ParticipantId: "bob", Deny: []string{"messaging.canSend", "lifecycle.canStop"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a ceiling change did not wake Changed waiters")
+	}
+	if _, err := upd(2, &concordv1.AclPermissionsUpdate{ParticipantId: "bob", Allow: []string{"lifecycle.canStop"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Denied("bob"); len(got) != 1 || got[0] != "messaging.canSend" {
+		t.Fatalf("denied %v", got)
+	}
+	for _, bad := range []*concordv1.AclPermissionsUpdate{{ParticipantId: "", Deny: []string{"messaging.canSend"}},
+		{ParticipantId: "x", Deny: []string{"root.everything"}}} {
+		if _, err := upd(3, bad); !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("%v: %v", bad, err)
+		}
+	}
+	// Snapshot and restore keep keys and ceilings; an old snapshot of keys
+	// alone still restores.
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs [][]byte
+	if err := snap.Persist(func(b []byte) error { recs = append(recs, slices.Clone(b)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	restore := func(recs [][]byte) *Module {
+		fresh := NewModule()
+		i := 0
+		commit, err := fresh.Restore(func() ([]byte, error) {
+			if i == len(recs) {
+				return nil, io.EOF
+			}
+			i++
+			return recs[i-1], nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit()
+		return fresh
+	}
+	got := restore(recs)
+	if d := got.Denied("bob"); len(d) != 1 || len(got.Keys()) != 1 {
+		t.Fatalf("restored denied %v keys %d", d, len(got.Keys()))
+	}
+	old := restore(recs[:1])
+	if len(old.Keys()) != 1 || old.Denied("bob") != nil {
+		t.Fatal("a keys-only snapshot did not restore")
+	}
+	if _, err := upd(4, &concordv1.AclPermissionsUpdate{ParticipantId: "bob", Allow: []string{"messaging.canSend"}}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Denied("bob") != nil {
+		t.Fatal("allowing every denied flag should drop the record")
+	}
 }

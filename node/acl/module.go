@@ -35,14 +35,16 @@ var participantTypes = []string{"agent", "client", "system", "gateway"}
 type Module struct {
 	mu      sync.RWMutex
 	keys    map[string]*concordv1.ApiKey
-	changed chan struct{} // closed and replaced on every change
+	perms   map[string]*concordv1.AclParticipantPermissions // by participant id (permissions.go)
+	changed chan struct{}                                   // closed and replaced on every change
 }
 
 var _ raftstore.Module = (*Module)(nil)
 
 // NewModule returns an empty module.
 func NewModule() *Module {
-	return &Module{keys: map[string]*concordv1.ApiKey{}, changed: make(chan struct{})}
+	return &Module{keys: map[string]*concordv1.ApiKey{}, perms: map[string]*concordv1.AclParticipantPermissions{},
+		changed: make(chan struct{})}
 }
 
 // Changed returns a channel closed at the next change of the keys (a
@@ -68,6 +70,12 @@ func (m *Module) Handlers() map[concordv1.CommandType]raftstore.Handler {
 		concordv1.CommandType_COMMAND_TYPE_ACL_KEY_CREATE: {
 			New:   func() proto.Message { return &concordv1.AclKeyCreate{} },
 			Apply: func(_ uint64, msg proto.Message) (any, error) { return m.applyKeyCreate(msg.(*concordv1.AclKeyCreate)) },
+		},
+		concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE: {
+			New: func() proto.Message { return &concordv1.AclPermissionsUpdate{} },
+			Apply: func(_ uint64, msg proto.Message) (any, error) {
+				return m.applyPermissionsUpdate(msg.(*concordv1.AclPermissionsUpdate))
+			},
 		},
 		concordv1.CommandType_COMMAND_TYPE_ACL_KEY_REVOKE: {
 			New: func() proto.Message { return &concordv1.AclKeyRevoke{} },
@@ -161,19 +169,45 @@ func (m *Module) Keys() []*concordv1.ApiKey {
 	return out
 }
 
-// Snapshot implements raftstore.Module: the sorted key list (records are
-// immutable, so sharing them is safe).
+// Snapshot implements raftstore.Module: the sorted key list, then the
+// participant ceilings (records are immutable, so sharing them is safe).
 func (m *Module) Snapshot() (raftstore.ModuleSnapshot, error) {
-	return aclSnapshot(m.Keys()), nil
+	m.mu.RLock()
+	perms := make([]*concordv1.AclParticipantPermissions, 0, len(m.perms))
+	for _, p := range m.perms {
+		perms = append(perms, p)
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(perms, func(a, b *concordv1.AclParticipantPermissions) int {
+		return strings.Compare(a.GetParticipantId(), b.GetParticipantId())
+	})
+	return aclSnapshot{keys: m.Keys(), perms: perms}, nil
 }
 
-type aclSnapshot []*concordv1.ApiKey
+type aclSnapshot struct {
+	keys  []*concordv1.ApiKey
+	perms []*concordv1.AclParticipantPermissions
+}
+
+// permsTag starts a persisted ceiling record. An ApiKey record never
+// starts with 0 (a protobuf tag byte is never 0), so snapshots written
+// before ceilings existed restore unchanged.
+const permsTag = 0
 
 func (s aclSnapshot) Persist(write func([]byte) error) error {
-	for _, k := range s {
+	for _, k := range s.keys {
 		b, err := proto.Marshal(k)
 		if err != nil {
 			return fmt.Errorf("encode API key %s: %w", k.GetId(), err)
+		}
+		if err := write(b); err != nil {
+			return err
+		}
+	}
+	for _, p := range s.perms {
+		b, err := proto.MarshalOptions{}.MarshalAppend([]byte{permsTag}, p)
+		if err != nil {
+			return fmt.Errorf("encode permissions of %s: %w", p.GetParticipantId(), err)
 		}
 		if err := write(b); err != nil {
 			return err
@@ -187,6 +221,7 @@ func (s aclSnapshot) Release() {}
 // Restore implements raftstore.Module.
 func (m *Module) Restore(next func() ([]byte, error)) (func(), error) {
 	keys := map[string]*concordv1.ApiKey{}
+	perms := map[string]*concordv1.AclParticipantPermissions{}
 	for {
 		b, err := next()
 		if errors.Is(err, io.EOF) {
@@ -194,6 +229,14 @@ func (m *Module) Restore(next func() ([]byte, error)) (func(), error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if len(b) > 0 && b[0] == permsTag {
+			p := &concordv1.AclParticipantPermissions{}
+			if err := proto.Unmarshal(b[1:], p); err != nil {
+				return nil, fmt.Errorf("decode participant permissions: %w", err)
+			}
+			perms[p.GetParticipantId()] = p
+			continue
 		}
 		k := &concordv1.ApiKey{}
 		if err := proto.Unmarshal(b, k); err != nil {
@@ -203,7 +246,7 @@ func (m *Module) Restore(next func() ([]byte, error)) (func(), error) {
 	}
 	return func() {
 		m.mu.Lock()
-		m.keys = keys
+		m.keys, m.perms = keys, perms
 		m.announce()
 		m.mu.Unlock()
 	}, nil

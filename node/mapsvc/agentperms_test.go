@@ -54,3 +54,29 @@ func ids(v any) []string {
 	}
 	return out
 }
+
+type fakeCeilings map[string][]string
+
+func (f fakeCeilings) Denied(pid string) []string { return f[pid] }
+
+// TestPermissionsUpdate_Refusals: map/permissions/update is for system
+// participants, names known capabilities, and a stored ceiling narrows
+// open sessions at once. (The Raft path is covered by the cluster test.)
+func TestPermissionsUpdate_Refusals(t *testing.T) {
+	ceil := fakeCeilings{}
+	e := newEnv(t, func(c *Config) { c.ParticipantPermissions = ceil })
+	agent, sys := e.dial(), e.dial()
+	connectAs(agent, TypeAgent, map[string]any{"participantId": "bob"})
+	connectAs(sys, TypeSystem, map[string]any{"participantId": "ops"})
+	upd := `{"clientId":"bob","permissions":{"lifecycle":{"canRegister":false}}}`
+	e.refused(agent, "map/permissions/update", upd, rpc.CodePermissionDenied)
+	e.refused(sys, "map/permissions/update", `{"clientId":"bob","permissions":{"lifecycle":{"canFly":false}}}`,
+		rpc.CodeInvalidParams, "permissions.lifecycle.canFly")
+	e.refused(sys, "map/permissions/update", `{"permissions":{}}`, rpc.CodeInvalidParams, "clientId")
+	e.refused(sys, "map/permissions/update", `{"clientId":"bob"}`, rpc.CodeInvalidParams, "permissions")
+	agent.must("map/agents/register", `{"agentId":"b1"}`)
+	ceil["bob"] = []string{"lifecycle.canRegister"}
+	e.refused(agent, "map/agents/register", `{"agentId":"b2"}`, rpc.CodePermissionDenied)
+	delete(ceil, "bob")
+	agent.must("map/agents/register", `{"agentId":"b2"}`)
+}

@@ -112,6 +112,10 @@ type Config struct {
 	// every type: for in-process embedding and tests only; the node always
 	// sets one.
 	Authenticator Authenticator
+	// ParticipantPermissions, optional, holds the capability ceilings set
+	// with map/permissions/update (node/acl); nil leaves that method
+	// unmounted (-32601).
+	ParticipantPermissions ParticipantPermissions
 
 	// AuthExpiryWarning is how long before its credential expires a
 	// session is sent map/auth/expiring (once per expiry).
