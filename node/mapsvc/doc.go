@@ -61,8 +61,11 @@
 // Granted capabilities are the participant type's defaults
 // (capabilities.go) narrowed by flags the participant set to false.
 // Changing an agent (update, unregister, scope join/leave) also needs the
-// caller to own it or one of its ancestors. Visibility rules (§7) are not
-// implemented: every participant sees every agent and scope.
+// caller to own it or one of its ancestors; changing its permissionOverrides
+// needs a system participant or an ancestor's owner. A participant's
+// capability ceiling (map/permissions/update, Config.ParticipantPermissions)
+// narrows its granted capabilities at every call. Visibility (§7) is in
+// visibility.go, over node/access.
 //
 // # Read consistency
 //
