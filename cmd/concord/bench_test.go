@@ -75,16 +75,7 @@ func TestBench_JSONSummaries(t *testing.T) {
 // and reads the node's memory over https, verifying with --ca-file and
 // presenting an operator certificate (/v1/status needs a credential).
 func TestBench_OverTLS(t *testing.T) {
-	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"tls", "ca", "create", "--system-id", "sys", "--dir", dir},
-		{"tls", "cert", "create", "--server", "--system-id", "sys", "--node-id", "n1", "--dir", dir},
-		{"tls", "cert", "create", "--client", "--system-id", "sys", "--name", "ops", "--dir", dir},
-	} {
-		if out, err := execRoot(t, args...); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
+	dir := makeTLSMaterial(t)
 	// The bench's sessions are anonymous: this node admits them explicitly.
 	srv := startTLSNode(t, dir, "--allow-anonymous", "agent,client")
 	ca := filepath.Join(dir, "sys-ca.pem")
@@ -109,16 +100,7 @@ func TestBench_OverTLS(t *testing.T) {
 // participants, every bench subcommand works with an API key read from
 // --token-file, and fails without one.
 func TestBench_WithCredential(t *testing.T) {
-	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"tls", "ca", "create", "--system-id", "sys", "--dir", dir},
-		{"tls", "cert", "create", "--server", "--system-id", "sys", "--node-id", "n1", "--dir", dir},
-		{"tls", "cert", "create", "--client", "--system-id", "sys", "--name", "ops", "--dir", dir},
-	} {
-		if out, err := execRoot(t, args...); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
+	dir := makeTLSMaterial(t)
 	srv := startTLSNode(t, dir) // no --allow-anonymous
 	ops := []string{"--ca-file", filepath.Join(dir, "sys-ca.pem"),
 		"--cert-file", filepath.Join(dir, "sys-client-ops.pem"), "--key-file", filepath.Join(dir, "sys-client-ops-key.pem")}
@@ -164,4 +146,21 @@ func TestBench_WithCredential(t *testing.T) {
 			}
 		})
 	}
+}
+
+// makeTLSMaterial creates system "sys"'s CA, node n1's server certificate
+// and operator "ops"'s client certificate in a temporary directory.
+func makeTLSMaterial(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"tls", "ca", "create", "--system-id", "sys", "--dir", dir},
+		{"tls", "cert", "create", "--server", "--system-id", "sys", "--node-id", "n1", "--dir", dir},
+		{"tls", "cert", "create", "--client", "--system-id", "sys", "--name", "ops", "--dir", dir},
+	} {
+		if out, err := execRoot(t, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
 }

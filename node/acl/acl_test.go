@@ -83,30 +83,14 @@ func TestModule_ApplySnapshotRestore(t *testing.T) {
 	if _, err := revoke(5, &concordv1.AclKeyRevoke{Id: "nope"}); !errors.Is(err, ErrKeyNotFound) {
 		t.Fatalf("revoke unknown: %v", err)
 	}
-	snap, _ := m.Snapshot()
-	var recs [][]byte
-	if err := snap.Persist(func(b []byte) error { recs = append(recs, b); return nil }); err != nil {
-		t.Fatal(err)
-	}
+	recs := persist(t, m)
 	if _, err := revoke(6, &concordv1.AclKeyRevoke{Id: k1.Id}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := m.Key(k1.Id); ok {
 		t.Fatal("revoked key still present")
 	}
-	fresh := NewModule()
-	i := 0
-	commit, err := fresh.Restore(func() ([]byte, error) {
-		if i == len(recs) {
-			return nil, io.EOF
-		}
-		i++
-		return recs[i-1], nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit()
+	fresh := restoreFrom(t, recs)
 	if got := fresh.Keys(); len(got) != 2 || !proto.Equal(got[0], minKey(k1, k2)) {
 		t.Fatalf("restored %v", got)
 	}
@@ -300,35 +284,12 @@ func TestModule_ParticipantPermissions(t *testing.T) {
 	}
 	// Snapshot and restore keep keys and ceilings; an old snapshot of keys
 	// alone still restores.
-	snap, err := m.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs [][]byte
-	if err := snap.Persist(func(b []byte) error { recs = append(recs, slices.Clone(b)); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	restore := func(recs [][]byte) *Module {
-		fresh := NewModule()
-		i := 0
-		commit, err := fresh.Restore(func() ([]byte, error) {
-			if i == len(recs) {
-				return nil, io.EOF
-			}
-			i++
-			return recs[i-1], nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		commit()
-		return fresh
-	}
-	got := restore(recs)
+	recs := persist(t, m)
+	got := restoreFrom(t, recs)
 	if d := got.Denied("bob"); len(d) != 1 || len(got.Keys()) != 1 {
 		t.Fatalf("restored denied %v keys %d", d, len(got.Keys()))
 	}
-	old := restore(recs[:1])
+	old := restoreFrom(t, recs[:1])
 	if len(old.Keys()) != 1 || old.Denied("bob") != nil {
 		t.Fatal("a keys-only snapshot did not restore")
 	}
@@ -338,4 +299,37 @@ func TestModule_ParticipantPermissions(t *testing.T) {
 	if m.Denied("bob") != nil {
 		t.Fatal("allowing every denied flag should drop the record")
 	}
+}
+
+// persist snapshots m and returns its records.
+func persist(t *testing.T, m *Module) [][]byte {
+	t.Helper()
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs [][]byte
+	if err := snap.Persist(func(b []byte) error { recs = append(recs, slices.Clone(b)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// restoreFrom restores a fresh module from snapshot records.
+func restoreFrom(t *testing.T, recs [][]byte) *Module {
+	t.Helper()
+	fresh := NewModule()
+	i := 0
+	commit, err := fresh.Restore(func() ([]byte, error) {
+		if i == len(recs) {
+			return nil, io.EOF
+		}
+		i++
+		return recs[i-1], nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit()
+	return fresh
 }

@@ -158,15 +158,7 @@ func TestJWKSFileRotation(t *testing.T) {
 		runAuth(t, a)
 		is.publish("k2") // k1 retired
 		write()
-		waitFor(t, func() error {
-			if accepts(a, is.token(t, "k1")) == nil {
-				return errors.New("retired key still accepted")
-			}
-			return nil
-		})
-		if err := accepts(a, is.token(t, "k2")); err != nil {
-			t.Fatal(err)
-		}
+		waitRotated(t, a, is)
 	})
 }
 
@@ -294,14 +286,20 @@ func TestJWKSURL(t *testing.T) {
 		}
 		runAuth(t, a)
 		is.publish("k2") // k1 retired
-		waitFor(t, func() error {
-			if accepts(a, is.token(t, "k1")) == nil {
-				return errors.New("retired key still accepted")
-			}
-			return nil
-		})
-		if err := accepts(a, is.token(t, "k2")); err != nil {
-			t.Fatal(err)
-		}
+		waitRotated(t, a, is)
 	})
+}
+
+// waitRotated waits until a refuses the retired k1 and accepts k2.
+func waitRotated(t *testing.T, a *Authenticator, is *issuer) {
+	t.Helper()
+	waitFor(t, func() error {
+		if accepts(a, is.token(t, "k1")) == nil {
+			return errors.New("retired key still accepted")
+		}
+		return nil
+	})
+	if err := accepts(a, is.token(t, "k2")); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -94,6 +94,20 @@ func (n *notes) find(method string) (map[string]any, bool) {
 	return nil, false
 }
 
+// wait returns the first notification of method, waiting up to 5s.
+func (n *notes) wait(t *testing.T, method string) map[string]any {
+	t.Helper()
+	var got map[string]any
+	eventually(t, 5*time.Second, func() error {
+		var ok bool
+		if got, ok = n.find(method); !ok {
+			return fmt.Errorf("no %s yet", method)
+		}
+		return nil
+	})
+	return got
+}
+
 func (e *env) dialNotes() (*client, *notes) {
 	e.t.Helper()
 	n := &notes{}
@@ -141,14 +155,7 @@ func TestCredentialLifecycle(t *testing.T) {
 		c, n := connect(AuthAPIKey, "k1")
 		other, _ := connect(AuthAPIKey, "k2")
 		auth.revoke("k1")
-		var got map[string]any
-		eventually(t, 5*time.Second, func() error {
-			var ok bool
-			if got, ok = n.find("map/auth/revoked"); !ok {
-				return fmt.Errorf("no map/auth/revoked yet")
-			}
-			return nil
-		})
+		got := n.wait(t, "map/auth/revoked")
 		if got["reason"] != revokedRevoked || got["gracePeriodMs"] != float64(2000) {
 			t.Fatalf("map/auth/revoked %v", got)
 		}
@@ -166,14 +173,7 @@ func TestCredentialLifecycle(t *testing.T) {
 		exp := e.clock.Now().UnixMilli() + 3_600_000
 		c, n := connect(AuthBearer, "exp:"+strconv.FormatInt(exp, 10))
 		e.clock.Advance(time.Hour - 20*time.Second) // inside the warning window
-		var warn map[string]any
-		eventually(t, 5*time.Second, func() error {
-			var ok bool
-			if warn, ok = n.find("map/auth/expiring"); !ok {
-				return fmt.Errorf("no map/auth/expiring yet")
-			}
-			return nil
-		})
+		warn := n.wait(t, "map/auth/expiring")
 		if warn["expiresAt"] != float64(exp) || warn["refreshBefore"].(float64) >= float64(exp) {
 			t.Fatalf("map/auth/expiring %v", warn)
 		}
@@ -186,12 +186,9 @@ func TestCredentialLifecycle(t *testing.T) {
 		c.must("map/agents/list", nil)
 		e.clock.Advance(51 * time.Second) // past the refreshed expiry
 		c.fails("map/agents/list", nil, rpc.CodeTokenExpired)
-		eventually(t, 5*time.Second, func() error {
-			if got, ok := n.find("map/auth/revoked"); !ok || got["reason"] != revokedExpired {
-				return fmt.Errorf("no map/auth/revoked token_expired yet (%v)", got)
-			}
-			return nil
-		})
+		if got := n.wait(t, "map/auth/revoked"); got["reason"] != revokedExpired {
+			t.Fatalf("map/auth/revoked %v, want token_expired", got)
+		}
 		e.clock.Advance(2 * time.Second)
 		eventually(t, 5*time.Second, func() error { return closed(c) })
 	})
@@ -200,12 +197,7 @@ func TestCredentialLifecycle(t *testing.T) {
 		exp := e.clock.Now().UnixMilli() + 1000
 		c, n := connect(AuthBearer, "exp:"+strconv.FormatInt(exp, 10))
 		e.clock.Advance(2 * time.Second)
-		eventually(t, 5*time.Second, func() error {
-			if _, ok := n.find("map/auth/revoked"); !ok {
-				return fmt.Errorf("no map/auth/revoked yet")
-			}
-			return nil
-		})
+		n.wait(t, "map/auth/revoked")
 		c.must("map/auth/refresh", map[string]any{"credential": "exp:" + strconv.FormatInt(exp+3_600_000, 10)})
 		e.clock.Advance(3 * time.Second)  // past the grace
 		time.Sleep(50 * time.Millisecond) // several sweeps (10ms interval) must not close it
