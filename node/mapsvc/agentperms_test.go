@@ -80,3 +80,34 @@ func TestPermissionsUpdate_Refusals(t *testing.T) {
 	delete(ceil, "bob")
 	agent.must("map/agents/register", `{"agentId":"b2"}`)
 }
+
+// TestAgentPermissions_Structure: canSee.structure none hides every graph
+// edge, local keeps the edges touching the participant's own agents.
+func TestAgentPermissions_Structure(t *testing.T) {
+	e := newEnv(t)
+	owner, local, blind := e.dial(), e.dial(), e.dial()
+	connectAs(owner, TypeAgent, map[string]any{"participantId": "owner"})
+	connectAs(local, TypeAgent, map[string]any{"participantId": "local"})
+	connectAs(blind, TypeAgent, map[string]any{"participantId": "blind"})
+	owner.must("map/agents/register", `{"agentId":"root"}`)
+	owner.must("map/agents/register", `{"agentId":"kid","parent":"root"}`)
+	local.must("map/agents/register", `{"agentId":"l","parent":"root","permissionOverrides":{"canSee":{"structure":"local"}}}`)
+	blind.must("map/agents/register", `{"agentId":"b","permissionOverrides":{"canSee":{"structure":"none"}}}`)
+	edges := func(c *client) []string {
+		var out []string
+		for _, e := range c.must("map/structure/graph", nil)["edges"].([]any) {
+			m := e.(map[string]any)
+			out = append(out, m["from"].(string)+">"+m["to"].(string))
+		}
+		return out
+	}
+	if got := edges(owner); len(got) != 2 {
+		t.Fatalf("unrestricted graph edges %v, want root>kid and root>l", got)
+	}
+	if got := edges(local); len(got) != 1 || got[0] != "root>l" {
+		t.Fatalf("local structure edges %v, want [root>l]", got)
+	}
+	if got := edges(blind); len(got) != 0 {
+		t.Fatalf("structure none edges %v", got)
+	}
+}

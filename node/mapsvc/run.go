@@ -22,18 +22,28 @@ import (
 // Config.NodeAlive, SESSION_DETACH for sessions attached to dead nodes.
 // It wakes every ExpiryInterval and on registry events.
 func (s *Service) Run(ctx context.Context) error {
-	t := time.NewTimer(s.cfg.ExpiryInterval)
+	t := time.NewTicker(s.cfg.ExpiryInterval)
 	defer t.Stop()
+	// Credentials are checked on their own timer (the next warning, expiry
+	// or grace end, at most ExpiryInterval away) and when the stored
+	// credentials change, not on every registry event: a busy node has
+	// many sessions and many events.
+	ct := time.NewTimer(0)
+	defer ct.Stop()
 	for {
 		wake, creds := s.reg.Notify(), s.credentialsChanged()
 		s.sweep(ctx)
-		t.Reset(s.nextCredentialDeadline(s.cfg.ExpiryInterval))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		case <-wake:
 		case <-creds:
+			s.checkCredentials()
+			ct.Reset(s.nextCredentialDeadline(s.cfg.ExpiryInterval))
+		case <-ct.C:
+			s.checkCredentials()
+			ct.Reset(s.nextCredentialDeadline(s.cfg.ExpiryInterval))
 		}
 	}
 }
@@ -41,7 +51,6 @@ func (s *Service) Run(ctx context.Context) error {
 // sweep runs one pass of the background duties.
 func (s *Service) sweep(ctx context.Context) {
 	s.closeMoved()
-	s.checkCredentials()
 	if !s.cfg.IsLeader() {
 		return
 	}
