@@ -338,10 +338,12 @@ func testPermissionsUpdate(t *testing.T, n1, n2 *node.Server, bob *client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys := dial(t, n1)
-	sys.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "root",
-		"auth": map[string]any{"method": "api-key", "token": res.GetToken()}})
+	sys := dial(t, n1).connectSystem(t, res.GetToken())
 	bob.fails(t, "map/permissions/update", map[string]any{"clientId": "bob", "permissions": map[string]any{}}, rpc.CodePermissionDenied)
+	var before float64
+	if w, ok := sys.call("map/replay", map[string]any{"filter": map[string]any{"eventTypes": []string{"permissions_client_updated"}}})["events"].([]any); ok {
+		before = float64(len(w))
+	}
 	send := map[string]any{"to": map[string]any{"agent": "alice"}, "payload": 1}
 	bob.call("map/send", send)
 	out := sys.call("map/permissions/update", map[string]any{"clientId": "bob",
@@ -359,4 +361,20 @@ func testPermissionsUpdate(t *testing.T, n1, n2 *node.Server, bob *client) {
 	sys.call("map/permissions/update", map[string]any{"clientId": "bob",
 		"permissions": map[string]any{"messaging": map[string]any{"canSend": true}}})
 	eventually(t, 10*time.Second, func() error { return tryCall(bob, "map/send", send) })
+	eventually(t, 10*time.Second, func() error { // both changes are in the replicated event window of node 2
+		evs, _ := dial(t, n2).connectSystem(t, res.GetToken()).call("map/replay",
+			map[string]any{"filter": map[string]any{"eventTypes": []string{"permissions_client_updated"}}})["events"].([]any)
+		if float64(len(evs)) != before+2 {
+			return fmt.Errorf("%d permissions_client_updated events on node 2, want %v", len(evs), before+2)
+		}
+		return nil
+	})
+}
+
+// connectSystem connects c as system participant "root" with an API key.
+func (c *client) connectSystem(t *testing.T, token string) *client {
+	t.Helper()
+	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "root",
+		"auth": map[string]any{"method": "api-key", "token": token}})
+	return c
 }

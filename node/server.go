@@ -183,7 +183,7 @@ func (s *Server) openStore() error {
 	rc.DataDir = s.cfg.DataDir
 	rc.BindAddr = s.cfg.RaftAddr
 	rc.AdvertiseAddr = s.cfg.RaftAdvertise
-	s.acl = acl.NewModule()
+	s.acl = acl.NewModule().WithEvents(s.registry) // permissions_client_updated joins the event window
 	rc.Modules = []raftstore.Module{s.registry, s.runs, fedModule{s.fedState}, s.acl}
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/node/mapsvc"
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -254,8 +255,16 @@ func FuzzParseJWKS(f *testing.F) {
 	})
 }
 
+type eventLog []registry.Event
+
+func (l *eventLog) AppendEvents(_ uint64, evs []registry.Event) []registry.Event {
+	*l = append(*l, evs...)
+	return evs
+}
+
 func TestModule_ParticipantPermissions(t *testing.T) {
-	m := NewModule()
+	var log eventLog
+	m := NewModule().WithEvents(&log)
 	upd := m.Handlers()[concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE].Apply
 	k, _ := newKeyRecord(t, "team-*", "agent")
 	if _, err := m.applyKeyCreate(&concordv1.AclKeyCreate{Key: k}); err != nil {
@@ -275,6 +284,9 @@ func TestModule_ParticipantPermissions(t *testing.T) {
 	}
 	if got := m.Denied("bob"); len(got) != 1 || got[0] != "messaging.canSend" {
 		t.Fatalf("denied %v", got)
+	}
+	if len(log) != 2 || log[1].Type != EventPermissionsClientUpdated || !strings.Contains(string(log[1].Data), `"denied":["messaging.canSend"]`) {
+		t.Fatalf("events %+v", log)
 	}
 	for _, bad := range []*concordv1.AclPermissionsUpdate{{ParticipantId: "", Deny: []string{"messaging.canSend"}},
 		{ParticipantId: "x", Deny: []string{"root.everything"}}} {

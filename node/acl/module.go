@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/node/mapsvc"
+	"github.com/concordmap/concord/node/registry"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
@@ -37,6 +38,21 @@ type Module struct {
 	keys    map[string]*concordv1.ApiKey
 	perms   map[string]*concordv1.AclParticipantPermissions // by participant id (permissions.go)
 	changed chan struct{}                                   // closed and replaced on every change
+	events  EventAppender                                   // optional: permissions_client_updated
+}
+
+// EventAppender adds events to the replicated MAP event window;
+// *registry.State implements it. It is called from Apply (the FSM
+// goroutine), so every replica appends the same events.
+type EventAppender interface {
+	AppendEvents(index uint64, evs []registry.Event) []registry.Event
+}
+
+// WithEvents makes ceiling changes emit permissions_client_updated into
+// events (set before the module is registered with the store).
+func (m *Module) WithEvents(events EventAppender) *Module {
+	m.events = events
+	return m
 }
 
 var _ raftstore.Module = (*Module)(nil)
@@ -73,8 +89,8 @@ func (m *Module) Handlers() map[concordv1.CommandType]raftstore.Handler {
 		},
 		concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE: {
 			New: func() proto.Message { return &concordv1.AclPermissionsUpdate{} },
-			Apply: func(_ uint64, msg proto.Message) (any, error) {
-				return m.applyPermissionsUpdate(msg.(*concordv1.AclPermissionsUpdate))
+			Apply: func(index uint64, msg proto.Message) (any, error) {
+				return m.applyPermissionsUpdate(index, msg.(*concordv1.AclPermissionsUpdate))
 			},
 		},
 		concordv1.CommandType_COMMAND_TYPE_ACL_KEY_REVOKE: {

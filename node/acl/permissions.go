@@ -1,12 +1,14 @@
 package acl
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/node/mapsvc"
+	"github.com/concordmap/concord/node/registry"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -18,7 +20,7 @@ import (
 // maxDenied bounds a record (there are a dozen flags; the rest is junk).
 const maxDenied = 64
 
-func (m *Module) applyPermissionsUpdate(u *concordv1.AclPermissionsUpdate) (any, error) {
+func (m *Module) applyPermissionsUpdate(index uint64, u *concordv1.AclPermissionsUpdate) (any, error) {
 	pid := u.GetParticipantId()
 	if pid == "" || len(pid) > 256 {
 		return nil, fmt.Errorf("%w: participant_id is required (at most 256 bytes)", ErrInvalidKey)
@@ -49,7 +51,24 @@ func (m *Module) applyPermissionsUpdate(u *concordv1.AclPermissionsUpdate) (any,
 		m.perms[pid] = rec
 	}
 	m.announce()
+	if m.events != nil {
+		data, _ := json.Marshal(map[string]any{"clientId": pid, "updatedBy": u.GetUpdatedBy(),
+			"changes": map[string]any{"deny": nonNil(u.GetDeny()), "allow": nonNil(u.GetAllow())}, "denied": nonNil(denied)})
+		m.events.AppendEvents(index, []registry.Event{{Type: EventPermissionsClientUpdated, Timestamp: u.GetTimestampMs(),
+			Source: u.GetUpdatedBy(), Data: data}})
+	}
 	return proto.CloneOf(rec), nil
+}
+
+// EventPermissionsClientUpdated is the MAP event of a ceiling change (the
+// SDK's permissions_client_updated).
+const EventPermissionsClientUpdated = "permissions_client_updated"
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // Denied returns the capability flags withdrawn from a participant (nil
