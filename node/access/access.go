@@ -1,6 +1,7 @@
 package access
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/concordmap/concord/node/registry"
@@ -107,6 +108,14 @@ func ScopeVisible(r Reader, v Viewer, sc *registry.Scope) bool {
 func EventVisible(r Reader, v Viewer, ev *registry.Event) bool {
 	if v.System() {
 		return true
+	}
+	if ev.Type == "permissions_client_updated" {
+		// A participant's capability ceiling is its business and the
+		// system's (node/acl emits it with the participant in clientId).
+		var d struct {
+			ClientID string `json:"clientId"`
+		}
+		return json.Unmarshal(ev.Data, &d) == nil && d.ClientID != "" && d.ClientID == v.ParticipantID
 	}
 	if strings.HasPrefix(ev.Type, "message_") {
 		if ev.Source == v.ParticipantID || owns(r, v, ev.Source) {

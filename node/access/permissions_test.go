@@ -132,3 +132,20 @@ func BenchmarkPermissionsOf(b *testing.B) {
 		_ = PermissionsOf(&a)
 	}
 }
+
+func TestEventVisible_ClientPermissions(t *testing.T) {
+	ev := registry.Event{Type: "permissions_client_updated", Data: json.RawMessage(`{"clientId":"bob","denied":["messaging.canSend"]}`)}
+	r := fakeReader{}
+	for _, tc := range []struct {
+		v    Viewer
+		want bool
+	}{
+		{Viewer{ParticipantID: "bob", ParticipantType: "client"}, true},
+		{Viewer{ParticipantID: "eve", ParticipantType: "agent"}, false},
+		{Viewer{ParticipantID: "ops", ParticipantType: "system"}, true},
+	} {
+		if got := EventVisible(r, tc.v, &ev); got != tc.want {
+			t.Errorf("%s sees %s: %v, want %v", tc.v.ParticipantID, ev.Type, got, tc.want)
+		}
+	}
+}
