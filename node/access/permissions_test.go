@@ -149,3 +149,23 @@ func TestEventVisible_ClientPermissions(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParsePermissions(f *testing.F) {
+	f.Add([]byte(`{"canSee":{"agents":"hierarchy","scopes":{"include":["s"]},"structure":"local"}}`))
+	f.Add([]byte(`{"acceptsFrom":{"clients":{"include":[]}}}`))
+	f.Add([]byte(`{"canMessage":{"agents":{"include":["a"],"x":1}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ParsePermissions(b)
+		if err != nil {
+			return
+		}
+		for _, r := range []Rule{p.SeeAgents, p.SeeScopes, p.MessageAgents, p.MessageScopes, p.AcceptAgents, p.AcceptClients, p.AcceptSystems} {
+			if r.Kind == RuleInclude && len(r.Include) > maxIncludes {
+				t.Fatalf("accepted an include list of %d", len(r.Include))
+			}
+		}
+		// Whatever parsed must decide without panicking.
+		a := registry.Agent{ID: "a", PermissionOverrides: b}
+		PermissionsOf(&a)
+	})
+}
