@@ -20,6 +20,10 @@ type Viewer struct {
 	// Agents are the agents the participant's session owns: their
 	// canSee permissions bound what it sees (permissions.go).
 	Agents []string
+
+	// restricted caches the restricted ones among Agents (WithLayer), so
+	// a decision over many agents or events looks them up once.
+	restricted *[]restrictedAgent
 }
 
 // System participants see everything.
@@ -144,6 +148,9 @@ func EventVisible(r Reader, v Viewer, ev *registry.Event) bool {
 			}
 		}
 		return false
+	}
+	if v.restricted == nil && len(v.Agents) > 0 && len(ev.AgentIDs)+len(ev.ScopeIDs) > 2 {
+		v = v.WithLayer(r) // many checks below: look the viewer's agents up once
 	}
 	for _, id := range ev.AgentIDs {
 		if a, ok := r.Agent(id); ok && !AgentVisible(r, v, &a) {

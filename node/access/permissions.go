@@ -261,14 +261,48 @@ func eachAgent(r Reader, ids []string, f func(a *registry.Agent, p *Permissions)
 	return true
 }
 
+// restrictedAgent is a viewer agent whose permissions restrict something.
+type restrictedAgent struct {
+	a registry.Agent
+	p Permissions
+}
+
+// WithLayer returns v with its agents' permissions looked up once, for a
+// series of decisions against the same registry state (a list, the
+// events of one fan-out pass). Without it every decision looks them up.
+func (v Viewer) WithLayer(r Reader) Viewer {
+	out := []restrictedAgent{}
+	eachAgent(r, v.Agents, func(a *registry.Agent, p *Permissions) bool {
+		out = append(out, restrictedAgent{a: *a, p: *p})
+		return true
+	})
+	v.restricted = &out
+	return v
+}
+
+// layer calls f for each restricted viewer agent; it reports whether f
+// held for all of them.
+func (v Viewer) layer(r Reader, f func(a *registry.Agent, p *Permissions) bool) bool {
+	if v.restricted == nil {
+		return eachAgent(r, v.Agents, f)
+	}
+	for i := range *v.restricted {
+		ra := &(*v.restricted)[i]
+		if !f(&ra.a, &ra.p) {
+			return false
+		}
+	}
+	return true
+}
+
 // agentLayerSeesAgent applies canSee.agents of every viewer agent.
 func agentLayerSeesAgent(r Reader, v Viewer, t *registry.Agent) bool {
-	return eachAgent(r, v.Agents, func(a *registry.Agent, p *Permissions) bool { return agentRule(r, p.SeeAgents, a, t) })
+	return v.layer(r, func(a *registry.Agent, p *Permissions) bool { return agentRule(r, p.SeeAgents, a, t) })
 }
 
 // agentLayerSeesScope applies canSee.scopes of every viewer agent.
 func agentLayerSeesScope(r Reader, v Viewer, sc *registry.Scope) bool {
-	return eachAgent(r, v.Agents, func(a *registry.Agent, p *Permissions) bool { return scopeRule(p.SeeScopes, a, sc) })
+	return v.layer(r, func(a *registry.Agent, p *Permissions) bool { return scopeRule(p.SeeScopes, a, sc) })
 }
 
 // StructureOf returns how much of the agent hierarchy v may see: "full",
@@ -276,7 +310,7 @@ func agentLayerSeesScope(r Reader, v Viewer, sc *registry.Scope) bool {
 // of its agents' canSee.structure.
 func StructureOf(r Reader, v Viewer) string {
 	out := "full"
-	eachAgent(r, v.Agents, func(_ *registry.Agent, p *Permissions) bool {
+	v.layer(r, func(_ *registry.Agent, p *Permissions) bool {
 		switch {
 		case p.Structure == "none":
 			out = "none"

@@ -17,7 +17,7 @@ import (
 
 func (s *Service) viewerOf(cs *connState) access.Viewer {
 	return access.Viewer{ParticipantID: cs.participantID, ParticipantType: cs.participantType,
-		Agents: s.reg.SessionAgentIDs(cs.sessionID)}
+		Agents: s.reg.SessionAgentIDs(cs.sessionID)}.WithLayer(s.reg)
 }
 
 func (s *Service) agentVisible(cs *connState, a *registry.Agent) bool {
