@@ -143,15 +143,16 @@ func (a *Authenticator) apiKey(token string) (*mapsvc.Principal, error) {
 }
 
 func (a *Authenticator) bearer(ctx context.Context, token string) (*mapsvc.Principal, error) {
-	sub, iss, exp, mc, err := a.jwt.verify(ctx, token, a.cfg.Now())
+	vt, err := a.jwt.verify(ctx, token, a.cfg.Now())
 	if errors.Is(err, errTokenExpired) {
 		return nil, expired()
 	}
 	if err != nil {
 		return nil, invalidCredentials("invalid bearer token")
 	}
-	p := &mapsvc.Principal{ID: sub, Method: mapsvc.AuthBearer, Issuer: iss, ExpiresAt: exp.UnixMilli(),
-		ParticipantIDPattern: sub, Types: defaultJWTTypes, Capabilities: flattenCapabilities(mc.Capabilities)}
+	mc := vt.claims
+	p := &mapsvc.Principal{ID: vt.sub, CredentialID: vt.kid, Method: mapsvc.AuthBearer, Issuer: vt.issuer, ExpiresAt: vt.exp.UnixMilli(),
+		ParticipantIDPattern: vt.sub, Types: defaultJWTTypes, Capabilities: flattenCapabilities(mc.Capabilities)}
 	if mc.Pattern != "" {
 		p.ParticipantIDPattern = mc.Pattern
 	}
@@ -162,9 +163,17 @@ func (a *Authenticator) bearer(ctx context.Context, token string) (*mapsvc.Princ
 }
 
 // Check implements mapsvc.CredentialChecker: an API-key principal is
-// valid while its key is still stored (not revoked) and not expired;
-// other principals end only at their expiry, which the service tracks.
+// valid while its key is still stored (not revoked) and not expired; a
+// bearer principal while the JWKS still holds the key that signed its
+// token (an issuer that withdraws a key withdraws its tokens); both end
+// at their expiry, which the service tracks.
 func (a *Authenticator) Check(p *mapsvc.Principal) error {
+	if p.Method == mapsvc.AuthBearer && a.jwt != nil {
+		if p.CredentialID != "" && !a.jwt.keys.has(p.CredentialID) {
+			return invalidCredentials("signing key withdrawn from the JWKS")
+		}
+		return nil
+	}
 	if p.Method != mapsvc.AuthAPIKey || a.cfg.Keys == nil {
 		return nil
 	}

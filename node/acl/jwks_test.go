@@ -154,11 +154,20 @@ func TestJWKSFileRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("a changed file is picked up by the poll", func(t *testing.T) {
+	t.Run("a changed file is picked up by the poll; sessions of a withdrawn key end", func(t *testing.T) {
+		old, err := a.Authenticate(context.Background(), "bearer", is.token(t, "k1"))
+		if err != nil || old.CredentialID != "k1" || a.Check(old) != nil {
+			t.Fatalf("principal %+v err %v", old, err)
+		}
 		runAuth(t, a)
 		is.publish("k2") // k1 retired
 		write()
 		waitRotated(t, a, is)
+		wantRefused(t, a.Check(old))
+		cur, err := a.Authenticate(context.Background(), "bearer", is.token(t, "k2"))
+		if err != nil || a.Check(cur) != nil {
+			t.Fatalf("current key's principal refused: %v", err)
+		}
 	})
 }
 

@@ -122,34 +122,46 @@ func parseJWKS(b []byte) (jose.JSONWebKeySet, error) {
 // errTokenExpired marks an expired token (answered 1002, refreshable).
 var errTokenExpired = errors.New("token expired")
 
-// verify checks raw and returns its subject, claims and expiry.
-func (v *jwtVerifier) verify(ctx context.Context, raw string, now time.Time) (sub string, issuer string, exp time.Time, mc mapClaims, err error) {
+// verifiedToken is what a valid bearer token says.
+type verifiedToken struct {
+	sub, issuer string
+	exp         time.Time
+	kid         string // the JWKS key that signed it
+	claims      mapClaims
+}
+
+// verify checks raw and returns what it says.
+func (v *jwtVerifier) verify(ctx context.Context, raw string, now time.Time) (verifiedToken, error) {
+	var out verifiedToken
 	tok, err := jwt.ParseSigned(raw, jwtAlgorithms)
 	if err != nil {
-		return "", "", exp, mc, fmt.Errorf("parse: %w", err)
+		return out, fmt.Errorf("parse: %w", err)
 	}
 	var std jwt.Claims
-	if kid := tok.Headers[0].KeyID; kid != "" && !v.keys.has(kid) {
+	kid := tok.Headers[0].KeyID
+	if kid != "" && !v.keys.has(kid) {
 		v.keys.refetchForKid(ctx, kid) // rotated at the issuer?
 	}
-	if err := tok.Claims(v.keys.Keys(), &std, &mc); err != nil {
-		return "", "", exp, mc, fmt.Errorf("signature: %w", err)
+	if err := tok.Claims(v.keys.Keys(), &std, &out.claims); err != nil {
+		return out, fmt.Errorf("signature: %w", err)
 	}
 	if std.Expiry == nil {
-		return "", "", exp, mc, errors.New("exp is required")
+		return out, errors.New("exp is required")
 	}
 	err = std.ValidateWithLeeway(jwt.Expected{Issuer: v.cfg.Issuer, AnyAudience: jwt.Audience{v.cfg.Audience}, Time: now}, v.cfg.Leeway)
+	mc := out.claims
 	switch {
 	case errors.Is(err, jwt.ErrExpired):
-		return "", "", exp, mc, errTokenExpired
+		return out, errTokenExpired
 	case err != nil:
-		return "", "", exp, mc, err
+		return out, err
 	case std.Subject == "" || strings.Contains(std.Subject, "*"):
-		return "", "", exp, mc, errors.New("sub is required and names one participant")
+		return out, errors.New("sub is required and names one participant")
 	case mc.Pattern != "" && !ValidPattern(mc.Pattern):
-		return "", "", exp, mc, errors.New("map:participantIdPattern is not a pattern")
+		return out, errors.New("map:participantIdPattern is not a pattern")
 	}
-	return std.Subject, std.Issuer, std.Expiry.Time(), mc, nil
+	out.sub, out.issuer, out.exp, out.kid = std.Subject, std.Issuer, std.Expiry.Time(), kid
+	return out, nil
 }
 
 // flattenCapabilities turns {"lifecycle":{"canStop":true}} into

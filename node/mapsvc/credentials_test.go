@@ -38,8 +38,14 @@ func (a *revocableAuth) Authenticate(_ context.Context, method, cred string) (*P
 		}
 		return &Principal{ID: "key:" + cred, CredentialID: cred, Method: method, ParticipantIDPattern: "*", Types: all}, nil
 	case method == AuthBearer && strings.HasPrefix(cred, "exp:"):
-		exp, _ := strconv.ParseInt(strings.TrimPrefix(cred, "exp:"), 10, 64)
-		return &Principal{ID: "sub", Method: method, ExpiresAt: exp, ParticipantIDPattern: "*", Types: all}, nil
+		// "exp:<ms>" or "exp:<ms>:<signing key>"
+		f := strings.Split(cred, ":")
+		exp, _ := strconv.ParseInt(f[1], 10, 64)
+		p := &Principal{ID: "sub", Method: method, ExpiresAt: exp, ParticipantIDPattern: "*", Types: all}
+		if len(f) == 3 {
+			p.CredentialID = f[2]
+		}
+		return p, nil
 	}
 	return nil, rpc.NewError(rpc.CodeAuthFailed, "Invalid credentials")
 }
@@ -47,7 +53,7 @@ func (a *revocableAuth) Authenticate(_ context.Context, method, cred string) (*P
 func (a *revocableAuth) Check(p *Principal) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if p.Method == AuthAPIKey && a.revoked[p.CredentialID] {
+	if p.CredentialID != "" && a.revoked[p.CredentialID] {
 		return rpc.NewError(rpc.CodeAuthFailed, "revoked")
 	}
 	return nil
@@ -205,5 +211,22 @@ func TestCredentialLifecycle(t *testing.T) {
 			t.Fatal("a refreshed session was closed")
 		}
 		c.must("map/agents/list", nil)
+	})
+
+	t.Run("withdrawn signing key: a bearer session refreshes with a token of the new key", func(t *testing.T) {
+		exp := strconv.FormatInt(e.clock.Now().UnixMilli()+3_600_000, 10)
+		c, n := connect(AuthBearer, "exp:"+exp+":old-key")
+		auth.revoke("old-key")
+		if got := n.wait(t, "map/auth/revoked"); got["reason"] != revokedRevoked {
+			t.Fatalf("map/auth/revoked %v", got)
+		}
+		c.fails("map/agents/list", nil, rpc.CodeAuthFailed)
+		c.must("map/auth/refresh", map[string]any{"credential": "exp:" + exp + ":new-key"})
+		c.must("map/agents/list", nil)
+		e.clock.Advance(3 * time.Second) // past the grace: not closed
+		time.Sleep(50 * time.Millisecond)
+		if err := closed(c); err == nil {
+			t.Fatal("a refreshed bearer session was closed")
+		}
 	})
 }

@@ -100,8 +100,8 @@ func (s *Service) authRefresh(ctx context.Context, c *rpc.Conn, cs *connState, r
 		return nil, authFailed("the credential does not allow participantId " + cs.participantID)
 	}
 	if st := stateOf(c); st != nil {
-		if cs.revoked != nil && cs.revoked.Code != rpc.CodeTokenExpired {
-			return nil, cs.revoked // a revoked credential is not renewed in place
+		if cs.revoked != nil && old.Method == AuthAPIKey && cs.revoked.Code != rpc.CodeTokenExpired {
+			return nil, cs.revoked // a revoked key is not renewed in place; a bearer session may present a new token
 		}
 		st.mu.Lock()
 		st.principal = pr
