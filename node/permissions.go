@@ -28,6 +28,10 @@ func (p sendPermissions) sender(from router.Sender) access.Sender {
 	return s
 }
 
+func (p sendPermissions) SenderRestricted(from router.Sender) bool {
+	return access.SenderRestricted(p.reg, p.sender(from))
+}
+
 func (p sendPermissions) MayMessage(from router.Sender, to *registry.Agent) bool {
 	return access.MayMessage(p.reg, p.sender(from), to)
 }

@@ -361,6 +361,18 @@ func MayMessage(r Reader, s Sender, t *registry.Agent) bool {
 	}
 }
 
+// SenderRestricted reports whether any of s's agents has canMessage
+// rules that may refuse a target (system participants are bound by
+// recipients' acceptsFrom only).
+func SenderRestricted(r Reader, s Sender) bool {
+	if s.ParticipantType == "system" {
+		return false
+	}
+	return !eachAgent(r, s.Agents, func(_ *registry.Agent, p *Permissions) bool {
+		return p.MessageAgents.all() && p.MessageScopes.all()
+	})
+}
+
 // MaySendToScope reports whether every sending agent's
 // canMessage.scopes allows scope sc.
 func MaySendToScope(r Reader, s Sender, sc *registry.Scope) bool {

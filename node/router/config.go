@@ -54,6 +54,10 @@ type Config struct {
 // (map-protocol.md §7 agent permissions). Called on the sending node with
 // its local replica, so every node decides alike.
 type Permissions interface {
+	// SenderRestricted reports whether any agent the sender speaks for
+	// has permissions that may refuse a target; when not, only
+	// recipients with permissions of their own are checked.
+	SenderRestricted(from Sender) bool
 	MayMessage(from Sender, to *registry.Agent) bool
 	MaySendToScope(from Sender, sc *registry.Scope) bool
 }

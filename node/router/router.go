@@ -225,7 +225,8 @@ func (r *Router) permit(from Sender, addr address, res *resolution) error {
 	if r.perms == nil || res.system || res.fed != nil {
 		return nil
 	}
-	if res.scopeID != "" {
+	free := !r.perms.SenderRestricted(from)
+	if !free && res.scopeID != "" {
 		if sc, ok := r.reg.Scope(res.scopeID); ok && !r.perms.MaySendToScope(from, &sc) {
 			return rpc.NewError(rpc.CodePermissionDenied, "Not permitted to message scope "+res.scopeID).
 				WithDetails(map[string]any{"scopeId": res.scopeID, "reason": "canMessage"})
@@ -234,7 +235,7 @@ func (r *Router) permit(from Sender, addr address, res *resolution) error {
 	refused := 0
 	for i := range res.recipients {
 		rc := &res.recipients[i]
-		if rc.agentID == "" || rc.reason != "" {
+		if rc.agentID == "" || rc.reason != "" || (free && !rc.restricted) {
 			continue
 		}
 		if a, ok := r.reg.Agent(rc.agentID); ok && !r.perms.MayMessage(from, &a) {
