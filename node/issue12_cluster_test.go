@@ -112,6 +112,7 @@ func TestCluster_Issue12(t *testing.T) {
 		})
 		sys.fails(t, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "alice", "auth": auth}, rpc.CodeAuthFailed)
 		sys.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "ops-1", "auth": auth})
+		raw := rawSession(t, n2, map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "ops-raw", "auth": auth})
 		sys.call("map/agents/update", map[string]any{"agentId": "alice", "name": "renamed by ops"})
 		if _, err := n1.ACLAdmin().RevokeToken(context.Background(), &concordv1.AclRevokeTokenRequest{Id: res.GetKey().GetId()}); err != nil {
 			t.Fatal(err)
@@ -135,6 +136,10 @@ func TestCluster_Issue12(t *testing.T) {
 		case <-sys.conn.Done():
 		case <-time.After(15 * time.Second):
 			t.Fatal("the session of a revoked key is still open on node 2")
+		}
+		// On the wire: the notification, then a close frame with the MAP error.
+		if code, text := readUntilClose(t, raw, "map/auth/revoked"); code != websocket.ClosePolicyViolation || text != "MAP error 1001: credential revoked" {
+			t.Fatalf("closed with %d %q, want 1008 and the MAP error", code, text)
 		}
 		again := dial(t, n1)
 		eventually(t, 10*time.Second, func() error {
@@ -377,4 +382,47 @@ func (c *client) connectSystem(t *testing.T, token string) *client {
 	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "system", "participantId": "root",
 		"auth": map[string]any{"method": "api-key", "token": token}})
 	return c
+}
+
+// rawSession opens a WebSocket to srv and completes map/connect with
+// params, for tests that look at frames and close codes.
+func rawSession(t *testing.T, srv *node.Server, params map[string]any) *websocket.Conn {
+	t.Helper()
+	dialer := websocket.Dialer{TLSClientConfig: tlstest.ClientTLS("dev", "")}
+	ws, _, err := dialer.Dial(srv.MAPURL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ws.Close() })
+	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "map/connect", "params": params})
+	if err := ws.WriteMessage(websocket.TextMessage, req); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, b, err := ws.ReadMessage(); err != nil || !strings.Contains(string(b), `"sessionId"`) {
+		t.Fatalf("map/connect: %s %v", b, err)
+	}
+	return ws
+}
+
+// readUntilClose reads frames until the server closes, checking that a
+// notification of method came first, and returns the close code and text.
+func readUntilClose(t *testing.T, ws *websocket.Conn, method string) (int, string) {
+	t.Helper()
+	_ = ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	seen := false
+	for {
+		_, b, err := ws.ReadMessage()
+		var ce *websocket.CloseError
+		switch {
+		case errors.As(err, &ce):
+			if !seen {
+				t.Fatalf("closed (%d %q) before %s", ce.Code, ce.Text, method)
+			}
+			return ce.Code, ce.Text
+		case err != nil:
+			t.Fatalf("read: %v", err)
+		}
+		seen = seen || strings.Contains(string(b), `"method":"`+method+`"`)
+	}
 }

@@ -52,6 +52,16 @@ func credentialRevoked() *rpc.Error {
 		WithDetails(map[string]any{"authError": "invalid_credentials", "reason": "revoked"})
 }
 
+// closeReason is the WebSocket close reason (status 1008) of a session
+// whose credential ended: the MAP code and what happened, short enough
+// for a close frame.
+func closeReason(refusal *rpc.Error) string {
+	if refusal.Code == rpc.CodeTokenExpired {
+		return "MAP error 1002: credential expired"
+	}
+	return "MAP error 1001: credential revoked"
+}
+
 // credentialsChanged returns the checker's change channel, nil (never
 // ready) without one.
 func (s *Service) credentialsChanged() <-chan struct{} {
@@ -89,7 +99,7 @@ func (s *Service) checkSession(a *attached, checker CredentialChecker, now int64
 			refusal := st.revoked
 			st.mu.Unlock()
 			if refusal != nil { // not lifted by a refresh meanwhile
-				_ = a.conn.Close(refusal.Error())
+				_ = a.conn.ClosePolicy(closeReason(refusal))
 			}
 		}
 		return
@@ -122,7 +132,7 @@ func (s *Service) checkSession(a *attached, checker CredentialChecker, now int64
 			"reason": reason, "message": refusal.Message, "gracePeriodMs": grace,
 		})
 		if grace == 0 {
-			_ = a.conn.Close(refusal.Error())
+			_ = a.conn.ClosePolicy(closeReason(refusal))
 		}
 		return
 	}
