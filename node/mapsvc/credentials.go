@@ -1,6 +1,7 @@
 package mapsvc
 
 import (
+	"errors"
 	"time"
 
 	"github.com/concordmap/concord/node/rpc"
@@ -109,7 +110,7 @@ func (s *Service) checkSession(a *attached, checker CredentialChecker, now int64
 	if checker != nil {
 		if err := checker.Check(p); err != nil {
 			refusal, reason = credentialRevoked(), revokedRevoked
-			if re, ok := err.(*rpc.Error); ok && re.Code == rpc.CodeTokenExpired {
+			if re := (*rpc.Error)(nil); errors.As(err, &re) && re.Code == rpc.CodeTokenExpired {
 				refusal, reason = credentialExpired(), revokedExpired
 			}
 		}
