@@ -36,6 +36,10 @@ func (p sendPermissions) MayMessage(from router.Sender, to *registry.Agent) bool
 	return access.MayMessage(p.reg, p.sender(from), to)
 }
 
+func (p sendPermissions) AcceptsFromSystem(system string, to *registry.Agent) bool {
+	return access.AcceptsFromSystem(to, system)
+}
+
 func (p sendPermissions) MaySendToScope(from router.Sender, sc *registry.Scope) bool {
 	return access.MaySendToScope(p.reg, p.sender(from), sc)
 }

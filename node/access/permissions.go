@@ -361,6 +361,13 @@ func MayMessage(r Reader, s Sender, t *registry.Agent) bool {
 	}
 }
 
+// AcceptsFromSystem applies t's acceptsFrom.systems to a message from
+// another system (federation).
+func AcceptsFromSystem(t *registry.Agent, systemID string) bool {
+	p := PermissionsOf(t)
+	return listRule(p.AcceptSystems, systemID)
+}
+
 // SenderRestricted reports whether any of s's agents has canMessage
 // rules that may refuse a target (system participants are bound by
 // recipients' acceptsFrom only).

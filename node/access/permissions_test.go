@@ -169,3 +169,13 @@ func FuzzParsePermissions(f *testing.F) {
 		PermissionsOf(&a)
 	})
 }
+
+func TestAcceptsFromSystem(t *testing.T) {
+	a := registry.Agent{ID: "a", PermissionOverrides: json.RawMessage(`{"acceptsFrom":{"systems":{"include":["dc2"]}}}`)}
+	none := registry.Agent{ID: "n", PermissionOverrides: json.RawMessage(`{"acceptsFrom":{"systems":"none"}}`)}
+	free := registry.Agent{ID: "f"}
+	if !AcceptsFromSystem(&a, "dc2") || AcceptsFromSystem(&a, "dc3") || AcceptsFromSystem(&a, "") ||
+		AcceptsFromSystem(&none, "dc2") || !AcceptsFromSystem(&free, "dc3") {
+		t.Fatal("acceptsFrom.systems misapplied")
+	}
+}

@@ -60,6 +60,9 @@ type Permissions interface {
 	SenderRestricted(from Sender) bool
 	MayMessage(from Sender, to *registry.Agent) bool
 	MaySendToScope(from Sender, sc *registry.Scope) bool
+	// AcceptsFromSystem applies to's acceptsFrom.systems to a message
+	// that arrived from another system (federation).
+	AcceptsFromSystem(system string, to *registry.Agent) bool
 }
 
 // DefaultConfig returns a Config with no collaborators set; NodeID, Registry

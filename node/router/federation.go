@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/oklog/ulid/v2"
 
@@ -118,6 +119,8 @@ func (r *Router) DeliverAgent(ctx context.Context, agentID string, msg json.RawM
 	rc := agentRecipient(&a)
 	env := &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}
 	switch {
+	case rc.restricted && r.perms != nil && !r.perms.AcceptsFromSystem(sourceSystem(msg), &a):
+		done(&federation.CodeError{Code: rpc.CodePermissionDenied, Message: "Agent " + agentID + " does not accept messages from this system"})
 	case rc.reason != "":
 		done(&federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: agent " + agentID + " is " + rc.reason})
 	case rc.homeNode == r.nodeID:
@@ -138,4 +141,20 @@ func deliveryErr(err error) error {
 		reason = reasonNotConnected
 	}
 	return &federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: " + reason}
+}
+
+// sourceSystem reads the sending system of a federated message: its from
+// is "<system>:agent:<id>" (federation.RemoteID). "" when it is not.
+func sourceSystem(msg json.RawMessage) string {
+	var m struct {
+		From string `json:"from"`
+	}
+	if json.Unmarshal(msg, &m) != nil {
+		return ""
+	}
+	sys, _, ok := strings.Cut(m.From, ":agent:")
+	if !ok {
+		return ""
+	}
+	return sys
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 )
@@ -22,6 +23,9 @@ func (p *fakePerms) MayMessage(from Sender, to *registry.Agent) bool {
 	return to.ID != "mgr" && !(from.AgentID == "w1" && to.ID == "w2")
 }
 func (p *fakePerms) MaySendToScope(from Sender, sc *registry.Scope) bool { return sc.ID != "team" }
+func (p *fakePerms) AcceptsFromSystem(system string, to *registry.Agent) bool {
+	return system == "friend"
+}
 
 func TestSend_Permissions(t *testing.T) {
 	reg, conns := world()
@@ -68,5 +72,27 @@ func TestSend_Permissions(t *testing.T) {
 	perms.calls = 0
 	if _, err := send(agentSender("boss"), `{"agents":["w1","w2","w3"]}`); err != nil || perms.calls != 0 {
 		t.Fatalf("free send: err %v, %d permission checks", err, perms.calls)
+	}
+}
+
+// TestDeliverAgent_AcceptsFromSystems: a federated message to an agent
+// with permissions goes through its acceptsFrom.systems.
+func TestDeliverAgent_AcceptsFromSystems(t *testing.T) {
+	reg, conns := world()
+	for i := range reg.agents {
+		if reg.agents[i].ID == "mgr" {
+			reg.agents[i].PermissionOverrides = json.RawMessage(`{"acceptsFrom":{"systems":{"include":["friend"]}}}`)
+		}
+	}
+	r := testRouter(t, reg, conns, nil, nil)
+	r.perms = &fakePerms{}
+	var got []error
+	done := func(err error) { got = append(got, err) }
+	r.DeliverAgent(context.Background(), "mgr", json.RawMessage(`{"id":"m1","from":"friend:agent:x","to":{"agent":"mgr"}}`), done)
+	r.DeliverAgent(context.Background(), "mgr", json.RawMessage(`{"id":"m2","from":"foe:agent:y","to":{"agent":"mgr"}}`), done)
+	r.DeliverAgent(context.Background(), "w1", json.RawMessage(`{"id":"m3","from":"foe:agent:y","to":{"agent":"w1"}}`), done) // no permissions
+	var ce *federation.CodeError
+	if got[0] != nil || !errors.As(got[1], &ce) || ce.Code != rpc.CodePermissionDenied || got[2] != nil {
+		t.Fatalf("outcomes %v", got)
 	}
 }
