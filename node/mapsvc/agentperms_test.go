@@ -77,6 +77,11 @@ func TestPermissionsUpdate_Refusals(t *testing.T) {
 	agent.must("map/agents/register", `{"agentId":"b1"}`)
 	ceil["bob"] = []string{"lifecycle.canRegister"}
 	e.refused(agent, "map/agents/register", `{"agentId":"b2"}`, rpc.CodePermissionDenied)
+	ceil["carl"] = []string{"lifecycle.canRegister"}
+	caps := connectAs(e.dial(), TypeAgent, map[string]any{"participantId": "carl"})["capabilities"].(map[string]any)
+	if caps["lifecycle"].(map[string]any)["canRegister"] != false {
+		t.Fatalf("connect advertises capabilities beyond the ceiling: %v", caps)
+	}
 	delete(ceil, "bob")
 	agent.must("map/agents/register", `{"agentId":"b2"}`)
 }
