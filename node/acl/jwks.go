@@ -208,6 +208,9 @@ func (ks *keySource) Run(ctx context.Context) error {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	if ks.client != nil {
+		defer ks.client.CloseIdleConnections() // no keep-alive outlives the node
+	}
 	for {
 		select {
 		case <-ctx.Done():
