@@ -269,6 +269,17 @@ func (s *Server) httpClass(r *http.Request) authz.Class {
 	return authz.Read
 }
 
+// ReloadJWKS re-reads the bearer-token key set (the JWKS file, or the
+// URL re-fetched) so rotated issuer keys apply without a restart; on error
+// the keys in use stay. A node without bearer authentication does
+// nothing. cmd/concord calls it on SIGHUP.
+func (s *Server) ReloadJWKS(ctx context.Context) error {
+	if s.auth == nil {
+		return nil
+	}
+	return s.auth.ReloadJWKS(ctx)
+}
+
 // ReloadTLS re-reads the CA, certificate and key files and uses them for
 // new handshakes on every port; established connections are kept. The old
 // material stays in use when the new one is invalid. cmd/concord calls it

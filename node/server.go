@@ -40,6 +40,7 @@ type Server struct {
 	runs     *runs.Module
 	acl      *acl.Module // API keys (replicated)
 	aclAdmin *acl.AdminService
+	auth     *acl.Authenticator
 	runsSvc  *runs.Service
 	fedState *federation.State
 	fed      *federation.Manager
@@ -182,7 +183,7 @@ func (s *Server) openStore() error {
 	rc.DataDir = s.cfg.DataDir
 	rc.BindAddr = s.cfg.RaftAddr
 	rc.AdvertiseAddr = s.cfg.RaftAdvertise
-	s.acl = acl.NewModule()
+	s.acl = acl.NewModule().WithEvents(s.registry) // permissions_client_updated joins the event window
 	rc.Modules = []raftstore.Module{s.registry, s.runs, fedModule{s.fedState}, s.acl}
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
@@ -198,8 +199,9 @@ func (s *Server) openStore() error {
 
 // eventVisible is the fan-out's visibility rule (node/access), decided on
 // this node's replica.
-func (s *Server) eventVisible(participantID, participantType string, ev *registry.Event) bool {
-	return access.EventVisible(s.registry, access.Viewer{ParticipantID: participantID, ParticipantType: participantType}, ev)
+func (s *Server) eventVisible(sessionID, participantID, participantType string, ev *registry.Event) bool {
+	return access.EventVisible(s.registry, access.Viewer{ParticipantID: participantID, ParticipantType: participantType,
+		Agents: s.registry.SessionAgentIDs(sessionID)}, ev)
 }
 
 // buildMAPService wires the MAP method handlers, the router and the
@@ -231,6 +233,7 @@ func (s *Server) buildMAPService() error {
 		rcfg.Peers = countingPeers{next: s.peers, out: s.metrics.ops.relay.out}
 	}
 	rcfg.Federation = s.fedHook
+	rcfg.Permissions = sendPermissions{reg: s.registry, systemID: s.cfg.SystemID}
 	rcfg.Logger = s.cfg.Logger
 	rt, err := router.New(rcfg)
 	if err != nil {
@@ -277,11 +280,16 @@ func (s *Server) buildMAPService() error {
 	}}
 	acfg := s.cfg.ACL
 	acfg.Keys = s.acl
+	if acfg.Logger == nil {
+		acfg.Logger = s.cfg.Logger
+	}
 	auth, err := acl.New(acfg)
 	if err != nil {
 		return fmt.Errorf("build authenticator: %w", err)
 	}
+	s.auth = auth
 	mcfg.Authenticator = auth
+	mcfg.ParticipantPermissions = s.acl
 	// Dead nodes' sessions are detached by the cluster reconciler, which
 	// waits out the cleanup delay; mapsvc's own sweep (NodeAlive) stays off
 	// because a new leader's cold directory would detach live sessions.
@@ -334,6 +342,7 @@ func (s *Server) start(joinCtx, ctx context.Context) error {
 	s.goLoop("reconciler", func() error { return s.reconciler.Run(runCtx) })
 	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
 	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
+	s.goLoop("jwks", func() error { return s.auth.Run(runCtx) })
 	s.goLoop("runs", func() error { return s.runsSvc.Run(runCtx) })
 	s.goLoop("federation", func() error { return s.fed.Run(runCtx) })
 	s.goLoop("insecure-warning", func() error { return s.repeatInsecureWarning(runCtx) })

@@ -31,6 +31,9 @@ func TestServerFlags_Auth(t *testing.T) {
 		{name: "dev can be closed", args: []string{"--dev", "--allow-anonymous", ""}, anon: nil},
 		{name: "jwt", args: append(base, "--jwt-jwks-file", "/x.json", "--jwt-issuer", "i", "--jwt-audience", "a"), jwt: true},
 		{name: "jwt without audience", args: append(base, "--jwt-jwks-file", "/x.json", "--jwt-issuer", "i"), errHas: "--jwt-audience"},
+		{name: "jwks url", args: append(base, "--jwt-jwks-url", "https://idp/jwks", "--jwt-jwks-ca-file", "/ca.pem", "--jwt-issuer", "i", "--jwt-audience", "a"), jwt: true},
+		{name: "jwks file and url", args: append(base, "--jwt-jwks-url", "https://idp/jwks", "--jwt-jwks-file", "/x.json", "--jwt-issuer", "i", "--jwt-audience", "a"), errHas: "exclude"},
+		{name: "jwks ca without url", args: append(base, "--jwt-jwks-file", "/x.json", "--jwt-jwks-ca-file", "/ca.pem", "--jwt-issuer", "i", "--jwt-audience", "a"), errHas: "needs --jwt-jwks-url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

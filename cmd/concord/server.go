@@ -26,6 +26,9 @@ type serverFlags struct {
 	allowOrigins  []string
 	anonymous     []string
 	jwksFile      string
+	jwksURL       string
+	jwksCAFile    string
+	jwksRefresh   time.Duration
 	jwtIssuer     string
 	jwtAudience   string
 
@@ -124,9 +127,14 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
 	fl.StringSliceVar(&f.anonymous, "allow-anonymous", nil,
 		"participant types (agent, client) that may connect without a credential (auth method none); default none, --dev: agent,client. system and gateway always need one")
-	fl.StringVar(&f.jwksFile, "jwt-jwks-file", "", "JWKS file of the token issuer's public keys: enables bearer (JWT, RS256/ES256/EdDSA) authentication")
-	fl.StringVar(&f.jwtIssuer, "jwt-issuer", "", "required iss of bearer tokens (with --jwt-jwks-file)")
-	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "required aud of bearer tokens (with --jwt-jwks-file)")
+	fl.StringVar(&f.jwksFile, "jwt-jwks-file", "",
+		"JWKS file of the token issuer's public keys: enables bearer (JWT, RS256/ES256/EdDSA) authentication; re-read when it changes and on SIGHUP")
+	fl.StringVar(&f.jwksURL, "jwt-jwks-url", "",
+		"https URL of the issuer's JWKS (instead of --jwt-jwks-file): fetched at start, every --jwt-jwks-refresh, on SIGHUP and on an unknown kid (at most every 30s)")
+	fl.StringVar(&f.jwksCAFile, "jwt-jwks-ca-file", "", "PEM CA bundle trusted for --jwt-jwks-url (default: the system roots)")
+	fl.DurationVar(&f.jwksRefresh, "jwt-jwks-refresh", acl.DefaultJWKSRefresh, "how often --jwt-jwks-url is re-fetched")
+	fl.StringVar(&f.jwtIssuer, "jwt-issuer", "", "required iss of bearer tokens (with --jwt-jwks-file or --jwt-jwks-url)")
+	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "required aud of bearer tokens (with --jwt-jwks-file or --jwt-jwks-url)")
 	fl.StringSliceVar(&f.allowOrigins, "allow-origin", nil,
 		"browser origins (scheme://host:port) allowed to open MAP connections besides this node's host and the system's members; \"*\" allows any")
 	fl.BoolVar(&f.enableDebug, "enable-debug", false, "serve /debug/pprof on the HTTP port (profiles and the command line: an operator-only surface)")
@@ -234,11 +242,17 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	if !f.dev || f.changed("allow-anonymous") {
 		cfg.ACL.AnonymousTypes = f.anonymous
 	}
-	if f.jwksFile != "" {
+	switch {
+	case f.jwksFile != "" && f.jwksURL != "":
+		return cfg, cleanup, fmt.Errorf("--jwt-jwks-file and --jwt-jwks-url exclude each other")
+	case f.jwksCAFile != "" && f.jwksURL == "":
+		return cfg, cleanup, fmt.Errorf("--jwt-jwks-ca-file needs --jwt-jwks-url")
+	case f.jwksFile != "" || f.jwksURL != "":
 		if f.jwtIssuer == "" || f.jwtAudience == "" {
-			return cfg, cleanup, fmt.Errorf("--jwt-jwks-file needs --jwt-issuer and --jwt-audience")
+			return cfg, cleanup, fmt.Errorf("--jwt-jwks-file/--jwt-jwks-url need --jwt-issuer and --jwt-audience")
 		}
-		cfg.ACL.JWT = &acl.JWTConfig{JWKSFile: f.jwksFile, Issuer: f.jwtIssuer, Audience: f.jwtAudience, Leeway: 30 * time.Second}
+		cfg.ACL.JWT = &acl.JWTConfig{JWKSFile: f.jwksFile, JWKSURL: f.jwksURL, JWKSCAFile: f.jwksCAFile,
+			JWKSRefresh: f.jwksRefresh, Issuer: f.jwtIssuer, Audience: f.jwtAudience, Leeway: 30 * time.Second}
 	}
 	cfg.EnableDebug = f.enableDebug
 	cfg.Raft.MaxLogEntries = f.maxLogEntries

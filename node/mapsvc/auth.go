@@ -42,6 +42,9 @@ type Principal struct {
 	// route for (map/federation/route envelope sources), GatewayTargets
 	// the systems it may route to; "*" allows any, empty none.
 	GatewaySources, GatewayTargets []string
+	// CredentialID names the stored credential that proved it (the API
+	// key id), so that a CredentialChecker can tell when it is revoked.
+	CredentialID string
 }
 
 // Anonymous reports whether the principal carries no credential.
@@ -56,6 +59,19 @@ type Authenticator interface {
 	// Methods lists the auth methods offered, in preference order, for
 	// authRequired details.
 	Methods() []string
+}
+
+// CredentialChecker is implemented by an Authenticator whose credentials
+// can be revoked while sessions that used them are open (API keys). The
+// service re-checks every open session's principal on each sweep and on
+// every change Changed announces.
+type CredentialChecker interface {
+	// Check returns nil while p's credential is still valid, else why not
+	// (an *rpc.Error: 1001 revoked, 1002 expired).
+	Check(p *Principal) error
+	// Changed returns a channel closed at the next change of the stored
+	// credentials (a revoke applied from Raft, on every node).
+	Changed() <-chan struct{}
 }
 
 // openAuthenticator is used when Config.Authenticator is nil: anonymous

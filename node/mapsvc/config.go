@@ -112,6 +112,18 @@ type Config struct {
 	// every type: for in-process embedding and tests only; the node always
 	// sets one.
 	Authenticator Authenticator
+	// ParticipantPermissions, optional, holds the capability ceilings set
+	// with map/permissions/update (node/acl); nil leaves that method
+	// unmounted (-32601).
+	ParticipantPermissions ParticipantPermissions
+
+	// AuthExpiryWarning is how long before its credential expires a
+	// session is sent map/auth/expiring (once per expiry).
+	AuthExpiryWarning time.Duration
+	// AuthRevokeGrace is how long a session whose credential expired or
+	// was revoked stays open after map/auth/revoked (gracePeriodMs) before
+	// the connection is closed; meanwhile only refresh and disconnect work.
+	AuthRevokeGrace time.Duration
 
 	// DetachedSessionTTL is how long a session whose connection was lost
 	// (or that called map/disconnect) stays resumable before it is
@@ -154,9 +166,11 @@ func DefaultConfig() Config {
 			AgentBehavior: registry.BehaviorGracePeriod,
 			GracePeriodMs: 60_000,
 		},
-		ExpiryInterval: time.Second,
-		CloseTimeout:   5 * time.Second,
-		MaxPageSize:    1000,
+		ExpiryInterval:    time.Second,
+		CloseTimeout:      5 * time.Second,
+		AuthExpiryWarning: time.Minute,
+		AuthRevokeGrace:   5 * time.Second,
+		MaxPageSize:       1000,
 	}
 }
 
@@ -184,6 +198,8 @@ func (c Config) Validate() error {
 		return bad("ExpiryInterval must be > 0")
 	case c.CloseTimeout <= 0:
 		return bad("CloseTimeout must be > 0")
+	case c.AuthExpiryWarning < 0 || c.AuthRevokeGrace < 0:
+		return bad("AuthExpiryWarning and AuthRevokeGrace must be >= 0")
 	case c.MaxPageSize < 1:
 		return bad("MaxPageSize must be >= 1")
 	}

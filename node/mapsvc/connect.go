@@ -326,7 +326,7 @@ func (s *Service) result(sid string, cs *connState, reconnected bool, reclaimed 
 		ProtocolVersion: 1,
 		SessionID:       sid,
 		ParticipantID:   cs.participantID,
-		Capabilities:    cs.caps,
+		Capabilities:    s.effectiveCaps(cs), // with the participant's ceiling, if the system set one
 		SystemInfo:      systemInfo{Name: s.cfg.System.Name, Version: s.cfg.System.Version, NodeID: s.cfg.NodeID},
 		ResumeToken:     cs.resumeToken,
 		Reconnected:     reconnected,

@@ -100,9 +100,13 @@ func (s *Service) authRefresh(ctx context.Context, c *rpc.Conn, cs *connState, r
 		return nil, authFailed("the credential does not allow participantId " + cs.participantID)
 	}
 	if st := stateOf(c); st != nil {
+		if cs.revoked != nil && old.Method == AuthAPIKey && cs.revoked.Code != rpc.CodeTokenExpired {
+			return nil, cs.revoked // a revoked key is not renewed in place; a bearer session may present a new token
+		}
 		st.mu.Lock()
 		st.principal = pr
 		st.mu.Unlock()
+		st.liftRevocation()
 	}
 	s.log.Info("map/auth/refresh", "auth_method", method, "principal", pr.ID, "participant_id", cs.participantID)
 	return map[string]any{"success": true, "accessToken": tok, "expiresAt": pr.ExpiresAt, "principal": principalOf(pr)}, nil

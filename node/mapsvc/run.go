@@ -12,7 +12,9 @@ import (
 // done. It starts no goroutines of its own: the caller owns it.
 //
 // On every node it closes local connections whose session was resumed on
-// another node (the registry shows a newer epoch homed elsewhere).
+// another node (the registry shows a newer epoch homed elsewhere), and
+// warns, then closes, sessions whose credential expires or is revoked
+// (credentials.go).
 // While the local store is the leader it also proposes SESSION_EXPIRE for
 // detached sessions whose grace period or TTL has ended (deadlines come
 // from the detach command's timestamp, so a new leader continues where the
@@ -22,14 +24,26 @@ import (
 func (s *Service) Run(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.ExpiryInterval)
 	defer t.Stop()
+	// Credentials are checked on their own timer (the next warning, expiry
+	// or grace end, at most ExpiryInterval away) and when the stored
+	// credentials change, not on every registry event: a busy node has
+	// many sessions and many events.
+	ct := time.NewTimer(0)
+	defer ct.Stop()
 	for {
-		wake := s.reg.Notify()
+		wake, creds := s.reg.Notify(), s.credentialsChanged()
 		s.sweep(ctx)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		case <-wake:
+		case <-creds:
+			s.checkCredentials()
+			ct.Reset(s.nextCredentialDeadline(s.cfg.ExpiryInterval))
+		case <-ct.C:
+			s.checkCredentials()
+			ct.Reset(s.nextCredentialDeadline(s.cfg.ExpiryInterval))
 		}
 	}
 }

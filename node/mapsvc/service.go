@@ -108,6 +108,8 @@ func (s *Service) methodTable() map[string]method {
 	m := map[string]method{
 		"map/disconnect":   {fn: s.disconnect, callers: callersCAG},
 		"map/auth/refresh": {fn: s.authRefresh, callers: callersCAG},
+		// system only: no other type is listed.
+		"map/permissions/update": {fn: s.permissionsUpdate},
 
 		"map/agents/list":       {fn: s.agentsList, callers: callersCAG, capability: canQuery, capName: "observation.canQuery"},
 		"map/agents/get":        {fn: s.agentsGet, callers: callersCAG, capability: canQuery, capName: "observation.canQuery"},
@@ -178,8 +180,15 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	if cs.participantType != TypeSystem && !contains(m.callers, cs.participantType) {
 		return nil, s.refuse(m, req.Params, "participant type "+cs.participantType+" may not call "+req.Method)
 	}
-	if m.capability != nil && !m.capability(&cs.caps) {
-		return nil, s.refuse(m, req.Params, "requires capability "+m.capName)
+	if m.capability != nil {
+		if caps := s.effectiveCaps(cs); !m.capability(&caps) {
+			return nil, s.refuse(m, req.Params, "requires capability "+m.capName)
+		}
+	}
+	if !exemptFromRevocation[req.Method] {
+		if err := s.credentialRefusal(cs); err != nil {
+			return nil, err
+		}
 	}
 	res, err := m.fn(ctx, c, cs, req.Params)
 	return res, translate(err)

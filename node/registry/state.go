@@ -407,6 +407,22 @@ func (s *State) SpeakerAgent(sessionID, participantID string) string {
 	return ""
 }
 
+// SessionAgentIDs returns the ids of the agents a session owns, sorted:
+// the agents whose permissions bound what its participant may see and
+// message (node/access). Cheaper than SessionAgents (no copies).
+func (s *State) SessionAgentIDs(sessionID string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for id := range s.d.bySession[sessionID] {
+		if s.d.agents[id].a.OwnerID != "" {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // SessionEpoch returns the attach epoch of a session: it increases at every
 // open, resume, detach and close. The MAP layer records the epoch its
 // connection attached at and puts it in SESSION_DETACH/CLOSE so that a

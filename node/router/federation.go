@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/oklog/ulid/v2"
 
@@ -118,6 +119,10 @@ func (r *Router) DeliverAgent(ctx context.Context, agentID string, msg json.RawM
 		return
 	}
 	rc := agentRecipient(&a)
+	if rc.restricted && r.perms != nil && !r.perms.AcceptsFromSystem(sourceSystem(msg), &a) {
+		done(&federation.CodeError{Code: rpc.CodePermissionDenied, Message: "Agent " + agentID + " does not accept messages from this system"})
+		return
+	}
 	r.deliverFederated(ctx, rc, &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}, "agent "+agentID, done)
 }
 
@@ -194,4 +199,20 @@ func (r *Router) DeliverService(ctx context.Context, id, from string, params jso
 		return &federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: " + err.Error()}
 	}
 	return nil
+}
+
+// sourceSystem reads the sending system of a federated message: its from
+// is "<system>:agent:<id>" (federation.RemoteID). "" when it is not.
+func sourceSystem(msg json.RawMessage) string {
+	var m struct {
+		From string `json:"from"`
+	}
+	if json.Unmarshal(msg, &m) != nil {
+		return ""
+	}
+	sys, _, ok := strings.Cut(m.From, ":agent:")
+	if !ok {
+		return ""
+	}
+	return sys
 }

@@ -123,3 +123,8 @@ func (c *Conn) endPreAuth() {
 		p.gate.release(p.ip)
 	}
 }
+
+// ClosePolicy closes like Close but with WebSocket status 1008 (policy
+// violation): the server ends the connection for a reason of its own
+// rules, such as a revoked or expired credential.
+func (c *Conn) ClosePolicy(reason string) error { return c.closeWith(closePolicy, reason) }

@@ -555,6 +555,159 @@ func (*AclRevokeTokenResponse) Descriptor() ([]byte, []int) {
 	return file_concord_v1_acl_proto_rawDescGZIP(), []int{8}
 }
 
+// AclParticipantPermissions is the capability ceiling the system set on
+// one participant with map/permissions/update (node/acl): the capability
+// flags ("lifecycle.canStop", ...) withdrawn from every session of that
+// participant, on every node, whatever its credential grants.
+type AclParticipantPermissions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ParticipantId string                 `protobuf:"bytes,1,opt,name=participant_id,json=participantId,proto3" json:"participant_id,omitempty"`
+	Denied        []string               `protobuf:"bytes,2,rep,name=denied,proto3" json:"denied,omitempty"`
+	// updated_ms and updated_by record the last change (proposer clock).
+	UpdatedMs     int64  `protobuf:"varint,3,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
+	UpdatedBy     string `protobuf:"bytes,4,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclParticipantPermissions) Reset() {
+	*x = AclParticipantPermissions{}
+	mi := &file_concord_v1_acl_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclParticipantPermissions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclParticipantPermissions) ProtoMessage() {}
+
+func (x *AclParticipantPermissions) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_acl_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclParticipantPermissions.ProtoReflect.Descriptor instead.
+func (*AclParticipantPermissions) Descriptor() ([]byte, []int) {
+	return file_concord_v1_acl_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AclParticipantPermissions) GetParticipantId() string {
+	if x != nil {
+		return x.ParticipantId
+	}
+	return ""
+}
+
+func (x *AclParticipantPermissions) GetDenied() []string {
+	if x != nil {
+		return x.Denied
+	}
+	return nil
+}
+
+func (x *AclParticipantPermissions) GetUpdatedMs() int64 {
+	if x != nil {
+		return x.UpdatedMs
+	}
+	return 0
+}
+
+func (x *AclParticipantPermissions) GetUpdatedBy() string {
+	if x != nil {
+		return x.UpdatedBy
+	}
+	return ""
+}
+
+// AclPermissionsUpdate is the body of COMMAND_TYPE_ACL_PERMISSIONS_UPDATE:
+// flags to withdraw (deny) and to give back (allow, up to what the
+// credential and the participant type grant), merged into the stored
+// ceiling when applied.
+type AclPermissionsUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ParticipantId string                 `protobuf:"bytes,1,opt,name=participant_id,json=participantId,proto3" json:"participant_id,omitempty"`
+	Deny          []string               `protobuf:"bytes,2,rep,name=deny,proto3" json:"deny,omitempty"`
+	Allow         []string               `protobuf:"bytes,3,rep,name=allow,proto3" json:"allow,omitempty"`
+	TimestampMs   int64                  `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	UpdatedBy     string                 `protobuf:"bytes,5,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclPermissionsUpdate) Reset() {
+	*x = AclPermissionsUpdate{}
+	mi := &file_concord_v1_acl_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclPermissionsUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclPermissionsUpdate) ProtoMessage() {}
+
+func (x *AclPermissionsUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_acl_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclPermissionsUpdate.ProtoReflect.Descriptor instead.
+func (*AclPermissionsUpdate) Descriptor() ([]byte, []int) {
+	return file_concord_v1_acl_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AclPermissionsUpdate) GetParticipantId() string {
+	if x != nil {
+		return x.ParticipantId
+	}
+	return ""
+}
+
+func (x *AclPermissionsUpdate) GetDeny() []string {
+	if x != nil {
+		return x.Deny
+	}
+	return nil
+}
+
+func (x *AclPermissionsUpdate) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *AclPermissionsUpdate) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *AclPermissionsUpdate) GetUpdatedBy() string {
+	if x != nil {
+		return x.UpdatedBy
+	}
+	return ""
+}
+
 var File_concord_v1_acl_proto protoreflect.FileDescriptor
 
 const file_concord_v1_acl_proto_rawDesc = "" +
@@ -595,7 +748,21 @@ const file_concord_v1_acl_proto_rawDesc = "" +
 	"\x04keys\x18\x01 \x03(\v2\x12.concord.v1.ApiKeyR\x04keys\"'\n" +
 	"\x15AclRevokeTokenRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
-	"\x16AclRevokeTokenResponse2\x89\x02\n" +
+	"\x16AclRevokeTokenResponse\"\x98\x01\n" +
+	"\x19AclParticipantPermissions\x12%\n" +
+	"\x0eparticipant_id\x18\x01 \x01(\tR\rparticipantId\x12\x16\n" +
+	"\x06denied\x18\x02 \x03(\tR\x06denied\x12\x1d\n" +
+	"\n" +
+	"updated_ms\x18\x03 \x01(\x03R\tupdatedMs\x12\x1d\n" +
+	"\n" +
+	"updated_by\x18\x04 \x01(\tR\tupdatedBy\"\xa9\x01\n" +
+	"\x14AclPermissionsUpdate\x12%\n" +
+	"\x0eparticipant_id\x18\x01 \x01(\tR\rparticipantId\x12\x12\n" +
+	"\x04deny\x18\x02 \x03(\tR\x04deny\x12\x14\n" +
+	"\x05allow\x18\x03 \x03(\tR\x05allow\x12!\n" +
+	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12\x1d\n" +
+	"\n" +
+	"updated_by\x18\x05 \x01(\tR\tupdatedBy2\x89\x02\n" +
 	"\bAclAdmin\x12T\n" +
 	"\vCreateToken\x12!.concord.v1.AclCreateTokenRequest\x1a\".concord.v1.AclCreateTokenResponse\x12Q\n" +
 	"\n" +
@@ -614,17 +781,19 @@ func file_concord_v1_acl_proto_rawDescGZIP() []byte {
 	return file_concord_v1_acl_proto_rawDescData
 }
 
-var file_concord_v1_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_concord_v1_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_concord_v1_acl_proto_goTypes = []any{
-	(*ApiKey)(nil),                 // 0: concord.v1.ApiKey
-	(*AclKeyCreate)(nil),           // 1: concord.v1.AclKeyCreate
-	(*AclKeyRevoke)(nil),           // 2: concord.v1.AclKeyRevoke
-	(*AclCreateTokenRequest)(nil),  // 3: concord.v1.AclCreateTokenRequest
-	(*AclCreateTokenResponse)(nil), // 4: concord.v1.AclCreateTokenResponse
-	(*AclListTokensRequest)(nil),   // 5: concord.v1.AclListTokensRequest
-	(*AclListTokensResponse)(nil),  // 6: concord.v1.AclListTokensResponse
-	(*AclRevokeTokenRequest)(nil),  // 7: concord.v1.AclRevokeTokenRequest
-	(*AclRevokeTokenResponse)(nil), // 8: concord.v1.AclRevokeTokenResponse
+	(*ApiKey)(nil),                    // 0: concord.v1.ApiKey
+	(*AclKeyCreate)(nil),              // 1: concord.v1.AclKeyCreate
+	(*AclKeyRevoke)(nil),              // 2: concord.v1.AclKeyRevoke
+	(*AclCreateTokenRequest)(nil),     // 3: concord.v1.AclCreateTokenRequest
+	(*AclCreateTokenResponse)(nil),    // 4: concord.v1.AclCreateTokenResponse
+	(*AclListTokensRequest)(nil),      // 5: concord.v1.AclListTokensRequest
+	(*AclListTokensResponse)(nil),     // 6: concord.v1.AclListTokensResponse
+	(*AclRevokeTokenRequest)(nil),     // 7: concord.v1.AclRevokeTokenRequest
+	(*AclRevokeTokenResponse)(nil),    // 8: concord.v1.AclRevokeTokenResponse
+	(*AclParticipantPermissions)(nil), // 9: concord.v1.AclParticipantPermissions
+	(*AclPermissionsUpdate)(nil),      // 10: concord.v1.AclPermissionsUpdate
 }
 var file_concord_v1_acl_proto_depIdxs = []int32{
 	0, // 0: concord.v1.AclKeyCreate.key:type_name -> concord.v1.ApiKey
@@ -654,7 +823,7 @@ func file_concord_v1_acl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_acl_proto_rawDesc), len(file_concord_v1_acl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
