@@ -23,11 +23,12 @@ type Server struct {
 	baseCtx context.Context // parent of every connection's context
 	cancel  context.CancelFunc
 
-	mu     sync.Mutex
-	closed bool
-	conns  map[*Conn]struct{}
-	wg     sync.WaitGroup // one per running connection (its reader goroutine)
-	pre    *preAuthGate   // WebSockets and HTTP sessions not authenticated yet
+	mu       sync.Mutex
+	closed   bool
+	draining bool // Drain was called: new connections are refused
+	conns    map[*Conn]struct{}
+	wg       sync.WaitGroup // one per running connection (its reader goroutine)
+	pre      *preAuthGate   // WebSockets and HTTP sessions not authenticated yet
 }
 
 // NewServer validates cfg and returns a Server that dispatches to h.
@@ -65,6 +66,10 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 // would otherwise hold for its whole life. After Shutdown began it answers
 // 503.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.Draining() {
+		refuseDraining(w)
+		return
+	}
 	if !s.acquire() {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
@@ -171,9 +176,14 @@ func (s *Server) serve(c *Conn) error {
 // and register reports false.
 func (s *Server) register(c *Conn) bool {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.draining {
+		draining := s.draining && !s.closed
 		s.mu.Unlock()
-		_ = c.closeWith(closeGoingAway, "server shutting down")
+		if draining {
+			_ = c.closeWith(closeRestart, "node draining: reconnect to another node")
+		} else {
+			_ = c.closeWith(closeGoingAway, "server shutting down")
+		}
 		return false
 	}
 	s.conns[c] = struct{}{}
