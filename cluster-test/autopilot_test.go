@@ -1,0 +1,195 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/concordmap/concord/node"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
+)
+
+// suffrage reads the leader's Raft configuration: voter and non-voter ids,
+// sorted.
+func suffrage(c *Cluster) (voters, nonvoters []string, err error) {
+	var st *raftstore.Store
+	for _, n := range c.Running() {
+		if s := n.Store(); s != nil && s.State() == raftstore.StateLeader {
+			st = s
+		}
+	}
+	if st == nil {
+		return nil, nil, fmt.Errorf("no leader")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	servers, err := st.Configuration(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range servers {
+		if s.Voter {
+			voters = append(voters, s.ID)
+		} else {
+			nonvoters = append(nonvoters, s.ID)
+		}
+	}
+	slices.Sort(voters)
+	slices.Sort(nonvoters)
+	return voters, nonvoters, nil
+}
+
+// operatorHealth asks node n for the autopilot's report over gRPC, as
+// `concord operator health` does.
+func operatorHealth(n *Node) (*concordv1.OperatorHealthResponse, error) {
+	cc, err := adminConn(n.GRPCAddr)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cc.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	defer cancel()
+	return concordv1.NewOperatorClient(cc).Health(ctx, &concordv1.OperatorHealthRequest{})
+}
+
+// TestAutopilot_NonVotersPromotedAndDemoted runs 3 voters + 4 non-voters
+// (--raft-voters 3). A voter is killed: the leader promotes a non-voter,
+// writes through a non-voter go on, and the configuration never holds
+// fewer than MinQuorum (3) voters. The voter comes back: the extra voter
+// is demoted, leaving 3. The health report names every server and the
+// failure tolerance all along.
+func TestAutopilot_NonVotersPromotedAndDemoted(t *testing.T) {
+	c := New(t, 7, WithNodeConfig(func(_ int, cfg *node.Config) {
+		cfg.Cluster.RaftVoters = 3
+		// The killed voter must still be configured when it returns, so
+		// that its return makes an extra voter to demote.
+		cfg.Cluster.DeadServerCleanupDelay = 10 * time.Minute
+	}))
+	var voters, nonvoters []string
+	Eventually(t, MembershipTimeout, func() error {
+		var err error
+		if voters, nonvoters, err = suffrage(c); err != nil {
+			return err
+		}
+		if len(voters) != 3 || len(nonvoters) != 4 {
+			return fmt.Errorf("voters %v, non-voters %v; want 3 + 4", voters, nonvoters)
+		}
+		return nil
+	})
+	t.Logf("voters %v, non-voters %v", voters, nonvoters)
+	Eventually(t, MembershipTimeout, func() error {
+		h, err := operatorHealth(c.NodeByID(nonvoters[0]))
+		if err != nil {
+			return err
+		}
+		if !h.GetHealthy() || h.GetFailureTolerance() != 1 || len(h.GetServers()) != 7 {
+			return fmt.Errorf("health %v", h)
+		}
+		return nil
+	})
+
+	// Writes through a non-voter, and a watch on the voter count, run
+	// across the kill and the return.
+	cl := c.Connect(t, c.NodeByID(nonvoters[0]).Index, map[string]any{"participantType": "system"})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var writes, minVoters atomic.Int64
+	minVoters.Store(99)
+	var writeErr atomic.Value
+	wg.Go(func() {
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			err := cl.Register(fmt.Sprintf("ap-%d", k), nil)
+			switch {
+			case err == nil:
+				writes.Add(1)
+			case !IsRetryable(err):
+				writeErr.Store(err)
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if v, _, err := suffrage(c); err == nil && int64(len(v)) < minVoters.Load() {
+				minVoters.Store(int64(len(v)))
+			}
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+
+	l := c.Leader(t)
+	victim := c.NodeByID(voters[0])
+	if victim == l {
+		victim = c.NodeByID(voters[1])
+	}
+	c.Kill(t, victim.Index)
+	t.Logf("killed voter %s", victim)
+	var promoted string
+	Eventually(t, MembershipTimeout, func() error {
+		v, _, err := suffrage(c)
+		if err != nil {
+			return err
+		}
+		for _, id := range v {
+			if !slices.Contains(voters, id) {
+				promoted = id
+			}
+		}
+		if promoted == "" || len(v) != 4 {
+			return fmt.Errorf("voters %v: no non-voter promoted yet", v)
+		}
+		return nil
+	})
+	t.Logf("promoted %s", promoted)
+	before := writes.Load()
+	Eventually(t, CallTimeout, func() error {
+		if err, _ := writeErr.Load().(error); err != nil {
+			t.Fatalf("write failed for good: %s", Describe(err))
+		}
+		if writes.Load() < before+20 {
+			return fmt.Errorf("%d writes since the promotion", writes.Load()-before)
+		}
+		return nil
+	})
+
+	c.Restart(t, victim.Index)
+	Eventually(t, MembershipTimeout, func() error {
+		v, nv, err := suffrage(c)
+		if err != nil {
+			return err
+		}
+		if len(v) != 3 || len(nv) != 4 {
+			return fmt.Errorf("voters %v, non-voters %v after %s came back; want 3 + 4", v, nv, victim)
+		}
+		return nil
+	})
+	v, nv, _ := suffrage(c)
+	t.Logf("after the return: voters %v, non-voters %v; %d writes acknowledged", v, nv, writes.Load())
+	if m := minVoters.Load(); m < 3 {
+		t.Fatalf("the configuration held %d voters at some point, below MinQuorum 3", m)
+	}
+	if err, _ := writeErr.Load().(error); err != nil {
+		t.Fatalf("write failed for good: %s", Describe(err))
+	}
+	close(stop)
+	wg.Wait()
+	stop = make(chan struct{}) // the deferred close must not panic
+	c.RequireInvariants(t)
+}
