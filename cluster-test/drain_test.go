@@ -149,4 +149,3 @@ func requireUnready(t *testing.T, n *Node) {
 		t.Fatalf("ready of %s while draining: %d %s", n, resp.StatusCode, body)
 	}
 }
-

@@ -47,6 +47,7 @@ type Proc struct {
 	LogPath string
 
 	args []string
+	bin  string // the binary the next start runs (Upgrade changes it)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -79,6 +80,13 @@ type ProcOption func(*procOptions)
 
 type procOptions struct {
 	extra func(i int) []string
+	bin   string
+}
+
+// WithProcBinary runs the processes from bin (for example an older build,
+// ConcordBinaryAt) instead of the current tree's binary.
+func WithProcBinary(bin string) ProcOption {
+	return func(o *procOptions) { o.bin = bin }
 }
 
 // WithProcArgs appends flags to node i's command line (after the
@@ -100,7 +108,11 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	pc := &ProcCluster{t: t, bin: ConcordBinary(t), Ledger: &Ledger{}, issuer: NewIssuer(t)}
+	bin := o.bin
+	if bin == "" {
+		bin = ConcordBinary(t)
+	}
+	pc := &ProcCluster{t: t, bin: bin, Ledger: &Ledger{}, issuer: NewIssuer(t)}
 	pc.token = pc.issuer.Token("clustertest", "*")
 	t.Cleanup(pc.Close)
 	key := make([]byte, 32)
@@ -115,7 +127,7 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 		pc.procs = append(pc.procs, &Proc{
 			Index: i, ID: id, Dir: filepath.Join(base, id), LogPath: filepath.Join(base, id+".log"),
 			HTTPAddr: reservePort(t, false), GRPCAddr: reservePort(t, false),
-			RaftAddr: reservePort(t, false), GossipAddr: reservePort(t, true),
+			RaftAddr: reservePort(t, false), GossipAddr: reservePort(t, true), bin: bin,
 		})
 	}
 	var seeds []string
@@ -172,7 +184,7 @@ func (pc *ProcCluster) start(p *Proc) error {
 	if err != nil {
 		return fmt.Errorf("open log of %s: %w", p, err)
 	}
-	cmd := exec.Command(pc.bin, p.args...)
+	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Setpgid: signals go to the whole group. Pdeathsig: the kernel kills
 	// the process if the test binary dies without running cleanups (a
@@ -243,6 +255,16 @@ func (pc *ProcCluster) Restart(t testing.TB, i int) {
 		t.Fatalf("clustertest: %v", err)
 	}
 	pc.WaitReady(t, i)
+}
+
+// Upgrade stops process i gracefully and starts it again from bin with
+// the same flags and data dir (a rolling upgrade's step), and waits until
+// it is ready.
+func (pc *ProcCluster) Upgrade(t testing.TB, i int, bin string) {
+	t.Helper()
+	pc.Stop(t, i)
+	pc.procs[i].bin = bin
+	pc.Restart(t, i)
 }
 
 // WaitReady waits until process i answers /v1/ready with 200.
