@@ -5,8 +5,10 @@ package clustertest
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,18 +25,26 @@ import (
 // competes with the voters for the same cores. The baseline runs before
 // and after (drift), and the non-voter run reports its ratio to the
 // first (x-baseline), with writes/s, p50/p99 and the resident memory of
-// the server processes. Run without -race:
+// the server processes. A third run keeps the non-voters' data on tmpfs
+// (see benchNonVoters). Run without -race:
 //
 //	go test -run '^$' -bench NonVoters -benchtime 5s ./cluster-test/
 func BenchmarkNonVoters(b *testing.B) {
 	var base []float64 // the baselines before and after
-	for k, n := range []int{3, 7, 3} {
-		name := fmt.Sprintf("voters=3+nonvoters=%d/map-update/clients=32", n-3)
-		if n == 3 {
-			name = fmt.Sprintf("baseline-voters=3-run%d/map-update/clients=32", k/2+1)
-		}
-		b.Run(name, func(b *testing.B) {
-			rate := benchNonVoters(b, n)
+	runs := []struct {
+		n     int
+		shm   bool
+		label string
+	}{
+		{3, false, "baseline-voters=3-run1"},
+		{7, false, "voters=3+nonvoters=4"},
+		{7, true, "voters=3+nonvoters=4-on-tmpfs"},
+		{3, false, "baseline-voters=3-run2"},
+	}
+	for _, r := range runs {
+		n := r.n
+		b.Run(r.label+"/map-update/clients=32", func(b *testing.B) {
+			rate := benchNonVoters(b, n, r.shm)
 			if n == 3 {
 				base = append(base, rate)
 				return
@@ -49,9 +59,24 @@ func BenchmarkNonVoters(b *testing.B) {
 }
 
 // benchNonVoters starts n server processes with --raft-voters 3 and runs
-// the writes; it returns writes/s.
-func benchNonVoters(b *testing.B, n int) float64 {
-	pc := StartProcs(b, n, WithProcArgs(func(int) []string { return []string{"--raft-voters", "3", "--log-level", "warn"} }))
+// the writes; it returns writes/s. With shm the non-voters (the servers
+// after the first three, which bootstrap as the voters) keep their data
+// on tmpfs: their fsyncs then no longer queue on the voters' disk, which
+// tells the shared disk's share of the cost from the rest.
+func benchNonVoters(b *testing.B, n int, shm bool) float64 {
+	args := func(i int) []string {
+		a := []string{"--raft-voters", "3", "--log-level", "warn"}
+		if shm && i >= 3 {
+			dir, err := os.MkdirTemp("/dev/shm", "concord-bench-")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = os.RemoveAll(dir) })
+			a = append(a, "--data-dir", dir)
+		}
+		return a
+	}
+	pc := StartProcs(b, n, WithProcArgs(args))
 	var voters []int
 	Eventually(b, MembershipTimeout, func() error {
 		var err error
@@ -68,6 +93,7 @@ func benchNonVoters(b *testing.B, n int) float64 {
 		}
 	}
 	states := []string{"busy", "idle"}
+	cpu0 := procsCPU(b, pc)
 	start := time.Now()
 	var count atomic.Int64
 	runCallers(b, len(clients), func(w, i int) error {
@@ -78,6 +104,23 @@ func benchNonVoters(b *testing.B, n int) float64 {
 		return err
 	})
 	rate := float64(count.Load()) / time.Since(start).Seconds()
+	// CPU time per 1000 writes of the busiest voter (the leader) and of
+	// all non-voters: what the design costs, whatever the shared machine
+	// does to the rates.
+	cpu1 := procsCPU(b, pc)
+	var leaderCPU, nonvoterCPU time.Duration
+	for i := range cpu1 {
+		d := cpu1[i] - cpu0[i]
+		if slices.Contains(voters, i) {
+			leaderCPU = max(leaderCPU, d)
+		} else {
+			nonvoterCPU += d
+		}
+	}
+	if k := float64(count.Load()) / 1000; k > 0 {
+		b.ReportMetric(float64(leaderCPU.Milliseconds())/k, "leader-cpu-ms/kwrite")
+		b.ReportMetric(float64(nonvoterCPU.Milliseconds())/k, "nonvoters-cpu-ms/kwrite")
+	}
 	var rss []float64
 	for _, p := range pc.Procs() {
 		code, body, err := httpGet(p.HTTPAddr, "/v1/status")
@@ -130,3 +173,28 @@ func procVoters(pc *ProcCluster, n int) ([]int, error) {
 	}
 	return voters, nil
 }
+
+// procsCPU returns each process's CPU time so far (user + system, from
+// /proc/PID/stat), by index.
+func procsCPU(b *testing.B, pc *ProcCluster) []time.Duration {
+	out := make([]time.Duration, len(pc.Procs()))
+	for i, p := range pc.Procs() {
+		p.mu.Lock()
+		pid := p.cmd.Process.Pid
+		p.mu.Unlock()
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			b.Fatalf("cpu of %s: %v", p, err)
+		}
+		// Fields after the command name (which may hold spaces) start
+		// after the last ')': state is field 3, utime 14, stime 15.
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		out[i] = time.Duration(utime+stime) * time.Second / clockTicks
+	}
+	return out
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat times (100 on Linux).
+const clockTicks = 100
