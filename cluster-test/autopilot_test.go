@@ -2,8 +2,10 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,4 +194,30 @@ func TestAutopilot_NonVotersPromotedAndDemoted(t *testing.T) {
 	wg.Wait()
 	stop = make(chan struct{}) // the deferred close must not panic
 	c.RequireInvariants(t)
+}
+
+// TestAutopilot_RaftVotersMismatchRefused: a server started with another
+// --raft-voters than the running system's stops at start with a clear
+// error, and the leader never adds it to the Raft configuration.
+func TestAutopilot_RaftVotersMismatchRefused(t *testing.T) {
+	c := New(t, 3, WithNodeConfig(func(i int, cfg *node.Config) {
+		cfg.Cluster.RaftVoters = 3
+		if i == 3 {
+			cfg.Cluster.RaftVoters = 5
+		}
+	}))
+	c.mu.Lock()
+	n := c.newNode(3, 0)
+	c.nodes = append(c.nodes, n)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), NodeReadyTimeout)
+	defer cancel()
+	err := c.start(ctx, n)
+	if !errors.Is(err, node.ErrRaftVotersMismatch) || !strings.Contains(err.Error(), "--raft-voters is 5 here but 3") {
+		t.Fatalf("start with --raft-voters 5 beside 3: %v", err)
+	}
+	voters, nonvoters, err := suffrage(c)
+	if err != nil || len(voters) != 3 || slices.Contains(nonvoters, n.ID) {
+		t.Fatalf("configuration after the refused start: voters %v, non-voters %v (%v)", voters, nonvoters, err)
+	}
 }

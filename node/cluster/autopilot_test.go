@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +91,70 @@ func TestFailureTolerance(t *testing.T) {
 			t.Errorf("failureTolerance(%d, %d) = %d, want %d", tc.voters, tc.healthy, got, tc.want)
 		}
 	}
+}
+
+func TestHealthChecker_Judge(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.LastContactThreshold = time.Second
+	cfg.MaxTrailingLogs = 100
+	h := newHealthChecker(cfg, nil)
+	tests := []struct {
+		name    string
+		stats   map[string]string
+		healthy bool
+		reason  string
+	}{
+		{"current", map[string]string{"last_contact": "20ms", "last_log_index": "995"}, true, ""},
+		{"never heard", map[string]string{"last_contact": "never", "last_log_index": "1000"}, false, "no contact"},
+		{"silent", map[string]string{"last_contact": "3s", "last_log_index": "1000"}, false, "last contact 3s ago"},
+		{"behind", map[string]string{"last_contact": "5ms", "last_log_index": "800"}, false, "200 log entries behind"},
+		{"garbage", map[string]string{"last_contact": "soon"}, false, "no contact"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var sh ServerHealth
+			h.judge(&sh, tc.stats, 1000)
+			if sh.Healthy != tc.healthy || !strings.Contains(sh.Reason, tc.reason) {
+				t.Fatalf("judge = healthy %v reason %q, want %v %q", sh.Healthy, sh.Reason, tc.healthy, tc.reason)
+			}
+		})
+	}
+}
+
+// check tracks since when each server has been healthy, across passes,
+// and publishes the report with the failure tolerance.
+func TestHealthChecker_StableSinceAndReport(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RaftVoters, cfg.MinQuorum = 3, 3
+	fetch := fakeStats{"v2": {"last_contact": "10ms", "last_log_index": "50"}, "p1": {"last_contact": "10ms", "last_log_index": "50"}}
+	h := newHealthChecker(cfg, fetch)
+	in := planInput{self: "n1", now: t0,
+		servers: []raftstore.Server{voter("n1"), voter("v2"), voter("v3"), nonvoter("p1")},
+		members: views(alive("n1"), alive("v2"), with(alive("v3"), membership.StatusDead, t0), alive("p1"))}
+	got := h.check(context.Background(), in, map[string]string{"last_log_index": "50"})
+	if !got["v2"].Healthy || got["v3"].Healthy || !got["p1"].StableSince.Equal(t0) || !got["n1"].Leader {
+		t.Fatalf("first pass: %+v", got)
+	}
+	in.now = t0.Add(time.Minute)
+	got = h.check(context.Background(), in, map[string]string{"last_log_index": "50"})
+	if !got["p1"].StableSince.Equal(t0) {
+		t.Fatalf("p1 stable since %v, want %v (unchanged while healthy)", got["p1"].StableSince, t0)
+	}
+	rep, ok := h.latest()
+	if !ok || rep.Healthy || rep.FailureTolerance != 0 || len(rep.Servers) != 4 || rep.TargetVoters != 3 {
+		t.Fatalf("report %+v ok %v: want unhealthy, tolerance 0 (2 of 3 voters healthy)", rep, ok)
+	}
+	h.invalidate()
+	if _, ok := h.latest(); ok {
+		t.Fatal("report still valid after losing leadership")
+	}
+}
+
+type fakeStats map[string]map[string]string
+
+func (f fakeStats) RaftStats(_ context.Context, id string) (map[string]string, error) {
+	if s, ok := f[id]; ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%s unreachable", id)
 }
