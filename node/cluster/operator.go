@@ -46,11 +46,10 @@ func (o *operatorService) Health(ctx context.Context, req *concordv1.OperatorHea
 		}
 		return nil, status.Error(codes.Unavailable, "the leader has not checked its servers yet; retry in a moment")
 	}
-	leader, _ := o.s.deps.Store.Leader()
-	if leader == "" || req.GetForwarded() {
-		return nil, status.Error(codes.Unavailable, "no raft leader known: health is the leader's view")
+	if req.GetForwarded() {
+		return nil, status.Error(codes.Unavailable, "not the leader any more: retry")
 	}
-	cc, err := o.s.peerConn(leader)
+	cc, err := o.s.leaderConn()
 	if err != nil {
 		return nil, err
 	}
@@ -88,15 +87,15 @@ func (o *operatorService) Drain(ctx context.Context, req *concordv1.OperatorDrai
 	return &concordv1.OperatorDrainResponse{NodeId: id, Sessions: uint32(n), ReconnectTo: urls}, nil
 }
 
-// peerConn returns the connection to node id, or a gRPC status saying why
-// there is none.
+// peerConn returns the connection to node id's gRPC port, or a gRPC
+// status saying why there is none.
 func (s *Server) peerConn(id string) (*grpc.ClientConn, error) {
 	if s.deps.Resolver == nil {
-		return nil, status.Errorf(codes.Unavailable, "cannot reach %s: no directory", id)
+		return nil, status.Errorf(codes.FailedPrecondition, "cannot reach %s from here: ask it directly", id)
 	}
 	addr, ok := s.deps.Resolver.GRPCAddr(id)
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "%s is not an alive member", id)
+		return nil, status.Errorf(codes.Unavailable, "%s is not an alive member (no known gRPC address)", id)
 	}
 	cc, err := s.pool.get(id, addr)
 	if err != nil {

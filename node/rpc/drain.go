@@ -14,13 +14,7 @@ const CloseReconnect = closeRestart
 // number of connections asked, and does not wait for them to end
 // (NumConns falls to 0 as they do). Shutdown still ends the Server.
 func (s *Server) Drain(method string, params any, reason string) int {
-	s.mu.Lock()
-	s.draining = true
-	conns := make([]*Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
+	conns := s.connsAfter(func() { s.draining = true })
 	for _, c := range conns {
 		// A full queue drops the hint; the close still tells the client
 		// to reconnect, and any node can resume its session.

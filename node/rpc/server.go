@@ -204,14 +204,7 @@ func (s *Server) unregister(c *Conn) {
 // hard and ctx.Err() is returned. New connections are refused from the
 // start. Idempotent.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.closed = true
-	conns := make([]*Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range s.connsAfter(func() { s.closed = true }) {
 		_ = c.closeWith(closeGoingAway, "server shutting down")
 	}
 	allDone := make(chan struct{})
@@ -232,6 +225,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	return ctx.Err()
+}
+
+// connsAfter runs set (which flips a state flag) under the lock and
+// returns the connections live at that moment: any later one sees the flag
+// in register.
+func (s *Server) connsAfter(set func()) []*Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set()
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	return conns
 }
 
 // NumConns returns the number of live connections (for metrics and tests).
