@@ -59,6 +59,31 @@ func operatorHealth(n *Node) (*concordv1.OperatorHealthResponse, error) {
 	return concordv1.NewOperatorClient(cc).Health(ctx, &concordv1.OperatorHealthRequest{})
 }
 
+// watchMinVoters samples the leader's configuration every 20 ms until the
+// returned function is called, which returns the fewest voters seen.
+func watchMinVoters(c *Cluster) func() int {
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		least := 1 << 30
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- least
+				return
+			case <-tick.C:
+			}
+			if v, _, err := suffrage(c); err == nil {
+				least = min(least, len(v))
+			}
+		}
+	}()
+	var least int
+	return sync.OnceValue(func() int { close(stop); least = <-done; return least })
+}
+
 // TestAutopilot_NonVotersPromotedAndDemoted runs 3 voters + 4 non-voters
 // (--raft-voters 3). A voter is killed: the leader promotes a non-voter,
 // writes through a non-voter go on, and the configuration never holds
@@ -100,8 +125,7 @@ func TestAutopilot_NonVotersPromotedAndDemoted(t *testing.T) {
 	cl := c.Connect(t, c.NodeByID(nonvoters[0]).Index, map[string]any{"participantType": "system"})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var writes, minVoters atomic.Int64
-	minVoters.Store(99)
+	var writes atomic.Int64
 	var writeErr atomic.Value
 	wg.Go(func() {
 		for k := 0; ; k++ {
@@ -120,20 +144,8 @@ func TestAutopilot_NonVotersPromotedAndDemoted(t *testing.T) {
 			}
 		}
 	})
-	wg.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			if v, _, err := suffrage(c); err == nil && int64(len(v)) < minVoters.Load() {
-				minVoters.Store(int64(len(v)))
-			}
-		}
-	})
+	minVoters := watchMinVoters(c)
+	defer minVoters()
 	defer func() { close(stop); wg.Wait() }()
 
 	l := c.Leader(t)
@@ -184,7 +196,7 @@ func TestAutopilot_NonVotersPromotedAndDemoted(t *testing.T) {
 	})
 	v, nv, _ := suffrage(c)
 	t.Logf("after the return: voters %v, non-voters %v; %d writes acknowledged", v, nv, writes.Load())
-	if m := minVoters.Load(); m < 3 {
+	if m := minVoters(); m < 3 {
 		t.Fatalf("the configuration held %d voters at some point, below MinQuorum 3", m)
 	}
 	if err, _ := writeErr.Load().(error); err != nil {
@@ -220,4 +232,51 @@ func TestAutopilot_RaftVotersMismatchRefused(t *testing.T) {
 	if err != nil || len(voters) != 3 || slices.Contains(nonvoters, n.ID) {
 		t.Fatalf("configuration after the refused start: voters %v, non-voters %v (%v)", voters, nonvoters, err)
 	}
+}
+
+// TestAutopilot_DrainLeaderReplaced drains the leader of 3 voters + 4
+// non-voters (asked through a non-voter): the autopilot promotes a
+// non-voter in its place, leadership moves, the drained server leaves the
+// configuration, and 3 voters + 3 non-voters remain, taking writes.
+func TestAutopilot_DrainLeaderReplaced(t *testing.T) {
+	c := New(t, 7, WithNodeConfig(func(_ int, cfg *node.Config) { cfg.Cluster.RaftVoters = 3 }))
+	var voters, nonvoters []string
+	Eventually(t, MembershipTimeout, func() error {
+		var err error
+		if voters, nonvoters, err = suffrage(c); err != nil {
+			return err
+		}
+		if len(voters) != 3 || len(nonvoters) != 4 {
+			return fmt.Errorf("voters %v, non-voters %v; want 3 + 4", voters, nonvoters)
+		}
+		return nil
+	})
+	l := c.Leader(t)
+	via := c.NodeByID(nonvoters[0])
+	cl := c.Connect(t, via.Index, map[string]any{"participantType": "system"})
+	minVoters := watchMinVoters(c)
+	defer minVoters()
+	c.StartDrain(t, l.Index, via.Index, 10*time.Second)
+	c.FinishDrain(t, l.Index, MembershipTimeout)
+	Eventually(t, MembershipTimeout, func() error {
+		v, nv, err := suffrage(c)
+		switch {
+		case err != nil:
+			return err
+		case slices.Contains(v, l.ID) || slices.Contains(nv, l.ID):
+			return fmt.Errorf("%s still configured: voters %v, non-voters %v", l, v, nv)
+		case len(v) != 3 || len(nv) != 3:
+			return fmt.Errorf("voters %v, non-voters %v; want 3 + 3", v, nv)
+		}
+		return nil
+	})
+	nl := c.Leader(t)
+	if nl == l {
+		t.Fatalf("%s drained but still leads", l)
+	}
+	registerRetry(t, cl, "after-leader-drain", nil)
+	if m := minVoters(); m < 3 {
+		t.Fatalf("the configuration held %d voters during the drain, below MinQuorum 3", m)
+	}
+	c.RequireInvariants(t)
 }

@@ -24,10 +24,12 @@ import (
 //     ("service restart"). Each close detaches the session as a dropped
 //     connection does, so the client resumes it on another node with its
 //     sessionId and resumeToken: subscriptions and cursors are replicated.
-//  3. Once no session is homed here any more, or the timeout passed, the
-//     node hands leadership away if it has it and leaves gossip gracefully;
-//     the leader removes it from the Raft configuration at once. Drained
-//     then closes and the owner (concord server) shuts the node down.
+//  3. A leader hands leadership away first. Once no session is homed here
+//     any more and, for a voter that a non-voter can replace, the autopilot
+//     has demoted it (or the timeout passed), the node leaves gossip
+//     gracefully; the leader removes it from the Raft configuration at
+//     once. Drained then closes and the owner (concord server) shuts the
+//     node down.
 
 // reconnectHint is the params of the x-concord/reconnect notification.
 type reconnectHint struct {
@@ -107,32 +109,43 @@ func (s *Server) otherNodes() []reconnectNode {
 	return out
 }
 
-// finishDrain waits for the sessions to move (or the timeout), then leaves.
+// finishDrain hands leadership away, waits for the sessions to move (or
+// the timeout) and for the autopilot to replace this node if it votes,
+// then leaves.
 func (s *Server) finishDrain(ctx context.Context, timeout time.Duration) error {
 	if err := s.membership.SetDraining(ctx); err != nil {
 		s.log.Warn("draining flag not yet acknowledged by gossip; it spreads with the next rounds", "err", err)
 	}
 	deadline := time.Now().Add(timeout)
+	// First, so that the new leader's autopilot, seeing this node
+	// draining, promotes a replacement while the sessions move.
+	s.handOffLeadership(ctx)
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
-	for left := s.homedSessions(); left > 0 || s.rpc.NumConns() > 0; left = s.homedSessions() {
-		if time.Now().After(deadline) {
-			s.log.Warn("drain timeout: leaving with sessions still homed here", "sessions", left, "connections", s.rpc.NumConns())
-			break
+	wait := func(what string, done func() bool) error {
+		for !done() {
+			if time.Now().After(deadline) {
+				s.log.Warn("drain timeout: leaving anyway", "waiting_for", what,
+					"sessions", s.homedSessions(), "connections", s.rpc.NumConns())
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+		return nil
 	}
-	if s.store.IsLeader() {
-		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := s.store.LeadershipTransfer(tctx); err != nil {
-			s.log.Warn("drain: leadership transfer failed; leaving anyway (the others elect a leader)", "err", err)
-		}
-		cancel()
+	if err := wait("sessions to move", func() bool { return s.homedSessions() == 0 && s.rpc.NumConns() == 0 }); err != nil {
+		return err
 	}
+	// A voter leaves only once demoted: its removal then never takes the
+	// voters below the target while a non-voter could replace it.
+	if err := wait("demotion to non-voter", s.replacedOrIrreplaceable); err != nil {
+		return err
+	}
+	s.handOffLeadership(ctx)
 	if err := s.membership.Leave(ctx); err != nil {
 		return fmt.Errorf("drain: leave gossip: %w", err)
 	}
@@ -140,6 +153,40 @@ func (s *Server) finishDrain(ctx context.Context, timeout time.Duration) error {
 	s.log.Info("drained: left the cluster; shut the node down")
 	close(s.drained)
 	return nil
+}
+
+// handOffLeadership transfers leadership away when this node leads.
+func (s *Server) handOffLeadership(ctx context.Context) {
+	if !s.store.IsLeader() {
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.store.LeadershipTransfer(tctx); err != nil {
+		s.log.Warn("drain: leadership transfer failed; the next step retries, leaving lets the others elect", "err", err)
+	}
+}
+
+// replacedOrIrreplaceable reports whether this node no longer votes, or
+// votes but no other non-voter exists to take its place (then waiting for
+// a demotion would only wait out the timeout).
+func (s *Server) replacedOrIrreplaceable() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	servers, err := s.store.Configuration(ctx)
+	if err != nil {
+		return false
+	}
+	voter, spare := false, false
+	for _, sv := range servers {
+		switch {
+		case sv.ID == s.cfg.NodeID:
+			voter = sv.Voter
+		case !sv.Voter:
+			spare = true
+		}
+	}
+	return !voter || !spare || s.cfg.Cluster.RaftVoters == 0
 }
 
 // homedSessions counts the connected sessions the registry says this node
