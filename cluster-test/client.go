@@ -272,10 +272,13 @@ func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
 type ReconnectHint struct {
 	Reason string `json:"reason"`
 	NodeID string `json:"nodeId"`
-	Nodes  []struct {
-		NodeID string `json:"nodeId"`
-		URL    string `json:"url"`
-	} `json:"nodes"`
+	Nodes  []ReconnectNode `json:"nodes"`
+}
+
+// ReconnectNode is a node a reconnect hint offers.
+type ReconnectNode struct {
+	NodeID string `json:"nodeId"`
+	URL    string `json:"url"`
 }
 
 // Hint returns the reconnect hint the server sent, if any.

@@ -5,6 +5,8 @@ package clustertest
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -195,4 +197,58 @@ func (w *procWriter) stop() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.ids...)
+}
+
+// TestProcs_DrainCLI drains a server process with `concord operator
+// drain` sent to another one: its participant gets the reconnect hint and
+// a close, resumes on a node the hint names, the drained process exits 0
+// by itself, and `concord operator health` then lists the two others.
+func TestProcs_DrainCLI(t *testing.T) {
+	pc := StartProcs(t, 3)
+	bin := ConcordBinary(t)
+	op := OperatorEnv(t)
+	drained, via := pc.Proc(1), pc.Proc(0)
+	cl := pc.Connect(t, drained.Index, map[string]any{"participantType": "agent", "participantId": "mover"})
+	out, err := runBin(t, bin, op, "operator", "drain", drained.ID, "--addr", via.GRPCAddr, "--timeout", "20s")
+	if err != nil || !strings.Contains(out, "draining "+drained.ID+": 1 connections asked to reconnect") {
+		t.Fatalf("operator drain: %v\n%s", err, out)
+	}
+	select {
+	case <-cl.Done():
+	case <-time.After(CallTimeout):
+		t.Fatal("the drained process did not close its connection")
+	}
+	hint, ok := cl.Hint()
+	if !ok || len(hint.Nodes) != 2 || slices.ContainsFunc(hint.Nodes, func(n ReconnectNode) bool { return n.NodeID == drained.ID }) {
+		t.Fatalf("reconnect hint %+v, want the two other nodes", hint)
+	}
+	s := cl.Session()
+	nc, err := Dial(t, hint.Nodes[0].URL, pc.Ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetToken(pc.token)
+	res, err := nc.Connect(map[string]any{"participantType": "agent", "participantId": "mover", "sessionId": s.SessionID, "resumeToken": s.ResumeToken})
+	if err != nil || !res.Reconnected {
+		t.Fatalf("resume on %s: %+v %s", hint.Nodes[0].URL, res, Describe(err))
+	}
+	Eventually(t, ConvergeTimeout, func() error {
+		if drained.Running() {
+			return fmt.Errorf("%s still running", drained)
+		}
+		return nil
+	})
+	drained.mu.Lock()
+	code := drained.cmd.ProcessState.ExitCode()
+	drained.mu.Unlock()
+	if code != 0 {
+		t.Fatalf("%s exited %d after the drain, want 0", drained, code)
+	}
+	Eventually(t, ConvergeTimeout, func() error {
+		out, err := runBin(t, bin, op, "operator", "health", "--addr", via.GRPCAddr)
+		if err != nil || strings.Contains(out, drained.ID+" ") || !strings.Contains(out, pc.Proc(2).ID) {
+			return fmt.Errorf("operator health: %v\n%s", err, out)
+		}
+		return nil
+	})
 }
