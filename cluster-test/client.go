@@ -270,8 +270,8 @@ func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
 
 // ReconnectHint is a draining node's x-concord/reconnect notification.
 type ReconnectHint struct {
-	Reason string `json:"reason"`
-	NodeID string `json:"nodeId"`
+	Reason string          `json:"reason"`
+	NodeID string          `json:"nodeId"`
 	Nodes  []ReconnectNode `json:"nodes"`
 }
 
