@@ -33,6 +33,7 @@ func TestOperatorCommands(t *testing.T) {
 		{"drain an unknown node", []string{"operator", "drain", "nope", "--addr", addr}, "", "not an alive member"},
 		{"drain needs a node", []string{"operator", "drain", "--addr", addr}, "", "accepts 1 arg"},
 		{"raft voters 4", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "4"}, "", "--raft-voters 4: use 3 or 5"},
+		{"no stabilization", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--server-stabilization-time", "0s"}, "", "must be positive"},
 		{"min quorum above voters", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "3", "--min-quorum", "5"}, "", "--min-quorum 5 exceeds --raft-voters 3"},
 	}
 	for _, tt := range tests {

@@ -42,6 +42,9 @@ type serverFlags struct {
 	minQuorum       int
 	raftVoters      int
 	drainTimeout    time.Duration
+	stabilization   time.Duration
+	lastContact     time.Duration
+	maxTrailing     uint64
 	leaveOnShutdown bool
 	raftMultiplier  int
 	runRetention    time.Duration
@@ -118,6 +121,12 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.IntVar(&f.raftVoters, "raft-voters", d.Cluster.RaftVoters,
 		"number of Raft voters the system keeps, 3 or 5, the same on every server: further servers join as non-voters (replicate and serve, do not vote); "+
 			"the leader promotes the healthiest non-voter when a voter fails or leaves and demotes extras when it returns")
+	fl.DurationVar(&f.stabilization, "server-stabilization-time", d.Cluster.ServerStabilizationTime,
+		"how long a non-voter must have been healthy before the leader promotes it to voter")
+	fl.DurationVar(&f.lastContact, "last-contact-threshold", d.Cluster.LastContactThreshold,
+		"a server that has not heard from the leader for longer is unhealthy (concord operator health; not promoted)")
+	fl.Uint64Var(&f.maxTrailing, "max-trailing-logs", d.Cluster.MaxTrailingLogs,
+		"a server whose Raft log trails the leader's by more entries is unhealthy (concord operator health; not promoted)")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", d.DrainTimeout, "how long concord operator drain waits for this node's sessions to move before it leaves anyway")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
 	fl.IntVar(&f.raftMultiplier, "raft-multiplier", node.DefaultRaftMultiplier,
@@ -233,6 +242,10 @@ func (f serverFlags) config() (node.Config, func(), error) {
 		return cfg, cleanup, fmt.Errorf("--min-quorum %d exceeds --raft-voters %d", f.minQuorum, f.raftVoters)
 	}
 	cfg.Cluster.RaftVoters = f.raftVoters
+	if f.stabilization <= 0 || f.lastContact <= 0 {
+		return cfg, cleanup, fmt.Errorf("--server-stabilization-time and --last-contact-threshold must be positive")
+	}
+	cfg.Cluster.ServerStabilizationTime, cfg.Cluster.LastContactThreshold, cfg.Cluster.MaxTrailingLogs = f.stabilization, f.lastContact, f.maxTrailing
 	if f.changed("gossip-key") {
 		return cfg, cleanup, fmt.Errorf("--gossip-key: %w (they show in ps and /debug/pprof/cmdline): "+
 			"put the key in a file readable only by the server and pass --gossip-key-file, or set %s", errSecretOnCommandLine, gossipKeyEnv)
