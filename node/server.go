@@ -281,6 +281,7 @@ func (s *Server) buildMAPService() error {
 	mcfg.IsLeader = s.store.IsLeader
 	mcfg.WaitApplied = s.store.WaitApplied
 	mcfg.LinearizableRead = s.store.LinearizableRead
+	mcfg.Barrier = s.readyBarrier
 	mcfg.Router = rt
 	mcfg.Fanout = hub
 	acfg := s.cfg.ACL
