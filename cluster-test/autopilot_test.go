@@ -93,6 +93,19 @@ func watchMinVoters(c *Cluster) func() int {
 // is demoted, leaving 3. The health report names every server and the
 // failure tolerance all along.
 func TestAutopilot_NonVotersPromotedAndDemoted(t *testing.T) {
+	for _, killLeader := range []bool{false, true} {
+		name := "follower voter killed"
+		if killLeader {
+			name = "leader killed"
+		}
+		t.Run(name, func(t *testing.T) { autopilotKillAndReturn(t, killLeader) })
+	}
+}
+
+// autopilotKillAndReturn is the scenario of the test above with either a
+// follower voter or the leader killed (then a new leader, whose health
+// checks start from nothing, does the promotion).
+func autopilotKillAndReturn(t *testing.T, killLeader bool) {
 	c := New(t, 7, WithNodeConfig(func(_ int, cfg *node.Config) {
 		cfg.Cluster.RaftVoters = 3
 		// The killed voter must still be configured when it returns, so
@@ -172,9 +185,12 @@ func TestAutopilot_NonVotersPromotedAndDemoted(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 
 	l := c.Leader(t)
-	victim := c.NodeByID(voters[0])
-	if victim == l {
-		victim = c.NodeByID(voters[1])
+	victim := l
+	if !killLeader {
+		victim = c.NodeByID(voters[0])
+		if victim == l {
+			victim = c.NodeByID(voters[1])
+		}
 	}
 	c.Kill(t, victim.Index)
 	t.Logf("killed voter %s", victim)
