@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -59,24 +60,33 @@ func (s *Server) Drain(_ context.Context, timeout time.Duration) (int, []string,
 	if len(others) == 0 {
 		return 0, nil, fmt.Errorf("%w: %s is the only alive server; there is nowhere to move its sessions", cluster.ErrDrainRefused, s.cfg.NodeID)
 	}
-	s.loopMu.Lock()
-	defer s.loopMu.Unlock()
-	switch {
-	case s.stopping:
-		return 0, nil, fmt.Errorf("%w: %s is shutting down", cluster.ErrDrainRefused, s.cfg.NodeID)
-	case s.draining.Load():
-		return 0, nil, fmt.Errorf("%w: %s is already draining", cluster.ErrDrainRefused, s.cfg.NodeID)
+	if err := s.startDrain(timeout); err != nil {
+		return 0, nil, err
 	}
-	s.draining.Store(true)
 	urls := make([]string, 0, len(others))
 	for _, n := range others {
 		urls = append(urls, n.URL)
 	}
 	s.log.Info("draining: moving sessions to other nodes", "timeout", timeout, "others", urls)
-	s.goLoopLocked("drain", func() error { return s.finishDrain(s.runCtx, timeout) })
 	n := s.rpc.Drain(mapsvc.ReconnectNotification,
 		reconnectHint{Reason: "draining", NodeID: s.cfg.NodeID, Nodes: others}, "node draining: reconnect to another node")
 	return n, urls, nil
+}
+
+// startDrain marks the node draining and starts the loop that finishes
+// the drain, unless it is shutting down or already draining.
+func (s *Server) startDrain(timeout time.Duration) error {
+	s.loopMu.Lock()
+	defer s.loopMu.Unlock()
+	switch {
+	case s.stopping:
+		return fmt.Errorf("%w: %s is shutting down", cluster.ErrDrainRefused, s.cfg.NodeID)
+	case s.draining.Load():
+		return fmt.Errorf("%w: %s is already draining", cluster.ErrDrainRefused, s.cfg.NodeID)
+	}
+	s.draining.Store(true)
+	s.goLoopLocked("drain", func() error { return s.finishDrain(s.runCtx, timeout) })
+	return nil
 }
 
 // Drained is closed once a drain has finished: the node left the cluster
@@ -100,12 +110,7 @@ func (s *Server) otherNodes() []reconnectNode {
 		}
 		out = append(out, reconnectNode{NodeID: m.ID, URL: scheme + m.HTTPAddr + "/map"})
 	}
-	slices.SortFunc(out, func(a, b reconnectNode) int {
-		if a.NodeID < b.NodeID {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(out, func(a, b reconnectNode) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	return out
 }
 
