@@ -48,6 +48,23 @@ func suffrage(c *Cluster) (voters, nonvoters []string, err error) {
 	return voters, nonvoters, nil
 }
 
+// waitSuffrage waits until the leader's configuration holds that many
+// voters and non-voters, and returns them.
+func waitSuffrage(t *testing.T, c *Cluster, voters, nonvoters int) (v, nv []string) {
+	t.Helper()
+	Eventually(t, MembershipTimeout, func() error {
+		var err error
+		if v, nv, err = suffrage(c); err != nil {
+			return err
+		}
+		if len(v) != voters || len(nv) != nonvoters {
+			return fmt.Errorf("voters %v, non-voters %v; want %d + %d", v, nv, voters, nonvoters)
+		}
+		return nil
+	})
+	return v, nv
+}
+
 // operatorHealth asks node n for the autopilot's report over gRPC, as
 // `concord operator health` does.
 func operatorHealth(n *Node) (*concordv1.OperatorHealthResponse, error) {
@@ -112,17 +129,7 @@ func autopilotKillAndReturn(t *testing.T, killLeader bool) {
 		// that its return makes an extra voter to demote.
 		cfg.Cluster.DeadServerCleanupDelay = 10 * time.Minute
 	}))
-	var voters, nonvoters []string
-	Eventually(t, MembershipTimeout, func() error {
-		var err error
-		if voters, nonvoters, err = suffrage(c); err != nil {
-			return err
-		}
-		if len(voters) != 3 || len(nonvoters) != 4 {
-			return fmt.Errorf("voters %v, non-voters %v; want 3 + 4", voters, nonvoters)
-		}
-		return nil
-	})
+	voters, nonvoters := waitSuffrage(t, c, 3, 4)
 	t.Logf("voters %v, non-voters %v", voters, nonvoters)
 	Eventually(t, MembershipTimeout, func() error {
 		h, err := operatorHealth(c.NodeByID(nonvoters[0]))
@@ -223,17 +230,7 @@ func autopilotKillAndReturn(t *testing.T, killLeader bool) {
 	})
 
 	c.Restart(t, victim.Index)
-	Eventually(t, MembershipTimeout, func() error {
-		v, nv, err := suffrage(c)
-		if err != nil {
-			return err
-		}
-		if len(v) != 3 || len(nv) != 4 {
-			return fmt.Errorf("voters %v, non-voters %v after %s came back; want 3 + 4", v, nv, victim)
-		}
-		return nil
-	})
-	v, nv, _ := suffrage(c)
+	v, nv := waitSuffrage(t, c, 3, 4)
 	t.Logf("after the return: voters %v, non-voters %v; %d writes acknowledged", v, nv, writes.Load())
 	if m := minVoters(); m < 3 {
 		t.Fatalf("the configuration held %d voters at some point, below MinQuorum 3", m)
@@ -279,17 +276,7 @@ func TestAutopilot_RaftVotersMismatchRefused(t *testing.T) {
 // configuration, and 3 voters + 3 non-voters remain, taking writes.
 func TestAutopilot_DrainLeaderReplaced(t *testing.T) {
 	c := New(t, 7, WithNodeConfig(func(_ int, cfg *node.Config) { cfg.Cluster.RaftVoters = 3 }))
-	var voters, nonvoters []string
-	Eventually(t, MembershipTimeout, func() error {
-		var err error
-		if voters, nonvoters, err = suffrage(c); err != nil {
-			return err
-		}
-		if len(voters) != 3 || len(nonvoters) != 4 {
-			return fmt.Errorf("voters %v, non-voters %v; want 3 + 4", voters, nonvoters)
-		}
-		return nil
-	})
+	_, nonvoters := waitSuffrage(t, c, 3, 4)
 	l := c.Leader(t)
 	via := c.NodeByID(nonvoters[0])
 	cl := c.Connect(t, via.Index, map[string]any{"participantType": "system"})
