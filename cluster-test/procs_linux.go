@@ -67,6 +67,7 @@ type Proc struct {
 	LogPath string
 
 	args []string
+	bin  string // the binary the next start runs (Upgrade changes it)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -101,6 +102,13 @@ type procOptions struct {
 	extra  func(i int) []string
 	system string
 	ns     *wannet.Namespace
+	bin    string
+}
+
+// WithProcBinary runs the processes from bin (for example an older build,
+// ConcordBinaryAt) instead of the current tree's binary.
+func WithProcBinary(bin string) ProcOption {
+	return func(o *procOptions) { o.bin = bin }
 }
 
 // WithProcArgs appends flags to node i's command line (after the
@@ -132,7 +140,11 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 	if o.system != "" {
 		system = o.system
 	}
-	pc := &ProcCluster{t: t, bin: ConcordBinary(t), Ledger: &Ledger{}, issuer: NewIssuer(t), system: system, ns: o.ns}
+	bin := o.bin
+	if bin == "" {
+		bin = ConcordBinary(t)
+	}
+	pc := &ProcCluster{t: t, bin: bin, Ledger: &Ledger{}, issuer: NewIssuer(t), system: system, ns: o.ns}
 	pc.http = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlstest.ClientTLS(system, "operator")}}
 	pc.token = pc.issuer.Token("clustertest", "*")
 	t.Cleanup(pc.Close)
@@ -145,7 +157,7 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 	}
 	for i := range n {
 		id := fmt.Sprintf("p%d", i+1)
-		p := &Proc{Index: i, ID: id, Dir: filepath.Join(base, id), LogPath: filepath.Join(base, id+".log")}
+		p := &Proc{Index: i, ID: id, Dir: filepath.Join(base, id), LogPath: filepath.Join(base, id+".log"), bin: bin}
 		if o.ns == nil {
 			p.HTTPAddr, p.GRPCAddr = reservePort(t, false), reservePort(t, false)
 			p.RaftAddr, p.GossipAddr = reservePort(t, false), reservePort(t, true)
@@ -244,9 +256,9 @@ func (pc *ProcCluster) start(p *Proc) error {
 	if err != nil {
 		return fmt.Errorf("open log of %s: %w", p, err)
 	}
-	cmd := exec.Command(pc.bin, p.args...)
+	cmd := exec.Command(p.bin, p.args...)
 	if pc.ns != nil {
-		cmd = pc.ns.Command(pc.bin, p.args...)
+		cmd = pc.ns.Command(p.bin, p.args...)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Setpgid: signals go to the whole group. Pdeathsig: the kernel kills
@@ -318,6 +330,16 @@ func (pc *ProcCluster) Restart(t testing.TB, i int) {
 		t.Fatalf("clustertest: %v", err)
 	}
 	pc.WaitReady(t, i)
+}
+
+// Upgrade stops process i gracefully and starts it again from bin with
+// the same flags and data dir (a rolling upgrade's step), and waits until
+// it is ready.
+func (pc *ProcCluster) Upgrade(t testing.TB, i int, bin string) {
+	t.Helper()
+	pc.Stop(t, i)
+	pc.procs[i].bin = bin
+	pc.Restart(t, i)
 }
 
 // WaitReady waits until process i answers /v1/ready with 200.

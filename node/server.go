@@ -47,6 +47,7 @@ type Server struct {
 	fedHook  *lateFederation
 	store    *raftstore.Store
 	metrics  *metrics
+	fsmApply *fsmApplyTimer // the FSM's apply-time histogram (metrics_fsm.go)
 	hub      *fanout.Hub
 	router   *router.Router
 	svc      *mapsvc.Service
@@ -78,6 +79,15 @@ type Server struct {
 	// (a resume of a session it has not replayed yet would open a new one).
 	caughtUp atomic.Bool
 
+	// Drain (drain.go): draining is set once; drained closes when the node
+	// has left. loopMu orders goLoop against Shutdown (stopping), so a
+	// drain started during a shutdown adds no loop Shutdown misses.
+	draining atomic.Bool
+	drained  chan struct{}
+	loopMu   sync.Mutex
+	stopping bool
+	runCtx   context.Context
+
 	// cancel stops the background loops started by Start; wg waits for them.
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -96,7 +106,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "node", "node_id", cfg.NodeID)}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "node", "node_id", cfg.NodeID), drained: make(chan struct{})}
 
 	if err := s.build(); err != nil {
 		s.closeBuilt()
@@ -139,6 +149,7 @@ func (s *Server) build() error {
 	}
 	s.forwarder.SetLeaderSource(s.store)
 	s.metrics = newMetrics(s.cfg.NodeID, s.store)
+	s.metrics.reg.MustRegister(s.fsmApply.vec)
 	if err := s.buildMembership(); err != nil {
 		return err
 	}
@@ -188,6 +199,8 @@ func (s *Server) openStore() error {
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
 	rc.WrapStreamLayer = s.raftStreamWrapper()
+	s.fsmApply = newFSMApplyTimer()
+	rc.ObserveApply = s.fsmApply.observe
 	store, err := raftstore.New(rc)
 	if err != nil {
 		return fmt.Errorf("open raft store: %w", err)
@@ -273,6 +286,7 @@ func (s *Server) buildMAPService() error {
 	mcfg.IsLeader = s.store.IsLeader
 	mcfg.WaitApplied = s.store.WaitApplied
 	mcfg.LinearizableRead = s.store.LinearizableRead
+	mcfg.Barrier = s.readyBarrier
 	mcfg.Router = rt
 	mcfg.Fanout = hub
 	mcfg.Gateway = fedGateway{hook: s.fedHook, timeout: func() (context.Context, context.CancelFunc) {
@@ -325,7 +339,7 @@ func (s *Server) Start(ctx context.Context) error {
 // may outlive start); ctx bounds start's own waits.
 func (s *Server) start(joinCtx, ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.cancel, s.runCtx = cancel, runCtx
 	// The directory subscribes before gossip starts so it misses no change,
 	// and runs before bootstrap so forwarding can find the leader at once.
 	dirSub := s.membership.Subscribe()
@@ -372,6 +386,17 @@ func (s *Server) start(joinCtx, ctx context.Context) error {
 // goLoop runs fn in a goroutine owned by the server: Shutdown cancels its
 // context and waits for it to return.
 func (s *Server) goLoop(name string, fn func() error) {
+	s.loopMu.Lock()
+	defer s.loopMu.Unlock()
+	s.goLoopLocked(name, fn)
+}
+
+// goLoopLocked is goLoop with loopMu held; it starts nothing once
+// Shutdown began.
+func (s *Server) goLoopLocked(name string, fn func() error) {
+	if s.stopping {
+		return
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -394,6 +419,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		if err := s.checkRaftVoters(); err != nil {
+			return err
+		}
 		reason := s.notReadyReason()
 		if reason == "" {
 			err := s.readyBarrier(ctx)
@@ -441,6 +469,9 @@ const maxReadyApplyLag = 1024
 // heard from it within a few heartbeat timeouts (one slow heartbeat must
 // not flap readiness), and the apply lag is small.
 func (s *Server) readyReason() string {
+	if s.draining.Load() {
+		return "draining: this node takes no new sessions (concord operator drain); connect to another node"
+	}
 	if err := s.store.DiskFull(); err != nil {
 		// Named first: "no raft leader" would hide the cause.
 		return fmt.Sprintf("disk full: data dir %s: %v", s.cfg.DataDir, err)
@@ -559,6 +590,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// over), then the loops that read the store, then the outbound clients.
 	s.fed.Close()
 	add("shutdown cluster grpc", s.cluster.Shutdown(ctx))
+	s.loopMu.Lock()
+	s.stopping = true
+	s.loopMu.Unlock()
 	if s.cancel != nil {
 		s.cancel()
 	}

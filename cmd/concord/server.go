@@ -43,6 +43,11 @@ type serverFlags struct {
 	gossipKeyArg    string
 	deadCleanup     time.Duration
 	minQuorum       int
+	raftVoters      int
+	drainTimeout    time.Duration
+	stabilization   time.Duration
+	lastContact     time.Duration
+	maxTrailing     uint64
 	leaveOnShutdown bool
 	raftMultiplier  int
 	runRetention    time.Duration
@@ -115,7 +120,17 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.StringVar(&f.gossipKeyArg, "gossip-key", "", "removed: use --gossip-key-file or "+gossipKeyEnv)
 	_ = fl.MarkHidden("gossip-key")
 	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", d.Cluster.DeadServerCleanupDelay, "remove a dead server from Raft after this long")
-	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many by dead-server cleanup")
+	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many (dead-server cleanup, autopilot demotions)")
+	fl.IntVar(&f.raftVoters, "raft-voters", d.Cluster.RaftVoters,
+		"number of Raft voters the system keeps, 3 or 5, the same on every server: further servers join as non-voters (replicate and serve, do not vote); "+
+			"the leader promotes the healthiest non-voter when a voter fails or leaves and demotes extras when it returns")
+	fl.DurationVar(&f.stabilization, "server-stabilization-time", d.Cluster.ServerStabilizationTime,
+		"how long a non-voter must have been healthy before the leader promotes it to voter")
+	fl.DurationVar(&f.lastContact, "last-contact-threshold", d.Cluster.LastContactThreshold,
+		"a server that has not heard from the leader for longer is unhealthy (concord operator health; not promoted)")
+	fl.Uint64Var(&f.maxTrailing, "max-trailing-logs", d.Cluster.MaxTrailingLogs,
+		"a server whose Raft log trails the leader's by more entries is unhealthy (concord operator health; not promoted)")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", d.DrainTimeout, "how long concord operator drain waits for this node's sessions to move before it leaves anyway")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
 	fl.IntVar(&f.raftMultiplier, "raft-multiplier", node.DefaultRaftMultiplier,
 		"scale Raft timings from a LAN base, 1 to 10: heartbeat/election = N x 100 ms, leader lease N x 50 ms (at least 100 ms), commit N x 10 ms. "+
@@ -172,11 +187,16 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP %s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPURL())
 	stopReload := reloadOnHangup(srv, log)
 	defer stopReload()
-	<-ctx.Done()
+	drained := false
+	select {
+	case <-ctx.Done():
+	case <-srv.Drained(): // concord operator drain: the node already left
+		drained = true
+	}
 	fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 	shCtx, shCancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer shCancel()
-	if f.leaveOnShutdown {
+	if f.leaveOnShutdown && !drained {
 		return srv.Leave(shCtx)
 	}
 	return srv.Shutdown(shCtx)
@@ -222,6 +242,18 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.Cluster.DeadServerCleanupDelay = f.deadCleanup
 	cfg.Cluster.MinQuorum = f.minQuorum
+	cfg.DrainTimeout = f.drainTimeout
+	if f.raftVoters != 3 && f.raftVoters != 5 {
+		return cfg, cleanup, fmt.Errorf("--raft-voters %d: use 3 or 5 (the same on every server)", f.raftVoters)
+	}
+	if f.minQuorum > f.raftVoters {
+		return cfg, cleanup, fmt.Errorf("--min-quorum %d exceeds --raft-voters %d", f.minQuorum, f.raftVoters)
+	}
+	cfg.Cluster.RaftVoters = f.raftVoters
+	if f.stabilization <= 0 || f.lastContact <= 0 {
+		return cfg, cleanup, fmt.Errorf("--server-stabilization-time and --last-contact-threshold must be positive")
+	}
+	cfg.Cluster.ServerStabilizationTime, cfg.Cluster.LastContactThreshold, cfg.Cluster.MaxTrailingLogs = f.stabilization, f.lastContact, f.maxTrailing
 	if f.changed("gossip-key") {
 		return cfg, cleanup, fmt.Errorf("--gossip-key: %w (they show in ps and /debug/pprof/cmdline): "+
 			"put the key in a file readable only by the server and pass --gossip-key-file, or set %s", errSecretOnCommandLine, gossipKeyEnv)

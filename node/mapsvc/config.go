@@ -88,6 +88,12 @@ type Config struct {
 	// with _meta.consistency = "linearizable"; nil makes such requests
 	// fail with a retryable 4000.
 	LinearizableRead func(ctx context.Context) error
+	// Barrier, optional, returns once the local replica holds everything
+	// committed before the call (node: a ReadIndex on the leader, a NOOP
+	// through the leader on a follower). map/connect calls it when the
+	// session to resume is unknown here, so a lagging node does not open a
+	// fresh session in place of one it has not applied yet.
+	Barrier func(ctx context.Context) error
 	// WaitApplied, optional, waits until the local replica has applied a
 	// Raft index. When set, every write waits for its own index before
 	// answering, so the caller reads its writes on this node even when the

@@ -147,3 +147,10 @@ func (s *Service) Closed(c *rpc.Conn) {
 		s.log.Warn("detach session failed", "session_id", sid, "err", err)
 	}
 }
+
+// ReconnectNotification is the notification a node sends every connection
+// before it closes them with WebSocket 1012 because it is being drained
+// (concord operator drain). Its params are {reason, nodeId, nodes:
+// [{nodeId, url}]}: the MAP URLs of the other nodes, where the client
+// resumes its session (map/connect with sessionId and resumeToken).
+const ReconnectNotification = "x-concord/reconnect"
