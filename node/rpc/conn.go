@@ -92,8 +92,8 @@ type Conn struct {
 	writerDone chan struct{}
 	done       chan struct{}
 
-	nextID  atomic.Uint64
-	pmu     sync.Mutex
+	nextID atomic.Uint64
+	pmu    sync.Mutex
 	// pending holds the calls this side made (made by the first Call:
 	// a server's sessions rarely call their peer); ended refuses new
 	// ones once the connection ended.
