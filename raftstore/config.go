@@ -19,7 +19,7 @@ type Config struct {
 	// cluster and never change for a given DataDir. Required.
 	NodeID string
 
-	// DataDir holds the raft log and stable store (raft.db) and the
+	// DataDir holds the raft log (raft-log/), the stable store (raft.db) and the
 	// snapshots directory. One Store per directory. Required.
 	DataDir string
 

@@ -138,7 +138,8 @@ type Config struct {
 	// DefaultDisconnectPolicy applies when map/connect has none.
 	DefaultDisconnectPolicy registry.DisconnectPolicy
 	// ExpiryInterval is how often Run looks for due expiries and moved
-	// sessions (it also wakes on registry events).
+	// sessions (it also looks on registry events that re-attach or detach
+	// a session): the most a deadline can be late.
 	ExpiryInterval time.Duration
 	// CloseTimeout bounds the SESSION_DETACH proposed when a connection
 	// closes.

@@ -125,13 +125,6 @@ func (e *env) dialNotes() (*client, *notes) {
 	return &client{t: e.t, conn: c}, n
 }
 
-func runService(t *testing.T, e *env) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = e.svc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-}
-
 func closed(c *client) error {
 	select {
 	case <-c.conn.Done():
