@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 15m
 PKGS := ./...
 
 .PHONY: help build test test-short cluster-test chaos lint depcheck proto proto-check tools dev \
-	bench bench-etcd cluster cluster-tls cluster-stop demo sdk-deps clean deploy-check image
+	bench bench-federation test-wan bench-etcd cluster cluster-tls cluster-stop demo demo-federation sdk-deps clean deploy-check image
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -66,11 +66,23 @@ proto-check: proto ## fail when committed generated code differs from a fresh ge
 demo: build ## 3 nodes + 3 agents run a debate; the leader is killed mid-debate; results in ./out
 	$(GO) run ./cluster-test/demo --bin bin/concord --out out
 
+demo-federation: build ## dc1 + dc2 (3 nodes each) linked; a debate across them through a kill -9 in each and a link cut; results in ./out
+	$(GO) run ./cluster-test/demo --federation --bin bin/concord --out out --data .data/demo-federation
+
 dev: build ## one dev node on 127.0.0.1 (ws://127.0.0.1:7700/map)
 	./bin/concord server --dev
 
-bench: ## benchmarks, each printed beside its baseline
+bench: ## benchmarks, each printed beside its baseline (the federation ones included)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./raftstore/... ./consensus/... ./node/... ./cluster-test/...
+
+# The WAN benchmarks and tests put each system in a network namespace
+# joined by an emulated 25 ms link (cluster-test/wannet): they need root,
+# iproute2 and /dev/net/tun, and skip saying why without them.
+bench-federation: ## federation benchmarks only: cross-system msgs/s, WAN request/reply p50/p99, drain after a 30 s cut (root for the WAN part)
+	$(GO) test -run '^$$' -bench 'BenchmarkFederation' -benchtime 2s ./cluster-test/
+
+test-wan: ## the WAN tests: systems of processes in network namespaces over a lossy 25 ms link (root)
+	$(GO) test -race -count=1 -timeout 10m -run 'TestWAN|TestLink_|TestForwarder_|TestNamespace_' -v ./cluster-test/ ./cluster-test/wannet/
 
 bench-etcd: ## committed writes of a 3-node Concord beside a 3-node etcd, alternating (installs etcd; not in CI)
 	bash cluster-test/bench/etcd-compare.sh

@@ -27,17 +27,7 @@ func BenchmarkRouting_CrossNodePairs(b *testing.B) {
 	b.Run(fmt.Sprintf("map-send/pairs=%d/node1-to-node2/no-tls", pairs), func(b *testing.B) {
 		// Plaintext, as the relay: the comparison is of the routing.
 		c := New(b, 2, WithLogLevel(slog.LevelWarn), WithInsecure())
-		ps := make([]benchPair, pairs)
-		for i := range ps {
-			dst := fmt.Sprintf("dst%d", i)
-			ps[i] = benchPair{cork: &corkedConn{}}
-			ps[i].dst = rawAgent(b, c.Nodes()[1].MAPURL(), dst, nil)
-			ps[i].src = rawAgent(b, c.Nodes()[0].MAPURL(), fmt.Sprintf("src%d", i), ps[i].cork)
-			ps[i].frame = []byte(`{"jsonrpc":"2.0","id":7,"method":"map/send","params":{"to":{"agent":"` + dst + `"},"payload":` + benchPayload256 + `}}`)
-			ps[i].reply = []byte(`"delivered":["` + dst + `"]`)
-		}
-		c.RequireConverged(b)
-		drivePairs(b, ps, []byte(`"map/message"`))
+		drivePairs(b, crossNodePairs(b, c, pairs), []byte(`"map/message"`))
 	})
 	b.Run(fmt.Sprintf("baseline-ws-relay/pairs=%d", pairs), func(b *testing.B) {
 		url := startRelay(b)
@@ -51,6 +41,22 @@ func BenchmarkRouting_CrossNodePairs(b *testing.B) {
 		}
 		drivePairs(b, ps, nil)
 	})
+}
+
+// crossNodePairs connects n sender agents to node 1 of c and their
+// receivers to node 2, and waits until the nodes agree on them.
+func crossNodePairs(b *testing.B, c *Cluster, n int) []benchPair {
+	ps := make([]benchPair, n)
+	for i := range ps {
+		dst := fmt.Sprintf("dst%d", i)
+		ps[i] = benchPair{cork: &corkedConn{}}
+		ps[i].dst = rawAgent(b, c.Nodes()[1].MAPURL(), dst, nil)
+		ps[i].src = rawAgent(b, c.Nodes()[0].MAPURL(), fmt.Sprintf("src%d", i), ps[i].cork)
+		ps[i].frame = []byte(`{"jsonrpc":"2.0","id":7,"method":"map/send","params":{"to":{"agent":"` + dst + `"},"payload":` + benchPayload256 + `}}`)
+		ps[i].reply = []byte(`"delivered":["` + dst + `"]`)
+	}
+	c.RequireConverged(b)
+	return ps
 }
 
 // benchPair is one sender socket and its receiver. reply, when set, is what
@@ -67,11 +73,29 @@ type benchPair struct {
 // its writes as benchMAPSend does, and reports msgs/s received. want, when
 // set, is what a received frame must contain to count.
 func drivePairs(b *testing.B, ps []benchPair, want []byte) {
+	b.ResetTimer()
+	r := runPairs(b, ps, want, b.N)
+	b.ReportMetric(r.rate, "msgs/s")
+	// CPU per message (nodes, relay and clients together: one process) is
+	// steadier than msgs/s on a machine shared with other work.
+	b.ReportMetric(r.cpuPerMsg, "cpu-ns/msg")
+	reportFailures(b, r.failed)
+}
+
+// pairResult is one runPairs: msgs/s received, the process's CPU ns per
+// message, and answers that lacked the pair's reply marker.
+type pairResult struct {
+	rate, cpuPerMsg float64
+	failed          int64
+}
+
+// runPairs is drivePairs' load for n frames, measured; the pairs' sockets
+// can carry several runs one after the other.
+func runPairs(b *testing.B, ps []benchPair, want []byte, n int) pairResult {
 	var received, failed atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 3*len(ps))
-	per := (b.N + len(ps) - 1) / len(ps)
-	b.ResetTimer()
+	per := (n + len(ps) - 1) / len(ps)
 	cpu0 := processCPU()
 	start := time.Now()
 	for i := range ps {
@@ -144,11 +168,11 @@ func drivePairs(b *testing.B, ps []benchPair, want []byte) {
 	for err := range errs {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(received.Load())/time.Since(start).Seconds(), "msgs/s")
-	// CPU per message (nodes, relay and clients together: one process) is
-	// steadier than msgs/s on a machine shared with other work.
-	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(received.Load()), "cpu-ns/msg")
-	reportFailures(b, failed.Load())
+	return pairResult{
+		rate:      float64(received.Load()) / time.Since(start).Seconds(),
+		cpuPerMsg: float64((processCPU() - cpu0).Nanoseconds()) / float64(received.Load()),
+		failed:    failed.Load(),
+	}
 }
 
 // processCPU is the user+system CPU time this process has used.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"strings"
@@ -163,9 +164,12 @@ func (c *corkedConn) flush(b *testing.B) {
 }
 
 // corkedDialer dials with its writes through cork when cork is set.
-func corkedDialer(cork *corkedConn) *websocket.Dialer {
+func corkedDialer(cork *corkedConn) *websocket.Dialer { return corkedDialerTLS(cork, ClientTLS()) }
+
+// corkedDialerTLS is corkedDialer trusting tlsCfg (another system's CA).
+func corkedDialerTLS(cork *corkedConn, tlsCfg *tls.Config) *websocket.Dialer {
 	dialer := *websocket.DefaultDialer
-	dialer.TLSClientConfig = ClientTLS()
+	dialer.TLSClientConfig = tlsCfg
 	if cork != nil {
 		dialer.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -184,9 +188,20 @@ func corkedDialer(cork *corkedConn) *websocket.Dialer {
 // is registered (the caller flushes from then on).
 func rawAgent(b *testing.B, url, id string, cork *corkedConn) *websocket.Conn {
 	b.Helper()
-	ws := rawDial(b, url, cork)
+	return connectRaw(b, rawDial(b, url, cork), id, cork, "")
+}
+
+// connectRaw makes ws agent id (map/connect, with token as its bearer
+// credential unless empty, and map/agents/register), then corks it when
+// cork is set.
+func connectRaw(b *testing.B, ws *websocket.Conn, id string, cork *corkedConn, token string) *websocket.Conn {
+	b.Helper()
+	auth := ""
+	if token != "" {
+		auth = `,"auth":{"method":"bearer","token":"` + token + `"}`
+	}
 	calls := []string{
-		`{"jsonrpc":"2.0","id":1,"method":"map/connect","params":{"protocolVersion":1,"participantType":"agent","participantId":"` + id + `"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"map/connect","params":{"protocolVersion":1,"participantType":"agent","participantId":"` + id + `"` + auth + `}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"map/agents/register","params":{"agentId":"` + id + `"}}`,
 	}
 	deadline := time.Now().Add(DeliveryTimeout)

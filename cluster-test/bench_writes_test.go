@@ -146,12 +146,12 @@ func BenchmarkConnects_Follower(b *testing.B) {
 	c := writeBenchCluster(b)
 	leader := c.Leader(b)
 	follower := c.Followers(b)[0]
-	b.Run("follower/map-connect/dialers=64", func(b *testing.B) { benchConnects(b, follower, 64) })
-	b.Run("baseline-leader/map-connect/dialers=64", func(b *testing.B) { benchConnects(b, leader, 64) })
+	b.Run("follower/map-connect/dialers=64", func(b *testing.B) { benchConnects(b, c, follower, 64) })
+	b.Run("baseline-leader/map-connect/dialers=64", func(b *testing.B) { benchConnects(b, c, leader, 64) })
 
 }
 
-func benchConnects(b *testing.B, n *Node, dialers int) {
+func benchConnects(b *testing.B, c *Cluster, n *Node, dialers int) {
 	var failed atomic.Int64
 	var done atomic.Int64
 	work := make(chan struct{}, dialers)
@@ -161,6 +161,7 @@ func benchConnects(b *testing.B, n *Node, dialers int) {
 			for range work {
 				cl, err := Dial(b, n.MAPURL(), nil)
 				if err == nil {
+					cl.SetToken(c.Token())
 					_, err = cl.Connect(map[string]any{"participantType": "system"})
 				}
 				if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concordmap/concord/node/mapsvc"
 	"github.com/concordmap/concord/node/rpc"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
@@ -87,13 +88,13 @@ func Dial(t testing.TB, url string, ledger *Ledger) (*Client, error) {
 	return dialTLS(t, url, ledger, ClientTLS())
 }
 
-// dialTLS is Dial trusting tc (a cluster of another system has its own CA).
-func dialTLS(t testing.TB, url string, ledger *Ledger, tc *tls.Config) (*Client, error) {
+// dialTLS is Dial trusting tlsCfg's CA (a system other than SystemID).
+func dialTLS(t testing.TB, url string, ledger *Ledger, tlsCfg *tls.Config) (*Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
 	in := newInbox()
 	cc := rpc.DefaultClientConfig()
-	cc.TLSConfig = tc
+	cc.TLSConfig = tlsCfg
 	conn, err := rpc.Dial(ctx, url, cc, &clientHandler{in: in})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
@@ -274,6 +275,29 @@ func (c *Client) WaitEvents(subID string, timeout time.Duration, check func([]Ev
 // Done is closed when the connection has ended.
 func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
 
+// ReconnectHint is a draining node's x-concord/reconnect notification.
+type ReconnectHint struct {
+	Reason string          `json:"reason"`
+	NodeID string          `json:"nodeId"`
+	Nodes  []ReconnectNode `json:"nodes"`
+}
+
+// ReconnectNode is a node a reconnect hint offers.
+type ReconnectNode struct {
+	NodeID string `json:"nodeId"`
+	URL    string `json:"url"`
+}
+
+// Hint returns the reconnect hint the server sent, if any.
+func (c *Client) Hint() (ReconnectHint, bool) {
+	c.in.mu.Lock()
+	defer c.in.mu.Unlock()
+	if c.in.hint == nil {
+		return ReconnectHint{}, false
+	}
+	return *c.in.hint, true
+}
+
 // Close closes the connection (no map/disconnect: like a dropped socket)
 // and waits for its goroutines. It is idempotent.
 func (c *Client) Close() {
@@ -302,6 +326,11 @@ func (h *clientHandler) Handle(_ context.Context, _ *rpc.Conn, req *rpc.Request)
 		if err := json.Unmarshal(req.Params, &ev); err == nil {
 			h.in.addEvent(ev)
 		}
+	case mapsvc.ReconnectNotification:
+		var hint ReconnectHint
+		if err := json.Unmarshal(req.Params, &hint); err == nil {
+			h.in.setHint(hint)
+		}
 	}
 	return nil, nil
 }
@@ -314,7 +343,16 @@ type inbox struct {
 	mu       sync.Mutex
 	messages []Message
 	events   []EventNote
+	hint     *ReconnectHint
 	changed  chan struct{}
+}
+
+func (in *inbox) setHint(h ReconnectHint) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.hint = &h
+	close(in.changed)
+	in.changed = make(chan struct{})
 }
 
 func newInbox() *inbox { return &inbox{changed: make(chan struct{})} }

@@ -60,6 +60,7 @@ func FastConfig() node.Config {
 	c.GossipPlaintext = true
 	c.ReadyTimeout = NodeReadyTimeout
 	c.ShutdownTimeout = ShutdownTimeout
+	c.DrainTimeout = scaled(30 * time.Second)
 
 	c.Raft.HeartbeatTimeout = RaftHeartbeat
 	c.Raft.ElectionTimeout = RaftElection
@@ -83,6 +84,10 @@ func FastConfig() node.Config {
 	c.Cluster.ReconcileTimeout = 2 * time.Second
 	c.Cluster.DeadServerCleanupDelay = DeadServerCleanupDelay
 	c.Cluster.MinQuorum = 3
+	// A joining server is promoted after a second of good health instead
+	// of production's ten; contact may lag under -race on a loaded host.
+	c.Cluster.ServerStabilizationTime = time.Second
+	c.Cluster.LastContactThreshold = scaled(1500 * time.Millisecond)
 	c.Cluster.DetachedSessionTTL = 10 * time.Minute
 
 	c.MAP.DetachedSessionTTL = 10 * time.Minute
@@ -96,6 +101,7 @@ func FastConfig() node.Config {
 	c.Federation.BackoffMax = 500 * time.Millisecond
 	c.Federation.CallTimeout = scaled(5 * time.Second)
 	c.Federation.AckTimeout = scaled(10 * time.Second)
+	c.Federation.UnlinkRetry = 200 * time.Millisecond
 	return c
 }
 

@@ -21,6 +21,13 @@
 //   - StartProcs(t, n) builds the real concord binary once per test binary
 //     and runs n `concord server` processes (process groups, killed at
 //     cleanup even when the test fails), for kill -9 scenarios.
+//   - StartWAN(t, n, shape, "dc1", "dc2") runs one such system per id,
+//     each in its own network namespace, every pair joined by an emulated
+//     WAN link (package wannet: delay, jitter, loss; Cut/Restore,
+//     Down/Up); WAN.Peer links two systems with the CLI, StreamTo names
+//     the server a process's link stream is connected to. The test reaches
+//     the processes through forwarders into the namespaces. It skips,
+//     naming the reason, where namespaces cannot be made (RequireWAN).
 //
 // Both run with TLS on every port, as production does: certificates come
 // from a throwaway CA per test binary (node/tlsconf/tlstest); MAP clients

@@ -38,6 +38,10 @@ type LinkSpec struct {
 	Transitive bool
 	// MaxHops bounds envelopes `from` originates over the link (0: default).
 	MaxHops uint32
+	// FromOutbox is from's guaranteed-delivery policy over the link.
+	FromOutbox *concordv1.FedOutboxPolicy
+	// Buffer is the outage buffer policy of both sides (nil: default).
+	Buffer *concordv1.FedBufferPolicy
 }
 
 // Link peers two systems the way an operator does: a token issued on
@@ -47,12 +51,13 @@ func Link(t testing.TB, from, to *Cluster, spec LinkSpec) {
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
 	tok, err := to.FederationClient(t, 0).CreateToken(ctx, &concordv1.CreateTokenRequest{
-		PeerSystemId: from.SystemID(), Export: spec.ToExport, Transitive: spec.Transitive})
+		PeerSystemId: from.SystemID(), Export: spec.ToExport, Transitive: spec.Transitive, Buffer: spec.Buffer})
 	if err != nil {
 		t.Fatalf("clustertest: federation token on %s: %v", to.SystemID(), err)
 	}
 	if _, err := from.FederationClient(t, len(from.Nodes())-1).CreateLink(ctx, &concordv1.CreateLinkRequest{
-		Token: tok.GetToken(), Export: spec.FromExport, Transitive: spec.Transitive, MaxHops: spec.MaxHops}); err != nil {
+		Token: tok.GetToken(), Export: spec.FromExport, Transitive: spec.Transitive, MaxHops: spec.MaxHops,
+		Outbox: spec.FromOutbox, Buffer: spec.Buffer}); err != nil {
 		t.Fatalf("clustertest: federation link %s -> %s: %v", from.SystemID(), to.SystemID(), err)
 	}
 }

@@ -11,10 +11,16 @@ import (
 	"github.com/concordmap/concord/node/rpc"
 )
 
+// connector is a cluster a test can connect participants to: the
+// in-process Cluster or a ProcCluster of real processes.
+type connector interface {
+	Connect(t testing.TB, i int, params map[string]any) *Client
+}
+
 // agentOn connects a participant to node i and registers one agent owned
 // by it; the connection's session speaks for that agent in map/send.
 // Orphan policy: a dropped connection leaves the agent registered.
-func agentOn(t testing.TB, c *Cluster, i int, agentID string, fields map[string]any) *Client {
+func agentOn(t testing.TB, c connector, i int, agentID string, fields map[string]any) *Client {
 	t.Helper()
 	cl := c.Connect(t, i, map[string]any{
 		"participantType": "agent", "participantId": agentID, "name": agentID,

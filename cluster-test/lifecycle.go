@@ -287,3 +287,41 @@ func goroutineDump() string {
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
 	return b.String()
 }
+
+// StartDrain asks node via's Operator service (as concord operator drain
+// does, so the call is passed on to node i) to drain node i with timeout
+// (0: the node's default); it returns once the drain started.
+func (c *Cluster) StartDrain(t testing.TB, i, via int, timeout time.Duration) *concordv1.OperatorDrainResponse {
+	t.Helper()
+	n, v := c.Node(i), c.Node(via)
+	conn, err := adminConn(v.GRPCAddr)
+	if err != nil {
+		t.Fatalf("clustertest: %v", err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	defer cancel()
+	res, err := concordv1.NewOperatorClient(conn).Drain(ctx, &concordv1.OperatorDrainRequest{NodeId: n.ID, TimeoutMs: timeout.Milliseconds()})
+	if err != nil {
+		t.Fatalf("clustertest: drain %s via %s: %v", n, v, err)
+	}
+	return res
+}
+
+// FinishDrain waits (up to budget) until node i, being drained, has left
+// the cluster, then shuts it down; it ends NodeLeft.
+func (c *Cluster) FinishDrain(t testing.TB, i int, budget time.Duration) {
+	t.Helper()
+	n := c.Node(i)
+	srv := n.Server()
+	if srv == nil {
+		t.Fatalf("clustertest: %s is not running", n)
+	}
+	select {
+	case <-srv.Drained():
+	case <-time.After(budget):
+		t.Fatalf("clustertest: %s not drained within %s", n, budget)
+	}
+	srv = c.takeServer(t, n, NodeLeft)
+	c.shutdown(t, n, srv, ShutdownTimeout, false)
+}

@@ -1,10 +1,8 @@
 package clustertest
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,12 +13,7 @@ import (
 // returns its combined output.
 func runBin(t *testing.T, bin string, env []string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), ConvergeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return runConcord(t, bin, env, args...)
 }
 
 // TestProcs_SnapshotHealthAndConfig drives the real binary as an operator

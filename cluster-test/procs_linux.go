@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +19,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/concordmap/concord/cluster-test/wannet"
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
 
 // ProcCluster runs real `concord server` processes on 127.0.0.1, each in
@@ -32,6 +36,13 @@ type ProcCluster struct {
 	Ledger *Ledger
 	issuer *Issuer // every process trusts its tokens (--jwt-jwks-file)
 	token  string
+	system string
+	// ns, when set, holds every process (StartWAN); forwards carry the
+	// test's connections into it.
+	ns       *wannet.Namespace
+	forwards []*wannet.Forwarder
+	// http reads /v1 as the system's operator.
+	http *http.Client
 }
 
 // Proc is one server process. Its addresses and data dir stay the same
@@ -40,13 +51,23 @@ type Proc struct {
 	Index int
 	ID    string
 	Dir   string
-	// Addresses, host:port on 127.0.0.1.
+	// Addresses, host:port on 127.0.0.1 where the test reaches them. In a
+	// namespace (StartWAN) HTTPAddr and GRPCAddr are forwarders into it
+	// and RaftAddr and GossipAddr exist only inside.
 	HTTPAddr, GRPCAddr, RaftAddr, GossipAddr string
+	// PeerGRPCAddr is the gRPC address other nodes and linked systems
+	// dial (GRPCAddr outside a namespace).
+	PeerGRPCAddr string
+	// InnerHTTPAddr is the HTTP address inside the namespace (HTTPAddr
+	// outside one): clients that dial through the namespace (no
+	// forwarder hop) use it.
+	InnerHTTPAddr string
 	// LogPath collects the process's stdout and stderr (appended across
 	// restarts).
 	LogPath string
 
 	args []string
+	bin  string // the binary the next start runs (Upgrade changes it)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -78,13 +99,28 @@ func (p *Proc) String() string { return fmt.Sprintf("%s(proc #%d)", p.ID, p.Inde
 type ProcOption func(*procOptions)
 
 type procOptions struct {
-	extra func(i int) []string
+	extra  func(i int) []string
+	system string
+	ns     *wannet.Namespace
+	bin    string
+}
+
+// WithProcBinary runs the processes from bin (for example an older build,
+// ConcordBinaryAt) instead of the current tree's binary.
+func WithProcBinary(bin string) ProcOption {
+	return func(o *procOptions) { o.bin = bin }
 }
 
 // WithProcArgs appends flags to node i's command line (after the
 // harness's own), e.g. --dead-server-cleanup.
 func WithProcArgs(f func(i int) []string) ProcOption {
 	return func(o *procOptions) { o.extra = f }
+}
+
+// withProcNamespace runs the processes of a system inside ns, bound to
+// its address (StartWAN).
+func withProcNamespace(system string, ns *wannet.Namespace) ProcOption {
+	return func(o *procOptions) { o.system, o.ns = system, ns }
 }
 
 // StartProcs builds concord (once per test binary) and starts n server
@@ -100,7 +136,16 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	pc := &ProcCluster{t: t, bin: ConcordBinary(t), Ledger: &Ledger{}, issuer: NewIssuer(t)}
+	system := SystemID
+	if o.system != "" {
+		system = o.system
+	}
+	bin := o.bin
+	if bin == "" {
+		bin = ConcordBinary(t)
+	}
+	pc := &ProcCluster{t: t, bin: bin, Ledger: &Ledger{}, issuer: NewIssuer(t), system: system, ns: o.ns}
+	pc.http = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlstest.ClientTLS(system, "operator")}}
 	pc.token = pc.issuer.Token("clustertest", "*")
 	t.Cleanup(pc.Close)
 	key := make([]byte, 32)
@@ -112,23 +157,28 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 	}
 	for i := range n {
 		id := fmt.Sprintf("p%d", i+1)
-		pc.procs = append(pc.procs, &Proc{
-			Index: i, ID: id, Dir: filepath.Join(base, id), LogPath: filepath.Join(base, id+".log"),
-			HTTPAddr: reservePort(t, false), GRPCAddr: reservePort(t, false),
-			RaftAddr: reservePort(t, false), GossipAddr: reservePort(t, true),
-		})
+		p := &Proc{Index: i, ID: id, Dir: filepath.Join(base, id), LogPath: filepath.Join(base, id+".log"), bin: bin}
+		if o.ns == nil {
+			p.HTTPAddr, p.GRPCAddr = reservePort(t, false), reservePort(t, false)
+			p.RaftAddr, p.GossipAddr = reservePort(t, false), reservePort(t, true)
+		} else { // a fresh namespace: every port is free
+			at := func(k int) string { return net.JoinHostPort(o.ns.IP.String(), strconv.Itoa(nsBasePort+10*i+k)) }
+			p.HTTPAddr, p.GRPCAddr, p.RaftAddr, p.GossipAddr = at(0), at(1), at(2), at(3)
+		}
+		p.PeerGRPCAddr, p.InnerHTTPAddr = p.GRPCAddr, p.HTTPAddr
+		pc.procs = append(pc.procs, p)
 	}
 	var seeds []string
 	for _, p := range pc.procs[:min(3, n)] {
 		seeds = append(seeds, p.GossipAddr)
 	}
 	for _, p := range pc.procs {
-		tlsArgs, err := serverTLSArgs(base, p.ID)
+		tlsArgs, err := systemTLSArgs(base, system, p.ID)
 		if err != nil {
 			t.Fatalf("clustertest: %v", err)
 		}
 		p.args = []string{"server",
-			"--node-id", p.ID, "--system-id", "clustertest", "--data-dir", p.Dir,
+			"--node-id", p.ID, "--system-id", system, "--data-dir", p.Dir,
 			"--http-addr", p.HTTPAddr, "--grpc-addr", p.GRPCAddr,
 			"--raft-addr", p.RaftAddr, "--gossip-addr", p.GossipAddr,
 			"--join", strings.Join(seeds, ","), "--bootstrap-expect", strconv.Itoa(n),
@@ -143,11 +193,45 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 			t.Fatalf("clustertest: %v", err)
 		}
 	}
+	if o.ns != nil {
+		pc.forwardInto(t)
+	}
 	for _, p := range pc.procs {
 		pc.WaitReady(t, p.Index)
 	}
 	return pc
 }
+
+// nsBasePort is node i's first port inside a namespace (HTTP; gRPC,
+// Raft and gossip follow), 10 apart per node.
+const nsBasePort = 7700
+
+// forwardInto points each process's HTTPAddr and GRPCAddr at a forwarder
+// from the host's loopback into the namespace, where the test, the CLI
+// and the harness's HTTP client reach them.
+func (pc *ProcCluster) forwardInto(t testing.TB) {
+	t.Helper()
+	for _, p := range pc.procs {
+		for _, addr := range []*string{&p.HTTPAddr, &p.GRPCAddr} {
+			f, err := pc.ns.Forward(*addr)
+			if err != nil {
+				t.Fatalf("clustertest: %v", err)
+			}
+			pc.forwards = append(pc.forwards, f)
+			*addr = f.Addr
+		}
+	}
+}
+
+// Token is a bearer token every process accepts (map/connect auth).
+func (pc *ProcCluster) Token() string { return pc.token }
+
+// SystemID is the processes' system id.
+func (pc *ProcCluster) SystemID() string { return pc.system }
+
+// Namespace is the network namespace holding the processes (nil outside
+// StartWAN).
+func (pc *ProcCluster) Namespace() *wannet.Namespace { return pc.ns }
 
 // Proc returns process i.
 func (pc *ProcCluster) Proc(i int) *Proc { return pc.procs[i] }
@@ -172,7 +256,10 @@ func (pc *ProcCluster) start(p *Proc) error {
 	if err != nil {
 		return fmt.Errorf("open log of %s: %w", p, err)
 	}
-	cmd := exec.Command(pc.bin, p.args...)
+	cmd := exec.Command(p.bin, p.args...)
+	if pc.ns != nil {
+		cmd = pc.ns.Command(p.bin, p.args...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Setpgid: signals go to the whole group. Pdeathsig: the kernel kills
 	// the process if the test binary dies without running cleanups (a
@@ -245,6 +332,16 @@ func (pc *ProcCluster) Restart(t testing.TB, i int) {
 	pc.WaitReady(t, i)
 }
 
+// Upgrade stops process i gracefully and starts it again from bin with
+// the same flags and data dir (a rolling upgrade's step), and waits until
+// it is ready.
+func (pc *ProcCluster) Upgrade(t testing.TB, i int, bin string) {
+	t.Helper()
+	pc.Stop(t, i)
+	pc.procs[i].bin = bin
+	pc.Restart(t, i)
+}
+
 // WaitReady waits until process i answers /v1/ready with 200.
 func (pc *ProcCluster) WaitReady(t testing.TB, i int) {
 	t.Helper()
@@ -253,7 +350,7 @@ func (pc *ProcCluster) WaitReady(t testing.TB, i int) {
 		if !p.Running() {
 			return Permanent(fmt.Errorf("%s exited; log tail:\n%s", p, tail(p.LogPath, 40)))
 		}
-		code, body, err := httpGet(p.HTTPAddr, "/v1/ready")
+		code, body, err := pc.get(p.HTTPAddr, "/v1/ready")
 		if err != nil {
 			return err
 		}
@@ -274,7 +371,7 @@ type ProcStatus struct {
 // Status reads process i's /v1/status.
 func (pc *ProcCluster) Status(i int) (ProcStatus, error) {
 	var st ProcStatus
-	code, body, err := httpGet(pc.procs[i].HTTPAddr, "/v1/status")
+	code, body, err := pc.get(pc.procs[i].HTTPAddr, "/v1/status")
 	if err != nil {
 		return st, err
 	}
@@ -328,7 +425,7 @@ func (pc *ProcCluster) agreedLeader() (*Proc, error) {
 // errors for CallTimeout), recording writes in the cluster's ledger.
 func (pc *ProcCluster) Connect(t testing.TB, i int, params map[string]any) *Client {
 	t.Helper()
-	cl, err := Dial(t, pc.procs[i].MAPURL(), pc.Ledger)
+	cl, err := dialTLS(t, pc.procs[i].MAPURL(), pc.Ledger, tlstest.ClientTLS(pc.system, ""))
 	if err != nil {
 		t.Fatalf("clustertest: %v", err)
 	}
@@ -354,6 +451,9 @@ func (pc *ProcCluster) Close() {
 			pc.t.Errorf("clustertest: %s survived SIGKILL", p)
 		}
 	}
+	for _, f := range pc.forwards {
+		_ = f.Close()
+	}
 	if pc.t.Failed() {
 		for _, p := range pc.procs {
 			pc.t.Logf("log of %s (tail):\n%s", p, tail(p.LogPath, 60))
@@ -366,8 +466,15 @@ func (pc *ProcCluster) Close() {
 // It presents the operator certificate: /v1/status needs a credential.
 var httpClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: OperatorTLS()}}
 
-func httpGet(addr, path string) (int, []byte, error) {
-	resp, err := httpClient.Get("https://" + addr + path)
+func httpGet(addr, path string) (int, []byte, error) { return getWith(httpClient, addr, path) }
+
+// get reads path from addr as the system's operator.
+func (pc *ProcCluster) get(addr, path string) (int, []byte, error) {
+	return getWith(pc.http, addr, path)
+}
+
+func getWith(c *http.Client, addr, path string) (int, []byte, error) {
+	resp, err := c.Get("https://" + addr + path)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -22,8 +22,10 @@ var readmeJS = regexp.MustCompile("(?s)```js\n(.*?)```")
 // TestREADME_Snippets runs every JavaScript snippet of README.md, as
 // written, with the Node.js on PATH (the README names Node.js 20) against a
 // dev node: only the address ws://127.0.0.1:7700/map is pointed at the test
-// node, and CONCORD_API_KEY holds a key made the way the README says
-// (--participant 'worker-*' --types agent).
+// node, CONCORD_API_KEY holds a key made the way the README says
+// (--participant 'worker-*' --types agent) and CONCORD_GATEWAY_KEY a
+// gateway key (--participant gw-lab --types gateway --gateway-sources lab
+// --gateway-targets dev).
 func TestREADME_Snippets(t *testing.T) {
 	nodeBin := requireSDK(t)
 	b, err := os.ReadFile(filepath.Join("..", "README.md"))
@@ -50,6 +52,11 @@ func TestREADME_Snippets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gwKey, err := srv.ACLAdmin().CreateToken(ctx, &concordv1.AclCreateTokenRequest{ParticipantIdPattern: "gw-lab", ParticipantTypes: []string{"gateway"},
+		GatewaySources: []string{"lab"}, GatewayTargets: []string{cfg.SystemID}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, m := range snippets {
 		code := strings.ReplaceAll(m[1], "ws://127.0.0.1:7700/map", srv.MAPURL())
 		// The file must sit beside node_modules to resolve the SDK and ws.
@@ -61,7 +68,7 @@ func TestREADME_Snippets(t *testing.T) {
 		runCtx, runCancel := context.WithTimeout(ctx, 30*time.Second)
 		cmd := exec.CommandContext(runCtx, nodeBin, filepath.Base(file))
 		cmd.Dir = sdkInteropDir
-		cmd.Env = append(os.Environ(), "CONCORD_API_KEY="+key.GetToken())
+		cmd.Env = append(os.Environ(), "CONCORD_API_KEY="+key.GetToken(), "CONCORD_GATEWAY_KEY="+gwKey.GetToken())
 		cmd.WaitDelay = 5 * time.Second
 		out, err := cmd.CombinedOutput()
 		runCancel()

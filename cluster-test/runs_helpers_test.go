@@ -41,8 +41,14 @@ type runRequest struct {
 // task).
 func newRunRequest(t testing.TB, requestID, reporter string, perTaskMs int64) runRequest {
 	t.Helper()
-	parts := make([]map[string]any, 0, len(runParticipants))
-	for _, id := range runParticipants {
+	return newRunRequestOf(t, requestID, reporter, perTaskMs, runParticipants)
+}
+
+// newRunRequestOf is newRunRequest with other participants.
+func newRunRequestOf(t testing.TB, requestID, reporter string, perTaskMs int64, participants []string) runRequest {
+	t.Helper()
+	parts := make([]map[string]any, 0, len(participants))
+	for _, id := range participants {
 		parts = append(parts, map[string]any{"id": id})
 	}
 	obj := map[string]any{

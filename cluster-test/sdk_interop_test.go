@@ -95,14 +95,22 @@ func TestSDKInterop_SingleNode(t *testing.T) {
 	}
 	bearer := issuer.Token("interop-jwt", "interop-jwt", "agent", "client")
 
-	// The script has its own 30 s deadline; the context is the backstop if
-	// node itself wedges, and WaitDelay bounds waiting for its pipes.
+	runSDKScript(ctx, t, nodeBin, "interop.mjs", []string{srv.MAPURL()},
+		"NODE_EXTRA_CA_CERTS="+caFile, "INTEROP_BEARER="+bearer, "INTEROP_API_KEY="+key.GetToken())
+}
+
+// runSDKScript runs one of the sdk/*.mjs checks with node and fails t
+// unless it printed a summary of checks that ran, with none failed or
+// skipped. The script has its own 30 s deadline; the context is the
+// backstop if node itself wedges, and WaitDelay bounds waiting for its
+// pipes.
+func runSDKScript(ctx context.Context, t *testing.T, nodeBin, script string, args []string, env ...string) {
+	t.Helper()
 	runCtx, runCancel := context.WithTimeout(ctx, 45*time.Second)
 	defer runCancel()
-	cmd := exec.CommandContext(runCtx, nodeBin, "interop.mjs", srv.MAPURL())
+	cmd := exec.CommandContext(runCtx, nodeBin, append([]string{script}, args...)...)
 	cmd.Dir = sdkInteropDir
-	cmd.Env = append(os.Environ(), "INTEROP_TIMEOUT_MS=30000", "NO_COLOR=1", "NODE_EXTRA_CA_CERTS="+caFile,
-		"INTEROP_BEARER="+bearer, "INTEROP_API_KEY="+key.GetToken())
+	cmd.Env = append(append(os.Environ(), "INTEROP_TIMEOUT_MS=30000", "NO_COLOR=1"), env...)
 	cmd.WaitDelay = 5 * time.Second
 	out, runErr := cmd.CombinedOutput()
 	output := string(out)
@@ -111,11 +119,11 @@ func TestSDKInterop_SingleNode(t *testing.T) {
 		var exitErr *exec.ExitError
 		switch {
 		case errors.Is(runCtx.Err(), context.DeadlineExceeded):
-			t.Fatalf("interop.mjs killed after 45 s\n%s", output)
+			t.Fatalf("%s killed after 45 s\n%s", script, output)
 		case errors.As(runErr, &exitErr):
-			t.Fatalf("interop.mjs exited %d; failing checks are the FAIL lines:\n%s", exitErr.ExitCode(), output)
+			t.Fatalf("%s exited %d; failing checks are the FAIL lines:\n%s", script, exitErr.ExitCode(), output)
 		default:
-			t.Fatalf("run interop.mjs: %v\n%s", runErr, output)
+			t.Fatalf("run %s: %v\n%s", script, runErr, output)
 		}
 	}
 	// Exit status 0 alone is not trusted: the summary must show checks that
@@ -123,11 +131,11 @@ func TestSDKInterop_SingleNode(t *testing.T) {
 	m := sdkInteropSummary.FindStringSubmatch(output)
 	switch {
 	case m == nil:
-		t.Fatalf("interop.mjs printed no summary line\n%s", output)
+		t.Fatalf("%s printed no summary line\n%s", script, output)
 	case m[1] == "0" || m[2] != "0" || m[3] != "0":
-		t.Fatalf("interop.mjs summary %q\n%s", m[0], output)
+		t.Fatalf("%s summary %q\n%s", script, m[0], output)
 	case sdkInteropFail.MatchString(output):
-		t.Fatalf("interop.mjs printed FAIL lines\n%s", output)
+		t.Fatalf("%s printed FAIL lines\n%s", script, output)
 	}
-	t.Logf("interop.mjs:\n%s", output)
+	t.Logf("%s:\n%s", script, output)
 }

@@ -37,12 +37,15 @@ func adminConn(addr string) (*grpc.ClientConn, error) {
 
 // serverTLSArgs writes node id's test certificate under dir/tls-ID and
 // returns the `concord server` flags that use it.
-func serverTLSArgs(dir, id string) ([]string, error) {
+func serverTLSArgs(dir, id string) ([]string, error) { return systemTLSArgs(dir, SystemID, id) }
+
+// systemTLSArgs is serverTLSArgs for a node of system (its own test CA).
+func systemTLSArgs(dir, system, id string) ([]string, error) {
 	d := filepath.Join(dir, "tls-"+id)
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return nil, fmt.Errorf("tls dir: %w", err)
 	}
-	c, err := tlstest.Files(d, tlstest.Server(SystemID, id))
+	c, err := tlstest.Files(d, tlstest.Server(system, id))
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +57,13 @@ func serverTLSArgs(dir, id string) ([]string, error) {
 // (CONCORD_CA_FILE, CONCORD_CERT_FILE, CONCORD_KEY_FILE).
 func OperatorEnv(t testing.TB) []string {
 	t.Helper()
-	c, err := tlstest.Files(t.TempDir(), tlstest.Operator(SystemID, "operator"))
+	return OperatorEnvFor(t, SystemID)
+}
+
+// OperatorEnvFor is OperatorEnv for the operator of system (its test CA).
+func OperatorEnvFor(t testing.TB, system string) []string {
+	t.Helper()
+	c, err := tlstest.Files(t.TempDir(), tlstest.Operator(system, "operator"))
 	if err != nil {
 		t.Fatalf("clustertest: %v", err)
 	}

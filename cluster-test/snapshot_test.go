@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/concordmap/concord/node/backup"
 	"github.com/concordmap/concord/node/client/argueclient"
@@ -157,6 +159,10 @@ func TestSnapshot_SaveBusyRestoreFresh(t *testing.T) {
 	wg.Wait()
 	t.Logf("busy snapshot at index %d after %d concurrent writes", busyInfo.Index, written.Load())
 
+	// Federation state (a link, a pending peering token) and an ACL key,
+	// which the restore must bring back too.
+	addFedAndACLState(t, a, "peer-x")
+	wantFedACL := fedACLView(t, a)
 	wantRuns := runsView(t, a, finished, inFlight) // (its readers' sessions are in the digest)
 	// Subscription cursors move as clients ack events, a little after the
 	// writes stop: save until A held still across a whole save.
@@ -180,6 +186,7 @@ func TestSnapshot_SaveBusyRestoreFresh(t *testing.T) {
 
 	b := New(t, 3)
 	agentOn(t, b, 0, "stale", nil) // B's own state, which a restore replaces
+	addFedAndACLState(t, b, "peer-stale")
 
 	// The busy snapshot, through a follower, while the other follower is
 	// down: consistent on every node (the stopped one installs it from the
@@ -208,6 +215,9 @@ func TestSnapshot_SaveBusyRestoreFresh(t *testing.T) {
 	gotDigest, gotSummary := agreedDigest(t, b)
 	if gotDigest != wantDigest {
 		t.Fatalf("restored registry %s, want %s", gotSummary, wantSummary)
+	}
+	if got := fedACLView(t, b); got != wantFedACL {
+		t.Fatalf("federation links and ACL keys after restore:\n%s\nwant\n%s", got, wantFedACL)
 	}
 	gotRuns := runsView(t, b, finished, inFlight)
 	for id, want := range wantRuns {
@@ -275,4 +285,57 @@ func restoreRaw(t testing.TB, n *Node, file []byte) error {
 	}
 	_, err = st.CloseAndRecv()
 	return err
+}
+
+// addFedAndACLState gives c a federation link to peer (its address is
+// never reachable: the record is what a snapshot carries), a peering token
+// issued for another system, and an API key.
+func addFedAndACLState(t testing.TB, c *Cluster, peer string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	defer cancel()
+	l := c.Leader(t)
+	link := &concordv1.FedLink{PeerSystemId: peer, PeerAddrs: []string{"127.0.0.1:1"}, CreatedAtMs: 1_750_000_000_000, Initiator: true}
+	if _, _, err := l.Store().Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_LINK_PUT, &concordv1.FedLinkPut{Link: link}); err != nil {
+		t.Fatalf("federation link on %s: %v", l, err)
+	}
+	if _, err := c.FederationClient(t, l.Index).CreateToken(ctx, &concordv1.CreateTokenRequest{PeerSystemId: peer + "-next"}); err != nil {
+		t.Fatalf("peering token on %s: %v", l, err)
+	}
+	if _, err := l.Server().ACLAdmin().CreateToken(ctx, &concordv1.AclCreateTokenRequest{
+		ParticipantIdPattern: peer + "-bot-*", ParticipantTypes: []string{"agent"}, Description: "snapshot test key"}); err != nil {
+		t.Fatalf("API key on %s: %v", l, err)
+	}
+}
+
+// fedACLView is the federation module's whole state (links, tokens,
+// imported directories) and the API keys, as every running node of c
+// agrees on them.
+func fedACLView(t testing.TB, c *Cluster) string {
+	t.Helper()
+	var view string
+	Eventually(t, ConvergeTimeout, func() error {
+		for k, n := range c.Running() {
+			srv := n.Server()
+			var b strings.Builder
+			for _, r := range srv.Federation().State().Snapshot() {
+				b.WriteString(prototext.Format(r))
+				b.WriteString("\n")
+			}
+			keys, err := srv.ACLAdmin().ListTokens(context.Background(), &concordv1.AclListTokensRequest{})
+			if err != nil {
+				return err
+			}
+			b.WriteString(prototext.Format(keys))
+			if k > 0 && b.String() != view {
+				return fmt.Errorf("federation/ACL state differs on %s", n)
+			}
+			view = b.String()
+		}
+		return nil
+	})
+	if !strings.Contains(view, "peer_system_id") || !strings.Contains(view, "snapshot test key") {
+		t.Fatalf("federation/ACL view lacks the link or the key:\n%s", view)
+	}
+	return view
 }

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"testing"
@@ -114,7 +115,7 @@ func (b *batchRecorder) Send(f *concordv1.FedFrame) error {
 // TestOutLink_FlushBatches: the buffer drains in order, in batches of at
 // most maxBatch envelopes and maxBatchBytes (a larger envelope alone).
 func TestOutLink_FlushBatches(t *testing.T) {
-	m := &Manager{now: time.Now, log: discardLogger()}
+	m := &Manager{now: time.Now, log: discardLogger(), deps: Deps{IsLeader: func() bool { return false }}}
 	pol, _ := BufferPolicyOr(&concordv1.FedBufferPolicy{MaxBytes: 64 << 20})
 	l := newOutLink(m, &concordv1.FedLink{PeerSystemId: "dc2", PeerAddrs: []string{"x"}, Buffer: pol})
 	l.up = true
@@ -126,7 +127,7 @@ func TestOutLink_FlushBatches(t *testing.T) {
 		l.enqueue(&concordv1.FedEnvelope{MessageId: strconv.Itoa(i), Payload: make([]byte, sz)}, func(Outcome) {})
 	}
 	var rec batchRecorder
-	if err := l.flush(&rec); err != nil {
+	if err := l.flush(context.Background(), &rec); err != nil {
 		t.Fatal(err)
 	}
 	next := 0

@@ -43,6 +43,16 @@ type Config struct {
 	// AckTimeout bounds how long a sent message waits for its ack before
 	// its sender hears 5000 (outcome unknown).
 	AckTimeout time.Duration
+	// GuaranteedWait bounds how long a guaranteed send waits for the
+	// peer's answer (while this node's stream is up) before it answers
+	// "queued": the message is in the Raft log by then.
+	GuaranteedWait time.Duration
+	// DirectoryChunkBytes bounds one chunk of a directory update, so one
+	// Raft entry: at most 512 KiB.
+	DirectoryChunkBytes int
+	// UnlinkRetry is how often the leader retries telling a peer of an
+	// unlink it has not confirmed.
+	UnlinkRetry time.Duration
 	// MaxEnvelopeBytes bounds one message's payload+meta across a link.
 	MaxEnvelopeBytes int
 	// Dialer, for tests / fault injection: dials peers' gRPC addresses.
@@ -59,6 +69,7 @@ func DefaultConfig() Config {
 		TokenTTL: time.Hour, DirectorySync: 2 * time.Second, Ping: 5 * time.Second,
 		BackoffMin: 200 * time.Millisecond, BackoffMax: 10 * time.Second,
 		CallTimeout: 10 * time.Second, AckTimeout: 15 * time.Second, MaxEnvelopeBytes: 1 << 20,
+		GuaranteedWait: 2 * time.Second, DirectoryChunkBytes: 256 << 10, UnlinkRetry: 5 * time.Second,
 	}
 }
 
@@ -69,15 +80,22 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: SystemID %q", ErrInvalidConfig, c.SystemID)
 	case c.NodeID == "":
 		return fmt.Errorf("%w: NodeID is required", ErrInvalidConfig)
-	case c.TokenTTL <= 0 || c.DirectorySync <= 0 || c.Ping <= 0 || c.CallTimeout <= 0 || c.AckTimeout <= 0:
+	case c.TokenTTL <= 0 || c.DirectorySync <= 0 || c.Ping <= 0 || c.CallTimeout <= 0 || c.AckTimeout <= 0 ||
+		c.GuaranteedWait <= 0 || c.UnlinkRetry <= 0:
 		return fmt.Errorf("%w: timings must be > 0", ErrInvalidConfig)
 	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
 		return fmt.Errorf("%w: backoff bounds", ErrInvalidConfig)
+	case c.DirectoryChunkBytes < 1<<10 || c.DirectoryChunkBytes > MaxDirectoryChunkBytes:
+		return fmt.Errorf("%w: DirectoryChunkBytes must be in 1 KiB..512 KiB (one Raft entry)", ErrInvalidConfig)
 	case c.MaxEnvelopeBytes <= 0 || c.MaxEnvelopeBytes > 8<<20:
 		return fmt.Errorf("%w: MaxEnvelopeBytes must be in 1..8 MiB (a stream message holds at most 16 MiB)", ErrInvalidConfig)
 	}
 	return nil
 }
+
+// MaxDirectoryChunkBytes bounds Config.DirectoryChunkBytes: no directory
+// Raft entry is larger.
+const MaxDirectoryChunkBytes = 512 << 10
 
 // Proposer proposes a command to this system's Raft log from any node
 // (raftstore.Store.Apply, which forwards from followers).
@@ -105,6 +123,20 @@ type Deliverer interface {
 	DeliverAgent(ctx context.Context, agentID string, msg json.RawMessage, done func(error))
 }
 
+// ServiceDeliverer hands a message that crossed a link to an in-process
+// service of this system (such as "concord.runs", which takes agents'
+// answers to run tasks): services are addressed like agents,
+// "<system>:agent:<service id>", but are not in the directory and no
+// export policy applies to them; the service decides who may use it.
+type ServiceDeliverer interface {
+	// IsService reports whether id names a service of this system.
+	IsService(id string) bool
+	// DeliverService calls service id with map/send params from the remote
+	// sender from ("<system>:agent:<id>") and returns its refusal, if any,
+	// as a *CodeError. It may block until the service has answered.
+	DeliverService(ctx context.Context, id, from string, params json.RawMessage) *CodeError
+}
+
 // EventSink receives federation_connected / federation_disconnected.
 type EventSink interface {
 	FederationEvent(kind, peerSystem string, data map[string]any)
@@ -121,6 +153,12 @@ type Deps struct {
 	Servers func() []string
 	// Events is optional.
 	Events EventSink
+	// Services, optional, receives envelopes addressed to a service id
+	// (ServiceDeliverer); without it such an id is an unknown agent.
+	Services ServiceDeliverer
+	// Sessions, optional, delivers to MAP gateway sessions: without it
+	// messages for systems served by SDK gateways answer 5001.
+	Sessions SessionDeliverer
 	// Barrier, optional, returns once this node has applied everything
 	// committed before the call. A message for a local agent or scope
 	// this node does not know yet waits for it before the answer is
@@ -136,6 +174,9 @@ type Deps struct {
 	// MAPDial, optional, opens connections to foreign MAP servers (links
 	// of kind map). nil: this node never holds a map link.
 	MAPDial MAPDialer
+	// VerifyLeader, optional, confirms with a quorum that this node still
+	// leads (the outbox drainer checks before sending).
+	VerifyLeader func(ctx context.Context) error
 }
 
 func (d Deps) validate() error {

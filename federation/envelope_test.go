@@ -129,3 +129,33 @@ func TestToken_RoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendJSONString_MatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "dc1", "alice-1_x.y:z", `q"uote`, `back\slash`, "new\nline", "<tag>&", "é", "\x7f", "\u2028"} {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString(nil, s); string(got) != string(want) {
+			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
+
+func TestBuildMessage_SizedOnce(t *testing.T) {
+	env := validEnv()
+	env.Payload = []byte(`"` + strings.Repeat("x", 254) + `"`)
+	env.Meta = []byte(`{"correlationId":"c-1","expectsResponse":true}`)
+	if m := BuildMessage(env); cap(m) < len(m) || len(m) > cap(m) || cap(m)-len(m) > 256 {
+		t.Fatalf("BuildMessage: len %d cap %d: sized badly", len(m), cap(m))
+	}
+	if allocs := testing.AllocsPerRun(50, func() { _ = BuildMessage(env) }); allocs > 1 {
+		t.Fatalf("BuildMessage allocates %v times per message, want 1", allocs)
+	}
+}
+
+func TestBuildMessage_EscapesUnusualIDs(t *testing.T) {
+	env := validEnv()
+	env.From, env.SourceSystem = `al"ice\`, "dc1"
+	var m struct{ From string }
+	if err := json.Unmarshal(BuildMessage(env), &m); err != nil || m.From != RemoteID("dc1", `al"ice\`) {
+		t.Fatalf("from %q, %v", m.From, err)
+	}
+}

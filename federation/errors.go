@@ -5,6 +5,7 @@ import "errors"
 // MAP error codes of map-protocol.md §6 that federation answers with.
 const (
 	CodeAgentNotFound   = 2001
+	CodeScopeNotFound   = 2002
 	CodeUnavailable     = 5000 // FEDERATION_UNAVAILABLE: link down, buffer refused
 	CodeSystemNotFound  = 5001 // FEDERATION_SYSTEM_NOT_FOUND: no link
 	CodeAuthFailed      = 5002 // FEDERATION_AUTH_FAILED
@@ -44,6 +45,9 @@ var (
 	// ErrStaleHolder: a map link's holder command names a holder (or an
 	// epoch) that is no longer current.
 	ErrStaleHolder = errors.New("federation: map link holder changed")
+	// ErrOutboxFull: a link's replicated outbox of guaranteed messages is
+	// at its message or byte bound.
+	ErrOutboxFull = errors.New("federation: guaranteed outbox full")
 	// ErrClosed: the manager is shut down.
 	ErrClosed = errors.New("federation: closed")
 )

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"encoding/json"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -42,6 +43,52 @@ func FuzzEnvelope(f *testing.F) {
 				t.Fatalf("accepted %v", &env)
 			}
 			_ = BuildMessage(&env)
+			if env.GetToAgent() != "" && !json.Valid(BuildServiceParams(&env)) {
+				t.Fatalf("service params of %v are not JSON", &env)
+			}
 		}
+	})
+}
+
+// FuzzDirectoryChunks: any sequence of directory updates a peer sends
+// (decoded from arbitrary bytes, proposed as chunks) is applied or
+// refused without a panic, keeps the staged update bounded, and leaves a
+// state that survives a snapshot round trip.
+func FuzzDirectoryChunks(f *testing.F) {
+	seed := func(us ...*concordv1.FedDirectoryApply) []byte {
+		var out []byte
+		for _, u := range us {
+			b, _ := proto.Marshal(u)
+			out = append(out, byte(len(b)))
+			out = append(out, b...)
+		}
+		return out
+	}
+	a := &concordv1.FedRemoteAgent{Id: "a"}
+	f.Add(seed(&concordv1.FedDirectoryApply{Version: 3, Full: true, More: true, Upserts: []*concordv1.FedRemoteAgent{a}},
+		&concordv1.FedDirectoryApply{Version: 3, Full: true, Chunk: 1, Removes: []string{"b"}}))
+	f.Add(seed(&concordv1.FedDirectoryApply{Version: 2, BaseVersion: 1, Chunk: 4}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s := NewState()
+		if err := apply(t, s, cmdPut, &concordv1.FedLinkPut{Link: link("dc2")}); err != nil {
+			t.Fatal(err)
+		}
+		for len(b) > 0 {
+			n := int(b[0])
+			b = b[1:]
+			if n > len(b) {
+				n = len(b)
+			}
+			var u concordv1.FedDirectoryApply
+			if proto.Unmarshal(b[:n], &u) == nil {
+				u.PeerSystemId = "dc2"
+				_ = apply(t, s, cmdDirPart, &concordv1.FedDirectoryChunk{Update: &u})
+			}
+			b = b[n:]
+		}
+		if s.stagedBytes["dc2"] > maxStagedBytes {
+			t.Fatalf("staged %d bytes", s.stagedBytes["dc2"])
+		}
+		roundTrip(t, s)
 	})
 }

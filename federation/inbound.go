@@ -1,7 +1,9 @@
 package federation
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 
@@ -40,11 +42,13 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	}
 	m.inboundDelta(peer, 1)
 	defer m.inboundDelta(peer, -1)
-	in := &inStream{m: m, peer: peer, stream: stream, wake: make(chan struct{}, 1)}
+	in := &inStream{m: m, peer: peer, stream: stream, wake: make(chan struct{}, 1), markWake: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	wdone := make(chan error, 1)
 	go func() { wdone <- in.writer(ctx) }()
+	mdone := make(chan struct{})
+	go func() { defer close(mdone); in.marker(ctx) }()
 	rdone := make(chan error, 1)
 	m.wg.Add(1) // Recv returns once the handler has returned
 	go func() { defer m.wg.Done(); rdone <- in.read(ctx) }()
@@ -60,6 +64,8 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	if !writerDone {
 		<-wdone
 	}
+	<-mdone
+	in.closeMarks()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -79,6 +85,14 @@ type inStream struct {
 	wake   chan struct{}
 	sent   map[string]*concordv1.FedRemoteAgent // the directory last sent on this stream
 	sentAt uint64                               // its version (0: none)
+	// Guaranteed messages (guaranteed.go): whether this stream waited for
+	// the Raft barrier yet, and the processed ones whose acks wait for
+	// their inbox mark.
+	barriered bool
+	gmarks    []gmark
+	markWake  chan struct{} // cap 1: gmarks grew
+	closed    bool          // the stream ended: marks are made without acks
+	gfence    uint64        // refused retryably: later seqs wait for it (0: none)
 }
 
 func (in *inStream) read(ctx context.Context) error {
@@ -89,12 +103,16 @@ func (in *inStream) read(ctx context.Context) error {
 		}
 		switch fr := f.GetFrame().(type) {
 		case *concordv1.FedFrame_Batch:
-			for _, env := range fr.Batch.GetEnvelopes() {
-				in.m.countReceived(in.peer)
-				in.deliver(ctx, env)
+			// The link (policies) is read once per batch, not per
+			// envelope: State.Link copies it, CA certificate and all.
+			envs := fr.Batch.GetEnvelopes()
+			in.m.countReceived(in.peer, len(envs))
+			link, ok := in.m.deps.State.Link(in.peer)
+			for _, env := range envs {
+				in.deliver(ctx, env, link, ok)
 			}
 		case *concordv1.FedFrame_DirRequest:
-			if u := in.directory(fr.DirRequest.GetHaveVersion()); u != nil {
+			for _, u := range in.directory(fr.DirRequest.GetHaveVersion(), fr.DirRequest.GetHaveDigest()) {
 				in.push(&concordv1.FedFrame{Frame: &concordv1.FedFrame_DirUpdate{DirUpdate: u}})
 			}
 		case *concordv1.FedFrame_Ping:
@@ -108,21 +126,35 @@ func (in *inStream) read(ctx context.Context) error {
 
 // deliver checks env and hands it to the local recipient; the ack
 // follows the outcome. Calls are made in arrival order, which keeps the
-// order per sender and recipient.
-func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
+// order per sender and recipient. link is the stream's link as read for
+// env's batch (linked false: removed).
+func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope, link *concordv1.FedLink, linked bool) {
 	m := in.m
 	seq := env.GetSeq()
 	if cerr := CheckInbound(env, m.cfg.SystemID, in.peer, m.cfg.MaxEnvelopeBytes); cerr != nil {
 		in.ack(seq, cerr, nil)
 		return
 	}
+	answer := in.ack
+	if env.GetGuaranteedSeq() > 0 {
+		if a := in.guaranteedCheck(ctx, env); a != nil {
+			in.pushAck(a)
+			return
+		}
+		answer = func(seq uint64, cerr *CodeError, delivered []string) {
+			in.guaranteedDone(env, newAck(seq, cerr, delivered))
+		}
+	}
 	if env.GetTargetSystem() != m.cfg.SystemID {
 		m.forward(env, in.peer, func(o Outcome) { in.ackOutcome(seq, o) })
 		return
 	}
-	link, ok := m.deps.State.Link(in.peer)
-	if !ok {
-		in.ack(seq, codeErr(CodeSystemNotFound, "Federation link to "+in.peer+" removed", nil), nil)
+	if !linked {
+		answer(seq, codeErr(CodeSystemNotFound, "Federation link to "+in.peer+" removed", nil), nil)
+		return
+	}
+	if svc := m.deps.Services; svc != nil && env.GetToAgent() != "" && svc.IsService(env.GetToAgent()) {
+		in.deliverService(ctx, svc, env)
 		return
 	}
 	targets, cerr := in.targets(link, env)
@@ -134,10 +166,16 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 		cancel()
 	}
 	if cerr != nil {
-		in.ack(seq, cerr, nil)
+		answer(seq, cerr, nil)
 		return
 	}
-	msg := BuildMessage(env)
+	m.deliverLocal(ctx, targets, BuildMessage(env), func(delivered []string, cerr *CodeError) { answer(seq, cerr, delivered) })
+}
+
+// deliverLocal hands msg to each local agent in targets; done hears the
+// remote ids of those whose connection took it, or the last error when
+// none did.
+func (m *Manager) deliverLocal(ctx context.Context, targets []string, msg json.RawMessage, done func([]string, *CodeError)) {
 	var (
 		mu        sync.Mutex
 		left      = len(targets)
@@ -153,18 +191,39 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope) {
 				lastErr = err
 			}
 			left--
-			done := left == 0
+			last := left == 0
 			mu.Unlock()
-			if !done {
+			if !last {
 				return
 			}
 			if len(delivered) == 0 {
-				in.ack(seq, deliveryError(lastErr), nil)
+				done(nil, deliveryError(lastErr))
 			} else {
-				in.ack(seq, nil, delivered)
+				done(delivered, nil)
 			}
 		})
 	}
+}
+
+// deliverService hands env to the local service it names on a goroutine
+// of its own (a service may take a Raft commit to answer; the stream
+// keeps reading meanwhile) and acknowledges with the service's answer.
+// The goroutine joins the manager's wait group, which the reader already
+// holds, and its call is bounded by CallTimeout.
+func (in *inStream) deliverService(ctx context.Context, svc ServiceDeliverer, env *concordv1.FedEnvelope) {
+	m := in.m
+	seq, id := env.GetSeq(), env.GetToAgent()
+	params := BuildServiceParams(env)
+	from := RemoteID(env.GetSourceSystem(), env.GetFrom())
+	m.wg.Go(func() {
+		sctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+		defer cancel()
+		if cerr := svc.DeliverService(sctx, id, from, params); cerr != nil {
+			in.ack(seq, cerr, nil)
+			return
+		}
+		in.ack(seq, nil, []string{RemoteID(m.cfg.SystemID, id)})
+	})
 }
 
 // targets resolves the recipient: 2001 unknown agent, 5003 not exported
@@ -219,10 +278,18 @@ func (in *inStream) ackOutcome(seq uint64, o Outcome) {
 }
 
 func (in *inStream) ack(seq uint64, cerr *CodeError, delivered []string) {
+	in.pushAck(newAck(seq, cerr, delivered))
+}
+
+func newAck(seq uint64, cerr *CodeError, delivered []string) *concordv1.FedAck {
 	a := &concordv1.FedAck{Seq: seq, Delivered: delivered}
 	if cerr != nil {
 		a.Code, a.Message = int32(cerr.Code), cerr.Message
 	}
+	return a
+}
+
+func (in *inStream) pushAck(a *concordv1.FedAck) {
 	in.mu.Lock()
 	in.acks = append(in.acks, a)
 	in.mu.Unlock()
@@ -269,9 +336,11 @@ func (in *inStream) writer(ctx context.Context) error {
 }
 
 // directory answers a directory request with what this system exports to
-// the peer: a delta against what this stream sent last when the importer
-// has exactly that version, else the full set; nil when nothing changed.
-func (in *inStream) directory(have uint64) *concordv1.FedDirectoryApply {
+// the peer, in chunks of at most Config.DirectoryChunkBytes: nothing when
+// the importer's digest shows it holds the current set (any stream can
+// tell), a delta against what this stream sent last when the importer
+// has exactly that version, else the full set.
+func (in *inStream) directory(have uint64, haveDigest []byte) []*concordv1.FedDirectoryApply {
 	link, ok := in.m.deps.State.Link(in.peer)
 	if !ok {
 		return nil
@@ -283,17 +352,25 @@ func (in *inStream) directory(have uint64) *concordv1.FedDirectoryApply {
 			cur[a.GetId()] = a
 		}
 	}
+	keys := sortedKeys(cur)
+	digest := exportDigest(cur, keys)
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	u := &concordv1.FedDirectoryApply{PeerSystemId: in.m.cfg.SystemID, Version: version}
+	if have != 0 && bytes.Equal(digest, haveDigest) {
+		// The importer holds this set: later deltas on this stream start
+		// from it.
+		in.sent, in.sentAt = cur, have
+		return nil
+	}
+	u := &concordv1.FedDirectoryApply{PeerSystemId: in.m.cfg.SystemID, Version: version, Digest: digest}
 	if have == 0 || have != in.sentAt || in.sent == nil {
 		u.Full = true
-		for _, k := range sortedKeys(cur) {
+		for _, k := range keys {
 			u.Upserts = append(u.Upserts, cur[k])
 		}
 	} else {
 		u.BaseVersion = have
-		for _, k := range sortedKeys(cur) {
+		for _, k := range keys {
 			if old, ok := in.sent[k]; !ok || !proto.Equal(old, cur[k]) {
 				u.Upserts = append(u.Upserts, cur[k])
 			}
@@ -311,5 +388,5 @@ func (in *inStream) directory(have uint64) *concordv1.FedDirectoryApply {
 		return nil
 	}
 	in.sent, in.sentAt = cur, version
-	return u
+	return chunkDirectory(u, in.m.cfg.DirectoryChunkBytes)
 }

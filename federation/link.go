@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -26,6 +27,10 @@ const (
 	maxBatch      = 64
 	maxBatchBytes = 4 << 20
 )
+
+// upQueueFactor scales a link's outage bounds into the bounds of its send
+// queue while a stream is up (16,000 messages / 160 MB by default).
+const upQueueFactor = 16
 
 // outLink is this node's stream to one linked system: it picks one of the
 // peer's servers (spread by a hash of this node's id), keeps the stream
@@ -48,6 +53,12 @@ type outLink struct {
 	cancel   context.CancelFunc
 	stopCh   chan struct{}
 	resync   bool // a directory gap: ask for everything next time
+	dirTicks int  // directory ticks so far (a follower asks every followerDirEvery-th)
+	// Guaranteed messages (guaranteed.go): when each outbox seq sent on
+	// this stream may be sent again, and the peer's answers not yet
+	// stored.
+	gsent map[uint64]time.Time
+	gacks []*concordv1.FedAck
 
 	// stats
 	sent, reconnects uint64
@@ -58,13 +69,21 @@ type outLink struct {
 type inflight struct {
 	it     *item
 	sentAt time.Time
+	gseq   uint64 // outbox seq of a guaranteed message, else 0
 }
 
 func newOutLink(m *Manager, l *concordv1.FedLink) *outLink {
 	return &outLink{
 		m: m, peer: l.GetPeerSystemId(), link: l, log: m.log.With("peer", l.GetPeerSystemId()),
 		inflight: map[uint64]*inflight{}, wake: make(chan struct{}, 1), stopCh: make(chan struct{}),
+		gsent: map[uint64]time.Time{},
 	}
+}
+
+func (l *outLink) isUp() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up
 }
 
 func (l *outLink) policy() *concordv1.FedLink {
@@ -105,10 +124,28 @@ func (l *outLink) enqueue(env *concordv1.FedEnvelope, done func(Outcome)) {
 		return
 	}
 	up := l.up
-	if !up {
+	var dropped []*item
+	var refuse *CodeError
+	if up {
+		// With a stream up the buffer is only the send queue: the outage
+		// bounds (what may wait for a stream) do not apply, or a burst
+		// larger than MaxMessages would be dropped from a healthy link.
+		// A stream that stalls (a blackholed peer not yet noticed) must
+		// not hold unbounded memory either: past upQueueFactor times the
+		// outage bounds new messages are refused, retryable, and nothing
+		// is dropped. What is still queued when the stream breaks becomes
+		// outage backlog, trimmed by the policy on the next push.
+		if p := l.bufferPolicy(); (p.GetMaxMessages() > 0 && len(l.buf.items) >= upQueueFactor*int(p.GetMaxMessages())) ||
+			(p.GetMaxBytes() > 0 && uint64(l.buf.bytes+it.size) > upQueueFactor*p.GetMaxBytes()) {
+			refuse = codeErr(CodeUnavailable, "Federation link to "+l.peer+" is congested: its send queue is full", map[string]any{"retryable": true, "systemId": l.peer})
+		} else {
+			l.buf.items = append(l.buf.items, it)
+			l.buf.bytes += it.size
+		}
+	} else {
 		it.done = nil
+		dropped, refuse = l.buf.push(it, l.bufferPolicy(), it.at)
 	}
-	dropped, refuse := l.buf.push(it, l.bufferPolicy(), it.at)
 	l.mu.Unlock()
 	tellDropped(dropped)
 	switch {
@@ -341,6 +378,8 @@ func (l *outLink) disconnected(addr string) {
 	l.up, l.connectedTo = false, ""
 	fl := l.inflight
 	l.inflight = map[uint64]*inflight{}
+	clear(l.gsent) // unanswered outbox messages go again on the next stream
+	l.gacks = nil  // the peer answers again ("duplicate")
 	queued := detachWaiting(l.buf.items)
 	l.mu.Unlock()
 	for _, f := range fl {
@@ -365,9 +404,10 @@ func (l *outLink) sendLoop(ctx context.Context, stream concordv1.Federation_Link
 		return err
 	}
 	for {
-		if err := l.flush(stream); err != nil {
+		if err := l.flush(ctx, stream); err != nil {
 			return err
 		}
+		l.commitAcks(ctx)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -387,24 +427,44 @@ func (l *outLink) sendLoop(ctx context.Context, stream concordv1.Federation_Link
 	}
 }
 
+// followerDirEvery: a follower asks for directory changes every this
+// many directory ticks (the leader every tick), so the import goes on
+// when the leader's stream is down; with the digest an unchanged
+// directory costs the exporter one comparison.
+const followerDirEvery = 3
+
+// requestDirectory asks the peer for its directory changes: the leader on
+// every tick, a follower on every followerDirEvery-th. Any node may
+// import what comes back (importDirectory); Raft orders the proposals and
+// the state ignores what it has already.
 func (l *outLink) requestDirectory(stream concordv1.Federation_LinkClient) error {
-	if !l.m.deps.IsLeader() {
-		return nil
-	}
-	have := l.m.deps.State.Imported(l.peer).GetVersion()
 	l.mu.Lock()
-	if l.resync {
-		have, l.resync = 0, false
+	l.dirTicks++
+	ask := l.m.deps.IsLeader() || l.dirTicks%followerDirEvery == 0
+	resync := ask && l.resync
+	if resync {
+		l.resync = false
 	}
 	l.mu.Unlock()
-	if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_DirRequest{DirRequest: &concordv1.FedDirectoryRequest{HaveVersion: have}}}); err != nil {
+	if !ask {
+		return nil
+	}
+	var have uint64
+	var digest []byte
+	if !resync {
+		have, digest = l.m.deps.State.ImportedVersion(l.peer)
+	}
+	if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_DirRequest{DirRequest: &concordv1.FedDirectoryRequest{
+		HaveVersion: have, HaveDigest: digest}}}); err != nil {
 		return fmt.Errorf("send directory request: %w", err)
 	}
 	return nil
 }
 
-// flush sends everything buffered, in batches, oldest first.
-func (l *outLink) flush(stream concordv1.Federation_LinkClient) error {
+// flush sends everything buffered, in batches, oldest first, and (on the
+// leader) the guaranteed messages due.
+func (l *outLink) flush(ctx context.Context, stream concordv1.Federation_LinkClient) error {
+	drain := l.mayDrain(ctx)
 	for {
 		l.mu.Lock()
 		expired := l.buf.expire(l.bufferPolicy(), l.m.now())
@@ -426,9 +486,12 @@ func (l *outLink) flush(stream concordv1.Federation_LinkClient) error {
 			batch.Envelopes = append(batch.Envelopes, env)
 		}
 		l.sent += uint64(n)
+		if drain {
+			l.drainBatch(batch, bytes, now)
+		}
 		l.mu.Unlock()
 		tellDropped(expired)
-		if n == 0 {
+		if len(batch.Envelopes) == 0 {
 			return nil
 		}
 		if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Batch{Batch: batch}}); err != nil {
@@ -479,11 +542,25 @@ func (l *outLink) receive(ctx context.Context, stream concordv1.Federation_LinkC
 }
 
 func (l *outLink) acked(acks []*concordv1.FedAck) {
-	for _, a := range acks {
-		l.mu.Lock()
+	done := make([]*inflight, len(acks))
+	guaranteed := false
+	l.mu.Lock() // once per frame: acks come in batches
+	for i, a := range acks {
 		f := l.inflight[a.GetSeq()]
 		delete(l.inflight, a.GetSeq())
-		l.mu.Unlock()
+		if f != nil && f.gseq != 0 {
+			l.guaranteedAcked(f.gseq, a)
+			guaranteed = true
+			continue
+		}
+		done[i] = f
+	}
+	l.mu.Unlock()
+	if guaranteed {
+		l.signal()
+	}
+	for i, a := range acks {
+		f := done[i]
 		if f == nil || f.it.done == nil {
 			continue
 		}
@@ -498,17 +575,21 @@ func (l *outLink) acked(acks []*concordv1.FedAck) {
 	}
 }
 
-// importDirectory proposes a directory update from the peer (on the
-// leader, which asked for it). A gap resets the stored version so the
-// next request asks for everything.
+// importDirectory proposes one chunk of a directory update from the peer
+// (this node asked for it). A gap makes the next request ask for
+// everything.
 func (l *outLink) importDirectory(ctx context.Context, u *concordv1.FedDirectoryApply) {
-	if !l.m.deps.IsLeader() {
+	u.PeerSystemId = l.peer // the stream's peer, whatever the frame says
+	if proto.Size(u) > MaxDirectoryChunkBytes {
+		l.log.Warn("directory chunk too large: ignored, asking for everything again", "bytes", proto.Size(u))
+		l.mu.Lock()
+		l.resync = true
+		l.mu.Unlock()
 		return
 	}
-	u.PeerSystemId = l.peer // the stream's peer, whatever the frame says
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.CallTimeout)
 	defer cancel()
-	_, _, err := l.m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY, u)
+	_, _, err := l.m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_CHUNK, &concordv1.FedDirectoryChunk{Update: u})
 	if errors.Is(err, ErrDirectoryGap) {
 		l.mu.Lock()
 		l.resync = true

@@ -36,6 +36,22 @@ type Manager struct {
 	// can stop gracefully.
 	closing   chan struct{}
 	closeOnce sync.Once
+
+	// Guaranteed delivery (guaranteed.go): senders waiting for their
+	// ack by message id, messages being delivered here, and the
+	// goroutines that store guaranteed sends (stopped by Run's exit).
+	gmu      sync.Mutex
+	gwait    map[string]chan Outcome
+	gactive  map[gkey]time.Time
+	gclosed  bool
+	bg       context.Context
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
+
+	// Gateway barrier rounds (afterBarrier); bmu guards both.
+	bmu      sync.Mutex
+	bwaiting []func()
+	brunning bool
 }
 
 // New validates cfg and deps.
@@ -54,12 +70,16 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Manager{
+	bg, bgCancel := context.WithCancel(context.Background())
+	m := &Manager{
 		cfg: cfg, deps: deps, now: now,
 		log: log.With("component", "federation", "node_id", cfg.NodeID, "system_id", cfg.SystemID),
 		out: map[string]*outLink{}, maps: map[string]*mapLink{}, inbound: map[string]int{}, recv: map[string]uint64{},
 		closing: make(chan struct{}),
-	}, nil
+		gwait:   map[string]chan Outcome{}, gactive: map[gkey]time.Time{}, bg: bg, bgCancel: bgCancel,
+	}
+	deps.State.OnAck(m.onAcked)
+	return m, nil
 }
 
 // Register registers the Federation gRPC service on s.
@@ -76,6 +96,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	// without a state change.
 	holders := time.NewTicker(m.cfg.Ping)
 	defer holders.Stop()
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); m.retryUnlinks(ctx) }()
 	for {
 		changed := m.deps.State.Changed()
 		m.reconcile(ctx)
@@ -93,6 +115,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			for _, l := range maps {
 				l.stop(stopErr)
 			}
+			m.stopGuaranteed()
 			m.wg.Wait()
 			return ctx.Err()
 		case <-changed:
@@ -129,6 +152,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 	for peer, l := range want {
 		if ol, ok := m.out[peer]; ok {
 			ol.update(l)
+			ol.signal() // the outbox may have grown
 			continue
 		}
 		ol := newOutLink(m, l)
@@ -203,21 +227,49 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 		m.sendMap(ml, msg, done)
 		return
 	}
+	if b, ok := m.gatewayBinding(msg.TargetSystem); ok {
+		m.gatewaySend(b, m.originate(msg, DefaultMaxHops), done)
+		return
+	}
+	if m.unlinked(msg.TargetSystem) {
+		// Perhaps a reply to a gateway bound a moment ago on another node.
+		m.afterBarrier(func() {
+			if b, ok := m.gatewayBinding(msg.TargetSystem); ok {
+				m.gatewaySend(b, m.originate(msg, DefaultMaxHops), done)
+				return
+			}
+			m.sendLinked(msg, done)
+		})
+		return
+	}
+	m.sendLinked(msg, done)
+}
+
+// sendLinked sends msg over the link (direct or transitive) to its target.
+func (m *Manager) sendLinked(msg Message, done func(Outcome)) {
 	ol, cerr := m.route(msg.TargetSystem, "")
 	if cerr != nil {
 		done(Outcome{Err: cerr})
 		return
 	}
-	ol.enqueue(m.originate(msg, ol.policy()), done)
+	env := m.originate(msg, maxHopsOf(ol.policy()))
+	if link, _ := m.deps.State.Link(msg.TargetSystem); wantsGuarantee(msg.Meta, link) {
+		m.sendGuaranteed(env, ol, done)
+		return
+	}
+	ol.enqueue(env, done)
 }
 
-// originate is the envelope of a message this system sends over link,
-// stamped with this system as its first hop.
-func (m *Manager) originate(msg Message, link *concordv1.FedLink) *concordv1.FedEnvelope {
-	maxHops := link.GetMaxHops()
-	if maxHops == 0 {
-		maxHops = DefaultMaxHops
+// maxHopsOf is the hop bound of envelopes this system originates over link.
+func maxHopsOf(link *concordv1.FedLink) uint32 {
+	if h := link.GetMaxHops(); h > 0 {
+		return h
 	}
+	return DefaultMaxHops
+}
+
+// originate builds the envelope of a message this system sends.
+func (m *Manager) originate(msg Message, maxHops uint32) *concordv1.FedEnvelope {
 	env := &concordv1.FedEnvelope{
 		SourceSystem: m.cfg.SystemID, TargetSystem: msg.TargetSystem, MaxHops: maxHops,
 		OriginTsMs: m.now().UnixMilli(), MessageId: msg.MessageID, From: msg.From,
@@ -225,6 +277,22 @@ func (m *Manager) originate(msg Message, link *concordv1.FedLink) *concordv1.Fed
 	}
 	Stamp(env, m.cfg.SystemID)
 	return env
+}
+
+// gatewayBinding returns the SDK gateway serving target, unless target
+// has a link of its own (a link always wins).
+func (m *Manager) gatewayBinding(target string) (*concordv1.FedGatewayBinding, bool) {
+	if _, linked := m.deps.State.Link(target); linked || m.deps.Sessions == nil {
+		return nil, false
+	}
+	return m.deps.State.Gateway(target)
+}
+
+// gatewaySend hands env to the gateway of binding b with a deadline of
+// its own (the caller may not wait).
+func (m *Manager) gatewaySend(b *concordv1.FedGatewayBinding, env *concordv1.FedEnvelope, done func(Outcome)) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CallTimeout)
+	m.sendToGateway(ctx, b, env, func(o Outcome) { cancel(); done(o) })
 }
 
 // route picks the link a message for target leaves by: the direct link
@@ -264,8 +332,23 @@ func (m *Manager) forward(env *concordv1.FedEnvelope, inbound string, done func(
 			map[string]any{"systemId": env.GetTargetSystem()})})
 		return
 	}
-	ol, cerr := m.route(env.GetTargetSystem(), inbound)
-	if cerr == nil {
+	if _, ok := m.gatewayBinding(env.GetTargetSystem()); !ok && m.unlinked(env.GetTargetSystem()) {
+		// Perhaps a reply to a gateway bound a moment ago on another node.
+		m.afterBarrier(func() { m.forwardNow(env, inbound, done) })
+		return
+	}
+	m.forwardNow(env, inbound, done)
+}
+
+// forwardNow forwards env (its inbound link allows it) to the gateway
+// serving its target, else over the link towards it.
+func (m *Manager) forwardNow(env *concordv1.FedEnvelope, inbound string, done func(Outcome)) {
+	b, viaGateway := m.gatewayBinding(env.GetTargetSystem())
+	var ol *outLink
+	var cerr *CodeError
+	if viaGateway {
+		cerr = CheckForward(env, env.GetTargetSystem())
+	} else if ol, cerr = m.route(env.GetTargetSystem(), inbound); cerr == nil {
 		cerr = CheckForward(env, ol.peer)
 	}
 	if cerr != nil {
@@ -275,6 +358,10 @@ func (m *Manager) forward(env *concordv1.FedEnvelope, inbound string, done func(
 	env = proto.CloneOf(env)
 	env.Seq = 0
 	Stamp(env, m.cfg.SystemID)
+	if viaGateway {
+		m.gatewaySend(b, env, done)
+		return
+	}
 	ol.enqueue(env, done)
 }
 
@@ -307,9 +394,9 @@ func (m *Manager) inboundDelta(peer string, d int) {
 	m.mu.Unlock()
 }
 
-func (m *Manager) countReceived(peer string) {
+func (m *Manager) countReceived(peer string, n int) {
 	m.mu.Lock()
-	m.recv[peer]++
+	m.recv[peer] += uint64(n)
 	m.mu.Unlock()
 }
 
@@ -330,6 +417,8 @@ func (m *Manager) Status() []*concordv1.FedLinkStatus {
 		case ml != nil:
 			ml.fill(st)
 		}
+		n, b := m.deps.State.OutboxSize(p)
+		st.OutboxDepth, st.OutboxBytes = uint32(n), b
 		im := m.deps.State.Imported(p)
 		st.ImportedVersion, st.ImportedAgents = im.GetVersion(), uint32(len(im.GetAgents()))
 		out = append(out, st)

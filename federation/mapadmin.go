@@ -143,5 +143,5 @@ func (m *Manager) sendMap(ml *mapLink, msg Message, done func(Outcome)) {
 			map[string]any{"agentId": RemoteID(ml.peer, msg.ToAgent)})})
 		return
 	}
-	ml.enqueue(m.originate(msg, ml.policy()), done)
+	ml.enqueue(m.originate(msg, maxHopsOf(ml.policy())), done)
 }

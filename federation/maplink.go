@@ -259,7 +259,7 @@ func (l *mapLink) forwardBatch(ctx context.Context, holder string) (sent bool, e
 	}
 	for i, it := range batch {
 		if it.done != nil {
-			it.done(ackOutcome(acks[uint64(i+1)], l.peer))
+			it.done(forwardOutcome(acks[uint64(i+1)], l.peer))
 		}
 	}
 	return true, nil
@@ -273,7 +273,7 @@ func (l *mapLink) tellQueued() {
 	tellQueued(waiting)
 }
 
-func ackOutcome(a *concordv1.FedAck, peer string) Outcome {
+func forwardOutcome(a *concordv1.FedAck, peer string) Outcome {
 	switch {
 	case a == nil:
 		return Outcome{Err: codeErr(CodeUnavailable, "Federation link to "+peer+": the holder node did not acknowledge", map[string]any{"retryable": true})}

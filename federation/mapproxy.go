@@ -397,7 +397,7 @@ func (p *proxy) inbound(params json.RawMessage) error {
 	}
 	env := &concordv1.FedEnvelope{SourceSystem: l.peer, TargetSystem: l.m.cfg.SystemID, HopCount: 1, MaxHops: DefaultMaxHops,
 		Path: []string{l.peer}, OriginTsMs: ts, MessageId: id, From: from, ToAgent: p.localID, Payload: msg.Payload, Meta: meta}
-	l.m.countReceived(l.peer)
+	l.m.countReceived(l.peer, 1)
 	l.m.deps.Deliver.DeliverAgent(p.h.ctx, p.localID, BuildMessage(env), func(err error) {
 		if err != nil {
 			l.countInError()

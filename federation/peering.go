@@ -46,7 +46,7 @@ func (m *Manager) CreateToken(ctx context.Context, req *concordv1.CreateTokenReq
 	exp := now.Add(ttl).UnixMilli()
 	rec := &concordv1.FedTokenRecord{PeerSystemId: peer, SecretHash: HashSecret(secret), ExpiresAtMs: exp,
 		Export: orNone(req.GetExport()), Import: orAll(req.GetImport()), Transitive: req.GetTransitive(),
-		Buffer: buf, MaxHops: req.GetMaxHops()}
+		Buffer: buf, MaxHops: req.GetMaxHops(), Outbox: req.GetOutbox()}
 	if _, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_TOKEN_CREATE,
 		&concordv1.FedTokenCreate{Token: rec, CreatedAtMs: now.UnixMilli()}); err != nil {
 		return nil, fmt.Errorf("store peering token: %w", err)
@@ -104,7 +104,7 @@ func (m *Manager) CreateLink(ctx context.Context, req *concordv1.CreateLinkReque
 	link := &concordv1.FedLink{
 		PeerSystemId: tok.GetSystemId(), PeerAddrs: tok.GetAddrs(), PeerCaPem: tok.GetCaPem(),
 		Export: orNone(req.GetExport()), Import: orAll(req.GetImport()), Transitive: req.GetTransitive(),
-		MaxHops: req.GetMaxHops(), Buffer: buf, CreatedAtMs: now.UnixMilli(), Initiator: true,
+		MaxHops: req.GetMaxHops(), Buffer: buf, CreatedAtMs: now.UnixMilli(), Initiator: true, Outbox: req.GetOutbox(),
 	}
 	if link.MaxHops == 0 {
 		link.MaxHops = DefaultMaxHops

@@ -102,28 +102,18 @@ func (s *service) CreateLink(ctx context.Context, req *concordv1.CreateLinkReque
 }
 
 func (s *service) ListLinks(context.Context, *concordv1.ListLinksRequest) (*concordv1.ListLinksResponse, error) {
-	return &concordv1.ListLinksResponse{SystemId: s.m.cfg.SystemID, NodeId: s.m.cfg.NodeID, Links: s.m.Status()}, nil
+	return &concordv1.ListLinksResponse{SystemId: s.m.cfg.SystemID, NodeId: s.m.cfg.NodeID, Links: s.m.Status(),
+		PendingUnlinks: s.m.deps.State.PendingUnlinks()}, nil
 }
 
-// Unlink removes this side of a link, then tells the peer (best effort)
-// so it removes its side too.
+// Unlink removes this side of a link, then tells the peer so it removes
+// its side too (unlink.go).
 func (s *service) Unlink(ctx context.Context, req *concordv1.UnlinkRequest) (*concordv1.UnlinkResponse, error) {
-	link, _ := s.m.deps.State.Link(req.GetPeerSystemId())
-	_, _, err := s.m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_LINK_REMOVE,
-		&concordv1.FedLinkRemove{PeerSystemId: req.GetPeerSystemId()})
+	res, err := s.m.Unlink(ctx, req.GetPeerSystemId(), req.GetForce())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if isMapLink(link) {
-		// A foreign MAP server keeps no link state: nothing to tell
-		// (neither notified nor an error).
-		return &concordv1.UnlinkResponse{}, nil
-	}
-	if err := s.m.notifyUnlink(ctx, link); err != nil {
-		s.m.log.Warn("peer not told of the unlink", "peer", req.GetPeerSystemId(), "err", err)
-		return &concordv1.UnlinkResponse{PeerError: err.Error()}, nil
-	}
-	return &concordv1.UnlinkResponse{PeerNotified: true}, nil
+	return res, nil
 }
 
 // PeerUnlink removes the mirror of a link its peer removed.

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,6 +24,19 @@ type State struct {
 	links    map[string]*concordv1.FedLink
 	tokens   map[string]*concordv1.FedTokenRecord // by string(secret_hash)
 	imported map[string]*concordv1.FedImported
+	// Guaranteed delivery and reliable unlink (state_outbox.go).
+	outbox  map[string]*concordv1.FedOutbox         // by peer
+	inbox   map[string]*concordv1.FedInbox          // by source system
+	pending map[string]*concordv1.FedPendingUnlink  // by peer
+	staging map[string]*concordv1.FedDirectoryApply // chunked update being assembled, by peer
+	// stagedBytes is the encoded size of each staging entry (derived:
+	// recomputed on restore, so every replica bounds alike).
+	stagedBytes map[string]int
+	// onAck, when set, hears every applied outbox ack (after the lock is
+	// released): how the node that took a guaranteed send learns its
+	// outcome. It changes no state.
+	onAck    func(peer string, acked []Acked)
+	gateways map[string]*concordv1.FedGatewayBinding // by foreign system id
 
 	// changed is closed (and replaced) after every applied change, so the
 	// link manager wakes without Apply waiting on it.
@@ -34,6 +48,9 @@ func NewState() *State {
 	return &State{
 		links: map[string]*concordv1.FedLink{}, tokens: map[string]*concordv1.FedTokenRecord{},
 		imported: map[string]*concordv1.FedImported{}, changed: make(chan struct{}),
+		outbox: map[string]*concordv1.FedOutbox{}, inbox: map[string]*concordv1.FedInbox{},
+		pending: map[string]*concordv1.FedPendingUnlink{}, staging: map[string]*concordv1.FedDirectoryApply{},
+		stagedBytes: map[string]int{}, gateways: map[string]*concordv1.FedGatewayBinding{},
 	}
 }
 
@@ -49,6 +66,12 @@ func (s *State) Commands() map[concordv1.CommandType]func() proto.Message {
 		concordv1.CommandType_COMMAND_TYPE_FED_MAP_LINK_PUT:    func() proto.Message { return &concordv1.FedMapLinkPut{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_MAP_HOLDER:      func() proto.Message { return &concordv1.FedMapHolder{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_MAP_DIRECTORY:   func() proto.Message { return &concordv1.FedMapDirectory{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_OUTBOX_PUT:      func() proto.Message { return &concordv1.FedOutboxPut{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_OUTBOX_ACK:      func() proto.Message { return &concordv1.FedOutboxAck{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_INBOX_MARK:      func() proto.Message { return &concordv1.FedInboxMark{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_UNLINK_DONE:     func() proto.Message { return &concordv1.FedUnlinkDone{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_CHUNK: func() proto.Message { return &concordv1.FedDirectoryChunk{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_BIND:    func() proto.Message { return &concordv1.FedGatewayBind{} },
 	}
 }
 
@@ -56,7 +79,11 @@ func (s *State) Commands() map[concordv1.CommandType]func() proto.Message {
 // leaves the state unchanged and is returned as a value.
 func (s *State) Apply(index uint64, msg proto.Message) (any, error) {
 	s.mu.Lock()
-	var err error
+	var (
+		err    error
+		result any
+		acked  func()
+	)
 	switch m := msg.(type) {
 	case *concordv1.FedTokenCreate:
 		err = s.applyTokenCreate(m)
@@ -74,6 +101,20 @@ func (s *State) Apply(index uint64, msg proto.Message) (any, error) {
 		err = s.applyMapHolder(m)
 	case *concordv1.FedMapDirectory:
 		err = s.applyMapDirectory(index, m)
+	case *concordv1.FedOutboxPut:
+		result, err = s.applyOutboxPut(m)
+	case *concordv1.FedOutboxAck:
+		if out, hook := s.applyOutboxAck(m), s.onAck; len(out) > 0 && hook != nil {
+			acked = func() { hook(m.GetPeerSystemId(), out) }
+		}
+	case *concordv1.FedInboxMark:
+		err = s.applyInboxMark(m)
+	case *concordv1.FedUnlinkDone:
+		err = s.applyUnlinkDone(m)
+	case *concordv1.FedDirectoryChunk:
+		err = s.applyDirectoryChunk(m.GetUpdate())
+	case *concordv1.FedGatewayBind:
+		err = s.applyGatewayBind(m)
 	default:
 		err = fmt.Errorf("%w: unexpected body %T", ErrInvalidCommand, msg)
 	}
@@ -85,7 +126,10 @@ func (s *State) Apply(index uint64, msg proto.Message) (any, error) {
 	if wake != nil {
 		close(wake)
 	}
-	return nil, err
+	if acked != nil {
+		acked()
+	}
+	return result, err
 }
 
 func (s *State) applyTokenCreate(m *concordv1.FedTokenCreate) error {
@@ -132,11 +176,26 @@ func (s *State) applyLinkPut(m *concordv1.FedLinkPut) error {
 		if t.GetMaxHops() > 0 {
 			l.MaxHops = t.GetMaxHops()
 		}
-		s.links[l.GetPeerSystemId()] = l
+		if t.GetOutbox() != nil {
+			l.Outbox = t.GetOutbox()
+		}
+		s.putLink(l)
 		return nil
 	}
-	s.links[l.GetPeerSystemId()] = proto.CloneOf(l)
+	s.putLink(proto.CloneOf(l))
 	return nil
+}
+
+// putLink stores a new link. Guaranteed-delivery numbering starts afresh
+// on both sides of a new link, and a pending unlink of an older link to
+// the same peer must not remove this one.
+func (s *State) putLink(l *concordv1.FedLink) {
+	p := l.GetPeerSystemId()
+	s.links[p] = l
+	delete(s.outbox, p)
+	delete(s.inbox, p)
+	delete(s.pending, p)
+	s.dropStaging(p)
 }
 
 func validLink(l *concordv1.FedLink) error {
@@ -156,8 +215,15 @@ func (s *State) applyLinkRemove(m *concordv1.FedLinkRemove) error {
 	if _, ok := s.links[m.GetPeerSystemId()]; !ok {
 		return fmt.Errorf("%w: %s", ErrNoLink, m.GetPeerSystemId())
 	}
-	delete(s.links, m.GetPeerSystemId())
-	delete(s.imported, m.GetPeerSystemId())
+	p := m.GetPeerSystemId()
+	if m.GetNotifyPeer() {
+		s.pending[p] = &concordv1.FedPendingUnlink{Link: s.links[p], RemovedAtMs: m.GetNowMs()}
+	}
+	delete(s.links, p)
+	delete(s.imported, p)
+	delete(s.outbox, p)
+	delete(s.inbox, p)
+	s.dropStaging(p)
 	return nil
 }
 
@@ -183,7 +249,7 @@ func (s *State) applyDirectory(m *concordv1.FedDirectoryApply) error {
 	if cur != nil && m.GetVersion() <= cur.GetVersion() {
 		return nil // stale or duplicate: already have it
 	}
-	next := &concordv1.FedImported{PeerSystemId: peer, Version: m.GetVersion()}
+	next := &concordv1.FedImported{PeerSystemId: peer, Version: m.GetVersion(), Digest: m.GetDigest()}
 	byID := map[string]*concordv1.FedRemoteAgent{}
 	if !m.GetFull() {
 		if cur.GetVersion() != m.GetBaseVersion() {
@@ -258,6 +324,15 @@ func (s *State) Imported(peer string) *concordv1.FedImported {
 		return proto.CloneOf(im)
 	}
 	return &concordv1.FedImported{PeerSystemId: peer}
+}
+
+// ImportedVersion returns the version and digest of the directory
+// imported from peer (zero when none), without copying it.
+func (s *State) ImportedVersion(peer string) (uint64, []byte) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	im := s.imported[peer]
+	return im.GetVersion(), bytes.Clone(im.GetDigest())
 }
 
 // RemoteAgent looks an agent up in the directory imported from peer.

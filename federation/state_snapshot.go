@@ -12,7 +12,8 @@ import (
 )
 
 // Snapshot captures the state as records, sorted (links, tokens, imported
-// directories, each by key) so equal states give equal snapshots. The
+// directories, outboxes, inboxes, pending unlinks, staged directory
+// chunks, each by key) so equal states give equal snapshots. The
 // records are clones: Apply may continue while they are written.
 func (s *State) Snapshot() []*concordv1.FedSnapshotRecord {
 	s.mu.RLock()
@@ -26,6 +27,21 @@ func (s *State) Snapshot() []*concordv1.FedSnapshotRecord {
 	}
 	for _, k := range sortedKeys(s.imported) {
 		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Imported{Imported: proto.CloneOf(s.imported[k])}})
+	}
+	for _, k := range sortedKeys(s.outbox) {
+		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Outbox{Outbox: proto.CloneOf(s.outbox[k])}})
+	}
+	for _, k := range sortedKeys(s.inbox) {
+		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Inbox{Inbox: proto.CloneOf(s.inbox[k])}})
+	}
+	for _, k := range sortedKeys(s.pending) {
+		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_PendingUnlink{PendingUnlink: proto.CloneOf(s.pending[k])}})
+	}
+	for _, k := range sortedKeys(s.staging) {
+		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Staging{Staging: proto.CloneOf(s.staging[k])}})
+	}
+	for _, k := range sortedKeys(s.gateways) {
+		out = append(out, &concordv1.FedSnapshotRecord{Record: &concordv1.FedSnapshotRecord_Gateway{Gateway: proto.CloneOf(s.gateways[k])}})
 	}
 	return out
 }
@@ -67,6 +83,17 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 			fresh.tokens[string(r.Token.GetSecretHash())] = r.Token
 		case *concordv1.FedSnapshotRecord_Imported:
 			fresh.imported[r.Imported.GetPeerSystemId()] = r.Imported
+		case *concordv1.FedSnapshotRecord_Outbox:
+			fresh.outbox[r.Outbox.GetPeerSystemId()] = r.Outbox
+		case *concordv1.FedSnapshotRecord_Inbox:
+			fresh.inbox[r.Inbox.GetSourceSystemId()] = r.Inbox
+		case *concordv1.FedSnapshotRecord_PendingUnlink:
+			fresh.pending[r.PendingUnlink.GetLink().GetPeerSystemId()] = r.PendingUnlink
+		case *concordv1.FedSnapshotRecord_Staging:
+			fresh.staging[r.Staging.GetPeerSystemId()] = r.Staging
+			fresh.stagedBytes[r.Staging.GetPeerSystemId()] = stagedSize(r.Staging)
+		case *concordv1.FedSnapshotRecord_Gateway:
+			fresh.gateways[r.Gateway.GetSystemId()] = r.Gateway
 		default:
 			return nil, fmt.Errorf("federation: unknown snapshot record %T", r)
 		}
@@ -74,6 +101,8 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 	return func() {
 		s.mu.Lock()
 		s.links, s.tokens, s.imported = fresh.links, fresh.tokens, fresh.imported
+		s.outbox, s.inbox, s.pending, s.staging = fresh.outbox, fresh.inbox, fresh.pending, fresh.staging
+		s.stagedBytes, s.gateways = fresh.stagedBytes, fresh.gateways
 		wake := s.changed
 		s.changed = make(chan struct{})
 		s.mu.Unlock()

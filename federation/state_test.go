@@ -30,6 +30,13 @@ func agent(id, role string) *concordv1.FedRemoteAgent {
 // decoded, so the test also covers the body types Commands declares.
 func apply(t *testing.T, s *State, typ concordv1.CommandType, msg proto.Message) error {
 	t.Helper()
+	_, err := applyResult(t, s, typ, msg)
+	return err
+}
+
+// applyResult is apply with Apply's result value.
+func applyResult(t *testing.T, s *State, typ concordv1.CommandType, msg proto.Message) (any, error) {
+	t.Helper()
 	b, err := proto.Marshal(msg)
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +45,7 @@ func apply(t *testing.T, s *State, typ concordv1.CommandType, msg proto.Message)
 	if err := proto.Unmarshal(b, body); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Apply(1, body)
-	return err
+	return s.Apply(1, body)
 }
 
 const (
@@ -225,29 +231,9 @@ func TestState_SnapshotRoundTrip(t *testing.T) {
 	must(apply(t, s, cmdPut, &concordv1.FedLinkPut{Link: link("dc2")}))
 	must(apply(t, s, cmdPut, &concordv1.FedLinkPut{Link: link("dc3"), RedeemSecretHash: hash, NowMs: 2}))
 	must(apply(t, s, cmdDir, &concordv1.FedDirectoryApply{PeerSystemId: "dc2", Version: 4, Full: true, Upserts: []*concordv1.FedRemoteAgent{agent("bob", "x")}}))
+	must(apply(t, s, concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_BIND, &concordv1.FedGatewayBind{Binding: &concordv1.FedGatewayBinding{SystemId: "lab", SessionId: "S1"}}))
 
-	var recs [][]byte
-	must(PersistSnapshot(s.Snapshot(), func(b []byte) error { recs = append(recs, b); return nil }))
-	fresh := NewState()
-	i := 0
-	commit, err := fresh.Restore(func() ([]byte, error) {
-		if i == len(recs) {
-			return nil, io.EOF
-		}
-		i++
-		return recs[i-1], nil
-	})
-	must(err)
-	changed := fresh.Changed()
-	commit()
-	select {
-	case <-changed:
-	default:
-		t.Fatal("restore did not signal a change")
-	}
-	if !equalRecords(s.Snapshot(), fresh.Snapshot()) {
-		t.Fatal("restored state differs")
-	}
+	fresh := roundTrip(t, s)
 	if _, err := fresh.Restore(func() ([]byte, error) { return []byte{0xff, 0xff}, nil }); err == nil {
 		t.Fatal("garbage record restored")
 	}
@@ -266,3 +252,36 @@ func equalRecords(a, b []*concordv1.FedSnapshotRecord) bool {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// roundTrip persists s's snapshot and restores it into a new State,
+// checking that the commit signals a change and the states are equal.
+func roundTrip(t *testing.T, s *State) *State {
+	t.Helper()
+	var recs [][]byte
+	if err := PersistSnapshot(s.Snapshot(), func(b []byte) error { recs = append(recs, b); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	fresh := NewState()
+	i := 0
+	commit, err := fresh.Restore(func() ([]byte, error) {
+		if i == len(recs) {
+			return nil, io.EOF
+		}
+		i++
+		return recs[i-1], nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := fresh.Changed()
+	commit()
+	select {
+	case <-changed:
+	default:
+		t.Fatal("restore did not signal a change")
+	}
+	if !equalRecords(s.Snapshot(), fresh.Snapshot()) {
+		t.Fatal("restored state differs")
+	}
+	return fresh
+}

@@ -128,6 +128,10 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful shutdown when the caller's context
 	// has no deadline.
 	ShutdownTimeout time.Duration
+	// DrainTimeout is how long a drain (concord operator drain) waits for
+	// the node's sessions to move to other nodes before it leaves anyway,
+	// when the operator gives no --timeout.
+	DrainTimeout time.Duration
 
 	// Version is reported by map/connect systemInfo and /v1/health.
 	Version string
@@ -178,6 +182,7 @@ func DefaultConfig() Config {
 		RaftAddr:              "0.0.0.0:7702",
 		ReadyTimeout:          30 * time.Second,
 		ShutdownTimeout:       10 * time.Second,
+		DrainTimeout:          2 * time.Minute,
 		HTTPReadHeaderTimeout: 10 * time.Second,
 		HTTPIdleTimeout:       90 * time.Second,
 		Version:               Version,
@@ -255,8 +260,13 @@ func (c Config) Validate() error {
 		return errors.New("node: ReadyTimeout must be positive")
 	case c.ShutdownTimeout <= 0:
 		return errors.New("node: ShutdownTimeout must be positive")
+	case c.DrainTimeout <= 0:
+		return errors.New("node: DrainTimeout must be positive")
 	case c.HTTPReadHeaderTimeout <= 0 || c.HTTPIdleTimeout <= 0:
 		return errors.New("node: HTTPReadHeaderTimeout and HTTPIdleTimeout must be positive")
+	}
+	if err := c.Cluster.ValidatePolicy(); err != nil {
+		return fmt.Errorf("node: %w", err)
 	}
 	if err := c.RPC.Validate(); err != nil {
 		return fmt.Errorf("node: rpc config: %w", err)

@@ -143,8 +143,8 @@ func (s *Server) buildFederation() error {
 	}
 	m, err := federation.New(fc, federation.Deps{
 		State: s.fedState, Store: s.store, IsLeader: s.store.IsLeader,
-		Local: fedDirectory{reg: s.registry, store: s.store}, Deliver: s.router,
-		Servers: s.fedServers, Events: fedEvents{s}, Barrier: s.readyBarrier,
+		Local: fedDirectory{reg: s.registry, store: s.store}, Deliver: s.router, Services: s.router, Sessions: s.router,
+		Servers: s.fedServers, Events: fedEvents{s}, Barrier: s.readyBarrier, VerifyLeader: s.store.VerifyLeader,
 		Nodes: s.fedNodes, NodeConn: s.cluster.PeerConn, MAPDial: s.mapDialer(),
 	})
 	if err != nil {

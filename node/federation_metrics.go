@@ -25,12 +25,14 @@ var (
 	fedDropped    = prometheus.NewDesc("concord_federation_dropped_total", "Envelopes this node dropped from its outage buffer for the peer.", fedLabels, nil)
 	fedReconnects = prometheus.NewDesc("concord_federation_connects_total", "Streams this node opened to the peer.", fedLabels, nil)
 	fedImported   = prometheus.NewDesc("concord_federation_imported_agents", "Agents imported from the peer (replicated directory).", fedLabels, nil)
+	fedOutbox     = prometheus.NewDesc("concord_federation_outbox_messages", "Guaranteed messages in the replicated outbox, waiting for the peer's acknowledgement.", fedLabels, nil)
+	fedOutboxB    = prometheus.NewDesc("concord_federation_outbox_bytes", "Bytes of guaranteed messages in the replicated outbox.", fedLabels, nil)
 	fedProxies    = prometheus.NewDesc("concord_federation_map_proxies", "Proxy sessions up on the foreign MAP server (map links, on their holder).", fedLabels, nil)
 	fedInErrors   = prometheus.NewDesc("concord_federation_map_inbound_errors_total", "Messages from the foreign MAP server this node dropped (malformed, oversized, not exported, undeliverable).", fedLabels, nil)
 )
 
 func (c fedCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{fedUp, fedStreams, fedRTT, fedQueue, fedQueueBytes, fedSent, fedReceived, fedDropped, fedReconnects, fedImported, fedProxies, fedInErrors} {
+	for _, d := range []*prometheus.Desc{fedUp, fedStreams, fedRTT, fedQueue, fedQueueBytes, fedSent, fedReceived, fedDropped, fedReconnects, fedImported, fedOutbox, fedOutboxB, fedProxies, fedInErrors} {
 		ch <- d
 	}
 }
@@ -54,6 +56,8 @@ func (c fedCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(fedQueue, float64(st.GetQueueDepth()))
 		gauge(fedQueueBytes, float64(st.GetQueueBytes()))
 		gauge(fedImported, float64(st.GetImportedAgents()))
+		gauge(fedOutbox, float64(st.GetOutboxDepth()))
+		gauge(fedOutboxB, float64(st.GetOutboxBytes()))
 		counter(fedSent, st.GetSent())
 		counter(fedReceived, st.GetReceived())
 		counter(fedDropped, st.GetDropped())

@@ -23,6 +23,7 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/health", s.handleHealth)
 	mux.HandleFunc("GET /v1/ready", s.handleReady)
 	mux.HandleFunc("GET /v1/status", s.handleStatus)
+	mux.HandleFunc("GET /v1/operator/health", s.handleOperatorHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	if s.cfg.EnableDebug {
 		mux.Handle(debugPrefix, debugHandler())
@@ -94,11 +95,12 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // gateUntilCaughtUp answers 503 with Retry-After, before any WebSocket
-// upgrade, while the node is still catching up after a start: clients retry
-// or pick another node instead of reading state this node has not replayed.
+// upgrade, while the node is still catching up after a start (clients retry
+// or pick another node instead of reading state this node has not
+// replayed) and while it is being drained.
 func (s *Server) gateUntilCaughtUp(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.caughtUp.Load() {
+		if !s.caughtUp.Load() || s.draining.Load() {
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": s.readyReason()})
 			return

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/concordmap/concord/consensus"
 	"github.com/concordmap/concord/node/console"
 	"github.com/concordmap/concord/node/membership"
@@ -213,4 +215,23 @@ func (s *Server) handlePlacement(w http.ResponseWriter, _ *http.Request) {
 		out = append(out, placementJSON{ID: a.ID, HomeNode: a.HomeNode})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"nodeId": s.cfg.NodeID, "agents": out})
+}
+
+// handleOperatorHealth serves the autopilot's health report (the leader's
+// view; a follower asks the leader): what `concord operator health` shows.
+func (s *Server) handleOperatorHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	resp, err := s.cluster.OperatorHealth(ctx)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "operator health: " + err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	b, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(resp)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error()})
+		return
+	}
+	_, _ = w.Write(b)
 }

@@ -25,7 +25,10 @@ type fedLinkJSON struct {
 	Reconnects      uint64   `json:"reconnects"`
 	ImportedAgents  uint32   `json:"importedAgents"`
 	ImportedVersion uint64   `json:"importedVersion"`
-	Export          string   `json:"export"` // policy as the CLI takes it: none, all, role:R, name:G, tag:T
+	OutboxDepth     uint32   `json:"outboxDepth"` // guaranteed messages waiting for the peer (replicated)
+	OutboxBytes     uint64   `json:"outboxBytes"`
+	Guaranteed      bool     `json:"guaranteed"` // every message over the link is guaranteed
+	Export          string   `json:"export"`     // policy as the CLI takes it: none, all, role:R, name:G, tag:T
 	Import          string   `json:"import"`
 	Transitive      bool     `json:"transitive"`
 	MaxHops         uint32   `json:"maxHops"`
@@ -61,6 +64,7 @@ func (s *Server) handleFedLinks(w http.ResponseWriter, _ *http.Request) {
 			ConnectedTo: st.GetConnectedTo(), RTTMicros: st.GetRttUs(), QueueDepth: st.GetQueueDepth(),
 			QueueBytes: st.GetQueueBytes(), Sent: st.GetSent(), Received: st.GetReceived(), Dropped: st.GetDropped(),
 			Reconnects: st.GetReconnects(), ImportedAgents: st.GetImportedAgents(), ImportedVersion: st.GetImportedVersion(),
+			OutboxDepth: st.GetOutboxDepth(), OutboxBytes: st.GetOutboxBytes(), Guaranteed: l.GetOutbox().GetGuaranteed(),
 			Export: federation.FormatPolicy(l.GetExport()), Import: federation.FormatPolicy(l.GetImport()),
 			Transitive: l.GetTransitive(), MaxHops: l.GetMaxHops(), Initiator: l.GetInitiator(),
 			PeerAddrs: append([]string{}, l.GetPeerAddrs()...), TLS: len(l.GetPeerCaPem()) > 0,

@@ -37,6 +37,9 @@ var grpcMethods = map[string]authz.Class{
 	concordv1.Cluster_RaftPeers_FullMethodName:  authz.Read,
 	concordv1.Cluster_Status_FullMethodName:     authz.Read,
 	concordv1.Cluster_RemovePeer_FullMethodName: authz.Admin,
+
+	concordv1.Operator_Health_FullMethodName: authz.Read,
+	concordv1.Operator_Drain_FullMethodName:  authz.Admin,
 	// Participant credentials (node/acl): operators only, never a peer node.
 	concordv1.AclAdmin_CreateToken_FullMethodName: authz.Operator,
 	concordv1.AclAdmin_ListTokens_FullMethodName:  authz.Operator,
@@ -226,16 +229,33 @@ type verifiedVoters struct {
 }
 
 func (v verifiedVoters) AddVoter(ctx context.Context, id, addr string) error {
-	if l := v.s.raftLayer; l != nil {
-		timeout := voterProbeTimeout
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-			timeout = time.Until(dl)
-		}
-		if err := l.Probe(raft.ServerAddress(addr), id, timeout); err != nil {
-			return fmt.Errorf("not adding %s as a voter: its raft address %s did not prove the identity: %w", id, addr, err)
-		}
+	if err := v.probe(ctx, id, addr); err != nil {
+		return err
 	}
 	return v.RaftConfigurator.AddVoter(ctx, id, addr)
+}
+
+func (v verifiedVoters) AddNonvoter(ctx context.Context, id, addr string) error {
+	if err := v.probe(ctx, id, addr); err != nil {
+		return err
+	}
+	return v.RaftConfigurator.AddNonvoter(ctx, id, addr)
+}
+
+// probe checks, with TLS, that addr's Raft listener is node id.
+func (v verifiedVoters) probe(ctx context.Context, id, addr string) error {
+	l := v.s.raftLayer
+	if l == nil {
+		return nil
+	}
+	timeout := voterProbeTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	if err := l.Probe(raft.ServerAddress(addr), id, timeout); err != nil {
+		return fmt.Errorf("not adding %s to raft: its raft address %s did not prove the identity: %w", id, addr, err)
+	}
+	return nil
 }
 
 // wrapHTTPListener serves HTTP over TLS when configured.
@@ -269,6 +289,17 @@ func (s *Server) httpClass(r *http.Request) authz.Class {
 		return authz.Open
 	}
 	return authz.Read
+}
+
+// ReloadJWKS re-reads the bearer-token key set (the JWKS file, or the
+// URL re-fetched) so rotated issuer keys apply without a restart; on error
+// the keys in use stay. A node without bearer authentication does
+// nothing. cmd/concord calls it on SIGHUP.
+func (s *Server) ReloadJWKS(ctx context.Context) error {
+	if s.auth == nil {
+		return nil
+	}
+	return s.auth.ReloadJWKS(ctx)
 }
 
 // ReloadTLS re-reads the CA, certificate and key files and uses them for

@@ -40,12 +40,14 @@ type Server struct {
 	runs     *runs.Module
 	acl      *acl.Module // API keys (replicated)
 	aclAdmin *acl.AdminService
+	auth     *acl.Authenticator
 	runsSvc  *runs.Service
 	fedState *federation.State
 	fed      *federation.Manager
 	fedHook  *lateFederation
 	store    *raftstore.Store
 	metrics  *metrics
+	fsmApply *fsmApplyTimer // the FSM's apply-time histogram (metrics_fsm.go)
 	hub      *fanout.Hub
 	router   *router.Router
 	svc      *mapsvc.Service
@@ -77,6 +79,15 @@ type Server struct {
 	// (a resume of a session it has not replayed yet would open a new one).
 	caughtUp atomic.Bool
 
+	// Drain (drain.go): draining is set once; drained closes when the node
+	// has left. loopMu orders goLoop against Shutdown (stopping), so a
+	// drain started during a shutdown adds no loop Shutdown misses.
+	draining atomic.Bool
+	drained  chan struct{}
+	loopMu   sync.Mutex
+	stopping bool
+	runCtx   context.Context
+
 	// cancel stops the background loops started by Start; wg waits for them.
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -95,7 +106,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "node", "node_id", cfg.NodeID)}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "node", "node_id", cfg.NodeID), drained: make(chan struct{})}
 
 	if err := s.build(); err != nil {
 		s.closeBuilt()
@@ -138,6 +149,7 @@ func (s *Server) build() error {
 	}
 	s.forwarder.SetLeaderSource(s.store)
 	s.metrics = newMetrics(s.cfg.NodeID, s.store)
+	s.metrics.reg.MustRegister(s.fsmApply.vec)
 	if err := s.buildMembership(); err != nil {
 		return err
 	}
@@ -182,11 +194,13 @@ func (s *Server) openStore() error {
 	rc.DataDir = s.cfg.DataDir
 	rc.BindAddr = s.cfg.RaftAddr
 	rc.AdvertiseAddr = s.cfg.RaftAdvertise
-	s.acl = acl.NewModule()
+	s.acl = acl.NewModule().WithEvents(s.registry) // permissions_client_updated joins the event window
 	rc.Modules = []raftstore.Module{s.registry, s.runs, fedModule{s.fedState}, s.acl}
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
 	rc.WrapStreamLayer = s.raftStreamWrapper()
+	s.fsmApply = newFSMApplyTimer()
+	rc.ObserveApply = s.fsmApply.observe
 	store, err := raftstore.New(rc)
 	if err != nil {
 		return fmt.Errorf("open raft store: %w", err)
@@ -198,8 +212,9 @@ func (s *Server) openStore() error {
 
 // eventVisible is the fan-out's visibility rule (node/access), decided on
 // this node's replica.
-func (s *Server) eventVisible(participantID, participantType string, ev *registry.Event) bool {
-	return access.EventVisible(s.registry, access.Viewer{ParticipantID: participantID, ParticipantType: participantType}, ev)
+func (s *Server) eventVisible(sessionID, participantID, participantType string, ev *registry.Event) bool {
+	return access.EventVisible(s.registry, access.Viewer{ParticipantID: participantID, ParticipantType: participantType,
+		Agents: s.registry.SessionAgentIDs(sessionID)}, ev)
 }
 
 // buildMAPService wires the MAP method handlers, the router and the
@@ -231,6 +246,7 @@ func (s *Server) buildMAPService() error {
 		rcfg.Peers = countingPeers{next: s.peers, out: s.metrics.ops.relay.out}
 	}
 	rcfg.Federation = s.fedHook
+	rcfg.Permissions = sendPermissions{reg: s.registry, systemID: s.cfg.SystemID}
 	rcfg.Logger = s.cfg.Logger
 	rt, err := router.New(rcfg)
 	if err != nil {
@@ -241,6 +257,8 @@ func (s *Server) buildMAPService() error {
 	scfg.Module = s.runs
 	scfg.Store = proposer
 	scfg.Agents = s.registry
+	scfg.SystemID = s.cfg.SystemID
+	scfg.Remote = s.fedState
 	scfg.Messenger = rt
 	scfg.Leadership = s.store
 	scfg.IsLeader = s.store.IsLeader
@@ -268,15 +286,24 @@ func (s *Server) buildMAPService() error {
 	mcfg.IsLeader = s.store.IsLeader
 	mcfg.WaitApplied = s.store.WaitApplied
 	mcfg.LinearizableRead = s.store.LinearizableRead
+	mcfg.Barrier = s.readyBarrier
 	mcfg.Router = rt
 	mcfg.Fanout = hub
+	mcfg.Gateway = fedGateway{hook: s.fedHook, timeout: func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), s.cfg.Federation.CallTimeout+s.cfg.Federation.AckTimeout)
+	}}
 	acfg := s.cfg.ACL
 	acfg.Keys = s.acl
+	if acfg.Logger == nil {
+		acfg.Logger = s.cfg.Logger
+	}
 	auth, err := acl.New(acfg)
 	if err != nil {
 		return fmt.Errorf("build authenticator: %w", err)
 	}
+	s.auth = auth
 	mcfg.Authenticator = auth
+	mcfg.ParticipantPermissions = s.acl
 	// Dead nodes' sessions are detached by the cluster reconciler, which
 	// waits out the cleanup delay; mapsvc's own sweep (NodeAlive) stays off
 	// because a new leader's cold directory would detach live sessions.
@@ -312,7 +339,7 @@ func (s *Server) Start(ctx context.Context) error {
 // may outlive start); ctx bounds start's own waits.
 func (s *Server) start(joinCtx, ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.cancel, s.runCtx = cancel, runCtx
 	// The directory subscribes before gossip starts so it misses no change,
 	// and runs before bootstrap so forwarding can find the leader at once.
 	dirSub := s.membership.Subscribe()
@@ -329,6 +356,7 @@ func (s *Server) start(joinCtx, ctx context.Context) error {
 	s.goLoop("reconciler", func() error { return s.reconciler.Run(runCtx) })
 	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
 	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
+	s.goLoop("jwks", func() error { return s.auth.Run(runCtx) })
 	s.goLoop("runs", func() error { return s.runsSvc.Run(runCtx) })
 	s.goLoop("federation", func() error { return s.fed.Run(runCtx) })
 	s.goLoop("insecure-warning", func() error { return s.repeatInsecureWarning(runCtx) })
@@ -358,6 +386,17 @@ func (s *Server) start(joinCtx, ctx context.Context) error {
 // goLoop runs fn in a goroutine owned by the server: Shutdown cancels its
 // context and waits for it to return.
 func (s *Server) goLoop(name string, fn func() error) {
+	s.loopMu.Lock()
+	defer s.loopMu.Unlock()
+	s.goLoopLocked(name, fn)
+}
+
+// goLoopLocked is goLoop with loopMu held; it starts nothing once
+// Shutdown began.
+func (s *Server) goLoopLocked(name string, fn func() error) {
+	if s.stopping {
+		return
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -380,6 +419,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		if err := s.checkRaftVoters(); err != nil {
+			return err
+		}
 		reason := s.notReadyReason()
 		if reason == "" {
 			err := s.readyBarrier(ctx)
@@ -427,6 +469,9 @@ const maxReadyApplyLag = 1024
 // heard from it within a few heartbeat timeouts (one slow heartbeat must
 // not flap readiness), and the apply lag is small.
 func (s *Server) readyReason() string {
+	if s.draining.Load() {
+		return "draining: this node takes no new sessions (concord operator drain); connect to another node"
+	}
 	if err := s.store.DiskFull(); err != nil {
 		// Named first: "no raft leader" would hide the cause.
 		return fmt.Sprintf("disk full: data dir %s: %v", s.cfg.DataDir, err)
@@ -545,6 +590,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// over), then the loops that read the store, then the outbound clients.
 	s.fed.Close()
 	add("shutdown cluster grpc", s.cluster.Shutdown(ctx))
+	s.loopMu.Lock()
+	s.stopping = true
+	s.loopMu.Unlock()
 	if s.cancel != nil {
 		s.cancel()
 	}

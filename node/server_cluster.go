@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -88,11 +89,12 @@ func (s *Server) buildMembership() error {
 		}
 	}
 	mc.Meta = membership.NodeMeta{
-		HTTPAddr: s.httpLn.Addr().String(),
-		GRPCAddr: s.grpcAdvertise(),
-		RaftAddr: s.store.Addr(),
-		Version:  s.cfg.Version,
-		Role:     membership.RoleServer,
+		HTTPAddr:   s.httpLn.Addr().String(),
+		GRPCAddr:   s.grpcAdvertise(),
+		RaftAddr:   s.store.Addr(),
+		Version:    s.cfg.Version,
+		Role:       membership.RoleServer,
+		RaftVoters: s.cfg.Cluster.RaftVoters,
 	}
 	mc.GossipKey, mc.AllowPlaintext = s.cfg.GossipKey, s.cfg.GossipPlaintext
 	if !s.cfg.GossipPlaintext {
@@ -113,6 +115,17 @@ func (s *Server) buildMembership() error {
 // buildClusterServer builds the gRPC Cluster service and the reconciler.
 func (s *Server) buildClusterServer() error {
 	cc := s.clusterConfig()
+	s.memberSub = s.membership.Subscribe()
+	rec, err := cluster.NewReconciler(cc, cluster.ReconcilerDeps{
+		Store:         verifiedVoters{RaftConfigurator: s.store, s: s},
+		Members:       s.membership,
+		Sessions:      s.registry,
+		MemberChanges: s.memberSub.Changed(),
+		Resolver:      s.directory,
+	})
+	if err != nil {
+		return fmt.Errorf("build reconciler: %w", err)
+	}
 	srv, err := cluster.NewServer(cc, cluster.ServerDeps{
 		Store:     s.store,
 		Resolver:  s.directory,
@@ -120,6 +133,8 @@ func (s *Server) buildClusterServer() error {
 		Deliverer: countingDeliverer{next: s.router, m: s.metrics.ops.relay},
 		Events:    s.hub,
 		Keyring:   s.membership,
+		Health:    rec,
+		Drainer:   s,
 	})
 	if err != nil {
 		return fmt.Errorf("build cluster server: %w", err)
@@ -128,16 +143,6 @@ func (s *Server) buildClusterServer() error {
 	// Every AclAdmin method is an admin method (see acl.AdminMethodPrefix).
 	s.aclAdmin = acl.NewAdminService(s.acl, meteredProposer{store: s.store, m: s.metrics}, s.store.WaitApplied)
 	s.aclAdmin.Register(srv.GRPC())
-	s.memberSub = s.membership.Subscribe()
-	rec, err := cluster.NewReconciler(cc, cluster.ReconcilerDeps{
-		Store:         verifiedVoters{RaftConfigurator: s.store, s: s},
-		Members:       s.membership,
-		Sessions:      s.registry,
-		MemberChanges: s.memberSub.Changed(),
-	})
-	if err != nil {
-		return fmt.Errorf("build reconciler: %w", err)
-	}
 	s.cluster, s.reconciler = srv, rec
 	return nil
 }
@@ -176,6 +181,15 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		list := make([]raftstore.Server, 0, len(members))
 		for _, m := range members {
 			list = append(list, raftstore.Server{ID: m.ID, Address: m.RaftAddr})
+		}
+		// Only the first RaftVoters servers (by id, the same on every
+		// node) form the cluster; the others wait, like a joining server,
+		// for the leader to add them as non-voters.
+		if n := s.cfg.Cluster.RaftVoters; n > 0 && len(list) > n {
+			list = list[:n]
+			if !slices.ContainsFunc(list, func(sv raftstore.Server) bool { return sv.ID == s.cfg.NodeID }) {
+				return nil
+			}
 		}
 		if err := s.store.BootstrapCluster(ctx, list); err != nil {
 			return fmt.Errorf("bootstrap raft with %d servers: %w", len(list), err)

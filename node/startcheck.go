@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/concordmap/concord/node/membership"
@@ -63,3 +64,23 @@ func (s *Server) outOfConfiguration() bool {
 	}
 	return true
 }
+
+// checkRaftVoters refuses to run beside a server that advertises another
+// target number of voters (--raft-voters): the leader would not add this
+// node (or the other one), and two targets would fight over promotions.
+// Peers of older versions advertise none and are not checked.
+func (s *Server) checkRaftVoters() error {
+	want := s.cfg.Cluster.RaftVoters
+	for _, m := range s.membership.Members() {
+		if m.ID == s.cfg.NodeID || m.Status != membership.StatusAlive || m.RaftVoters == 0 || m.RaftVoters == want {
+			continue
+		}
+		return fmt.Errorf("node: --raft-voters is %d here but %d on %s: every server of a system must use the same value: %w",
+			want, m.RaftVoters, m.ID, ErrRaftVotersMismatch)
+	}
+	return nil
+}
+
+// ErrRaftVotersMismatch is matched (errors.Is) by Start's error when a
+// peer runs with another --raft-voters.
+var ErrRaftVotersMismatch = errors.New("raft-voters mismatch")

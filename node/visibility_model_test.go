@@ -20,6 +20,23 @@ import (
 type vmAgent struct {
 	id, owner, parent, vis string
 	scopes                 map[string]bool
+	conn                   int    // the connection (node) that registered it: its session
+	see                    vmRule // permissionOverrides.canSee.agents
+}
+
+// vmRule is a canSee.agents rule: "" (all), hierarchy, direct, or
+// include (ids).
+type vmRule struct {
+	kind string
+	ids  []string
+}
+
+func (r vmRule) json() map[string]any {
+	var v any = r.kind
+	if r.kind == "include" {
+		v = map[string]any{"include": r.ids}
+	}
+	return map[string]any{"canSee": map[string]any{"agents": v}}
 }
 
 type vmScope struct {
@@ -29,7 +46,8 @@ type vmScope struct {
 
 type vmParticipant struct {
 	id, ptype string
-	conns     []*client // one per node
+	conns     []*client     // one per node
+	events    []chan string // per connection: agent ids of agent_* map/event notifications
 }
 
 // vmWorld is a small reference model of map-protocol.md §7, written
@@ -53,9 +71,14 @@ func (w *vmWorld) ownsMember(p *vmParticipant, sc *vmScope) bool {
 	return false
 }
 
-func (w *vmWorld) seesAgent(p *vmParticipant, a *vmAgent) bool {
+// seesAgent: p, connected through conns[conn], may see a.
+func (w *vmWorld) seesAgent(p *vmParticipant, conn int, a *vmAgent) bool {
 	switch {
-	case p.ptype == "system" || a.owner == p.id || a.vis == "public":
+	case p.ptype == "system" || a.owner == p.id:
+		return true
+	case !w.layerAllows(p, conn, a):
+		return false
+	case a.vis == "public":
 		return true
 	case a.vis == "parent-only":
 		return a.parent != "" && w.ownsAgent(p, a.parent)
@@ -69,6 +92,45 @@ func (w *vmWorld) seesAgent(p *vmParticipant, a *vmAgent) bool {
 	return false
 }
 
+// layerAllows applies the canSee.agents rule of every agent p's session
+// on conns[conn] registered: all of them must allow t.
+func (w *vmWorld) layerAllows(p *vmParticipant, conn int, t *vmAgent) bool {
+	for _, a := range w.agents {
+		if a.owner != p.id || a.conn != conn {
+			continue
+		}
+		switch a.see.kind {
+		case "hierarchy":
+			if !w.kin(a, t) {
+				return false
+			}
+		case "direct":
+			if a.id != t.id {
+				return false
+			}
+		case "include":
+			if a.id != t.id && !slices.Contains(a.see.ids, t.id) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// kin: a and t are the same agent, or one is an ancestor of the other.
+func (w *vmWorld) kin(a, t *vmAgent) bool {
+	up := func(x *vmAgent, anc string) bool {
+		for x != nil && x.parent != "" {
+			if x.parent == anc {
+				return true
+			}
+			x = w.agents[x.parent]
+		}
+		return false
+	}
+	return a.id == t.id || up(a, t.id) || up(t, a.id)
+}
+
 func (w *vmWorld) seesScope(p *vmParticipant, sc *vmScope) bool {
 	switch {
 	case p.ptype == "system" || sc.owner == p.id || sc.vis == "public":
@@ -79,9 +141,10 @@ func (w *vmWorld) seesScope(p *vmParticipant, sc *vmScope) bool {
 	return false
 }
 
-// TestCluster_VisibilityModel: random participants, agents, scopes and
-// visibility settings; what each participant lists and replays, on each
-// node, equals what the reference model allows.
+// TestCluster_VisibilityModel: random participants, agents, scopes,
+// visibility settings and agent permission layers (canSee.agents); what
+// each participant lists, gets, replays and receives on a live
+// subscription, on each node, equals what the reference model allows.
 func TestCluster_VisibilityModel(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -107,7 +170,18 @@ func TestCluster_VisibilityModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, srv := range servers {
-			c := dial(t, srv)
+			evs := make(chan string, 256)
+			c := dialWith(t, srv, notifyFunc(func(method string, params json.RawMessage) {
+				var ev struct {
+					Event struct {
+						Data struct{ Agent, Scope struct{ ID string } }
+					}
+				}
+				if method == "map/event" && json.Unmarshal(params, &ev) == nil {
+					evs <- ev.Event.Data.Agent.ID + ev.Event.Data.Scope.ID
+				}
+			}))
+			p.events = append(p.events, evs)
 			params := map[string]any{"protocolVersion": 1, "participantType": p.ptype, "participantId": p.id,
 				"auth": map[string]any{"method": "api-key", "token": res.GetToken()}}
 			eventually(t, 10*time.Second, func() error { return tryCall(c, "map/connect", params) })
@@ -117,17 +191,33 @@ func TestCluster_VisibilityModel(t *testing.T) {
 	w := &vmWorld{agents: map[string]*vmAgent{}, scopes: map[string]*vmScope{}}
 	agentVis := []string{"public", "parent-only", "scope", "system"}
 	scopeVis := []string{"public", "members", "system"}
+	// Ids a canSee include list may name: agents and the probes below.
+	pool := []string{"a1", "a2", "a3", "a4", "a5", "a6", "a7", "a9", "a10", "pr1", "pr2", "pr3", "pr4", "pr5", "pr6"}
 	n := 0
 	for _, p := range ps[:3] { // agent participants build the world
 		for range 3 {
 			n++
-			a := &vmAgent{id: fmt.Sprintf("a%d", n), owner: p.id, vis: agentVis[rng.IntN(len(agentVis))], scopes: map[string]bool{}}
+			a := &vmAgent{id: fmt.Sprintf("a%d", n), owner: p.id, vis: agentVis[rng.IntN(len(agentVis))], scopes: map[string]bool{},
+				conn: rng.IntN(2)}
 			params := map[string]any{"agentId": a.id, "visibility": a.vis}
 			if ids := sortedKeys(w.agents); len(ids) > 0 && rng.IntN(2) == 0 {
 				a.parent = ids[rng.IntN(len(ids))]
 				params["parent"] = a.parent
+				a.see = w.agents[a.parent].see // a restricted parent's children inherit its permissions
+			} else {
+				switch rng.IntN(4) {
+				case 1:
+					a.see = vmRule{kind: "hierarchy"}
+				case 2:
+					a.see = vmRule{kind: "direct"}
+				case 3:
+					a.see = vmRule{kind: "include", ids: []string{pool[rng.IntN(len(pool))], pool[rng.IntN(len(pool))]}}
+				}
+				if a.see.kind != "" {
+					params["permissionOverrides"] = a.see.json()
+				}
 			}
-			p.conns[rng.IntN(2)].call("map/agents/register", params)
+			p.conns[a.conn].call("map/agents/register", params)
 			w.agents[a.id] = a
 		}
 		n++
@@ -158,18 +248,19 @@ func TestCluster_VisibilityModel(t *testing.T) {
 	}
 	waitApplied(t, servers)
 	for _, p := range ps {
-		var wantAgents, wantScopes []string
-		for _, id := range sortedKeys(w.agents) {
-			if w.seesAgent(p, w.agents[id]) {
-				wantAgents = append(wantAgents, id)
-			}
-		}
+		var wantScopes []string
 		for _, id := range sortedKeys(w.scopes) {
 			if w.seesScope(p, w.scopes[id]) {
 				wantScopes = append(wantScopes, id)
 			}
 		}
 		for i, c := range p.conns {
+			var wantAgents []string
+			for _, id := range sortedKeys(w.agents) {
+				if w.seesAgent(p, i, w.agents[id]) {
+					wantAgents = append(wantAgents, id)
+				}
+			}
 			got := listIDs(c.call("map/agents/list", map[string]any{}), "agents")
 			if !slices.Equal(got, wantAgents) {
 				t.Errorf("%s on n%d lists agents %v, model %v", p.id, i+1, got, wantAgents)
@@ -190,6 +281,65 @@ func TestCluster_VisibilityModel(t *testing.T) {
 					t.Errorf("%s on n%d gets %s: err %v, model visible %v", p.id, i+1, id, err, visible)
 				}
 			}
+		}
+	}
+	checkLiveEvents(t, rng, w, ps, ps[4])
+}
+
+// checkLiveEvents subscribes every connection to agent_registered, has
+// the system participant register probes (random visibility and parent),
+// and checks each subscriber receives exactly the probes the model lets
+// it see, on both nodes. The world is frozen meanwhile, so the model's
+// answer does not depend on when each event is delivered.
+func checkLiveEvents(t *testing.T, rng *rand.Rand, w *vmWorld, ps []*vmParticipant, sys *vmParticipant) {
+	type sink struct {
+		p    *vmParticipant
+		conn int
+		got  chan string
+	}
+	var sinks []*sink
+	for _, p := range ps {
+		for i, c := range p.conns {
+			c.call("map/subscribe", map[string]any{"filter": map[string]any{"eventTypes": []string{"agent_registered", "scope_created"}}})
+			sinks = append(sinks, &sink{p: p, conn: i, got: p.events[i]})
+		}
+	}
+	agentVis := []string{"public", "parent-only", "scope", "system"}
+	ids := sortedKeys(w.agents)
+	for i := range 6 {
+		pr := &vmAgent{id: fmt.Sprintf("pr%d", i+1), owner: sys.id, vis: agentVis[rng.IntN(len(agentVis))], scopes: map[string]bool{}}
+		params := map[string]any{"agentId": pr.id, "visibility": pr.vis}
+		if rng.IntN(3) > 0 {
+			pr.parent = ids[rng.IntN(len(ids))]
+			params["parent"] = pr.parent
+		}
+		sys.conns[rng.IntN(2)].call("map/agents/register", params)
+		w.agents[pr.id] = pr
+	}
+	// The end marker is a public scope: no canSee.agents rule hides it.
+	sys.conns[0].call("map/scopes/create", map[string]any{"scopeId": "zz-end"})
+	for _, sk := range sinks {
+		var want, got []string
+		for i := range 6 {
+			if id := fmt.Sprintf("pr%d", i+1); w.seesAgent(sk.p, sk.conn, w.agents[id]) {
+				want = append(want, id)
+			}
+		}
+		for done := false; !done; {
+			select {
+			case id := <-sk.got:
+				if id == "zz-end" {
+					done = true
+				} else {
+					got = append(got, id)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s on n%d: the end marker never arrived (got %v)", sk.p.id, sk.conn+1, got)
+			}
+		}
+		sort.Strings(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s on n%d received live agent_registered for %v, model %v", sk.p.id, sk.conn+1, got, want)
 		}
 	}
 }

@@ -170,7 +170,7 @@ func TestLogStore_SpaceProbe(t *testing.T) {
 	if err := l.recheckFull(); err != nil {
 		t.Fatalf("recheck with space back = %v, want nil", err)
 	}
-	if entries, _ := os.ReadDir(l.dir); len(entries) != 1 {
-		t.Fatalf("data dir holds %d entries after the probe, want raft.db alone", len(entries))
+	if entries, _ := os.ReadDir(l.dir); len(entries) != 2 {
+		t.Fatalf("data dir holds %d entries after the probe, want raft.db and the log dir alone", len(entries))
 	}
 }

@@ -1,7 +1,7 @@
 // Package raftstore wires hashicorp/raft into Concord: a Store is one raft
-// server with an fsync'ed bbolt log, file snapshots and a TCP transport, and
-// an FSM that routes every committed command to the state Module registered
-// for its type.
+// server with an fsync'ed segment log (term and vote in bbolt), file
+// snapshots and a TCP transport, and an FSM that routes every committed
+// command to the state Module registered for its type.
 //
 // What it does: propose commands (Apply, ApplyRaw) and return each
 // proposer's own result and log index; route committed entries by their

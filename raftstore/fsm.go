@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -36,6 +37,9 @@ type fsm struct {
 
 	progress         // applied position, waiters, kept results (progress.go)
 	logCap   *logCap // nil: no cap on the log's length (logcap.go)
+	// observe, when set, receives each handled command's apply time
+	// (Config.ObserveApply).
+	observe func(concordv1.CommandType, time.Duration)
 }
 
 var (
@@ -150,7 +154,13 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 	if err := proto.Unmarshal(l.Data[1:], msg); err != nil {
 		panic(fmt.Sprintf("raftstore: corrupt %s body at index %d: %v", t, l.Index, err))
 	}
+	if f.observe == nil {
+		v, err := r.handler.Apply(l.Index, msg)
+		return &applyResult{value: v, err: err}
+	}
+	start := time.Now()
 	v, err := r.handler.Apply(l.Index, msg)
+	f.observe(t, time.Since(start))
 	return &applyResult{value: v, err: err}
 }
 

@@ -15,14 +15,17 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// logStore is raft's LogStore and StableStore: raft-boltdb/v2 on one bbolt
-// file (DataDir/raft.db), fsync'ed on every write transaction so an
-// acknowledged entry survives a crash. It counts StoreLogs calls (one bolt
-// transaction, one fsync each) and the entries they carry, so Stats and the
-// benchmarks can show how many commands share an fsync (raft groups
-// concurrent applies; DESIGN.md, "Batching").
+// logStore is raft's LogStore and StableStore. The log is a segment log
+// (segLog, DataDir/raft-log/), one fdatasync per append; the stable store
+// (term, vote: written only around elections) is raft-boltdb/v2 on one
+// bbolt file (DataDir/raft.db). Both are synced before a write returns, so
+// an acknowledged entry survives a crash. It counts StoreLogs calls (one
+// fsync each) and the entries they carry, so Stats and the benchmarks can
+// show how many commands share an fsync (raft groups concurrent applies;
+// DESIGN.md, "Batching").
 type logStore struct {
-	*raftboltdb.BoltStore
+	log     *segLog
+	stable  *raftboltdb.BoltStore
 	batches atomic.Uint64 // StoreLogs calls
 	entries atomic.Uint64 // entries written by them
 
@@ -33,51 +36,126 @@ type logStore struct {
 	// returned as the write's error (Config.LogWriteFault).
 	fault func() error
 
-	dir       string       // where raft.db lives: the space probe writes here
+	dir       string       // the data dir: the space probe writes here
 	lastProbe atomic.Int64 // unix nanos of the last space probe
 	probeMu   sync.Mutex   // one probe at a time
 }
 
 var (
-	_ raft.LogStore    = (*logStore)(nil)
-	_ raft.StableStore = (*logStore)(nil)
+	_ raft.LogStore          = (*logStore)(nil)
+	_ raft.StableStore       = (*logStore)(nil)
+	_ raft.MonotonicLogStore = (*logStore)(nil)
 )
 
-// openLogStore opens (or creates) DataDir/raft.db.
+// logDirName is the segment log's directory inside DataDir.
+const logDirName = "raft-log"
+
+// openLogStore opens (or creates) DataDir/raft.db and DataDir/raft-log,
+// moving log entries that an older version kept in raft.db into the
+// segment log first.
 func openLogStore(dir string) (*logStore, error) {
 	bs, err := raftboltdb.New(raftboltdb.Options{
 		Path: filepath.Join(dir, "raft.db"),
 		BoltOptions: &bolt.Options{
 			// Another process holding the file fails fast instead of hanging.
 			Timeout: time.Second,
-			// Do not write the freelist in every commit: raft truncates
-			// the log after each snapshot, the freed pages make the
-			// freelist large, and writing it made every append (and so
-			// every commit) cost more as the log turned over. bbolt
-			// rebuilds it by scanning the file on open instead.
+			// Do not write the freelist in every commit: when raft.db held
+			// the log, raft truncated it after each snapshot, the freed
+			// pages made the freelist large, and writing it made every
+			// append cost more as the log turned over. bbolt rebuilds it
+			// by scanning the file on open instead.
 			NoFreelistSync: true,
 			FreelistType:   bolt.FreelistMapType,
 		},
 	})
 	if err != nil {
+		return nil, fmt.Errorf("raftstore: open stable store: %w", err)
+	}
+	sl, err := openSegLog(filepath.Join(dir, logDirName))
+	if err == nil {
+		err = migrateBoltLog(bs, sl)
+	}
+	if err != nil {
+		if sl != nil {
+			_ = sl.Close()
+		}
+		_ = bs.Close()
 		return nil, fmt.Errorf("raftstore: open log store: %w", err)
 	}
-	return &logStore{BoltStore: bs, dir: dir}, nil
+	return &logStore{log: sl, stable: bs, dir: dir}, nil
 }
 
-// StoreLog stores one entry (one transaction).
+// migrateBoltLog moves the log entries in raft.db (written by versions that
+// kept the log there) into the segment log. Entries are removed from
+// raft.db only after all of them are synced in the segment log, so
+// entries left in raft.db mean the move did not finish: it starts over
+// from an empty segment log.
+func migrateBoltLog(bs *raftboltdb.BoltStore, sl *segLog) error {
+	first, err := bs.FirstIndex()
+	if err != nil {
+		return fmt.Errorf("read old log: %w", err)
+	}
+	last, err := bs.LastIndex()
+	if err != nil {
+		return fmt.Errorf("read old log: %w", err)
+	}
+	if first == 0 || last == 0 {
+		return nil
+	}
+	if err := sl.DeleteRange(0, ^uint64(0)); err != nil {
+		return fmt.Errorf("reset segment log: %w", err)
+	}
+	const batch = 1024
+	for lo := first; lo <= last; lo += batch {
+		hi := min(last, lo+batch-1)
+		logs := make([]*raft.Log, 0, hi-lo+1)
+		for i := lo; i <= hi; i++ {
+			lg := new(raft.Log)
+			if err := bs.GetLog(i, lg); err != nil {
+				return fmt.Errorf("read old log entry %d: %w", i, err)
+			}
+			logs = append(logs, lg)
+		}
+		if err := sl.StoreLogs(logs); err != nil {
+			return fmt.Errorf("copy old log: %w", err)
+		}
+	}
+	if err := bs.DeleteRange(first, last); err != nil {
+		return fmt.Errorf("remove old log: %w", err)
+	}
+	return nil
+}
+
+// FirstIndex, LastIndex, GetLog, DeleteRange and IsMonotonic are the
+// segment log's.
+func (l *logStore) FirstIndex() (uint64, error)              { return l.log.FirstIndex() }
+func (l *logStore) LastIndex() (uint64, error)               { return l.log.LastIndex() }
+func (l *logStore) GetLog(index uint64, log *raft.Log) error { return l.log.GetLog(index, log) }
+func (l *logStore) DeleteRange(lo, hi uint64) error          { return l.log.DeleteRange(lo, hi) }
+func (l *logStore) IsMonotonic() bool                        { return true }
+
+// Get and GetUint64 read the stable store.
+func (l *logStore) Get(k []byte) ([]byte, error)       { return l.stable.Get(k) }
+func (l *logStore) GetUint64(k []byte) (uint64, error) { return l.stable.GetUint64(k) }
+
+// Close closes the log and the stable store.
+func (l *logStore) Close() error {
+	return errors.Join(l.log.Close(), l.stable.Close())
+}
+
+// StoreLog stores one entry.
 func (l *logStore) StoreLog(log *raft.Log) error {
 	return l.StoreLogs([]*raft.Log{log})
 }
 
-// StoreLogs stores a group of entries in one transaction (one fsync).
+// StoreLogs stores a group of entries with one write and one fsync.
 func (l *logStore) StoreLogs(logs []*raft.Log) error {
 	var err error
 	if l.fault != nil {
 		err = l.fault()
 	}
 	if err == nil {
-		err = l.BoltStore.StoreLogs(logs)
+		err = l.log.StoreLogs(logs)
 	}
 	if err != nil {
 		return l.noteFull(err)
@@ -91,10 +169,10 @@ func (l *logStore) StoreLogs(logs []*raft.Log) error {
 // Set and SetUint64 (the stable store: term, vote) record a full disk too.
 // raft panics when it cannot save its term; the record at least lets the
 // log say why.
-func (l *logStore) Set(k, v []byte) error { return l.noteFull(l.BoltStore.Set(k, v)) }
+func (l *logStore) Set(k, v []byte) error { return l.noteFull(l.stable.Set(k, v)) }
 
 func (l *logStore) SetUint64(k []byte, v uint64) error {
-	return l.noteFull(l.BoltStore.SetUint64(k, v))
+	return l.noteFull(l.stable.SetUint64(k, v))
 }
 
 // noteFull records err when it says the disk is full (ENOSPC, or EDQUOT
@@ -120,7 +198,7 @@ func (l *logStore) diskFull() error {
 // Space probe: a follower writes its log only when the leader sends
 // entries, so in a quiet cluster the record of a full disk would outlive
 // the shortage. recheckFull writes and syncs probeBytes to a scratch file
-// next to raft.db (through the fault seam), at most once per
+// in the data dir (through the fault seam), at most once per
 // probeInterval, and clears the record when that succeeds. A log write
 // that fails again records it again.
 const (

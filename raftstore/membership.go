@@ -16,7 +16,9 @@ type Server struct {
 	// Address is its raft transport address (host:port).
 	Address string
 	// Voter is true for voting members. BootstrapCluster ignores it (every
-	// bootstrap server votes); Configuration reports it.
+	// bootstrap server votes); Configuration reports it. A non-voter
+	// replicates the log and serves reads but takes no part in elections
+	// or commit quorums.
 	Voter bool
 }
 
@@ -69,6 +71,33 @@ func (s *Store) AddVoter(ctx context.Context, id, addr string) error {
 		return fmt.Errorf("add voter %s: %w", id, err)
 	}
 	s.log.Info("added voter", "peer", id, "addr", addr)
+	return nil
+}
+
+// AddNonvoter adds a server that replicates the log but does not vote;
+// leader only. A server already present keeps its suffrage (raft only
+// records the address), so it never demotes a voter: use DemoteVoter.
+func (s *Store) AddNonvoter(ctx context.Context, id, addr string) error {
+	err := s.awaitWithCtx(ctx, func(timeout time.Duration) raft.Future {
+		return s.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout)
+	})
+	if err != nil {
+		return fmt.Errorf("add non-voter %s: %w", id, err)
+	}
+	s.log.Info("added non-voter", "peer", id, "addr", addr)
+	return nil
+}
+
+// DemoteVoter turns a voter into a non-voter that keeps replicating;
+// leader only. Demoting an unknown server or a non-voter is a no-op.
+func (s *Store) DemoteVoter(ctx context.Context, id string) error {
+	err := s.awaitWithCtx(ctx, func(timeout time.Duration) raft.Future {
+		return s.raft.DemoteVoter(raft.ServerID(id), 0, timeout)
+	})
+	if err != nil {
+		return fmt.Errorf("demote voter %s: %w", id, err)
+	}
+	s.log.Info("demoted voter", "peer", id)
 	return nil
 }
 

@@ -87,6 +87,7 @@ func New(cfg Config) (*Store, error) {
 	if s.fsm, err = newFSM(cfg.Modules, s.log); err != nil {
 		return nil, err
 	}
+	s.fsm.observe = cfg.ObserveApply
 	if cfg.MaxLogEntries > 0 {
 		s.fsm.logCap = newLogCap(cfg.MaxLogEntries)
 	}

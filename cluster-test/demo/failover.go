@@ -21,13 +21,21 @@ type runView struct {
 	} `json:"state"`
 }
 
+// leaderKill is what killLeaderMidDebate saw.
+type leaderKill struct {
+	leader, next     *node
+	elected, movedOn time.Duration // from the kill to the new leader, to the run's next event
+	after            runView       // the run once it moved on
+}
+
 // killLeaderMidDebate waits until the debate's first round is under way,
-// kill -9s the Raft leader, and reports how long until a new leader is
-// elected and the run makes progress again (new engine events committed).
-func killLeaderMidDebate(ctx context.Context, nodes []*node, requestID string) error {
+// tells announce, kill -9s the Raft leader, and measures how long until a
+// new leader is elected and the run makes progress again (new engine
+// events committed). It watches the run from a node that does not lead.
+func killLeaderMidDebate(ctx context.Context, nodes []*node, requestID string, announce func(before runView, leader *node)) (leaderKill, error) {
 	leader, err := currentLeader(ctx, nodes, nil)
 	if err != nil {
-		return err
+		return leaderKill{}, err
 	}
 	var watcher *node
 	for _, n := range nodes {
@@ -38,30 +46,27 @@ func killLeaderMidDebate(ctx context.Context, nodes []*node, requestID string) e
 	}
 	c, err := dialClient(ctx, watcher)
 	if err != nil {
-		return err
+		return leaderKill{}, err
 	}
 	defer c.Close(context.Background())
 
 	before, err := waitRun(ctx, c, requestID, func(r runView) bool { return r.Phase == "debate" && r.Round >= 1 })
 	if err != nil {
-		return err
+		return leaderKill{}, err
 	}
-	say("debate round %d is under way (%d engine events so far): kill -9 the leader %s (pid %d)",
-		before.Round, before.State.EventCount, leader.id, leader.proc.cmd.Process.Pid)
+	announce(before, leader)
 	killed := time.Now()
 	leader.proc.kill9()
 	next, err := currentLeader(ctx, nodes, leader)
 	if err != nil {
-		return err
+		return leaderKill{}, err
 	}
 	elected := time.Since(killed)
 	after, err := waitRun(ctx, c, requestID, func(r runView) bool { return r.State.EventCount > before.State.EventCount })
 	if err != nil {
-		return err
+		return leaderKill{}, err
 	}
-	say("new leader %s elected %d ms after the kill; the run moved on %d ms after the kill (phase %s, round %d)",
-		next.id, elected.Milliseconds(), time.Since(killed).Milliseconds(), after.Phase, after.Round)
-	return nil
+	return leaderKill{leader: leader, next: next, elected: elected, movedOn: time.Since(killed), after: after}, nil
 }
 
 // waitRun polls the run of requestID until cond holds.

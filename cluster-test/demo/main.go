@@ -3,10 +3,14 @@
 // kill -9s the Raft leader in the middle of the debate, shows the run
 // resuming on the new leader and finishing, and prints where the result files
 // are. It leaves no process behind, also when interrupted.
+//
+// With --federation it is `make demo-federation` (federation.go): two
+// linked systems, a debate across them, faults in both and a link cut.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -28,6 +32,9 @@ type options struct {
 	task  string
 	think time.Duration
 	keep  bool
+	// federation: `make demo-federation` (federation.go) instead of `make demo`.
+	federation bool
+	data       string
 }
 
 func main() {
@@ -37,20 +44,27 @@ func main() {
 	flag.StringVar(&o.task, "task", "Should a five-person startup run its own Kubernetes cluster or use a managed platform?", "the question the agents debate")
 	flag.DurationVar(&o.think, "think", 600*time.Millisecond, "how long each demo agent thinks per task")
 	flag.BoolVar(&o.keep, "keep-data", false, "keep the nodes' data directory")
+	flag.BoolVar(&o.federation, "federation", false, "two linked systems debate across the link (make demo-federation)")
+	flag.StringVar(&o.data, "data", ".data/demo-federation", "--federation: data, logs and certificates of both systems (wiped at start)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o); err != nil {
+	demo := run
+	if o.federation {
+		demo = runFederation
+	}
+	if err := demo(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
 }
 
-// node is one server process of the demo system.
+// node is one server process of a demo system.
 type node struct {
 	id                   string
 	http, grpc, raft, gs int
 	proc                 *proc
+	tls                  *tls.Config // the demo's client side for this node's system
 }
 
 func (n *node) url() string { return fmt.Sprintf("wss://127.0.0.1:%d/map", n.http) }
@@ -67,8 +81,13 @@ func run(ctx context.Context, o options) error {
 	ps := &procs{out: os.Stdout}
 	defer func() { say("stopping every process"); ps.stopAll(5 * time.Second) }()
 
-	nodes, err := startNodes(ctx, ps, o.bin, dir)
+	nodes, err := startSystem(ctx, ps, o.bin, dir, "demo")
 	if err != nil {
+		return err
+	}
+	// The agents and `concord argue` (children of this process) trust the
+	// demo CA through the environment.
+	if err := os.Setenv("CONCORD_CA_FILE", filepath.Join(dir, "tls", "demo-ca.pem")); err != nil {
 		return err
 	}
 	leader, err := currentLeader(ctx, nodes, nil)
@@ -99,9 +118,28 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := killLeaderMidDebate(ctx, nodes, requestID); err != nil {
+	k, err := killLeaderMidDebate(ctx, nodes, requestID, func(before runView, leader *node) {
+		say("debate round %d is under way (%d engine events so far): kill -9 the leader %s (pid %d)",
+			before.Round, before.State.EventCount, leader.id, leader.proc.cmd.Process.Pid)
+	})
+	if err != nil {
 		return err
 	}
+	say("new leader %s elected %d ms after the kill; the run moved on %d ms after the kill (phase %s, round %d)",
+		k.next.id, k.elected.Milliseconds(), k.movedOn.Milliseconds(), k.after.Phase, k.after.Round)
+	if err := argueDone(ctx, argue); err != nil {
+		return err
+	}
+	say("debate finished after the failover; result files:")
+	for _, f := range []string{"result.json", "events.jsonl", "summary.md"} {
+		fmt.Printf("    %s\n", filepath.Join(o.out, requestID, f))
+	}
+	return nil
+}
+
+// argueDone waits for `concord argue run` to end (3 minutes at most) and
+// reports its failure.
+func argueDone(ctx context.Context, argue *proc) error {
 	select {
 	case <-argue.done:
 	case <-ctx.Done():
@@ -112,16 +150,17 @@ func run(ctx context.Context, o options) error {
 	if argue.err != nil {
 		return fmt.Errorf("concord argue run: %w", argue.err)
 	}
-	say("debate finished after the failover; result files:")
-	for _, f := range []string{"result.json", "events.jsonl", "summary.md"} {
-		fmt.Printf("    %s\n", filepath.Join(o.out, requestID, f))
-	}
 	return nil
 }
 
 var personas = []string{"default", "default", "default"}
 
-func startNodes(ctx context.Context, ps *procs, bin, dir string) ([]*node, error) {
+// startSystem starts a system of 3 TLS nodes named node1..node3 with data,
+// logs and certificates under dir, and waits until each is ready.
+func startSystem(ctx context.Context, ps *procs, bin, dir, system string) ([]*node, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	ports, err := freePorts(12)
 	if err != nil {
 		return nil, err
@@ -136,25 +175,26 @@ func startNodes(ctx context.Context, ps *procs, bin, dir string) ([]*node, error
 		return nil, fmt.Errorf("write gossip key: %w", err)
 	}
 	tlsDir := filepath.Join(dir, "tls")
-	if err := makeTLS(bin, tlsDir); err != nil {
+	ctls, err := makeTLS(bin, tlsDir, system)
+	if err != nil {
 		return nil, err
 	}
-	say("created a throwaway CA and certificates in %s: every port runs TLS", tlsDir)
+	say("%s: created a throwaway CA and certificates in %s: every port runs TLS", system, tlsDir)
 	nodes := make([]*node, 3)
 	var gossip []int
 	for i := range nodes {
-		nodes[i] = &node{id: fmt.Sprintf("node%d", i+1), http: ports[4*i], grpc: ports[4*i+1], raft: ports[4*i+2], gs: ports[4*i+3]}
+		nodes[i] = &node{id: fmt.Sprintf("node%d", i+1), http: ports[4*i], grpc: ports[4*i+1], raft: ports[4*i+2], gs: ports[4*i+3], tls: ctls}
 		gossip = append(gossip, nodes[i].gs)
 	}
 	for _, n := range nodes {
-		p, err := ps.start(n.id, "", filepath.Join(dir, n.id+".log"), bin, "server",
-			"--node-id", n.id, "--system-id", "demo", "--data-dir", filepath.Join(dir, n.id),
+		p, err := ps.start(system+"/"+n.id, "", filepath.Join(dir, n.id+".log"), bin, "server",
+			"--node-id", n.id, "--system-id", system, "--data-dir", filepath.Join(dir, n.id),
 			"--http-addr", fmt.Sprintf("127.0.0.1:%d", n.http), "--grpc-addr", fmt.Sprintf("127.0.0.1:%d", n.grpc),
 			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", n.raft), "--gossip-addr", fmt.Sprintf("127.0.0.1:%d", n.gs),
 			"--join", joinHosts(gossip), "--bootstrap-expect", "3", "--gossip-key-file", keyFile,
-			"--tls-ca-file", filepath.Join(tlsDir, "demo-ca.pem"),
-			"--tls-cert-file", filepath.Join(tlsDir, "demo-server-"+n.id+".pem"),
-			"--tls-key-file", filepath.Join(tlsDir, "demo-server-"+n.id+"-key.pem"),
+			"--tls-ca-file", filepath.Join(tlsDir, system+"-ca.pem"),
+			"--tls-cert-file", filepath.Join(tlsDir, system+"-server-"+n.id+".pem"),
+			"--tls-key-file", filepath.Join(tlsDir, system+"-server-"+n.id+"-key.pem"),
 			// A throwaway local system: its demo agents and `concord argue`
 			// connect without credentials (the explicit anonymous policy).
 			"--allow-anonymous", "agent,client")
@@ -162,12 +202,12 @@ func startNodes(ctx context.Context, ps *procs, bin, dir string) ([]*node, error
 			return nil, err
 		}
 		n.proc = p
-		say("started %s (MAP %s)", n.id, n.url())
+		say("%s: started %s (MAP %s)", system, n.id, n.url())
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for _, n := range nodes {
-		if err := waitHTTP(wctx, httpGet, fmt.Sprintf("https://127.0.0.1:%d/v1/ready", n.http)); err != nil {
+		if err := waitHTTP(wctx, n.get, fmt.Sprintf("https://127.0.0.1:%d/v1/ready", n.http)); err != nil {
 			return nil, err
 		}
 	}
@@ -186,8 +226,9 @@ func say(format string, args ...any) {
 	fmt.Printf("[demo %s] %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
-func httpGet(url string) (int, []byte, error) {
-	c := http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS}}
+// get fetches url of n's HTTP API with the demo's client certificate.
+func (n *node) get(url string) (int, []byte, error) {
+	c := http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: n.tls}}
 	resp, err := c.Get(url)
 	if err != nil {
 		return 0, nil, err
@@ -207,7 +248,7 @@ func currentLeader(ctx context.Context, nodes []*node, exclude *node) (*node, er
 			if n == exclude {
 				continue
 			}
-			_, body, err := httpGet(fmt.Sprintf("https://127.0.0.1:%d/v1/status", n.http))
+			_, body, err := n.get(fmt.Sprintf("https://127.0.0.1:%d/v1/status", n.http))
 			var st struct{ LeaderID string }
 			if err == nil && json.Unmarshal(body, &st) == nil {
 				for _, l := range nodes {
@@ -227,6 +268,12 @@ func currentLeader(ctx context.Context, nodes []*node, exclude *node) (*node, er
 
 // waitAgents waits until every demo agent is registered.
 func waitAgents(ctx context.Context, n *node, names []string) error {
+	return waitListed(ctx, n, names, map[string]any{})
+}
+
+// waitListed waits until map/agents/list with params, asked on n, lists
+// every id in names.
+func waitListed(ctx context.Context, n *node, names []string, params map[string]any) error {
 	c, err := dialClient(ctx, n)
 	if err != nil {
 		return err
@@ -236,18 +283,22 @@ func waitAgents(ctx context.Context, n *node, names []string) error {
 	defer cancel()
 	for {
 		var res struct{ Agents []struct{ ID string } }
-		if err := c.CallResult(ctx, "map/agents/list", map[string]any{}, &res); err == nil {
+		if err := c.CallResult(ctx, "map/agents/list", params, &res); err == nil {
 			seen := map[string]bool{}
 			for _, a := range res.Agents {
 				seen[a.ID] = true
 			}
-			if seen[names[0]] && seen[names[1]] && seen[names[2]] {
+			missing := false
+			for _, id := range names {
+				missing = missing || !seen[id]
+			}
+			if !missing {
 				return nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return errors.New("the demo agents did not register")
+			return fmt.Errorf("agents %v are not all listed on %s", names, n.id)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -256,7 +307,7 @@ func waitAgents(ctx context.Context, n *node, names []string) error {
 func dialClient(ctx context.Context, n *node) (*mapclient.Client, error) {
 	cfg := mapclient.DefaultConfig()
 	cfg.URLs = []string{n.url()}
-	cfg.RPC.TLSConfig = clientTLS
+	cfg.RPC.TLSConfig = n.tls
 	cfg.Name = "demo-observer"
 	return mapclient.Dial(ctx, cfg)
 }

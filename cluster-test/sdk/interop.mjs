@@ -7,13 +7,23 @@
 // "N passed, N failed". Exit status 0 only when nothing failed. A global
 // deadline (INTEROP_TIMEOUT_MS, default 30000) ends a hung run with status 2.
 // SDK-WIRE.md beside this file explains what the SDK sends and expects.
-import { isDeepStrictEqual, inspect } from "node:util";
+import { isDeepStrictEqual } from "node:util";
 import WS from "ws";
-
-// Node 20 has no global WebSocket; the SDK's factories and websocketStream
-// use the global class, so install the `ws` implementation (text frames come
-// back as strings, as the SDK's JSON.parse expects).
-if (typeof globalThis.WebSocket === "undefined") globalThis.WebSocket = WS;
+// checks.mjs installs the ws WebSocket class globally before the SDK loads.
+import {
+  Expectation,
+  Inbox,
+  STEP_MS,
+  check,
+  deadline as startDeadline,
+  errText,
+  expect,
+  failures,
+  show,
+  skip,
+  summary,
+  tapSocket,
+} from "./checks.mjs";
 
 const { AgentConnection, ClientConnection, EVENT_TYPES, websocketStream, waitForOpen } =
   await import("@multi-agent-protocol/sdk");
@@ -23,114 +33,13 @@ if (!url) {
   console.error("usage: node interop.mjs ws://host:port/map");
   process.exit(64);
 }
-const TOTAL_MS = Number(process.env.INTEROP_TIMEOUT_MS || 30000);
-const STEP_MS = 5000; // one wait for a response, message or event
-const CHECK_MS = 10000; // one whole check
-
-let passed = 0;
-let failed = 0;
-let skipped = 0;
-const t0 = Date.now();
-const elapsed = () => `${((Date.now() - t0) / 1000).toFixed(2)}s`;
-
-function pass(name, detail = "") {
-  passed++;
-  console.log(`PASS ${name}${detail ? ` (${detail})` : ""}`);
-}
-function fail(name, detail) {
-  failed++;
-  console.log(`FAIL ${name}: ${detail}`);
-}
-function skip(name, why) {
-  skipped++;
-  console.log(`SKIP ${name}: ${why}`);
-}
-function summary() {
-  console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
-}
-const show = (v) => inspect(v, { depth: 6, breakLength: Infinity, maxStringLength: 200 });
-// Expectation marks a failed assertion: reported by message only, while an
-// unexpected exception keeps its stack.
-class Expectation extends Error {}
-const errText = (e) =>
-  e instanceof Expectation
-    ? e.message
-    : e && typeof e === "object" && "code" in e
-      ? `error ${e.code} ${e.message}${e.data ? " " + show(e.data) : ""}`
-      : String(e?.stack || e);
-let current = "start";
-
-const deadline = setTimeout(() => {
-  fail("overall", `timed out after ${TOTAL_MS} ms during "${current}"`);
-  summary();
-  process.exit(2);
-}, TOTAL_MS);
-
-// check runs one named step; a thrown error or a returned string is a FAIL.
-// It returns true when the step passed so dependent steps can be skipped.
-async function check(name, fn) {
-  current = name;
-  let timer;
-  const stepLimit = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Expectation(`step took longer than ${CHECK_MS} ms`)), CHECK_MS);
-  });
-  try {
-    const detail = await Promise.race([fn(), stepLimit]);
-    pass(name, `${typeof detail === "string" ? detail + ", " : ""}${elapsed()}`);
-    return true;
-  } catch (e) {
-    fail(name, errText(e));
-    return false;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-function expect(cond, what) {
-  if (!cond) throw new Expectation(what);
-}
-
-// Inbox collects items pushed by a callback and lets a step wait for the
-// first one matching a predicate, with a timeout.
-class Inbox {
-  items = [];
-  #waiters = [];
-  push(item) {
-    this.items.push(item);
-    for (const w of [...this.#waiters]) {
-      if (w.pred(item)) {
-        this.#waiters.splice(this.#waiters.indexOf(w), 1);
-        clearTimeout(w.timer);
-        w.resolve(item);
-      }
-    }
-  }
-  next(pred, what, ms = STEP_MS) {
-    const hit = this.items.find(pred);
-    if (hit) return Promise.resolve(hit);
-    return new Promise((resolve, reject) => {
-      const w = { pred, resolve };
-      w.timer = setTimeout(() => {
-        this.#waiters.splice(this.#waiters.indexOf(w), 1);
-        reject(new Expectation(`no ${what} within ${ms} ms; got ${this.items.length}: ${show(this.items.slice(-5))}`));
-      }, ms);
-      this.#waiters.push(w);
-    });
-  }
-}
+const deadline = startDeadline(Number(process.env.INTEROP_TIMEOUT_MS || 30000));
 
 // openSocket opens a WebSocket and taps its raw inbound JSON-RPC objects.
 async function openSocket(tap) {
   const ws = new WS(url);
   await waitForOpen(ws, STEP_MS);
-  if (tap) {
-    ws.addEventListener("message", (ev) => {
-      try {
-        tap.push(JSON.parse(ev.data));
-      } catch {
-        tap.push({ unparsable: String(ev.data) });
-      }
-    });
-  }
+  if (tap) tapSocket(ws, tap);
   return ws;
 }
 
@@ -471,4 +380,4 @@ for (const close of closers.reverse()) {
   }
 }
 summary();
-process.exit(failed > 0 ? 1 : 0);
+process.exit(failures() > 0 ? 1 : 0);

@@ -33,7 +33,8 @@ and (optionally) the capabilities it allows. The key is printed once, on
 stdout: only its hash is stored. Connect with
   map/connect {..., "auth": {"method": "api-key", "token": "<key>"}}`,
 		Example: `  concord acl token create --participant 'worker-*' --types agent
-  concord acl token create --participant ops --types system --description "operator console"`,
+  concord acl token create --participant ops --types system --description "operator console"
+  concord acl token create --participant gw-lab --types gateway --gateway-sources lab --gateway-targets dev,dc2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if spec.TTL < 0 {
@@ -58,6 +59,8 @@ stdout: only its hash is stored. Connect with
 	fl.StringSliceVar(&spec.Capabilities, "capability", nil, `capability flags allowed (e.g. messaging.canSend,lifecycle.canStop); default: the type's defaults`)
 	fl.StringVar(&spec.Description, "description", "", "note shown by list")
 	fl.DurationVar(&spec.TTL, "ttl", 0, "expire the key after this long (0: never)")
+	fl.StringSliceVar(&spec.GatewaySources, "gateway-sources", nil, `for --types gateway: the foreign systems the gateway may route for (map/federation/route sources; "*" = any)`)
+	fl.StringSliceVar(&spec.GatewayTargets, "gateway-targets", nil, `for --types gateway: the systems it may route to (this system, linked systems; "*" = any)`)
 	_ = cmd.MarkFlagRequired("participant")
 	return cmd
 }
@@ -75,7 +78,7 @@ func newTokenListCmd() *cobra.Command {
 					return err
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tPARTICIPANT\tTYPES\tCAPABILITIES\tCREATED\tEXPIRES\tDESCRIPTION")
+				fmt.Fprintln(tw, "ID\tPARTICIPANT\tTYPES\tCAPABILITIES\tGATEWAY\tCREATED\tEXPIRES\tDESCRIPTION")
 				for _, k := range keys {
 					caps := strings.Join(k.Capabilities, ",")
 					if caps == "" {
@@ -85,8 +88,12 @@ func newTokenListCmd() *cobra.Command {
 					if !k.Expires.IsZero() {
 						exp = k.Expires.Format(time.RFC3339)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Participant,
-						strings.Join(k.Types, ","), caps, k.Created.Format(time.RFC3339), exp, k.Description)
+					gw := "-" // routes for SOURCES to TARGETS (map/federation/route)
+					if len(k.GatewaySources)+len(k.GatewayTargets) > 0 {
+						gw = strings.Join(k.GatewaySources, ",") + "->" + strings.Join(k.GatewayTargets, ",")
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Participant,
+						strings.Join(k.Types, ","), caps, gw, k.Created.Format(time.RFC3339), exp, k.Description)
 				}
 				return tw.Flush()
 			})

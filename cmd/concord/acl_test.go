@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,9 @@ func TestServerFlags_Auth(t *testing.T) {
 		{name: "dev can be closed", args: []string{"--dev", "--allow-anonymous", ""}, anon: nil},
 		{name: "jwt", args: append(base, "--jwt-jwks-file", "/x.json", "--jwt-issuer", "i", "--jwt-audience", "a"), jwt: true},
 		{name: "jwt without audience", args: append(base, "--jwt-jwks-file", "/x.json", "--jwt-issuer", "i"), errHas: "--jwt-audience"},
+		{name: "jwks url", args: append(base, "--jwt-jwks-url", "https://idp/jwks", "--jwt-jwks-ca-file", "/ca.pem", "--jwt-issuer", "i", "--jwt-audience", "a"), jwt: true},
+		{name: "jwks file and url", args: append(base, "--jwt-jwks-url", "https://idp/jwks", "--jwt-jwks-file", "/x.json", "--jwt-issuer", "i", "--jwt-audience", "a"), errHas: "exclude"},
+		{name: "jwks ca without url", args: append(base, "--jwt-jwks-file", "/x.json", "--jwt-jwks-ca-file", "/ca.pem", "--jwt-issuer", "i", "--jwt-audience", "a"), errHas: "needs --jwt-jwks-url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,9 +59,34 @@ func TestServerFlags_Auth(t *testing.T) {
 
 // TestACLTokenCommands runs create, list and revoke against a dev node.
 func TestACLTokenCommands(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	cfg := node.DevConfig(t.TempDir())
+	cfg.GRPCAddr = addr
+	srv, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	run := devNodeCLI(ctx, t)
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Shutdown(context.Background()) }()
+
+	run := func(args ...string) (string, error) {
+		root := newRootCmd()
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetArgs(append(args, "--addr", addr))
+		err := root.ExecuteContext(ctx)
+		return out.String(), err
+	}
 	token, err := run("acl", "token", "create", "--participant", "ops-*", "--types", "system,client", "--description", "ci")
 	if err != nil || !strings.HasPrefix(token, "map_sk_") {
 		t.Fatalf("create: %q %v", token, err)

@@ -160,7 +160,7 @@ is deterministic and immediate. --clock wall uses real time and concurrency.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.spec.Task, "task", "", "the question or task to debate")
-	fl.StringSliceVar(&f.spec.Agents, "agents", nil, "participant agent ids, comma separated (at least 2)")
+	fl.StringSliceVar(&f.spec.Agents, "agents", nil, "participant agent ids, comma separated (at least 2); SYSTEM:agent:ID names an agent of a linked system (dc2:agent:bob)")
 	fl.StringVar(&f.spec.Input, "input", "", "start request JSON file (argue's shape); flags override its fields")
 	fl.StringVar(&f.spec.RequestID, "request-id", "", "request id (default: from --input, else generated)")
 	fl.Int64Var(&f.minR, "min-rounds", 0, "minimum debate rounds")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,16 +16,27 @@ import (
 
 // benchFlags are shared by the bench subcommands.
 type benchFlags struct {
-	urls     []string
-	jsonOut  bool
-	duration time.Duration
-	tls      clientTLSFlags
+	urls       []string
+	jsonOut    bool
+	duration   time.Duration
+	tls        clientTLSFlags
+	authMethod string
 }
 
 func (f *benchFlags) register(cmd *cobra.Command, withDuration bool) {
 	cmd.Flags().StringArrayVar(&f.urls, "url", []string{"ws://127.0.0.1:7700/map"}, "MAP WebSocket URL of a node (repeat for several nodes)")
 	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print the summary as one JSON object")
 	f.tls.bind(cmd.Flags())
+	// In the bench, --token-file is the participants' MAP credential (not
+	// the operator token), so its default comes from the MAP credential's
+	// environment variable, as for `concord argue --credential-file`.
+	tf := cmd.Flags().Lookup("token-file")
+	tf.Usage = "file holding the MAP credential the bench participants connect with: an API key " +
+		"(concord acl token create; it must allow ids bench-* and types agent for write/send, client for sessions) or a bearer JWT " +
+		"(env CONCORD_CREDENTIAL_FILE); without it they connect anonymously"
+	f.tls.tokenFile = os.Getenv("CONCORD_CREDENTIAL_FILE")
+	tf.DefValue = f.tls.tokenFile
+	cmd.Flags().StringVar(&f.authMethod, "auth-method", "", "auth method of --token-file: api-key or bearer (default: api-key for a map_sk_ key, else bearer)")
 	if withDuration {
 		cmd.Flags().DurationVar(&f.duration, "duration", 10*time.Second, "how long to generate load")
 	}
@@ -52,14 +64,25 @@ func (f *benchFlags) report(w io.Writer, res any) error {
 	return err
 }
 
-// runLoad sets the TLS configuration (wss:// with --ca-file) on rpcCfg, runs
-// one load with the command's context and prints its summary.
-func runLoad[T any](cmd *cobra.Command, f *benchFlags, rpcCfg *rpc.ClientConfig, load func(context.Context) (T, error)) error {
+// runLoad sets the TLS configuration (wss:// with --ca-file) on rpcCfg and
+// the credential (--token-file) on auth, runs one load with the command's
+// context and prints its summary.
+func runLoad[T any](cmd *cobra.Command, f *benchFlags, rpcCfg *rpc.ClientConfig, auth *benchload.Credential, load func(context.Context) (T, error)) error {
 	tlsCfg, err := f.tls.config()
 	if err != nil {
 		return err
 	}
 	rpcCfg.TLSConfig = tlsCfg
+	switch f.authMethod {
+	case "", "api-key", "bearer":
+	default:
+		return fmt.Errorf("--auth-method must be api-key or bearer, not %q", f.authMethod)
+	}
+	tok, err := f.tls.token()
+	if err != nil {
+		return fmt.Errorf("--token-file: %w", err)
+	}
+	*auth = benchload.Credential{Method: f.authMethod, Token: tok}
 	res, err := load(cmd.Context())
 	if err != nil {
 		return err
@@ -87,7 +110,7 @@ func newBenchWriteCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.URLs, cfg.Duration, cfg.Progress = f.urls, f.duration, cmd.ErrOrStderr()
-			return runLoad(cmd, &f, &cfg.RPC, func(ctx context.Context) (benchload.WriteResult, error) { return benchload.Write(ctx, cfg) })
+			return runLoad(cmd, &f, &cfg.RPC, &cfg.Auth, func(ctx context.Context) (benchload.WriteResult, error) { return benchload.Write(ctx, cfg) })
 		},
 	}
 	f.register(cmd, true)
@@ -104,7 +127,7 @@ func newBenchSessionsCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.URLs, cfg.Progress = f.urls, cmd.ErrOrStderr()
-			return runLoad(cmd, &f, &cfg.RPC, func(ctx context.Context) (benchload.SessionsResult, error) { return benchload.Sessions(ctx, cfg) })
+			return runLoad(cmd, &f, &cfg.RPC, &cfg.Auth, func(ctx context.Context) (benchload.SessionsResult, error) { return benchload.Sessions(ctx, cfg) })
 		},
 	}
 	f.register(cmd, false)
@@ -123,7 +146,7 @@ func newBenchSendCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.URLs, cfg.Duration, cfg.Progress = f.urls, f.duration, cmd.ErrOrStderr()
-			return runLoad(cmd, &f, &cfg.RPC, func(ctx context.Context) (benchload.SendResult, error) { return benchload.Send(ctx, cfg) })
+			return runLoad(cmd, &f, &cfg.RPC, &cfg.Auth, func(ctx context.Context) (benchload.SendResult, error) { return benchload.Send(ctx, cfg) })
 		},
 	}
 	f.register(cmd, true)

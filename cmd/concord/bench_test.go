@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,16 +75,7 @@ func TestBench_JSONSummaries(t *testing.T) {
 // and reads the node's memory over https, verifying with --ca-file and
 // presenting an operator certificate (/v1/status needs a credential).
 func TestBench_OverTLS(t *testing.T) {
-	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"tls", "ca", "create", "--system-id", "sys", "--dir", dir},
-		{"tls", "cert", "create", "--server", "--system-id", "sys", "--node-id", "n1", "--dir", dir},
-		{"tls", "cert", "create", "--client", "--system-id", "sys", "--name", "ops", "--dir", dir},
-	} {
-		if out, err := execRoot(t, args...); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
+	dir := makeTLSMaterial(t)
 	// The bench's sessions are anonymous: this node admits them explicitly.
 	srv := startTLSNode(t, dir, "--allow-anonymous", "agent,client")
 	ca := filepath.Join(dir, "sys-ca.pem")
@@ -100,4 +94,73 @@ func TestBench_OverTLS(t *testing.T) {
 	if _, err := execRoot(t, "bench", "sessions", "--url", srv.MAPURL(), "--sessions", "1", "--settle", "0s"); err == nil {
 		t.Fatal("bench without --ca-file trusted the node's private CA")
 	}
+}
+
+// TestBench_WithCredential: against a node that refuses anonymous
+// participants, every bench subcommand works with an API key read from
+// --token-file, and fails without one.
+func TestBench_WithCredential(t *testing.T) {
+	dir := makeTLSMaterial(t)
+	srv := startTLSNode(t, dir) // no --allow-anonymous
+	ops := []string{"--ca-file", filepath.Join(dir, "sys-ca.pem"),
+		"--cert-file", filepath.Join(dir, "sys-client-ops.pem"), "--key-file", filepath.Join(dir, "sys-client-ops-key.pem")}
+	out, err := execRoot(t, append([]string{"acl", "token", "create", "--participant", "bench-*", "--types", "agent,client",
+		"--addr", srv.GRPCAddr()}, ops...)...)
+	_, key, found := strings.Cut(out, "map_sk_")
+	if err != nil || !found {
+		t.Fatalf("acl token create: %v\n%s", err, out)
+	}
+	key = "map_sk_" + strings.TrimSpace(key)
+	tokFile := filepath.Join(dir, "bench.key")
+	if err := os.WriteFile(tokFile, []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CONCORD_CREDENTIAL_FILE", "")
+	url := srv.MAPURL()
+	for _, args := range [][]string{
+		{"bench", "write", "--url", url, "--clients", "2", "--duration", "500ms", "--json"},
+		{"bench", "send", "--url", url, "--pairs", "1", "--duration", "500ms", "--json"},
+		{"bench", "sessions", "--url", url, "--sessions", "3", "--settle", "0s", "--json"},
+	} {
+		t.Run(args[1], func(t *testing.T) {
+			base := append(slices.Clone(args), ops...) // the operator certificate reads /v1/status
+			out, err := execRoot(t, base...)
+			var anon struct{ Connected, Errors int }
+			_ = json.Unmarshal([]byte(out), &anon)
+			if err == nil && (anon.Connected != 0 || anon.Errors == 0) {
+				t.Fatalf("anonymous bench %s was admitted: %s", args[1], out)
+			}
+			if err != nil && !strings.Contains(err.Error(), "1000") {
+				t.Fatalf("anonymous bench %s: %v, want a 1000 refusal", args[1], err)
+			}
+			out, err = execRoot(t, append(base, "--token-file", tokFile)...)
+			if err != nil {
+				t.Fatalf("bench %s with an API key: %v\n%s", args[1], err, out)
+			}
+			var got map[string]any
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("summary %q: %v", out, err)
+			}
+			if n, _ := got["errors"].(float64); n != 0 {
+				t.Fatalf("errors in %s", out)
+			}
+		})
+	}
+}
+
+// makeTLSMaterial creates system "sys"'s CA, node n1's server certificate
+// and operator "ops"'s client certificate in a temporary directory.
+func makeTLSMaterial(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"tls", "ca", "create", "--system-id", "sys", "--dir", dir},
+		{"tls", "cert", "create", "--server", "--system-id", "sys", "--node-id", "n1", "--dir", dir},
+		{"tls", "cert", "create", "--client", "--system-id", "sys", "--name", "ops", "--dir", dir},
+	} {
+		if out, err := execRoot(t, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
 }

@@ -3,7 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
+	"crypto/rand"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,27 +14,117 @@ import (
 	"github.com/concordmap/concord/node"
 )
 
-// devNodeCLI starts a dev node on a free gRPC port and returns a runner of
-// CLI commands against it (--addr appended), with their stdout.
-func devNodeCLI(ctx context.Context, t *testing.T) func(args ...string) (string, error) {
+func TestReadPeeringToken(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name, file, stdin, want, wantErr string
+	}{
+		{name: "file, whitespace trimmed", file: write("t", "  concordfed1.abc\n"), want: "concordfed1.abc"},
+		{name: "stdin", file: "-", stdin: "concordfed1.xyz\n", want: "concordfed1.xyz"},
+		{name: "empty file", file: write("e", " \n"), wantErr: "empty"},
+		{name: "empty stdin", file: "-", wantErr: "empty"},
+		{name: "missing file", file: filepath.Join(dir, "nope"), wantErr: "no such file"},
+		{name: "too large", file: write("big", strings.Repeat("a", maxTokenBytes+1)), wantErr: "larger than"},
+		{name: "no file", wantErr: "required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := readPeeringToken(tt.file, strings.NewReader(tt.stdin))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %q, %v; want an error with %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// startDevSystem starts a dev node of its own system (own gossip key, so
+// two systems on one host do not gossip together) and returns its gRPC
+// address.
+func startDevSystem(t *testing.T, sys string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	cfg := node.DevConfig(t.TempDir())
-	cfg.GRPCAddr = addr
-	srv, err := node.New(cfg)
-	if err != nil {
+	return startDevNodeWith(t, func(cfg *node.Config) {
+		cfg.SystemID, cfg.NodeID = sys, sys+"-1"
+		cfg.GossipPlaintext, cfg.GossipKey = false, key
+	}).GRPCAddr()
+}
+
+// TestFederationLinkTokenFile: `federation link` takes the token from a
+// file or stdin and refuses it as a flag value (argv leaks secrets).
+func TestFederationLinkTokenFile(t *testing.T) {
+	a, b := startDevSystem(t, "a"), startDevSystem(t, "b")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run := func(stdin string, args ...string) (string, error) {
+		root := newRootCmd()
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetIn(strings.NewReader(stdin))
+		root.SetArgs(args)
+		err := root.ExecuteContext(ctx)
+		return out.String(), err
+	}
+	token := func(peer, addr string) string {
+		tok, err := run("", "federation", "token", "--peer", peer, "--export", "all", "--addr", addr)
+		if err != nil || !strings.HasPrefix(tok, "concordfed1.") {
+			t.Fatalf("token: %q %v", tok, err)
+		}
+		return tok
+	}
+
+	tok := token("a", b)
+	if _, err := run("", "federation", "link", "--token", strings.TrimSpace(tok), "--addr", a); !errors.Is(err, errTokenFlag) {
+		t.Fatalf("--token VALUE: %v, want the refusal", err)
+	}
+	if help, _ := run("", "federation", "link", "--help"); strings.Contains(help, "--token ") || !strings.Contains(help, "--peering-token-file") {
+		t.Fatalf("help shows --token or lacks --peering-token-file:\n%s", help)
+	}
+	file := filepath.Join(t.TempDir(), "b.token")
+	if err := os.WriteFile(file, []byte(tok), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
+	out, err := run("", "federation", "link", "--peering-token-file", file, "--addr", a)
+	if err != nil || !strings.Contains(out, "linked to b") {
+		t.Fatalf("link from a file: %q %v", out, err)
 	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	return func(args ...string) (string, error) {
+	if out, err := run("", "federation", "unlink", "b", "--addr", a); err != nil || !strings.Contains(out, "removed its side too") {
+		t.Fatalf("unlink: %q %v", out, err)
+	}
+	// From stdin, as `federation token ... | federation link --peering-token-file -`.
+	out, err = run(token("a", b), "federation", "link", "--peering-token-file", "-", "--guaranteed", "--outbox-messages", "5", "--addr", a)
+	if err != nil || !strings.Contains(out, "linked to b") {
+		t.Fatalf("link from stdin: %q %v", out, err)
+	}
+	if out, err := run("", "federation", "list", "--addr", a); err != nil || !strings.Contains(out, "guaranteed 5 msgs") {
+		t.Fatalf("list: %q %v", out, err)
+	}
+}
+
+// TestFederationLink_KindMap: `federation link --kind map` stores a link
+// whose token list/status never print, and refuses bad flag sets before
+// calling the node.
+func TestFederationLink_KindMap(t *testing.T) {
+	addr := startDevNode(t).GRPCAddr()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	run := func(args ...string) (string, error) {
 		root := newRootCmd()
 		var out, errOut bytes.Buffer
 		root.SetOut(&out)
@@ -42,29 +133,21 @@ func devNodeCLI(ctx context.Context, t *testing.T) func(args ...string) (string,
 		err := root.ExecuteContext(ctx)
 		return out.String(), err
 	}
-}
-
-// TestFederationLink_KindMap: `federation link --kind map` stores a link
-// whose token list/status never print, and refuses bad flag sets before
-// calling the node.
-func TestFederationLink_KindMap(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	run := devNodeCLI(ctx, t)
 	const secret = "map_sk_very_secret_value"
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for name, args := range map[string][]string{
-		"no url":           {"federation", "link", "--kind", "map", "--system-id", "ext"},
-		"no system id":     {"federation", "link", "--kind", "map", "--url", "ws://127.0.0.1:1/map"},
-		"token with map":   {"federation", "link", "--kind", "map", "--system-id", "ext", "--url", "ws://127.0.0.1:1/map", "--token", "x"},
-		"unknown kind":     {"federation", "link", "--kind", "mesh"},
-		"bad auth method":  {"federation", "link", "--kind", "map", "--system-id", "ext", "--url", "ws://127.0.0.1:1/map", "--auth-token-file", keyFile, "--auth-method", "basic"},
-		"http url":         {"federation", "link", "--kind", "map", "--system-id", "ext", "--url", "http://127.0.0.1:1/map"},
-		"missing file":     {"federation", "link", "--kind", "map", "--system-id", "ext", "--url", "ws://127.0.0.1:1/map", "--auth-token-file", keyFile + ".none"},
-		"concord no token": {"federation", "link"},
+		"no url":                 {"federation", "link", "--kind", "map", "--system-id", "ext"},
+		"no system id":           {"federation", "link", "--kind", "map", "--url", "ws://127.0.0.1:1/map"},
+		"peering token with map": {"federation", "link", "--kind", "map", "--system-id", "ext", "--url", "ws://127.0.0.1:1/map", "--peering-token-file", "x"},
+		"unknown kind":           {"federation", "link", "--kind", "mesh"},
+		"bad auth method":        {"federation", "link", "--kind", "map", "--system-id", "ext", "--url", "ws://127.0.0.1:1/map", "--auth-token-file", keyFile, "--auth-method", "basic"},
+		"http url":               {"federation", "link", "--kind", "map", "--system-id", "ext", "--url", "http://127.0.0.1:1/map"},
+		"missing file":           {"federation", "link", "--kind", "map", "--system-id", "ext", "--url", "ws://127.0.0.1:1/map", "--auth-token-file", keyFile + ".none"},
+		"concord no token":       {"federation", "link"},
+		"url with concord":       {"federation", "link", "--url", "ws://127.0.0.1:1/map"},
 	} {
 		if _, err := run(args...); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -84,7 +167,7 @@ func TestFederationLink_KindMap(t *testing.T) {
 			t.Fatalf("%s prints a secret: %q", cmd, out)
 		}
 	}
-	if out, err := run("federation", "unlink", "ext"); err != nil || !strings.Contains(out, "unlinked ext") {
+	if out, err := run("federation", "unlink", "ext"); err != nil || !strings.Contains(out, "a MAP server keeps no side") {
 		t.Fatalf("unlink: %q %v", out, err)
 	}
 }

@@ -19,7 +19,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServerCmd(), newVersionCmd(), newMembersCmd(), newRaftCmd(), newKeygenCmd(), newKeyringCmd(), newTLSCmd(), newFederationCmd(), newACLCmd())
-	root.AddCommand(newSnapshotCmd(), newHealthCmd())
+	root.AddCommand(newSnapshotCmd(), newHealthCmd(), newOperatorCmd())
 	root.AddCommand(newArgueCmd(), newAgentCmd(), newStdioCmd(), newBenchCmd())
 	return root
 }

@@ -26,6 +26,9 @@ type serverFlags struct {
 	allowOrigins  []string
 	anonymous     []string
 	jwksFile      string
+	jwksURL       string
+	jwksCAFile    string
+	jwksRefresh   time.Duration
 	jwtIssuer     string
 	jwtAudience   string
 
@@ -40,6 +43,11 @@ type serverFlags struct {
 	gossipKeyArg    string
 	deadCleanup     time.Duration
 	minQuorum       int
+	raftVoters      int
+	drainTimeout    time.Duration
+	stabilization   time.Duration
+	lastContact     time.Duration
+	maxTrailing     uint64
 	leaveOnShutdown bool
 	raftMultiplier  int
 	runRetention    time.Duration
@@ -112,7 +120,17 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.StringVar(&f.gossipKeyArg, "gossip-key", "", "removed: use --gossip-key-file or "+gossipKeyEnv)
 	_ = fl.MarkHidden("gossip-key")
 	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", d.Cluster.DeadServerCleanupDelay, "remove a dead server from Raft after this long")
-	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many by dead-server cleanup")
+	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many (dead-server cleanup, autopilot demotions)")
+	fl.IntVar(&f.raftVoters, "raft-voters", d.Cluster.RaftVoters,
+		"number of Raft voters the system keeps, 3 or 5, the same on every server: further servers join as non-voters (replicate and serve, do not vote); "+
+			"the leader promotes the healthiest non-voter when a voter fails or leaves and demotes extras when it returns")
+	fl.DurationVar(&f.stabilization, "server-stabilization-time", d.Cluster.ServerStabilizationTime,
+		"how long a non-voter must have been healthy before the leader promotes it to voter")
+	fl.DurationVar(&f.lastContact, "last-contact-threshold", d.Cluster.LastContactThreshold,
+		"a server that has not heard from the leader for longer is unhealthy (concord operator health; not promoted)")
+	fl.Uint64Var(&f.maxTrailing, "max-trailing-logs", d.Cluster.MaxTrailingLogs,
+		"a server whose Raft log trails the leader's by more entries is unhealthy (concord operator health; not promoted)")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", d.DrainTimeout, "how long concord operator drain waits for this node's sessions to move before it leaves anyway")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
 	fl.IntVar(&f.raftMultiplier, "raft-multiplier", node.DefaultRaftMultiplier,
 		"scale Raft timings from a LAN base, 1 to 10: heartbeat/election = N x 100 ms, leader lease N x 50 ms (at least 100 ms), commit N x 10 ms. "+
@@ -124,9 +142,14 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
 	fl.StringSliceVar(&f.anonymous, "allow-anonymous", nil,
 		"participant types (agent, client) that may connect without a credential (auth method none); default none, --dev: agent,client. system and gateway always need one")
-	fl.StringVar(&f.jwksFile, "jwt-jwks-file", "", "JWKS file of the token issuer's public keys: enables bearer (JWT, RS256/ES256/EdDSA) authentication")
-	fl.StringVar(&f.jwtIssuer, "jwt-issuer", "", "required iss of bearer tokens (with --jwt-jwks-file)")
-	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "required aud of bearer tokens (with --jwt-jwks-file)")
+	fl.StringVar(&f.jwksFile, "jwt-jwks-file", "",
+		"JWKS file of the token issuer's public keys: enables bearer (JWT, RS256/ES256/EdDSA) authentication; re-read when it changes and on SIGHUP")
+	fl.StringVar(&f.jwksURL, "jwt-jwks-url", "",
+		"https URL of the issuer's JWKS (instead of --jwt-jwks-file): fetched at start, every --jwt-jwks-refresh, on SIGHUP and on an unknown kid (at most every 30s)")
+	fl.StringVar(&f.jwksCAFile, "jwt-jwks-ca-file", "", "PEM CA bundle trusted for --jwt-jwks-url (default: the system roots)")
+	fl.DurationVar(&f.jwksRefresh, "jwt-jwks-refresh", acl.DefaultJWKSRefresh, "how often --jwt-jwks-url is re-fetched")
+	fl.StringVar(&f.jwtIssuer, "jwt-issuer", "", "required iss of bearer tokens (with --jwt-jwks-file or --jwt-jwks-url)")
+	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "required aud of bearer tokens (with --jwt-jwks-file or --jwt-jwks-url)")
 	fl.StringSliceVar(&f.allowOrigins, "allow-origin", nil,
 		"browser origins (scheme://host:port) allowed to open MAP connections besides this node's host and the system's members; \"*\" allows any")
 	fl.BoolVar(&f.enableDebug, "enable-debug", false, "serve /debug/pprof on the HTTP port (profiles and the command line: an operator-only surface)")
@@ -164,11 +187,16 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "concord node %s ready: MAP %s, HTTP %s\n", cfg.NodeID, srv.MAPURL(), srv.HTTPURL())
 	stopReload := reloadOnHangup(srv, log)
 	defer stopReload()
-	<-ctx.Done()
+	drained := false
+	select {
+	case <-ctx.Done():
+	case <-srv.Drained(): // concord operator drain: the node already left
+		drained = true
+	}
 	fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 	shCtx, shCancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer shCancel()
-	if f.leaveOnShutdown {
+	if f.leaveOnShutdown && !drained {
 		return srv.Leave(shCtx)
 	}
 	return srv.Shutdown(shCtx)
@@ -214,6 +242,18 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.Cluster.DeadServerCleanupDelay = f.deadCleanup
 	cfg.Cluster.MinQuorum = f.minQuorum
+	cfg.DrainTimeout = f.drainTimeout
+	if f.raftVoters != 3 && f.raftVoters != 5 {
+		return cfg, cleanup, fmt.Errorf("--raft-voters %d: use 3 or 5 (the same on every server)", f.raftVoters)
+	}
+	if f.minQuorum > f.raftVoters {
+		return cfg, cleanup, fmt.Errorf("--min-quorum %d exceeds --raft-voters %d", f.minQuorum, f.raftVoters)
+	}
+	cfg.Cluster.RaftVoters = f.raftVoters
+	if f.stabilization <= 0 || f.lastContact <= 0 {
+		return cfg, cleanup, fmt.Errorf("--server-stabilization-time and --last-contact-threshold must be positive")
+	}
+	cfg.Cluster.ServerStabilizationTime, cfg.Cluster.LastContactThreshold, cfg.Cluster.MaxTrailingLogs = f.stabilization, f.lastContact, f.maxTrailing
 	if f.changed("gossip-key") {
 		return cfg, cleanup, fmt.Errorf("--gossip-key: %w (they show in ps and /debug/pprof/cmdline): "+
 			"put the key in a file readable only by the server and pass --gossip-key-file, or set %s", errSecretOnCommandLine, gossipKeyEnv)
@@ -234,11 +274,17 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	if !f.dev || f.changed("allow-anonymous") {
 		cfg.ACL.AnonymousTypes = f.anonymous
 	}
-	if f.jwksFile != "" {
+	switch {
+	case f.jwksFile != "" && f.jwksURL != "":
+		return cfg, cleanup, fmt.Errorf("--jwt-jwks-file and --jwt-jwks-url exclude each other")
+	case f.jwksCAFile != "" && f.jwksURL == "":
+		return cfg, cleanup, fmt.Errorf("--jwt-jwks-ca-file needs --jwt-jwks-url")
+	case f.jwksFile != "" || f.jwksURL != "":
 		if f.jwtIssuer == "" || f.jwtAudience == "" {
-			return cfg, cleanup, fmt.Errorf("--jwt-jwks-file needs --jwt-issuer and --jwt-audience")
+			return cfg, cleanup, fmt.Errorf("--jwt-jwks-file/--jwt-jwks-url need --jwt-issuer and --jwt-audience")
 		}
-		cfg.ACL.JWT = &acl.JWTConfig{JWKSFile: f.jwksFile, Issuer: f.jwtIssuer, Audience: f.jwtAudience, Leeway: 30 * time.Second}
+		cfg.ACL.JWT = &acl.JWTConfig{JWKSFile: f.jwksFile, JWKSURL: f.jwksURL, JWKSCAFile: f.jwksCAFile,
+			JWKSRefresh: f.jwksRefresh, Issuer: f.jwtIssuer, Audience: f.jwtAudience, Leeway: 30 * time.Second}
 	}
 	cfg.EnableDebug = f.enableDebug
 	cfg.Raft.MaxLogEntries = f.maxLogEntries

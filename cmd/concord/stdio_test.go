@@ -21,8 +21,17 @@ const stdioTestTimeout = 15 * time.Second
 
 func startDevNode(t *testing.T) *node.Server {
 	t.Helper()
+	return startDevNodeWith(t, nil)
+}
+
+// startDevNodeWith is startDevNode with the dev config adjusted by edit.
+func startDevNodeWith(t *testing.T, edit func(*node.Config)) *node.Server {
+	t.Helper()
 	cfg := node.DevConfig(t.TempDir())
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if edit != nil {
+		edit(&cfg)
+	}
 	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -127,7 +129,7 @@ func (f *clientTLSFlags) token() (string, error) {
 	return string(b), err
 }
 
-// reloadOnHangup reloads the node's TLS material on every SIGHUP until the
+// reloadOnHangup reloads the node's TLS material and JWKS on every SIGHUP until the
 // returned stop function is called (which waits for the goroutine).
 func reloadOnHangup(srv *node.Server, log *slog.Logger) func() {
 	ch := make(chan os.Signal, 1)
@@ -142,6 +144,11 @@ func reloadOnHangup(srv *node.Server, log *slog.Logger) func() {
 				if err := srv.ReloadTLS(); err != nil {
 					log.Error("SIGHUP: tls reload failed", "err", err)
 				}
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				if err := srv.ReloadJWKS(ctx); err != nil {
+					log.Error("SIGHUP: JWKS reload failed; keeping the keys in use", "err", err)
+				}
+				cancel()
 			case <-done:
 				return
 			}

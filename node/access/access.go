@@ -1,6 +1,7 @@
 package access
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/concordmap/concord/node/registry"
@@ -16,6 +17,13 @@ type Reader interface {
 type Viewer struct {
 	ParticipantID   string
 	ParticipantType string
+	// Agents are the agents the participant's session owns: their
+	// canSee permissions bound what it sees (permissions.go).
+	Agents []string
+
+	// restricted caches the restricted ones among Agents (WithLayer), so
+	// a decision over many agents or events looks them up once.
+	restricted *[]restrictedAgent
 }
 
 // System participants see everything.
@@ -51,10 +59,14 @@ func ownsMemberOf(r Reader, v Viewer, id string) bool {
 // AgentVisible applies the agent's visibility: public (or unset) to all;
 // parent-only to whoever owns its parent; scope to whoever owns an agent
 // in one of its scopes; system to system participants. Its owner always
-// sees it.
+// sees it. Then the viewer's own agents' canSee.agents (permissions.go)
+// must allow it too.
 func AgentVisible(r Reader, v Viewer, a *registry.Agent) bool {
-	if v.System() || owns(r, v, a.ID) {
+	if v.System() || a.ID == v.ParticipantID || (a.OwnerID != "" && a.OwnerID == v.ParticipantID) {
 		return true
+	}
+	if !agentLayerSeesAgent(r, v, a) {
+		return false
 	}
 	switch a.Visibility {
 	case "", "public":
@@ -73,10 +85,14 @@ func AgentVisible(r Reader, v Viewer, a *registry.Agent) bool {
 
 // ScopeVisible applies the scope's visibility: public (or unset) to all;
 // members to whoever owns a member agent; system to system participants.
-// Its owner always sees it.
+// Its owner always sees it. The viewer's agents' canSee.scopes must allow
+// it too.
 func ScopeVisible(r Reader, v Viewer, sc *registry.Scope) bool {
 	if v.System() || (sc.OwnerID != "" && sc.OwnerID == v.ParticipantID) {
 		return true
+	}
+	if !agentLayerSeesScope(r, v, sc) {
+		return false
 	}
 	switch sc.Visibility {
 	case "", "public":
@@ -97,6 +113,14 @@ func EventVisible(r Reader, v Viewer, ev *registry.Event) bool {
 	if v.System() {
 		return true
 	}
+	if ev.Type == "permissions_client_updated" {
+		// A participant's capability ceiling is its business and the
+		// system's (node/acl emits it with the participant in clientId).
+		var d struct {
+			ClientID string `json:"clientId"`
+		}
+		return json.Unmarshal(ev.Data, &d) == nil && d.ClientID != "" && d.ClientID == v.ParticipantID
+	}
 	if strings.HasPrefix(ev.Type, "message_") {
 		if ev.Source == v.ParticipantID || owns(r, v, ev.Source) {
 			return true
@@ -111,6 +135,9 @@ func EventVisible(r Reader, v Viewer, ev *registry.Event) bool {
 			if !ok {
 				continue
 			}
+			if !agentLayerSeesScope(r, v, &sc) {
+				continue
+			}
 			switch sc.MessageVisibility {
 			case "public":
 				return true
@@ -121,6 +148,9 @@ func EventVisible(r Reader, v Viewer, ev *registry.Event) bool {
 			}
 		}
 		return false
+	}
+	if v.restricted == nil && len(v.Agents) > 0 && len(ev.AgentIDs)+len(ev.ScopeIDs) > 2 {
+		v = v.WithLayer(r) // many checks below: look the viewer's agents up once
 	}
 	for _, id := range ev.AgentIDs {
 		if a, ok := r.Agent(id); ok && !AgentVisible(r, v, &a) {

@@ -2,7 +2,10 @@
 // agents by their visibility (public, parent-only, scope, system), scopes
 // by theirs (public, members, system), and events by the entities they
 // concern, message events by who sent and received them and the scope's
-// messageVisibility. One predicate serves list, get and graph (node/mapsvc)
+// messageVisibility. On top, the agent permission layer (permissions.go):
+// the canSee, canMessage and acceptsFrom rules of an agent's
+// permissionOverrides bound what its participant sees and whom it may
+// message (MayMessage, MaySendToScope, used by node/router). One predicate serves list, get and graph (node/mapsvc)
 // and subscriptions and replay (node/fanout), so every node and every
 // method answers the same from the same replicated state.
 package access

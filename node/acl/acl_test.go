@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/node/mapsvc"
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -78,33 +81,28 @@ func TestModule_ApplySnapshotRestore(t *testing.T) {
 	if _, err := create(4, &concordv1.AclKeyCreate{Key: bad}); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("invalid type: %v", err)
 	}
+	for _, systems := range [][]string{{"a:b"}, {""}, {"lab", "x/y"}} {
+		badGW := proto.CloneOf(k1)
+		badGW.Id, badGW.GatewaySources = "gw", systems
+		if _, err := create(4, &concordv1.AclKeyCreate{Key: badGW}); !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("gateway sources %q: %v", systems, err)
+		}
+		badGW.GatewaySources, badGW.GatewayTargets = nil, systems
+		if _, err := create(4, &concordv1.AclKeyCreate{Key: badGW}); !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("gateway targets %q: %v", systems, err)
+		}
+	}
 	if _, err := revoke(5, &concordv1.AclKeyRevoke{Id: "nope"}); !errors.Is(err, ErrKeyNotFound) {
 		t.Fatalf("revoke unknown: %v", err)
 	}
-	snap, _ := m.Snapshot()
-	var recs [][]byte
-	if err := snap.Persist(func(b []byte) error { recs = append(recs, b); return nil }); err != nil {
-		t.Fatal(err)
-	}
+	recs := persist(t, m)
 	if _, err := revoke(6, &concordv1.AclKeyRevoke{Id: k1.Id}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := m.Key(k1.Id); ok {
 		t.Fatal("revoked key still present")
 	}
-	fresh := NewModule()
-	i := 0
-	commit, err := fresh.Restore(func() ([]byte, error) {
-		if i == len(recs) {
-			return nil, io.EOF
-		}
-		i++
-		return recs[i-1], nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit()
+	fresh := restoreFrom(t, recs)
 	if got := fresh.Keys(); len(got) != 2 || !proto.Equal(got[0], minKey(k1, k2)) {
 		t.Fatalf("restored %v", got)
 	}
@@ -160,7 +158,9 @@ func TestAuthenticator(t *testing.T) {
 	sysKey, sysToken := newKeyRecord(t, "ops", "system")
 	old, oldToken := newKeyRecord(t, "old", "agent")
 	old.ExpiresMs = now.Add(-time.Second).UnixMilli()
-	for _, r := range []*concordv1.ApiKey{k, sysKey, old} {
+	gwKey, gwToken := newKeyRecord(t, "gw-lab", "gateway")
+	gwKey.GatewaySources, gwKey.GatewayTargets = []string{"lab"}, []string{"dc1", "*"}
+	for _, r := range []*concordv1.ApiKey{k, sysKey, old, gwKey} {
 		if _, err := keys.applyKeyCreate(&concordv1.AclKeyCreate{Key: r}); err != nil {
 			t.Fatal(err)
 		}
@@ -187,6 +187,13 @@ func TestAuthenticator(t *testing.T) {
 			return p.ID == "key:"+k.Id && p.ParticipantIDPattern == "team-*" && len(p.Capabilities) == 1
 		}},
 		{"system api key", "api-key", sysToken, 0, func(p *mapsvc.Principal) bool { return p.Types[0] == "system" && p.Capabilities == nil }},
+		{"gateway api key", "api-key", gwToken, 0, func(p *mapsvc.Principal) bool {
+			return p.Types[0] == "gateway" && slices.Equal(p.GatewaySources, []string{"lab"}) && slices.Equal(p.GatewayTargets, []string{"dc1", "*"})
+		}},
+		{"gateway bearer", "bearer", je.sign(t, "k1", std("gw", now.Add(time.Hour)), map[string]any{"map:participantTypes": []string{"gateway"},
+			"map:gatewaySources": []string{"lab"}, "map:gatewayTargets": []string{"*"}}), 0, func(p *mapsvc.Principal) bool {
+			return p.Types[0] == "gateway" && slices.Equal(p.GatewaySources, []string{"lab"}) && slices.Equal(p.GatewayTargets, []string{"*"})
+		}},
 		{"wrong secret", "api-key", token[:len(token)-2] + "AA", rpc.CodeAuthFailed, nil},
 		{"garbage key", "api-key", "hunter2", rpc.CodeAuthFailed, nil},
 		{"expired key", "api-key", oldToken, rpc.CodeTokenExpired, nil},
@@ -236,7 +243,7 @@ func TestAuthenticator(t *testing.T) {
 
 func FuzzVerifyJWT(f *testing.F) {
 	je := newJWTEnv(f)
-	v, err := newJWTVerifier(JWTConfig{JWKSFile: je.file, Issuer: "i", Audience: "a"})
+	v, err := newJWTVerifier(JWTConfig{JWKSFile: je.file, Issuer: "i", Audience: "a"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -245,8 +252,8 @@ func FuzzVerifyJWT(f *testing.F) {
 	f.Add("a.b.c")
 	f.Add("eyJhbGciOiJIUzI1NiJ9.e30.")
 	f.Fuzz(func(t *testing.T, raw string) {
-		sub, _, _, _, err := v.verify(raw, now)
-		if err == nil && sub == "" {
+		vt, err := v.verify(context.Background(), raw, now)
+		if err == nil && (vt.sub == "" || vt.kid == "") {
 			t.Fatal("accepted a token without subject")
 		}
 	})
@@ -266,4 +273,95 @@ func FuzzParseJWKS(f *testing.F) {
 			}
 		}
 	})
+}
+
+type eventLog []registry.Event
+
+func (l *eventLog) AppendEvents(_ uint64, evs []registry.Event) []registry.Event {
+	*l = append(*l, evs...)
+	return evs
+}
+
+func TestModule_ParticipantPermissions(t *testing.T) {
+	var log eventLog
+	m := NewModule().WithEvents(&log)
+	upd := m.Handlers()[concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE].Apply
+	k, _ := newKeyRecord(t, "team-*", "agent")
+	if _, err := m.applyKeyCreate(&concordv1.AclKeyCreate{Key: k}); err != nil {
+		t.Fatal(err)
+	}
+	changed := m.Changed()
+	if _, err := upd(1, &concordv1.AclPermissionsUpdate{ParticipantId: "bob", Deny: []string{"messaging.canSend", "lifecycle.canStop"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a ceiling change did not wake Changed waiters")
+	}
+	if _, err := upd(2, &concordv1.AclPermissionsUpdate{ParticipantId: "bob", Allow: []string{"lifecycle.canStop"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Denied("bob"); len(got) != 1 || got[0] != "messaging.canSend" {
+		t.Fatalf("denied %v", got)
+	}
+	if len(log) != 2 || log[1].Type != EventPermissionsClientUpdated || !strings.Contains(string(log[1].Data), `"denied":["messaging.canSend"]`) {
+		t.Fatalf("events %+v", log)
+	}
+	for _, bad := range []*concordv1.AclPermissionsUpdate{{ParticipantId: "", Deny: []string{"messaging.canSend"}},
+		{ParticipantId: "x", Deny: []string{"root.everything"}}} {
+		if _, err := upd(3, bad); !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("%v: %v", bad, err)
+		}
+	}
+	// Snapshot and restore keep keys and ceilings; an old snapshot of keys
+	// alone still restores.
+	recs := persist(t, m)
+	got := restoreFrom(t, recs)
+	if d := got.Denied("bob"); len(d) != 1 || len(got.Keys()) != 1 {
+		t.Fatalf("restored denied %v keys %d", d, len(got.Keys()))
+	}
+	old := restoreFrom(t, recs[:1])
+	if len(old.Keys()) != 1 || old.Denied("bob") != nil {
+		t.Fatal("a keys-only snapshot did not restore")
+	}
+	if _, err := upd(4, &concordv1.AclPermissionsUpdate{ParticipantId: "bob", Allow: []string{"messaging.canSend"}}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Denied("bob") != nil {
+		t.Fatal("allowing every denied flag should drop the record")
+	}
+}
+
+// persist snapshots m and returns its records.
+func persist(t *testing.T, m *Module) [][]byte {
+	t.Helper()
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs [][]byte
+	if err := snap.Persist(func(b []byte) error { recs = append(recs, slices.Clone(b)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// restoreFrom restores a fresh module from snapshot records.
+func restoreFrom(t *testing.T, recs [][]byte) *Module {
+	t.Helper()
+	fresh := NewModule()
+	i := 0
+	commit, err := fresh.Restore(func() ([]byte, error) {
+		if i == len(recs) {
+			return nil, io.EOF
+		}
+		i++
+		return recs[i-1], nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit()
+	return fresh
 }

@@ -50,6 +50,7 @@ func (s *AdminService) CreateToken(ctx context.Context, req *concordv1.AclCreate
 		Id: id, SecretSha256: hash, ParticipantIdPattern: req.GetParticipantIdPattern(),
 		ParticipantTypes: req.GetParticipantTypes(), Capabilities: req.GetCapabilities(),
 		Description: req.GetDescription(), CreatedMs: now.UnixMilli(),
+		GatewaySources: req.GetGatewaySources(), GatewayTargets: req.GetGatewayTargets(),
 	}
 	if req.GetTtlSeconds() < 0 {
 		return nil, status.Error(codes.InvalidArgument, "ttl_seconds must be >= 0")

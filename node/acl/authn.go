@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -25,6 +26,8 @@ type Config struct {
 	AnonymousTypes []string
 	// Now is the clock for expiry checks; nil means time.Now.
 	Now func() time.Time
+	// Logger receives JWKS reload outcomes; nil discards.
+	Logger *slog.Logger
 }
 
 // DefaultConfig refuses anonymous participants and has no methods yet.
@@ -49,7 +52,10 @@ type Authenticator struct {
 	jwt *jwtVerifier
 }
 
-var _ mapsvc.Authenticator = (*Authenticator)(nil)
+var (
+	_ mapsvc.Authenticator     = (*Authenticator)(nil)
+	_ mapsvc.CredentialChecker = (*Authenticator)(nil)
+)
 
 // New validates cfg, loads the JWKS file if bearer is enabled, and
 // returns the Authenticator.
@@ -60,9 +66,12 @@ func New(cfg Config) (*Authenticator, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	a := &Authenticator{cfg: cfg}
 	if cfg.JWT != nil {
-		v, err := newJWTVerifier(*cfg.JWT)
+		v, err := newJWTVerifier(*cfg.JWT, cfg.Logger.With("component", "acl"))
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +97,7 @@ func (a *Authenticator) Methods() []string {
 
 // Authenticate implements mapsvc.Authenticator. Errors never include the
 // credential.
-func (a *Authenticator) Authenticate(_ context.Context, method, credential string) (*mapsvc.Principal, error) {
+func (a *Authenticator) Authenticate(ctx context.Context, method, credential string) (*mapsvc.Principal, error) {
 	switch {
 	case method == mapsvc.AuthNone && len(a.cfg.AnonymousTypes) > 0:
 		return &mapsvc.Principal{ID: "anonymous", Method: mapsvc.AuthNone, Types: slices.Clone(a.cfg.AnonymousTypes)}, nil
@@ -98,7 +107,7 @@ func (a *Authenticator) Authenticate(_ context.Context, method, credential strin
 	case method == mapsvc.AuthAPIKey && a.cfg.Keys != nil:
 		return a.apiKey(credential)
 	case method == mapsvc.AuthBearer && a.jwt != nil:
-		return a.bearer(credential)
+		return a.bearer(ctx, credential)
 	}
 	return nil, rpc.NewError(rpc.CodeMethodNotSupported, "Auth method not supported").
 		WithDetails(map[string]any{"authError": "method_not_supported", "method": method, "supported": a.Methods()})
@@ -125,24 +134,27 @@ func (a *Authenticator) apiKey(token string) (*mapsvc.Principal, error) {
 	if exp := k.GetExpiresMs(); exp > 0 && a.cfg.Now().UnixMilli() >= exp {
 		return nil, expired()
 	}
-	p := &mapsvc.Principal{ID: "key:" + id, Method: mapsvc.AuthAPIKey, ExpiresAt: k.GetExpiresMs(),
-		ParticipantIDPattern: k.GetParticipantIdPattern(), Types: slices.Clone(k.GetParticipantTypes())}
+	p := &mapsvc.Principal{ID: "key:" + id, CredentialID: id, Method: mapsvc.AuthAPIKey, ExpiresAt: k.GetExpiresMs(),
+		ParticipantIDPattern: k.GetParticipantIdPattern(), Types: slices.Clone(k.GetParticipantTypes()),
+		GatewaySources: slices.Clone(k.GetGatewaySources()), GatewayTargets: slices.Clone(k.GetGatewayTargets())}
 	if len(k.GetCapabilities()) > 0 {
 		p.Capabilities = slices.Clone(k.GetCapabilities())
 	}
 	return p, nil
 }
 
-func (a *Authenticator) bearer(token string) (*mapsvc.Principal, error) {
-	sub, iss, exp, mc, err := a.jwt.verify(token, a.cfg.Now())
+func (a *Authenticator) bearer(ctx context.Context, token string) (*mapsvc.Principal, error) {
+	vt, err := a.jwt.verify(ctx, token, a.cfg.Now())
 	if errors.Is(err, errTokenExpired) {
 		return nil, expired()
 	}
 	if err != nil {
 		return nil, invalidCredentials("invalid bearer token")
 	}
-	p := &mapsvc.Principal{ID: sub, Method: mapsvc.AuthBearer, Issuer: iss, ExpiresAt: exp.UnixMilli(),
-		ParticipantIDPattern: sub, Types: defaultJWTTypes, Capabilities: flattenCapabilities(mc.Capabilities)}
+	mc := vt.claims
+	p := &mapsvc.Principal{ID: vt.sub, CredentialID: vt.kid, Method: mapsvc.AuthBearer, Issuer: vt.issuer, ExpiresAt: vt.exp.UnixMilli(),
+		ParticipantIDPattern: vt.sub, Types: defaultJWTTypes, Capabilities: flattenCapabilities(mc.Capabilities),
+		GatewaySources: mc.GatewaySources, GatewayTargets: mc.GatewayTargets}
 	if mc.Pattern != "" {
 		p.ParticipantIDPattern = mc.Pattern
 	}
@@ -150,4 +162,57 @@ func (a *Authenticator) bearer(token string) (*mapsvc.Principal, error) {
 		p.Types = mc.Types
 	}
 	return p, nil
+}
+
+// Check implements mapsvc.CredentialChecker: an API-key principal is
+// valid while its key is still stored (not revoked) and not expired; a
+// bearer principal while the JWKS still holds the key that signed its
+// token (an issuer that withdraws a key withdraws its tokens); both end
+// at their expiry, which the service tracks.
+func (a *Authenticator) Check(p *mapsvc.Principal) error {
+	if p.Method == mapsvc.AuthBearer && a.jwt != nil {
+		if p.CredentialID != "" && !a.jwt.keys.has(p.CredentialID) {
+			return invalidCredentials("signing key withdrawn from the JWKS")
+		}
+		return nil
+	}
+	if p.Method != mapsvc.AuthAPIKey || a.cfg.Keys == nil {
+		return nil
+	}
+	k, ok := a.cfg.Keys.Key(p.CredentialID)
+	if !ok {
+		return invalidCredentials("API key revoked")
+	}
+	if exp := k.GetExpiresMs(); exp > 0 && a.cfg.Now().UnixMilli() >= exp {
+		return expired()
+	}
+	return nil
+}
+
+// Changed implements mapsvc.CredentialChecker.
+func (a *Authenticator) Changed() <-chan struct{} {
+	if a.cfg.Keys == nil {
+		return nil
+	}
+	return a.cfg.Keys.Changed()
+}
+
+// Run keeps the JWKS current (file changes, URL refresh) until ctx ends;
+// without bearer authentication it just waits. The node runs it.
+func (a *Authenticator) Run(ctx context.Context) error {
+	if a.jwt == nil {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return a.jwt.keys.Run(ctx)
+}
+
+// ReloadJWKS re-reads the JWKS file or re-fetches the URL now (SIGHUP);
+// on error the keys in use stay. Without bearer authentication it does
+// nothing.
+func (a *Authenticator) ReloadJWKS(ctx context.Context) error {
+	if a.jwt == nil {
+		return nil
+	}
+	return a.jwt.keys.Reload(ctx)
 }

@@ -1,10 +1,11 @@
 package acl
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -18,9 +19,24 @@ import (
 type JWTConfig struct {
 	// JWKSFile is a JSON Web Key Set file holding the issuer's public keys
 	// (RSA, EC P-256 or Ed25519; symmetric keys are refused). Tokens must
-	// name their key with "kid". It is read when the verifier is built:
-	// restart (or rebuild) to rotate keys.
+	// name their key with "kid". The file is re-read when it changes
+	// (polled every JWKSFilePoll) and on Reload (SIGHUP): keys rotate
+	// without a restart. Exactly one of JWKSFile and JWKSURL is set.
 	JWKSFile string
+	// JWKSURL is an https URL serving the key set, fetched at start,
+	// every JWKSRefresh, on Reload, and when a token names an unknown kid
+	// (at most once per JWKSMinRefetch).
+	JWKSURL string
+	// JWKSCAFile, optional, is a PEM bundle of the CAs trusted for
+	// JWKSURL (default: the system roots).
+	JWKSCAFile string
+	// JWKSRefresh, JWKSFilePoll, JWKSMinRefetch, JWKSTimeout and
+	// JWKSMaxBytes bound the reloads; zero takes the Default* values.
+	JWKSRefresh    time.Duration
+	JWKSFilePoll   time.Duration
+	JWKSMinRefetch time.Duration
+	JWKSTimeout    time.Duration
+	JWKSMaxBytes   int64
 	// Issuer is the required "iss".
 	Issuer string
 	// Audience must be one of the token's "aud" values.
@@ -29,12 +45,33 @@ type JWTConfig struct {
 	Leeway time.Duration
 }
 
+// withDefaults fills zero bounds.
+func (c JWTConfig) withDefaults() JWTConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.JWKSRefresh, DefaultJWKSRefresh)
+	def(&c.JWKSFilePoll, DefaultJWKSFilePoll)
+	def(&c.JWKSMinRefetch, DefaultJWKSMinRefetch)
+	def(&c.JWKSTimeout, DefaultJWKSTimeout)
+	if c.JWKSMaxBytes <= 0 {
+		c.JWKSMaxBytes = DefaultJWKSMaxBytes
+	}
+	return c
+}
+
 // Claims beyond the registered ones (map-protocol.md §3.6). "sub" is the
 // participant id unless map:participantIdPattern widens it.
 type mapClaims struct {
 	Types        []string                   `json:"map:participantTypes"`
 	Pattern      string                     `json:"map:participantIdPattern"`
 	Capabilities map[string]map[string]bool `json:"map:capabilities"`
+	// Gateway allowlists (map/federation/route): the foreign systems a
+	// gateway may route for and the systems it may route to.
+	GatewaySources []string `json:"map:gatewaySources"`
+	GatewayTargets []string `json:"map:gatewayTargets"`
 }
 
 // defaultJWTTypes are the participant types of a token without
@@ -45,25 +82,22 @@ var defaultJWTTypes = []string{"agent", "client"}
 // so every node verifies with public keys alone.
 var jwtAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
 
-// jwtVerifier checks bearer tokens against a fixed key set.
+// jwtVerifier checks bearer tokens against the current key set.
 type jwtVerifier struct {
 	cfg  JWTConfig
-	keys jose.JSONWebKeySet
+	keys *keySource
 }
 
-func newJWTVerifier(cfg JWTConfig) (*jwtVerifier, error) {
+func newJWTVerifier(cfg JWTConfig, log *slog.Logger) (*jwtVerifier, error) {
 	if cfg.Issuer == "" || cfg.Audience == "" {
 		return nil, errors.New("acl: JWT issuer and audience are required")
 	}
-	b, err := os.ReadFile(cfg.JWKSFile)
+	cfg = cfg.withDefaults()
+	ks, err := newKeySource(cfg, log)
 	if err != nil {
-		return nil, fmt.Errorf("acl: read JWKS: %w", err)
+		return nil, err
 	}
-	keys, err := parseJWKS(b)
-	if err != nil {
-		return nil, fmt.Errorf("acl: JWKS %s: %w", cfg.JWKSFile, err)
-	}
-	return &jwtVerifier{cfg: cfg, keys: keys}, nil
+	return &jwtVerifier{cfg: cfg, keys: ks}, nil
 }
 
 // parseJWKS keeps the public halves of the asymmetric keys that have a kid.
@@ -92,31 +126,46 @@ func parseJWKS(b []byte) (jose.JSONWebKeySet, error) {
 // errTokenExpired marks an expired token (answered 1002, refreshable).
 var errTokenExpired = errors.New("token expired")
 
-// verify checks raw and returns its subject, claims and expiry.
-func (v *jwtVerifier) verify(raw string, now time.Time) (sub string, issuer string, exp time.Time, mc mapClaims, err error) {
+// verifiedToken is what a valid bearer token says.
+type verifiedToken struct {
+	sub, issuer string
+	exp         time.Time
+	kid         string // the JWKS key that signed it
+	claims      mapClaims
+}
+
+// verify checks raw and returns what it says.
+func (v *jwtVerifier) verify(ctx context.Context, raw string, now time.Time) (verifiedToken, error) {
+	var out verifiedToken
 	tok, err := jwt.ParseSigned(raw, jwtAlgorithms)
 	if err != nil {
-		return "", "", exp, mc, fmt.Errorf("parse: %w", err)
+		return out, fmt.Errorf("parse: %w", err)
 	}
 	var std jwt.Claims
-	if err := tok.Claims(v.keys, &std, &mc); err != nil {
-		return "", "", exp, mc, fmt.Errorf("signature: %w", err)
+	kid := tok.Headers[0].KeyID
+	if kid != "" && !v.keys.has(kid) {
+		v.keys.refetchForKid(ctx, kid) // rotated at the issuer?
+	}
+	if err := tok.Claims(v.keys.Keys(), &std, &out.claims); err != nil {
+		return out, fmt.Errorf("signature: %w", err)
 	}
 	if std.Expiry == nil {
-		return "", "", exp, mc, errors.New("exp is required")
+		return out, errors.New("exp is required")
 	}
 	err = std.ValidateWithLeeway(jwt.Expected{Issuer: v.cfg.Issuer, AnyAudience: jwt.Audience{v.cfg.Audience}, Time: now}, v.cfg.Leeway)
+	mc := out.claims
 	switch {
 	case errors.Is(err, jwt.ErrExpired):
-		return "", "", exp, mc, errTokenExpired
+		return out, errTokenExpired
 	case err != nil:
-		return "", "", exp, mc, err
+		return out, err
 	case std.Subject == "" || strings.Contains(std.Subject, "*"):
-		return "", "", exp, mc, errors.New("sub is required and names one participant")
+		return out, errors.New("sub is required and names one participant")
 	case mc.Pattern != "" && !ValidPattern(mc.Pattern):
-		return "", "", exp, mc, errors.New("map:participantIdPattern is not a pattern")
+		return out, errors.New("map:participantIdPattern is not a pattern")
 	}
-	return std.Subject, std.Issuer, std.Expiry.Time(), mc, nil
+	out.sub, out.issuer, out.exp, out.kid = std.Subject, std.Issuer, std.Expiry.Time(), kid
+	return out, nil
 }
 
 // flattenCapabilities turns {"lifecycle":{"canStop":true}} into

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/mapsvc"
+	"github.com/concordmap/concord/node/registry"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
@@ -33,14 +36,48 @@ var participantTypes = []string{"agent", "client", "system", "gateway"}
 // FSM goroutine, reads (Key, Keys) from any goroutine. Records are never
 // mutated once stored, so readers may keep them.
 type Module struct {
-	mu   sync.RWMutex
-	keys map[string]*concordv1.ApiKey
+	mu      sync.RWMutex
+	keys    map[string]*concordv1.ApiKey
+	perms   map[string]*concordv1.AclParticipantPermissions // by participant id (permissions.go)
+	changed chan struct{}                                   // closed and replaced on every change
+	events  EventAppender                                   // optional: permissions_client_updated
+}
+
+// EventAppender adds events to the replicated MAP event window;
+// *registry.State implements it. It is called from Apply (the FSM
+// goroutine), so every replica appends the same events.
+type EventAppender interface {
+	AppendEvents(index uint64, evs []registry.Event) []registry.Event
+}
+
+// WithEvents makes ceiling changes emit permissions_client_updated into
+// events (set before the module is registered with the store).
+func (m *Module) WithEvents(events EventAppender) *Module {
+	m.events = events
+	return m
 }
 
 var _ raftstore.Module = (*Module)(nil)
 
 // NewModule returns an empty module.
-func NewModule() *Module { return &Module{keys: map[string]*concordv1.ApiKey{}} }
+func NewModule() *Module {
+	return &Module{keys: map[string]*concordv1.ApiKey{}, perms: map[string]*concordv1.AclParticipantPermissions{},
+		changed: make(chan struct{})}
+}
+
+// Changed returns a channel closed at the next change of the keys (a
+// create, a revoke or a restore), so open sessions are re-checked at once.
+func (m *Module) Changed() <-chan struct{} {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.changed
+}
+
+// announce wakes Changed waiters; m.mu must be held for writing.
+func (m *Module) announce() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
 
 // Name implements raftstore.Module.
 func (m *Module) Name() string { return moduleName }
@@ -51,6 +88,12 @@ func (m *Module) Handlers() map[concordv1.CommandType]raftstore.Handler {
 		concordv1.CommandType_COMMAND_TYPE_ACL_KEY_CREATE: {
 			New:   func() proto.Message { return &concordv1.AclKeyCreate{} },
 			Apply: func(_ uint64, msg proto.Message) (any, error) { return m.applyKeyCreate(msg.(*concordv1.AclKeyCreate)) },
+		},
+		concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE: {
+			New: func() proto.Message { return &concordv1.AclPermissionsUpdate{} },
+			Apply: func(index uint64, msg proto.Message) (any, error) {
+				return m.applyPermissionsUpdate(index, msg.(*concordv1.AclPermissionsUpdate))
+			},
 		},
 		concordv1.CommandType_COMMAND_TYPE_ACL_KEY_REVOKE: {
 			New: func() proto.Message { return &concordv1.AclKeyRevoke{} },
@@ -72,6 +115,7 @@ func (m *Module) applyKeyCreate(c *concordv1.AclKeyCreate) (any, error) {
 		return nil, fmt.Errorf("%w: %s", ErrKeyExists, k.GetId())
 	}
 	m.keys[k.GetId()] = proto.CloneOf(k)
+	m.announce()
 	return proto.CloneOf(k), nil
 }
 
@@ -82,6 +126,7 @@ func (m *Module) applyKeyRevoke(r *concordv1.AclKeyRevoke) error {
 		return fmt.Errorf("%w: %s", ErrKeyNotFound, r.GetId())
 	}
 	delete(m.keys, r.GetId())
+	m.announce()
 	return nil
 }
 
@@ -107,6 +152,11 @@ func ValidateKey(k *concordv1.ApiKey) error {
 	for _, c := range k.GetCapabilities() {
 		if !mapsvc.KnownCapability(c) {
 			return bad("unknown capability " + c)
+		}
+	}
+	for _, s := range append(slices.Clone(k.GetGatewaySources()), k.GetGatewayTargets()...) {
+		if s != "*" && !federation.ValidSystemID(s) {
+			return bad("gateway systems must be system ids or *, not " + strconv.Quote(s))
 		}
 	}
 	return nil
@@ -142,19 +192,45 @@ func (m *Module) Keys() []*concordv1.ApiKey {
 	return out
 }
 
-// Snapshot implements raftstore.Module: the sorted key list (records are
-// immutable, so sharing them is safe).
+// Snapshot implements raftstore.Module: the sorted key list, then the
+// participant ceilings (records are immutable, so sharing them is safe).
 func (m *Module) Snapshot() (raftstore.ModuleSnapshot, error) {
-	return aclSnapshot(m.Keys()), nil
+	m.mu.RLock()
+	perms := make([]*concordv1.AclParticipantPermissions, 0, len(m.perms))
+	for _, p := range m.perms {
+		perms = append(perms, p)
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(perms, func(a, b *concordv1.AclParticipantPermissions) int {
+		return strings.Compare(a.GetParticipantId(), b.GetParticipantId())
+	})
+	return aclSnapshot{keys: m.Keys(), perms: perms}, nil
 }
 
-type aclSnapshot []*concordv1.ApiKey
+type aclSnapshot struct {
+	keys  []*concordv1.ApiKey
+	perms []*concordv1.AclParticipantPermissions
+}
+
+// permsTag starts a persisted ceiling record. An ApiKey record never
+// starts with 0 (a protobuf tag byte is never 0), so snapshots written
+// before ceilings existed restore unchanged.
+const permsTag = 0
 
 func (s aclSnapshot) Persist(write func([]byte) error) error {
-	for _, k := range s {
+	for _, k := range s.keys {
 		b, err := proto.Marshal(k)
 		if err != nil {
 			return fmt.Errorf("encode API key %s: %w", k.GetId(), err)
+		}
+		if err := write(b); err != nil {
+			return err
+		}
+	}
+	for _, p := range s.perms {
+		b, err := proto.MarshalOptions{}.MarshalAppend([]byte{permsTag}, p)
+		if err != nil {
+			return fmt.Errorf("encode permissions of %s: %w", p.GetParticipantId(), err)
 		}
 		if err := write(b); err != nil {
 			return err
@@ -168,6 +244,7 @@ func (s aclSnapshot) Release() {}
 // Restore implements raftstore.Module.
 func (m *Module) Restore(next func() ([]byte, error)) (func(), error) {
 	keys := map[string]*concordv1.ApiKey{}
+	perms := map[string]*concordv1.AclParticipantPermissions{}
 	for {
 		b, err := next()
 		if errors.Is(err, io.EOF) {
@@ -175,6 +252,14 @@ func (m *Module) Restore(next func() ([]byte, error)) (func(), error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if len(b) > 0 && b[0] == permsTag {
+			p := &concordv1.AclParticipantPermissions{}
+			if err := proto.Unmarshal(b[1:], p); err != nil {
+				return nil, fmt.Errorf("decode participant permissions: %w", err)
+			}
+			perms[p.GetParticipantId()] = p
+			continue
 		}
 		k := &concordv1.ApiKey{}
 		if err := proto.Unmarshal(b, k); err != nil {
@@ -184,7 +269,8 @@ func (m *Module) Restore(next func() ([]byte, error)) (func(), error) {
 	}
 	return func() {
 		m.mu.Lock()
-		m.keys = keys
+		m.keys, m.perms = keys, perms
+		m.announce()
 		m.mu.Unlock()
 	}, nil
 }

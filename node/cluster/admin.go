@@ -26,12 +26,13 @@ const authorizationMetadataKey = "authorization"
 // call; every method of the Admin service is one too.
 var adminMethods = map[string]bool{
 	concordv1.Cluster_RemovePeer_FullMethodName: true,
+	concordv1.Operator_Drain_FullMethodName:     true,
 }
 
 // IsAdminMethod reports whether fullMethod (as grpc.UnaryServerInfo names
 // it) is an admin method that needs an operator credential: every method
 // of the Admin service (keyring) and of the Snapshots service (backups),
-// and Cluster's RemovePeer. Read-only
+// and Cluster's RemovePeer and Operator's Drain. Read-only
 // introspection (Members, RaftPeers, Status) is not in the list: peers
 // call Status, and what needs which credential is the interceptor's rule.
 func IsAdminMethod(fullMethod string) bool {

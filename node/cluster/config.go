@@ -150,6 +150,29 @@ type Config struct {
 	// gracefully are removed regardless (the operator asked for it).
 	MinQuorum int
 
+	// RaftVoters is the number of Raft voters the leader keeps (3 or 5;
+	// the same on every server): every further server joins as a
+	// non-voter, which replicates and serves everything but does not
+	// vote, so adding servers for connections does not slow commits. When
+	// a voter fails or leaves, the healthiest stable non-voter is
+	// promoted; when it comes back, extras are demoted (never below
+	// MinQuorum). 0 makes every server a voter (the behaviour of older
+	// versions).
+	RaftVoters int
+
+	// ServerStabilizationTime is how long a non-voter must have been
+	// healthy before the autopilot promotes it: a server that just
+	// joined, or flaps, does not get a vote.
+	ServerStabilizationTime time.Duration
+
+	// LastContactThreshold is how long a server may go without hearing
+	// from the leader and still count as healthy.
+	LastContactThreshold time.Duration
+
+	// MaxTrailingLogs is how many log entries (count) a server may trail
+	// the leader's log by and still count as healthy.
+	MaxTrailingLogs uint64
+
 	// DetachedSessionTTL is the TTL the reconciler gives sessions it
 	// detaches because their node died or left; set it to the MAP
 	// service's DetachedSessionTTL so such sessions behave like those
@@ -159,6 +182,11 @@ type Config struct {
 	// Now returns the current time; for tests. nil means time.Now.
 	Now func() time.Time
 }
+
+// DefaultRaftVoters is DefaultConfig's RaftVoters: five voters survive two
+// failures, and a system of up to five servers behaves as before
+// non-voters existed (every server votes).
+const DefaultRaftVoters = 5
 
 // DefaultConfig returns production defaults. NodeID must still be set.
 func DefaultConfig() Config {
@@ -183,6 +211,10 @@ func DefaultConfig() Config {
 		ReconcileTimeout:         10 * time.Second,
 		DeadServerCleanupDelay:   30 * time.Second,
 		MinQuorum:                3,
+		RaftVoters:               DefaultRaftVoters,
+		ServerStabilizationTime:  10 * time.Second,
+		LastContactThreshold:     time.Second,
+		MaxTrailingLogs:          1000,
 		DetachedSessionTTL:       time.Hour,
 	}
 }
@@ -203,6 +235,7 @@ func (c Config) Validate() error {
 		{"RelayReconnectMaxBackoff", c.RelayReconnectMaxBackoff}, {"RelayIdleTimeout", c.RelayIdleTimeout},
 		{"ReconcileInterval", c.ReconcileInterval}, {"ReconcileTimeout", c.ReconcileTimeout},
 		{"DeadServerCleanupDelay", c.DeadServerCleanupDelay}, {"DetachedSessionTTL", c.DetachedSessionTTL},
+		{"ServerStabilizationTime", c.ServerStabilizationTime}, {"LastContactThreshold", c.LastContactThreshold},
 	}
 	switch {
 	case c.NodeID == "":
@@ -220,10 +253,28 @@ func (c Config) Validate() error {
 	case c.MinQuorum < 1:
 		return bad("MinQuorum must be >= 1, got %d", c.MinQuorum)
 	}
+	if err := c.ValidatePolicy(); err != nil {
+		return err
+	}
 	for _, d := range durations {
 		if d.d <= 0 {
 			return bad("%s must be > 0, got %s", d.name, d.d)
 		}
+	}
+	return nil
+}
+
+// ValidatePolicy checks the voter policy alone (node checks it before the
+// node id is filled in): RaftVoters is 3 or 5 (or 0) and MinQuorum is
+// between 1 and RaftVoters.
+func (c Config) ValidatePolicy() error {
+	switch {
+	case c.MinQuorum < 1:
+		return fmt.Errorf("%w: MinQuorum must be >= 1, got %d", ErrInvalidConfig, c.MinQuorum)
+	case c.RaftVoters != 0 && c.RaftVoters != 3 && c.RaftVoters != 5:
+		return fmt.Errorf("%w: RaftVoters must be 3 or 5 (or 0: every server votes), got %d", ErrInvalidConfig, c.RaftVoters)
+	case c.RaftVoters != 0 && c.MinQuorum > c.RaftVoters:
+		return fmt.Errorf("%w: MinQuorum %d must not exceed RaftVoters %d", ErrInvalidConfig, c.MinQuorum, c.RaftVoters)
 	}
 	return nil
 }

@@ -79,6 +79,10 @@ type RaftStore interface {
 type RaftConfigurator interface {
 	Configuration(ctx context.Context) ([]raftstore.Server, error)
 	AddVoter(ctx context.Context, id, addr string) error
+	AddNonvoter(ctx context.Context, id, addr string) error
+	DemoteVoter(ctx context.Context, id string) error
+	// Stats gives the leader's own last_log_index to the health checks.
+	Stats() map[string]string
 	RemoveServer(ctx context.Context, id string) error
 	SubscribeLeadership() (<-chan bool, func())
 	Apply(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, uint64, error)

@@ -73,6 +73,9 @@ func testConfig(t testing.TB, nodeID string) Config {
 	cfg.RelayReconnectMaxBackoff = 100 * time.Millisecond
 	cfg.ReconcileInterval = 50 * time.Millisecond
 	cfg.DeadServerCleanupDelay = 300 * time.Millisecond
+	// Every server votes, as these tests were written for; the autopilot's
+	// rules are plan tests (autopilot_test.go) and cluster-test scenarios.
+	cfg.RaftVoters = 0
 	return cfg
 }
 

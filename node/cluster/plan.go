@@ -17,9 +17,11 @@ import (
 type actionKind int
 
 const (
-	actAddVoter actionKind = iota + 1 // AddVoter(id, addr)
-	actRemove                         // RemoveServer(id)
-	actDetach                         // SESSION_DETACH(session) homed on node
+	actAddVoter    actionKind = iota + 1 // AddVoter(id, addr); also promotes a non-voter
+	actRemove                            // RemoveServer(id)
+	actDetach                            // SESSION_DETACH(session) homed on node
+	actAddNonvoter                       // AddNonvoter(id, addr)
+	actDemote                            // DemoteVoter(id)
 )
 
 // action is one step of a reconcile pass.
@@ -41,6 +43,11 @@ type memberView struct {
 	server   bool
 	status   membership.Status
 	since    time.Time
+	// raftVoters is the member's advertised --raft-voters (0: an older
+	// version that does not say); draining is set while it is drained.
+	raftVoters int
+	draining   bool
+	version    string
 }
 
 const statusUnknown membership.Status = 0
@@ -55,6 +62,14 @@ type planInput struct {
 	now      time.Time
 	delay    time.Duration // DeadServerCleanupDelay
 	minQuo   int           // MinQuorum
+	// target is RaftVoters: 0 makes every server a voter (the behaviour
+	// before non-voters); otherwise new servers join as non-voters and
+	// the autopilot rules (autopilot.go) keep target healthy voters.
+	target int
+	// health is the leader's latest look at each configured server
+	// (autopilot.go); stable is ServerStabilizationTime.
+	health map[string]ServerHealth
+	stable time.Duration
 }
 
 // plan returns the steps that bring the Raft configuration and the
@@ -69,6 +84,12 @@ type planInput struct {
 //     RemoveServer, unless that would leave fewer than minQuo voters;
 //   - a connected session homed on a node that left, is dead, or has been
 //     unknown for at least delay → SESSION_DETACH.
+//
+// With a target number of voters (in.target > 0) a server missing from the
+// configuration joins as a non-voter instead (a moved one keeps its
+// suffrage), a member advertising another target is not added at all, and
+// promotions and demotions follow the autopilot rules (autopilot.go),
+// planned after the removals.
 //
 // This node (the leader) is never removed or detached.
 func plan(in planInput) []action {
@@ -86,6 +107,12 @@ func plan(in planInput) []action {
 			continue
 		}
 		s, ok := byID[m.id]
+		if in.target > 0 {
+			if a, add := addUnderTarget(in.target, m, s, ok); add {
+				out = append(out, a)
+			}
+			continue
+		}
 		if ok && s.Voter && s.Address == m.raftAddr {
 			continue
 		}
@@ -95,6 +122,7 @@ func plan(in planInput) []action {
 		out = append(out, action{kind: actAddVoter, id: m.id, addr: m.raftAddr, reason: "alive server not a voter"})
 	}
 	servers := slices.SortedFunc(slices.Values(in.servers), func(a, b raftstore.Server) int { return cmp.Compare(a.ID, b.ID) })
+	removed := map[string]bool{}
 	for _, s := range servers {
 		if s.ID == in.self {
 			continue
@@ -111,9 +139,13 @@ func plan(in planInput) []action {
 		default:
 			continue
 		}
+		removed[s.ID] = true
 		if s.Voter {
 			voters--
 		}
+	}
+	if in.target > 0 {
+		out = append(out, autopilot(in, removed)...)
 	}
 	for _, sess := range in.sessions {
 		if !sess.Connected || sess.HomeNode == "" || sess.HomeNode == in.self {
@@ -166,7 +198,8 @@ func newTracker() *tracker { return &tracker{seen: make(map[string]memberView)} 
 func (t *tracker) update(members []membership.Member, extra []string, now time.Time) map[string]memberView {
 	next := make(map[string]memberView, len(members)+len(extra))
 	for _, m := range members {
-		v := memberView{id: m.ID, raftAddr: m.RaftAddr, bootID: m.BootID, server: m.Role == membership.RoleServer, status: m.Status, since: now}
+		v := memberView{id: m.ID, raftAddr: m.RaftAddr, bootID: m.BootID, server: m.Role == membership.RoleServer, status: m.Status, since: now,
+			raftVoters: m.RaftVoters, draining: m.Draining, version: m.Version}
 		if old, ok := t.seen[m.ID]; ok && old.status == m.Status {
 			v.since = old.since
 		}

@@ -51,6 +51,10 @@ func render(as []action) string {
 			parts = append(parts, "remove "+a.id)
 		case actDetach:
 			parts = append(parts, fmt.Sprintf("detach %s(%s)", a.session, a.id))
+		case actAddNonvoter:
+			parts = append(parts, fmt.Sprintf("nonvoter %s@%s", a.id, a.addr))
+		case actDemote:
+			parts = append(parts, "demote "+a.id)
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/concordmap/concord/node/membership"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -23,6 +24,12 @@ type ReconcilerDeps struct {
 	// (a membership.Subscription's Changed channel; the reconciler never
 	// drains it). Without it changes are seen every ReconcileInterval.
 	MemberChanges <-chan struct{}
+	// Resolver, optional, lets the leader ask each server for its Raft
+	// stats (the autopilot's health checks, health.go). Without it (and
+	// without Stats) gossip's alive status alone counts as healthy.
+	Resolver AddrResolver
+	// Stats, optional, overrides how the stats are fetched (tests).
+	Stats StatusFetcher
 }
 
 // Reconciler keeps the Raft configuration and the registry in line with
@@ -43,6 +50,11 @@ type Reconciler struct {
 	deps    ReconcilerDeps
 	track   *tracker
 	removed *removedAlive // force-removed alive servers (reconciler_removed.go)
+	health  *healthChecker
+	pool    *pool // health checks' connections; nil without a Resolver
+	// warned holds the members whose --raft-voters mismatch was logged,
+	// so it is logged once per member and value, not every pass.
+	warned map[string]int
 }
 
 // NewReconciler validates its inputs and returns a Reconciler; Run starts it.
@@ -54,8 +66,19 @@ func NewReconciler(cfg Config, deps ReconcilerDeps) (*Reconciler, error) {
 		return nil, fmt.Errorf("%w: Reconciler needs Store and Members", ErrInvalidConfig)
 	}
 	log := cfg.logger("cluster.reconciler")
-	return &Reconciler{cfg: cfg, log: log, deps: deps, track: newTracker(), removed: newRemovedAlive(log)}, nil
+	r := &Reconciler{cfg: cfg, log: log, deps: deps, track: newTracker(), removed: newRemovedAlive(log), warned: map[string]int{}}
+	fetch := deps.Stats
+	if fetch == nil && deps.Resolver != nil {
+		r.pool = newPool(cfg)
+		fetch = peerStatus{pool: r.pool, resolver: deps.Resolver, dial: cfg.DialTimeout}
+	}
+	r.health = newHealthChecker(cfg, fetch)
+	return r, nil
 }
+
+// Health returns the autopilot's latest report; ok is false unless this
+// node leads and has checked its servers since.
+func (r *Reconciler) Health() (HealthReport, bool) { return r.health.latest() }
 
 // Run is the reconcile loop. It wakes on leadership changes, membership
 // changes and every ReconcileInterval, and returns when ctx ends (ctx's
@@ -64,6 +87,9 @@ func NewReconciler(cfg Config, deps ReconcilerDeps) (*Reconciler, error) {
 func (r *Reconciler) Run(ctx context.Context) error {
 	leaderCh, unsubscribe := r.deps.Store.SubscribeLeadership()
 	defer unsubscribe()
+	if r.pool != nil {
+		defer func() { _ = r.pool.close() }()
+	}
 	t := time.NewTicker(r.cfg.ReconcileInterval)
 	defer t.Stop()
 	changes := r.deps.MemberChanges
@@ -83,6 +109,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			}
 			if l != leader {
 				r.log.Info("reconciler leadership changed", "leader", l)
+			}
+			if !l {
+				r.health.invalidate()
 			}
 			leader = l
 		case _, ok := <-changes:
@@ -104,7 +133,8 @@ func (r *Reconciler) observe(ctx context.Context) {
 
 // view gathers the plan input.
 func (r *Reconciler) view(ctx context.Context) (planInput, error) {
-	in := planInput{self: r.cfg.NodeID, now: r.cfg.now(), delay: r.cfg.DeadServerCleanupDelay, minQuo: r.cfg.MinQuorum}
+	in := planInput{self: r.cfg.NodeID, now: r.cfg.now(), delay: r.cfg.DeadServerCleanupDelay, minQuo: r.cfg.MinQuorum,
+		target: r.cfg.RaftVoters, stable: r.cfg.ServerStabilizationTime}
 	servers, err := r.deps.Store.Configuration(ctx)
 	if err != nil {
 		return in, fmt.Errorf("read raft configuration: %w", err)
@@ -137,6 +167,8 @@ func (r *Reconciler) pass(ctx context.Context) {
 		r.log.Warn("reconcile skipped", "err", err)
 		return
 	}
+	in.health = r.health.check(ctx, in, r.deps.Store.Stats())
+	r.warnMismatch(in.members)
 	for _, a := range plan(in) {
 		if err := r.do(ctx, a, in.now); err != nil {
 			// The other steps still run: one server that cannot be added
@@ -155,6 +187,16 @@ func (r *Reconciler) do(ctx context.Context, a action, now time.Time) error {
 			return fmt.Errorf("add voter: %w", err)
 		}
 		r.log.Info("raft voter added", "peer", a.id, "addr", a.addr, "reason", a.reason)
+	case actAddNonvoter:
+		if err := r.deps.Store.AddNonvoter(ctx, a.id, a.addr); err != nil {
+			return fmt.Errorf("add non-voter: %w", err)
+		}
+		r.log.Info("raft non-voter added", "peer", a.id, "addr", a.addr, "reason", a.reason)
+	case actDemote:
+		if err := r.deps.Store.DemoteVoter(ctx, a.id); err != nil {
+			return fmt.Errorf("demote voter: %w", err)
+		}
+		r.log.Info("raft voter demoted to non-voter", "peer", a.id, "reason", a.reason)
 	case actRemove:
 		if err := r.deps.Store.RemoveServer(ctx, a.id); err != nil {
 			return fmt.Errorf("remove server: %w", err)
@@ -164,6 +206,27 @@ func (r *Reconciler) do(ctx context.Context, a action, now time.Time) error {
 		return r.detach(ctx, a, now)
 	}
 	return nil
+}
+
+// warnMismatch logs, once per member and value, an alive server whose
+// --raft-voters differs from this leader's: plan leaves it out of the
+// Raft configuration until its operator fixes the flag.
+func (r *Reconciler) warnMismatch(members map[string]memberView) {
+	if r.cfg.RaftVoters == 0 {
+		return
+	}
+	for id, m := range members {
+		if m.raftVoters == 0 || m.raftVoters == r.cfg.RaftVoters || m.status != membership.StatusAlive {
+			delete(r.warned, id)
+			continue
+		}
+		if r.warned[id] == m.raftVoters {
+			continue
+		}
+		r.warned[id] = m.raftVoters
+		r.log.Error("server refused: --raft-voters differs; every server of a system must use the same value",
+			"peer", id, "peer_raft_voters", m.raftVoters, "raft_voters", r.cfg.RaftVoters)
+	}
 }
 
 // detach proposes SESSION_DETACH for a session of a departed node, quoting
@@ -205,6 +268,10 @@ func (k actionKind) String() string {
 		return "remove_server"
 	case actDetach:
 		return "detach_session"
+	case actAddNonvoter:
+		return "add_nonvoter"
+	case actDemote:
+		return "demote_voter"
 	}
 	return "unknown"
 }

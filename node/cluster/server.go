@@ -36,6 +36,13 @@ type ServerDeps struct {
 	// (the *membership.Membership). Optional: nil answers the keyring
 	// methods with FAILED_PRECONDITION.
 	Keyring Keyring
+	// Health is the autopilot's report the Operator service serves (the
+	// *Reconciler). Optional: nil answers Health from the leader only
+	// through a peer that has one.
+	Health HealthSource
+	// Drainer drains this node for the Operator service. Optional: nil
+	// answers a drain of this node with UNIMPLEMENTED.
+	Drainer Drainer
 }
 
 // Server is the node's gRPC server with the Cluster and Admin services
@@ -85,6 +92,7 @@ func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
 	}
 	concordv1.RegisterClusterServer(s.grpc, &service{s: s})
 	concordv1.RegisterAdminServer(s.grpc, &adminService{s: s})
+	concordv1.RegisterOperatorServer(s.grpc, &operatorService{s: s})
 	return s, nil
 }
 

@@ -144,18 +144,7 @@ func (s *Server) leaderConn() (*grpc.ClientConn, error) {
 	if id == "" {
 		return nil, status.Error(codes.Unavailable, "no raft leader: retry once one is elected")
 	}
-	if s.deps.Resolver == nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "not the leader (%s) and cannot reach it from here: ask the leader", id)
-	}
-	addr, ok := s.deps.Resolver.GRPCAddr(id)
-	if !ok {
-		return nil, status.Errorf(codes.Unavailable, "leader %s has no known gRPC address yet", id)
-	}
-	conn, err := s.pool.get(id, addr)
-	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
-	}
-	return conn, nil
+	return s.peerConn(id)
 }
 
 // snapshotStatus maps a snapshot error to a gRPC status: a file this binary

@@ -93,7 +93,7 @@ type Config struct {
 	// scopes, and message events it is not party to, are not delivered).
 	// It applies to live delivery and to map/replay alike. nil delivers
 	// everything the filter matches.
-	Visible func(participantID, participantType string, ev *registry.Event) bool
+	Visible func(sessionID, participantID, participantType string, ev *registry.Event) bool
 	// Now returns the current time; for tests. nil means time.Now.
 	Now func() time.Time
 }

@@ -30,12 +30,12 @@ func (h *Hub) wants(s *sub, p *prepared) bool {
 	if s.opts.ExcludeOwnEvents && h.own(s, p) {
 		return false
 	}
-	return s.filter.match(p, h.reg) && h.visible(s.participantID, s.participantType, &p.ev)
+	return s.filter.match(p, h.reg) && h.visible(s.sessionID, s.participantID, s.participantType, &p.ev)
 }
 
 // visible applies Config.Visible (everything when unset).
-func (h *Hub) visible(participantID, participantType string, ev *registry.Event) bool {
-	return h.cfg.Visible == nil || h.cfg.Visible(participantID, participantType, ev)
+func (h *Hub) visible(sessionID, participantID, participantType string, ev *registry.Event) bool {
+	return h.cfg.Visible == nil || h.cfg.Visible(sessionID, participantID, participantType, ev)
 }
 
 // own: the event was caused by the subscriber (its participant, or an

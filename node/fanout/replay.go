@@ -81,12 +81,12 @@ func (h *Hub) Replay(_ context.Context, sessionID string, params json.RawMessage
 		}
 	}
 	sess, _ := h.reg.Session(sessionID) // unknown: an empty viewer, which Visible restricts
-	return h.collect(sess.ParticipantID, sess.ParticipantType, pos, f, from, hasFrom, to, hasTo, int(limit)), nil
+	return h.collect(sessionID, sess.ParticipantID, sess.ParticipantType, pos, f, from, hasFrom, to, hasTo, int(limit)), nil
 }
 
 // collect scans the log after pos for up to limit matching events, and one
 // more to know whether there are more.
-func (h *Hub) collect(participantID, participantType string, pos uint64, f *filter, from int64, hasFrom bool, to int64, hasTo bool, limit int) *ReplayResult {
+func (h *Hub) collect(sessionID, participantID, participantType string, pos uint64, f *filter, from int64, hasFrom bool, to int64, hasTo bool, limit int) *ReplayResult {
 	res := &ReplayResult{Events: []ReplayedEvent{}}
 	for {
 		batch := h.reg.EventsAfter(pos, replayScanBatch)
@@ -99,7 +99,7 @@ func (h *Hub) collect(participantID, participantType string, pos uint64, f *filt
 				continue
 			}
 			p := prepare(ev, false)
-			if !f.match(p, h.reg) || !h.visible(participantID, participantType, &p.ev) {
+			if !f.match(p, h.reg) || !h.visible(sessionID, participantID, participantType, &p.ev) {
 				continue
 			}
 			if len(res.Events) == limit {

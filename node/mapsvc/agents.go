@@ -39,6 +39,7 @@ func decodeRegister(raw json.RawMessage, spawn bool) (registerParams, *rpc.Error
 		Relationships:        p.array("relationships"),
 		Meta:                 p.object("_meta"),
 	}
+	checkPermissionOverrides(p, rec.PermissionOverrides)
 	rp := registerParams{rec: rec}
 	if p.has("persistentIdentity") {
 		pi := p.sub("persistentIdentity")
@@ -75,6 +76,9 @@ func (s *Service) register(ctx context.Context, cs *connState, rp *registerParam
 	rec := rp.rec
 	if rec.Id == "" {
 		rec.Id = s.newID()
+	}
+	if err := s.inheritPermissions(cs, rec); err != nil {
+		return registry.RegisterResult{}, err
 	}
 	rec.OwnerId, rec.SessionId, rec.HomeNode = cs.participantID, cs.sessionID, s.cfg.NodeID
 	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_REGISTER, &concordv1.AgentRegisterRequest{
@@ -195,7 +199,12 @@ func (s *Service) agentsUpdate(ctx context.Context, _ *rpc.Conn, cs *connState, 
 	if err := s.mayControl(cs, up.AgentId); err != nil {
 		return nil, err
 	}
-	up.Meta = s.meta(cs.participantID, 2)
+	if up.PermissionOverrides != nil {
+		if err := s.mayChangePermissions(cs, up.AgentId); err != nil {
+			return nil, err
+		}
+	}
+	up.Meta = s.meta(cs.participantID, 3)
 	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, up)
 	if err != nil {
 		return nil, err
@@ -226,6 +235,7 @@ func decodeUpdate(raw json.RawMessage) (*concordv1.AgentUpdateRequest, *rpc.Erro
 	up.Metadata = p.object("metadata")
 	up.Environment = p.object("environment")
 	up.PermissionOverrides = p.object("permissionOverrides")
+	checkPermissionOverrides(p, up.PermissionOverrides)
 	up.Capabilities = p.object("capabilities")
 	up.CapabilityDescriptor = p.object("capabilityDescriptor")
 	up.Reason = p.str("reason")

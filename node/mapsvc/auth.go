@@ -38,6 +38,13 @@ type Principal struct {
 	// Capabilities, when non-nil, lists the capability flags it allows
 	// ("lifecycle.canStop", ...); the type's defaults are narrowed to them.
 	Capabilities []string
+	// GatewaySources are the foreign systems a gateway participant may
+	// route for (map/federation/route envelope sources), GatewayTargets
+	// the systems it may route to; "*" allows any, empty none.
+	GatewaySources, GatewayTargets []string
+	// CredentialID names the stored credential that proved it (the API
+	// key id), so that a CredentialChecker can tell when it is revoked.
+	CredentialID string
 }
 
 // Anonymous reports whether the principal carries no credential.
@@ -54,6 +61,19 @@ type Authenticator interface {
 	Methods() []string
 }
 
+// CredentialChecker is implemented by an Authenticator whose credentials
+// can be revoked while sessions that used them are open (API keys). The
+// service re-checks every open session's principal on each sweep and on
+// every change Changed announces.
+type CredentialChecker interface {
+	// Check returns nil while p's credential is still valid, else why not
+	// (an *rpc.Error: 1001 revoked, 1002 expired).
+	Check(p *Principal) error
+	// Changed returns a channel closed at the next change of the stored
+	// credentials (a revoke applied from Raft, on every node).
+	Changed() <-chan struct{}
+}
+
 // openAuthenticator is used when Config.Authenticator is nil: anonymous
 // participants of every type (in-process tests and embedded uses).
 type openAuthenticator struct{}
@@ -63,7 +83,8 @@ func (openAuthenticator) Authenticate(_ context.Context, method, _ string) (*Pri
 		return nil, rpc.NewError(rpc.CodeMethodNotSupported, "Auth method not supported").
 			WithDetails(map[string]any{"method": method, "supported": []string{AuthNone}})
 	}
-	return &Principal{ID: "anonymous", Method: AuthNone, Types: []string{TypeAgent, TypeClient, TypeSystem, TypeGateway}}, nil
+	return &Principal{ID: "anonymous", Method: AuthNone, Types: []string{TypeAgent, TypeClient, TypeSystem, TypeGateway},
+		GatewaySources: []string{"*"}, GatewayTargets: []string{"*"}}, nil
 }
 func (openAuthenticator) Methods() []string { return []string{AuthNone} }
 

@@ -58,7 +58,8 @@ type Capabilities struct {
 //     spawn, register or manage scopes.
 //   - agent: everything in core (its "role" decides in richer setups).
 //   - system: everything.
-//   - gateway: observe, query, send, receive; no lifecycle or scopes.
+//   - gateway: observe, query, send, receive, federate (map/federation/*);
+//     no lifecycle or scopes.
 func defaultCapabilities(ptype string, fanout bool) Capabilities {
 	var c Capabilities
 	c.Observation.CanObserve, c.Observation.CanQuery = true, true
@@ -71,8 +72,10 @@ func defaultCapabilities(ptype string, fanout bool) Capabilities {
 		c.Lifecycle.CanSpawn, c.Lifecycle.CanRegister, c.Lifecycle.CanUnregister = true, true, true
 		c.Lifecycle.CanSteer, c.Lifecycle.CanStop = true, true
 		c.Scopes.CanCreateScopes, c.Scopes.CanManageScopes = true, true
+		c.Federation.CanFederate = ptype == TypeSystem
 	case TypeGateway:
 		c.Messaging.CanReceive = true
+		c.Federation.CanFederate = true
 	}
 	if !fanout {
 		c.Observation.CanObserve = false
@@ -112,6 +115,7 @@ func (c *Capabilities) narrow(raw json.RawMessage) {
 	off("lifecycle", "canStop", &c.Lifecycle.CanStop)
 	off("scopes", "canCreateScopes", &c.Scopes.CanCreateScopes)
 	off("scopes", "canManageScopes", &c.Scopes.CanManageScopes)
+	off("federation", "canFederate", &c.Federation.CanFederate)
 }
 
 func validParticipantType(t string) bool {
@@ -137,6 +141,7 @@ func (c *Capabilities) flags() map[string]*bool {
 		"lifecycle.canStop":       &c.Lifecycle.CanStop,
 		"scopes.canCreateScopes":  &c.Scopes.CanCreateScopes,
 		"scopes.canManageScopes":  &c.Scopes.CanManageScopes,
+		"federation.canFederate":  &c.Federation.CanFederate,
 	}
 }
 

@@ -88,6 +88,12 @@ type Config struct {
 	// with _meta.consistency = "linearizable"; nil makes such requests
 	// fail with a retryable 4000.
 	LinearizableRead func(ctx context.Context) error
+	// Barrier, optional, returns once the local replica holds everything
+	// committed before the call (node: a ReadIndex on the leader, a NOOP
+	// through the leader on a follower). map/connect calls it when the
+	// session to resume is unknown here, so a lagging node does not open a
+	// fresh session in place of one it has not applied yet.
+	Barrier func(ctx context.Context) error
 	// WaitApplied, optional, waits until the local replica has applied a
 	// Raft index. When set, every write waits for its own index before
 	// answering, so the caller reads its writes on this node even when the
@@ -112,6 +118,18 @@ type Config struct {
 	// every type: for in-process embedding and tests only; the node always
 	// sets one.
 	Authenticator Authenticator
+	// ParticipantPermissions, optional, holds the capability ceilings set
+	// with map/permissions/update (node/acl); nil leaves that method
+	// unmounted (-32601).
+	ParticipantPermissions ParticipantPermissions
+
+	// AuthExpiryWarning is how long before its credential expires a
+	// session is sent map/auth/expiring (once per expiry).
+	AuthExpiryWarning time.Duration
+	// AuthRevokeGrace is how long a session whose credential expired or
+	// was revoked stays open after map/auth/revoked (gracePeriodMs) before
+	// the connection is closed; meanwhile only refresh and disconnect work.
+	AuthRevokeGrace time.Duration
 
 	// DetachedSessionTTL is how long a session whose connection was lost
 	// (or that called map/disconnect) stays resumable before it is
@@ -120,7 +138,8 @@ type Config struct {
 	// DefaultDisconnectPolicy applies when map/connect has none.
 	DefaultDisconnectPolicy registry.DisconnectPolicy
 	// ExpiryInterval is how often Run looks for due expiries and moved
-	// sessions (it also wakes on registry events).
+	// sessions (it also looks on registry events that re-attach or detach
+	// a session): the most a deadline can be late.
 	ExpiryInterval time.Duration
 	// CloseTimeout bounds the SESSION_DETACH proposed when a connection
 	// closes.
@@ -129,6 +148,10 @@ type Config struct {
 	MaxPageSize int
 	// Extensions are advertised in capabilities.extensions (advertise-only).
 	Extensions []Extension
+	// Gateway, optional, serves map/federation/connect and
+	// map/federation/route for gateway (and system) participants with the
+	// federation.canFederate capability; without it they are -32601.
+	Gateway Gateway
 	// ExtensionMethods, optional, mounts extra methods by name (for
 	// example "x-concord/runs/start") served by other packages. A name
 	// that is a core method is a configuration error (New fails).
@@ -150,9 +173,11 @@ func DefaultConfig() Config {
 			AgentBehavior: registry.BehaviorGracePeriod,
 			GracePeriodMs: 60_000,
 		},
-		ExpiryInterval: time.Second,
-		CloseTimeout:   5 * time.Second,
-		MaxPageSize:    1000,
+		ExpiryInterval:    time.Second,
+		CloseTimeout:      5 * time.Second,
+		AuthExpiryWarning: time.Minute,
+		AuthRevokeGrace:   5 * time.Second,
+		MaxPageSize:       1000,
 	}
 }
 
@@ -180,6 +205,8 @@ func (c Config) Validate() error {
 		return bad("ExpiryInterval must be > 0")
 	case c.CloseTimeout <= 0:
 		return bad("CloseTimeout must be > 0")
+	case c.AuthExpiryWarning < 0 || c.AuthRevokeGrace < 0:
+		return bad("AuthExpiryWarning and AuthRevokeGrace must be >= 0")
 	case c.MaxPageSize < 1:
 		return bad("MaxPageSize must be >= 1")
 	}

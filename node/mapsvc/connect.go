@@ -122,7 +122,7 @@ func (s *Service) connect(ctx context.Context, c *rpc.Conn, raw json.RawMessage)
 		s.log.Info("map/connect refused", "auth_method", method, "participant_id", cp.participantID, "peer", c.RemoteAddr(), "err", err)
 		return nil, err
 	}
-	target, err := s.resumeTarget(&cp)
+	target, err := s.resumeTarget(ctx, &cp)
 	if err != nil {
 		return nil, err
 	}
@@ -172,8 +172,9 @@ func (s *Service) connect(ctx context.Context, c *rpc.Conn, raw json.RawMessage)
 // resumeTarget returns the session a connect resumes ("" = a new session).
 // The resume token is "<sessionId>.<secret>", so an AgentConnection, which
 // sends only resumeToken, is recognised. An unknown session starts afresh
-// (map-protocol.md §3.4); a known one needs its token (1001 otherwise).
-func (s *Service) resumeTarget(cp *connectParams) (string, error) {
+// (map-protocol.md §3.4), once Config.Barrier has caught this replica up;
+// a known one needs its token (1001 otherwise).
+func (s *Service) resumeTarget(ctx context.Context, cp *connectParams) (string, error) {
 	sid := cp.sessionID
 	if cp.resumeToken != "" {
 		tokSID, _, _ := strings.Cut(cp.resumeToken, ".")
@@ -186,6 +187,12 @@ func (s *Service) resumeTarget(cp *connectParams) (string, error) {
 		return "", nil
 	}
 	sess, ok := s.reg.Session(sid)
+	if !ok && s.cfg.Barrier != nil && s.cfg.Barrier(ctx) == nil {
+		// This replica may lag the session's creation (a participant a
+		// drain sent here right after it connected elsewhere): catch up
+		// once before treating the session as unknown.
+		sess, ok = s.reg.Session(sid)
+	}
 	if !ok {
 		return "", nil
 	}
@@ -326,7 +333,7 @@ func (s *Service) result(sid string, cs *connState, reconnected bool, reclaimed 
 		ProtocolVersion: 1,
 		SessionID:       sid,
 		ParticipantID:   cs.participantID,
-		Capabilities:    cs.caps,
+		Capabilities:    s.effectiveCaps(cs), // with the participant's ceiling, if the system set one
 		SystemInfo:      systemInfo{Name: s.cfg.System.Name, Version: s.cfg.System.Version, NodeID: s.cfg.NodeID},
 		ResumeToken:     cs.resumeToken,
 		Reconnected:     reconnected,

@@ -1,9 +1,11 @@
 package mapsvc
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,5 +291,36 @@ func TestResume_ParticipantIDMayBeAnOwnedAgent(t *testing.T) {
 	r := connectAs(c2, TypeAgent, map[string]any{"participantId": "worker-1", "resumeToken": tok})
 	if r["reconnected"] != true || r["sessionId"] != sid {
 		t.Fatalf("resume with an owned agent's id: %v", r)
+	}
+}
+
+// A resume of a session this replica does not know asks Barrier to catch
+// up once before starting afresh; a known session needs no barrier.
+func TestResume_UnknownSessionCatchesUpFirst(t *testing.T) {
+	var barriers atomic.Int32
+	e := newEnv(t, func(c *Config) {
+		c.Barrier = func(context.Context) error { barriers.Add(1); return nil }
+	})
+	c1 := e.dial()
+	res := connectAs(c1, TypeAgent, map[string]any{"participantId": "agent-b"})
+	sid, tok := res["sessionId"].(string), res["resumeToken"].(string)
+	if n := barriers.Load(); n != 0 {
+		t.Fatalf("%d barriers for a fresh connect", n)
+	}
+	_ = c1.conn.Close("network down")
+	<-c1.conn.Done()
+	c2 := e.dial()
+	if r := connectAs(c2, TypeAgent, map[string]any{"participantId": "agent-b", "resumeToken": tok}); r["reconnected"] != true || r["sessionId"] != sid {
+		t.Fatalf("resume %v", r)
+	}
+	if n := barriers.Load(); n != 0 {
+		t.Fatalf("%d barriers for a known session", n)
+	}
+	c3 := e.dial()
+	if r := connectAs(c3, TypeClient, map[string]any{"sessionId": "gone", "resumeToken": "gone.secret"}); r["reconnected"] != false {
+		t.Fatalf("unknown session %v", r)
+	}
+	if n := barriers.Load(); n != 1 {
+		t.Fatalf("%d barriers for an unknown session, want 1", n)
 	}
 }

@@ -100,9 +100,13 @@ func (s *Service) authRefresh(ctx context.Context, c *rpc.Conn, cs *connState, r
 		return nil, authFailed("the credential does not allow participantId " + cs.participantID)
 	}
 	if st := stateOf(c); st != nil {
+		if cs.revoked != nil && old.Method == AuthAPIKey && cs.revoked.Code != rpc.CodeTokenExpired {
+			return nil, cs.revoked // a revoked key is not renewed in place; a bearer session may present a new token
+		}
 		st.mu.Lock()
 		st.principal = pr
 		st.mu.Unlock()
+		st.liftRevocation()
 	}
 	s.log.Info("map/auth/refresh", "auth_method", method, "principal", pr.ID, "participant_id", cs.participantID)
 	return map[string]any{"success": true, "accessToken": tok, "expiresAt": pr.ExpiresAt, "principal": principalOf(pr)}, nil
@@ -143,3 +147,10 @@ func (s *Service) Closed(c *rpc.Conn) {
 		s.log.Warn("detach session failed", "session_id", sid, "err", err)
 	}
 }
+
+// ReconnectNotification is the notification a node sends every connection
+// before it closes them with WebSocket 1012 because it is being drained
+// (concord operator drain). Its params are {reason, nodeId, nodes:
+// [{nodeId, url}]}: the MAP URLs of the other nodes, where the client
+// resumes its session (map/connect with sessionId and resumeToken).
+const ReconnectNotification = "x-concord/reconnect"

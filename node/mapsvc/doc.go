@@ -2,6 +2,8 @@
 // that serves map/connect, map/disconnect, map/auth/refresh,
 // map/agents/{register,unregister,get,list,update,spawn,stop,suspend,resume},
 // map/structure/graph and map/scopes/{list,get,create,delete,join,leave,members},
+// map/federation/{connect,route} for gateway participants (through
+// Config.Gateway, the federation manager),
 // and delegates map/send to node/router and map/subscribe,
 // map/unsubscribe, map/replay, map/subscribe.ack and map/ack to
 // node/fanout (each through a small interface declared here). It owns the
@@ -27,9 +29,14 @@
 // Every method but map/connect needs a session first; before it the answer
 // is 1000 AUTH_REQUIRED ("call map/connect first"): the connection has not
 // authenticated, and 1000 is the code MAP clients already handle by
-// (re)connecting. Only auth method "none" is supported (anything else:
-// 1005); map/auth/refresh therefore has nothing to refresh and answers
-// 1005 after validating its params.
+// (re)connecting. Credentials are checked by Config.Authenticator (see
+// "Authentication and permissions" below); map/auth/refresh renews the
+// credential of a session (1005 for an anonymous one). credentials.go
+// follows each open session's credential: map/auth/expiring before it
+// expires, map/auth/revoked when it expired or its API key was revoked
+// (on every node: the revoke is a Raft command), then every call but
+// refresh/disconnect answers 1002/1001 and the connection is closed after
+// Config.AuthRevokeGrace.
 //
 // map/connect creates a session (SESSION_OPEN) owned by this node and
 // returns a resumeToken "<sessionId>.<secret>" (the registry keeps only
@@ -56,8 +63,11 @@
 // Granted capabilities are the participant type's defaults
 // (capabilities.go) narrowed by flags the participant set to false.
 // Changing an agent (update, unregister, scope join/leave) also needs the
-// caller to own it or one of its ancestors. Visibility rules (§7) are not
-// implemented: every participant sees every agent and scope.
+// caller to own it or one of its ancestors; changing its permissionOverrides
+// needs a system participant or an ancestor's owner. A participant's
+// capability ceiling (map/permissions/update, Config.ParticipantPermissions)
+// narrows its granted capabilities at every call. Visibility (§7) is in
+// visibility.go, over node/access.
 //
 // # Read consistency
 //

@@ -17,7 +17,7 @@ const MaxIDLength = 256
 var (
 	idFields = map[string]bool{
 		"agentId": true, "scopeId": true, "sessionId": true, "participantId": true,
-		"parent": true, "persistentId": true, "subscriptionId": true,
+		"parent": true, "persistentId": true, "subscriptionId": true, "clientId": true,
 	}
 	idListFields = map[string]bool{"scopes": true, "requestedScopes": true, "reclaimAgents": true}
 )

@@ -339,7 +339,7 @@ func (s *Service) structureGraph(ctx context.Context, _ *rpc.Conn, cs *connState
 			edges = append(edges, relationshipEdges(&n, in)...)
 		}
 	}
-	return map[string]any{"nodes": nonNil(nodes), "edges": edges}, nil
+	return map[string]any{"nodes": nonNil(nodes), "edges": s.structureEdges(cs, edges)}, nil
 }
 
 func relationshipEdges(a *registry.Agent, in map[string]bool) []edge {

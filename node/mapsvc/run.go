@@ -12,31 +12,72 @@ import (
 // done. It starts no goroutines of its own: the caller owns it.
 //
 // On every node it closes local connections whose session was resumed on
-// another node (the registry shows a newer epoch homed elsewhere).
+// another node (the registry shows a newer epoch homed elsewhere), and
+// warns, then closes, sessions whose credential expires or is revoked
+// (credentials.go).
 // While the local store is the leader it also proposes SESSION_EXPIRE for
 // detached sessions whose grace period or TTL has ended (deadlines come
 // from the detach command's timestamp, so a new leader continues where the
 // old one stopped, and the registry ignores duplicates), and, with
 // Config.NodeAlive, SESSION_DETACH for sessions attached to dead nodes.
 // It wakes every ExpiryInterval and on registry events.
+//
+// Every connect is a registry event, and a pass over every connection or
+// every detached session on each one made n connects cost O(n^2) (issue
+// 10). So a wake-up on an event rescans the local connections only when a
+// session was re-attached since the last scan, and looks for due expiries
+// only when a session was detached since the last look
+// (registry.State.SessionChanges); the ticker's pass does both always,
+// which also covers a connection that recorded its epoch just after a
+// scan, and deadlines that pass with no event.
 func (s *Service) Run(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.ExpiryInterval)
 	defer t.Stop()
+	// Credentials are checked on their own timer (the next warning, expiry
+	// or grace end, at most ExpiryInterval away) and when the stored
+	// credentials change, not on every registry event: a busy node has
+	// many sessions and many events.
+	ct := time.NewTimer(0)
+	defer ct.Stop()
+	var scanned, looked uint64 // the counters at the last scan / look
+	full := true
 	for {
-		wake := s.reg.Notify()
-		s.sweep(ctx)
+		wake, creds := s.reg.Notify(), s.credentialsChanged()
+		moves, detaches := s.reg.SessionChanges()
+		if full || moves != scanned {
+			scanned = moves
+			s.closeMoved()
+		}
+		if full || detaches != looked {
+			looked = detaches
+			s.leaderDuties(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+			full = true
 		case <-wake:
+			full = false
+		case <-creds:
+			s.checkCredentials()
+			ct.Reset(s.nextCredentialDeadline(s.cfg.ExpiryInterval))
+		case <-ct.C:
+			s.checkCredentials()
+			ct.Reset(s.nextCredentialDeadline(s.cfg.ExpiryInterval))
 		}
 	}
 }
 
-// sweep runs one pass of the background duties.
+// sweep runs one full pass of the background duties.
 func (s *Service) sweep(ctx context.Context) {
 	s.closeMoved()
+	s.leaderDuties(ctx)
+}
+
+// leaderDuties proposes due expiries and detaches sessions of dead nodes,
+// on the leader only.
+func (s *Service) leaderDuties(ctx context.Context) {
 	if !s.cfg.IsLeader() {
 		return
 	}
@@ -66,11 +107,7 @@ func (s *Service) closeMoved() {
 
 // expireDue proposes SESSION_EXPIRE for every deadline that has passed.
 func (s *Service) expireDue(ctx context.Context) {
-	now := s.now()
-	for _, e := range s.reg.Expiries() {
-		if e.Deadline > now {
-			break // sorted by deadline
-		}
+	for _, e := range s.reg.DueExpiries(s.now()) {
 		if err := s.proposeExpire(ctx, e); err != nil {
 			s.log.Warn("session expiry failed", "session_id", e.SessionID, "kind", e.Kind, "err", err)
 			return

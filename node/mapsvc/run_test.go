@@ -201,3 +201,67 @@ func TestConfig_Validate(t *testing.T) {
 		}
 	}
 }
+
+// runService runs e.svc.Run until the test ends.
+func runService(t *testing.T, e *env) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := e.svc.Run(ctx); err != context.Canceled {
+			t.Errorf("Run returned %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// TestRun_ActsOnEventsWithoutTheTicker: with the ticker an hour away, Run
+// still closes a connection whose session resumed on another node, and
+// proposes an expiry that is due when a session detaches: the events that
+// can make work (a re-attach, a detach) wake it, while connects alone do
+// not make it scan every session.
+func TestRun_ActsOnEventsWithoutTheTicker(t *testing.T) {
+	hour := func(c *Config) { c.ExpiryInterval = time.Hour }
+	e1 := newEnv(t, hour)
+	e2 := newEnvOn(t, e1.reg, e1.store, "n2", hour)
+	runService(t, e1)
+
+	// Several connects (events that need no work), then a resume elsewhere.
+	c1 := e1.dial()
+	res := connectAs(c1, TypeAgent, map[string]any{"participantId": "p"})
+	for range 3 {
+		connectAs(e1.dial(), TypeClient, nil)
+	}
+	if r := connectAs(e2.dial(), TypeAgent, map[string]any{"resumeToken": res["resumeToken"]}); r["reconnected"] != true {
+		t.Fatalf("resume on n2 %v", r)
+	}
+	select {
+	case <-c1.conn.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("n1 kept the moved session's connection until its ticker")
+	}
+
+	// A session in its grace period, whose deadline passes with no event;
+	// the next detach (another session's) makes Run look, and expire it.
+	g := e1.dial()
+	sid := connectAs(g, TypeAgent, map[string]any{"disconnectPolicy": map[string]any{
+		"agentBehavior": registry.BehaviorGracePeriod, "gracePeriodMs": 1_000}})["sessionId"].(string)
+	g.must("map/agents/register", `{"agentId":"ga"}`)
+	other := e1.dial()
+	connectAs(other, TypeClient, nil)
+	_ = g.conn.Close("drop")
+	eventually(t, 5*time.Second, func() error {
+		if s, _ := e1.reg.Session(sid); s.Connected {
+			return fmt.Errorf("not detached yet")
+		}
+		return nil
+	})
+	e1.clock.Advance(2 * time.Second)
+	_ = other.conn.Close("drop")
+	eventually(t, 5*time.Second, func() error {
+		if _, ok := e1.reg.Agent("ga"); ok {
+			return fmt.Errorf("grace expiry not proposed")
+		}
+		return nil
+	})
+}

@@ -65,6 +65,8 @@ var (
 	canStop     = func(c *Capabilities) bool { return c.Lifecycle.CanStop }
 	canCreate   = func(c *Capabilities) bool { return c.Scopes.CanCreateScopes }
 	canManage   = func(c *Capabilities) bool { return c.Scopes.CanManageScopes }
+	callersG    = []string{TypeGateway} // + system, always allowed
+	canFederate = func(c *Capabilities) bool { return c.Federation.CanFederate }
 )
 
 var _ rpc.Handler = (*Service)(nil)
@@ -106,6 +108,8 @@ func (s *Service) methodTable() map[string]method {
 	m := map[string]method{
 		"map/disconnect":   {fn: s.disconnect, callers: callersCAG},
 		"map/auth/refresh": {fn: s.authRefresh, callers: callersCAG},
+		// system only: no other type is listed.
+		"map/permissions/update": {fn: s.permissionsUpdate},
 
 		"map/agents/list":       {fn: s.agentsList, callers: callersCAG, capability: canQuery, capName: "observation.canQuery"},
 		"map/agents/get":        {fn: s.agentsGet, callers: callersCAG, capability: canQuery, capName: "observation.canQuery"},
@@ -128,6 +132,10 @@ func (s *Service) methodTable() map[string]method {
 	}
 	if s.cfg.Router != nil {
 		m["map/send"] = method{fn: s.send, callers: callersCA, capability: canSend, capName: "messaging.canSend"}
+	}
+	if s.cfg.Gateway != nil {
+		m["map/federation/connect"] = method{fn: s.federationConnect, callers: callersG, capability: canFederate, capName: "federation.canFederate"}
+		m["map/federation/route"] = method{fn: s.federationRoute, callers: callersG, capability: canFederate, capName: "federation.canFederate"}
 	}
 	if f := s.cfg.Fanout; f != nil {
 		obs := func(fn func(context.Context, string, json.RawMessage) (any, error)) method {
@@ -172,8 +180,15 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	if cs.participantType != TypeSystem && !contains(m.callers, cs.participantType) {
 		return nil, s.refuse(m, req.Params, "participant type "+cs.participantType+" may not call "+req.Method)
 	}
-	if m.capability != nil && !m.capability(&cs.caps) {
-		return nil, s.refuse(m, req.Params, "requires capability "+m.capName)
+	if m.capability != nil {
+		if caps := s.effectiveCaps(cs); !m.capability(&caps) {
+			return nil, s.refuse(m, req.Params, "requires capability "+m.capName)
+		}
+	}
+	if !exemptFromRevocation[req.Method] {
+		if err := s.credentialRefusal(cs); err != nil {
+			return nil, err
+		}
 	}
 	res, err := m.fn(ctx, c, cs, req.Params)
 	return res, translate(err)

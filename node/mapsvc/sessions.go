@@ -22,6 +22,12 @@ type connState struct {
 	// not known yet (proposal timed out): Closed still detaches it.
 	pendingSession string
 	pendingEpoch   uint64
+	// Credential lifecycle (credentials.go): the expiry already warned
+	// about with map/auth/expiring, and, once the credential expired or
+	// was revoked, the refusal every call gets and when it was told.
+	warnedExpiry int64
+	revoked      *rpc.Error
+	revokedAt    int64
 
 	// scratch receives the snapshot Handle passes to a method (see
 	// handlerSnapshot). Reader goroutine only; not guarded by mu.
@@ -42,6 +48,7 @@ func (cs *connState) handlerSnapshot() *connState {
 	out.caps, out.epoch, out.resumeToken = cs.caps, cs.epoch, cs.resumeToken
 	out.principal = cs.principal
 	out.pendingSession, out.pendingEpoch = cs.pendingSession, cs.pendingEpoch
+	out.warnedExpiry, out.revoked, out.revokedAt = cs.warnedExpiry, cs.revoked, cs.revokedAt
 	cs.mu.Unlock()
 	return out
 }
@@ -54,7 +61,7 @@ func (cs *connState) snapshot() connState {
 		sessionID: cs.sessionID, participantID: cs.participantID,
 		participantType: cs.participantType, caps: cs.caps, epoch: cs.epoch,
 		resumeToken: cs.resumeToken, pendingSession: cs.pendingSession, pendingEpoch: cs.pendingEpoch,
-		principal: cs.principal,
+		principal: cs.principal, warnedExpiry: cs.warnedExpiry, revoked: cs.revoked, revokedAt: cs.revokedAt,
 	}
 }
 
@@ -66,6 +73,7 @@ func (cs *connState) reset() {
 	cs.caps, cs.epoch, cs.resumeToken = Capabilities{}, 0, ""
 	cs.principal = nil
 	cs.pendingSession, cs.pendingEpoch = "", 0
+	cs.warnedExpiry, cs.revoked, cs.revokedAt = 0, nil, 0
 }
 
 // Sessions is the table of sessions attached to this node's live

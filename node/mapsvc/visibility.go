@@ -1,8 +1,13 @@
 package mapsvc
 
 import (
+	"encoding/json"
+	"errors"
+	"slices"
+
 	"github.com/concordmap/concord/node/access"
 	"github.com/concordmap/concord/node/registry"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 // Visibility (map-protocol.md §7) in list, get, members and graph: hidden
@@ -10,23 +15,25 @@ import (
 // so their existence does not leak. The rules live in node/access, shared
 // with the fan-out.
 
-func viewerOf(cs *connState) access.Viewer {
-	return access.Viewer{ParticipantID: cs.participantID, ParticipantType: cs.participantType}
+func (s *Service) viewerOf(cs *connState) access.Viewer {
+	return access.Viewer{ParticipantID: cs.participantID, ParticipantType: cs.participantType,
+		Agents: s.reg.SessionAgentIDs(cs.sessionID)}.WithLayer(s.reg)
 }
 
 func (s *Service) agentVisible(cs *connState, a *registry.Agent) bool {
-	return access.AgentVisible(s.reg, viewerOf(cs), a)
+	return access.AgentVisible(s.reg, s.viewerOf(cs), a)
 }
 
 func (s *Service) scopeVisible(cs *connState, sc *registry.Scope) bool {
-	return access.ScopeVisible(s.reg, viewerOf(cs), sc)
+	return access.ScopeVisible(s.reg, s.viewerOf(cs), sc)
 }
 
 // visibleAgents keeps the agents cs may see (a new slice).
 func (s *Service) visibleAgents(cs *connState, in []registry.Agent) []registry.Agent {
+	v := s.viewerOf(cs)
 	out := make([]registry.Agent, 0, len(in))
 	for i := range in {
-		if s.agentVisible(cs, &in[i]) {
+		if access.AgentVisible(s.reg, v, &in[i]) {
 			out = append(out, in[i])
 		}
 	}
@@ -35,11 +42,94 @@ func (s *Service) visibleAgents(cs *connState, in []registry.Agent) []registry.A
 
 // visibleAgentIDs keeps the agent ids cs may see.
 func (s *Service) visibleAgentIDs(cs *connState, ids []string) []string {
+	v := s.viewerOf(cs)
 	out := make([]string, 0, len(ids))
 	for _, id := range ids {
-		if a, ok := s.reg.Agent(id); !ok || s.agentVisible(cs, &a) {
+		if a, ok := s.reg.Agent(id); !ok || access.AgentVisible(s.reg, v, &a) {
 			out = append(out, id)
 		}
 	}
 	return out
+}
+
+// structureEdges applies the viewer's canSee.structure to graph edges:
+// none drops them all, local keeps those touching its own agents.
+func (s *Service) structureEdges(cs *connState, edges []edge) []edge {
+	v := s.viewerOf(cs)
+	switch access.StructureOf(s.reg, v) {
+	case "none":
+		return []edge{}
+	case "local":
+		out := []edge{}
+		for _, e := range edges {
+			if slices.Contains(v.Agents, e.From) || slices.Contains(v.Agents, e.To) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	return edges
+}
+
+// checkPermissionOverrides validates a permissionOverrides object
+// (node/access), failing p with the offending field.
+func checkPermissionOverrides(p *params, raw json.RawMessage) {
+	if raw == nil || p.err() != nil {
+		return
+	}
+	if _, err := access.ParsePermissions(raw); err != nil {
+		field := "permissionOverrides"
+		var fe *access.FieldError
+		if errors.As(err, &fe) && fe.Field != "" {
+			field += "." + fe.Field
+			p.fail(field, fe.Reason)
+			return
+		}
+		p.fail(field, err.Error())
+	}
+}
+
+// mayChangePermissions: an agent's permissionOverrides are changed at run
+// time by a system participant or by the owner of one of its ancestors (a
+// parent narrows what it spawned); an agent's own owner cannot widen its
+// own permissions (map-protocol.md §7, escalation rules). 1003 otherwise.
+func (s *Service) mayChangePermissions(cs *connState, agentID string) error {
+	if cs.participantType == TypeSystem {
+		return nil
+	}
+	a, ok := s.reg.Agent(agentID)
+	if !ok {
+		return nil // 2001 from the registry
+	}
+	for depth := 0; a.Parent != "" && depth < 64; depth++ {
+		if a, ok = s.reg.Agent(a.Parent); !ok {
+			break
+		}
+		if a.OwnerID == cs.participantID {
+			return nil
+		}
+	}
+	return permissionDenied("permissionOverrides of agent " + agentID + " are changed by a system participant or the owner of an ancestor")
+}
+
+// inheritPermissions applies "an agent cannot grant rights it does not
+// hold" to a registration with a parent: a child of a restricted parent
+// gets the parent's overrides, and may not name its own (only a system
+// participant may). Unrestricted parents impose nothing.
+func (s *Service) inheritPermissions(cs *connState, rec *concordv1.AgentRecord) error {
+	if rec.Parent == "" || cs.participantType == TypeSystem {
+		return nil
+	}
+	parent, ok := s.reg.Agent(rec.Parent)
+	if !ok {
+		return nil // the registry answers for an unknown parent
+	}
+	if pp := access.PermissionsOf(&parent); pp.Unrestricted() {
+		return nil
+	}
+	if rec.PermissionOverrides != nil && string(rec.PermissionOverrides) != string(parent.PermissionOverrides) {
+		return permissionDenied("parent " + parent.ID + " is restricted: its children inherit its permissionOverrides")
+	}
+	rec.PermissionOverrides = parent.PermissionOverrides
+	return nil
 }

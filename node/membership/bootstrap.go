@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -119,9 +120,16 @@ func (m *Membership) bootstrappedMember() string {
 // waits until that went out, for at most ctx's deadline capped at
 // LeaveTimeout; a timeout is returned but the flag still spreads by gossip.
 func (m *Membership) SetBootstrapped(ctx context.Context) error {
+	return m.advertiseFlag(ctx, &m.bootstrapped, "bootstrapped")
+}
+
+// advertiseFlag sets flag (once) and, after Start, re-advertises the local
+// meta and waits until it went out, for at most ctx's deadline capped at
+// LeaveTimeout; a timeout is returned but the flag still spreads by gossip.
+func (m *Membership) advertiseFlag(ctx context.Context, flag *atomic.Bool, what string) error {
 	m.lifeMu.Lock()
 	defer m.lifeMu.Unlock()
-	if m.bootstrapped.Swap(true) {
+	if flag.Swap(true) {
 		return nil
 	}
 	m.mu.Lock()
@@ -138,9 +146,16 @@ func (m *Membership) SetBootstrapped(ctx context.Context) error {
 	}
 	// memberlist treats a zero timeout as "wait forever".
 	if err := m.ml.UpdateNode(max(timeout, time.Millisecond)); err != nil {
-		return fmt.Errorf("advertise bootstrapped: %w", err)
+		return fmt.Errorf("advertise %s: %w", what, err)
 	}
 	return nil
+}
+
+// SetDraining advertises that this node is being drained (concord operator
+// drain), so the leader never promotes it to voter and promotes a
+// replacement before it leaves. It waits like SetBootstrapped.
+func (m *Membership) SetDraining(ctx context.Context) error {
+	return m.advertiseFlag(ctx, &m.draining, "draining")
 }
 
 func memberIDs(ms []Member) []string {

@@ -288,7 +288,7 @@ func (c Config) validateMeta() error {
 		return fmt.Errorf("Meta: %w", err)
 	}
 	w := c.wireMeta()
-	w.leaving, w.bootstrapped = true, true
+	w.leaving, w.bootstrapped, w.draining = true, true, true
 	w.bootID = strings.Repeat("0", bootIDLen)
 	if n := len(encodeMeta(w)); n > memberlist.MetaMaxSize {
 		return fmt.Errorf("encoded Meta is %d bytes, memberlist allows %d", n, memberlist.MetaMaxSize)

@@ -31,6 +31,7 @@ func (d delegate) NodeMeta(limit int) []byte {
 	w.leaving = d.m.leaving.Load()
 	w.bootstrapped = d.m.bootstrapped.Load()
 	w.bootID = d.m.bootID
+	w.draining = d.m.draining.Load()
 	b := encodeMeta(w)
 	if len(b) > limit {
 		return nil
@@ -134,6 +135,7 @@ func (m *Membership) observe(n *memberlist.Node, gone bool) {
 		BootstrapExpect: w.bootstrapExpect,
 		Bootstrapped:    w.bootstrapped,
 		BootID:          w.bootID,
+		Draining:        w.draining,
 		Status:          StatusAlive,
 	}
 	now := time.Now()

@@ -50,6 +50,9 @@ type Member struct {
 	// Bootstrapped reports that the member has Raft state (see
 	// Membership.SetBootstrapped).
 	Bootstrapped bool
+	// Draining reports that an operator is draining the member (see
+	// Membership.SetDraining).
+	Draining bool
 	// BootID changes every time the member's process starts (empty from
 	// older nodes): a different BootID at the same address is a restart
 	// that gossip may not have seen as a death.

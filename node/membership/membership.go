@@ -36,6 +36,7 @@ type Membership struct {
 	mlLogMuted   atomic.Bool // set when Shutdown returns; see newMemberlistLogger
 	leaving      atomic.Bool // advertised; set once by Leave
 	bootstrapped atomic.Bool // advertised; set once by SetBootstrapped
+	draining     atomic.Bool // advertised; set once by SetDraining
 	joined       chan struct{}
 	joinOnce     sync.Once
 	stop         chan struct{} // closed by Shutdown; stops the join loop

@@ -39,6 +39,10 @@ type NodeMeta struct {
 	Version string
 	// Role is the node's role; RoleServer is the only one.
 	Role Role
+	// RaftVoters is the node's target number of Raft voters (--raft-voters,
+	// the same on every server); 0 when a peer runs an older version that
+	// does not advertise it.
+	RaftVoters int
 }
 
 const (
@@ -51,6 +55,7 @@ const (
 	maxVersionLen      = 64
 	maxHostLen         = 253
 	maxBootstrapExpect = 1 << 16
+	maxRaftVoters      = 255
 	bootIDLen          = 16 // hex of 8 random bytes
 )
 
@@ -63,6 +68,7 @@ type wireMeta struct {
 	leaving         bool
 	bootstrapped    bool
 	bootID          string
+	draining        bool
 }
 
 // encodeMeta returns the version byte followed by the protobuf body.
@@ -80,6 +86,8 @@ func encodeMeta(w wireMeta) []byte {
 		Leaving:         w.leaving,
 		Bootstrapped:    w.bootstrapped,
 		BootId:          w.bootID,
+		RaftVoters:      uint32(w.meta.RaftVoters),
+		Draining:        w.draining,
 	}
 	if w.meta.Role == RoleServer {
 		pb.Role = concordv1.GossipRole_GOSSIP_ROLE_SERVER
@@ -109,6 +117,9 @@ func decodeMeta(b []byte) (wireMeta, error) {
 	if pb.Role != concordv1.GossipRole_GOSSIP_ROLE_SERVER {
 		return wireMeta{}, fmt.Errorf("%w: unknown role %d", ErrInvalidMeta, pb.Role)
 	}
+	if pb.RaftVoters > maxRaftVoters {
+		return wireMeta{}, fmt.Errorf("%w: raft_voters %d too large", ErrInvalidMeta, pb.RaftVoters)
+	}
 	if pb.BootstrapExpect > maxBootstrapExpect {
 		return wireMeta{}, fmt.Errorf("%w: bootstrap_expect %d too large", ErrInvalidMeta, pb.BootstrapExpect)
 	}
@@ -116,16 +127,18 @@ func decodeMeta(b []byte) (wireMeta, error) {
 		nodeID:   pb.NodeId,
 		systemID: pb.SystemId,
 		meta: NodeMeta{
-			HTTPAddr: pb.HttpAddr,
-			GRPCAddr: pb.GrpcAddr,
-			RaftAddr: pb.RaftAddr,
-			Version:  pb.Version,
-			Role:     RoleServer,
+			HTTPAddr:   pb.HttpAddr,
+			GRPCAddr:   pb.GrpcAddr,
+			RaftAddr:   pb.RaftAddr,
+			Version:    pb.Version,
+			Role:       RoleServer,
+			RaftVoters: int(pb.RaftVoters),
 		},
 		bootstrapExpect: int(pb.BootstrapExpect),
 		leaving:         pb.Leaving,
 		bootstrapped:    pb.Bootstrapped,
 		bootID:          pb.BootId,
+		draining:        pb.Draining,
 	}
 	if err := w.validate(); err != nil {
 		return wireMeta{}, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
@@ -162,6 +175,9 @@ func (m NodeMeta) validate() error {
 		if err := validateHostPort(a.v); err != nil {
 			return fmt.Errorf("%s: %w", a.name, err)
 		}
+	}
+	if m.RaftVoters < 0 || m.RaftVoters > maxRaftVoters {
+		return fmt.Errorf("RaftVoters %d outside 0..%d", m.RaftVoters, maxRaftVoters)
 	}
 	if len(m.Version) > maxVersionLen {
 		return fmt.Errorf("Version longer than %d bytes", maxVersionLen)

@@ -36,6 +36,7 @@ func TestMeta_RoundTrip(t *testing.T) {
 		{"typical", func(*wireMeta) {}},
 		{"leaving", func(w *wireMeta) { w.leaving = true }},
 		{"bootstrapped", func(w *wireMeta) { w.bootstrapped = true }},
+		{"raft voters", func(w *wireMeta) { w.meta.RaftVoters = 5 }},
 		{"ipv6 and names", func(w *wireMeta) {
 			w.meta.RaftAddr = "[fd00::1]:7702"
 			w.meta.GRPCAddr = "node-1.dc1.internal:7701"
@@ -49,6 +50,7 @@ func TestMeta_RoundTrip(t *testing.T) {
 			w.systemID = strings.Repeat("s", maxIDLen)
 			w.meta.RaftAddr = long + ":1"
 			w.meta.Version = strings.Repeat("v", maxVersionLen)
+			w.meta.RaftVoters = maxRaftVoters
 		}},
 	}
 	for _, tc := range tests {
@@ -119,6 +121,7 @@ func TestMeta_DecodeRejects(t *testing.T) {
 		{"http port too big", with(func(p *concordv1.GossipMeta) { p.HttpAddr = "h:65536" }), false},
 		{"version with newline", with(func(p *concordv1.GossipMeta) { p.Version = "v1\n" }), false},
 		{"huge bootstrap expect", with(func(p *concordv1.GossipMeta) { p.BootstrapExpect = 1 << 30 }), false},
+		{"huge raft voters", with(func(p *concordv1.GossipMeta) { p.RaftVoters = 1 << 20 }), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -196,6 +196,10 @@ func (s *State) applyAgentUpdate(tx *txn, m *concordv1.AgentUpdateRequest) (any,
 	if a.State != prev {
 		tx.emit(EventAgentStateChanged, stateChangePayload(a.ID, prev, a.State, m.GetReason()), []string{a.ID}, a.Scopes)
 	}
+	if m.PermissionOverrides != nil && !bytes.Equal(m.PermissionOverrides, e.a.PermissionOverrides) {
+		tx.emit(EventPermissionsAgentUpdated, map[string]any{"agentId": a.ID, "changes": a.PermissionOverrides,
+			"permissionOverrides": a.PermissionOverrides, "updatedBy": tx.source}, []string{a.ID}, a.Scopes)
+	}
 	if m.Environment != nil && !bytes.Equal(m.Environment, e.a.Environment) {
 		tx.emit(EventAgentEnvironmentChanged, map[string]any{"agentId": a.ID, "environment": a.Environment}, []string{a.ID}, a.Scopes)
 	}

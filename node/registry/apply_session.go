@@ -1,8 +1,11 @@
 package registry
 
 import (
+	"cmp"
+	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -257,24 +260,30 @@ func (tx *txn) removeSession(id string) {
 }
 
 // Expiries lists the pending deadlines of detached sessions, earliest
-// first. The leader's expiry loop proposes SESSION_EXPIRE for those whose
-// Deadline has passed.
-func (s *State) Expiries() []Expiry {
+// first (then by session id, grace before TTL).
+func (s *State) Expiries() []Expiry { return s.expiries(math.MaxInt64) }
+
+// DueExpiries lists the deadlines at or before now (Unix ms), in Expiries'
+// order. The leader's expiry loop proposes SESSION_EXPIRE for them; it
+// walks the detached sessions only and sorts only what is due, so a pass
+// stays cheap with thousands of sessions in their grace period or TTL.
+func (s *State) DueExpiries(now int64) []Expiry { return s.expiries(now) }
+
+func (s *State) expiries(until int64) []Expiry {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []Expiry
-	for _, id := range sortedKeys(s.d.sessions) {
+	for id := range s.d.detached {
 		e := s.d.sessions[id]
-		if e.s.Connected {
-			continue
+		if d := e.s.DetachedAt + e.s.DisconnectPolicy.GracePeriodMs; gracePending(e) && d <= until {
+			out = append(out, Expiry{id, e.epoch, ExpireGrace, d})
 		}
-		if gracePending(e) {
-			out = append(out, Expiry{id, e.epoch, ExpireGrace, e.s.DetachedAt + e.s.DisconnectPolicy.GracePeriodMs})
-		}
-		if e.ttlMs > 0 {
-			out = append(out, Expiry{id, e.epoch, ExpireTTL, e.s.DetachedAt + e.ttlMs})
+		if d := e.s.DetachedAt + e.ttlMs; e.ttlMs > 0 && d <= until {
+			out = append(out, Expiry{id, e.epoch, ExpireTTL, d})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Deadline < out[j].Deadline })
+	slices.SortFunc(out, func(a, b Expiry) int {
+		return cmp.Or(cmp.Compare(a.Deadline, b.Deadline), strings.Compare(a.SessionID, b.SessionID), strings.Compare(a.Kind, b.Kind))
+	})
 	return out
 }

@@ -24,6 +24,9 @@ const (
 	EventScopeDeleted            = "scope_deleted"
 	EventScopeMemberJoined       = "scope_member_joined"
 	EventScopeMemberLeft         = "scope_member_left"
+	// EventPermissionsAgentUpdated: an agent's permissionOverrides changed
+	// (the SDK's permissions_agent_updated).
+	EventPermissionsAgentUpdated = "permissions_agent_updated"
 )
 
 // eventLog is the retained window of the replicated event log. Positions

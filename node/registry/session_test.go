@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -254,5 +256,68 @@ func TestState_SpeakerAgent(t *testing.T) {
 	h.must(cSessionDetach, detach("s-one", 1, 0))
 	if got := h.s.SpeakerAgent("s-one", "p-s-one"); got != "" {
 		t.Errorf("after detach with orphan policy: %q", got)
+	}
+}
+
+// TestState_SessionChangesAndDetachedIndex: the moves counter changes only
+// when an existing session is re-attached, the detaches counter only when
+// a session is stored detached, both on a snapshot restore, and Expiries
+// and DueExpiries list exactly the detached sessions' deadlines.
+func TestState_SessionChangesAndDetachedIndex(t *testing.T) {
+	h := newHarness(t, 100)
+	steps := []struct {
+		name         string
+		typ          T
+		msg          func() proto.Message
+		wantMoved    bool
+		wantDetached bool
+		wantExp      int
+	}{
+		{"open s1", cSessionOpen, func() proto.Message { return openSession("s1", "p1", BehaviorOrphan, 0) }, false, false, 0},
+		{"open s2", cSessionOpen, func() proto.Message { return openSession("s2", "p2", BehaviorGracePeriod, 1_000) }, false, false, 0},
+		{"detach s2", cSessionDetach, func() proto.Message { return detach("s2", 1, 60_000) }, false, true, 2},
+		{"detach s1", cSessionDetach, func() proto.Message { return detach("s1", 1, 0) }, false, true, 2},
+		{"resume s2 elsewhere", cSessionOpen, func() proto.Message { return resume("s2", "n2", "hash-s2") }, true, false, 0},
+		{"close s2", cSessionClose, func() proto.Message {
+			return &concordv1.SessionCloseRequest{Meta: meta(), SessionId: "s2", Epoch: 3, Reason: "bye"}
+		}, false, true, 1}, // its grace period still runs
+	}
+	for _, st := range steps {
+		m0, d0 := h.s.SessionChanges()
+		h.must(st.typ, st.msg())
+		m1, d1 := h.s.SessionChanges()
+		if moved, detached := m1 != m0, d1 != d0; moved != st.wantMoved || detached != st.wantDetached {
+			t.Fatalf("%s: moves changed %v, detaches changed %v; want %v, %v", st.name, moved, detached, st.wantMoved, st.wantDetached)
+		}
+		exp := h.s.Expiries()
+		if len(exp) != st.wantExp {
+			t.Fatalf("%s: expiries %+v, want %d", st.name, exp, st.wantExp)
+		}
+		if len(exp) > 0 {
+			if due := h.s.DueExpiries(exp[0].Deadline); !slices.Equal(due, exp[:1]) {
+				t.Fatalf("%s: due at the first deadline %+v, want %+v", st.name, due, exp[:1])
+			}
+			if due := h.s.DueExpiries(exp[0].Deadline - 1); len(due) != 0 {
+				t.Fatalf("%s: due before the first deadline %+v", st.name, due)
+			}
+		}
+	}
+
+	// A restore may move any session, and rebuilds the detached index.
+	h.must(cSessionOpen, openSession("s3", "p3", BehaviorOrphan, 0))
+	h.must(cSessionDetach, detach("s3", 1, 30_000))
+	want := h.s.Expiries()
+	restored := newHarness(t, 100)
+	m0, d0 := restored.s.SessionChanges()
+	commit, err := restored.s.Restore(reader(snapshotBytes(t, h.s)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit()
+	if m1, d1 := restored.s.SessionChanges(); m1 == m0 || d1 == d0 {
+		t.Fatal("restore left a session counter unchanged")
+	}
+	if got := restored.s.Expiries(); len(want) != 2 || !slices.Equal(got, want) {
+		t.Fatalf("restored expiries %+v, want %+v", got, want)
 	}
 }

@@ -132,6 +132,8 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		// Any session may have moved or detached.
+		nd.moves, nd.detaches = s.d.moves+1, s.d.detaches+1
 		s.d = nd
 		close(s.notify)
 		s.notify = make(chan struct{})

@@ -61,8 +61,16 @@ type data struct {
 	bySession map[string]map[string]struct{}
 	scopes    map[string]*Scope
 	// sessions: always change via putSession/delSession, which keep
-	// subsOnNode current.
+	// subsOnNode, detached and moves current.
 	sessions map[string]*sessionEntry
+	// detached indexes the sessions that are not connected (derived):
+	// only they can have an expiry due, so the leader's expiry sweep
+	// costs the detached sessions, not all of them.
+	detached map[string]struct{}
+	// moves counts re-attaches of an existing session, and detaches
+	// counts entries stored detached (both derived, never persisted; see
+	// SessionChanges).
+	moves, detaches uint64
 	// subsOnNode counts the subscriptions of sessions attached to each
 	// node (derived, like bySession): nodes without any need no copy of
 	// ephemeral message events.
@@ -76,25 +84,36 @@ func newData(window int) *data {
 		bySession:  map[string]map[string]struct{}{},
 		scopes:     map[string]*Scope{},
 		sessions:   map[string]*sessionEntry{},
+		detached:   map[string]struct{}{},
 		subsOnNode: map[string]int{},
 		events:     newEventLog(window),
 	}
 }
 
-// putSession stores a session entry, keeping subsOnNode current.
+// putSession stores a session entry, keeping the derived indexes current.
 func (d *data) putSession(e *sessionEntry) {
 	if old, ok := d.sessions[e.s.ID]; ok {
 		d.countSubs(&old.s, -1)
+		if e.s.Connected && e.epoch != old.epoch {
+			d.moves++
+		}
 	}
 	d.sessions[e.s.ID] = e
 	d.countSubs(&e.s, 1)
+	if e.s.Connected {
+		delete(d.detached, e.s.ID)
+	} else {
+		d.detached[e.s.ID] = struct{}{}
+		d.detaches++
+	}
 }
 
-// delSession removes a session entry, keeping subsOnNode current.
+// delSession removes a session entry, keeping the derived indexes current.
 func (d *data) delSession(id string) {
 	if old, ok := d.sessions[id]; ok {
 		d.countSubs(&old.s, -1)
 		delete(d.sessions, id)
+		delete(d.detached, id)
 	}
 }
 
@@ -407,6 +426,22 @@ func (s *State) SpeakerAgent(sessionID, participantID string) string {
 	return ""
 }
 
+// SessionAgentIDs returns the ids of the agents a session owns, sorted:
+// the agents whose permissions bound what its participant may see and
+// message (node/access). Cheaper than SessionAgents (no copies).
+func (s *State) SessionAgentIDs(sessionID string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for id := range s.d.bySession[sessionID] {
+		if s.d.agents[id].a.OwnerID != "" {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // SessionEpoch returns the attach epoch of a session: it increases at every
 // open, resume, detach and close. The MAP layer records the epoch its
 // connection attached at and puts it in SESSION_DETACH/CLOSE so that a
@@ -442,6 +477,21 @@ func (s *State) Window() (oldest, last uint64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.d.events.oldest(), s.d.events.last
+}
+
+// SessionChanges returns two counters for the MAP layer's background loop,
+// which wakes on every registry event but has work only after some:
+//   - moves counts the re-attaches of existing sessions (a resume, here
+//     or on another node): only they can take a session away from a
+//     node's connection;
+//   - detaches counts sessions stored detached (a detach, close, or
+//     expired grace period): only they can add an expiry deadline.
+//
+// A snapshot restore changes both. Compare with earlier values only.
+func (s *State) SessionChanges() (moves, detaches uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.d.moves, s.d.detaches
 }
 
 // Notify returns a channel closed when the next event is appended (or the

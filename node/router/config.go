@@ -39,11 +39,30 @@ type Config struct {
 	// FEDERATION_SYSTEM_NOT_FOUND (5001).
 	Federation Federation
 
+	// Permissions, optional, applies the agents' permission layer
+	// (canMessage, acceptsFrom; node/access) to every send. nil allows all.
+	Permissions Permissions
+
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
 
 	// Now returns the current time; for tests. nil means time.Now.
 	Now func() time.Time
+}
+
+// Permissions decides whether a sender may message an agent or a scope
+// (map-protocol.md §7 agent permissions). Called on the sending node with
+// its local replica, so every node decides alike.
+type Permissions interface {
+	// SenderRestricted reports whether any agent the sender speaks for
+	// has permissions that may refuse a target; when not, only
+	// recipients with permissions of their own are checked.
+	SenderRestricted(from Sender) bool
+	MayMessage(from Sender, to *registry.Agent) bool
+	MaySendToScope(from Sender, sc *registry.Scope) bool
+	// AcceptsFromSystem applies to's acceptsFrom.systems to a message
+	// that arrived from another system (federation).
+	AcceptsFromSystem(system string, to *registry.Agent) bool
 }
 
 // DefaultConfig returns a Config with no collaborators set; NodeID, Registry
@@ -134,6 +153,12 @@ type Sender struct {
 	// params say which; else empty (the message's from is then the
 	// participant id).
 	AgentID string
+	// SourceSystem is set only for a sender of another system whose send
+	// crossed a link to a local service (DeliverService): AgentID is then
+	// its remote id "<system>:agent:<id>". Local sessions never set it, so
+	// a local agent registered under a remote-looking id cannot pass for
+	// the remote one.
+	SourceSystem string
 }
 
 // from is the Message.from value: the agent id when there is one, so that

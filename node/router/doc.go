@@ -12,7 +12,12 @@
 // last kind: the send is handed whole to Federation (federation.go), which
 // answers delivered after the remote system's ack, queued while the link is
 // down, or a 2001/5000/5001/5003/5010/5011 error; DeliverAgent is its way
-// back in for messages from other systems.
+// back in for messages from other systems, DeliverService for sends
+// from other systems to a local service (an agent of dc2 answering a task
+// of a debate homed here: the service sees Sender.SourceSystem), and
+// DeliverSession for messages to a foreign system whose SDK gateway is
+// connected here. The federated forms naming this system reach local
+// agents and services.
 //
 // What it does not do: it stores nothing (map/send is ephemeral transport:
 // no inbox, no retry, no read state) and it never proposes Raft commands.

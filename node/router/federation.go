@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/oklog/ulid/v2"
 
@@ -75,7 +76,7 @@ func (r *Router) sendFederated(ctx context.Context, from Sender, p sendParams, t
 	finish := func(o federation.Outcome) (any, error) {
 		switch {
 		case o.Err != nil:
-			return nil, fedError(o.Err)
+			return nil, FederationError(o.Err)
 		case o.Queued:
 			return &SendResult{MessageID: id, Delivered: []string{}, Queued: []string{t.label()}}, nil
 		}
@@ -97,7 +98,9 @@ func (r *Router) sendFederated(ctx context.Context, from Sender, p sendParams, t
 	}
 }
 
-func fedError(e *federation.CodeError) error {
+// FederationError is a federation refusal as the MAP error a participant
+// gets.
+func FederationError(e *federation.CodeError) error {
 	out := rpc.NewError(e.Code, e.Message)
 	if len(e.Data) > 0 {
 		out = out.WithDetails(e.Data)
@@ -116,10 +119,31 @@ func (r *Router) DeliverAgent(ctx context.Context, agentID string, msg json.RawM
 		return
 	}
 	rc := agentRecipient(&a)
-	env := &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}
+	if rc.restricted && r.perms != nil && !r.perms.AcceptsFromSystem(sourceSystem(msg), &a) {
+		done(&federation.CodeError{Code: rpc.CodePermissionDenied, Message: "Agent " + agentID + " does not accept messages from this system"})
+		return
+	}
+	r.deliverFederated(ctx, rc, &Envelope{Message: msg, RecipientAgentID: rc.agentID, RecipientSessionID: rc.sessionID}, "agent "+agentID, done)
+}
+
+// DeliverSession delivers a message from another system to a participant
+// session of this system (the SDK gateway serving that system), on this
+// node or relayed to the session's home node; done hears nil once the
+// session's connection took it.
+func (r *Router) DeliverSession(ctx context.Context, sessionID string, msg json.RawMessage, done func(error)) {
+	s, ok := r.reg.Session(sessionID)
+	if !ok || s.ClosedAt != 0 {
+		done(&federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: session " + sessionID + " is closed"})
+		return
+	}
+	rc := sessionRecipient(&s)
+	r.deliverFederated(ctx, rc, &Envelope{Message: msg, RecipientSessionID: rc.sessionID}, "session "+sessionID, done)
+}
+
+func (r *Router) deliverFederated(ctx context.Context, rc recipient, env *Envelope, what string, done func(error)) {
 	switch {
 	case rc.reason != "":
-		done(&federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: agent " + agentID + " is " + rc.reason})
+		done(&federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: " + what + " is " + rc.reason})
 	case rc.homeNode == r.nodeID:
 		done(deliveryErr(r.DeliverLocal(ctx, env)))
 	case r.peers == nil:
@@ -138,4 +162,57 @@ func deliveryErr(err error) error {
 		reason = reasonNotConnected
 	}
 	return &federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: " + reason}
+}
+
+// IsService reports whether id is a registered service (RegisterService):
+// federation hands envelopes addressed to it to DeliverService.
+func (r *Router) IsService(id string) bool {
+	m := r.services.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[id]
+	return ok
+}
+
+// DeliverService hands a map/send that arrived from another system to the
+// local service id, as the remote agent from ("<system>:agent:<id>"): the
+// service sees that remote id as the sending agent and the sender's system
+// in Sender.SourceSystem, which no local session sets. The service's
+// refusal crosses back as a *federation.CodeError (its code and message;
+// MAP error details do not cross a link).
+func (r *Router) DeliverService(ctx context.Context, id, from string, params json.RawMessage) *federation.CodeError {
+	m := r.services.Load()
+	if m == nil || (*m)[id] == nil {
+		return &federation.CodeError{Code: rpc.CodeAgentNotFound, Message: "Agent not found: " + id}
+	}
+	sys, _, ok := federation.ParseRemoteID(from)
+	if !ok {
+		return &federation.CodeError{Code: rpc.CodeInvalidParams, Message: "sender is not a remote agent id: " + from}
+	}
+	sender := Sender{ParticipantID: from, ParticipantType: "agent", AgentID: from, SourceSystem: sys}
+	if _, err := (*m)[id].HandleSend(ctx, sender, params); err != nil {
+		var re *rpc.Error
+		if errors.As(err, &re) {
+			return &federation.CodeError{Code: re.Code, Message: re.Message}
+		}
+		return &federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: " + err.Error()}
+	}
+	return nil
+}
+
+// sourceSystem reads the sending system of a federated message: its from
+// is "<system>:agent:<id>" (federation.RemoteID). "" when it is not.
+func sourceSystem(msg json.RawMessage) string {
+	var m struct {
+		From string `json:"from"`
+	}
+	if json.Unmarshal(msg, &m) != nil {
+		return ""
+	}
+	sys, _, ok := strings.Cut(m.From, ":agent:")
+	if !ok {
+		return ""
+	}
+	return sys
 }

@@ -37,6 +37,7 @@ func TestSend_FederatedForms(t *testing.T) {
 	}{
 		{`"dc2:agent:bob"`, "bob", ""},
 		{`{"system":"dc2","agent":"bob"}`, "bob", ""},
+		{`{"agent":"dc2:agent:bob"}`, "bob", ""}, // AgentConnection.reply() to a remote sender
 		{`"dc2:scope:team"`, "", "team"},
 		{`{"system":"dc2","scope":"team"}`, "", "team"},
 	}
@@ -108,5 +109,32 @@ func TestDeliverAgent(t *testing.T) {
 	}
 	if n := len(conns["s-w1"].received()); n != 1 {
 		t.Fatalf("w1 got %d notifications", n)
+	}
+}
+
+// TestDeliverSession: a message for a participant session (the SDK
+// gateway serving another system) reaches its connection here, is relayed
+// to its home node, or fails for a closed or detached session.
+func TestDeliverSession(t *testing.T) {
+	reg, conns := world()
+	peers := &fakePeers{}
+	r := testRouter(t, reg, conns, nil, peers)
+	msg := json.RawMessage(`{"id":"m","from":"dc1:agent:w1","to":{"system":"lab","agent":"alice"}}`)
+	var got []error
+	done := func(err error) { got = append(got, err) }
+	r.DeliverSession(context.Background(), "s-client", msg, done)
+	r.DeliverSession(context.Background(), "s-far", msg, done)
+	r.DeliverSession(context.Background(), "s-gone", msg, done)
+	r.DeliverSession(context.Background(), "s-nobody", msg, done)
+	var ce *federation.CodeError
+	if got[0] != nil || got[1] != nil || !errors.As(got[2], &ce) || ce.Code != rpc.CodeDeliveryFailed ||
+		!errors.As(got[3], &ce) || ce.Code != rpc.CodeDeliveryFailed {
+		t.Fatalf("outcomes %v", got)
+	}
+	if n := len(conns["s-client"].received()); n != 1 {
+		t.Fatalf("the local session got %d notifications", n)
+	}
+	if len(peers.sent) != 1 || peers.sent[0].node != "n2" || peers.sent[0].env.RecipientSessionID != "s-far" || peers.sent[0].env.RecipientAgentID != "" {
+		t.Fatalf("relayed %+v", peers.sent)
 	}
 }

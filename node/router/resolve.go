@@ -16,6 +16,7 @@ const (
 	reasonSlowConsumer  = "slow_consumer"
 	reasonNoRelay       = "no_relay"
 	reasonRelayFailed   = "relay_failed"
+	reasonNotPermitted  = "permission_denied"
 )
 
 // recipient is one resolved target: an agent, or a participant session
@@ -26,6 +27,9 @@ type recipient struct {
 	sessionID     string
 	homeNode      string
 	reason        string // non-empty: known undeliverable before trying
+	// restricted: the agent has permissionOverrides (its acceptsFrom may
+	// refuse the sender; permit checks it).
+	restricted bool
 }
 
 // label is the id reported in delivered / failed.
@@ -37,7 +41,7 @@ func (rc recipient) label() string {
 }
 
 func agentRecipient(a *registry.Agent) recipient {
-	rc := recipient{agentID: a.ID, sessionID: a.SessionID, homeNode: a.HomeNode}
+	rc := recipient{agentID: a.ID, sessionID: a.SessionID, homeNode: a.HomeNode, restricted: len(a.PermissionOverrides) > 0}
 	switch {
 	case a.OwnerID == "":
 		rc.reason = reasonOrphaned
@@ -85,6 +89,13 @@ func (r *Router) resolve(from Sender, a address) (resolution, error) {
 	case addrString:
 		return r.resolveString(from, a.id)
 	case addrAgent:
+		if _, ok := r.reg.Agent(a.id); !ok {
+			// {agent: "dc2:agent:bob"}: the SDK's AgentConnection.reply()
+			// addresses a remote sender this way.
+			if i := strings.Index(a.id, ":agent:"); i > 0 && len(a.id) > i+len(":agent:") {
+				return r.resolveFederated(from, a.id[:i], a.id[i+len(":agent:"):], "")
+			}
+		}
 		return r.resolveAgent(a.id)
 	case addrAgents:
 		return r.resolveAgents(a.ids)

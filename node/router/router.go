@@ -31,6 +31,7 @@ type Router struct {
 	events EventSink
 	peers  Peers
 	fed    Federation
+	perms  Permissions
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -66,6 +67,7 @@ func New(cfg Config) (*Router, error) {
 		events: cfg.Events,
 		peers:  cfg.Peers,
 		fed:    cfg.Federation,
+		perms:  cfg.Permissions,
 		log:    log.With("component", "router", "node_id", cfg.NodeID),
 		now:    now,
 	}, nil
@@ -208,7 +210,45 @@ func (r *Router) route(from Sender, params json.RawMessage) (p sendParams, res r
 	if res, err = r.resolve(from, addr); err != nil {
 		return sendParams{}, resolution{}, nil, err
 	}
+	if err = r.permit(from, addr, &res); err != nil {
+		return sendParams{}, resolution{}, nil, err
+	}
 	return p, res, nil, nil
+}
+
+// permit applies Config.Permissions: a recipient agent that the sender
+// may not message, or that does not accept it, fails with reason
+// permission_denied; a send addressed to agents by id whose every
+// recipient is refused, or to a scope the sender may not message,
+// answers 1003 instead.
+func (r *Router) permit(from Sender, addr address, res *resolution) error {
+	if r.perms == nil || res.system || res.fed != nil {
+		return nil
+	}
+	free := !r.perms.SenderRestricted(from)
+	if !free && res.scopeID != "" {
+		if sc, ok := r.reg.Scope(res.scopeID); ok && !r.perms.MaySendToScope(from, &sc) {
+			return rpc.NewError(rpc.CodePermissionDenied, "Not permitted to message scope "+res.scopeID).
+				WithDetails(map[string]any{"scopeId": res.scopeID, "reason": "canMessage"})
+		}
+	}
+	refused := 0
+	for i := range res.recipients {
+		rc := &res.recipients[i]
+		if rc.agentID == "" || rc.reason != "" || (free && !rc.restricted) {
+			continue
+		}
+		if a, ok := r.reg.Agent(rc.agentID); ok && !r.perms.MayMessage(from, &a) {
+			rc.reason = reasonNotPermitted
+			refused++
+		}
+	}
+	direct := addr.kind == addrAgent || addr.kind == addrAgents || (addr.kind == addrString && res.scopeID == "")
+	if direct && refused > 0 && refused == len(res.recipients) {
+		return rpc.NewError(rpc.CodePermissionDenied, "Not permitted to message the addressed agent").
+			WithDetails(map[string]any{"reason": "canMessage/acceptsFrom"})
+	}
+	return nil
 }
 
 // begin delivers a resolved send to its local recipients and submits the

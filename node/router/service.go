@@ -3,6 +3,8 @@ package router
 import (
 	"fmt"
 	"strings"
+
+	"github.com/concordmap/concord/federation"
 )
 
 // RegisterService makes svc the recipient of every map/send addressed to id
@@ -33,8 +35,10 @@ func (r *Router) RegisterService(id string, svc LocalService) error {
 }
 
 // serviceAt returns the LocalService an address names, if any: the string
-// "<id>" or "agent:<id>", or {"agent": "<id>"}, with id registered. Other
-// forms never reach a service ({agents: [id]} or {scope: id} included).
+// "<id>" or "agent:<id>", or {"agent": "<id>"}, with id registered, and the
+// federated forms "<sys>:agent:<id>" / {"system": "<sys>", "agent": "<id>"}
+// naming this system. Other forms never reach a service ({agents: [id]} or
+// {scope: id} included).
 func (r *Router) serviceAt(a address) LocalService {
 	m := r.services.Load()
 	if m == nil {
@@ -43,12 +47,19 @@ func (r *Router) serviceAt(a address) LocalService {
 	switch a.kind {
 	case addrAgent:
 		return (*m)[a.id]
+	case addrFederated:
+		if r.fed != nil && a.id == r.fed.SystemID() && a.agent != "" {
+			return (*m)[a.agent]
+		}
 	case addrString:
 		if svc, ok := (*m)[a.id]; ok {
 			return svc
 		}
 		if rest, ok := strings.CutPrefix(a.id, "agent:"); ok {
 			return (*m)[rest]
+		}
+		if sys, id, ok := federation.ParseRemoteID(a.id); ok && r.fed != nil && sys == r.fed.SystemID() {
+			return (*m)[id]
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 )
@@ -113,6 +114,80 @@ func TestRegisterService_Refusals(t *testing.T) {
 	}{{"", &fakeService{}}, {"svc.y", nil}, {"svc.x", &fakeService{}}} {
 		if err := r.RegisterService(tc.id, tc.svc); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("RegisterService(%q, %v) = %v, want ErrInvalidConfig", tc.id, tc.svc, err)
+		}
+	}
+}
+
+// TestDeliverService checks the entry federation uses for a send that
+// crossed a link to a local service: the service sees the remote agent id
+// and its system (which no local sender carries), its refusal comes back
+// as a federation code, and an id that is no service is an unknown agent.
+func TestDeliverService(t *testing.T) {
+	reg, conns := world()
+	r := testRouter(t, reg, conns, nil, nil)
+	svc := &fakeService{}
+	if err := r.RegisterService("svc.x", svc); err != nil {
+		t.Fatal(err)
+	}
+	if !r.IsService("svc.x") || r.IsService("w1") {
+		t.Fatal("IsService does not tell services from agents")
+	}
+	params := json.RawMessage(`{"to":{"agent":"svc.x"},"payload":{},"meta":{"correlationId":"r/r1/dc2:agent:bob"}}`)
+	if cerr := r.DeliverService(context.Background(), "svc.x", "dc2:agent:bob", params); cerr != nil {
+		t.Fatal(cerr)
+	}
+	want := Sender{ParticipantID: "dc2:agent:bob", ParticipantType: "agent", AgentID: "dc2:agent:bob", SourceSystem: "dc2"}
+	if got := svc.calls[0]; got != want {
+		t.Fatalf("service saw %+v, want %+v", got, want)
+	}
+	svc.err = rpc.NewError(90002, "Task already settled").WithDetails(map[string]any{"reason": "already_settled"})
+	for _, tc := range []struct {
+		id, from string
+		code     int
+	}{
+		{"svc.x", "dc2:agent:bob", 90002},
+		{"svc.y", "dc2:agent:bob", rpc.CodeAgentNotFound},
+		{"svc.x", "bob", rpc.CodeInvalidParams},
+	} {
+		cerr := r.DeliverService(context.Background(), tc.id, tc.from, params)
+		if cerr == nil || cerr.Code != tc.code {
+			t.Fatalf("DeliverService(%s, %s) = %v, want code %d", tc.id, tc.from, cerr, tc.code)
+		}
+	}
+	svc.err = errors.New("boom")
+	if cerr := r.DeliverService(context.Background(), "svc.x", "dc2:agent:bob", params); cerr == nil || cerr.Code != rpc.CodeDeliveryFailed {
+		t.Fatalf("plain error: %v", cerr)
+	}
+}
+
+// TestSend_ServiceInOwnSystemFederatedForm: "<own>:agent:<service>" and
+// {system: own, agent: service} reach the local service (what a reply to
+// a task's from gives in the run's home system); another system's id goes
+// to federation.
+func TestSend_ServiceInOwnSystemFederatedForm(t *testing.T) {
+	reg, conns := world()
+	r := testRouter(t, reg, conns, nil, nil)
+	fed := &fakeFederation{out: federation.Outcome{Delivered: []string{"dc2:agent:svc.x"}}}
+	r.fed = fed
+	svc := &fakeService{}
+	if err := r.RegisterService("svc.x", svc); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		to        string
+		toService bool
+	}{
+		{`"dc1:agent:svc.x"`, true},
+		{`{"system":"dc1","agent":"svc.x"}`, true},
+		{`"dc2:agent:svc.x"`, false},
+		{`{"system":"dc2","agent":"svc.x"}`, false},
+	} {
+		before, sent := svc.count(), len(fed.sent)
+		if _, err := r.Send(context.Background(), agentSender("w1"), json.RawMessage(`{"to":`+tc.to+`,"payload":{}}`)); err != nil {
+			t.Fatalf("%s: %v", tc.to, err)
+		}
+		if got := svc.count() == before+1; got != tc.toService || (len(fed.sent) == sent+1) == tc.toService {
+			t.Fatalf("%s: service=%v federation=%v, want service=%v", tc.to, got, len(fed.sent) > sent, tc.toService)
 		}
 	}
 }

@@ -58,10 +58,13 @@ func (c *Conn) Start(ctx context.Context, method string, params any) (*Pending, 
 	}
 	ch := make(chan callResult, 1)
 	c.pmu.Lock()
-	if c.pending == nil {
+	if c.ended {
 		c.pmu.Unlock()
 		putFrame(f)
 		return nil, ErrClosed
+	}
+	if c.pending == nil {
+		c.pending = make(map[uint64]chan callResult)
 	}
 	c.pending[id] = ch
 	c.pmu.Unlock()
@@ -89,9 +92,7 @@ func (p *Pending) Wait(ctx context.Context) (json.RawMessage, error) {
 
 func (c *Conn) forget(id uint64) {
 	c.pmu.Lock()
-	if c.pending != nil {
-		delete(c.pending, id)
-	}
+	delete(c.pending, id)
 	c.pmu.Unlock()
 }
 
@@ -99,7 +100,7 @@ func (c *Conn) forget(id uint64) {
 func (c *Conn) failPending() {
 	c.pmu.Lock()
 	pending := c.pending
-	c.pending = nil
+	c.pending, c.ended = nil, true
 	c.pmu.Unlock()
 	for _, ch := range pending {
 		ch <- callResult{err: ErrClosed}

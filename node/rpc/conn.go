@@ -92,14 +92,21 @@ type Conn struct {
 	writerDone chan struct{}
 	done       chan struct{}
 
-	nextID  atomic.Uint64
-	pmu     sync.Mutex
-	pending map[uint64]chan callResult // nil once the connection ended
+	nextID atomic.Uint64
+	pmu    sync.Mutex
+	// pending holds the calls this side made (made by the first Call:
+	// a server's sessions rarely call their peer); ended refuses new
+	// ones once the connection ended.
+	pending map[uint64]chan callResult
+	ended   bool
 
 	vmu   sync.Mutex
 	value any
 
-	pre *preAuth // pre-auth slot and timer (network transports); set before run
+	// pre is the pre-auth slot and timer (network transports), set before
+	// run and dropped once released, so an authenticated session does not
+	// hold the timer.
+	pre atomic.Pointer[preAuth]
 
 	methods map[string]string // interned method names; reader goroutine only
 	spare   []*frame          // writer goroutine only
@@ -130,7 +137,6 @@ func newConn(base context.Context, cfg *Config, tr transport, h Handler) *Conn {
 		readExited: make(chan struct{}),
 		writerDone: make(chan struct{}),
 		done:       make(chan struct{}),
-		pending:    make(map[uint64]chan callResult),
 	}
 	c.q.startWriter = func() { go c.writeLoop() } // owned by run: it waits on writerDone
 	if c.kind == kindWebSocket {

@@ -91,7 +91,7 @@ type preAuth struct {
 // timeout. The slot is released by Authenticated or when c ends.
 func (c *Conn) startPreAuth(g *preAuthGate, ip string, timeout time.Duration) {
 	p := &preAuth{gate: g, ip: ip}
-	c.pre = p
+	c.pre.Store(p)
 	p.timer = time.AfterFunc(timeout, func() {
 		p.mu.Lock()
 		expired := !p.done
@@ -110,7 +110,7 @@ func (c *Conn) startPreAuth(g *preAuthGate, ip string, timeout time.Duration) {
 func (c *Conn) Authenticated() { c.endPreAuth() }
 
 func (c *Conn) endPreAuth() {
-	p := c.pre
+	p := c.pre.Swap(nil)
 	if p == nil {
 		return
 	}
@@ -123,3 +123,8 @@ func (c *Conn) endPreAuth() {
 		p.gate.release(p.ip)
 	}
 }
+
+// ClosePolicy closes like Close but with WebSocket status 1008 (policy
+// violation): the server ends the connection for a reason of its own
+// rules, such as a revoked or expired credential.
+func (c *Conn) ClosePolicy(reason string) error { return c.closeWith(closePolicy, reason) }

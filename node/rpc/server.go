@@ -23,11 +23,12 @@ type Server struct {
 	baseCtx context.Context // parent of every connection's context
 	cancel  context.CancelFunc
 
-	mu     sync.Mutex
-	closed bool
-	conns  map[*Conn]struct{}
-	wg     sync.WaitGroup // one per running connection (its reader goroutine)
-	pre    *preAuthGate   // WebSockets and HTTP sessions not authenticated yet
+	mu       sync.Mutex
+	closed   bool
+	draining bool // Drain was called: new connections are refused
+	conns    map[*Conn]struct{}
+	wg       sync.WaitGroup // one per running connection (its reader goroutine)
+	pre      *preAuthGate   // WebSockets and HTTP sessions not authenticated yet
 }
 
 // NewServer validates cfg and returns a Server that dispatches to h.
@@ -65,6 +66,10 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 // would otherwise hold for its whole life. After Shutdown began it answers
 // 503.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.Draining() {
+		refuseDraining(w)
+		return
+	}
 	if !s.acquire() {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
@@ -171,9 +176,14 @@ func (s *Server) serve(c *Conn) error {
 // and register reports false.
 func (s *Server) register(c *Conn) bool {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.draining {
+		draining := s.draining && !s.closed
 		s.mu.Unlock()
-		_ = c.closeWith(closeGoingAway, "server shutting down")
+		if draining {
+			_ = c.closeWith(closeRestart, "node draining: reconnect to another node")
+		} else {
+			_ = c.closeWith(closeGoingAway, "server shutting down")
+		}
 		return false
 	}
 	s.conns[c] = struct{}{}
@@ -194,14 +204,7 @@ func (s *Server) unregister(c *Conn) {
 // hard and ctx.Err() is returned. New connections are refused from the
 // start. Idempotent.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.closed = true
-	conns := make([]*Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range s.connsAfter(func() { s.closed = true }) {
 		_ = c.closeWith(closeGoingAway, "server shutting down")
 	}
 	allDone := make(chan struct{})
@@ -222,6 +225,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	return ctx.Err()
+}
+
+// connsAfter runs set (which flips a state flag) under the lock and
+// returns the connections live at that moment: any later one sees the flag
+// in register.
+func (s *Server) connsAfter(set func()) []*Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set()
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	return conns
 }
 
 // NumConns returns the number of live connections (for metrics and tests).

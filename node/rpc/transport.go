@@ -52,6 +52,7 @@ const (
 	closeGoingAway  = 1001
 	closeProtocol   = 1002
 	closeInternal   = 1011
+	closeRestart    = 1012 // "service restart": reconnect, here or elsewhere
 	closeTooBig     = 1009
 	maxReasonLength = 123 // a close frame payload is at most 125 bytes
 )

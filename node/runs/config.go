@@ -114,6 +114,13 @@ type ServiceConfig struct {
 	// participants are registered agents, replies that the sender owns
 	// the task's agent.
 	Agents AgentReader
+	// SystemID is this node's system (optional): a participant id
+	// "<SystemID>:agent:<id>" names the local agent id.
+	SystemID string
+	// Remote is the federation state (optional): participants of other
+	// systems ("<system>:agent:<id>") must be in the directory imported
+	// from a linked system. Without it they are refused (5001).
+	Remote RemoteDirectory
 	// Messenger delivers task messages (required by Run).
 	Messenger Messenger
 	// Leadership starts the driver on leadership gained and stops it on

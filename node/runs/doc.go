@@ -52,6 +52,20 @@
 // MaxFinishedRuns by proposing a RunForget input (retention.go): the log
 // names the run, so replicas agree whatever their own settings.
 //
+// Participants of other systems (federation.md §5, remote.go): a
+// participant id "<system>:agent:<id>" names an agent of a linked system.
+// Start checks it is in the directory imported from that system (5001
+// without a link, 2001 when not imported); the run lives here all the
+// same. Its tasks go to {system, agent} through the router's federation
+// link and arrive "from" "<home>:agent:concord.runs", which is where the
+// agent answers; the link hands that reply to this service
+// (router.DeliverService) with Sender.SourceSystem set, and only that
+// system's agent may answer for the participant. Retries, re-sends,
+// timers and eliminations are the same as for local agents; a link that is
+// down queues the task (or the answer) in the link's outage buffer. A task
+// refused for the message itself (-32602, larger than a link carries) is
+// failed at once with that reason rather than retried until its timer.
+//
 // What it does not do: run debates without Raft (consensus.Simulate does).
 //
 // The wire shapes (task message, reply, methods, errors, events) are in

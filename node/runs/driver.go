@@ -68,6 +68,7 @@ type outcomeKind uint8
 const (
 	sendDone outcomeKind = iota + 1
 	proposeDone
+	failDone
 )
 
 // outcome is the result of a send or proposal goroutine.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/concordmap/concord/consensus"
 	"github.com/concordmap/concord/node/internal/jsonkit"
+	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -36,13 +37,15 @@ func (d *driver) scheduleIn(delay time.Duration, key string, kind entryKind, gen
 func (d *driver) handle(ctx context.Context, o outcome) {
 	switch o.kind {
 	case sendDone:
-		d.sendDone(o)
+		d.sendDone(ctx, o)
 	case proposeDone:
 		d.proposeDone(o)
+	case failDone:
+		d.failDone(o)
 	}
 }
 
-func (d *driver) sendDone(o outcome) {
+func (d *driver) sendDone(ctx context.Context, o outcome) {
 	p := d.tasks[o.key]
 	if p == nil {
 		return
@@ -65,6 +68,10 @@ func (d *driver) sendDone(o outcome) {
 			p.gen++
 			d.scheduleIn(d.cfg.resendInterval, o.key, entrySend, p.gen)
 		}
+		return
+	}
+	if undeliverable(o.err) {
+		d.failTask(ctx, o.key, p, o.err)
 		return
 	}
 	lvl := slog.LevelDebug
@@ -133,10 +140,10 @@ func (d *driver) startSend(ctx context.Context, id string, p *pendingTask) {
 func (d *driver) noticeCancelled(ctx context.Context, id string, p *pendingTask) {
 	pid, runID := p.task.ParticipantID, p.runID
 	d.wg.Go(func() {
-		b := make([]byte, 0, 160+len(id)+len(runID)+len(pid))
-		b = append(b, `{"to":{"agent":`...)
-		b = jsonkit.AppendString(b, pid)
-		b = append(b, `},"payload":{"type":"`+TaskCancelledType+`","runId":`...)
+		b := make([]byte, 0, 180+len(id)+len(runID)+len(pid))
+		b = append(b, `{"to":`...)
+		b = appendAddress(b, pid)
+		b = append(b, `,"payload":{"type":"`+TaskCancelledType+`","runId":`...)
 		b = jsonkit.AppendString(b, runID)
 		b = append(b, `,"taskId":`...)
 		b = jsonkit.AppendString(b, id)
@@ -149,6 +156,67 @@ func (d *driver) noticeCancelled(ctx context.Context, id string, p *pendingTask)
 			d.log.Debug("task cancellation notice not delivered", "task_id", id, "err", err)
 		}
 	})
+}
+
+// undeliverable reports a send refused for the message itself (-32602:
+// the router or a federation link will never carry it, such as a task
+// larger than a link's envelope limit): unlike an agent that is not
+// connected, retrying cannot help.
+func undeliverable(err error) bool {
+	var re *rpc.Error
+	return errors.As(err, &re) && re.Code == rpc.CodeInvalidParams
+}
+
+// failTask commits the failure of a task that can never be delivered, so
+// the participant is eliminated with the reason in the run (reason error,
+// the text in ParticipantEliminated.error) instead of timing out silently.
+// The proposal counts as the task's send in flight; a transient proposal
+// error retries the send, which fails and proposes again.
+func (d *driver) failTask(ctx context.Context, id string, p *pendingTask, cause error) {
+	pid := p.task.ParticipantID
+	why := cause.Error()
+	if re := (*rpc.Error)(nil); errors.As(cause, &re) {
+		why = re.Message
+	}
+	reason := truncate("task not deliverable to "+pid+": "+why, maxReasonLen)
+	in := &concordv1.RunInput{RunId: p.runID, TimeMs: d.nowMs(), NodeId: d.cfg.nodeID, Source: ServiceID,
+		Input: failedInput(id, pid, reason)}
+	if err := d.mod.Check(in); err != nil {
+		d.log.Debug("undeliverable task not failed", "task_id", id, "err", err)
+		d.forgetTask(id)
+		return
+	}
+	d.log.Warn("task not deliverable; failing it", "run_id", p.runID, "task_id", id, "participant_id", pid, "err", cause)
+	p.sending = true
+	d.wg.Go(func() {
+		pctx, cancel := context.WithTimeout(ctx, d.cfg.proposeTimeout)
+		_, _, err := d.prop.Apply(pctx, concordv1.CommandType_COMMAND_TYPE_RUN_INPUT, in)
+		cancel()
+		select {
+		case d.results <- outcome{kind: failDone, key: id, err: err}:
+		case <-ctx.Done():
+		}
+	})
+}
+
+func (d *driver) failDone(o outcome) {
+	p := d.tasks[o.key]
+	if p == nil {
+		return
+	}
+	p.sending = false
+	var de *Error
+	switch {
+	case p.done:
+		delete(d.tasks, o.key)
+	case o.err == nil, errors.As(o.err, &de):
+		// Applied, or refused because the task settled otherwise: the
+		// applied effects forget the task.
+	default:
+		d.log.Info("failing an undeliverable task did not commit; will retry", "task_id", o.key, "err", o.err)
+		p.gen++
+		d.scheduleIn(d.backoff(p.attempt), o.key, entrySend, p.gen)
+	}
 }
 
 // fireTimer proposes timer_fired for a due timer, unless the local replica
@@ -180,10 +248,10 @@ var messageBuffers = sync.Pool{New: func() any { return new([]byte) }}
 // taskMessage builds the map/send params of a task message (PROTOCOL.md)
 // into b.
 func taskMessage(b []byte, runID string, t *consensus.Task, body taskJSON, nowMs int64) json.RawMessage {
-	b = slices.Grow(b[:0], 192+body.len()+2*len(t.ID)+len(runID)+len(t.ParticipantID))
-	b = append(b, `{"to":{"agent":`...)
-	b = jsonkit.AppendString(b, t.ParticipantID)
-	b = append(b, `},"payload":{"type":"`+TaskMessageType+`","runId":`...)
+	b = slices.Grow(b[:0], 212+body.len()+2*len(t.ID)+len(runID)+len(t.ParticipantID))
+	b = append(b, `{"to":`...)
+	b = appendAddress(b, t.ParticipantID)
+	b = append(b, `,"payload":{"type":"`+TaskMessageType+`","runId":`...)
 	b = jsonkit.AppendString(b, runID)
 	if t.TimeoutAt > 0 {
 		b = append(b, `,"timeoutAt":`...)

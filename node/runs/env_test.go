@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/router"
 	"github.com/concordmap/concord/node/rpc"
@@ -189,7 +190,21 @@ func (e *env) reply(as, taskID string, payload json.RawMessage) (map[string]any,
 	return decodeResult(e.t, res, err)
 }
 
+// testSystem is the system id of the federation tests' node (remoteEnv).
+const testSystem = "dc1"
+
+// agentSender is the sender of agent id's replies: a local agent's
+// session, or for a remote id "<system>:agent:<id>" what the router hands
+// over for a reply that crossed a link (router.DeliverService). The test
+// system's own id in that form is the local agent (the router delivers
+// {system: own, agent} locally).
 func agentSender(id string) router.Sender {
+	if sys, local, ok := federation.ParseRemoteID(id); ok {
+		if sys != testSystem {
+			return router.Sender{ParticipantID: id, ParticipantType: "agent", AgentID: id, SourceSystem: sys}
+		}
+		id = local
+	}
 	return router.Sender{SessionID: "s-" + id, ParticipantID: id, ParticipantType: "agent", AgentID: id}
 }
 
@@ -282,10 +297,11 @@ func inputKind(in *concordv1.RunInput) string {
 
 // Agent behaviours.
 const (
-	actAnswer  = iota // answer like consensus.Persona
-	actSilent         // accept the message, never answer
-	actRefuse         // delivery fails (agent not connected)
-	actSwallow        // accepted, but lost with a dying connection
+	actAnswer   = iota // answer like consensus.Persona
+	actSilent          // accept the message, never answer
+	actRefuse          // delivery fails (agent not connected)
+	actSwallow         // accepted, but lost with a dying connection
+	actTooLarge        // refused for the message itself (-32602), as a federation link refuses a task over its limit
 )
 
 // fakeAgents is the Messenger: it plays every participant. A task it accepts
@@ -364,6 +380,8 @@ func (a *fakeAgents) Send(_ context.Context, from router.Sender, params json.Raw
 	switch act {
 	case actRefuse:
 		return nil, rpc.NewError(rpc.CodeDeliveryFailed, "Delivery failed for every recipient")
+	case actTooLarge:
+		return nil, rpc.NewError(rpc.CodeInvalidParams, "message of 2000000 bytes exceeds the federation limit of 1048576")
 	case actAnswer:
 		a.wg.Go(func() { a.answer(task) })
 	}

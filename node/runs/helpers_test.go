@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/registry"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -245,7 +246,7 @@ func (a agentSet) Agent(id string) (registry.Agent, bool) {
 // it is for, and whether params is one.
 func cancelNotice(params json.RawMessage) (taskID, pid string, ok bool) {
 	var msg struct {
-		To      struct{ Agent string } `json:"to"`
+		To      taskAddress `json:"to"`
 		Payload struct {
 			Type   string `json:"type"`
 			RunID  string `json:"runId"`
@@ -263,12 +264,27 @@ func cancelNotice(params json.RawMessage) (taskID, pid string, ok bool) {
 	if p.TaskID == "" || msg.Meta.CorrelationID != p.TaskID || msg.Meta.ExpectsResponse || !strings.HasPrefix(p.TaskID, p.RunID+"/") {
 		return "", "", false
 	}
-	return p.TaskID, msg.To.Agent, true
+	return p.TaskID, msg.To.participant(), true
+}
+
+// taskAddress is the to of a task message: {agent} for a local
+// participant, {system, agent} for one of another system.
+type taskAddress struct {
+	System string `json:"system"`
+	Agent  string `json:"agent"`
+}
+
+// participant is the participant id the address reaches.
+func (a taskAddress) participant() string {
+	if a.System != "" {
+		return federation.RemoteID(a.System, a.Agent)
+	}
+	return a.Agent
 }
 
 func taskFromMessage(params json.RawMessage) (*consensus.Task, string, error) {
 	var msg struct {
-		To      struct{ Agent string } `json:"to"`
+		To      taskAddress `json:"to"`
 		Payload struct {
 			Type      string `json:"type"`
 			RunID     string `json:"runId"`
@@ -301,7 +317,7 @@ func taskFromMessage(params json.RawMessage) (*consensus.Task, string, error) {
 		p.TimeoutAt <= 0 {
 		return nil, "", fmt.Errorf("bad task message %s", params)
 	}
-	if msg.To.Agent != p.Task.ParticipantID || !strings.Contains(p.Task.SessionID, p.RunID) ||
+	if msg.To.participant() != p.Task.ParticipantID || !strings.Contains(p.Task.SessionID, p.RunID) ||
 		!strings.HasPrefix(msg.Meta.CorrelationID, p.RunID+"/") {
 		return nil, "", fmt.Errorf("task message routed wrong: %s", params)
 	}

@@ -6,13 +6,13 @@ import (
 
 	"github.com/concordmap/concord/consensus"
 	"github.com/concordmap/concord/node/router"
-	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 // start serves x-concord/runs/start {request} → {runId, requestId, status}.
-// The request is validated and every agent it names must be registered
-// before anything is proposed; the run id is a fresh ULID.
+// The request is validated and every agent it names must exist (registered
+// here, or in the directory imported from its system: checkAgents) before
+// anything is proposed; the run id is a fresh ULID.
 func (s *Service) start(ctx context.Context, from router.Sender, params json.RawMessage) (any, error) {
 	raw, err := decodeStart(params)
 	if err != nil {
@@ -22,9 +22,8 @@ func (s *Service) start(ctx context.Context, from router.Sender, params json.Raw
 	if err != nil {
 		return nil, toRPC(err)
 	}
-	if missing := s.missingAgents(req); len(missing) > 0 {
-		return nil, rpc.NewError(rpc.CodeAgentNotFound, "Agent not found: "+missing[0]).
-			WithDetails(map[string]any{"agents": missing})
+	if err := s.checkAgents(requestAgents(req)); err != nil {
+		return nil, err
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -43,9 +42,9 @@ func (s *Service) start(ctx context.Context, from router.Sender, params json.Raw
 	return map[string]any{"runId": in.GetRunId(), "requestId": req.RequestID, "status": status}, nil
 }
 
-// missingAgents lists the agents the request names (participants, the
-// representative reporter, the actor) that are not registered, in order.
-func (s *Service) missingAgents(req *consensus.Request) []string {
+// requestAgents lists the agents the request names (participants, the
+// representative reporter, the actor), in order, each once.
+func requestAgents(req *consensus.Request) []string {
 	ids := make([]string, 0, len(req.Participants)+2)
 	for _, p := range req.Participants {
 		ids = append(ids, p.ID)
@@ -56,18 +55,15 @@ func (s *Service) missingAgents(req *consensus.Request) []string {
 	if ap := req.ActionPolicy; ap != nil && ap.ActorID != "" {
 		ids = append(ids, ap.ActorID)
 	}
-	var missing []string
 	seen := map[string]bool{}
+	out := ids[:0]
 	for _, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		if _, ok := s.cfg.Agents.Agent(id); !ok {
-			missing = append(missing, id)
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
 		}
 	}
-	return missing
+	return out
 }
 
 // get serves x-concord/runs/get {runId, include?} → {run}.

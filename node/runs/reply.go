@@ -76,13 +76,22 @@ func failedInput(taskID, pid, msg string) *concordv1.RunInput_TaskFailed {
 
 // checkSender allows a reply from the task's agent: the sending agent is
 // pid, or the sender's session owns pid (a session hosting several
-// agents).
+// agents); for a participant of another system, that system's agent over
+// the link (ownsRemote).
 func (s *Service) checkSender(from router.Sender, runID, taskID, pid string) error {
-	if from.AgentID == pid {
+	switch p := s.locate(pid); {
+	case p.system != "":
+		if ownsRemote(from, p) {
+			return nil
+		}
+	case from.SourceSystem != "":
+		// A remote sender never answers for a local participant.
+	case from.AgentID == p.id:
 		return nil
-	}
-	if a, ok := s.cfg.Agents.Agent(pid); ok && a.OwnerID != "" && from.SessionID != "" && a.SessionID == from.SessionID {
-		return nil
+	default:
+		if a, ok := s.cfg.Agents.Agent(p.id); ok && a.OwnerID != "" && from.SessionID != "" && a.SessionID == from.SessionID {
+			return nil
+		}
 	}
 	reason := ReasonNotParticipant
 	if s.mod.involves(runID, senderID(from)) {

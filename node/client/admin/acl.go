@@ -14,6 +14,9 @@ type KeySpec struct {
 	Capabilities []string // empty: the type's defaults
 	Description  string
 	TTL          time.Duration // 0: never expires; whole seconds
+	// GatewaySources and GatewayTargets: the systems a gateway connected
+	// with the key may route for and to (system ids or "*").
+	GatewaySources, GatewayTargets []string
 }
 
 // APIKey is a stored API key (never its secret).
@@ -24,6 +27,9 @@ type APIKey struct {
 	Description     string
 	Created         time.Time
 	Expires         time.Time // zero: never
+	// GatewaySources and GatewayTargets: what a gateway with the key may
+	// route for and to.
+	GatewaySources, GatewayTargets []string
 }
 
 // CreateAPIKey creates an API key and returns it with its secret, which is
@@ -31,7 +37,7 @@ type APIKey struct {
 func (c *Client) CreateAPIKey(ctx context.Context, s KeySpec) (APIKey, string, error) {
 	res, err := c.acl.CreateToken(ctx, &concordv1.AclCreateTokenRequest{ParticipantIdPattern: s.Participant,
 		ParticipantTypes: s.Types, Capabilities: s.Capabilities, Description: s.Description,
-		TtlSeconds: int64(s.TTL / time.Second)})
+		TtlSeconds: int64(s.TTL / time.Second), GatewaySources: s.GatewaySources, GatewayTargets: s.GatewayTargets})
 	if err != nil {
 		return APIKey{}, "", err
 	}
@@ -59,7 +65,8 @@ func (c *Client) RevokeAPIKey(ctx context.Context, id string) error {
 
 func apiKey(k *concordv1.ApiKey) APIKey {
 	out := APIKey{ID: k.GetId(), Participant: k.GetParticipantIdPattern(), Types: k.GetParticipantTypes(),
-		Capabilities: k.GetCapabilities(), Description: k.GetDescription(), Created: time.UnixMilli(k.GetCreatedMs()).UTC()}
+		Capabilities: k.GetCapabilities(), Description: k.GetDescription(), Created: time.UnixMilli(k.GetCreatedMs()).UTC(),
+		GatewaySources: k.GetGatewaySources(), GatewayTargets: k.GetGatewayTargets()}
 	if k.GetExpiresMs() > 0 {
 		out.Expires = time.UnixMilli(k.GetExpiresMs()).UTC()
 	}

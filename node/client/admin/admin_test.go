@@ -117,7 +117,8 @@ func TestFederationLinkLifecycle(t *testing.T) {
 	}
 	all, _ := admin.ParsePolicy("all")
 	st := admin.LinkSettings{Export: exp, Import: all, MaxHops: 3,
-		Buffer: admin.Buffer{MaxMessages: 10, MaxBytes: 1 << 20, MaxAge: time.Minute, Overflow: admin.RejectNew}}
+		Buffer: admin.Buffer{MaxMessages: 10, MaxBytes: 1 << 20, MaxAge: time.Minute, Overflow: admin.RejectNew},
+		Outbox: admin.Outbox{Guaranteed: true, MaxMessages: 50, MaxBytes: 1 << 20}}
 	token, err := a.CreatePeeringToken(ctx, "b", time.Minute, st)
 	if err != nil || token == "" {
 		t.Fatalf("CreatePeeringToken = %q, %v", token, err)
@@ -135,14 +136,14 @@ func TestFederationLinkLifecycle(t *testing.T) {
 	}
 	got := links.Links[0]
 	if got.PeerSystemID != "a" || got.Export.String() != "role:worker" || got.Import.String() != "all" ||
-		got.MaxHops != 3 || got.Buffer != st.Buffer || got.HasPeerCA {
+		got.MaxHops != 3 || got.Buffer != st.Buffer || got.Outbox != st.Outbox || got.HasPeerCA {
 		t.Fatalf("link as listed = %+v", got)
 	}
-	res, err := b.Unlink(ctx, "a")
+	res, err := b.Unlink(ctx, "a", false)
 	if err != nil || !res.PeerNotified || res.PeerError != "" {
 		t.Fatalf("Unlink = %+v, %v", res, err)
 	}
-	if links, err := b.ListLinks(ctx); err != nil || len(links.Links) != 0 {
+	if links, err := b.ListLinks(ctx); err != nil || len(links.Links) != 0 || len(links.PendingUnlinks) != 0 {
 		t.Fatalf("ListLinks after unlink = %+v, %v", links, err)
 	}
 }

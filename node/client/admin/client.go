@@ -11,19 +11,21 @@ import (
 
 // Client calls the operator services of one node over cc.
 type Client struct {
-	cluster concordv1.ClusterClient
-	admin   concordv1.AdminClient
-	fed     concordv1.FederationClient
-	acl     concordv1.AclAdminClient
+	cluster  concordv1.ClusterClient
+	admin    concordv1.AdminClient
+	fed      concordv1.FederationClient
+	acl      concordv1.AclAdminClient
+	operator concordv1.OperatorClient
 }
 
 // New returns a Client over cc; closing cc stays with the caller.
 func New(cc grpc.ClientConnInterface) *Client {
 	return &Client{
-		cluster: concordv1.NewClusterClient(cc),
-		admin:   concordv1.NewAdminClient(cc),
-		fed:     concordv1.NewFederationClient(cc),
-		acl:     concordv1.NewAclAdminClient(cc),
+		cluster:  concordv1.NewClusterClient(cc),
+		admin:    concordv1.NewAdminClient(cc),
+		fed:      concordv1.NewFederationClient(cc),
+		acl:      concordv1.NewAclAdminClient(cc),
+		operator: concordv1.NewOperatorClient(cc),
 	}
 }
 

@@ -65,12 +65,36 @@ func (b Buffer) proto() (*concordv1.FedBufferPolicy, error) {
 		MaxAgeMs: b.MaxAge.Milliseconds(), Overflow: ov}, nil
 }
 
+// Default outbox bounds of a link (the node applies them when unset).
+const (
+	DefaultOutboxMessages = federation.DefaultOutboxMessages
+	DefaultOutboxBytes    = federation.DefaultOutboxBytes
+)
+
+// Outbox is a link's guaranteed-delivery policy: Guaranteed makes every
+// message over the link guaranteed (as meta.delivery "guaranteed" does for
+// one); MaxMessages and MaxBytes bound the replicated outbox (0: the
+// node's defaults).
+type Outbox struct {
+	Guaranteed  bool
+	MaxMessages uint32
+	MaxBytes    uint64
+}
+
+func (o Outbox) proto() *concordv1.FedOutboxPolicy {
+	if o == (Outbox{}) {
+		return nil
+	}
+	return &concordv1.FedOutboxPolicy{Guaranteed: o.Guaranteed, MaxMessages: o.MaxMessages, MaxBytes: o.MaxBytes}
+}
+
 // LinkSettings are the policies one side sets for a link.
 type LinkSettings struct {
 	Export, Import Policy
 	Transitive     bool   // let messages cross the link on their way to a third system
 	MaxHops        uint32 // hop bound of envelopes this system originates
 	Buffer         Buffer
+	Outbox         Outbox
 }
 
 // Link is a link between this system and a peer system.
@@ -99,15 +123,27 @@ type LinkStatus struct {
 	Dropped, Reconnects uint64
 	ImportedAgents      uint32
 	ImportedVersion     uint64
+	// OutboxDepth and OutboxBytes are the guaranteed messages waiting
+	// for the peer's acknowledgement (replicated: the same on every node).
+	OutboxDepth uint32
+	OutboxBytes uint64
 	// ProxiesUp and InboundErrors are a map link's, on its holder.
 	ProxiesUp     uint32
 	InboundErrors uint64
+}
+
+// PendingUnlink is a link removed here whose peer has not yet confirmed
+// removing its side; the leader keeps telling it.
+type PendingUnlink struct {
+	PeerSystemID string
+	RemovedAt    time.Time
 }
 
 // Links is the answer of ListLinks: the links and who answered.
 type Links struct {
 	SystemID, NodeID string
 	Links            []LinkStatus
+	PendingUnlinks   []PendingUnlink
 }
 
 // CreatePeeringToken issues a one-time peering token for peerSystemID, redeemable
@@ -118,7 +154,7 @@ func (c *Client) CreatePeeringToken(ctx context.Context, peerSystemID string, tt
 		return "", err
 	}
 	res, err := c.fed.CreateToken(ctx, &concordv1.CreateTokenRequest{PeerSystemId: peerSystemID, TtlMs: ttl.Milliseconds(),
-		Export: s.Export.p, Import: s.Import.p, Transitive: s.Transitive, Buffer: buf, MaxHops: s.MaxHops})
+		Export: s.Export.p, Import: s.Import.p, Transitive: s.Transitive, Buffer: buf, MaxHops: s.MaxHops, Outbox: s.Outbox.proto()})
 	if err != nil {
 		return "", err
 	}
@@ -132,7 +168,7 @@ func (c *Client) CreateLink(ctx context.Context, token string, s LinkSettings) (
 		return Link{}, err
 	}
 	res, err := c.fed.CreateLink(ctx, &concordv1.CreateLinkRequest{Token: token,
-		Export: s.Export.p, Import: s.Import.p, Transitive: s.Transitive, MaxHops: s.MaxHops, Buffer: buf})
+		Export: s.Export.p, Import: s.Import.p, Transitive: s.Transitive, MaxHops: s.MaxHops, Buffer: buf, Outbox: s.Outbox.proto()})
 	if err != nil {
 		return Link{}, err
 	}
@@ -151,7 +187,12 @@ func (c *Client) ListLinks(ctx context.Context) (Links, error) {
 			ConnectedTo: st.GetConnectedTo(), RTT: time.Duration(st.GetRttUs()) * time.Microsecond,
 			QueueDepth: st.GetQueueDepth(), QueueBytes: st.GetQueueBytes(), Sent: st.GetSent(), Received: st.GetReceived(),
 			Dropped: st.GetDropped(), Reconnects: st.GetReconnects(), ImportedAgents: st.GetImportedAgents(),
-			ImportedVersion: st.GetImportedVersion(), ProxiesUp: st.GetProxiesUp(), InboundErrors: st.GetInboundErrors()})
+			ImportedVersion: st.GetImportedVersion(), OutboxDepth: st.GetOutboxDepth(), OutboxBytes: st.GetOutboxBytes(),
+			ProxiesUp: st.GetProxiesUp(), InboundErrors: st.GetInboundErrors()})
+	}
+	for _, p := range res.GetPendingUnlinks() {
+		out.PendingUnlinks = append(out.PendingUnlinks, PendingUnlink{PeerSystemID: p.GetLink().GetPeerSystemId(),
+			RemovedAt: time.UnixMilli(p.GetRemovedAtMs())})
 	}
 	return out, nil
 }
@@ -160,15 +201,23 @@ func (c *Client) ListLinks(ctx context.Context) (Links, error) {
 type Unlinked struct {
 	PeerNotified bool
 	PeerError    string // why the peer was not reached
+	// Pending: the system keeps telling the peer until it confirms.
+	Pending bool
+	// MapLink: the link was to a foreign MAP server (it keeps no side).
+	MapLink bool
 }
 
-// Unlink removes the link to peerSystemID on this side and tells the peer.
-func (c *Client) Unlink(ctx context.Context, peerSystemID string) (Unlinked, error) {
-	res, err := c.fed.Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: peerSystemID})
+// Unlink removes the link to peerSystemID on this side and tells the peer;
+// when the peer is not reached the system retries until it confirms.
+// force removes without retrying, and drops a pending unlink of a link
+// already removed (the peer is gone for good).
+func (c *Client) Unlink(ctx context.Context, peerSystemID string, force bool) (Unlinked, error) {
+	res, err := c.fed.Unlink(ctx, &concordv1.UnlinkRequest{PeerSystemId: peerSystemID, Force: force})
 	if err != nil {
 		return Unlinked{}, err
 	}
-	return Unlinked{PeerNotified: res.GetPeerNotified(), PeerError: res.GetPeerError()}, nil
+	return Unlinked{PeerNotified: res.GetPeerNotified(), PeerError: res.GetPeerError(), Pending: res.GetPending(),
+		MapLink: res.GetMapLink()}, nil
 }
 
 func link(l *concordv1.FedLink) Link {
@@ -185,7 +234,9 @@ func link(l *concordv1.FedLink) Link {
 		LinkSettings: LinkSettings{Export: Policy{l.GetExport()}, Import: Policy{l.GetImport()},
 			Transitive: l.GetTransitive(), MaxHops: l.GetMaxHops(),
 			Buffer: Buffer{MaxMessages: b.GetMaxMessages(), MaxBytes: b.GetMaxBytes(),
-				MaxAge: time.Duration(b.GetMaxAgeMs()) * time.Millisecond, Overflow: overflowName(b.GetOverflow())}}}
+				MaxAge: time.Duration(b.GetMaxAgeMs()) * time.Millisecond, Overflow: overflowName(b.GetOverflow())},
+			Outbox: Outbox{Guaranteed: l.GetOutbox().GetGuaranteed(), MaxMessages: l.GetOutbox().GetMaxMessages(),
+				MaxBytes: l.GetOutbox().GetMaxBytes()}}}
 }
 
 // MapLinkSpec links a foreign MAP server.

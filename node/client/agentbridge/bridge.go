@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/client/mapclient"
 )
 
@@ -140,6 +141,7 @@ func (b *Bridge) Deliver(msg mapclient.Message) {
 		b.log.Debug("message ignored: not a run task", "from", msg.From)
 		return
 	}
+	t.homeSystem = b.homeSystem(msg.From)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.client == nil || b.stopping {
@@ -298,8 +300,12 @@ func (b *Bridge) reply(t *Task, payload any, deadline time.Time) {
 	b.mu.Unlock()
 	ctx, cancel := context.WithDeadline(base, laterOf(deadline, time.Now()).Add(b.cfg.ReplyTimeout))
 	defer cancel()
+	var to any = mapclient.AgentAddress{Agent: b.cfg.ServiceID}
+	if t.homeSystem != "" {
+		to = mapclient.FederatedAddress{System: t.homeSystem, Agent: b.cfg.ServiceID}
+	}
 	params := mapclient.SendParams{
-		To:      mapclient.AgentAddress{Agent: b.cfg.ServiceID},
+		To:      to,
 		Payload: payload,
 		Meta:    map[string]any{"isResult": true, "correlationId": t.ID},
 	}
@@ -324,6 +330,18 @@ func (b *Bridge) reply(t *Task, payload any, deadline time.Time) {
 		b.log.Warn("reply not accepted", "task_id", t.ID, "err", err)
 		return
 	}
+}
+
+// homeSystem is the system of the runs service a task message came from
+// when it crossed a federation link (from "<system>:agent:<ServiceID>"),
+// else "": the answer goes to the service of the system that sent the
+// task, where its run lives. Any other from (a task forged by some agent)
+// is answered to the local service, which refuses what it does not know.
+func (b *Bridge) homeSystem(from string) string {
+	if sys, id, ok := federation.ParseRemoteID(from); ok && id == b.cfg.ServiceID {
+		return sys
+	}
+	return ""
 }
 
 func laterOf(a, b time.Time) time.Time {

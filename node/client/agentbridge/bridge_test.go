@@ -60,7 +60,10 @@ func (f *fakeClient) Send(_ context.Context, p mapclient.SendParams) (mapclient.
 	}
 	b, _ := json.Marshal(p)
 	var d struct {
-		To   struct{ Agent string } `json:"to"`
+		To struct {
+			System string `json:"system"`
+			Agent  string `json:"agent"`
+		} `json:"to"`
 		Meta struct {
 			CorrelationID string `json:"correlationId"`
 			IsResult      bool   `json:"isResult"`
@@ -68,7 +71,11 @@ func (f *fakeClient) Send(_ context.Context, p mapclient.SendParams) (mapclient.
 		Payload map[string]any `json:"payload"`
 	}
 	_ = json.Unmarshal(b, &d)
-	f.sends = append(f.sends, sent{to: d.To.Agent, corr: d.Meta.CorrelationID, result: d.Meta.IsResult, payload: d.Payload})
+	to := d.To.Agent
+	if d.To.System != "" {
+		to = d.To.System + ":agent:" + to
+	}
+	f.sends = append(f.sends, sent{to: to, corr: d.Meta.CorrelationID, result: d.Meta.IsResult, payload: d.Payload})
 	f.notify <- struct{}{}
 	return mapclient.SendResult{MessageID: "m", Delivered: []string{"concord.runs"}}, nil
 }
@@ -383,5 +390,26 @@ func TestBridge_TaskCancelledByRun(t *testing.T) {
 	}
 	if st := b.Stats(); st.Handled != 0 || st.Failed != 0 || st.Duplicates != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestBridge_RepliesToTheTaskHomeSystem: a task that crossed a federation
+// link (from "<system>:agent:concord.runs") is answered to that system's
+// runs service ({system, agent}); any other from gets the local service.
+func TestBridge_RepliesToTheTaskHomeSystem(t *testing.T) {
+	b, f, _ := startBridge(t, echoHandler, nil)
+	for i, tc := range []struct{ from, to string }{
+		{"dc1:agent:concord.runs", "dc1:agent:concord.runs"},
+		{"concord.runs", "concord.runs"},
+		{"dc1:agent:mallory", "concord.runs"},
+		{"bad id:agent:concord.runs", "concord.runs"},
+	} {
+		m := taskMsg("t-"+tc.from, "")
+		m.From = tc.from
+		b.Deliver(m)
+		s := f.waitSends(t, i+1)[i] // one task at a time: the i-th reply is its answer
+		if s.corr != m.Meta.CorrelationID || s.to != tc.to {
+			t.Fatalf("task from %q answered to %q, want %q", tc.from, s.to, tc.to)
+		}
 	}
 }

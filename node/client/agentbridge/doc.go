@@ -8,7 +8,10 @@
 // map/send {to:{agent:"concord.runs"}, payload:<result envelope {kind,
 // output}>, meta:{isResult:true, correlationId:<task id>}}, or, when the
 // task could not be done, with the error payload {"kind":"error",
-// "error":"..."} (the runs service records a failed task). It never crashes
+// "error":"..."} (the runs service records a failed task). A task whose
+// run lives in another system (a federated debate) comes from
+// "<system>:agent:concord.runs"; its answer goes back over the link to
+// {system, agent:"concord.runs"}. It never crashes
 // on a task and never leaves one unanswered: handler errors, panics,
 // malformed tasks, overload and timeouts all become error payloads.
 //

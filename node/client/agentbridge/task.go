@@ -24,6 +24,10 @@ type Task struct {
 	// Deadline is when the engine stops waiting, from the message (zero
 	// when it carried none).
 	Deadline time.Time
+	// homeSystem is the system whose runs service sent the task when it
+	// is not the agent's own (the message came from
+	// "<system>:agent:<service>"): the answer goes back over the link.
+	homeSystem string
 }
 
 // taskHead is the part of the engine task JSON the bridge reads itself.

@@ -6,27 +6,64 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/concordmap/concord/node/rpc"
 )
 
-// connectParams is map/connect's params for a bench participant.
-type connectParams struct {
-	ProtocolVersion int    `json:"protocolVersion"`
-	ParticipantType string `json:"participantType"`
-	ParticipantID   string `json:"participantId,omitempty"`
-	Name            string `json:"name,omitempty"`
+// Credential is what bench participants authenticate with in map/connect:
+// a MAP API key or a bearer token. The zero value connects anonymously
+// (auth method none), which a node outside --dev refuses unless it allows
+// anonymous participants. The credential must allow the participant ids
+// the bench uses ("bench-*") and types (agent for Write and Send, client
+// for Sessions).
+type Credential struct {
+	// Method is "api-key" or "bearer"; empty picks api-key for a token
+	// starting with "map_sk_" and bearer otherwise.
+	Method string
+	// Token is the secret; never logged.
+	Token string
 }
 
-// dialSession opens a WebSocket to url and runs map/connect on it. h serves
-// what the node sends (nil drops it). On error nothing stays open.
-func dialSession(ctx context.Context, url string, cfg rpc.ClientConfig, h rpc.Handler, participantType, participantID string) (*rpc.Conn, error) {
+// auth returns map/connect's auth object, nil for none.
+func (c Credential) auth() *connectAuth {
+	if c.Token == "" {
+		return nil
+	}
+	m := c.Method
+	if m == "" {
+		m = "bearer"
+		if strings.HasPrefix(c.Token, "map_sk_") {
+			m = "api-key"
+		}
+	}
+	return &connectAuth{Method: m, Credential: c.Token}
+}
+
+// connectParams is map/connect's params for a bench participant.
+type connectParams struct {
+	ProtocolVersion int          `json:"protocolVersion"`
+	ParticipantType string       `json:"participantType"`
+	ParticipantID   string       `json:"participantId,omitempty"`
+	Name            string       `json:"name,omitempty"`
+	Auth            *connectAuth `json:"auth,omitempty"`
+}
+
+type connectAuth struct {
+	Method     string `json:"method"`
+	Credential string `json:"credential"`
+}
+
+// dialSession opens a WebSocket to url and runs map/connect on it with
+// cred. h serves what the node sends (nil drops it). On error nothing
+// stays open.
+func dialSession(ctx context.Context, url string, cfg rpc.ClientConfig, cred Credential, h rpc.Handler, participantType, participantID string) (*rpc.Conn, error) {
 	conn, err := rpc.Dial(ctx, url, cfg, h)
 	if err != nil {
 		return nil, err
 	}
-	p := connectParams{ProtocolVersion: 1, ParticipantType: participantType, ParticipantID: participantID, Name: "concord-bench"}
+	p := connectParams{ProtocolVersion: 1, ParticipantType: participantType, ParticipantID: participantID, Name: "concord-bench", Auth: cred.auth()}
 	if _, err := conn.Call(ctx, "map/connect", p); err != nil {
 		closeConns([]*rpc.Conn{conn})
 		return nil, fmt.Errorf("map/connect to %s: %w", url, err)
@@ -35,8 +72,8 @@ func dialSession(ctx context.Context, url string, cfg rpc.ClientConfig, h rpc.Ha
 }
 
 // dialAgent connects as an agent and registers agentID.
-func dialAgent(ctx context.Context, url string, cfg rpc.ClientConfig, h rpc.Handler, agentID string) (*rpc.Conn, error) {
-	conn, err := dialSession(ctx, url, cfg, h, "agent", agentID)
+func dialAgent(ctx context.Context, url string, cfg rpc.ClientConfig, cred Credential, h rpc.Handler, agentID string) (*rpc.Conn, error) {
+	conn, err := dialSession(ctx, url, cfg, cred, h, "agent", agentID)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,8 @@ type SendConfig struct {
 	Progress io.Writer
 	// RPC configures every connection.
 	RPC rpc.ClientConfig
+	// Auth is the participants' credential (zero: anonymous).
+	Auth Credential
 }
 
 // DefaultSendConfig returns 16 pairs of 256-byte messages for 10 s, a
@@ -103,10 +105,10 @@ func Send(ctx context.Context, cfg SendConfig) (SendResult, error) {
 		dctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 		defer cancel()
 		var err error
-		if receivers[i], err = dialAgent(dctx, pick(cfg.URLs, i+1), cfg.RPC, p.recv, p.recvID); err != nil {
+		if receivers[i], err = dialAgent(dctx, pick(cfg.URLs, i+1), cfg.RPC, cfg.Auth, p.recv, p.recvID); err != nil {
 			return err
 		}
-		senders[i], err = dialAgent(dctx, pick(cfg.URLs, i), cfg.RPC, nil, agentName("s", run, i))
+		senders[i], err = dialAgent(dctx, pick(cfg.URLs, i), cfg.RPC, cfg.Auth, nil, agentName("s", run, i))
 		return err
 	})
 	if err != nil {

@@ -28,6 +28,8 @@ type SessionsConfig struct {
 	// RPC configures every connection; its TLSConfig also serves the
 	// https requests for /v1/status when the URLs are wss://.
 	RPC rpc.ClientConfig
+	// Auth is the participants' credential (zero: anonymous).
+	Auth Credential
 }
 
 // DefaultSessionsConfig returns 1000 sessions, 64 connects at once.
@@ -84,7 +86,7 @@ func Sessions(ctx context.Context, cfg SessionsConfig) (SessionsResult, error) {
 	_ = parallel(cfg.Sessions, cfg.Concurrency, func(i int) error {
 		cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 		defer cancel()
-		c, err := dialSession(cctx, pick(cfg.URLs, i), cfg.RPC, nil, "client", "")
+		c, err := dialSession(cctx, pick(cfg.URLs, i), cfg.RPC, cfg.Auth, nil, "client", "")
 		if err != nil {
 			cnt.errors.Add(1)
 			return err

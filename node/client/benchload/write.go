@@ -26,6 +26,8 @@ type WriteConfig struct {
 	Progress io.Writer
 	// RPC configures every connection.
 	RPC rpc.ClientConfig
+	// Auth is the participants' credential (zero: anonymous).
+	Auth Credential
 }
 
 // DefaultWriteConfig returns 16 clients for 10 s; URLs must be set.
@@ -71,7 +73,7 @@ func Write(ctx context.Context, cfg WriteConfig) (WriteResult, error) {
 	err := parallel(cfg.Clients, 32, func(i int) error {
 		dctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 		defer cancel()
-		c, err := dialAgent(dctx, pick(cfg.URLs, i), cfg.RPC, nil, agentName("w", run, i))
+		c, err := dialAgent(dctx, pick(cfg.URLs, i), cfg.RPC, cfg.Auth, nil, agentName("w", run, i))
 		conns[i] = c
 		return err
 	})

@@ -81,6 +81,13 @@ type AgentAddress struct {
 	Agent string `json:"agent"`
 }
 
+// FederatedAddress is the {system, agent} Address: agent of another
+// system, routed over the link to it.
+type FederatedAddress struct {
+	System string `json:"system"`
+	Agent  string `json:"agent"`
+}
+
 // SendResult is map/send's result.
 type SendResult struct {
 	MessageID string   `json:"messageId"`

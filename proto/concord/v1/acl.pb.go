@@ -45,9 +45,16 @@ type ApiKey struct {
 	// created_ms is when the key was created (ms since the epoch, proposer clock).
 	CreatedMs int64 `protobuf:"varint,7,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
 	// expires_ms, when > 0, is when the key stops working.
-	ExpiresMs     int64 `protobuf:"varint,8,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpiresMs int64 `protobuf:"varint,8,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	// gateway_sources lists the foreign systems a gateway participant
+	// connected with this key may route for (the source system of its
+	// map/federation/route envelopes); "*" allows any. Empty: none.
+	GatewaySources []string `protobuf:"bytes,12,rep,name=gateway_sources,json=gatewaySources,proto3" json:"gateway_sources,omitempty"`
+	// gateway_targets lists the systems such a gateway may route to (this
+	// system's id, linked systems' ids, or "*"). Empty: none.
+	GatewayTargets []string `protobuf:"bytes,13,rep,name=gateway_targets,json=gatewayTargets,proto3" json:"gateway_targets,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ApiKey) Reset() {
@@ -134,6 +141,20 @@ func (x *ApiKey) GetExpiresMs() int64 {
 		return x.ExpiresMs
 	}
 	return 0
+}
+
+func (x *ApiKey) GetGatewaySources() []string {
+	if x != nil {
+		return x.GatewaySources
+	}
+	return nil
+}
+
+func (x *ApiKey) GetGatewayTargets() []string {
+	if x != nil {
+		return x.GatewayTargets
+	}
+	return nil
 }
 
 // AclKeyCreate is the body of COMMAND_TYPE_ACL_KEY_CREATE.
@@ -233,9 +254,12 @@ type AclCreateTokenRequest struct {
 	Capabilities         []string               `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	Description          string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	// ttl_seconds, when > 0, makes the key expire after that long.
-	TtlSeconds    int64 `protobuf:"varint,5,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TtlSeconds int64 `protobuf:"varint,5,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	// gateway_sources and gateway_targets: see ApiKey.
+	GatewaySources []string `protobuf:"bytes,12,rep,name=gateway_sources,json=gatewaySources,proto3" json:"gateway_sources,omitempty"`
+	GatewayTargets []string `protobuf:"bytes,13,rep,name=gateway_targets,json=gatewayTargets,proto3" json:"gateway_targets,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AclCreateTokenRequest) Reset() {
@@ -301,6 +325,20 @@ func (x *AclCreateTokenRequest) GetTtlSeconds() int64 {
 		return x.TtlSeconds
 	}
 	return 0
+}
+
+func (x *AclCreateTokenRequest) GetGatewaySources() []string {
+	if x != nil {
+		return x.GatewaySources
+	}
+	return nil
+}
+
+func (x *AclCreateTokenRequest) GetGatewayTargets() []string {
+	if x != nil {
+		return x.GatewayTargets
+	}
+	return nil
 }
 
 type AclCreateTokenResponse struct {
@@ -517,12 +555,165 @@ func (*AclRevokeTokenResponse) Descriptor() ([]byte, []int) {
 	return file_concord_v1_acl_proto_rawDescGZIP(), []int{8}
 }
 
+// AclParticipantPermissions is the capability ceiling the system set on
+// one participant with map/permissions/update (node/acl): the capability
+// flags ("lifecycle.canStop", ...) withdrawn from every session of that
+// participant, on every node, whatever its credential grants.
+type AclParticipantPermissions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ParticipantId string                 `protobuf:"bytes,1,opt,name=participant_id,json=participantId,proto3" json:"participant_id,omitempty"`
+	Denied        []string               `protobuf:"bytes,2,rep,name=denied,proto3" json:"denied,omitempty"`
+	// updated_ms and updated_by record the last change (proposer clock).
+	UpdatedMs     int64  `protobuf:"varint,3,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
+	UpdatedBy     string `protobuf:"bytes,4,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclParticipantPermissions) Reset() {
+	*x = AclParticipantPermissions{}
+	mi := &file_concord_v1_acl_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclParticipantPermissions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclParticipantPermissions) ProtoMessage() {}
+
+func (x *AclParticipantPermissions) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_acl_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclParticipantPermissions.ProtoReflect.Descriptor instead.
+func (*AclParticipantPermissions) Descriptor() ([]byte, []int) {
+	return file_concord_v1_acl_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AclParticipantPermissions) GetParticipantId() string {
+	if x != nil {
+		return x.ParticipantId
+	}
+	return ""
+}
+
+func (x *AclParticipantPermissions) GetDenied() []string {
+	if x != nil {
+		return x.Denied
+	}
+	return nil
+}
+
+func (x *AclParticipantPermissions) GetUpdatedMs() int64 {
+	if x != nil {
+		return x.UpdatedMs
+	}
+	return 0
+}
+
+func (x *AclParticipantPermissions) GetUpdatedBy() string {
+	if x != nil {
+		return x.UpdatedBy
+	}
+	return ""
+}
+
+// AclPermissionsUpdate is the body of COMMAND_TYPE_ACL_PERMISSIONS_UPDATE:
+// flags to withdraw (deny) and to give back (allow, up to what the
+// credential and the participant type grant), merged into the stored
+// ceiling when applied.
+type AclPermissionsUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ParticipantId string                 `protobuf:"bytes,1,opt,name=participant_id,json=participantId,proto3" json:"participant_id,omitempty"`
+	Deny          []string               `protobuf:"bytes,2,rep,name=deny,proto3" json:"deny,omitempty"`
+	Allow         []string               `protobuf:"bytes,3,rep,name=allow,proto3" json:"allow,omitempty"`
+	TimestampMs   int64                  `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	UpdatedBy     string                 `protobuf:"bytes,5,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclPermissionsUpdate) Reset() {
+	*x = AclPermissionsUpdate{}
+	mi := &file_concord_v1_acl_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclPermissionsUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclPermissionsUpdate) ProtoMessage() {}
+
+func (x *AclPermissionsUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_acl_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclPermissionsUpdate.ProtoReflect.Descriptor instead.
+func (*AclPermissionsUpdate) Descriptor() ([]byte, []int) {
+	return file_concord_v1_acl_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AclPermissionsUpdate) GetParticipantId() string {
+	if x != nil {
+		return x.ParticipantId
+	}
+	return ""
+}
+
+func (x *AclPermissionsUpdate) GetDeny() []string {
+	if x != nil {
+		return x.Deny
+	}
+	return nil
+}
+
+func (x *AclPermissionsUpdate) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *AclPermissionsUpdate) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *AclPermissionsUpdate) GetUpdatedBy() string {
+	if x != nil {
+		return x.UpdatedBy
+	}
+	return ""
+}
+
 var File_concord_v1_acl_proto protoreflect.FileDescriptor
 
 const file_concord_v1_acl_proto_rawDesc = "" +
 	"\n" +
 	"\x14concord/v1/acl.proto\x12\n" +
-	"concord.v1\"\xa4\x02\n" +
+	"concord.v1\"\xf6\x02\n" +
 	"\x06ApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rsecret_sha256\x18\x02 \x01(\fR\fsecretSha256\x124\n" +
@@ -533,18 +724,22 @@ const file_concord_v1_acl_proto_rawDesc = "" +
 	"\n" +
 	"created_ms\x18\a \x01(\x03R\tcreatedMs\x12\x1d\n" +
 	"\n" +
-	"expires_ms\x18\b \x01(\x03R\texpiresMs\"4\n" +
+	"expires_ms\x18\b \x01(\x03R\texpiresMs\x12'\n" +
+	"\x0fgateway_sources\x18\f \x03(\tR\x0egatewaySources\x12'\n" +
+	"\x0fgateway_targets\x18\r \x03(\tR\x0egatewayTargets\"4\n" +
 	"\fAclKeyCreate\x12$\n" +
 	"\x03key\x18\x01 \x01(\v2\x12.concord.v1.ApiKeyR\x03key\"\x1e\n" +
 	"\fAclKeyRevoke\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xe1\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xb3\x02\n" +
 	"\x15AclCreateTokenRequest\x124\n" +
 	"\x16participant_id_pattern\x18\x01 \x01(\tR\x14participantIdPattern\x12+\n" +
 	"\x11participant_types\x18\x02 \x03(\tR\x10participantTypes\x12\"\n" +
 	"\fcapabilities\x18\x03 \x03(\tR\fcapabilities\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1f\n" +
 	"\vttl_seconds\x18\x05 \x01(\x03R\n" +
-	"ttlSeconds\"T\n" +
+	"ttlSeconds\x12'\n" +
+	"\x0fgateway_sources\x18\f \x03(\tR\x0egatewaySources\x12'\n" +
+	"\x0fgateway_targets\x18\r \x03(\tR\x0egatewayTargets\"T\n" +
 	"\x16AclCreateTokenResponse\x12$\n" +
 	"\x03key\x18\x01 \x01(\v2\x12.concord.v1.ApiKeyR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"\x16\n" +
@@ -553,7 +748,21 @@ const file_concord_v1_acl_proto_rawDesc = "" +
 	"\x04keys\x18\x01 \x03(\v2\x12.concord.v1.ApiKeyR\x04keys\"'\n" +
 	"\x15AclRevokeTokenRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
-	"\x16AclRevokeTokenResponse2\x89\x02\n" +
+	"\x16AclRevokeTokenResponse\"\x98\x01\n" +
+	"\x19AclParticipantPermissions\x12%\n" +
+	"\x0eparticipant_id\x18\x01 \x01(\tR\rparticipantId\x12\x16\n" +
+	"\x06denied\x18\x02 \x03(\tR\x06denied\x12\x1d\n" +
+	"\n" +
+	"updated_ms\x18\x03 \x01(\x03R\tupdatedMs\x12\x1d\n" +
+	"\n" +
+	"updated_by\x18\x04 \x01(\tR\tupdatedBy\"\xa9\x01\n" +
+	"\x14AclPermissionsUpdate\x12%\n" +
+	"\x0eparticipant_id\x18\x01 \x01(\tR\rparticipantId\x12\x12\n" +
+	"\x04deny\x18\x02 \x03(\tR\x04deny\x12\x14\n" +
+	"\x05allow\x18\x03 \x03(\tR\x05allow\x12!\n" +
+	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12\x1d\n" +
+	"\n" +
+	"updated_by\x18\x05 \x01(\tR\tupdatedBy2\x89\x02\n" +
 	"\bAclAdmin\x12T\n" +
 	"\vCreateToken\x12!.concord.v1.AclCreateTokenRequest\x1a\".concord.v1.AclCreateTokenResponse\x12Q\n" +
 	"\n" +
@@ -572,17 +781,19 @@ func file_concord_v1_acl_proto_rawDescGZIP() []byte {
 	return file_concord_v1_acl_proto_rawDescData
 }
 
-var file_concord_v1_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_concord_v1_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_concord_v1_acl_proto_goTypes = []any{
-	(*ApiKey)(nil),                 // 0: concord.v1.ApiKey
-	(*AclKeyCreate)(nil),           // 1: concord.v1.AclKeyCreate
-	(*AclKeyRevoke)(nil),           // 2: concord.v1.AclKeyRevoke
-	(*AclCreateTokenRequest)(nil),  // 3: concord.v1.AclCreateTokenRequest
-	(*AclCreateTokenResponse)(nil), // 4: concord.v1.AclCreateTokenResponse
-	(*AclListTokensRequest)(nil),   // 5: concord.v1.AclListTokensRequest
-	(*AclListTokensResponse)(nil),  // 6: concord.v1.AclListTokensResponse
-	(*AclRevokeTokenRequest)(nil),  // 7: concord.v1.AclRevokeTokenRequest
-	(*AclRevokeTokenResponse)(nil), // 8: concord.v1.AclRevokeTokenResponse
+	(*ApiKey)(nil),                    // 0: concord.v1.ApiKey
+	(*AclKeyCreate)(nil),              // 1: concord.v1.AclKeyCreate
+	(*AclKeyRevoke)(nil),              // 2: concord.v1.AclKeyRevoke
+	(*AclCreateTokenRequest)(nil),     // 3: concord.v1.AclCreateTokenRequest
+	(*AclCreateTokenResponse)(nil),    // 4: concord.v1.AclCreateTokenResponse
+	(*AclListTokensRequest)(nil),      // 5: concord.v1.AclListTokensRequest
+	(*AclListTokensResponse)(nil),     // 6: concord.v1.AclListTokensResponse
+	(*AclRevokeTokenRequest)(nil),     // 7: concord.v1.AclRevokeTokenRequest
+	(*AclRevokeTokenResponse)(nil),    // 8: concord.v1.AclRevokeTokenResponse
+	(*AclParticipantPermissions)(nil), // 9: concord.v1.AclParticipantPermissions
+	(*AclPermissionsUpdate)(nil),      // 10: concord.v1.AclPermissionsUpdate
 }
 var file_concord_v1_acl_proto_depIdxs = []int32{
 	0, // 0: concord.v1.AclKeyCreate.key:type_name -> concord.v1.ApiKey
@@ -612,7 +823,7 @@ func file_concord_v1_acl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_acl_proto_rawDesc), len(file_concord_v1_acl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

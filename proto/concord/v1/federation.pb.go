@@ -329,10 +329,13 @@ type FedLink struct {
 	CreatedAtMs int64            `protobuf:"varint,9,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
 	// initiator is true on the side that ran `federation link`.
 	Initiator bool `protobuf:"varint,10,opt,name=initiator,proto3" json:"initiator,omitempty"`
+	// outbox is the guaranteed-delivery policy of messages this system
+	// sends over the link (unset: best effort unless a message asks).
+	Outbox *FedOutboxPolicy `protobuf:"bytes,11,opt,name=outbox,proto3" json:"outbox,omitempty"`
 	// kind says what is on the other side: another Concord system (unset) or
 	// a foreign MAP server (map, with map set and no peer_addrs).
-	Kind          FedLinkKind `protobuf:"varint,11,opt,name=kind,proto3,enum=concord.v1.FedLinkKind" json:"kind,omitempty"`
-	Map           *FedMapLink `protobuf:"bytes,12,opt,name=map,proto3" json:"map,omitempty"`
+	Kind          FedLinkKind `protobuf:"varint,12,opt,name=kind,proto3,enum=concord.v1.FedLinkKind" json:"kind,omitempty"`
+	Map           *FedMapLink `protobuf:"bytes,13,opt,name=map,proto3" json:"map,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -437,6 +440,13 @@ func (x *FedLink) GetInitiator() bool {
 	return false
 }
 
+func (x *FedLink) GetOutbox() *FedOutboxPolicy {
+	if x != nil {
+		return x.Outbox
+	}
+	return nil
+}
+
 func (x *FedLink) GetKind() FedLinkKind {
 	if x != nil {
 		return x.Kind
@@ -449,6 +459,70 @@ func (x *FedLink) GetMap() *FedMapLink {
 		return x.Map
 	}
 	return nil
+}
+
+// FedOutboxPolicy: guaranteed makes every message over the link
+// guaranteed (as meta.delivery "guaranteed" does for one message);
+// max_messages and max_bytes bound the link's replicated outbox (0: the
+// defaults, 10,000 messages and 16 MiB).
+type FedOutboxPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Guaranteed    bool                   `protobuf:"varint,1,opt,name=guaranteed,proto3" json:"guaranteed,omitempty"`
+	MaxMessages   uint32                 `protobuf:"varint,2,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	MaxBytes      uint64                 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedOutboxPolicy) Reset() {
+	*x = FedOutboxPolicy{}
+	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedOutboxPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedOutboxPolicy) ProtoMessage() {}
+
+func (x *FedOutboxPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedOutboxPolicy.ProtoReflect.Descriptor instead.
+func (*FedOutboxPolicy) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FedOutboxPolicy) GetGuaranteed() bool {
+	if x != nil {
+		return x.Guaranteed
+	}
+	return false
+}
+
+func (x *FedOutboxPolicy) GetMaxMessages() uint32 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+func (x *FedOutboxPolicy) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
 }
 
 // FedMapLink is what a link of kind map needs beyond FedLink.
@@ -472,7 +546,7 @@ type FedMapLink struct {
 
 func (x *FedMapLink) Reset() {
 	*x = FedMapLink{}
-	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	mi := &file_concord_v1_federation_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +558,7 @@ func (x *FedMapLink) String() string {
 func (*FedMapLink) ProtoMessage() {}
 
 func (x *FedMapLink) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[3]
+	mi := &file_concord_v1_federation_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +571,7 @@ func (x *FedMapLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedMapLink.ProtoReflect.Descriptor instead.
 func (*FedMapLink) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{3}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FedMapLink) GetUrl() string {
@@ -547,7 +621,7 @@ type FedMapAuth struct {
 
 func (x *FedMapAuth) Reset() {
 	*x = FedMapAuth{}
-	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	mi := &file_concord_v1_federation_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +633,7 @@ func (x *FedMapAuth) String() string {
 func (*FedMapAuth) ProtoMessage() {}
 
 func (x *FedMapAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	mi := &file_concord_v1_federation_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +646,7 @@ func (x *FedMapAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedMapAuth.ProtoReflect.Descriptor instead.
 func (*FedMapAuth) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{4}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FedMapAuth) GetMethod() string {
@@ -604,7 +678,7 @@ type FedRemoteAgent struct {
 
 func (x *FedRemoteAgent) Reset() {
 	*x = FedRemoteAgent{}
-	mi := &file_concord_v1_federation_proto_msgTypes[5]
+	mi := &file_concord_v1_federation_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +690,7 @@ func (x *FedRemoteAgent) String() string {
 func (*FedRemoteAgent) ProtoMessage() {}
 
 func (x *FedRemoteAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[5]
+	mi := &file_concord_v1_federation_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +703,7 @@ func (x *FedRemoteAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedRemoteAgent.ProtoReflect.Descriptor instead.
 func (*FedRemoteAgent) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{5}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FedRemoteAgent) GetId() string {
@@ -688,13 +762,14 @@ type FedTokenRecord struct {
 	Transitive    bool             `protobuf:"varint,7,opt,name=transitive,proto3" json:"transitive,omitempty"`
 	Buffer        *FedBufferPolicy `protobuf:"bytes,8,opt,name=buffer,proto3" json:"buffer,omitempty"`
 	MaxHops       uint32           `protobuf:"varint,9,opt,name=max_hops,json=maxHops,proto3" json:"max_hops,omitempty"`
+	Outbox        *FedOutboxPolicy `protobuf:"bytes,10,opt,name=outbox,proto3" json:"outbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedTokenRecord) Reset() {
 	*x = FedTokenRecord{}
-	mi := &file_concord_v1_federation_proto_msgTypes[6]
+	mi := &file_concord_v1_federation_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +781,7 @@ func (x *FedTokenRecord) String() string {
 func (*FedTokenRecord) ProtoMessage() {}
 
 func (x *FedTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[6]
+	mi := &file_concord_v1_federation_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +794,7 @@ func (x *FedTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedTokenRecord.ProtoReflect.Descriptor instead.
 func (*FedTokenRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{6}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FedTokenRecord) GetPeerSystemId() string {
@@ -785,19 +860,30 @@ func (x *FedTokenRecord) GetMaxHops() uint32 {
 	return 0
 }
 
+func (x *FedTokenRecord) GetOutbox() *FedOutboxPolicy {
+	if x != nil {
+		return x.Outbox
+	}
+	return nil
+}
+
 // FedImported is the directory imported from one peer system.
 type FedImported struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
-	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	Agents        []*FedRemoteAgent      `protobuf:"bytes,3,rep,name=agents,proto3" json:"agents,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	Version      uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Agents       []*FedRemoteAgent      `protobuf:"bytes,3,rep,name=agents,proto3" json:"agents,omitempty"`
+	// digest is the exporter's digest of its export set at version: a
+	// directory request carries it so any stream can tell "unchanged"
+	// without resending everything.
+	Digest        []byte `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedImported) Reset() {
 	*x = FedImported{}
-	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	mi := &file_concord_v1_federation_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +895,7 @@ func (x *FedImported) String() string {
 func (*FedImported) ProtoMessage() {}
 
 func (x *FedImported) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	mi := &file_concord_v1_federation_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +908,7 @@ func (x *FedImported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedImported.ProtoReflect.Descriptor instead.
 func (*FedImported) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{7}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FedImported) GetPeerSystemId() string {
@@ -846,6 +932,260 @@ func (x *FedImported) GetAgents() []*FedRemoteAgent {
 	return nil
 }
 
+func (x *FedImported) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
+// FedOutboxEntry is one guaranteed message waiting for its peer's ack.
+type FedOutboxEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Envelope      *FedEnvelope           `protobuf:"bytes,2,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	AcceptedAtMs  int64                  `protobuf:"varint,3,opt,name=accepted_at_ms,json=acceptedAtMs,proto3" json:"accepted_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedOutboxEntry) Reset() {
+	*x = FedOutboxEntry{}
+	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedOutboxEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedOutboxEntry) ProtoMessage() {}
+
+func (x *FedOutboxEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedOutboxEntry.ProtoReflect.Descriptor instead.
+func (*FedOutboxEntry) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *FedOutboxEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *FedOutboxEntry) GetEnvelope() *FedEnvelope {
+	if x != nil {
+		return x.Envelope
+	}
+	return nil
+}
+
+func (x *FedOutboxEntry) GetAcceptedAtMs() int64 {
+	if x != nil {
+		return x.AcceptedAtMs
+	}
+	return 0
+}
+
+// FedOutbox is the replicated outbox of guaranteed messages to one peer,
+// in seq order; next_seq is the seq the next message gets.
+type FedOutbox struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	NextSeq       uint64                 `protobuf:"varint,2,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	Entries       []*FedOutboxEntry      `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedOutbox) Reset() {
+	*x = FedOutbox{}
+	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedOutbox) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedOutbox) ProtoMessage() {}
+
+func (x *FedOutbox) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedOutbox.ProtoReflect.Descriptor instead.
+func (*FedOutbox) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *FedOutbox) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedOutbox) GetNextSeq() uint64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
+func (x *FedOutbox) GetEntries() []*FedOutboxEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *FedOutbox) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// FedInbox is what this system has processed of the guaranteed messages
+// from one source system: every seq below floor, and the seqs in seen.
+type FedInbox struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SourceSystemId string                 `protobuf:"bytes,1,opt,name=source_system_id,json=sourceSystemId,proto3" json:"source_system_id,omitempty"`
+	Floor          uint64                 `protobuf:"varint,2,opt,name=floor,proto3" json:"floor,omitempty"`
+	Seen           []uint64               `protobuf:"varint,3,rep,packed,name=seen,proto3" json:"seen,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *FedInbox) Reset() {
+	*x = FedInbox{}
+	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedInbox) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedInbox) ProtoMessage() {}
+
+func (x *FedInbox) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedInbox.ProtoReflect.Descriptor instead.
+func (*FedInbox) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *FedInbox) GetSourceSystemId() string {
+	if x != nil {
+		return x.SourceSystemId
+	}
+	return ""
+}
+
+func (x *FedInbox) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *FedInbox) GetSeen() []uint64 {
+	if x != nil {
+		return x.Seen
+	}
+	return nil
+}
+
+// FedPendingUnlink is a link removed here whose peer has not yet
+// confirmed removing its side; the leader retries until it does.
+type FedPendingUnlink struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Link          *FedLink               `protobuf:"bytes,1,opt,name=link,proto3" json:"link,omitempty"`
+	RemovedAtMs   int64                  `protobuf:"varint,2,opt,name=removed_at_ms,json=removedAtMs,proto3" json:"removed_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedPendingUnlink) Reset() {
+	*x = FedPendingUnlink{}
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedPendingUnlink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedPendingUnlink) ProtoMessage() {}
+
+func (x *FedPendingUnlink) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedPendingUnlink.ProtoReflect.Descriptor instead.
+func (*FedPendingUnlink) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *FedPendingUnlink) GetLink() *FedLink {
+	if x != nil {
+		return x.Link
+	}
+	return nil
+}
+
+func (x *FedPendingUnlink) GetRemovedAtMs() int64 {
+	if x != nil {
+		return x.RemovedAtMs
+	}
+	return 0
+}
+
 // FedSnapshotRecord is one snapshot record of the federation module.
 type FedSnapshotRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -854,6 +1194,11 @@ type FedSnapshotRecord struct {
 	//	*FedSnapshotRecord_Link
 	//	*FedSnapshotRecord_Token
 	//	*FedSnapshotRecord_Imported
+	//	*FedSnapshotRecord_Outbox
+	//	*FedSnapshotRecord_Inbox
+	//	*FedSnapshotRecord_PendingUnlink
+	//	*FedSnapshotRecord_Staging
+	//	*FedSnapshotRecord_Gateway
 	Record        isFedSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -861,7 +1206,7 @@ type FedSnapshotRecord struct {
 
 func (x *FedSnapshotRecord) Reset() {
 	*x = FedSnapshotRecord{}
-	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +1218,7 @@ func (x *FedSnapshotRecord) String() string {
 func (*FedSnapshotRecord) ProtoMessage() {}
 
 func (x *FedSnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +1231,7 @@ func (x *FedSnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedSnapshotRecord.ProtoReflect.Descriptor instead.
 func (*FedSnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{8}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FedSnapshotRecord) GetRecord() isFedSnapshotRecord_Record {
@@ -923,6 +1268,51 @@ func (x *FedSnapshotRecord) GetImported() *FedImported {
 	return nil
 }
 
+func (x *FedSnapshotRecord) GetOutbox() *FedOutbox {
+	if x != nil {
+		if x, ok := x.Record.(*FedSnapshotRecord_Outbox); ok {
+			return x.Outbox
+		}
+	}
+	return nil
+}
+
+func (x *FedSnapshotRecord) GetInbox() *FedInbox {
+	if x != nil {
+		if x, ok := x.Record.(*FedSnapshotRecord_Inbox); ok {
+			return x.Inbox
+		}
+	}
+	return nil
+}
+
+func (x *FedSnapshotRecord) GetPendingUnlink() *FedPendingUnlink {
+	if x != nil {
+		if x, ok := x.Record.(*FedSnapshotRecord_PendingUnlink); ok {
+			return x.PendingUnlink
+		}
+	}
+	return nil
+}
+
+func (x *FedSnapshotRecord) GetStaging() *FedDirectoryApply {
+	if x != nil {
+		if x, ok := x.Record.(*FedSnapshotRecord_Staging); ok {
+			return x.Staging
+		}
+	}
+	return nil
+}
+
+func (x *FedSnapshotRecord) GetGateway() *FedGatewayBinding {
+	if x != nil {
+		if x, ok := x.Record.(*FedSnapshotRecord_Gateway); ok {
+			return x.Gateway
+		}
+	}
+	return nil
+}
+
 type isFedSnapshotRecord_Record interface {
 	isFedSnapshotRecord_Record()
 }
@@ -939,11 +1329,114 @@ type FedSnapshotRecord_Imported struct {
 	Imported *FedImported `protobuf:"bytes,3,opt,name=imported,proto3,oneof"`
 }
 
+type FedSnapshotRecord_Outbox struct {
+	Outbox *FedOutbox `protobuf:"bytes,4,opt,name=outbox,proto3,oneof"`
+}
+
+type FedSnapshotRecord_Inbox struct {
+	Inbox *FedInbox `protobuf:"bytes,5,opt,name=inbox,proto3,oneof"`
+}
+
+type FedSnapshotRecord_PendingUnlink struct {
+	PendingUnlink *FedPendingUnlink `protobuf:"bytes,6,opt,name=pending_unlink,json=pendingUnlink,proto3,oneof"`
+}
+
+type FedSnapshotRecord_Staging struct {
+	// staging is a chunked directory update being assembled.
+	Staging *FedDirectoryApply `protobuf:"bytes,7,opt,name=staging,proto3,oneof"`
+}
+
+type FedSnapshotRecord_Gateway struct {
+	Gateway *FedGatewayBinding `protobuf:"bytes,10,opt,name=gateway,proto3,oneof"`
+}
+
 func (*FedSnapshotRecord_Link) isFedSnapshotRecord_Record() {}
 
 func (*FedSnapshotRecord_Token) isFedSnapshotRecord_Record() {}
 
 func (*FedSnapshotRecord_Imported) isFedSnapshotRecord_Record() {}
+
+func (*FedSnapshotRecord_Outbox) isFedSnapshotRecord_Record() {}
+
+func (*FedSnapshotRecord_Inbox) isFedSnapshotRecord_Record() {}
+
+func (*FedSnapshotRecord_PendingUnlink) isFedSnapshotRecord_Record() {}
+
+func (*FedSnapshotRecord_Staging) isFedSnapshotRecord_Record() {}
+
+func (*FedSnapshotRecord_Gateway) isFedSnapshotRecord_Record() {}
+
+// FedGatewayBinding says which MAP gateway session (participant type
+// gateway, map/federation/route) last routed envelopes from a foreign
+// system: messages this system sends to that system (replies) are
+// delivered to that session, on whichever node holds it.
+type FedGatewayBinding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ParticipantId string                 `protobuf:"bytes,3,opt,name=participant_id,json=participantId,proto3" json:"participant_id,omitempty"`
+	BoundAtMs     int64                  `protobuf:"varint,4,opt,name=bound_at_ms,json=boundAtMs,proto3" json:"bound_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedGatewayBinding) Reset() {
+	*x = FedGatewayBinding{}
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedGatewayBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedGatewayBinding) ProtoMessage() {}
+
+func (x *FedGatewayBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedGatewayBinding.ProtoReflect.Descriptor instead.
+func (*FedGatewayBinding) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FedGatewayBinding) GetSystemId() string {
+	if x != nil {
+		return x.SystemId
+	}
+	return ""
+}
+
+func (x *FedGatewayBinding) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *FedGatewayBinding) GetParticipantId() string {
+	if x != nil {
+		return x.ParticipantId
+	}
+	return ""
+}
+
+func (x *FedGatewayBinding) GetBoundAtMs() int64 {
+	if x != nil {
+		return x.BoundAtMs
+	}
+	return 0
+}
 
 // FedTokenCreate is COMMAND_TYPE_FED_TOKEN_CREATE: remember an issued token.
 // created_at_ms also prunes tokens that expired before it.
@@ -957,7 +1450,7 @@ type FedTokenCreate struct {
 
 func (x *FedTokenCreate) Reset() {
 	*x = FedTokenCreate{}
-	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1462,7 @@ func (x *FedTokenCreate) String() string {
 func (*FedTokenCreate) ProtoMessage() {}
 
 func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1475,7 @@ func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedTokenCreate.ProtoReflect.Descriptor instead.
 func (*FedTokenCreate) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{9}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FedTokenCreate) GetToken() *FedTokenRecord {
@@ -1014,7 +1507,7 @@ type FedLinkPut struct {
 
 func (x *FedLinkPut) Reset() {
 	*x = FedLinkPut{}
-	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1519,7 @@ func (x *FedLinkPut) String() string {
 func (*FedLinkPut) ProtoMessage() {}
 
 func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1532,7 @@ func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkPut.ProtoReflect.Descriptor instead.
 func (*FedLinkPut) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{10}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FedLinkPut) GetLink() *FedLink {
@@ -1066,15 +1559,19 @@ func (x *FedLinkPut) GetNowMs() int64 {
 // FedLinkRemove is COMMAND_TYPE_FED_LINK_REMOVE; it drops the link's
 // imported directory too.
 type FedLinkRemove struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	// notify_peer keeps a pending-unlink record (FedPendingUnlink) until
+	// the peer confirms; now_ms stamps it.
+	NotifyPeer    bool  `protobuf:"varint,2,opt,name=notify_peer,json=notifyPeer,proto3" json:"notify_peer,omitempty"`
+	NowMs         int64 `protobuf:"varint,3,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedLinkRemove) Reset() {
 	*x = FedLinkRemove{}
-	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1583,7 @@ func (x *FedLinkRemove) String() string {
 func (*FedLinkRemove) ProtoMessage() {}
 
 func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,10 +1596,299 @@ func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkRemove.ProtoReflect.Descriptor instead.
 func (*FedLinkRemove) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{11}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FedLinkRemove) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedLinkRemove) GetNotifyPeer() bool {
+	if x != nil {
+		return x.NotifyPeer
+	}
+	return false
+}
+
+func (x *FedLinkRemove) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+// FedOutboxPut is COMMAND_TYPE_FED_OUTBOX_PUT: append a guaranteed message
+// to the outbox of the link to peer_system_id. Refused when there is no
+// link or the outbox is full; the result is the message's seq.
+type FedOutboxPut struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	Envelope      *FedEnvelope           `protobuf:"bytes,2,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	NowMs         int64                  `protobuf:"varint,3,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedOutboxPut) Reset() {
+	*x = FedOutboxPut{}
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedOutboxPut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedOutboxPut) ProtoMessage() {}
+
+func (x *FedOutboxPut) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedOutboxPut.ProtoReflect.Descriptor instead.
+func (*FedOutboxPut) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FedOutboxPut) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedOutboxPut) GetEnvelope() *FedEnvelope {
+	if x != nil {
+		return x.Envelope
+	}
+	return nil
+}
+
+func (x *FedOutboxPut) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+// FedOutboxAck is COMMAND_TYPE_FED_OUTBOX_ACK: the peer answered these
+// outbox messages (acks[].seq is the outbox seq); they leave the outbox.
+type FedOutboxAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	Acks          []*FedAck              `protobuf:"bytes,2,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedOutboxAck) Reset() {
+	*x = FedOutboxAck{}
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedOutboxAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedOutboxAck) ProtoMessage() {}
+
+func (x *FedOutboxAck) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedOutboxAck.ProtoReflect.Descriptor instead.
+func (*FedOutboxAck) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *FedOutboxAck) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedOutboxAck) GetAcks() []*FedAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
+// FedInboxMark is COMMAND_TYPE_FED_INBOX_MARK: guaranteed messages from
+// source_system_id this system processed; floor is the source's oldest
+// unacknowledged seq (everything below it is done).
+type FedInboxMark struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SourceSystemId string                 `protobuf:"bytes,1,opt,name=source_system_id,json=sourceSystemId,proto3" json:"source_system_id,omitempty"`
+	Seqs           []uint64               `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	Floor          uint64                 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *FedInboxMark) Reset() {
+	*x = FedInboxMark{}
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedInboxMark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedInboxMark) ProtoMessage() {}
+
+func (x *FedInboxMark) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedInboxMark.ProtoReflect.Descriptor instead.
+func (*FedInboxMark) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *FedInboxMark) GetSourceSystemId() string {
+	if x != nil {
+		return x.SourceSystemId
+	}
+	return ""
+}
+
+func (x *FedInboxMark) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *FedInboxMark) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+// FedDirectoryChunk is COMMAND_TYPE_FED_DIRECTORY_CHUNK: one chunk of a
+// directory update (update.chunk, update.more). Chunk 0 starts staging
+// (replacing an unfinished one), the next chunk of the same update
+// extends it, the last applies the whole as FED_DIRECTORY_APPLY would; a
+// chunk out of sequence is a gap (the importer asks for everything).
+type FedDirectoryChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Update        *FedDirectoryApply     `protobuf:"bytes,1,opt,name=update,proto3" json:"update,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedDirectoryChunk) Reset() {
+	*x = FedDirectoryChunk{}
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedDirectoryChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedDirectoryChunk) ProtoMessage() {}
+
+func (x *FedDirectoryChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedDirectoryChunk.ProtoReflect.Descriptor instead.
+func (*FedDirectoryChunk) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *FedDirectoryChunk) GetUpdate() *FedDirectoryApply {
+	if x != nil {
+		return x.Update
+	}
+	return nil
+}
+
+// FedUnlinkDone is COMMAND_TYPE_FED_UNLINK_DONE: the peer confirmed an
+// unlink (or an operator forced it): the pending record goes.
+type FedUnlinkDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedUnlinkDone) Reset() {
+	*x = FedUnlinkDone{}
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedUnlinkDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedUnlinkDone) ProtoMessage() {}
+
+func (x *FedUnlinkDone) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedUnlinkDone.ProtoReflect.Descriptor instead.
+func (*FedUnlinkDone) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *FedUnlinkDone) GetPeerSystemId() string {
 	if x != nil {
 		return x.PeerSystemId
 	}
@@ -1120,7 +1906,7 @@ type FedLinkAddrs struct {
 
 func (x *FedLinkAddrs) Reset() {
 	*x = FedLinkAddrs{}
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1918,7 @@ func (x *FedLinkAddrs) String() string {
 func (*FedLinkAddrs) ProtoMessage() {}
 
 func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1931,7 @@ func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkAddrs.ProtoReflect.Descriptor instead.
 func (*FedLinkAddrs) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FedLinkAddrs) GetPeerSystemId() string {
@@ -1167,20 +1953,26 @@ func (x *FedLinkAddrs) GetAddrs() []string {
 // only on top of base_version (else a gap: the importer asks for a full
 // one). An update not newer than the stored version changes nothing.
 type FedDirectoryApply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
-	BaseVersion   uint64                 `protobuf:"varint,2,opt,name=base_version,json=baseVersion,proto3" json:"base_version,omitempty"`
-	Version       uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	Full          bool                   `protobuf:"varint,4,opt,name=full,proto3" json:"full,omitempty"`
-	Upserts       []*FedRemoteAgent      `protobuf:"bytes,5,rep,name=upserts,proto3" json:"upserts,omitempty"`
-	Removes       []string               `protobuf:"bytes,6,rep,name=removes,proto3" json:"removes,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	BaseVersion  uint64                 `protobuf:"varint,2,opt,name=base_version,json=baseVersion,proto3" json:"base_version,omitempty"`
+	Version      uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Full         bool                   `protobuf:"varint,4,opt,name=full,proto3" json:"full,omitempty"`
+	Upserts      []*FedRemoteAgent      `protobuf:"bytes,5,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Removes      []string               `protobuf:"bytes,6,rep,name=removes,proto3" json:"removes,omitempty"`
+	// A large update crosses in chunks 0, 1, ... (more: another follows);
+	// as COMMAND_TYPE_FED_DIRECTORY_CHUNK each is one Raft entry, staged
+	// until the last. digest is the exporter's export-set digest.
+	Chunk         uint32 `protobuf:"varint,7,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	More          bool   `protobuf:"varint,8,opt,name=more,proto3" json:"more,omitempty"`
+	Digest        []byte `protobuf:"bytes,9,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedDirectoryApply) Reset() {
 	*x = FedDirectoryApply{}
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1984,7 @@ func (x *FedDirectoryApply) String() string {
 func (*FedDirectoryApply) ProtoMessage() {}
 
 func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1997,7 @@ func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryApply.ProtoReflect.Descriptor instead.
 func (*FedDirectoryApply) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FedDirectoryApply) GetPeerSystemId() string {
@@ -1250,6 +2042,73 @@ func (x *FedDirectoryApply) GetRemoves() []string {
 	return nil
 }
 
+func (x *FedDirectoryApply) GetChunk() uint32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *FedDirectoryApply) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *FedDirectoryApply) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
+// FedGatewayBind is COMMAND_TYPE_FED_GATEWAY_BIND: a gateway session now
+// serves binding.system_id (replacing any earlier binding of that system).
+type FedGatewayBind struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Binding       *FedGatewayBinding     `protobuf:"bytes,1,opt,name=binding,proto3" json:"binding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedGatewayBind) Reset() {
+	*x = FedGatewayBind{}
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedGatewayBind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedGatewayBind) ProtoMessage() {}
+
+func (x *FedGatewayBind) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedGatewayBind.ProtoReflect.Descriptor instead.
+func (*FedGatewayBind) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *FedGatewayBind) GetBinding() *FedGatewayBinding {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
 // FedMapLinkPut is COMMAND_TYPE_FED_MAP_LINK_PUT: store (or replace) a
 // link of kind map. Replacing keeps no holder: the leader chooses again.
 type FedMapLinkPut struct {
@@ -1261,7 +2120,7 @@ type FedMapLinkPut struct {
 
 func (x *FedMapLinkPut) Reset() {
 	*x = FedMapLinkPut{}
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +2132,7 @@ func (x *FedMapLinkPut) String() string {
 func (*FedMapLinkPut) ProtoMessage() {}
 
 func (x *FedMapLinkPut) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +2145,7 @@ func (x *FedMapLinkPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedMapLinkPut.ProtoReflect.Descriptor instead.
 func (*FedMapLinkPut) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FedMapLinkPut) GetLink() *FedLink {
@@ -1310,7 +2169,7 @@ type FedMapHolder struct {
 
 func (x *FedMapHolder) Reset() {
 	*x = FedMapHolder{}
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +2181,7 @@ func (x *FedMapHolder) String() string {
 func (*FedMapHolder) ProtoMessage() {}
 
 func (x *FedMapHolder) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +2194,7 @@ func (x *FedMapHolder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedMapHolder.ProtoReflect.Descriptor instead.
 func (*FedMapHolder) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FedMapHolder) GetPeerSystemId() string {
@@ -1375,7 +2234,7 @@ type FedMapDirectory struct {
 
 func (x *FedMapDirectory) Reset() {
 	*x = FedMapDirectory{}
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +2246,7 @@ func (x *FedMapDirectory) String() string {
 func (*FedMapDirectory) ProtoMessage() {}
 
 func (x *FedMapDirectory) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +2259,7 @@ func (x *FedMapDirectory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedMapDirectory.ProtoReflect.Descriptor instead.
 func (*FedMapDirectory) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FedMapDirectory) GetPeerSystemId() string {
@@ -1448,7 +2307,7 @@ type FedToken struct {
 
 func (x *FedToken) Reset() {
 	*x = FedToken{}
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +2319,7 @@ func (x *FedToken) String() string {
 func (*FedToken) ProtoMessage() {}
 
 func (x *FedToken) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +2332,7 @@ func (x *FedToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedToken.ProtoReflect.Descriptor instead.
 func (*FedToken) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FedToken) GetSystemId() string {
@@ -1538,15 +2397,20 @@ type FedEnvelope struct {
 	ToAgent string `protobuf:"bytes,10,opt,name=to_agent,json=toAgent,proto3" json:"to_agent,omitempty"`
 	ToScope string `protobuf:"bytes,11,opt,name=to_scope,json=toScope,proto3" json:"to_scope,omitempty"`
 	// payload and meta are the MAP message's raw JSON (meta may be empty).
-	Payload       []byte `protobuf:"bytes,12,opt,name=payload,proto3" json:"payload,omitempty"`
-	Meta          []byte `protobuf:"bytes,13,opt,name=meta,proto3" json:"meta,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Payload []byte `protobuf:"bytes,12,opt,name=payload,proto3" json:"payload,omitempty"`
+	Meta    []byte `protobuf:"bytes,13,opt,name=meta,proto3" json:"meta,omitempty"`
+	// guaranteed_seq (> 0) numbers a guaranteed message in its source's
+	// outbox to this peer; the peer dedupes by it. guaranteed_floor is the
+	// source's oldest unacknowledged seq.
+	GuaranteedSeq   uint64 `protobuf:"varint,14,opt,name=guaranteed_seq,json=guaranteedSeq,proto3" json:"guaranteed_seq,omitempty"`
+	GuaranteedFloor uint64 `protobuf:"varint,15,opt,name=guaranteed_floor,json=guaranteedFloor,proto3" json:"guaranteed_floor,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *FedEnvelope) Reset() {
 	*x = FedEnvelope{}
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +2422,7 @@ func (x *FedEnvelope) String() string {
 func (*FedEnvelope) ProtoMessage() {}
 
 func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +2435,7 @@ func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedEnvelope.ProtoReflect.Descriptor instead.
 func (*FedEnvelope) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FedEnvelope) GetSeq() uint64 {
@@ -1665,6 +2529,20 @@ func (x *FedEnvelope) GetMeta() []byte {
 	return nil
 }
 
+func (x *FedEnvelope) GetGuaranteedSeq() uint64 {
+	if x != nil {
+		return x.GuaranteedSeq
+	}
+	return 0
+}
+
+func (x *FedEnvelope) GetGuaranteedFloor() uint64 {
+	if x != nil {
+		return x.GuaranteedFloor
+	}
+	return 0
+}
+
 // FedAck answers one envelope: code 0 delivered, else a MAP error code.
 type FedAck struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -1675,14 +2553,16 @@ type FedAck struct {
 	Delivered []string `protobuf:"bytes,4,rep,name=delivered,proto3" json:"delivered,omitempty"`
 	// queued: code 0 but the message waits in a transit system's outage
 	// buffer (transitive routing with the next link down).
-	Queued        bool `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
+	Queued bool `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
+	// duplicate: a guaranteed message this system had processed already.
+	Duplicate     bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedAck) Reset() {
 	*x = FedAck{}
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +2574,7 @@ func (x *FedAck) String() string {
 func (*FedAck) ProtoMessage() {}
 
 func (x *FedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +2587,7 @@ func (x *FedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAck.ProtoReflect.Descriptor instead.
 func (*FedAck) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FedAck) GetSeq() uint64 {
@@ -1745,6 +2625,13 @@ func (x *FedAck) GetQueued() bool {
 	return false
 }
 
+func (x *FedAck) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
 type FedHello struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
@@ -1755,7 +2642,7 @@ type FedHello struct {
 
 func (x *FedHello) Reset() {
 	*x = FedHello{}
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +2654,7 @@ func (x *FedHello) String() string {
 func (*FedHello) ProtoMessage() {}
 
 func (x *FedHello) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +2667,7 @@ func (x *FedHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedHello.ProtoReflect.Descriptor instead.
 func (*FedHello) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FedHello) GetSystemId() string {
@@ -1809,7 +2696,7 @@ type FedWelcome struct {
 
 func (x *FedWelcome) Reset() {
 	*x = FedWelcome{}
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +2708,7 @@ func (x *FedWelcome) String() string {
 func (*FedWelcome) ProtoMessage() {}
 
 func (x *FedWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +2721,7 @@ func (x *FedWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedWelcome.ProtoReflect.Descriptor instead.
 func (*FedWelcome) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FedWelcome) GetSystemId() string {
@@ -1861,14 +2748,16 @@ func (x *FedWelcome) GetAddrs() []string {
 type FedDirectoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// have_version is the importer's stored version (0: send everything).
-	HaveVersion   uint64 `protobuf:"varint,1,opt,name=have_version,json=haveVersion,proto3" json:"have_version,omitempty"`
+	HaveVersion uint64 `protobuf:"varint,1,opt,name=have_version,json=haveVersion,proto3" json:"have_version,omitempty"`
+	// have_digest is the digest stored with have_version.
+	HaveDigest    []byte `protobuf:"bytes,2,opt,name=have_digest,json=haveDigest,proto3" json:"have_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedDirectoryRequest) Reset() {
 	*x = FedDirectoryRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2769,7 @@ func (x *FedDirectoryRequest) String() string {
 func (*FedDirectoryRequest) ProtoMessage() {}
 
 func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2782,7 @@ func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*FedDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FedDirectoryRequest) GetHaveVersion() uint64 {
@@ -1901,6 +2790,13 @@ func (x *FedDirectoryRequest) GetHaveVersion() uint64 {
 		return x.HaveVersion
 	}
 	return 0
+}
+
+func (x *FedDirectoryRequest) GetHaveDigest() []byte {
+	if x != nil {
+		return x.HaveDigest
+	}
+	return nil
 }
 
 type FedPing struct {
@@ -1915,7 +2811,7 @@ type FedPing struct {
 
 func (x *FedPing) Reset() {
 	*x = FedPing{}
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2823,7 @@ func (x *FedPing) String() string {
 func (*FedPing) ProtoMessage() {}
 
 func (x *FedPing) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2836,7 @@ func (x *FedPing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedPing.ProtoReflect.Descriptor instead.
 func (*FedPing) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FedPing) GetSentUnixNano() int64 {
@@ -1979,7 +2875,7 @@ type FedFrame struct {
 
 func (x *FedFrame) Reset() {
 	*x = FedFrame{}
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2887,7 @@ func (x *FedFrame) String() string {
 func (*FedFrame) ProtoMessage() {}
 
 func (x *FedFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2900,7 @@ func (x *FedFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedFrame.ProtoReflect.Descriptor instead.
 func (*FedFrame) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FedFrame) GetFrame() isFedFrame_Frame {
@@ -2147,7 +3043,7 @@ type FedBatch struct {
 
 func (x *FedBatch) Reset() {
 	*x = FedBatch{}
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +3055,7 @@ func (x *FedBatch) String() string {
 func (*FedBatch) ProtoMessage() {}
 
 func (x *FedBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +3068,7 @@ func (x *FedBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedBatch.ProtoReflect.Descriptor instead.
 func (*FedBatch) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FedBatch) GetEnvelopes() []*FedEnvelope {
@@ -2191,7 +3087,7 @@ type FedAcks struct {
 
 func (x *FedAcks) Reset() {
 	*x = FedAcks{}
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +3099,7 @@ func (x *FedAcks) String() string {
 func (*FedAcks) ProtoMessage() {}
 
 func (x *FedAcks) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +3112,7 @@ func (x *FedAcks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAcks.ProtoReflect.Descriptor instead.
 func (*FedAcks) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FedAcks) GetAcks() []*FedAck {
@@ -2240,7 +3136,7 @@ type PeerRequest struct {
 
 func (x *PeerRequest) Reset() {
 	*x = PeerRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +3148,7 @@ func (x *PeerRequest) String() string {
 func (*PeerRequest) ProtoMessage() {}
 
 func (x *PeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +3161,7 @@ func (x *PeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerRequest.ProtoReflect.Descriptor instead.
 func (*PeerRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PeerRequest) GetSecret() []byte {
@@ -2306,7 +3202,7 @@ type PeerResponse struct {
 
 func (x *PeerResponse) Reset() {
 	*x = PeerResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +3214,7 @@ func (x *PeerResponse) String() string {
 func (*PeerResponse) ProtoMessage() {}
 
 func (x *PeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +3227,7 @@ func (x *PeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerResponse.ProtoReflect.Descriptor instead.
 func (*PeerResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PeerResponse) GetSystemId() string {
@@ -2360,13 +3256,14 @@ type CreateTokenRequest struct {
 	// the defaults, 1,000 msgs / 10 MB / 1 h drop-oldest, 5 hops).
 	Buffer        *FedBufferPolicy `protobuf:"bytes,6,opt,name=buffer,proto3" json:"buffer,omitempty"`
 	MaxHops       uint32           `protobuf:"varint,7,opt,name=max_hops,json=maxHops,proto3" json:"max_hops,omitempty"`
+	Outbox        *FedOutboxPolicy `protobuf:"bytes,8,opt,name=outbox,proto3" json:"outbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +3275,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +3288,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateTokenRequest) GetPeerSystemId() string {
@@ -2443,6 +3340,13 @@ func (x *CreateTokenRequest) GetMaxHops() uint32 {
 	return 0
 }
 
+func (x *CreateTokenRequest) GetOutbox() *FedOutboxPolicy {
+	if x != nil {
+		return x.Outbox
+	}
+	return nil
+}
+
 type CreateTokenResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -2453,7 +3357,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +3369,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +3382,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateTokenResponse) GetToken() string {
@@ -2503,13 +3407,14 @@ type CreateLinkRequest struct {
 	Transitive    bool                   `protobuf:"varint,4,opt,name=transitive,proto3" json:"transitive,omitempty"`
 	MaxHops       uint32                 `protobuf:"varint,5,opt,name=max_hops,json=maxHops,proto3" json:"max_hops,omitempty"`
 	Buffer        *FedBufferPolicy       `protobuf:"bytes,6,opt,name=buffer,proto3" json:"buffer,omitempty"`
+	Outbox        *FedOutboxPolicy       `protobuf:"bytes,7,opt,name=outbox,proto3" json:"outbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateLinkRequest) Reset() {
 	*x = CreateLinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +3426,7 @@ func (x *CreateLinkRequest) String() string {
 func (*CreateLinkRequest) ProtoMessage() {}
 
 func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +3439,7 @@ func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkRequest.ProtoReflect.Descriptor instead.
 func (*CreateLinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateLinkRequest) GetToken() string {
@@ -2579,6 +3484,13 @@ func (x *CreateLinkRequest) GetBuffer() *FedBufferPolicy {
 	return nil
 }
 
+func (x *CreateLinkRequest) GetOutbox() *FedOutboxPolicy {
+	if x != nil {
+		return x.Outbox
+	}
+	return nil
+}
+
 type CreateLinkResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Link          *FedLink               `protobuf:"bytes,1,opt,name=link,proto3" json:"link,omitempty"`
@@ -2588,7 +3500,7 @@ type CreateLinkResponse struct {
 
 func (x *CreateLinkResponse) Reset() {
 	*x = CreateLinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2600,7 +3512,7 @@ func (x *CreateLinkResponse) String() string {
 func (*CreateLinkResponse) ProtoMessage() {}
 
 func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2613,7 +3525,7 @@ func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkResponse.ProtoReflect.Descriptor instead.
 func (*CreateLinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateLinkResponse) GetLink() *FedLink {
@@ -2631,7 +3543,7 @@ type ListLinksRequest struct {
 
 func (x *ListLinksRequest) Reset() {
 	*x = ListLinksRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +3555,7 @@ func (x *ListLinksRequest) String() string {
 func (*ListLinksRequest) ProtoMessage() {}
 
 func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +3568,7 @@ func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksRequest.ProtoReflect.Descriptor instead.
 func (*ListLinksRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{45}
 }
 
 // FedLinkStatus is one link as seen from the answering node.
@@ -2678,19 +3590,23 @@ type FedLinkStatus struct {
 	Reconnects      uint64 `protobuf:"varint,11,opt,name=reconnects,proto3" json:"reconnects,omitempty"`
 	ImportedVersion uint64 `protobuf:"varint,12,opt,name=imported_version,json=importedVersion,proto3" json:"imported_version,omitempty"`
 	ImportedAgents  uint32 `protobuf:"varint,13,opt,name=imported_agents,json=importedAgents,proto3" json:"imported_agents,omitempty"`
+	// outbox_depth and outbox_bytes are the replicated outbox of
+	// guaranteed messages to the peer.
+	OutboxDepth uint32 `protobuf:"varint,14,opt,name=outbox_depth,json=outboxDepth,proto3" json:"outbox_depth,omitempty"`
+	OutboxBytes uint64 `protobuf:"varint,15,opt,name=outbox_bytes,json=outboxBytes,proto3" json:"outbox_bytes,omitempty"`
 	// For links of kind map: the node holding the connection, the proxy
 	// sessions up on it, and messages from the foreign server that were
 	// refused (bad input, unknown recipient) or failed delivery.
-	HolderNodeId  string `protobuf:"bytes,14,opt,name=holder_node_id,json=holderNodeId,proto3" json:"holder_node_id,omitempty"`
-	ProxiesUp     uint32 `protobuf:"varint,15,opt,name=proxies_up,json=proxiesUp,proto3" json:"proxies_up,omitempty"`
-	InboundErrors uint64 `protobuf:"varint,16,opt,name=inbound_errors,json=inboundErrors,proto3" json:"inbound_errors,omitempty"`
+	HolderNodeId  string `protobuf:"bytes,16,opt,name=holder_node_id,json=holderNodeId,proto3" json:"holder_node_id,omitempty"`
+	ProxiesUp     uint32 `protobuf:"varint,17,opt,name=proxies_up,json=proxiesUp,proto3" json:"proxies_up,omitempty"`
+	InboundErrors uint64 `protobuf:"varint,18,opt,name=inbound_errors,json=inboundErrors,proto3" json:"inbound_errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedLinkStatus) Reset() {
 	*x = FedLinkStatus{}
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +3618,7 @@ func (x *FedLinkStatus) String() string {
 func (*FedLinkStatus) ProtoMessage() {}
 
 func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +3631,7 @@ func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkStatus.ProtoReflect.Descriptor instead.
 func (*FedLinkStatus) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *FedLinkStatus) GetLink() *FedLink {
@@ -2809,6 +3725,20 @@ func (x *FedLinkStatus) GetImportedAgents() uint32 {
 	return 0
 }
 
+func (x *FedLinkStatus) GetOutboxDepth() uint32 {
+	if x != nil {
+		return x.OutboxDepth
+	}
+	return 0
+}
+
+func (x *FedLinkStatus) GetOutboxBytes() uint64 {
+	if x != nil {
+		return x.OutboxBytes
+	}
+	return 0
+}
+
 func (x *FedLinkStatus) GetHolderNodeId() string {
 	if x != nil {
 		return x.HolderNodeId
@@ -2831,17 +3761,19 @@ func (x *FedLinkStatus) GetInboundErrors() uint64 {
 }
 
 type ListLinksResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
-	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Links         []*FedLinkStatus       `protobuf:"bytes,3,rep,name=links,proto3" json:"links,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	SystemId string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	NodeId   string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Links    []*FedLinkStatus       `protobuf:"bytes,3,rep,name=links,proto3" json:"links,omitempty"`
+	// pending_unlinks are links removed here whose peer has not confirmed.
+	PendingUnlinks []*FedPendingUnlink `protobuf:"bytes,4,rep,name=pending_unlinks,json=pendingUnlinks,proto3" json:"pending_unlinks,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListLinksResponse) Reset() {
 	*x = ListLinksResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[35]
+	mi := &file_concord_v1_federation_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +3785,7 @@ func (x *ListLinksResponse) String() string {
 func (*ListLinksResponse) ProtoMessage() {}
 
 func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[35]
+	mi := &file_concord_v1_federation_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +3798,7 @@ func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksResponse.ProtoReflect.Descriptor instead.
 func (*ListLinksResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{35}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListLinksResponse) GetSystemId() string {
@@ -2890,16 +3822,26 @@ func (x *ListLinksResponse) GetLinks() []*FedLinkStatus {
 	return nil
 }
 
+func (x *ListLinksResponse) GetPendingUnlinks() []*FedPendingUnlink {
+	if x != nil {
+		return x.PendingUnlinks
+	}
+	return nil
+}
+
 type UnlinkRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	// force drops a pending unlink (the peer is gone for good) without
+	// waiting for its confirmation.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UnlinkRequest) Reset() {
 	*x = UnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[36]
+	mi := &file_concord_v1_federation_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2911,7 +3853,7 @@ func (x *UnlinkRequest) String() string {
 func (*UnlinkRequest) ProtoMessage() {}
 
 func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[36]
+	mi := &file_concord_v1_federation_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2924,7 +3866,7 @@ func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkRequest.ProtoReflect.Descriptor instead.
 func (*UnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{36}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UnlinkRequest) GetPeerSystemId() string {
@@ -2934,19 +3876,32 @@ func (x *UnlinkRequest) GetPeerSystemId() string {
 	return ""
 }
 
+func (x *UnlinkRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 type UnlinkResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// peer_notified: the peer removed its side too; else peer_error says
-	// why not (its side stays until unlinked there).
-	PeerNotified  bool   `protobuf:"varint,1,opt,name=peer_notified,json=peerNotified,proto3" json:"peer_notified,omitempty"`
-	PeerError     string `protobuf:"bytes,2,opt,name=peer_error,json=peerError,proto3" json:"peer_error,omitempty"`
+	// why not.
+	PeerNotified bool   `protobuf:"varint,1,opt,name=peer_notified,json=peerNotified,proto3" json:"peer_notified,omitempty"`
+	PeerError    string `protobuf:"bytes,2,opt,name=peer_error,json=peerError,proto3" json:"peer_error,omitempty"`
+	// pending: the peer was not reached; this system retries until it
+	// confirms (see ListLinksResponse.pending_unlinks).
+	Pending bool `protobuf:"varint,3,opt,name=pending,proto3" json:"pending,omitempty"`
+	// map_link: the link was of kind map; a foreign MAP server keeps no side
+	// to tell.
+	MapLink       bool `protobuf:"varint,4,opt,name=map_link,json=mapLink,proto3" json:"map_link,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UnlinkResponse) Reset() {
 	*x = UnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[37]
+	mi := &file_concord_v1_federation_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2958,7 +3913,7 @@ func (x *UnlinkResponse) String() string {
 func (*UnlinkResponse) ProtoMessage() {}
 
 func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[37]
+	mi := &file_concord_v1_federation_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2971,7 +3926,7 @@ func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkResponse.ProtoReflect.Descriptor instead.
 func (*UnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{37}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UnlinkResponse) GetPeerNotified() bool {
@@ -2988,6 +3943,20 @@ func (x *UnlinkResponse) GetPeerError() string {
 	return ""
 }
 
+func (x *UnlinkResponse) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
+func (x *UnlinkResponse) GetMapLink() bool {
+	if x != nil {
+		return x.MapLink
+	}
+	return false
+}
+
 type PeerUnlinkRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
@@ -2997,7 +3966,7 @@ type PeerUnlinkRequest struct {
 
 func (x *PeerUnlinkRequest) Reset() {
 	*x = PeerUnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[38]
+	mi := &file_concord_v1_federation_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3009,7 +3978,7 @@ func (x *PeerUnlinkRequest) String() string {
 func (*PeerUnlinkRequest) ProtoMessage() {}
 
 func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[38]
+	mi := &file_concord_v1_federation_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3022,7 +3991,7 @@ func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkRequest.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{38}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PeerUnlinkRequest) GetSystemId() string {
@@ -3040,7 +4009,7 @@ type PeerUnlinkResponse struct {
 
 func (x *PeerUnlinkResponse) Reset() {
 	*x = PeerUnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[39]
+	mi := &file_concord_v1_federation_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +4021,7 @@ func (x *PeerUnlinkResponse) String() string {
 func (*PeerUnlinkResponse) ProtoMessage() {}
 
 func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[39]
+	mi := &file_concord_v1_federation_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3065,7 +4034,7 @@ func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkResponse.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{39}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{51}
 }
 
 type CreateMapLinkRequest struct {
@@ -3085,7 +4054,7 @@ type CreateMapLinkRequest struct {
 
 func (x *CreateMapLinkRequest) Reset() {
 	*x = CreateMapLinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[40]
+	mi := &file_concord_v1_federation_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3097,7 +4066,7 @@ func (x *CreateMapLinkRequest) String() string {
 func (*CreateMapLinkRequest) ProtoMessage() {}
 
 func (x *CreateMapLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[40]
+	mi := &file_concord_v1_federation_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3110,7 +4079,7 @@ func (x *CreateMapLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMapLinkRequest.ProtoReflect.Descriptor instead.
 func (*CreateMapLinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{40}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreateMapLinkRequest) GetSystemId() string {
@@ -3179,7 +4148,7 @@ type MapForwardRequest struct {
 
 func (x *MapForwardRequest) Reset() {
 	*x = MapForwardRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[41]
+	mi := &file_concord_v1_federation_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +4160,7 @@ func (x *MapForwardRequest) String() string {
 func (*MapForwardRequest) ProtoMessage() {}
 
 func (x *MapForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[41]
+	mi := &file_concord_v1_federation_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +4173,7 @@ func (x *MapForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MapForwardRequest.ProtoReflect.Descriptor instead.
 func (*MapForwardRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{41}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MapForwardRequest) GetPeerSystemId() string {
@@ -3231,7 +4200,7 @@ type MapForwardResponse struct {
 
 func (x *MapForwardResponse) Reset() {
 	*x = MapForwardResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[42]
+	mi := &file_concord_v1_federation_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3243,7 +4212,7 @@ func (x *MapForwardResponse) String() string {
 func (*MapForwardResponse) ProtoMessage() {}
 
 func (x *MapForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[42]
+	mi := &file_concord_v1_federation_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3256,7 +4225,7 @@ func (x *MapForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MapForwardResponse.ProtoReflect.Descriptor instead.
 func (*MapForwardResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{42}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *MapForwardResponse) GetAcks() []*FedAck {
@@ -3280,7 +4249,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\x12\x1c\n" +
 	"\n" +
 	"max_age_ms\x18\x03 \x01(\x03R\bmaxAgeMs\x123\n" +
-	"\boverflow\x18\x04 \x01(\x0e2\x17.concord.v1.FedOverflowR\boverflow\"\xd5\x03\n" +
+	"\boverflow\x18\x04 \x01(\x0e2\x17.concord.v1.FedOverflowR\boverflow\"\x8a\x04\n" +
 	"\aFedLink\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x1d\n" +
 	"\n" +
@@ -3295,9 +4264,16 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06buffer\x18\b \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\x12\"\n" +
 	"\rcreated_at_ms\x18\t \x01(\x03R\vcreatedAtMs\x12\x1c\n" +
 	"\tinitiator\x18\n" +
-	" \x01(\bR\tinitiator\x12+\n" +
-	"\x04kind\x18\v \x01(\x0e2\x17.concord.v1.FedLinkKindR\x04kind\x12(\n" +
-	"\x03map\x18\f \x01(\v2\x16.concord.v1.FedMapLinkR\x03map\"\xaa\x01\n" +
+	" \x01(\bR\tinitiator\x123\n" +
+	"\x06outbox\x18\v \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\x12+\n" +
+	"\x04kind\x18\f \x01(\x0e2\x17.concord.v1.FedLinkKindR\x04kind\x12(\n" +
+	"\x03map\x18\r \x01(\v2\x16.concord.v1.FedMapLinkR\x03map\"q\n" +
+	"\x0fFedOutboxPolicy\x12\x1e\n" +
+	"\n" +
+	"guaranteed\x18\x01 \x01(\bR\n" +
+	"guaranteed\x12!\n" +
+	"\fmax_messages\x18\x02 \x01(\rR\vmaxMessages\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x04R\bmaxBytes\"\xaa\x01\n" +
 	"\n" +
 	"FedMapLink\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12*\n" +
@@ -3315,7 +4291,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12 \n" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12\x12\n" +
-	"\x04tags\x18\x06 \x03(\tR\x04tags\"\xdd\x02\n" +
+	"\x04tags\x18\x06 \x03(\tR\x04tags\"\x92\x03\n" +
 	"\x0eFedTokenRecord\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x1f\n" +
 	"\vsecret_hash\x18\x02 \x01(\fR\n" +
@@ -3328,16 +4304,47 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"transitive\x18\a \x01(\bR\n" +
 	"transitive\x123\n" +
 	"\x06buffer\x18\b \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\x12\x19\n" +
-	"\bmax_hops\x18\t \x01(\rR\amaxHops\"\x81\x01\n" +
+	"\bmax_hops\x18\t \x01(\rR\amaxHops\x123\n" +
+	"\x06outbox\x18\n" +
+	" \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\"\x99\x01\n" +
 	"\vFedImported\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x122\n" +
-	"\x06agents\x18\x03 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\x06agents\"\xb3\x01\n" +
+	"\x06agents\x18\x03 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\x06agents\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\"}\n" +
+	"\x0eFedOutboxEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x123\n" +
+	"\benvelope\x18\x02 \x01(\v2\x17.concord.v1.FedEnvelopeR\benvelope\x12$\n" +
+	"\x0eaccepted_at_ms\x18\x03 \x01(\x03R\facceptedAtMs\"\x98\x01\n" +
+	"\tFedOutbox\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x19\n" +
+	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\x124\n" +
+	"\aentries\x18\x03 \x03(\v2\x1a.concord.v1.FedOutboxEntryR\aentries\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"^\n" +
+	"\bFedInbox\x12(\n" +
+	"\x10source_system_id\x18\x01 \x01(\tR\x0esourceSystemId\x12\x14\n" +
+	"\x05floor\x18\x02 \x01(\x04R\x05floor\x12\x12\n" +
+	"\x04seen\x18\x03 \x03(\x04R\x04seen\"_\n" +
+	"\x10FedPendingUnlink\x12'\n" +
+	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\x12\"\n" +
+	"\rremoved_at_ms\x18\x02 \x01(\x03R\vremovedAtMs\"\xcf\x03\n" +
 	"\x11FedSnapshotRecord\x12)\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkH\x00R\x04link\x122\n" +
 	"\x05token\x18\x02 \x01(\v2\x1a.concord.v1.FedTokenRecordH\x00R\x05token\x125\n" +
-	"\bimported\x18\x03 \x01(\v2\x17.concord.v1.FedImportedH\x00R\bimportedB\b\n" +
-	"\x06record\"f\n" +
+	"\bimported\x18\x03 \x01(\v2\x17.concord.v1.FedImportedH\x00R\bimported\x12/\n" +
+	"\x06outbox\x18\x04 \x01(\v2\x15.concord.v1.FedOutboxH\x00R\x06outbox\x12,\n" +
+	"\x05inbox\x18\x05 \x01(\v2\x14.concord.v1.FedInboxH\x00R\x05inbox\x12E\n" +
+	"\x0epending_unlink\x18\x06 \x01(\v2\x1c.concord.v1.FedPendingUnlinkH\x00R\rpendingUnlink\x129\n" +
+	"\astaging\x18\a \x01(\v2\x1d.concord.v1.FedDirectoryApplyH\x00R\astaging\x129\n" +
+	"\agateway\x18\n" +
+	" \x01(\v2\x1d.concord.v1.FedGatewayBindingH\x00R\agatewayB\b\n" +
+	"\x06record\"\x96\x01\n" +
+	"\x11FedGatewayBinding\x12\x1b\n" +
+	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12%\n" +
+	"\x0eparticipant_id\x18\x03 \x01(\tR\rparticipantId\x12\x1e\n" +
+	"\vbound_at_ms\x18\x04 \x01(\x03R\tboundAtMs\"f\n" +
 	"\x0eFedTokenCreate\x120\n" +
 	"\x05token\x18\x01 \x01(\v2\x1a.concord.v1.FedTokenRecordR\x05token\x12\"\n" +
 	"\rcreated_at_ms\x18\x02 \x01(\x03R\vcreatedAtMs\"z\n" +
@@ -3345,19 +4352,42 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"FedLinkPut\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\x12,\n" +
 	"\x12redeem_secret_hash\x18\x02 \x01(\fR\x10redeemSecretHash\x12\x15\n" +
-	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"5\n" +
+	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"m\n" +
 	"\rFedLinkRemove\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x1f\n" +
+	"\vnotify_peer\x18\x02 \x01(\bR\n" +
+	"notifyPeer\x12\x15\n" +
+	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"\x80\x01\n" +
+	"\fFedOutboxPut\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x123\n" +
+	"\benvelope\x18\x02 \x01(\v2\x17.concord.v1.FedEnvelopeR\benvelope\x12\x15\n" +
+	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"\\\n" +
+	"\fFedOutboxAck\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12&\n" +
+	"\x04acks\x18\x02 \x03(\v2\x12.concord.v1.FedAckR\x04acks\"b\n" +
+	"\fFedInboxMark\x12(\n" +
+	"\x10source_system_id\x18\x01 \x01(\tR\x0esourceSystemId\x12\x12\n" +
+	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\x12\x14\n" +
+	"\x05floor\x18\x03 \x01(\x04R\x05floor\"J\n" +
+	"\x11FedDirectoryChunk\x125\n" +
+	"\x06update\x18\x01 \x01(\v2\x1d.concord.v1.FedDirectoryApplyR\x06update\"5\n" +
+	"\rFedUnlinkDone\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\"J\n" +
 	"\fFedLinkAddrs\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x14\n" +
-	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\xda\x01\n" +
+	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\x9c\x02\n" +
 	"\x11FedDirectoryApply\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12!\n" +
 	"\fbase_version\x18\x02 \x01(\x04R\vbaseVersion\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x12\n" +
 	"\x04full\x18\x04 \x01(\bR\x04full\x124\n" +
 	"\aupserts\x18\x05 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\aupserts\x12\x18\n" +
-	"\aremoves\x18\x06 \x03(\tR\aremoves\"8\n" +
+	"\aremoves\x18\x06 \x03(\tR\aremoves\x12\x14\n" +
+	"\x05chunk\x18\a \x01(\rR\x05chunk\x12\x12\n" +
+	"\x04more\x18\b \x01(\bR\x04more\x12\x16\n" +
+	"\x06digest\x18\t \x01(\fR\x06digest\"I\n" +
+	"\x0eFedGatewayBind\x127\n" +
+	"\abinding\x18\x01 \x01(\v2\x1d.concord.v1.FedGatewayBindingR\abinding\"8\n" +
 	"\rFedMapLinkPut\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\"l\n" +
 	"\fFedMapHolder\x12$\n" +
@@ -3376,7 +4406,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06ca_pem\x18\x03 \x01(\fR\x05caPem\x12\x16\n" +
 	"\x06secret\x18\x04 \x01(\fR\x06secret\x12\"\n" +
 	"\rexpires_at_ms\x18\x05 \x01(\x03R\vexpiresAtMs\x12$\n" +
-	"\x0epeer_system_id\x18\x06 \x01(\tR\fpeerSystemId\"\xee\x02\n" +
+	"\x0epeer_system_id\x18\x06 \x01(\tR\fpeerSystemId\"\xc0\x03\n" +
 	"\vFedEnvelope\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12#\n" +
 	"\rsource_system\x18\x02 \x01(\tR\fsourceSystem\x12#\n" +
@@ -3393,13 +4423,16 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	" \x01(\tR\atoAgent\x12\x19\n" +
 	"\bto_scope\x18\v \x01(\tR\atoScope\x12\x18\n" +
 	"\apayload\x18\f \x01(\fR\apayload\x12\x12\n" +
-	"\x04meta\x18\r \x01(\fR\x04meta\"~\n" +
+	"\x04meta\x18\r \x01(\fR\x04meta\x12%\n" +
+	"\x0eguaranteed_seq\x18\x0e \x01(\x04R\rguaranteedSeq\x12)\n" +
+	"\x10guaranteed_floor\x18\x0f \x01(\x04R\x0fguaranteedFloor\"\x9c\x01\n" +
 	"\x06FedAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1c\n" +
 	"\tdelivered\x18\x04 \x03(\tR\tdelivered\x12\x16\n" +
-	"\x06queued\x18\x05 \x01(\bR\x06queued\"@\n" +
+	"\x06queued\x18\x05 \x01(\bR\x06queued\x12\x1c\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"@\n" +
 	"\bFedHello\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"X\n" +
@@ -3407,9 +4440,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"FedWelcome\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x14\n" +
-	"\x05addrs\x18\x03 \x03(\tR\x05addrs\"8\n" +
+	"\x05addrs\x18\x03 \x03(\tR\x05addrs\"Y\n" +
 	"\x13FedDirectoryRequest\x12!\n" +
-	"\fhave_version\x18\x01 \x01(\x04R\vhaveVersion\"E\n" +
+	"\fhave_version\x18\x01 \x01(\x04R\vhaveVersion\x12\x1f\n" +
+	"\vhave_digest\x18\x02 \x01(\fR\n" +
+	"haveDigest\"E\n" +
 	"\aFedPing\x12$\n" +
 	"\x0esent_unix_nano\x18\x01 \x01(\x03R\fsentUnixNano\x12\x14\n" +
 	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\xa8\x03\n" +
@@ -3436,7 +4471,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06ca_pem\x18\x04 \x01(\fR\x05caPem\"A\n" +
 	"\fPeerResponse\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x14\n" +
-	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\x9f\x02\n" +
+	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"\xd4\x02\n" +
 	"\x12CreateTokenRequest\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12-\n" +
@@ -3446,10 +4481,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"transitive\x18\x05 \x01(\bR\n" +
 	"transitive\x123\n" +
 	"\x06buffer\x18\x06 \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\x12\x19\n" +
-	"\bmax_hops\x18\a \x01(\rR\amaxHops\"O\n" +
+	"\bmax_hops\x18\a \x01(\rR\amaxHops\x123\n" +
+	"\x06outbox\x18\b \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\"O\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\"\n" +
-	"\rexpires_at_ms\x18\x02 \x01(\x03R\vexpiresAtMs\"\xf7\x01\n" +
+	"\rexpires_at_ms\x18\x02 \x01(\x03R\vexpiresAtMs\"\xac\x02\n" +
 	"\x11CreateLinkRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12-\n" +
 	"\x06export\x18\x02 \x01(\v2\x15.concord.v1.FedPolicyR\x06export\x12-\n" +
@@ -3458,10 +4494,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"transitive\x18\x04 \x01(\bR\n" +
 	"transitive\x12\x19\n" +
 	"\bmax_hops\x18\x05 \x01(\rR\amaxHops\x123\n" +
-	"\x06buffer\x18\x06 \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\"=\n" +
+	"\x06buffer\x18\x06 \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\x123\n" +
+	"\x06outbox\x18\a \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\"=\n" +
 	"\x12CreateLinkResponse\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\"\x12\n" +
-	"\x10ListLinksRequest\"\x93\x04\n" +
+	"\x10ListLinksRequest\"\xd9\x04\n" +
 	"\rFedLinkStatus\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1d\n" +
@@ -3481,21 +4518,27 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"reconnects\x18\v \x01(\x04R\n" +
 	"reconnects\x12)\n" +
 	"\x10imported_version\x18\f \x01(\x04R\x0fimportedVersion\x12'\n" +
-	"\x0fimported_agents\x18\r \x01(\rR\x0eimportedAgents\x12$\n" +
-	"\x0eholder_node_id\x18\x0e \x01(\tR\fholderNodeId\x12\x1d\n" +
+	"\x0fimported_agents\x18\r \x01(\rR\x0eimportedAgents\x12!\n" +
+	"\foutbox_depth\x18\x0e \x01(\rR\voutboxDepth\x12!\n" +
+	"\foutbox_bytes\x18\x0f \x01(\x04R\voutboxBytes\x12$\n" +
+	"\x0eholder_node_id\x18\x10 \x01(\tR\fholderNodeId\x12\x1d\n" +
 	"\n" +
-	"proxies_up\x18\x0f \x01(\rR\tproxiesUp\x12%\n" +
-	"\x0einbound_errors\x18\x10 \x01(\x04R\rinboundErrors\"z\n" +
+	"proxies_up\x18\x11 \x01(\rR\tproxiesUp\x12%\n" +
+	"\x0einbound_errors\x18\x12 \x01(\x04R\rinboundErrors\"\xc1\x01\n" +
 	"\x11ListLinksResponse\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12/\n" +
-	"\x05links\x18\x03 \x03(\v2\x19.concord.v1.FedLinkStatusR\x05links\"5\n" +
+	"\x05links\x18\x03 \x03(\v2\x19.concord.v1.FedLinkStatusR\x05links\x12E\n" +
+	"\x0fpending_unlinks\x18\x04 \x03(\v2\x1c.concord.v1.FedPendingUnlinkR\x0ependingUnlinks\"K\n" +
 	"\rUnlinkRequest\x12$\n" +
-	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\"T\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\x89\x01\n" +
 	"\x0eUnlinkResponse\x12#\n" +
 	"\rpeer_notified\x18\x01 \x01(\bR\fpeerNotified\x12\x1d\n" +
 	"\n" +
-	"peer_error\x18\x02 \x01(\tR\tpeerError\"0\n" +
+	"peer_error\x18\x02 \x01(\tR\tpeerError\x12\x18\n" +
+	"\apending\x18\x03 \x01(\bR\apending\x12\x19\n" +
+	"\bmap_link\x18\x04 \x01(\bR\amapLink\"0\n" +
 	"\x11PeerUnlinkRequest\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\"\x14\n" +
 	"\x12PeerUnlinkResponse\"\xb6\x02\n" +
@@ -3556,7 +4599,7 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_concord_v1_federation_proto_goTypes = []any{
 	(FedPolicyKind)(0),           // 0: concord.v1.FedPolicyKind
 	(FedOverflow)(0),             // 1: concord.v1.FedOverflow
@@ -3564,46 +4607,58 @@ var file_concord_v1_federation_proto_goTypes = []any{
 	(*FedPolicy)(nil),            // 3: concord.v1.FedPolicy
 	(*FedBufferPolicy)(nil),      // 4: concord.v1.FedBufferPolicy
 	(*FedLink)(nil),              // 5: concord.v1.FedLink
-	(*FedMapLink)(nil),           // 6: concord.v1.FedMapLink
-	(*FedMapAuth)(nil),           // 7: concord.v1.FedMapAuth
-	(*FedRemoteAgent)(nil),       // 8: concord.v1.FedRemoteAgent
-	(*FedTokenRecord)(nil),       // 9: concord.v1.FedTokenRecord
-	(*FedImported)(nil),          // 10: concord.v1.FedImported
-	(*FedSnapshotRecord)(nil),    // 11: concord.v1.FedSnapshotRecord
-	(*FedTokenCreate)(nil),       // 12: concord.v1.FedTokenCreate
-	(*FedLinkPut)(nil),           // 13: concord.v1.FedLinkPut
-	(*FedLinkRemove)(nil),        // 14: concord.v1.FedLinkRemove
-	(*FedLinkAddrs)(nil),         // 15: concord.v1.FedLinkAddrs
-	(*FedDirectoryApply)(nil),    // 16: concord.v1.FedDirectoryApply
-	(*FedMapLinkPut)(nil),        // 17: concord.v1.FedMapLinkPut
-	(*FedMapHolder)(nil),         // 18: concord.v1.FedMapHolder
-	(*FedMapDirectory)(nil),      // 19: concord.v1.FedMapDirectory
-	(*FedToken)(nil),             // 20: concord.v1.FedToken
-	(*FedEnvelope)(nil),          // 21: concord.v1.FedEnvelope
-	(*FedAck)(nil),               // 22: concord.v1.FedAck
-	(*FedHello)(nil),             // 23: concord.v1.FedHello
-	(*FedWelcome)(nil),           // 24: concord.v1.FedWelcome
-	(*FedDirectoryRequest)(nil),  // 25: concord.v1.FedDirectoryRequest
-	(*FedPing)(nil),              // 26: concord.v1.FedPing
-	(*FedFrame)(nil),             // 27: concord.v1.FedFrame
-	(*FedBatch)(nil),             // 28: concord.v1.FedBatch
-	(*FedAcks)(nil),              // 29: concord.v1.FedAcks
-	(*PeerRequest)(nil),          // 30: concord.v1.PeerRequest
-	(*PeerResponse)(nil),         // 31: concord.v1.PeerResponse
-	(*CreateTokenRequest)(nil),   // 32: concord.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),  // 33: concord.v1.CreateTokenResponse
-	(*CreateLinkRequest)(nil),    // 34: concord.v1.CreateLinkRequest
-	(*CreateLinkResponse)(nil),   // 35: concord.v1.CreateLinkResponse
-	(*ListLinksRequest)(nil),     // 36: concord.v1.ListLinksRequest
-	(*FedLinkStatus)(nil),        // 37: concord.v1.FedLinkStatus
-	(*ListLinksResponse)(nil),    // 38: concord.v1.ListLinksResponse
-	(*UnlinkRequest)(nil),        // 39: concord.v1.UnlinkRequest
-	(*UnlinkResponse)(nil),       // 40: concord.v1.UnlinkResponse
-	(*PeerUnlinkRequest)(nil),    // 41: concord.v1.PeerUnlinkRequest
-	(*PeerUnlinkResponse)(nil),   // 42: concord.v1.PeerUnlinkResponse
-	(*CreateMapLinkRequest)(nil), // 43: concord.v1.CreateMapLinkRequest
-	(*MapForwardRequest)(nil),    // 44: concord.v1.MapForwardRequest
-	(*MapForwardResponse)(nil),   // 45: concord.v1.MapForwardResponse
+	(*FedOutboxPolicy)(nil),      // 6: concord.v1.FedOutboxPolicy
+	(*FedMapLink)(nil),           // 7: concord.v1.FedMapLink
+	(*FedMapAuth)(nil),           // 8: concord.v1.FedMapAuth
+	(*FedRemoteAgent)(nil),       // 9: concord.v1.FedRemoteAgent
+	(*FedTokenRecord)(nil),       // 10: concord.v1.FedTokenRecord
+	(*FedImported)(nil),          // 11: concord.v1.FedImported
+	(*FedOutboxEntry)(nil),       // 12: concord.v1.FedOutboxEntry
+	(*FedOutbox)(nil),            // 13: concord.v1.FedOutbox
+	(*FedInbox)(nil),             // 14: concord.v1.FedInbox
+	(*FedPendingUnlink)(nil),     // 15: concord.v1.FedPendingUnlink
+	(*FedSnapshotRecord)(nil),    // 16: concord.v1.FedSnapshotRecord
+	(*FedGatewayBinding)(nil),    // 17: concord.v1.FedGatewayBinding
+	(*FedTokenCreate)(nil),       // 18: concord.v1.FedTokenCreate
+	(*FedLinkPut)(nil),           // 19: concord.v1.FedLinkPut
+	(*FedLinkRemove)(nil),        // 20: concord.v1.FedLinkRemove
+	(*FedOutboxPut)(nil),         // 21: concord.v1.FedOutboxPut
+	(*FedOutboxAck)(nil),         // 22: concord.v1.FedOutboxAck
+	(*FedInboxMark)(nil),         // 23: concord.v1.FedInboxMark
+	(*FedDirectoryChunk)(nil),    // 24: concord.v1.FedDirectoryChunk
+	(*FedUnlinkDone)(nil),        // 25: concord.v1.FedUnlinkDone
+	(*FedLinkAddrs)(nil),         // 26: concord.v1.FedLinkAddrs
+	(*FedDirectoryApply)(nil),    // 27: concord.v1.FedDirectoryApply
+	(*FedGatewayBind)(nil),       // 28: concord.v1.FedGatewayBind
+	(*FedMapLinkPut)(nil),        // 29: concord.v1.FedMapLinkPut
+	(*FedMapHolder)(nil),         // 30: concord.v1.FedMapHolder
+	(*FedMapDirectory)(nil),      // 31: concord.v1.FedMapDirectory
+	(*FedToken)(nil),             // 32: concord.v1.FedToken
+	(*FedEnvelope)(nil),          // 33: concord.v1.FedEnvelope
+	(*FedAck)(nil),               // 34: concord.v1.FedAck
+	(*FedHello)(nil),             // 35: concord.v1.FedHello
+	(*FedWelcome)(nil),           // 36: concord.v1.FedWelcome
+	(*FedDirectoryRequest)(nil),  // 37: concord.v1.FedDirectoryRequest
+	(*FedPing)(nil),              // 38: concord.v1.FedPing
+	(*FedFrame)(nil),             // 39: concord.v1.FedFrame
+	(*FedBatch)(nil),             // 40: concord.v1.FedBatch
+	(*FedAcks)(nil),              // 41: concord.v1.FedAcks
+	(*PeerRequest)(nil),          // 42: concord.v1.PeerRequest
+	(*PeerResponse)(nil),         // 43: concord.v1.PeerResponse
+	(*CreateTokenRequest)(nil),   // 44: concord.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),  // 45: concord.v1.CreateTokenResponse
+	(*CreateLinkRequest)(nil),    // 46: concord.v1.CreateLinkRequest
+	(*CreateLinkResponse)(nil),   // 47: concord.v1.CreateLinkResponse
+	(*ListLinksRequest)(nil),     // 48: concord.v1.ListLinksRequest
+	(*FedLinkStatus)(nil),        // 49: concord.v1.FedLinkStatus
+	(*ListLinksResponse)(nil),    // 50: concord.v1.ListLinksResponse
+	(*UnlinkRequest)(nil),        // 51: concord.v1.UnlinkRequest
+	(*UnlinkResponse)(nil),       // 52: concord.v1.UnlinkResponse
+	(*PeerUnlinkRequest)(nil),    // 53: concord.v1.PeerUnlinkRequest
+	(*PeerUnlinkResponse)(nil),   // 54: concord.v1.PeerUnlinkResponse
+	(*CreateMapLinkRequest)(nil), // 55: concord.v1.CreateMapLinkRequest
+	(*MapForwardRequest)(nil),    // 56: concord.v1.MapForwardRequest
+	(*MapForwardResponse)(nil),   // 57: concord.v1.MapForwardResponse
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
@@ -3611,69 +4666,86 @@ var file_concord_v1_federation_proto_depIdxs = []int32{
 	3,  // 2: concord.v1.FedLink.export:type_name -> concord.v1.FedPolicy
 	3,  // 3: concord.v1.FedLink.import:type_name -> concord.v1.FedPolicy
 	4,  // 4: concord.v1.FedLink.buffer:type_name -> concord.v1.FedBufferPolicy
-	2,  // 5: concord.v1.FedLink.kind:type_name -> concord.v1.FedLinkKind
-	6,  // 6: concord.v1.FedLink.map:type_name -> concord.v1.FedMapLink
-	7,  // 7: concord.v1.FedMapLink.auth:type_name -> concord.v1.FedMapAuth
-	3,  // 8: concord.v1.FedTokenRecord.export:type_name -> concord.v1.FedPolicy
-	3,  // 9: concord.v1.FedTokenRecord.import:type_name -> concord.v1.FedPolicy
-	4,  // 10: concord.v1.FedTokenRecord.buffer:type_name -> concord.v1.FedBufferPolicy
-	8,  // 11: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
-	5,  // 12: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
-	9,  // 13: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
-	10, // 14: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
-	9,  // 15: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
-	5,  // 16: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
-	8,  // 17: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
-	5,  // 18: concord.v1.FedMapLinkPut.link:type_name -> concord.v1.FedLink
-	8,  // 19: concord.v1.FedMapDirectory.agents:type_name -> concord.v1.FedRemoteAgent
-	23, // 20: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
-	24, // 21: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
-	28, // 22: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
-	29, // 23: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
-	25, // 24: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
-	16, // 25: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
-	26, // 26: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
-	26, // 27: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
-	21, // 28: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
-	22, // 29: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
-	3,  // 30: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
-	3,  // 31: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
-	4,  // 32: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	3,  // 33: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
-	3,  // 34: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
-	4,  // 35: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	5,  // 36: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
-	5,  // 37: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
-	37, // 38: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
-	7,  // 39: concord.v1.CreateMapLinkRequest.auth:type_name -> concord.v1.FedMapAuth
-	3,  // 40: concord.v1.CreateMapLinkRequest.export:type_name -> concord.v1.FedPolicy
-	3,  // 41: concord.v1.CreateMapLinkRequest.import:type_name -> concord.v1.FedPolicy
-	4,  // 42: concord.v1.CreateMapLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	21, // 43: concord.v1.MapForwardRequest.envelopes:type_name -> concord.v1.FedEnvelope
-	22, // 44: concord.v1.MapForwardResponse.acks:type_name -> concord.v1.FedAck
-	30, // 45: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
-	27, // 46: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	41, // 47: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
-	32, // 48: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	34, // 49: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	36, // 50: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	39, // 51: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	43, // 52: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
-	44, // 53: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
-	31, // 54: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	27, // 55: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	42, // 56: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
-	33, // 57: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	35, // 58: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	38, // 59: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	40, // 60: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	35, // 61: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
-	45, // 62: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
-	54, // [54:63] is the sub-list for method output_type
-	45, // [45:54] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	6,  // 5: concord.v1.FedLink.outbox:type_name -> concord.v1.FedOutboxPolicy
+	2,  // 6: concord.v1.FedLink.kind:type_name -> concord.v1.FedLinkKind
+	7,  // 7: concord.v1.FedLink.map:type_name -> concord.v1.FedMapLink
+	8,  // 8: concord.v1.FedMapLink.auth:type_name -> concord.v1.FedMapAuth
+	3,  // 9: concord.v1.FedTokenRecord.export:type_name -> concord.v1.FedPolicy
+	3,  // 10: concord.v1.FedTokenRecord.import:type_name -> concord.v1.FedPolicy
+	4,  // 11: concord.v1.FedTokenRecord.buffer:type_name -> concord.v1.FedBufferPolicy
+	6,  // 12: concord.v1.FedTokenRecord.outbox:type_name -> concord.v1.FedOutboxPolicy
+	9,  // 13: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
+	33, // 14: concord.v1.FedOutboxEntry.envelope:type_name -> concord.v1.FedEnvelope
+	12, // 15: concord.v1.FedOutbox.entries:type_name -> concord.v1.FedOutboxEntry
+	5,  // 16: concord.v1.FedPendingUnlink.link:type_name -> concord.v1.FedLink
+	5,  // 17: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
+	10, // 18: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
+	11, // 19: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
+	13, // 20: concord.v1.FedSnapshotRecord.outbox:type_name -> concord.v1.FedOutbox
+	14, // 21: concord.v1.FedSnapshotRecord.inbox:type_name -> concord.v1.FedInbox
+	15, // 22: concord.v1.FedSnapshotRecord.pending_unlink:type_name -> concord.v1.FedPendingUnlink
+	27, // 23: concord.v1.FedSnapshotRecord.staging:type_name -> concord.v1.FedDirectoryApply
+	17, // 24: concord.v1.FedSnapshotRecord.gateway:type_name -> concord.v1.FedGatewayBinding
+	10, // 25: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
+	5,  // 26: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
+	33, // 27: concord.v1.FedOutboxPut.envelope:type_name -> concord.v1.FedEnvelope
+	34, // 28: concord.v1.FedOutboxAck.acks:type_name -> concord.v1.FedAck
+	27, // 29: concord.v1.FedDirectoryChunk.update:type_name -> concord.v1.FedDirectoryApply
+	9,  // 30: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
+	17, // 31: concord.v1.FedGatewayBind.binding:type_name -> concord.v1.FedGatewayBinding
+	5,  // 32: concord.v1.FedMapLinkPut.link:type_name -> concord.v1.FedLink
+	9,  // 33: concord.v1.FedMapDirectory.agents:type_name -> concord.v1.FedRemoteAgent
+	35, // 34: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
+	36, // 35: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
+	40, // 36: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
+	41, // 37: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
+	37, // 38: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
+	27, // 39: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
+	38, // 40: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
+	38, // 41: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
+	33, // 42: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
+	34, // 43: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
+	3,  // 44: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 45: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 46: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	6,  // 47: concord.v1.CreateTokenRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
+	3,  // 48: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 49: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 50: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	6,  // 51: concord.v1.CreateLinkRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
+	5,  // 52: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
+	5,  // 53: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
+	49, // 54: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
+	15, // 55: concord.v1.ListLinksResponse.pending_unlinks:type_name -> concord.v1.FedPendingUnlink
+	8,  // 56: concord.v1.CreateMapLinkRequest.auth:type_name -> concord.v1.FedMapAuth
+	3,  // 57: concord.v1.CreateMapLinkRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 58: concord.v1.CreateMapLinkRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 59: concord.v1.CreateMapLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	33, // 60: concord.v1.MapForwardRequest.envelopes:type_name -> concord.v1.FedEnvelope
+	34, // 61: concord.v1.MapForwardResponse.acks:type_name -> concord.v1.FedAck
+	42, // 62: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
+	39, // 63: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
+	53, // 64: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
+	44, // 65: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	46, // 66: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	48, // 67: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	51, // 68: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	55, // 69: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
+	56, // 70: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
+	43, // 71: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	39, // 72: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	54, // 73: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
+	45, // 74: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	47, // 75: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	50, // 76: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	52, // 77: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	47, // 78: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
+	57, // 79: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
+	71, // [71:80] is the sub-list for method output_type
+	62, // [62:71] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_federation_proto_init() }
@@ -3681,12 +4753,17 @@ func file_concord_v1_federation_proto_init() {
 	if File_concord_v1_federation_proto != nil {
 		return
 	}
-	file_concord_v1_federation_proto_msgTypes[8].OneofWrappers = []any{
+	file_concord_v1_federation_proto_msgTypes[13].OneofWrappers = []any{
 		(*FedSnapshotRecord_Link)(nil),
 		(*FedSnapshotRecord_Token)(nil),
 		(*FedSnapshotRecord_Imported)(nil),
+		(*FedSnapshotRecord_Outbox)(nil),
+		(*FedSnapshotRecord_Inbox)(nil),
+		(*FedSnapshotRecord_PendingUnlink)(nil),
+		(*FedSnapshotRecord_Staging)(nil),
+		(*FedSnapshotRecord_Gateway)(nil),
 	}
-	file_concord_v1_federation_proto_msgTypes[24].OneofWrappers = []any{
+	file_concord_v1_federation_proto_msgTypes[36].OneofWrappers = []any{
 		(*FedFrame_Hello)(nil),
 		(*FedFrame_Welcome)(nil),
 		(*FedFrame_Batch)(nil),
@@ -3702,7 +4779,7 @@ func file_concord_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   43,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

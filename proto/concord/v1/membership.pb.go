@@ -102,7 +102,15 @@ type GossipMeta struct {
 	// restarted even when gossip never saw it die (a quick restart at the
 	// same address), so a force-removed server that restarts counts as
 	// rejoining. Empty from older nodes.
-	BootId        string `protobuf:"bytes,11,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
+	BootId string `protobuf:"bytes,11,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
+	// raft_voters is the node's --raft-voters (target number of Raft voters;
+	// every further server is a non-voter). It must be the same on every
+	// server: the leader does not add a server that advertises another
+	// value. 0 from older nodes (unknown, not checked).
+	RaftVoters uint32 `protobuf:"varint,12,opt,name=raft_voters,json=raftVoters,proto3" json:"raft_voters,omitempty"`
+	// draining is set while an operator drains the node (concord operator
+	// drain): it takes no new sessions and is never promoted to voter.
+	Draining      bool `protobuf:"varint,13,opt,name=draining,proto3" json:"draining,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -214,12 +222,26 @@ func (x *GossipMeta) GetBootId() string {
 	return ""
 }
 
+func (x *GossipMeta) GetRaftVoters() uint32 {
+	if x != nil {
+		return x.RaftVoters
+	}
+	return 0
+}
+
+func (x *GossipMeta) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
 var File_concord_v1_membership_proto protoreflect.FileDescriptor
 
 const file_concord_v1_membership_proto_rawDesc = "" +
 	"\n" +
 	"\x1bconcord/v1/membership.proto\x12\n" +
-	"concord.v1\"\xe1\x02\n" +
+	"concord.v1\"\x9e\x03\n" +
 	"\n" +
 	"GossipMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
@@ -233,7 +255,10 @@ const file_concord_v1_membership_proto_rawDesc = "" +
 	"\aleaving\x18\t \x01(\bR\aleaving\x12\"\n" +
 	"\fbootstrapped\x18\n" +
 	" \x01(\bR\fbootstrapped\x12\x17\n" +
-	"\aboot_id\x18\v \x01(\tR\x06bootId*A\n" +
+	"\aboot_id\x18\v \x01(\tR\x06bootId\x12\x1f\n" +
+	"\vraft_voters\x18\f \x01(\rR\n" +
+	"raftVoters\x12\x1a\n" +
+	"\bdraining\x18\r \x01(\bR\bdraining*A\n" +
 	"\n" +
 	"GossipRole\x12\x1b\n" +
 	"\x17GOSSIP_ROLE_UNSPECIFIED\x10\x00\x12\x16\n" +

@@ -58,15 +58,25 @@ const (
 	CommandType_COMMAND_TYPE_FED_LINK_REMOVE     CommandType = 50
 	CommandType_COMMAND_TYPE_FED_LINK_ADDRS      CommandType = 51
 	CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY CommandType = 52
-	// 53..57 reserved for future federation commands.
+	CommandType_COMMAND_TYPE_FED_OUTBOX_PUT      CommandType = 53
+	CommandType_COMMAND_TYPE_FED_OUTBOX_ACK      CommandType = 54
+	CommandType_COMMAND_TYPE_FED_INBOX_MARK      CommandType = 55
+	CommandType_COMMAND_TYPE_FED_UNLINK_DONE     CommandType = 56
+	CommandType_COMMAND_TYPE_FED_DIRECTORY_CHUNK CommandType = 57
 	// Links of kind map (a foreign MAP server, federation/maplink*.go).
 	CommandType_COMMAND_TYPE_FED_MAP_LINK_PUT  CommandType = 58
 	CommandType_COMMAND_TYPE_FED_MAP_HOLDER    CommandType = 59
 	CommandType_COMMAND_TYPE_FED_MAP_DIRECTORY CommandType = 60
-	// 61..63 reserved for future federation commands.
+	// 61 reserved for future map-link commands.
+	// SDK gateways (map/federation/route): which gateway session serves a
+	// foreign system, so replies find their way back from any node.
+	CommandType_COMMAND_TYPE_FED_GATEWAY_BIND CommandType = 62
+	// 63 reserved for SDK gateway commands.
 	// Access control (node/acl): API keys, stored as hashes. Bodies in acl.proto.
 	CommandType_COMMAND_TYPE_ACL_KEY_CREATE CommandType = 64
-	CommandType_COMMAND_TYPE_ACL_KEY_REVOKE CommandType = 65 // 66..79 reserved for future access-control commands.
+	CommandType_COMMAND_TYPE_ACL_KEY_REVOKE CommandType = 65
+	// map/permissions/update: a participant's capability ceiling.
+	CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE CommandType = 66 // 67..79 reserved for future access-control commands.
 	// No-op entry used by tests and by leadership barriers; ignorable by design.
 	CommandType_COMMAND_TYPE_NOOP CommandType = 255
 )
@@ -95,41 +105,55 @@ var (
 		50:  "COMMAND_TYPE_FED_LINK_REMOVE",
 		51:  "COMMAND_TYPE_FED_LINK_ADDRS",
 		52:  "COMMAND_TYPE_FED_DIRECTORY_APPLY",
+		53:  "COMMAND_TYPE_FED_OUTBOX_PUT",
+		54:  "COMMAND_TYPE_FED_OUTBOX_ACK",
+		55:  "COMMAND_TYPE_FED_INBOX_MARK",
+		56:  "COMMAND_TYPE_FED_UNLINK_DONE",
+		57:  "COMMAND_TYPE_FED_DIRECTORY_CHUNK",
 		58:  "COMMAND_TYPE_FED_MAP_LINK_PUT",
 		59:  "COMMAND_TYPE_FED_MAP_HOLDER",
 		60:  "COMMAND_TYPE_FED_MAP_DIRECTORY",
+		62:  "COMMAND_TYPE_FED_GATEWAY_BIND",
 		64:  "COMMAND_TYPE_ACL_KEY_CREATE",
 		65:  "COMMAND_TYPE_ACL_KEY_REVOKE",
+		66:  "COMMAND_TYPE_ACL_PERMISSIONS_UPDATE",
 		255: "COMMAND_TYPE_NOOP",
 	}
 	CommandType_value = map[string]int32{
-		"COMMAND_TYPE_UNSPECIFIED":         0,
-		"COMMAND_TYPE_AGENT_REGISTER":      1,
-		"COMMAND_TYPE_AGENT_UNREGISTER":    2,
-		"COMMAND_TYPE_AGENT_UPDATE":        3,
-		"COMMAND_TYPE_SESSION_OPEN":        4,
-		"COMMAND_TYPE_SESSION_CLOSE":       5,
-		"COMMAND_TYPE_SUBSCRIPTION_ADD":    6,
-		"COMMAND_TYPE_SUBSCRIPTION_REMOVE": 7,
-		"COMMAND_TYPE_SCOPE_CREATE":        8,
-		"COMMAND_TYPE_SCOPE_DELETE":        9,
-		"COMMAND_TYPE_SCOPE_JOIN":          10,
-		"COMMAND_TYPE_SCOPE_LEAVE":         11,
-		"COMMAND_TYPE_SESSION_DETACH":      12,
-		"COMMAND_TYPE_SUBSCRIPTION_CURSOR": 13,
-		"COMMAND_TYPE_SESSION_EXPIRE":      14,
-		"COMMAND_TYPE_RUN_INPUT":           32,
-		"COMMAND_TYPE_FED_TOKEN_CREATE":    48,
-		"COMMAND_TYPE_FED_LINK_PUT":        49,
-		"COMMAND_TYPE_FED_LINK_REMOVE":     50,
-		"COMMAND_TYPE_FED_LINK_ADDRS":      51,
-		"COMMAND_TYPE_FED_DIRECTORY_APPLY": 52,
-		"COMMAND_TYPE_FED_MAP_LINK_PUT":    58,
-		"COMMAND_TYPE_FED_MAP_HOLDER":      59,
-		"COMMAND_TYPE_FED_MAP_DIRECTORY":   60,
-		"COMMAND_TYPE_ACL_KEY_CREATE":      64,
-		"COMMAND_TYPE_ACL_KEY_REVOKE":      65,
-		"COMMAND_TYPE_NOOP":                255,
+		"COMMAND_TYPE_UNSPECIFIED":            0,
+		"COMMAND_TYPE_AGENT_REGISTER":         1,
+		"COMMAND_TYPE_AGENT_UNREGISTER":       2,
+		"COMMAND_TYPE_AGENT_UPDATE":           3,
+		"COMMAND_TYPE_SESSION_OPEN":           4,
+		"COMMAND_TYPE_SESSION_CLOSE":          5,
+		"COMMAND_TYPE_SUBSCRIPTION_ADD":       6,
+		"COMMAND_TYPE_SUBSCRIPTION_REMOVE":    7,
+		"COMMAND_TYPE_SCOPE_CREATE":           8,
+		"COMMAND_TYPE_SCOPE_DELETE":           9,
+		"COMMAND_TYPE_SCOPE_JOIN":             10,
+		"COMMAND_TYPE_SCOPE_LEAVE":            11,
+		"COMMAND_TYPE_SESSION_DETACH":         12,
+		"COMMAND_TYPE_SUBSCRIPTION_CURSOR":    13,
+		"COMMAND_TYPE_SESSION_EXPIRE":         14,
+		"COMMAND_TYPE_RUN_INPUT":              32,
+		"COMMAND_TYPE_FED_TOKEN_CREATE":       48,
+		"COMMAND_TYPE_FED_LINK_PUT":           49,
+		"COMMAND_TYPE_FED_LINK_REMOVE":        50,
+		"COMMAND_TYPE_FED_LINK_ADDRS":         51,
+		"COMMAND_TYPE_FED_DIRECTORY_APPLY":    52,
+		"COMMAND_TYPE_FED_OUTBOX_PUT":         53,
+		"COMMAND_TYPE_FED_OUTBOX_ACK":         54,
+		"COMMAND_TYPE_FED_INBOX_MARK":         55,
+		"COMMAND_TYPE_FED_UNLINK_DONE":        56,
+		"COMMAND_TYPE_FED_DIRECTORY_CHUNK":    57,
+		"COMMAND_TYPE_FED_MAP_LINK_PUT":       58,
+		"COMMAND_TYPE_FED_MAP_HOLDER":         59,
+		"COMMAND_TYPE_FED_MAP_DIRECTORY":      60,
+		"COMMAND_TYPE_FED_GATEWAY_BIND":       62,
+		"COMMAND_TYPE_ACL_KEY_CREATE":         64,
+		"COMMAND_TYPE_ACL_KEY_REVOKE":         65,
+		"COMMAND_TYPE_ACL_PERMISSIONS_UPDATE": 66,
+		"COMMAND_TYPE_NOOP":                   255,
 	}
 )
 
@@ -358,7 +382,7 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\bR\x03end\"\x1a\n" +
 	"\x04Noop\x12\x12\n" +
-	"\x04note\x18\x01 \x01(\tR\x04note*\x80\a\n" +
+	"\x04note\x18\x01 \x01(\tR\x04note*\xf7\b\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_AGENT_REGISTER\x10\x01\x12!\n" +
@@ -381,12 +405,19 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x19COMMAND_TYPE_FED_LINK_PUT\x101\x12 \n" +
 	"\x1cCOMMAND_TYPE_FED_LINK_REMOVE\x102\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_FED_LINK_ADDRS\x103\x12$\n" +
-	" COMMAND_TYPE_FED_DIRECTORY_APPLY\x104\x12!\n" +
+	" COMMAND_TYPE_FED_DIRECTORY_APPLY\x104\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_FED_OUTBOX_PUT\x105\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_FED_OUTBOX_ACK\x106\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_FED_INBOX_MARK\x107\x12 \n" +
+	"\x1cCOMMAND_TYPE_FED_UNLINK_DONE\x108\x12$\n" +
+	" COMMAND_TYPE_FED_DIRECTORY_CHUNK\x109\x12!\n" +
 	"\x1dCOMMAND_TYPE_FED_MAP_LINK_PUT\x10:\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_FED_MAP_HOLDER\x10;\x12\"\n" +
-	"\x1eCOMMAND_TYPE_FED_MAP_DIRECTORY\x10<\x12\x1f\n" +
+	"\x1eCOMMAND_TYPE_FED_MAP_DIRECTORY\x10<\x12!\n" +
+	"\x1dCOMMAND_TYPE_FED_GATEWAY_BIND\x10>\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_CREATE\x10@\x12\x1f\n" +
-	"\x1bCOMMAND_TYPE_ACL_KEY_REVOKE\x10A\x12\x16\n" +
+	"\x1bCOMMAND_TYPE_ACL_KEY_REVOKE\x10A\x12'\n" +
+	"#COMMAND_TYPE_ACL_PERMISSIONS_UPDATE\x10B\x12\x16\n" +
 	"\x11COMMAND_TYPE_NOOP\x10\xff\x01B:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (

@@ -1,0 +1,151 @@
+package clustertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestDrain_ParticipantsResumeOnOtherNodes drains a node holding 200
+// connected participants, each with a subscription and an agent, while a
+// writer on the leader keeps registering agents. Every participant gets
+// the reconnect hint and a close, resumes its session on a node the hint
+// names (reconnected, same session id), and its subscription delivers an
+// event written after the drain. The drained node's /v1/ready is unready
+// during the drain; it then leaves the Raft configuration. No
+// acknowledged write is lost (RequireInvariants checks the ledger).
+func TestDrain_ParticipantsResumeOnOtherNodes(t *testing.T) {
+	const participants = 200
+	c := New(t, 3)
+	l := c.Leader(t)
+	d := others(c.Running(), l)[0]
+	sub := map[string]any{"filter": map[string]any{"eventTypes": []string{"agent_registered"}}}
+	clients := make([]*Client, participants)
+	subs := make([]string, participants)
+	start := time.Now()
+	for k := range participants {
+		id := fmt.Sprintf("dr-%03d", k)
+		clients[k] = agentOn(t, c, d.Index, id, nil)
+		subs[k] = subscribeRetry(t, clients[k], sub)
+	}
+	t.Logf("%d participants on %s in %s", participants, d, time.Since(start).Round(time.Millisecond))
+
+	// Acknowledged writes on the leader all through the drain.
+	writer := c.Connect(t, l.Index, map[string]any{"participantType": "system"})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var acked atomic.Int64
+	wg.Go(func() {
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := writer.Register(fmt.Sprintf("w-%d", k), nil); err == nil {
+				acked.Add(1)
+			}
+		}
+	})
+	stopWriter := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopWriter()
+
+	res := c.StartDrain(t, d.Index, l.Index, 30*time.Second)
+	if res.GetSessions() != participants {
+		t.Errorf("drain asked %d connections to move, want %d", res.GetSessions(), participants)
+	}
+	requireUnready(t, d)
+
+	start = time.Now()
+	errs := make([]error, participants)
+	var rwg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for k, cl := range clients {
+		rwg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			clients[k], errs[k] = resumeFromHint(t, c, cl)
+		})
+	}
+	rwg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("resume after the drain: %v", err)
+	}
+	t.Logf("%d participants resumed elsewhere in %s", participants, time.Since(start).Round(time.Millisecond))
+
+	c.FinishDrain(t, d.Index, 60*time.Second)
+	rest := c.Running()
+	Eventually(t, MembershipTimeout, func() error {
+		return eachNode(rest, func(n *Node) error { return votersAre(n, idsOf(rest)) })
+	})
+
+	registerRetry(t, writer, "after-drain", nil)
+	for k, cl := range clients {
+		waitRegistered(t, cl, subs[k], "after-drain")
+	}
+	stopWriter()
+	t.Logf("%d writes acknowledged on %s during the drain", acked.Load(), l)
+	c.RequireInvariants(t)
+}
+
+// resumeFromHint waits for cl's connection to close after the reconnect
+// hint, then resumes its session on the first node the hint names.
+func resumeFromHint(t *testing.T, c *Cluster, cl *Client) (*Client, error) {
+	select {
+	case <-cl.Done():
+	case <-time.After(CallTimeout):
+		return nil, fmt.Errorf("%s: connection not closed by the drain", cl.Session().ParticipantID)
+	}
+	hint, ok := cl.Hint()
+	if !ok || len(hint.Nodes) == 0 {
+		return nil, fmt.Errorf("%s: closed without a reconnect hint", cl.Session().ParticipantID)
+	}
+	s := cl.Session()
+	url := hint.Nodes[int(s.SessionID[len(s.SessionID)-1])%len(hint.Nodes)].URL
+	nc, err := Dial(t, url, c.Ledger)
+	if err != nil {
+		return nil, err
+	}
+	nc.SetToken(c.Token())
+	var res ConnectResult
+	err = Poll(context.Background(), MembershipTimeout, func() error {
+		res, err = nc.Connect(map[string]any{
+			"participantType": "agent", "participantId": s.ParticipantID,
+			"sessionId": s.SessionID, "resumeToken": s.ResumeToken,
+		})
+		if err != nil && !IsRetryable(err) {
+			return Permanent(err)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: resume on %s: %s", s.ParticipantID, url, Describe(err))
+	}
+	if !res.Reconnected || res.SessionID != s.SessionID {
+		return nil, fmt.Errorf("%s: resume on %s gave %+v, want reconnected session %s", s.ParticipantID, url, res, s.SessionID)
+	}
+	return nc, nil
+}
+
+// requireUnready checks that n's /v1/ready answers 503 naming the drain.
+func requireUnready(t *testing.T, n *Node) {
+	t.Helper()
+	web := &http.Client{Timeout: CallTimeout, Transport: &http.Transport{TLSClientConfig: ClientTLS()}}
+	defer web.CloseIdleConnections()
+	resp, err := web.Get(n.Server().HTTPURL() + "/v1/ready")
+	if err != nil {
+		t.Fatalf("ready of %s: %v", n, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "draining") {
+		t.Fatalf("ready of %s while draining: %d %s", n, resp.StatusCode, body)
+	}
+}

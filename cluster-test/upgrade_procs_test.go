@@ -1,0 +1,254 @@
+//go:build linux
+
+package clustertest
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/concordmap/concord/node/client/argueclient"
+)
+
+// upgradeFrom is the build a rolling upgrade starts from: the last commit
+// of the previous work session (CONCORD_UPGRADE_FROM overrides it, e.g.
+// with a release tag).
+const upgradeFrom = "5529b9b"
+
+// TestProcs_RollingUpgrade runs a 3-process system on the binary built
+// from an earlier commit, with a writer registering agents through every
+// node and a debate in flight, then upgrades the processes one by one to
+// the current tree's binary (followers first, the leader last, each a
+// graceful stop and a start on the same data dir). The debate finishes,
+// every acknowledged write is on every node, and the upgraded system
+// still takes writes.
+func TestProcs_RollingUpgrade(t *testing.T) {
+	from := upgradeFrom
+	if v := os.Getenv("CONCORD_UPGRADE_FROM"); v != "" {
+		from = v
+	}
+	start := time.Now()
+	oldBin := ConcordBinaryAt(t, from)
+	newBin := ConcordBinary(t)
+	t.Logf("built %s and the current tree in %s", from, time.Since(start).Round(time.Second))
+	pc := StartProcs(t, 3, WithProcBinary(oldBin))
+	urls := make([]string, 0, 3)
+	for _, p := range pc.Procs() {
+		urls = append(urls, p.MAPURL())
+	}
+
+	script := personaScript(nil)
+	gate := &phaseGate{}
+	t.Cleanup(gate.open)
+	for k, id := range runParticipants {
+		startRunAgent(t, id, append(urls[k:], urls[:k]...), scriptAgents(script, gate))
+	}
+	obs := newRunsObserver(t, urls)
+	gate.arm("debate")
+	rr := newRunRequest(t, "req-upgrade", "alice", runTaskTimeoutMs)
+	runID := obs.start(t, rr)
+	gate.waitHeld(t, len(runParticipants))
+
+	// The old build has no autopilot health endpoint; each upgraded
+	// process serves it: proof that the binary really changed.
+	requireHealthEndpoint(t, pc, 0, false)
+	w := startProcWriter(t, pc)
+	defer w.stop()
+	leader := pc.Leader(t)
+	order := make([]int, 0, 3)
+	for _, p := range pc.Procs() {
+		if p != leader {
+			order = append(order, p.Index)
+		}
+	}
+	order = append(order, leader.Index)
+	for k, i := range order {
+		w.waitProgress(t, 10)
+		pc.Upgrade(t, i, newBin)
+		requireHealthEndpoint(t, pc, i, true)
+		t.Logf("upgraded %s (%d/3); %d writes acknowledged so far", pc.Proc(i), k+1, w.acked())
+		if k == 0 {
+			gate.open() // the debate goes on through the remaining upgrades
+		}
+	}
+	pc.Leader(t)
+	Eventually(t, ConvergeTimeout, func() error { // every node current: the leader's autopilot answers
+		code, body, err := httpGet(pc.Proc(0).HTTPAddr, "/v1/operator/health")
+		if err == nil && code != 200 {
+			err = fmt.Errorf("/v1/operator/health %d %s", code, body)
+		}
+		return err
+	})
+	w.waitProgress(t, 10)
+	acked := w.stop()
+
+	info := obs.waitDone(t, runID)
+	if info.Status != argueclient.StatusFinished {
+		t.Fatalf("debate %s ended %s, want %s", runID, info.Status, argueclient.StatusFinished)
+	}
+	requireProcAgents(t, pc, acked)
+	t.Logf("rolling upgrade from %s: %d acknowledged writes kept, debate %s, in %s", from, len(acked), info.Status, time.Since(start).Round(time.Second))
+}
+
+// requireHealthEndpoint checks whether process i serves
+// /v1/operator/health (the current build; while the leader runs the old
+// one, a follower answers 503: the leader lacks the Operator service) or
+// not (the old build: 404).
+func requireHealthEndpoint(t *testing.T, pc *ProcCluster, i int, served bool) {
+	t.Helper()
+	Eventually(t, ConvergeTimeout, func() error {
+		code, body, err := httpGet(pc.Proc(i).HTTPAddr, "/v1/operator/health")
+		switch {
+		case err != nil:
+			return err
+		case served && code == 404:
+			return fmt.Errorf("%s: /v1/operator/health %d %s", pc.Proc(i), code, body)
+		case !served && code != 404:
+			t.Fatalf("%s on the old build answers /v1/operator/health with %d: not the old binary?", pc.Proc(i), code)
+		}
+		return nil
+	})
+}
+
+// procWriter registers agents through the processes in turn, reconnecting
+// to the next process when its connection fails, and records the ids
+// whose registration was acknowledged.
+type procWriter struct {
+	done    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+	mu      sync.Mutex
+	ids     []string
+	count   atomic.Int64
+	changed chan struct{}
+}
+
+func startProcWriter(t *testing.T, pc *ProcCluster) *procWriter {
+	w := &procWriter{done: make(chan struct{}), changed: make(chan struct{}, 1)}
+	w.wg.Go(func() {
+		var cl *Client
+		next := 0
+		for k := 0; ; k++ {
+			select {
+			case <-w.done:
+				return
+			default:
+			}
+			if cl == nil {
+				p := pc.Proc(next % 3)
+				next++
+				c, err := Dial(t, p.MAPURL(), pc.Ledger)
+				if err == nil {
+					c.SetToken(pc.token)
+					_, err = c.Connect(map[string]any{"participantType": "system", "disconnectPolicy": map[string]any{"agentBehavior": "orphan"}})
+				}
+				if err != nil {
+					if c != nil {
+						c.Close()
+					}
+					time.Sleep(50 * time.Millisecond) // the process is restarting: try the next
+					continue
+				}
+				cl = c
+			}
+			id := fmt.Sprintf("up-%05d", k)
+			if err := cl.Register(id, nil); err != nil {
+				if !IsRetryable(err) {
+					cl.Close()
+					cl = nil
+				}
+				continue
+			}
+			w.mu.Lock()
+			w.ids = append(w.ids, id)
+			w.mu.Unlock()
+			w.count.Add(1)
+			select {
+			case w.changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return w
+}
+
+func (w *procWriter) acked() int64 { return w.count.Load() }
+
+// waitProgress waits for n more acknowledged writes.
+func (w *procWriter) waitProgress(t *testing.T, n int64) {
+	t.Helper()
+	want := w.count.Load() + n
+	Eventually(t, ConvergeTimeout, func() error {
+		if got := w.count.Load(); got < want {
+			return fmt.Errorf("%d writes acknowledged, waiting for %d", got, want)
+		}
+		return nil
+	})
+}
+
+// stop ends the writer and returns the acknowledged ids.
+func (w *procWriter) stop() []string {
+	w.once.Do(func() { close(w.done); w.wg.Wait() })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.ids...)
+}
+
+// TestProcs_DrainCLI drains a server process with `concord operator
+// drain` sent to another one: its participant gets the reconnect hint and
+// a close, resumes on a node the hint names, the drained process exits 0
+// by itself, and `concord operator health` then lists the two others.
+func TestProcs_DrainCLI(t *testing.T) {
+	pc := StartProcs(t, 3)
+	bin := ConcordBinary(t)
+	op := OperatorEnv(t)
+	drained, via := pc.Proc(1), pc.Proc(0)
+	cl := pc.Connect(t, drained.Index, map[string]any{"participantType": "agent", "participantId": "mover"})
+	out, err := runBin(t, bin, op, "operator", "drain", drained.ID, "--addr", via.GRPCAddr, "--timeout", "20s")
+	if err != nil || !strings.Contains(out, "draining "+drained.ID+": 1 connections asked to reconnect") {
+		t.Fatalf("operator drain: %v\n%s", err, out)
+	}
+	select {
+	case <-cl.Done():
+	case <-time.After(CallTimeout):
+		t.Fatal("the drained process did not close its connection")
+	}
+	hint, ok := cl.Hint()
+	if !ok || len(hint.Nodes) != 2 || slices.ContainsFunc(hint.Nodes, func(n ReconnectNode) bool { return n.NodeID == drained.ID }) {
+		t.Fatalf("reconnect hint %+v, want the two other nodes", hint)
+	}
+	s := cl.Session()
+	nc, err := Dial(t, hint.Nodes[0].URL, pc.Ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetToken(pc.token)
+	res, err := nc.Connect(map[string]any{"participantType": "agent", "participantId": "mover", "sessionId": s.SessionID, "resumeToken": s.ResumeToken})
+	if err != nil || !res.Reconnected {
+		t.Fatalf("resume on %s: %+v %s", hint.Nodes[0].URL, res, Describe(err))
+	}
+	Eventually(t, ConvergeTimeout, func() error {
+		if drained.Running() {
+			return fmt.Errorf("%s still running", drained)
+		}
+		return nil
+	})
+	drained.mu.Lock()
+	code := drained.cmd.ProcessState.ExitCode()
+	drained.mu.Unlock()
+	if code != 0 {
+		t.Fatalf("%s exited %d after the drain, want 0", drained, code)
+	}
+	Eventually(t, ConvergeTimeout, func() error {
+		out, err := runBin(t, bin, op, "operator", "health", "--addr", via.GRPCAddr)
+		if err != nil || strings.Contains(out, drained.ID+" ") || !strings.Contains(out, pc.Proc(2).ID) {
+			return fmt.Errorf("operator health: %v\n%s", err, out)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/concordmap/concord/node/client/admin"
+)
+
+func newOperatorCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "operator", Short: "Autopilot health and draining of servers (see README, Operating)"}
+	cmd.AddCommand(newOperatorHealthCmd(), newOperatorDrainCmd())
+	return cmd
+}
+
+func newOperatorHealthCmd() *cobra.Command {
+	var f adminFlags
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Show every server as the leader's autopilot sees it, and the system's failure tolerance",
+		Long: `Show every server of the Raft configuration as the leader's autopilot sees it:
+voter or non-voter, gossip status, how long ago it heard from the leader, how
+many log entries it trails by, and whether it is healthy (it is then eligible
+for promotion once stable). The failure tolerance is how many more voters may
+fail with a quorum left. Exit status 1 when a server is unhealthy.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var h admin.Health
+			err := f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				var err error
+				h, err = c.Health(ctx)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if err := printHealth(cmd.OutOrStdout(), h); err != nil {
+				return err
+			}
+			if !h.Healthy {
+				return fmt.Errorf("the system is not healthy (see the servers marked unhealthy)")
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func printHealth(w io.Writer, h admin.Health) error {
+	fmt.Fprintf(w, "leader %s, healthy %v, failure tolerance %d (target voters %d, min quorum %d)\n",
+		h.LeaderID, h.Healthy, h.FailureTolerance, h.TargetVoters, h.MinQuorum)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tROLE\tSTATUS\tLAST CONTACT\tLAST INDEX\tTRAILING\tHEALTHY\tSTABLE SINCE\tNOTE")
+	for _, s := range h.Servers {
+		role := "non-voter"
+		switch {
+		case s.Leader:
+			role = "leader"
+		case s.Voter:
+			role = "voter"
+		}
+		contact := "-"
+		if s.LastContact >= 0 {
+			contact = s.LastContact.String()
+		}
+		since := "-"
+		if !s.StableSince.IsZero() {
+			since = s.StableSince.UTC().Format(time.RFC3339)
+		}
+		var note []string
+		if s.Draining {
+			note = append(note, "draining")
+		}
+		if s.Reason != "" {
+			note = append(note, s.Reason)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\t%s\t%s\n", s.ID, role, s.Status, contact, s.LastIndex, s.TrailingLogs,
+			s.Healthy, since, strings.Join(note, "; "))
+	}
+	return tw.Flush()
+}
+
+func newOperatorDrainCmd() *cobra.Command {
+	var (
+		f     adminFlags
+		drain time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "drain NODE_ID",
+		Short: "Move a node's participants to other nodes, then have it leave the cluster",
+		Long: `Drain a node before scaling in or replacing it. The node stops taking new
+sessions (/v1/ready turns unready, new MAP connections get 503), sends every
+connected participant an x-concord/reconnect notification listing the other
+nodes and closes its connection with WebSocket 1012; clients resume their
+sessions (subscriptions included) on another node. Once no session is left
+on it, or --timeout passed, the node hands leadership away if it has it,
+leaves the cluster (the leader removes it from Raft at once) and shuts down.
+The command returns once the drain has started.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				d, err := c.Drain(ctx, args[0], drain)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "draining %s: %d connections asked to reconnect to %s\n",
+					d.NodeID, d.Sessions, strings.Join(d.ReconnectTo, ", "))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:7701", "gRPC address of any node of the system")
+	cmd.Flags().DurationVar(&drain, "timeout", 0, "how long the node waits for its sessions to move before it leaves anyway (default: the node's, 2m)")
+	f.timeout = 10 * time.Second
+	f.tls.bind(cmd.Flags())
+	return cmd
+}

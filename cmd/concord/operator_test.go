@@ -1,0 +1,53 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The operator commands against a dev node: health lists the lone leader
+// (failure tolerance 0), and a drain is refused because there is nowhere
+// to move the sessions; the voter flags are checked before anything runs.
+func TestOperatorCommands(t *testing.T) {
+	srv := startDevNode(t)
+	addr := srv.GRPCAddr()
+	// The leader's first autopilot pass follows its election closely.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := execRoot(t, "operator", "health", "--addr", addr)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling the first report
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		wantOut string
+		wantErr string
+	}{
+		{"health", []string{"operator", "health", "--addr", addr}, "failure tolerance 0", ""},
+		{"health lists the leader", []string{"operator", "health", "--addr", addr}, "dev-1  leader", ""},
+		{"drain the only server", []string{"operator", "drain", "dev-1", "--addr", addr}, "", "only alive server"},
+		{"drain an unknown node", []string{"operator", "drain", "nope", "--addr", addr}, "", "not an alive member"},
+		{"drain needs a node", []string{"operator", "drain", "--addr", addr}, "", "accepts 1 arg"},
+		{"raft voters 4", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "4"}, "", "--raft-voters 4: use 3 or 5"},
+		{"no stabilization", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--server-stabilization-time", "0s"}, "", "must be positive"},
+		{"min quorum above voters", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "3", "--min-quorum", "5"}, "", "--min-quorum 5 exceeds --raft-voters 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := execRoot(t, tt.args...)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q (out %q)", err, tt.wantErr, out)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(out, tt.wantOut) {
+				t.Fatalf("out %q err %v, want %q", out, err, tt.wantOut)
+			}
+		})
+	}
+}

@@ -1,0 +1,37 @@
+package federation
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// applyGatewayBind records that a gateway session serves a foreign
+// system. A later bind of the same system replaces the earlier one: the
+// gateway that routed last is the one replies go back through.
+func (s *State) applyGatewayBind(m *concordv1.FedGatewayBind) error {
+	b := m.GetBinding()
+	if !validSystemID(b.GetSystemId()) || b.GetSessionId() == "" {
+		return fmt.Errorf("%w: gateway binding needs a valid system id and a session", ErrInvalidCommand)
+	}
+	if _, linked := s.links[b.GetSystemId()]; linked {
+		// A linked Concord system is reached over its link; a gateway
+		// never speaks for it.
+		return fmt.Errorf("%w: %s is a linked system", ErrInvalidCommand, b.GetSystemId())
+	}
+	s.gateways[b.GetSystemId()] = proto.CloneOf(b)
+	return nil
+}
+
+// Gateway returns a copy of the gateway binding of a foreign system.
+func (s *State) Gateway(system string) (*concordv1.FedGatewayBinding, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.gateways[system]
+	if !ok {
+		return nil, false
+	}
+	return proto.CloneOf(b), true
+}

@@ -1,0 +1,80 @@
+package admin
+
+import (
+	"context"
+	"time"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// ServerHealth is one server as the leader's autopilot sees it.
+type ServerHealth struct {
+	ID, Address, Status, Version string
+	Voter, Leader, Healthy       bool
+	Draining                     bool
+	// LastContact is how long ago it heard from the leader; -1 unknown.
+	LastContact  time.Duration
+	LastIndex    uint64
+	TrailingLogs uint64
+	// StableSince is when it last became healthy (zero while not).
+	StableSince time.Time
+	Reason      string
+}
+
+// Health is the autopilot's state of the system.
+type Health struct {
+	LeaderID         string
+	Healthy          bool
+	FailureTolerance int
+	TargetVoters     int
+	MinQuorum        int
+	Servers          []ServerHealth
+	ObservedAt       time.Time
+}
+
+// Health asks for the leader's health report (any node passes it on).
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	res, err := c.operator.Health(ctx, &concordv1.OperatorHealthRequest{})
+	if err != nil {
+		return Health{}, err
+	}
+	h := Health{
+		LeaderID: res.GetLeaderId(), Healthy: res.GetHealthy(), FailureTolerance: int(res.GetFailureTolerance()),
+		TargetVoters: int(res.GetTargetVoters()), MinQuorum: int(res.GetMinQuorum()), ObservedAt: time.UnixMilli(res.GetObservedAtMs()),
+	}
+	for _, s := range res.GetServers() {
+		sh := ServerHealth{
+			ID: s.GetId(), Address: s.GetAddress(), Status: s.GetStatus(), Version: s.GetVersion(),
+			Voter: s.GetVoter(), Leader: s.GetLeader(), Healthy: s.GetHealthy(), Draining: s.GetDraining(),
+			LastContact: time.Duration(s.GetLastContactMs()) * time.Millisecond, LastIndex: s.GetLastIndex(),
+			TrailingLogs: s.GetTrailingLogs(), Reason: s.GetReason(),
+		}
+		if s.GetLastContactMs() < 0 {
+			sh.LastContact = -1
+		}
+		if ms := s.GetStableSinceMs(); ms > 0 {
+			sh.StableSince = time.UnixMilli(ms)
+		}
+		h.Servers = append(h.Servers, sh)
+	}
+	return h, nil
+}
+
+// Drained is what a started drain reports.
+type Drained struct {
+	NodeID string
+	// Sessions is the number of MAP connections asked to reconnect.
+	Sessions int
+	// ReconnectTo lists the MAP URLs offered to them.
+	ReconnectTo []string
+}
+
+// Drain starts draining node id (see concord operator drain); timeout 0
+// uses the node's default.
+func (c *Client) Drain(ctx context.Context, id string, timeout time.Duration) (Drained, error) {
+	res, err := c.operator.Drain(ctx, &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: timeout.Milliseconds()})
+	if err != nil {
+		return Drained{}, err
+	}
+	return Drained{NodeID: res.GetNodeId(), Sessions: int(res.GetSessions()), ReconnectTo: res.GetReconnectTo()}, nil
+}

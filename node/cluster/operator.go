@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
+)
+
+// HealthSource is the autopilot's report. Implemented by *Reconciler.
+type HealthSource interface {
+	Health() (HealthReport, bool)
+}
+
+// Drainer drains this node: it stops taking MAP sessions, asks the
+// connected ones to reconnect elsewhere and leaves the cluster when empty
+// or after timeout (0: its default). It returns once the drain started,
+// with the number of connections asked to move and the MAP URLs offered.
+// Implemented by node.
+type Drainer interface {
+	Drain(ctx context.Context, timeout time.Duration) (sessions int, reconnectTo []string, err error)
+}
+
+// ErrDrainRefused wraps a drain the node cannot start (already draining,
+// the last voter); answered FAILED_PRECONDITION.
+var ErrDrainRefused = errors.New("cluster: drain refused")
+
+// operatorService implements concordv1.OperatorServer for a Server.
+type operatorService struct {
+	concordv1.UnimplementedOperatorServer
+	s *Server
+}
+
+// Health answers the leader's report; a follower passes the call to the
+// leader once.
+func (o *operatorService) Health(ctx context.Context, req *concordv1.OperatorHealthRequest) (*concordv1.OperatorHealthResponse, error) {
+	if o.s.deps.Health != nil && o.s.deps.Store.State() == raftstore.StateLeader {
+		if rep, ok := o.s.deps.Health.Health(); ok {
+			return healthResponse(rep), nil
+		}
+		return nil, status.Error(codes.Unavailable, "the leader has not checked its servers yet; retry in a moment")
+	}
+	if req.GetForwarded() {
+		return nil, status.Error(codes.Unavailable, "not the leader any more: retry")
+	}
+	cc, err := o.s.leaderConn()
+	if err != nil {
+		return nil, err
+	}
+	return concordv1.NewOperatorClient(cc).Health(passOnAdmin(ctx), &concordv1.OperatorHealthRequest{Forwarded: true})
+}
+
+// Drain drains req.NodeId: this node itself, or the named node (the call
+// is passed on once).
+func (o *operatorService) Drain(ctx context.Context, req *concordv1.OperatorDrainRequest) (*concordv1.OperatorDrainResponse, error) {
+	id := req.GetNodeId()
+	switch {
+	case id == "":
+		return nil, status.Error(codes.InvalidArgument, "node_id is required")
+	case req.GetTimeoutMs() < 0:
+		return nil, status.Error(codes.InvalidArgument, "timeout_ms must not be negative")
+	case id != o.s.cfg.NodeID && req.GetForwarded():
+		return nil, status.Errorf(codes.FailedPrecondition, "drain for %s reached %s", id, o.s.cfg.NodeID)
+	case id != o.s.cfg.NodeID:
+		cc, err := o.s.peerConn(id)
+		if err != nil {
+			return nil, err
+		}
+		fwd := &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: req.GetTimeoutMs(), Forwarded: true}
+		return concordv1.NewOperatorClient(cc).Drain(passOnAdmin(ctx), fwd)
+	case o.s.deps.Drainer == nil:
+		return nil, status.Error(codes.Unimplemented, "this node cannot be drained")
+	}
+	n, urls, err := o.s.deps.Drainer.Drain(ctx, time.Duration(req.GetTimeoutMs())*time.Millisecond)
+	if errors.Is(err, ErrDrainRefused) {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "drain %s: %v", id, err)
+	}
+	return &concordv1.OperatorDrainResponse{NodeId: id, Sessions: uint32(n), ReconnectTo: urls}, nil
+}
+
+// peerConn returns the connection to node id's gRPC port, or a gRPC
+// status saying why there is none.
+func (s *Server) peerConn(id string) (*grpc.ClientConn, error) {
+	if s.deps.Resolver == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "cannot reach %s from here: ask it directly", id)
+	}
+	addr, ok := s.deps.Resolver.GRPCAddr(id)
+	if !ok {
+		return nil, status.Errorf(codes.Unavailable, "%s is not an alive member (no known gRPC address)", id)
+	}
+	cc, err := s.pool.get(id, addr)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return cc, nil
+}
+
+func healthResponse(rep HealthReport) *concordv1.OperatorHealthResponse {
+	out := &concordv1.OperatorHealthResponse{
+		LeaderId: rep.LeaderID, Healthy: rep.Healthy, FailureTolerance: int32(rep.FailureTolerance),
+		TargetVoters: uint32(rep.TargetVoters), MinQuorum: uint32(rep.MinQuorum), ObservedAtMs: rep.ObservedAt.UnixMilli(),
+	}
+	for _, sv := range rep.Servers {
+		p := &concordv1.ServerHealth{
+			Id: sv.ID, Address: sv.Address, Voter: sv.Voter, Leader: sv.Leader, Status: sv.Status, Version: sv.Version,
+			LastContactMs: sv.LastContact.Milliseconds(), LastIndex: sv.LastIndex, TrailingLogs: sv.TrailingLogs,
+			Healthy: sv.Healthy, Reason: sv.Reason, Draining: sv.Draining,
+		}
+		if sv.LastContact < 0 {
+			p.LastContactMs = -1
+		}
+		if !sv.StableSince.IsZero() {
+			p.StableSinceMs = sv.StableSince.UnixMilli()
+		}
+		out.Servers = append(out.Servers, p)
+	}
+	return out
+}
+
+// OperatorHealth is the Health RPC for this process's own callers (the
+// HTTP API): the leader's report, asked of the leader from a follower.
+func (s *Server) OperatorHealth(ctx context.Context) (*concordv1.OperatorHealthResponse, error) {
+	return (&operatorService{s: s}).Health(ctx, &concordv1.OperatorHealthRequest{})
+}

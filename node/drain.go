@@ -1,0 +1,227 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/concordmap/concord/node/cluster"
+	"github.com/concordmap/concord/node/mapsvc"
+	"github.com/concordmap/concord/node/membership"
+)
+
+// Draining a node (concord operator drain) moves its participants to the
+// other nodes before it leaves, so an operator can scale in or replace a
+// server without failing a session:
+//
+//  1. The node advertises draining in gossip (the leader's autopilot stops
+//     counting it as a voter, promotes a replacement, then demotes it),
+//     /v1/ready turns unready (load balancers stop sending clients) and new
+//     MAP connections get 503 with Retry-After.
+//  2. Every connection gets the x-concord/reconnect notification, which
+//     lists the other nodes' MAP URLs, and is closed with WebSocket 1012
+//     ("service restart"). Each close detaches the session as a dropped
+//     connection does, so the client resumes it on another node with its
+//     sessionId and resumeToken: subscriptions and cursors are replicated.
+//  3. A leader hands leadership away first. Once no session is homed here
+//     any more and, for a voter that a non-voter can replace, the autopilot
+//     has demoted it (or the timeout passed), the node leaves gossip
+//     gracefully; the leader removes it from the Raft configuration at
+//     once. Drained then closes and the owner (concord server) shuts the
+//     node down.
+
+// reconnectHint is the params of the x-concord/reconnect notification.
+type reconnectHint struct {
+	Reason string          `json:"reason"`
+	NodeID string          `json:"nodeId"`
+	Nodes  []reconnectNode `json:"nodes"`
+}
+
+type reconnectNode struct {
+	NodeID string `json:"nodeId"`
+	URL    string `json:"url"`
+}
+
+// drainPoll is how often the drain checks whether its sessions moved.
+const drainPoll = 100 * time.Millisecond
+
+// Drain implements cluster.Drainer (see above). It returns once the
+// connections were asked to move; the rest runs on a loop the server owns.
+func (s *Server) Drain(_ context.Context, timeout time.Duration) (int, []string, error) {
+	if timeout <= 0 {
+		timeout = s.cfg.DrainTimeout
+	}
+	if !s.caughtUp.Load() {
+		return 0, nil, fmt.Errorf("%w: %s has not finished starting", cluster.ErrDrainRefused, s.cfg.NodeID)
+	}
+	others := s.otherNodes()
+	if len(others) == 0 {
+		return 0, nil, fmt.Errorf("%w: %s is the only alive server; there is nowhere to move its sessions", cluster.ErrDrainRefused, s.cfg.NodeID)
+	}
+	if err := s.startDrain(timeout); err != nil {
+		return 0, nil, err
+	}
+	urls := make([]string, 0, len(others))
+	for _, n := range others {
+		urls = append(urls, n.URL)
+	}
+	s.log.Info("draining: moving sessions to other nodes", "timeout", timeout, "others", urls)
+	n := s.rpc.Drain(mapsvc.ReconnectNotification,
+		reconnectHint{Reason: "draining", NodeID: s.cfg.NodeID, Nodes: others}, "node draining: reconnect to another node")
+	return n, urls, nil
+}
+
+// startDrain marks the node draining and starts the loop that finishes
+// the drain, unless it is shutting down or already draining.
+func (s *Server) startDrain(timeout time.Duration) error {
+	s.loopMu.Lock()
+	defer s.loopMu.Unlock()
+	switch {
+	case s.stopping:
+		return fmt.Errorf("%w: %s is shutting down", cluster.ErrDrainRefused, s.cfg.NodeID)
+	case s.draining.Load():
+		return fmt.Errorf("%w: %s is already draining", cluster.ErrDrainRefused, s.cfg.NodeID)
+	}
+	s.draining.Store(true)
+	s.goLoopLocked("drain", func() error { return s.finishDrain(s.runCtx, timeout) })
+	return nil
+}
+
+// Drained is closed once a drain has finished: the node left the cluster
+// and its owner should Shutdown it.
+func (s *Server) Drained() <-chan struct{} { return s.drained }
+
+// Draining reports whether the node is being drained.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// otherNodes lists the alive servers other than this one, with the MAP
+// URL clients should reconnect to.
+func (s *Server) otherNodes() []reconnectNode {
+	scheme := "ws://"
+	if s.httpTLS() {
+		scheme = "wss://"
+	}
+	var out []reconnectNode
+	for _, m := range s.membership.Members() {
+		if m.ID == s.cfg.NodeID || m.Status != membership.StatusAlive || m.Draining || m.HTTPAddr == "" {
+			continue
+		}
+		out = append(out, reconnectNode{NodeID: m.ID, URL: scheme + m.HTTPAddr + "/map"})
+	}
+	slices.SortFunc(out, func(a, b reconnectNode) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	return out
+}
+
+// finishDrain hands leadership away, waits for the sessions to move (or
+// the timeout) and for the autopilot to replace this node if it votes,
+// then leaves.
+func (s *Server) finishDrain(ctx context.Context, timeout time.Duration) error {
+	if err := s.membership.SetDraining(ctx); err != nil {
+		s.log.Warn("draining flag not yet acknowledged by gossip; it spreads with the next rounds", "err", err)
+	}
+	deadline := time.Now().Add(timeout)
+	// First, so that the new leader's autopilot, seeing this node
+	// draining, promotes a replacement while the sessions move.
+	s.handOffLeadership(ctx)
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	wait := func(what string, done func() bool) error {
+		for !done() {
+			if time.Now().After(deadline) {
+				s.log.Warn("drain timeout: leaving anyway", "waiting_for", what,
+					"sessions", s.homedSessions(), "connections", s.rpc.NumConns())
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		return nil
+	}
+	if err := wait("sessions to move", func() bool { return s.homedSessions() == 0 && s.rpc.NumConns() == 0 }); err != nil {
+		return err
+	}
+	// A voter leaves only once demoted: its removal then never takes the
+	// voters below the target while a non-voter could replace it.
+	if err := wait("demotion to non-voter", s.replacedOrIrreplaceable); err != nil {
+		return err
+	}
+	s.handOffLeadership(ctx)
+	if err := s.membership.Leave(ctx); err != nil {
+		return fmt.Errorf("drain: leave gossip: %w", err)
+	}
+	s.waitRemoved(ctx, 2*s.cfg.Cluster.ReconcileInterval+time.Second)
+	s.log.Info("drained: left the cluster; shut the node down")
+	close(s.drained)
+	return nil
+}
+
+// handOffLeadership transfers leadership away when this node leads.
+func (s *Server) handOffLeadership(ctx context.Context) {
+	if !s.store.IsLeader() {
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.store.LeadershipTransfer(tctx); err != nil {
+		s.log.Warn("drain: leadership transfer failed; the next step retries, leaving lets the others elect", "err", err)
+	}
+}
+
+// replacedOrIrreplaceable reports whether this node no longer votes, or
+// votes but no other non-voter exists to take its place (then waiting for
+// a demotion would only wait out the timeout).
+func (s *Server) replacedOrIrreplaceable() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	servers, err := s.store.Configuration(ctx)
+	if err != nil {
+		return false
+	}
+	voter, spare := false, false
+	for _, sv := range servers {
+		switch {
+		case sv.ID == s.cfg.NodeID:
+			voter = sv.Voter
+		case !sv.Voter:
+			spare = true
+		}
+	}
+	return !voter || !spare || s.cfg.Cluster.RaftVoters == 0
+}
+
+// homedSessions counts the connected sessions the registry says this node
+// holds.
+func (s *Server) homedSessions() int {
+	n := 0
+	for _, ss := range s.registry.Sessions() {
+		if ss.Connected && ss.ClosedAt == 0 && ss.HomeNode == s.cfg.NodeID {
+			n++
+		}
+	}
+	return n
+}
+
+// waitRemoved waits (up to max) until the Raft configuration this node
+// knows no longer holds it: the leader removed it after the leave.
+func (s *Server) waitRemoved(ctx context.Context, max time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		if s.outOfConfiguration() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.log.Warn("drain: still in the raft configuration; the leader removes it once it sees the leave")
+			return
+		case <-tick.C:
+		}
+	}
+}
