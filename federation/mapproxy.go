@@ -373,7 +373,9 @@ func (p *proxy) inbound(params json.RawMessage) error {
 	if len(msg.Meta) > 0 && string(msg.Meta) != "null" && msg.Meta[0] != '{' {
 		return errors.New("message meta is not an object")
 	}
-	if !p.h.exported(p.localID) {
+	svc := l.m.deps.Services
+	isService := svc != nil && svc.IsService(p.localID)
+	if !isService && !p.h.exported(p.localID) {
 		return fmt.Errorf("agent %s is not exported to system %s", p.localID, l.peer)
 	}
 	p.mu.Lock()
@@ -398,6 +400,10 @@ func (p *proxy) inbound(params json.RawMessage) error {
 	env := &concordv1.FedEnvelope{SourceSystem: l.peer, TargetSystem: l.m.cfg.SystemID, HopCount: 1, MaxHops: DefaultMaxHops,
 		Path: []string{l.peer}, OriginTsMs: ts, MessageId: id, From: from, ToAgent: p.localID, Payload: msg.Payload, Meta: meta}
 	l.m.countReceived(l.peer, 1)
+	if isService {
+		p.deliverService(svc, env)
+		return nil
+	}
 	l.m.deps.Deliver.DeliverAgent(p.h.ctx, p.localID, BuildMessage(env), func(err error) {
 		if err != nil {
 			l.countInError()
@@ -405,4 +411,22 @@ func (p *proxy) inbound(params json.RawMessage) error {
 		}
 	})
 	return nil
+}
+
+// deliverService hands an answer to a local service (the runs service
+// takes agents' answers to run tasks) on a goroutine of the holder's: a
+// service may wait for a Raft commit, and this runs on the connection's
+// reader. The proxy's goroutine, alive while its reader is, keeps the
+// wait group above zero.
+func (p *proxy) deliverService(svc ServiceDeliverer, env *concordv1.FedEnvelope) {
+	l := p.h.l
+	params, from := BuildServiceParams(env), RemoteID(env.GetSourceSystem(), env.GetFrom())
+	p.h.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(p.h.ctx, l.m.cfg.CallTimeout)
+		defer cancel()
+		if cerr := svc.DeliverService(ctx, p.localID, from, params); cerr != nil {
+			l.countInError()
+			l.log.Debug("a local service refused a message from the foreign MAP server", "service", p.localID, "err", cerr)
+		}
+	})
 }
