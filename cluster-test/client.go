@@ -12,6 +12,7 @@ import (
 
 	"github.com/concordmap/concord/node/mapsvc"
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
 
 // Client is a minimal MAP participant for scenarios: one WebSocket
@@ -110,7 +111,7 @@ func dialTLS(t testing.TB, url string, ledger *Ledger, tlsCfg *tls.Config) (*Cli
 // left by a retry after an unknown outcome is harmless.
 func (c *Cluster) Connect(t testing.TB, i int, params map[string]any) *Client {
 	t.Helper()
-	cl, err := Dial(t, c.Node(i).MAPURL(), c.Ledger)
+	cl, err := dialTLS(t, c.Node(i).MAPURL(), c.Ledger, tlstest.ClientTLS(c.SystemID(), ""))
 	if err != nil {
 		t.Fatalf("clustertest: %v", err)
 	}

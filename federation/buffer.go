@@ -133,6 +133,35 @@ func (b *buffer) takeAll() []*item {
 
 func envSize(env *concordv1.FedEnvelope) int { return proto.Size(env) }
 
+// tell reports o to the sender of every item still waiting for one.
+func tell(items []*item, o Outcome) {
+	for _, it := range items {
+		if it.done != nil {
+			it.done(o)
+		}
+	}
+}
+
+// detachWaiting returns the senders still waiting on items and forgets
+// them: each is told "queued" once and the message drains without a
+// waiter. Caller holds the lock that guards items.
+func detachWaiting(items []*item) []func(Outcome) {
+	var out []func(Outcome)
+	for _, it := range items {
+		if it.done != nil {
+			out = append(out, it.done)
+			it.done = nil
+		}
+	}
+	return out
+}
+
+func tellQueued(waiting []func(Outcome)) {
+	for _, d := range waiting {
+		d(Outcome{Queued: true})
+	}
+}
+
 // errDropped is told to a waiting sender whose message aged out or was
 // pushed out of the buffer.
 func errDropped() *CodeError {

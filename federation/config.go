@@ -164,6 +164,16 @@ type Deps struct {
 	// this node does not know yet waits for it before the answer is
 	// 2001/5003: the sender's directory may be ahead of this replica.
 	Barrier func(ctx context.Context) error
+	// Nodes, optional, returns the ids of this system's live server nodes:
+	// the leader chooses each map link's holder among them. nil: map
+	// links get no holder from this node.
+	Nodes func() []string
+	// NodeConn, optional, returns a connection to another node of this
+	// system: messages for a map link go to its holder. nil: they wait.
+	NodeConn NodeConnFunc
+	// MAPDial, optional, opens connections to foreign MAP servers (links
+	// of kind map). nil: this node never holds a map link.
+	MAPDial MAPDialer
 	// VerifyLeader, optional, confirms with a quorum that this node still
 	// leads (the outbox drainer checks before sending).
 	VerifyLeader func(ctx context.Context) error

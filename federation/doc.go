@@ -27,6 +27,31 @@
 // replicated binding of a foreign system to the gateway session that
 // routes for it (command 62), which replies to that system follow.
 //
+// Links of kind map (federation.md §6, outbound) reach a foreign MAP
+// server by its WebSocket URL instead of another Concord system:
+// state_map.go is their replicated part (FED_MAP_LINK_PUT, the leader's
+// choice of holder node FED_MAP_HOLDER with an epoch that fences stale
+// holders, the foreign directory FED_MAP_DIRECTORY), mapadmin.go creates
+// them and chooses holders (rendezvous hash over live nodes, kept while
+// alive), maplink.go runs one on every node (the holder role, or
+// forwarding to the holder over MapForward), maphold.go the holder's
+// sessions, mapproxy.go one proxy agent per local agent on the foreign
+// server (a MAP server stamps each message with its session's agent, so
+// every local sender needs its own session there), mapwatch.go the
+// directory watcher, mapwire.go the MAP shapes read and sent. The MAP
+// connection itself comes from node (MAPDialer, on node/rpc).
+//
+// Choices for map links: exported agents get a proxy at once; any other
+// local sender gets one on its first message (it reveals itself by
+// sending, as over a Concord link) but, like over a Concord link, only
+// exported agents receive from the foreign system. Proxies connect with
+// disconnectPolicy "unregister" so that the next holder can register the
+// same id; a server that ignores it keeps the dead holder's proxies,
+// which the next holder's watcher unregisters (they carry the holder's
+// node and epoch in metadata). A request that expects a response opens a
+// pairing: an answer without a correlation id (servers that drop meta) or
+// with the foreign message id gets the request's correlation id back.
+//
 // Choices where federation.md leaves room:
 //
 // Best effort (the default): a message whose link breaks after it was

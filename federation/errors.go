@@ -42,6 +42,9 @@ var (
 	ErrSelfLink = errors.New("federation: cannot link a system to itself")
 	// ErrTLSRequired: a link outside dev mode needs TLS material.
 	ErrTLSRequired = errors.New("federation: links need TLS outside --dev")
+	// ErrStaleHolder: a map link's holder command names a holder (or an
+	// epoch) that is no longer current.
+	ErrStaleHolder = errors.New("federation: map link holder changed")
 	// ErrOutboxFull: a link's replicated outbox of guaranteed messages is
 	// at its message or byte bound.
 	ErrOutboxFull = errors.New("federation: guaranteed outbox full")

@@ -30,7 +30,7 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	}
 	peer := hello.GetSystemId()
 	link, ok := m.deps.State.Link(peer)
-	if !ok {
+	if !ok || isMapLink(link) {
 		return status.Errorf(codes.PermissionDenied, "federation: system %s has no link to system %s", m.cfg.SystemID, peer)
 	}
 	if err := m.checkIdentity(stream.Context(), peer, link.GetPeerCaPem()); err != nil {

@@ -182,11 +182,7 @@ func (l *outLink) stop(err *CodeError) {
 	l.inflight = map[uint64]*inflight{}
 	l.mu.Unlock()
 	close(l.stopCh)
-	for _, it := range items {
-		if it.done != nil {
-			it.done(Outcome{Err: err})
-		}
-	}
+	tell(items, Outcome{Err: err})
 }
 
 // run connects, serves, and reconnects until ctx ends or stop.
@@ -384,13 +380,7 @@ func (l *outLink) disconnected(addr string) {
 	l.inflight = map[uint64]*inflight{}
 	clear(l.gsent) // unanswered outbox messages go again on the next stream
 	l.gacks = nil  // the peer answers again ("duplicate")
-	var queued []*item
-	for _, it := range l.buf.items {
-		if it.done != nil {
-			queued = append(queued, &item{done: it.done})
-			it.done = nil
-		}
-	}
+	queued := detachWaiting(l.buf.items)
 	l.mu.Unlock()
 	for _, f := range fl {
 		if f.it.done != nil {
@@ -398,9 +388,7 @@ func (l *outLink) disconnected(addr string) {
 				map[string]any{"retryable": true, "systemId": l.peer})})
 		}
 	}
-	for _, it := range queued {
-		it.done(Outcome{Queued: true})
-	}
+	tellQueued(queued)
 	l.log.Info("federation link down", "addr", addr)
 	l.m.event("federation_disconnected", l.peer, map[string]any{"systemId": l.peer, "nodeId": l.m.cfg.NodeID, "server": addr})
 }

@@ -28,6 +28,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	out     map[string]*outLink // by peer system id
+	maps    map[string]*mapLink // links of kind map, by peer system id
 	inbound map[string]int      // open inbound streams per peer system
 	recv    map[string]uint64   // envelopes received per peer system
 	wg      sync.WaitGroup
@@ -73,7 +74,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, deps: deps, now: now,
 		log: log.With("component", "federation", "node_id", cfg.NodeID, "system_id", cfg.SystemID),
-		out: map[string]*outLink{}, inbound: map[string]int{}, recv: map[string]uint64{},
+		out: map[string]*outLink{}, maps: map[string]*mapLink{}, inbound: map[string]int{}, recv: map[string]uint64{},
 		closing: make(chan struct{}),
 		gwait:   map[string]chan Outcome{}, gactive: map[gkey]time.Time{}, bg: bg, bgCancel: bgCancel,
 	}
@@ -91,24 +92,34 @@ func (m *Manager) SystemID() string { return m.cfg.SystemID }
 // replicated state until ctx ends, then stops them all and fails what
 // they still hold.
 func (m *Manager) Run(ctx context.Context) error {
+	// The leader checks map link holders against live nodes, which change
+	// without a state change.
+	holders := time.NewTicker(m.cfg.Ping)
+	defer holders.Stop()
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.retryUnlinks(ctx) }()
 	for {
 		changed := m.deps.State.Changed()
 		m.reconcile(ctx)
+		m.assignHolders(ctx)
 		select {
 		case <-ctx.Done():
 			m.mu.Lock()
-			links := m.out
-			m.out = map[string]*outLink{}
+			links, maps := m.out, m.maps
+			m.out, m.maps = map[string]*outLink{}, map[string]*mapLink{}
 			m.mu.Unlock()
+			stopErr := codeErr(CodeUnavailable, "federation stopped on this node", map[string]any{"retryable": true})
 			for _, l := range links {
-				l.stop(codeErr(CodeUnavailable, "federation stopped on this node", map[string]any{"retryable": true}))
+				l.stop(stopErr)
+			}
+			for _, l := range maps {
+				l.stop(stopErr)
 			}
 			m.stopGuaranteed()
 			m.wg.Wait()
 			return ctx.Err()
 		case <-changed:
+		case <-holders.C:
 		}
 	}
 }
@@ -121,8 +132,13 @@ func (m *Manager) Close() { m.closeOnce.Do(func() { close(m.closing) }) }
 // stops removed ones.
 func (m *Manager) reconcile(ctx context.Context) {
 	want := map[string]*concordv1.FedLink{}
+	wantMap := map[string]*concordv1.FedLink{}
 	for _, l := range m.deps.State.Links() {
-		want[l.GetPeerSystemId()] = l
+		if isMapLink(l) {
+			wantMap[l.GetPeerSystemId()] = l
+		} else {
+			want[l.GetPeerSystemId()] = l
+		}
 	}
 	m.mu.Lock()
 	var stopped []*outLink
@@ -132,6 +148,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 			stopped = append(stopped, ol)
 		}
 	}
+	stoppedMaps := m.reconcileMaps(ctx, wantMap)
 	for peer, l := range want {
 		if ol, ok := m.out[peer]; ok {
 			ol.update(l)
@@ -147,6 +164,32 @@ func (m *Manager) reconcile(ctx context.Context) {
 	for _, ol := range stopped {
 		ol.stop(codeErr(CodeSystemNotFound, "Federation link to "+ol.peer+" removed", map[string]any{"systemId": ol.peer}))
 	}
+	for _, ml := range stoppedMaps {
+		ml.stop(codeErr(CodeSystemNotFound, "Federation link to "+ml.peer+" removed", map[string]any{"systemId": ml.peer}))
+	}
+}
+
+// reconcileMaps does reconcile's work for links of kind map. Caller holds
+// m.mu; it returns the links to stop.
+func (m *Manager) reconcileMaps(ctx context.Context, want map[string]*concordv1.FedLink) []*mapLink {
+	var stopped []*mapLink
+	for peer, ml := range m.maps {
+		if _, ok := want[peer]; !ok {
+			delete(m.maps, peer)
+			stopped = append(stopped, ml)
+		}
+	}
+	for peer, l := range want {
+		if ml, ok := m.maps[peer]; ok {
+			ml.update(l)
+			continue
+		}
+		ml := newMapLink(m, l)
+		m.maps[peer] = ml
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); ml.run(ctx) }()
+	}
+	return stopped
 }
 
 // Message is one map/send bound for another system.
@@ -177,6 +220,13 @@ func (m *Manager) Send(msg Message, done func(Outcome)) {
 		done(Outcome{Err: codeErr(CodeInvalidParams, fmt.Sprintf("message of %d bytes exceeds the federation limit of %d", n, m.cfg.MaxEnvelopeBytes), nil)})
 		return
 	}
+	m.mu.Lock()
+	ml := m.maps[msg.TargetSystem]
+	m.mu.Unlock()
+	if ml != nil {
+		m.sendMap(ml, msg, done)
+		return
+	}
 	if b, ok := m.gatewayBinding(msg.TargetSystem); ok {
 		m.gatewaySend(b, m.originate(msg, DefaultMaxHops), done)
 		return
@@ -202,16 +252,20 @@ func (m *Manager) sendLinked(msg Message, done func(Outcome)) {
 		done(Outcome{Err: cerr})
 		return
 	}
-	maxHops := ol.policy().GetMaxHops()
-	if maxHops == 0 {
-		maxHops = DefaultMaxHops
-	}
-	env := m.originate(msg, maxHops)
+	env := m.originate(msg, maxHopsOf(ol.policy()))
 	if link, _ := m.deps.State.Link(msg.TargetSystem); wantsGuarantee(msg.Meta, link) {
 		m.sendGuaranteed(env, ol, done)
 		return
 	}
 	ol.enqueue(env, done)
+}
+
+// maxHopsOf is the hop bound of envelopes this system originates over link.
+func maxHopsOf(link *concordv1.FedLink) uint32 {
+	if h := link.GetMaxHops(); h > 0 {
+		return h
+	}
+	return DefaultMaxHops
 }
 
 // originate builds the envelope of a message this system sends.
@@ -351,14 +405,17 @@ func (m *Manager) Status() []*concordv1.FedLinkStatus {
 	var out []*concordv1.FedLinkStatus
 	for _, l := range m.deps.State.Links() {
 		p := l.GetPeerSystemId()
-		st := &concordv1.FedLinkStatus{Link: l, State: "down"}
+		st := &concordv1.FedLinkStatus{Link: Redacted(l), State: "down"}
 		m.mu.Lock()
-		ol := m.out[p]
+		ol, ml := m.out[p], m.maps[p]
 		st.StreamsUp = uint32(m.inbound[p])
 		st.Received = m.recv[p]
 		m.mu.Unlock()
-		if ol != nil {
+		switch {
+		case ol != nil:
 			ol.fill(st)
+		case ml != nil:
+			ml.fill(st)
 		}
 		n, b := m.deps.State.OutboxSize(p)
 		st.OutboxDepth, st.OutboxBytes = uint32(n), b

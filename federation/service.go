@@ -123,7 +123,7 @@ func (s *service) PeerUnlink(ctx context.Context, req *concordv1.PeerUnlinkReque
 		return nil, status.Error(codes.InvalidArgument, "federation: peer unlink needs a valid system id")
 	}
 	link, ok := m.deps.State.Link(req.GetSystemId())
-	if !ok {
+	if !ok || isMapLink(link) {
 		return nil, status.Errorf(codes.NotFound, "federation: no link to %s", req.GetSystemId())
 	}
 	if err := m.checkIdentity(ctx, req.GetSystemId(), link.GetPeerCaPem()); err != nil {
@@ -148,6 +148,8 @@ func toStatus(err error) error {
 		c = codes.InvalidArgument
 	case errors.Is(err, ErrNoLink):
 		c = codes.NotFound
+	case errors.Is(err, ErrStaleHolder):
+		c = codes.Aborted
 	case errors.Is(err, ErrTLSRequired):
 		c = codes.FailedPrecondition
 	case errors.Is(err, context.DeadlineExceeded):

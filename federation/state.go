@@ -63,6 +63,9 @@ func (s *State) Commands() map[concordv1.CommandType]func() proto.Message {
 		concordv1.CommandType_COMMAND_TYPE_FED_LINK_REMOVE:     func() proto.Message { return &concordv1.FedLinkRemove{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_LINK_ADDRS:      func() proto.Message { return &concordv1.FedLinkAddrs{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_APPLY: func() proto.Message { return &concordv1.FedDirectoryApply{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_MAP_LINK_PUT:    func() proto.Message { return &concordv1.FedMapLinkPut{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_MAP_HOLDER:      func() proto.Message { return &concordv1.FedMapHolder{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_MAP_DIRECTORY:   func() proto.Message { return &concordv1.FedMapDirectory{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_OUTBOX_PUT:      func() proto.Message { return &concordv1.FedOutboxPut{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_OUTBOX_ACK:      func() proto.Message { return &concordv1.FedOutboxAck{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_INBOX_MARK:      func() proto.Message { return &concordv1.FedInboxMark{} },
@@ -74,7 +77,7 @@ func (s *State) Commands() map[concordv1.CommandType]func() proto.Message {
 
 // Apply applies one decoded command. It is deterministic; a domain error
 // leaves the state unchanged and is returned as a value.
-func (s *State) Apply(_ uint64, msg proto.Message) (any, error) {
+func (s *State) Apply(index uint64, msg proto.Message) (any, error) {
 	s.mu.Lock()
 	var (
 		err    error
@@ -92,6 +95,12 @@ func (s *State) Apply(_ uint64, msg proto.Message) (any, error) {
 		err = s.applyLinkAddrs(m)
 	case *concordv1.FedDirectoryApply:
 		err = s.applyDirectory(m)
+	case *concordv1.FedMapLinkPut:
+		err = s.applyMapLinkPut(m)
+	case *concordv1.FedMapHolder:
+		err = s.applyMapHolder(m)
+	case *concordv1.FedMapDirectory:
+		err = s.applyMapDirectory(index, m)
 	case *concordv1.FedOutboxPut:
 		result, err = s.applyOutboxPut(m)
 	case *concordv1.FedOutboxAck:
@@ -142,6 +151,9 @@ func (s *State) applyLinkPut(m *concordv1.FedLinkPut) error {
 	if err := validLink(l); err != nil {
 		return err
 	}
+	if old, ok := s.links[l.GetPeerSystemId()]; ok && isMapLink(old) {
+		return fmt.Errorf("%w: %s is linked as a MAP server (unlink first)", ErrInvalidCommand, l.GetPeerSystemId())
+	}
 	if h := m.GetRedeemSecretHash(); len(h) > 0 {
 		t, ok := s.tokens[string(h)]
 		switch {
@@ -190,6 +202,9 @@ func validLink(l *concordv1.FedLink) error {
 	if l.GetPeerSystemId() == "" || !validSystemID(l.GetPeerSystemId()) {
 		return fmt.Errorf("%w: link needs a valid peer system id", ErrInvalidCommand)
 	}
+	if l.GetKind() != concordv1.FedLinkKind_FED_LINK_KIND_CONCORD || l.GetMap() != nil {
+		return fmt.Errorf("%w: a link of kind map is stored by FED_MAP_LINK_PUT", ErrInvalidCommand)
+	}
 	if len(l.GetPeerAddrs()) == 0 {
 		return fmt.Errorf("%w: link to %s has no peer address", ErrInvalidCommand, l.GetPeerSystemId())
 	}
@@ -214,7 +229,7 @@ func (s *State) applyLinkRemove(m *concordv1.FedLinkRemove) error {
 
 func (s *State) applyLinkAddrs(m *concordv1.FedLinkAddrs) error {
 	l, ok := s.links[m.GetPeerSystemId()]
-	if !ok {
+	if !ok || isMapLink(l) {
 		return fmt.Errorf("%w: %s", ErrNoLink, m.GetPeerSystemId())
 	}
 	if len(m.GetAddrs()) == 0 {
@@ -227,7 +242,7 @@ func (s *State) applyLinkAddrs(m *concordv1.FedLinkAddrs) error {
 func (s *State) applyDirectory(m *concordv1.FedDirectoryApply) error {
 	peer := m.GetPeerSystemId()
 	l, ok := s.links[peer]
-	if !ok {
+	if !ok || isMapLink(l) {
 		return fmt.Errorf("%w: %s", ErrNoLink, peer)
 	}
 	cur := s.imported[peer]

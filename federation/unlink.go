@@ -25,9 +25,15 @@ func (m *Manager) Unlink(ctx context.Context, peer string, force bool) (*concord
 		}
 		return nil, fmt.Errorf("%w: %s", ErrNoLink, peer)
 	}
+	// A foreign MAP server keeps no link state: nothing to tell, nothing
+	// pending (neither notified nor an error).
+	mapLink := isMapLink(link)
 	if _, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_LINK_REMOVE,
-		&concordv1.FedLinkRemove{PeerSystemId: peer, NotifyPeer: !force, NowMs: m.now().UnixMilli()}); err != nil {
+		&concordv1.FedLinkRemove{PeerSystemId: peer, NotifyPeer: !force && !mapLink, NowMs: m.now().UnixMilli()}); err != nil {
 		return nil, err
+	}
+	if mapLink {
+		return &concordv1.UnlinkResponse{MapLink: true}, nil
 	}
 	nctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout) // one try; the leader retries
 	err := m.notifyUnlink(nctx, link)

@@ -145,6 +145,7 @@ func (s *Server) buildFederation() error {
 		State: s.fedState, Store: s.store, IsLeader: s.store.IsLeader,
 		Local: fedDirectory{reg: s.registry, store: s.store}, Deliver: s.router, Services: s.router, Sessions: s.router,
 		Servers: s.fedServers, Events: fedEvents{s}, Barrier: s.readyBarrier, VerifyLeader: s.store.VerifyLeader,
+		Nodes: s.fedNodes, NodeConn: s.cluster.PeerConn, MAPDial: s.mapDialer(),
 	})
 	if err != nil {
 		return fmt.Errorf("build federation: %w", err)

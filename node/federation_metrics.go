@@ -27,10 +27,12 @@ var (
 	fedImported   = prometheus.NewDesc("concord_federation_imported_agents", "Agents imported from the peer (replicated directory).", fedLabels, nil)
 	fedOutbox     = prometheus.NewDesc("concord_federation_outbox_messages", "Guaranteed messages in the replicated outbox, waiting for the peer's acknowledgement.", fedLabels, nil)
 	fedOutboxB    = prometheus.NewDesc("concord_federation_outbox_bytes", "Bytes of guaranteed messages in the replicated outbox.", fedLabels, nil)
+	fedProxies    = prometheus.NewDesc("concord_federation_map_proxies", "Proxy sessions up on the foreign MAP server (map links, on their holder).", fedLabels, nil)
+	fedInErrors   = prometheus.NewDesc("concord_federation_map_inbound_errors_total", "Messages from the foreign MAP server this node dropped (malformed, oversized, not exported, undeliverable).", fedLabels, nil)
 )
 
 func (c fedCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{fedUp, fedStreams, fedRTT, fedQueue, fedQueueBytes, fedSent, fedReceived, fedDropped, fedReconnects, fedImported, fedOutbox, fedOutboxB} {
+	for _, d := range []*prometheus.Desc{fedUp, fedStreams, fedRTT, fedQueue, fedQueueBytes, fedSent, fedReceived, fedDropped, fedReconnects, fedImported, fedOutbox, fedOutboxB, fedProxies, fedInErrors} {
 		ch <- d
 	}
 }
@@ -60,5 +62,9 @@ func (c fedCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(fedReceived, st.GetReceived())
 		counter(fedDropped, st.GetDropped())
 		counter(fedReconnects, st.GetReconnects())
+		if federation.IsMapLink(st.GetLink()) {
+			gauge(fedProxies, float64(st.GetProxiesUp()))
+			counter(fedInErrors, st.GetInboundErrors())
+		}
 	}
 }

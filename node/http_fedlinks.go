@@ -35,6 +35,13 @@ type fedLinkJSON struct {
 	Initiator       bool     `json:"initiator"`
 	PeerAddrs       []string `json:"peerAddrs"`
 	TLS             bool     `json:"tls"`
+	// A link of kind map: its URL without userinfo or query, the node
+	// holding it, its proxies up (on the holder) and dropped inbound input.
+	Kind          string `json:"kind"` // concord or map
+	URL           string `json:"url,omitempty"`
+	Holder        string `json:"holder,omitempty"`
+	ProxiesUp     uint32 `json:"proxiesUp,omitempty"`
+	InboundErrors uint64 `json:"inboundErrors,omitempty"`
 }
 
 // handleFedLinks lists this system's federation links as this node sees
@@ -47,7 +54,12 @@ func (s *Server) handleFedLinks(w http.ResponseWriter, _ *http.Request) {
 	out := make([]fedLinkJSON, 0, len(links))
 	for _, st := range links {
 		l := st.GetLink()
+		kind, url := "concord", ""
+		if federation.IsMapLink(l) {
+			kind, url = "map", federation.RedactURL(l.GetMap().GetUrl())
+		}
 		out = append(out, fedLinkJSON{
+			Kind: kind, URL: url, Holder: st.GetHolderNodeId(), ProxiesUp: st.GetProxiesUp(), InboundErrors: st.GetInboundErrors(),
 			PeerSystemID: l.GetPeerSystemId(), State: st.GetState(), StreamsUp: st.GetStreamsUp(),
 			ConnectedTo: st.GetConnectedTo(), RTTMicros: st.GetRttUs(), QueueDepth: st.GetQueueDepth(),
 			QueueBytes: st.GetQueueBytes(), Sent: st.GetSent(), Received: st.GetReceived(), Dropped: st.GetDropped(),

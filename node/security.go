@@ -47,13 +47,15 @@ var grpcMethods = map[string]authz.Class{
 	// Federation: operators manage links; the methods another system's
 	// nodes call check the caller themselves (the token's secret, the
 	// link's CA and the system the certificate names).
-	concordv1.Federation_CreateToken_FullMethodName: authz.Admin,
-	concordv1.Federation_CreateLink_FullMethodName:  authz.Admin,
-	concordv1.Federation_Unlink_FullMethodName:      authz.Admin,
-	concordv1.Federation_ListLinks_FullMethodName:   authz.Read,
-	concordv1.Federation_Peer_FullMethodName:        authz.Open,
-	concordv1.Federation_Link_FullMethodName:        authz.Open,
-	concordv1.Federation_PeerUnlink_FullMethodName:  authz.Open,
+	concordv1.Federation_CreateToken_FullMethodName:   authz.Admin,
+	concordv1.Federation_CreateLink_FullMethodName:    authz.Admin,
+	concordv1.Federation_Unlink_FullMethodName:        authz.Admin,
+	concordv1.Federation_ListLinks_FullMethodName:     authz.Read,
+	concordv1.Federation_Peer_FullMethodName:          authz.Open,
+	concordv1.Federation_Link_FullMethodName:          authz.Open,
+	concordv1.Federation_PeerUnlink_FullMethodName:    authz.Open,
+	concordv1.Federation_CreateMapLink_FullMethodName: authz.Admin,
+	concordv1.Federation_MapForward_FullMethodName:    authz.Peer,
 	// The keyring (cluster.IsAdminMethod): an operator, or a member server
 	// passing an operator's change on to every node.
 	concordv1.Admin_KeyringList_FullMethodName:    authz.Admin,

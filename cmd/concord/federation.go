@@ -20,10 +20,11 @@ import (
 func newFederationCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "federation",
-		Short: "Link this system with other Concord systems",
+		Short: "Link this system with other Concord systems and foreign MAP servers",
 		Long: "Peering: run `federation token --peer <their-system-id>` on one system, then\n" +
 			"`federation link --peering-token-file <file>` on the other (the token is a secret: never\n" +
-			"put it on a command line). Links are Raft state on both sides.",
+			"put it on a command line). Links are Raft state on both sides.\n" +
+			"A foreign MAP server: `federation link --kind map --system-id ID --url ws(s)://HOST/PATH`.",
 	}
 	cmd.AddCommand(newFedTokenCmd(), newFedLinkCmd(), newFedListCmd("list", false), newFedListCmd("status", true), newFedUnlinkCmd())
 	return cmd
@@ -123,19 +124,34 @@ func newFedLinkCmd() *cobra.Command {
 	var (
 		f         adminFlags
 		p         policyFlags
+		m         mapLinkFlags
 		tokenFile string
 		tokenArg  string
 	)
 	cmd := &cobra.Command{
-		Use:   "link --peering-token-file FILE",
-		Short: "Redeem a peering token: link this system with the system that issued it",
-		Long: "Redeem a peering token printed by `federation token` on the other system. The token\n" +
-			"is read from --peering-token-file (\"-\" reads standard input): a secret passed as a flag\n" +
-			"value leaks through the process list and shell history.",
+		Use:   "link --peering-token-file FILE | link --kind map --system-id ID --url ws(s)://HOST/PATH",
+		Short: "Link this system with another Concord system (a peering token) or a foreign MAP server (--kind map)",
+		Long: "--kind concord (default) redeems a peering token printed by `federation token` on the other\n" +
+			"system. The token is read from --peering-token-file (\"-\" reads standard input): a secret passed\n" +
+			"as a flag value leaks through the process list and shell history.\n" +
+			"--kind map links a foreign MAP server by its WebSocket URL: one node of this system (chosen by the\n" +
+			"leader, moved when it dies) connects there as a MAP participant, registers a proxy agent for each\n" +
+			"exported agent and imports the foreign agents as remote agents of --system-id. Credentials come from\n" +
+			"--auth-token-file (never a flag value); --map-ca-file pins the CA of a wss:// server.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("token") {
 				return errTokenFlag
+			}
+			switch m.kind {
+			case "concord":
+				if m.systemID != "" || m.url != "" {
+					return fmt.Errorf("--system-id and --url are for --kind map")
+				}
+			case "map":
+				return m.link(cmd, &f, &p, tokenFile)
+			default:
+				return fmt.Errorf("--kind %q: want concord or map", m.kind)
 			}
 			token, err := readPeeringToken(tokenFile, cmd.InOrStdin())
 			if err != nil {
@@ -157,6 +173,7 @@ func newFedLinkCmd() *cobra.Command {
 	}
 	f.register(cmd)
 	p.register(cmd)
+	m.register(cmd)
 	cmd.Flags().StringVar(&tokenFile, "peering-token-file", "", "file holding the token printed by `federation token` on the other system, - for stdin (required)")
 	// The old --token VALUE is refused with the way to do it instead.
 	cmd.Flags().StringVar(&tokenArg, "token", "", "refused: use --peering-token-file")
@@ -203,6 +220,69 @@ func readPeeringToken(file string, stdin io.Reader) (string, error) {
 	return token, nil
 }
 
+// mapLinkFlags describe a link of kind map.
+type mapLinkFlags struct {
+	kind, systemID, url, authMethod, tokenFile, caFile string
+}
+
+func (m *mapLinkFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&m.kind, "kind", "concord", "what to link: concord (a Concord system, by peering token) or map (a foreign MAP server, by URL)")
+	fl.StringVar(&m.systemID, "system-id", "", "--kind map: the id this system gives the foreign system (agents appear as ID:agent:X)")
+	fl.StringVar(&m.url, "url", "", "--kind map: the foreign server's MAP WebSocket URL, ws:// or wss://")
+	fl.StringVar(&m.authMethod, "auth-method", "bearer", "--kind map: how --auth-token-file's token is presented in map/connect: bearer or api-key")
+	fl.StringVar(&m.tokenFile, "auth-token-file", "", "--kind map: file holding the token or API key for the foreign server (stored in Raft, never printed)")
+	fl.StringVar(&m.caFile, "map-ca-file", "", "--kind map: PEM CA the wss:// server's certificate must chain to (default: system roots)")
+}
+
+// link runs `federation link --kind map`.
+func (m *mapLinkFlags) link(cmd *cobra.Command, f *adminFlags, p *policyFlags, peeringTokenFile string) error {
+	st, err := p.parse()
+	if err != nil {
+		return err
+	}
+	if peeringTokenFile != "" || st.Transitive || st.Outbox.Guaranteed {
+		return fmt.Errorf("--kind map takes --system-id and --url (no peering token, --transitive or --guaranteed)")
+	}
+	spec, err := m.spec(st)
+	if err != nil {
+		return err
+	}
+	return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+		l, err := c.CreateMapLink(ctx, spec)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "linked to MAP system %s at %s (auth %s)\n", l.PeerSystemID, l.URL, l.Auth)
+		return err
+	})
+}
+
+func (m *mapLinkFlags) spec(st admin.LinkSettings) (admin.MapLinkSpec, error) {
+	spec := admin.MapLinkSpec{SystemID: m.systemID, URL: m.url, LinkSettings: st}
+	if m.systemID == "" || m.url == "" {
+		return spec, fmt.Errorf("--kind map needs --system-id and --url")
+	}
+	if m.tokenFile != "" {
+		tok, err := secretFrom(m.tokenFile, "")
+		if err != nil {
+			return spec, fmt.Errorf("--auth-token-file: %w", err)
+		}
+		if m.authMethod != "bearer" && m.authMethod != "api-key" {
+			return spec, fmt.Errorf("--auth-method %q: want bearer or api-key", m.authMethod)
+		}
+		spec.AuthMethod, spec.Token = m.authMethod, string(tok)
+	}
+	if m.caFile != "" {
+		ca, err := os.ReadFile(m.caFile)
+		if err != nil {
+			return spec, fmt.Errorf("--map-ca-file: %w", err)
+		}
+		spec.CAPEM = ca
+	}
+	return spec, nil
+}
+
 func newFedListCmd(use string, detail bool) *cobra.Command {
 	var f adminFlags
 	short := "List this system's links"
@@ -231,13 +311,19 @@ func printLinks(w io.Writer, res admin.Links, detail bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if detail {
 		fmt.Fprintf(tw, "# system %s, node %s\n", res.SystemID, res.NodeID)
-		fmt.Fprintln(tw, "PEER\tSTATE\tSTREAMS\tSERVER\tRTT\tQUEUE\tOUTBOX\tSENT\tRECEIVED\tDROPPED\tRECONNECTS\tIMPORTED")
+		fmt.Fprintln(tw, "PEER\tKIND\tSTATE\tSTREAMS\tSERVER\tRTT\tQUEUE\tOUTBOX\tSENT\tRECEIVED\tDROPPED\tRECONNECTS\tIMPORTED")
 	} else {
-		fmt.Fprintln(tw, "PEER\tSERVERS\tEXPORT\tIMPORT\tTRANSITIVE\tMAX_HOPS\tBUFFER\tOUTBOX\tTLS")
+		fmt.Fprintln(tw, "PEER\tKIND\tSERVERS\tEXPORT\tIMPORT\tTRANSITIVE\tMAX_HOPS\tBUFFER\tOUTBOX\tTLS")
 	}
 	for _, st := range res.Links {
+		if detail && st.Kind == "map" {
+			fmt.Fprintf(tw, "%s\tmap\t%s\t%d proxies\t%s (holder %s)\t-\t%d (%d B)\t-\t%d\t%d\t%d\t%d\t%d agents (v%d), %d inbound errors\n",
+				st.PeerSystemID, st.State, st.ProxiesUp, st.URL, orDash(st.Holder), st.QueueDepth, st.QueueBytes, st.Sent, st.Received,
+				st.Dropped, st.Reconnects, st.ImportedAgents, st.ImportedVersion, st.InboundErrors)
+			continue
+		}
 		if detail {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d (%d B)\t%d (%d B)\t%d\t%d\t%d\t%d\t%d agents (v%d)\n", st.PeerSystemID, st.State,
+			fmt.Fprintf(tw, "%s\tconcord\t%s\t%d\t%s\t%s\t%d (%d B)\t%d (%d B)\t%d\t%d\t%d\t%d\t%d agents (v%d)\n", st.PeerSystemID, st.State,
 				st.StreamsUp, st.ConnectedTo, st.RTT, st.QueueDepth, st.QueueBytes, st.OutboxDepth, st.OutboxBytes,
 				st.Sent, st.Received, st.Dropped, st.Reconnects, st.ImportedAgents, st.ImportedVersion)
 			continue
@@ -247,7 +333,11 @@ func printLinks(w io.Writer, res admin.Links, detail bool) error {
 		if o.Guaranteed {
 			mode = "guaranteed"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d msgs/%d B/%v %s\t%s %d msgs/%d B\t%v\n", st.PeerSystemID, strings.Join(st.PeerAddrs, ","),
+		servers := strings.Join(st.PeerAddrs, ",")
+		if st.Kind == "map" {
+			servers = st.URL + " (auth " + st.Auth + ", holder " + orDash(st.Holder) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%d\t%d msgs/%d B/%v %s\t%s %d msgs/%d B\t%v\n", st.PeerSystemID, st.Kind, servers,
 			st.Export, st.Import, st.Transitive, st.MaxHops,
 			b.MaxMessages, b.MaxBytes, b.MaxAge, b.Overflow, mode, o.MaxMessages, o.MaxBytes, st.HasPeerCA)
 	}
@@ -256,6 +346,13 @@ func printLinks(w io.Writer, res admin.Links, detail bool) error {
 			p.PeerSystemID, p.RemovedAt.UTC().Format(time.RFC3339), p.PeerSystemID)
 	}
 	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func newFedUnlinkCmd() *cobra.Command {
@@ -275,6 +372,8 @@ func newFedUnlinkCmd() *cobra.Command {
 				}
 				w := cmd.OutOrStdout()
 				switch {
+				case res.MapLink:
+					_, err = fmt.Fprintf(w, "unlinked %s (a MAP server keeps no side of the link)\n", args[0])
 				case res.PeerNotified:
 					_, err = fmt.Fprintf(w, "unlinked %s (it removed its side too)\n", args[0])
 				case res.Pending:

@@ -103,6 +103,11 @@ type Link struct {
 	PeerAddrs    []string
 	LinkSettings
 	HasPeerCA bool // the peer's CA is pinned: the link uses TLS
+	// Kind is "concord" or "map". A map link has URL (without secrets) and
+	// Auth (the method only) instead of PeerAddrs.
+	Kind, URL, Auth string
+	// Holder is the node holding a map link's connection ("" until chosen).
+	Holder string
 }
 
 // LinkStatus is a link as one node sees it.
@@ -122,6 +127,9 @@ type LinkStatus struct {
 	// for the peer's acknowledgement (replicated: the same on every node).
 	OutboxDepth uint32
 	OutboxBytes uint64
+	// ProxiesUp and InboundErrors are a map link's, on its holder.
+	ProxiesUp     uint32
+	InboundErrors uint64
 }
 
 // PendingUnlink is a link removed here whose peer has not yet confirmed
@@ -179,7 +187,8 @@ func (c *Client) ListLinks(ctx context.Context) (Links, error) {
 			ConnectedTo: st.GetConnectedTo(), RTT: time.Duration(st.GetRttUs()) * time.Microsecond,
 			QueueDepth: st.GetQueueDepth(), QueueBytes: st.GetQueueBytes(), Sent: st.GetSent(), Received: st.GetReceived(),
 			Dropped: st.GetDropped(), Reconnects: st.GetReconnects(), ImportedAgents: st.GetImportedAgents(),
-			ImportedVersion: st.GetImportedVersion(), OutboxDepth: st.GetOutboxDepth(), OutboxBytes: st.GetOutboxBytes()})
+			ImportedVersion: st.GetImportedVersion(), OutboxDepth: st.GetOutboxDepth(), OutboxBytes: st.GetOutboxBytes(),
+			ProxiesUp: st.GetProxiesUp(), InboundErrors: st.GetInboundErrors()})
 	}
 	for _, p := range res.GetPendingUnlinks() {
 		out.PendingUnlinks = append(out.PendingUnlinks, PendingUnlink{PeerSystemID: p.GetLink().GetPeerSystemId(),
@@ -194,6 +203,8 @@ type Unlinked struct {
 	PeerError    string // why the peer was not reached
 	// Pending: the system keeps telling the peer until it confirms.
 	Pending bool
+	// MapLink: the link was to a foreign MAP server (it keeps no side).
+	MapLink bool
 }
 
 // Unlink removes the link to peerSystemID on this side and tells the peer;
@@ -205,16 +216,54 @@ func (c *Client) Unlink(ctx context.Context, peerSystemID string, force bool) (U
 	if err != nil {
 		return Unlinked{}, err
 	}
-	return Unlinked{PeerNotified: res.GetPeerNotified(), PeerError: res.GetPeerError(), Pending: res.GetPending()}, nil
+	return Unlinked{PeerNotified: res.GetPeerNotified(), PeerError: res.GetPeerError(), Pending: res.GetPending(),
+		MapLink: res.GetMapLink()}, nil
 }
 
 func link(l *concordv1.FedLink) Link {
 	b := l.GetBuffer()
-	return Link{PeerSystemID: l.GetPeerSystemId(), PeerAddrs: l.GetPeerAddrs(), HasPeerCA: len(l.GetPeerCaPem()) > 0,
+	kind, url, auth := "concord", "", ""
+	if federation.IsMapLink(l) {
+		kind, url, auth = "map", federation.RedactURL(l.GetMap().GetUrl()), l.GetMap().GetAuth().GetMethod()
+		if auth == "" {
+			auth = "none"
+		}
+	}
+	return Link{PeerSystemID: l.GetPeerSystemId(), PeerAddrs: l.GetPeerAddrs(), HasPeerCA: len(l.GetPeerCaPem()) > 0 || len(l.GetMap().GetCaPem()) > 0,
+		Kind: kind, URL: url, Auth: auth, Holder: l.GetMap().GetHolderNodeId(),
 		LinkSettings: LinkSettings{Export: Policy{l.GetExport()}, Import: Policy{l.GetImport()},
 			Transitive: l.GetTransitive(), MaxHops: l.GetMaxHops(),
 			Buffer: Buffer{MaxMessages: b.GetMaxMessages(), MaxBytes: b.GetMaxBytes(),
 				MaxAge: time.Duration(b.GetMaxAgeMs()) * time.Millisecond, Overflow: overflowName(b.GetOverflow())},
 			Outbox: Outbox{Guaranteed: l.GetOutbox().GetGuaranteed(), MaxMessages: l.GetOutbox().GetMaxMessages(),
 				MaxBytes: l.GetOutbox().GetMaxBytes()}}}
+}
+
+// MapLinkSpec links a foreign MAP server.
+type MapLinkSpec struct {
+	SystemID string // the id this system gives the foreign system
+	URL      string // ws:// or wss://
+	// AuthMethod is "bearer" or "api-key" ("" with no Token: anonymous).
+	AuthMethod, Token string
+	CAPEM             []byte // optional: the CA of a wss:// server
+	LinkSettings
+}
+
+// CreateMapLink stores a link of kind map; the answer never carries the
+// token.
+func (c *Client) CreateMapLink(ctx context.Context, s MapLinkSpec) (Link, error) {
+	buf, err := s.Buffer.proto()
+	if err != nil {
+		return Link{}, err
+	}
+	req := &concordv1.CreateMapLinkRequest{SystemId: s.SystemID, Url: s.URL, CaPem: s.CAPEM,
+		Export: s.Export.p, Import: s.Import.p, MaxHops: s.MaxHops, Buffer: buf}
+	if s.AuthMethod != "" || s.Token != "" {
+		req.Auth = &concordv1.FedMapAuth{Method: s.AuthMethod, Token: s.Token}
+	}
+	res, err := c.fed.CreateMapLink(ctx, req)
+	if err != nil {
+		return Link{}, err
+	}
+	return link(res.GetLink()), nil
 }

@@ -138,6 +138,56 @@ func (FedOverflow) EnumDescriptor() ([]byte, []int) {
 	return file_concord_v1_federation_proto_rawDescGZIP(), []int{1}
 }
 
+// FedLinkKind is what a link reaches.
+type FedLinkKind int32
+
+const (
+	// Another Concord system over the Federation gRPC service.
+	FedLinkKind_FED_LINK_KIND_CONCORD FedLinkKind = 0
+	// A foreign MAP server, by its WebSocket URL: one node of this system
+	// (the holder) connects there as a MAP participant.
+	FedLinkKind_FED_LINK_KIND_MAP FedLinkKind = 1
+)
+
+// Enum value maps for FedLinkKind.
+var (
+	FedLinkKind_name = map[int32]string{
+		0: "FED_LINK_KIND_CONCORD",
+		1: "FED_LINK_KIND_MAP",
+	}
+	FedLinkKind_value = map[string]int32{
+		"FED_LINK_KIND_CONCORD": 0,
+		"FED_LINK_KIND_MAP":     1,
+	}
+)
+
+func (x FedLinkKind) Enum() *FedLinkKind {
+	p := new(FedLinkKind)
+	*p = x
+	return p
+}
+
+func (x FedLinkKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FedLinkKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_concord_v1_federation_proto_enumTypes[2].Descriptor()
+}
+
+func (FedLinkKind) Type() protoreflect.EnumType {
+	return &file_concord_v1_federation_proto_enumTypes[2]
+}
+
+func (x FedLinkKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FedLinkKind.Descriptor instead.
+func (FedLinkKind) EnumDescriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{2}
+}
+
 type FedPolicy struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          FedPolicyKind          `protobuf:"varint,1,opt,name=kind,proto3,enum=concord.v1.FedPolicyKind" json:"kind,omitempty"`
@@ -281,7 +331,11 @@ type FedLink struct {
 	Initiator bool `protobuf:"varint,10,opt,name=initiator,proto3" json:"initiator,omitempty"`
 	// outbox is the guaranteed-delivery policy of messages this system
 	// sends over the link (unset: best effort unless a message asks).
-	Outbox        *FedOutboxPolicy `protobuf:"bytes,11,opt,name=outbox,proto3" json:"outbox,omitempty"`
+	Outbox *FedOutboxPolicy `protobuf:"bytes,11,opt,name=outbox,proto3" json:"outbox,omitempty"`
+	// kind says what is on the other side: another Concord system (unset) or
+	// a foreign MAP server (map, with map set and no peer_addrs).
+	Kind          FedLinkKind `protobuf:"varint,12,opt,name=kind,proto3,enum=concord.v1.FedLinkKind" json:"kind,omitempty"`
+	Map           *FedMapLink `protobuf:"bytes,13,opt,name=map,proto3" json:"map,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -393,6 +447,20 @@ func (x *FedLink) GetOutbox() *FedOutboxPolicy {
 	return nil
 }
 
+func (x *FedLink) GetKind() FedLinkKind {
+	if x != nil {
+		return x.Kind
+	}
+	return FedLinkKind_FED_LINK_KIND_CONCORD
+}
+
+func (x *FedLink) GetMap() *FedMapLink {
+	if x != nil {
+		return x.Map
+	}
+	return nil
+}
+
 // FedOutboxPolicy: guaranteed makes every message over the link
 // guaranteed (as meta.delivery "guaranteed" does for one message);
 // max_messages and max_bytes bound the link's replicated outbox (0: the
@@ -457,6 +525,144 @@ func (x *FedOutboxPolicy) GetMaxBytes() uint64 {
 	return 0
 }
 
+// FedMapLink is what a link of kind map needs beyond FedLink.
+type FedMapLink struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// url is the foreign server's MAP WebSocket endpoint (ws:// or wss://).
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// auth is sent in every map/connect; its token is a secret: admin answers
+	// never carry it and it is never logged.
+	Auth *FedMapAuth `protobuf:"bytes,2,opt,name=auth,proto3" json:"auth,omitempty"`
+	// ca_pem, optional, is the CA a wss:// server's certificate must chain
+	// to (else the system roots).
+	CaPem []byte `protobuf:"bytes,3,opt,name=ca_pem,json=caPem,proto3" json:"ca_pem,omitempty"`
+	// holder_node_id is the node the leader chose to hold the connection;
+	// holder_epoch grows with every choice (fences stale holders).
+	HolderNodeId  string `protobuf:"bytes,4,opt,name=holder_node_id,json=holderNodeId,proto3" json:"holder_node_id,omitempty"`
+	HolderEpoch   uint64 `protobuf:"varint,5,opt,name=holder_epoch,json=holderEpoch,proto3" json:"holder_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedMapLink) Reset() {
+	*x = FedMapLink{}
+	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedMapLink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedMapLink) ProtoMessage() {}
+
+func (x *FedMapLink) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedMapLink.ProtoReflect.Descriptor instead.
+func (*FedMapLink) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *FedMapLink) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *FedMapLink) GetAuth() *FedMapAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *FedMapLink) GetCaPem() []byte {
+	if x != nil {
+		return x.CaPem
+	}
+	return nil
+}
+
+func (x *FedMapLink) GetHolderNodeId() string {
+	if x != nil {
+		return x.HolderNodeId
+	}
+	return ""
+}
+
+func (x *FedMapLink) GetHolderEpoch() uint64 {
+	if x != nil {
+		return x.HolderEpoch
+	}
+	return 0
+}
+
+// FedMapAuth is a map/connect credential.
+type FedMapAuth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// method is "bearer" or "api-key".
+	Method        string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	Token         string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedMapAuth) Reset() {
+	*x = FedMapAuth{}
+	mi := &file_concord_v1_federation_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedMapAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedMapAuth) ProtoMessage() {}
+
+func (x *FedMapAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedMapAuth.ProtoReflect.Descriptor instead.
+func (*FedMapAuth) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FedMapAuth) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *FedMapAuth) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
 // FedRemoteAgent is one agent of a peer system in the imported directory.
 type FedRemoteAgent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -472,7 +678,7 @@ type FedRemoteAgent struct {
 
 func (x *FedRemoteAgent) Reset() {
 	*x = FedRemoteAgent{}
-	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	mi := &file_concord_v1_federation_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +690,7 @@ func (x *FedRemoteAgent) String() string {
 func (*FedRemoteAgent) ProtoMessage() {}
 
 func (x *FedRemoteAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[4]
+	mi := &file_concord_v1_federation_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +703,7 @@ func (x *FedRemoteAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedRemoteAgent.ProtoReflect.Descriptor instead.
 func (*FedRemoteAgent) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{4}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FedRemoteAgent) GetId() string {
@@ -563,7 +769,7 @@ type FedTokenRecord struct {
 
 func (x *FedTokenRecord) Reset() {
 	*x = FedTokenRecord{}
-	mi := &file_concord_v1_federation_proto_msgTypes[5]
+	mi := &file_concord_v1_federation_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +781,7 @@ func (x *FedTokenRecord) String() string {
 func (*FedTokenRecord) ProtoMessage() {}
 
 func (x *FedTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[5]
+	mi := &file_concord_v1_federation_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +794,7 @@ func (x *FedTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedTokenRecord.ProtoReflect.Descriptor instead.
 func (*FedTokenRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{5}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FedTokenRecord) GetPeerSystemId() string {
@@ -677,7 +883,7 @@ type FedImported struct {
 
 func (x *FedImported) Reset() {
 	*x = FedImported{}
-	mi := &file_concord_v1_federation_proto_msgTypes[6]
+	mi := &file_concord_v1_federation_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +895,7 @@ func (x *FedImported) String() string {
 func (*FedImported) ProtoMessage() {}
 
 func (x *FedImported) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[6]
+	mi := &file_concord_v1_federation_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +908,7 @@ func (x *FedImported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedImported.ProtoReflect.Descriptor instead.
 func (*FedImported) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{6}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FedImported) GetPeerSystemId() string {
@@ -745,7 +951,7 @@ type FedOutboxEntry struct {
 
 func (x *FedOutboxEntry) Reset() {
 	*x = FedOutboxEntry{}
-	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	mi := &file_concord_v1_federation_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +963,7 @@ func (x *FedOutboxEntry) String() string {
 func (*FedOutboxEntry) ProtoMessage() {}
 
 func (x *FedOutboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[7]
+	mi := &file_concord_v1_federation_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +976,7 @@ func (x *FedOutboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedOutboxEntry.ProtoReflect.Descriptor instead.
 func (*FedOutboxEntry) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{7}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FedOutboxEntry) GetSeq() uint64 {
@@ -808,7 +1014,7 @@ type FedOutbox struct {
 
 func (x *FedOutbox) Reset() {
 	*x = FedOutbox{}
-	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	mi := &file_concord_v1_federation_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +1026,7 @@ func (x *FedOutbox) String() string {
 func (*FedOutbox) ProtoMessage() {}
 
 func (x *FedOutbox) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[8]
+	mi := &file_concord_v1_federation_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +1039,7 @@ func (x *FedOutbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedOutbox.ProtoReflect.Descriptor instead.
 func (*FedOutbox) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{8}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FedOutbox) GetPeerSystemId() string {
@@ -877,7 +1083,7 @@ type FedInbox struct {
 
 func (x *FedInbox) Reset() {
 	*x = FedInbox{}
-	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	mi := &file_concord_v1_federation_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1095,7 @@ func (x *FedInbox) String() string {
 func (*FedInbox) ProtoMessage() {}
 
 func (x *FedInbox) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[9]
+	mi := &file_concord_v1_federation_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1108,7 @@ func (x *FedInbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedInbox.ProtoReflect.Descriptor instead.
 func (*FedInbox) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{9}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FedInbox) GetSourceSystemId() string {
@@ -938,7 +1144,7 @@ type FedPendingUnlink struct {
 
 func (x *FedPendingUnlink) Reset() {
 	*x = FedPendingUnlink{}
-	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1156,7 @@ func (x *FedPendingUnlink) String() string {
 func (*FedPendingUnlink) ProtoMessage() {}
 
 func (x *FedPendingUnlink) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[10]
+	mi := &file_concord_v1_federation_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1169,7 @@ func (x *FedPendingUnlink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedPendingUnlink.ProtoReflect.Descriptor instead.
 func (*FedPendingUnlink) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{10}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FedPendingUnlink) GetLink() *FedLink {
@@ -1000,7 +1206,7 @@ type FedSnapshotRecord struct {
 
 func (x *FedSnapshotRecord) Reset() {
 	*x = FedSnapshotRecord{}
-	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1218,7 @@ func (x *FedSnapshotRecord) String() string {
 func (*FedSnapshotRecord) ProtoMessage() {}
 
 func (x *FedSnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[11]
+	mi := &file_concord_v1_federation_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1231,7 @@ func (x *FedSnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedSnapshotRecord.ProtoReflect.Descriptor instead.
 func (*FedSnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{11}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FedSnapshotRecord) GetRecord() isFedSnapshotRecord_Record {
@@ -1176,7 +1382,7 @@ type FedGatewayBinding struct {
 
 func (x *FedGatewayBinding) Reset() {
 	*x = FedGatewayBinding{}
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1394,7 @@ func (x *FedGatewayBinding) String() string {
 func (*FedGatewayBinding) ProtoMessage() {}
 
 func (x *FedGatewayBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[12]
+	mi := &file_concord_v1_federation_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1407,7 @@ func (x *FedGatewayBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedGatewayBinding.ProtoReflect.Descriptor instead.
 func (*FedGatewayBinding) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{12}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FedGatewayBinding) GetSystemId() string {
@@ -1244,7 +1450,7 @@ type FedTokenCreate struct {
 
 func (x *FedTokenCreate) Reset() {
 	*x = FedTokenCreate{}
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1462,7 @@ func (x *FedTokenCreate) String() string {
 func (*FedTokenCreate) ProtoMessage() {}
 
 func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[13]
+	mi := &file_concord_v1_federation_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1475,7 @@ func (x *FedTokenCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedTokenCreate.ProtoReflect.Descriptor instead.
 func (*FedTokenCreate) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{13}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FedTokenCreate) GetToken() *FedTokenRecord {
@@ -1301,7 +1507,7 @@ type FedLinkPut struct {
 
 func (x *FedLinkPut) Reset() {
 	*x = FedLinkPut{}
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1519,7 @@ func (x *FedLinkPut) String() string {
 func (*FedLinkPut) ProtoMessage() {}
 
 func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[14]
+	mi := &file_concord_v1_federation_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1532,7 @@ func (x *FedLinkPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkPut.ProtoReflect.Descriptor instead.
 func (*FedLinkPut) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{14}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FedLinkPut) GetLink() *FedLink {
@@ -1365,7 +1571,7 @@ type FedLinkRemove struct {
 
 func (x *FedLinkRemove) Reset() {
 	*x = FedLinkRemove{}
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1583,7 @@ func (x *FedLinkRemove) String() string {
 func (*FedLinkRemove) ProtoMessage() {}
 
 func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[15]
+	mi := &file_concord_v1_federation_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1596,7 @@ func (x *FedLinkRemove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkRemove.ProtoReflect.Descriptor instead.
 func (*FedLinkRemove) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{15}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FedLinkRemove) GetPeerSystemId() string {
@@ -1428,7 +1634,7 @@ type FedOutboxPut struct {
 
 func (x *FedOutboxPut) Reset() {
 	*x = FedOutboxPut{}
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1646,7 @@ func (x *FedOutboxPut) String() string {
 func (*FedOutboxPut) ProtoMessage() {}
 
 func (x *FedOutboxPut) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[16]
+	mi := &file_concord_v1_federation_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1659,7 @@ func (x *FedOutboxPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedOutboxPut.ProtoReflect.Descriptor instead.
 func (*FedOutboxPut) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{16}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FedOutboxPut) GetPeerSystemId() string {
@@ -1489,7 +1695,7 @@ type FedOutboxAck struct {
 
 func (x *FedOutboxAck) Reset() {
 	*x = FedOutboxAck{}
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1707,7 @@ func (x *FedOutboxAck) String() string {
 func (*FedOutboxAck) ProtoMessage() {}
 
 func (x *FedOutboxAck) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[17]
+	mi := &file_concord_v1_federation_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1720,7 @@ func (x *FedOutboxAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedOutboxAck.ProtoReflect.Descriptor instead.
 func (*FedOutboxAck) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{17}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FedOutboxAck) GetPeerSystemId() string {
@@ -1545,7 +1751,7 @@ type FedInboxMark struct {
 
 func (x *FedInboxMark) Reset() {
 	*x = FedInboxMark{}
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1763,7 @@ func (x *FedInboxMark) String() string {
 func (*FedInboxMark) ProtoMessage() {}
 
 func (x *FedInboxMark) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[18]
+	mi := &file_concord_v1_federation_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1776,7 @@ func (x *FedInboxMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedInboxMark.ProtoReflect.Descriptor instead.
 func (*FedInboxMark) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{18}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FedInboxMark) GetSourceSystemId() string {
@@ -1608,7 +1814,7 @@ type FedDirectoryChunk struct {
 
 func (x *FedDirectoryChunk) Reset() {
 	*x = FedDirectoryChunk{}
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1826,7 @@ func (x *FedDirectoryChunk) String() string {
 func (*FedDirectoryChunk) ProtoMessage() {}
 
 func (x *FedDirectoryChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[19]
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1839,7 @@ func (x *FedDirectoryChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryChunk.ProtoReflect.Descriptor instead.
 func (*FedDirectoryChunk) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{19}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FedDirectoryChunk) GetUpdate() *FedDirectoryApply {
@@ -1654,7 +1860,7 @@ type FedUnlinkDone struct {
 
 func (x *FedUnlinkDone) Reset() {
 	*x = FedUnlinkDone{}
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1872,7 @@ func (x *FedUnlinkDone) String() string {
 func (*FedUnlinkDone) ProtoMessage() {}
 
 func (x *FedUnlinkDone) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[20]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1885,7 @@ func (x *FedUnlinkDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedUnlinkDone.ProtoReflect.Descriptor instead.
 func (*FedUnlinkDone) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{20}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FedUnlinkDone) GetPeerSystemId() string {
@@ -1700,7 +1906,7 @@ type FedLinkAddrs struct {
 
 func (x *FedLinkAddrs) Reset() {
 	*x = FedLinkAddrs{}
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1918,7 @@ func (x *FedLinkAddrs) String() string {
 func (*FedLinkAddrs) ProtoMessage() {}
 
 func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1931,7 @@ func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkAddrs.ProtoReflect.Descriptor instead.
 func (*FedLinkAddrs) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FedLinkAddrs) GetPeerSystemId() string {
@@ -1766,7 +1972,7 @@ type FedDirectoryApply struct {
 
 func (x *FedDirectoryApply) Reset() {
 	*x = FedDirectoryApply{}
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1984,7 @@ func (x *FedDirectoryApply) String() string {
 func (*FedDirectoryApply) ProtoMessage() {}
 
 func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1997,7 @@ func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryApply.ProtoReflect.Descriptor instead.
 func (*FedDirectoryApply) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FedDirectoryApply) GetPeerSystemId() string {
@@ -1868,7 +2074,7 @@ type FedGatewayBind struct {
 
 func (x *FedGatewayBind) Reset() {
 	*x = FedGatewayBind{}
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2086,7 @@ func (x *FedGatewayBind) String() string {
 func (*FedGatewayBind) ProtoMessage() {}
 
 func (x *FedGatewayBind) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,12 +2099,193 @@ func (x *FedGatewayBind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedGatewayBind.ProtoReflect.Descriptor instead.
 func (*FedGatewayBind) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FedGatewayBind) GetBinding() *FedGatewayBinding {
 	if x != nil {
 		return x.Binding
+	}
+	return nil
+}
+
+// FedMapLinkPut is COMMAND_TYPE_FED_MAP_LINK_PUT: store (or replace) a
+// link of kind map. Replacing keeps no holder: the leader chooses again.
+type FedMapLinkPut struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Link          *FedLink               `protobuf:"bytes,1,opt,name=link,proto3" json:"link,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedMapLinkPut) Reset() {
+	*x = FedMapLinkPut{}
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedMapLinkPut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedMapLinkPut) ProtoMessage() {}
+
+func (x *FedMapLinkPut) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedMapLinkPut.ProtoReflect.Descriptor instead.
+func (*FedMapLinkPut) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *FedMapLinkPut) GetLink() *FedLink {
+	if x != nil {
+		return x.Link
+	}
+	return nil
+}
+
+// FedMapHolder is COMMAND_TYPE_FED_MAP_HOLDER: the leader's choice of the
+// node holding a map link's connection. Applied only when prev_epoch is
+// the link's current holder_epoch (a compare-and-set), which then grows.
+type FedMapHolder struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	PrevEpoch     uint64                 `protobuf:"varint,3,opt,name=prev_epoch,json=prevEpoch,proto3" json:"prev_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedMapHolder) Reset() {
+	*x = FedMapHolder{}
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedMapHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedMapHolder) ProtoMessage() {}
+
+func (x *FedMapHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedMapHolder.ProtoReflect.Descriptor instead.
+func (*FedMapHolder) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *FedMapHolder) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedMapHolder) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *FedMapHolder) GetPrevEpoch() uint64 {
+	if x != nil {
+		return x.PrevEpoch
+	}
+	return 0
+}
+
+// FedMapDirectory is COMMAND_TYPE_FED_MAP_DIRECTORY: the foreign agents a
+// map link's holder sees, the full set. Applied only when holder_node_id
+// and holder_epoch are the link's current holder (a stale holder changes
+// nothing); the import policy filters; the version is the entry's index.
+type FedMapDirectory struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	HolderNodeId  string                 `protobuf:"bytes,2,opt,name=holder_node_id,json=holderNodeId,proto3" json:"holder_node_id,omitempty"`
+	HolderEpoch   uint64                 `protobuf:"varint,3,opt,name=holder_epoch,json=holderEpoch,proto3" json:"holder_epoch,omitempty"`
+	Agents        []*FedRemoteAgent      `protobuf:"bytes,4,rep,name=agents,proto3" json:"agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedMapDirectory) Reset() {
+	*x = FedMapDirectory{}
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedMapDirectory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedMapDirectory) ProtoMessage() {}
+
+func (x *FedMapDirectory) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedMapDirectory.ProtoReflect.Descriptor instead.
+func (*FedMapDirectory) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *FedMapDirectory) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *FedMapDirectory) GetHolderNodeId() string {
+	if x != nil {
+		return x.HolderNodeId
+	}
+	return ""
+}
+
+func (x *FedMapDirectory) GetHolderEpoch() uint64 {
+	if x != nil {
+		return x.HolderEpoch
+	}
+	return 0
+}
+
+func (x *FedMapDirectory) GetAgents() []*FedRemoteAgent {
+	if x != nil {
+		return x.Agents
 	}
 	return nil
 }
@@ -1920,7 +2307,7 @@ type FedToken struct {
 
 func (x *FedToken) Reset() {
 	*x = FedToken{}
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2319,7 @@ func (x *FedToken) String() string {
 func (*FedToken) ProtoMessage() {}
 
 func (x *FedToken) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2332,7 @@ func (x *FedToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedToken.ProtoReflect.Descriptor instead.
 func (*FedToken) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FedToken) GetSystemId() string {
@@ -2023,7 +2410,7 @@ type FedEnvelope struct {
 
 func (x *FedEnvelope) Reset() {
 	*x = FedEnvelope{}
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2422,7 @@ func (x *FedEnvelope) String() string {
 func (*FedEnvelope) ProtoMessage() {}
 
 func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2435,7 @@ func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedEnvelope.ProtoReflect.Descriptor instead.
 func (*FedEnvelope) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FedEnvelope) GetSeq() uint64 {
@@ -2175,7 +2562,7 @@ type FedAck struct {
 
 func (x *FedAck) Reset() {
 	*x = FedAck{}
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2574,7 @@ func (x *FedAck) String() string {
 func (*FedAck) ProtoMessage() {}
 
 func (x *FedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2587,7 @@ func (x *FedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAck.ProtoReflect.Descriptor instead.
 func (*FedAck) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FedAck) GetSeq() uint64 {
@@ -2255,7 +2642,7 @@ type FedHello struct {
 
 func (x *FedHello) Reset() {
 	*x = FedHello{}
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2654,7 @@ func (x *FedHello) String() string {
 func (*FedHello) ProtoMessage() {}
 
 func (x *FedHello) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2667,7 @@ func (x *FedHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedHello.ProtoReflect.Descriptor instead.
 func (*FedHello) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FedHello) GetSystemId() string {
@@ -2309,7 +2696,7 @@ type FedWelcome struct {
 
 func (x *FedWelcome) Reset() {
 	*x = FedWelcome{}
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2708,7 @@ func (x *FedWelcome) String() string {
 func (*FedWelcome) ProtoMessage() {}
 
 func (x *FedWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2721,7 @@ func (x *FedWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedWelcome.ProtoReflect.Descriptor instead.
 func (*FedWelcome) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FedWelcome) GetSystemId() string {
@@ -2370,7 +2757,7 @@ type FedDirectoryRequest struct {
 
 func (x *FedDirectoryRequest) Reset() {
 	*x = FedDirectoryRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2769,7 @@ func (x *FedDirectoryRequest) String() string {
 func (*FedDirectoryRequest) ProtoMessage() {}
 
 func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2782,7 @@ func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*FedDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FedDirectoryRequest) GetHaveVersion() uint64 {
@@ -2424,7 +2811,7 @@ type FedPing struct {
 
 func (x *FedPing) Reset() {
 	*x = FedPing{}
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2823,7 @@ func (x *FedPing) String() string {
 func (*FedPing) ProtoMessage() {}
 
 func (x *FedPing) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2836,7 @@ func (x *FedPing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedPing.ProtoReflect.Descriptor instead.
 func (*FedPing) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FedPing) GetSentUnixNano() int64 {
@@ -2488,7 +2875,7 @@ type FedFrame struct {
 
 func (x *FedFrame) Reset() {
 	*x = FedFrame{}
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2887,7 @@ func (x *FedFrame) String() string {
 func (*FedFrame) ProtoMessage() {}
 
 func (x *FedFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2900,7 @@ func (x *FedFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedFrame.ProtoReflect.Descriptor instead.
 func (*FedFrame) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FedFrame) GetFrame() isFedFrame_Frame {
@@ -2656,7 +3043,7 @@ type FedBatch struct {
 
 func (x *FedBatch) Reset() {
 	*x = FedBatch{}
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +3055,7 @@ func (x *FedBatch) String() string {
 func (*FedBatch) ProtoMessage() {}
 
 func (x *FedBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +3068,7 @@ func (x *FedBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedBatch.ProtoReflect.Descriptor instead.
 func (*FedBatch) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FedBatch) GetEnvelopes() []*FedEnvelope {
@@ -2700,7 +3087,7 @@ type FedAcks struct {
 
 func (x *FedAcks) Reset() {
 	*x = FedAcks{}
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2712,7 +3099,7 @@ func (x *FedAcks) String() string {
 func (*FedAcks) ProtoMessage() {}
 
 func (x *FedAcks) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2725,7 +3112,7 @@ func (x *FedAcks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAcks.ProtoReflect.Descriptor instead.
 func (*FedAcks) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FedAcks) GetAcks() []*FedAck {
@@ -2749,7 +3136,7 @@ type PeerRequest struct {
 
 func (x *PeerRequest) Reset() {
 	*x = PeerRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +3148,7 @@ func (x *PeerRequest) String() string {
 func (*PeerRequest) ProtoMessage() {}
 
 func (x *PeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +3161,7 @@ func (x *PeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerRequest.ProtoReflect.Descriptor instead.
 func (*PeerRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PeerRequest) GetSecret() []byte {
@@ -2815,7 +3202,7 @@ type PeerResponse struct {
 
 func (x *PeerResponse) Reset() {
 	*x = PeerResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[35]
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +3214,7 @@ func (x *PeerResponse) String() string {
 func (*PeerResponse) ProtoMessage() {}
 
 func (x *PeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[35]
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +3227,7 @@ func (x *PeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerResponse.ProtoReflect.Descriptor instead.
 func (*PeerResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{35}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PeerResponse) GetSystemId() string {
@@ -2876,7 +3263,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[36]
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2888,7 +3275,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[36]
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2901,7 +3288,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{36}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateTokenRequest) GetPeerSystemId() string {
@@ -2970,7 +3357,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[37]
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2982,7 +3369,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[37]
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2995,7 +3382,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{37}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateTokenResponse) GetToken() string {
@@ -3027,7 +3414,7 @@ type CreateLinkRequest struct {
 
 func (x *CreateLinkRequest) Reset() {
 	*x = CreateLinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[38]
+	mi := &file_concord_v1_federation_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3039,7 +3426,7 @@ func (x *CreateLinkRequest) String() string {
 func (*CreateLinkRequest) ProtoMessage() {}
 
 func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[38]
+	mi := &file_concord_v1_federation_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3052,7 +3439,7 @@ func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkRequest.ProtoReflect.Descriptor instead.
 func (*CreateLinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{38}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateLinkRequest) GetToken() string {
@@ -3113,7 +3500,7 @@ type CreateLinkResponse struct {
 
 func (x *CreateLinkResponse) Reset() {
 	*x = CreateLinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[39]
+	mi := &file_concord_v1_federation_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3512,7 @@ func (x *CreateLinkResponse) String() string {
 func (*CreateLinkResponse) ProtoMessage() {}
 
 func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[39]
+	mi := &file_concord_v1_federation_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3525,7 @@ func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkResponse.ProtoReflect.Descriptor instead.
 func (*CreateLinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{39}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateLinkResponse) GetLink() *FedLink {
@@ -3156,7 +3543,7 @@ type ListLinksRequest struct {
 
 func (x *ListLinksRequest) Reset() {
 	*x = ListLinksRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[40]
+	mi := &file_concord_v1_federation_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3168,7 +3555,7 @@ func (x *ListLinksRequest) String() string {
 func (*ListLinksRequest) ProtoMessage() {}
 
 func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[40]
+	mi := &file_concord_v1_federation_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3181,7 +3568,7 @@ func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksRequest.ProtoReflect.Descriptor instead.
 func (*ListLinksRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{40}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{45}
 }
 
 // FedLinkStatus is one link as seen from the answering node.
@@ -3205,15 +3592,21 @@ type FedLinkStatus struct {
 	ImportedAgents  uint32 `protobuf:"varint,13,opt,name=imported_agents,json=importedAgents,proto3" json:"imported_agents,omitempty"`
 	// outbox_depth and outbox_bytes are the replicated outbox of
 	// guaranteed messages to the peer.
-	OutboxDepth   uint32 `protobuf:"varint,14,opt,name=outbox_depth,json=outboxDepth,proto3" json:"outbox_depth,omitempty"`
-	OutboxBytes   uint64 `protobuf:"varint,15,opt,name=outbox_bytes,json=outboxBytes,proto3" json:"outbox_bytes,omitempty"`
+	OutboxDepth uint32 `protobuf:"varint,14,opt,name=outbox_depth,json=outboxDepth,proto3" json:"outbox_depth,omitempty"`
+	OutboxBytes uint64 `protobuf:"varint,15,opt,name=outbox_bytes,json=outboxBytes,proto3" json:"outbox_bytes,omitempty"`
+	// For links of kind map: the node holding the connection, the proxy
+	// sessions up on it, and messages from the foreign server that were
+	// refused (bad input, unknown recipient) or failed delivery.
+	HolderNodeId  string `protobuf:"bytes,16,opt,name=holder_node_id,json=holderNodeId,proto3" json:"holder_node_id,omitempty"`
+	ProxiesUp     uint32 `protobuf:"varint,17,opt,name=proxies_up,json=proxiesUp,proto3" json:"proxies_up,omitempty"`
+	InboundErrors uint64 `protobuf:"varint,18,opt,name=inbound_errors,json=inboundErrors,proto3" json:"inbound_errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedLinkStatus) Reset() {
 	*x = FedLinkStatus{}
-	mi := &file_concord_v1_federation_proto_msgTypes[41]
+	mi := &file_concord_v1_federation_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3225,7 +3618,7 @@ func (x *FedLinkStatus) String() string {
 func (*FedLinkStatus) ProtoMessage() {}
 
 func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[41]
+	mi := &file_concord_v1_federation_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3238,7 +3631,7 @@ func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkStatus.ProtoReflect.Descriptor instead.
 func (*FedLinkStatus) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{41}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *FedLinkStatus) GetLink() *FedLink {
@@ -3346,6 +3739,27 @@ func (x *FedLinkStatus) GetOutboxBytes() uint64 {
 	return 0
 }
 
+func (x *FedLinkStatus) GetHolderNodeId() string {
+	if x != nil {
+		return x.HolderNodeId
+	}
+	return ""
+}
+
+func (x *FedLinkStatus) GetProxiesUp() uint32 {
+	if x != nil {
+		return x.ProxiesUp
+	}
+	return 0
+}
+
+func (x *FedLinkStatus) GetInboundErrors() uint64 {
+	if x != nil {
+		return x.InboundErrors
+	}
+	return 0
+}
+
 type ListLinksResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	SystemId string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
@@ -3359,7 +3773,7 @@ type ListLinksResponse struct {
 
 func (x *ListLinksResponse) Reset() {
 	*x = ListLinksResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[42]
+	mi := &file_concord_v1_federation_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3371,7 +3785,7 @@ func (x *ListLinksResponse) String() string {
 func (*ListLinksResponse) ProtoMessage() {}
 
 func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[42]
+	mi := &file_concord_v1_federation_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3384,7 +3798,7 @@ func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksResponse.ProtoReflect.Descriptor instead.
 func (*ListLinksResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{42}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListLinksResponse) GetSystemId() string {
@@ -3427,7 +3841,7 @@ type UnlinkRequest struct {
 
 func (x *UnlinkRequest) Reset() {
 	*x = UnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[43]
+	mi := &file_concord_v1_federation_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3853,7 @@ func (x *UnlinkRequest) String() string {
 func (*UnlinkRequest) ProtoMessage() {}
 
 func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[43]
+	mi := &file_concord_v1_federation_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3866,7 @@ func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkRequest.ProtoReflect.Descriptor instead.
 func (*UnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{43}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UnlinkRequest) GetPeerSystemId() string {
@@ -3477,14 +3891,17 @@ type UnlinkResponse struct {
 	PeerError    string `protobuf:"bytes,2,opt,name=peer_error,json=peerError,proto3" json:"peer_error,omitempty"`
 	// pending: the peer was not reached; this system retries until it
 	// confirms (see ListLinksResponse.pending_unlinks).
-	Pending       bool `protobuf:"varint,3,opt,name=pending,proto3" json:"pending,omitempty"`
+	Pending bool `protobuf:"varint,3,opt,name=pending,proto3" json:"pending,omitempty"`
+	// map_link: the link was of kind map; a foreign MAP server keeps no side
+	// to tell.
+	MapLink       bool `protobuf:"varint,4,opt,name=map_link,json=mapLink,proto3" json:"map_link,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UnlinkResponse) Reset() {
 	*x = UnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[44]
+	mi := &file_concord_v1_federation_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3913,7 @@ func (x *UnlinkResponse) String() string {
 func (*UnlinkResponse) ProtoMessage() {}
 
 func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[44]
+	mi := &file_concord_v1_federation_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3509,7 +3926,7 @@ func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkResponse.ProtoReflect.Descriptor instead.
 func (*UnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{44}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UnlinkResponse) GetPeerNotified() bool {
@@ -3533,6 +3950,13 @@ func (x *UnlinkResponse) GetPending() bool {
 	return false
 }
 
+func (x *UnlinkResponse) GetMapLink() bool {
+	if x != nil {
+		return x.MapLink
+	}
+	return false
+}
+
 type PeerUnlinkRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
@@ -3542,7 +3966,7 @@ type PeerUnlinkRequest struct {
 
 func (x *PeerUnlinkRequest) Reset() {
 	*x = PeerUnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[45]
+	mi := &file_concord_v1_federation_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3978,7 @@ func (x *PeerUnlinkRequest) String() string {
 func (*PeerUnlinkRequest) ProtoMessage() {}
 
 func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[45]
+	mi := &file_concord_v1_federation_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3991,7 @@ func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkRequest.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{45}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PeerUnlinkRequest) GetSystemId() string {
@@ -3585,7 +4009,7 @@ type PeerUnlinkResponse struct {
 
 func (x *PeerUnlinkResponse) Reset() {
 	*x = PeerUnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[46]
+	mi := &file_concord_v1_federation_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3597,7 +4021,7 @@ func (x *PeerUnlinkResponse) String() string {
 func (*PeerUnlinkResponse) ProtoMessage() {}
 
 func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[46]
+	mi := &file_concord_v1_federation_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3610,7 +4034,205 @@ func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkResponse.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{46}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{51}
+}
+
+type CreateMapLinkRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// system_id is the id this system gives the foreign system.
+	SystemId      string           `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	Url           string           `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	Auth          *FedMapAuth      `protobuf:"bytes,3,opt,name=auth,proto3" json:"auth,omitempty"`
+	CaPem         []byte           `protobuf:"bytes,4,opt,name=ca_pem,json=caPem,proto3" json:"ca_pem,omitempty"`
+	Export        *FedPolicy       `protobuf:"bytes,5,opt,name=export,proto3" json:"export,omitempty"`
+	Import        *FedPolicy       `protobuf:"bytes,6,opt,name=import,proto3" json:"import,omitempty"`
+	MaxHops       uint32           `protobuf:"varint,7,opt,name=max_hops,json=maxHops,proto3" json:"max_hops,omitempty"`
+	Buffer        *FedBufferPolicy `protobuf:"bytes,8,opt,name=buffer,proto3" json:"buffer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMapLinkRequest) Reset() {
+	*x = CreateMapLinkRequest{}
+	mi := &file_concord_v1_federation_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMapLinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMapLinkRequest) ProtoMessage() {}
+
+func (x *CreateMapLinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMapLinkRequest.ProtoReflect.Descriptor instead.
+func (*CreateMapLinkRequest) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *CreateMapLinkRequest) GetSystemId() string {
+	if x != nil {
+		return x.SystemId
+	}
+	return ""
+}
+
+func (x *CreateMapLinkRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *CreateMapLinkRequest) GetAuth() *FedMapAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *CreateMapLinkRequest) GetCaPem() []byte {
+	if x != nil {
+		return x.CaPem
+	}
+	return nil
+}
+
+func (x *CreateMapLinkRequest) GetExport() *FedPolicy {
+	if x != nil {
+		return x.Export
+	}
+	return nil
+}
+
+func (x *CreateMapLinkRequest) GetImport() *FedPolicy {
+	if x != nil {
+		return x.Import
+	}
+	return nil
+}
+
+func (x *CreateMapLinkRequest) GetMaxHops() uint32 {
+	if x != nil {
+		return x.MaxHops
+	}
+	return 0
+}
+
+func (x *CreateMapLinkRequest) GetBuffer() *FedBufferPolicy {
+	if x != nil {
+		return x.Buffer
+	}
+	return nil
+}
+
+type MapForwardRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	Envelopes     []*FedEnvelope         `protobuf:"bytes,2,rep,name=envelopes,proto3" json:"envelopes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MapForwardRequest) Reset() {
+	*x = MapForwardRequest{}
+	mi := &file_concord_v1_federation_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MapForwardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MapForwardRequest) ProtoMessage() {}
+
+func (x *MapForwardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MapForwardRequest.ProtoReflect.Descriptor instead.
+func (*MapForwardRequest) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *MapForwardRequest) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *MapForwardRequest) GetEnvelopes() []*FedEnvelope {
+	if x != nil {
+		return x.Envelopes
+	}
+	return nil
+}
+
+// MapForwardResponse has one ack per envelope, matched by seq.
+type MapForwardResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acks          []*FedAck              `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MapForwardResponse) Reset() {
+	*x = MapForwardResponse{}
+	mi := &file_concord_v1_federation_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MapForwardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MapForwardResponse) ProtoMessage() {}
+
+func (x *MapForwardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MapForwardResponse.ProtoReflect.Descriptor instead.
+func (*MapForwardResponse) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *MapForwardResponse) GetAcks() []*FedAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
 }
 
 var File_concord_v1_federation_proto protoreflect.FileDescriptor
@@ -3627,7 +4249,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\x12\x1c\n" +
 	"\n" +
 	"max_age_ms\x18\x03 \x01(\x03R\bmaxAgeMs\x123\n" +
-	"\boverflow\x18\x04 \x01(\x0e2\x17.concord.v1.FedOverflowR\boverflow\"\xb3\x03\n" +
+	"\boverflow\x18\x04 \x01(\x0e2\x17.concord.v1.FedOverflowR\boverflow\"\x8a\x04\n" +
 	"\aFedLink\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x1d\n" +
 	"\n" +
@@ -3643,13 +4265,26 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\rcreated_at_ms\x18\t \x01(\x03R\vcreatedAtMs\x12\x1c\n" +
 	"\tinitiator\x18\n" +
 	" \x01(\bR\tinitiator\x123\n" +
-	"\x06outbox\x18\v \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\"q\n" +
+	"\x06outbox\x18\v \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\x12+\n" +
+	"\x04kind\x18\f \x01(\x0e2\x17.concord.v1.FedLinkKindR\x04kind\x12(\n" +
+	"\x03map\x18\r \x01(\v2\x16.concord.v1.FedMapLinkR\x03map\"q\n" +
 	"\x0fFedOutboxPolicy\x12\x1e\n" +
 	"\n" +
 	"guaranteed\x18\x01 \x01(\bR\n" +
 	"guaranteed\x12!\n" +
 	"\fmax_messages\x18\x02 \x01(\rR\vmaxMessages\x12\x1b\n" +
-	"\tmax_bytes\x18\x03 \x01(\x04R\bmaxBytes\"\x94\x01\n" +
+	"\tmax_bytes\x18\x03 \x01(\x04R\bmaxBytes\"\xaa\x01\n" +
+	"\n" +
+	"FedMapLink\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12*\n" +
+	"\x04auth\x18\x02 \x01(\v2\x16.concord.v1.FedMapAuthR\x04auth\x12\x15\n" +
+	"\x06ca_pem\x18\x03 \x01(\fR\x05caPem\x12$\n" +
+	"\x0eholder_node_id\x18\x04 \x01(\tR\fholderNodeId\x12!\n" +
+	"\fholder_epoch\x18\x05 \x01(\x04R\vholderEpoch\":\n" +
+	"\n" +
+	"FedMapAuth\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"\x94\x01\n" +
 	"\x0eFedRemoteAgent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -3752,7 +4387,19 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x04more\x18\b \x01(\bR\x04more\x12\x16\n" +
 	"\x06digest\x18\t \x01(\fR\x06digest\"I\n" +
 	"\x0eFedGatewayBind\x127\n" +
-	"\abinding\x18\x01 \x01(\v2\x1d.concord.v1.FedGatewayBindingR\abinding\"\xb6\x01\n" +
+	"\abinding\x18\x01 \x01(\v2\x1d.concord.v1.FedGatewayBindingR\abinding\"8\n" +
+	"\rFedMapLinkPut\x12'\n" +
+	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\"l\n" +
+	"\fFedMapHolder\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"prev_epoch\x18\x03 \x01(\x04R\tprevEpoch\"\xb4\x01\n" +
+	"\x0fFedMapDirectory\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12$\n" +
+	"\x0eholder_node_id\x18\x02 \x01(\tR\fholderNodeId\x12!\n" +
+	"\fholder_epoch\x18\x03 \x01(\x04R\vholderEpoch\x122\n" +
+	"\x06agents\x18\x04 \x03(\v2\x1a.concord.v1.FedRemoteAgentR\x06agents\"\xb6\x01\n" +
 	"\bFedToken\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x14\n" +
 	"\x05addrs\x18\x02 \x03(\tR\x05addrs\x12\x15\n" +
@@ -3851,7 +4498,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06outbox\x18\a \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\"=\n" +
 	"\x12CreateLinkResponse\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\"\x12\n" +
-	"\x10ListLinksRequest\"\xed\x03\n" +
+	"\x10ListLinksRequest\"\xd9\x04\n" +
 	"\rFedLinkStatus\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1d\n" +
@@ -3873,7 +4520,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x10imported_version\x18\f \x01(\x04R\x0fimportedVersion\x12'\n" +
 	"\x0fimported_agents\x18\r \x01(\rR\x0eimportedAgents\x12!\n" +
 	"\foutbox_depth\x18\x0e \x01(\rR\voutboxDepth\x12!\n" +
-	"\foutbox_bytes\x18\x0f \x01(\x04R\voutboxBytes\"\xc1\x01\n" +
+	"\foutbox_bytes\x18\x0f \x01(\x04R\voutboxBytes\x12$\n" +
+	"\x0eholder_node_id\x18\x10 \x01(\tR\fholderNodeId\x12\x1d\n" +
+	"\n" +
+	"proxies_up\x18\x11 \x01(\rR\tproxiesUp\x12%\n" +
+	"\x0einbound_errors\x18\x12 \x01(\x04R\rinboundErrors\"\xc1\x01\n" +
 	"\x11ListLinksResponse\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12/\n" +
@@ -3881,15 +4532,30 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x0fpending_unlinks\x18\x04 \x03(\v2\x1c.concord.v1.FedPendingUnlinkR\x0ependingUnlinks\"K\n" +
 	"\rUnlinkRequest\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x14\n" +
-	"\x05force\x18\x02 \x01(\bR\x05force\"n\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\x89\x01\n" +
 	"\x0eUnlinkResponse\x12#\n" +
 	"\rpeer_notified\x18\x01 \x01(\bR\fpeerNotified\x12\x1d\n" +
 	"\n" +
 	"peer_error\x18\x02 \x01(\tR\tpeerError\x12\x18\n" +
-	"\apending\x18\x03 \x01(\bR\apending\"0\n" +
+	"\apending\x18\x03 \x01(\bR\apending\x12\x19\n" +
+	"\bmap_link\x18\x04 \x01(\bR\amapLink\"0\n" +
 	"\x11PeerUnlinkRequest\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\"\x14\n" +
-	"\x12PeerUnlinkResponse*\xb5\x01\n" +
+	"\x12PeerUnlinkResponse\"\xb6\x02\n" +
+	"\x14CreateMapLinkRequest\x12\x1b\n" +
+	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12*\n" +
+	"\x04auth\x18\x03 \x01(\v2\x16.concord.v1.FedMapAuthR\x04auth\x12\x15\n" +
+	"\x06ca_pem\x18\x04 \x01(\fR\x05caPem\x12-\n" +
+	"\x06export\x18\x05 \x01(\v2\x15.concord.v1.FedPolicyR\x06export\x12-\n" +
+	"\x06import\x18\x06 \x01(\v2\x15.concord.v1.FedPolicyR\x06import\x12\x19\n" +
+	"\bmax_hops\x18\a \x01(\rR\amaxHops\x123\n" +
+	"\x06buffer\x18\b \x01(\v2\x1b.concord.v1.FedBufferPolicyR\x06buffer\"p\n" +
+	"\x11MapForwardRequest\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x125\n" +
+	"\tenvelopes\x18\x02 \x03(\v2\x17.concord.v1.FedEnvelopeR\tenvelopes\"<\n" +
+	"\x12MapForwardResponse\x12&\n" +
+	"\x04acks\x18\x01 \x03(\v2\x12.concord.v1.FedAckR\x04acks*\xb5\x01\n" +
 	"\rFedPolicyKind\x12\x1f\n" +
 	"\x1bFED_POLICY_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14FED_POLICY_KIND_NONE\x10\x01\x12\x17\n" +
@@ -3901,7 +4567,10 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x18FED_OVERFLOW_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FED_OVERFLOW_DROP_OLDEST\x10\x01\x12\x1c\n" +
 	"\x18FED_OVERFLOW_DROP_NEWEST\x10\x02\x12\x1b\n" +
-	"\x17FED_OVERFLOW_REJECT_NEW\x10\x032\xf4\x03\n" +
+	"\x17FED_OVERFLOW_REJECT_NEW\x10\x03*?\n" +
+	"\vFedLinkKind\x12\x19\n" +
+	"\x15FED_LINK_KIND_CONCORD\x10\x00\x12\x15\n" +
+	"\x11FED_LINK_KIND_MAP\x10\x012\x94\x05\n" +
 	"\n" +
 	"Federation\x129\n" +
 	"\x04Peer\x12\x17.concord.v1.PeerRequest\x1a\x18.concord.v1.PeerResponse\x126\n" +
@@ -3912,7 +4581,10 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\n" +
 	"CreateLink\x12\x1d.concord.v1.CreateLinkRequest\x1a\x1e.concord.v1.CreateLinkResponse\x12H\n" +
 	"\tListLinks\x12\x1c.concord.v1.ListLinksRequest\x1a\x1d.concord.v1.ListLinksResponse\x12?\n" +
-	"\x06Unlink\x12\x19.concord.v1.UnlinkRequest\x1a\x1a.concord.v1.UnlinkResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
+	"\x06Unlink\x12\x19.concord.v1.UnlinkRequest\x1a\x1a.concord.v1.UnlinkResponse\x12Q\n" +
+	"\rCreateMapLink\x12 .concord.v1.CreateMapLinkRequest\x1a\x1e.concord.v1.CreateLinkResponse\x12K\n" +
+	"\n" +
+	"MapForward\x12\x1d.concord.v1.MapForwardRequest\x1a\x1e.concord.v1.MapForwardResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (
 	file_concord_v1_federation_proto_rawDescOnce sync.Once
@@ -3926,130 +4598,154 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 	return file_concord_v1_federation_proto_rawDescData
 }
 
-var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_concord_v1_federation_proto_goTypes = []any{
-	(FedPolicyKind)(0),          // 0: concord.v1.FedPolicyKind
-	(FedOverflow)(0),            // 1: concord.v1.FedOverflow
-	(*FedPolicy)(nil),           // 2: concord.v1.FedPolicy
-	(*FedBufferPolicy)(nil),     // 3: concord.v1.FedBufferPolicy
-	(*FedLink)(nil),             // 4: concord.v1.FedLink
-	(*FedOutboxPolicy)(nil),     // 5: concord.v1.FedOutboxPolicy
-	(*FedRemoteAgent)(nil),      // 6: concord.v1.FedRemoteAgent
-	(*FedTokenRecord)(nil),      // 7: concord.v1.FedTokenRecord
-	(*FedImported)(nil),         // 8: concord.v1.FedImported
-	(*FedOutboxEntry)(nil),      // 9: concord.v1.FedOutboxEntry
-	(*FedOutbox)(nil),           // 10: concord.v1.FedOutbox
-	(*FedInbox)(nil),            // 11: concord.v1.FedInbox
-	(*FedPendingUnlink)(nil),    // 12: concord.v1.FedPendingUnlink
-	(*FedSnapshotRecord)(nil),   // 13: concord.v1.FedSnapshotRecord
-	(*FedGatewayBinding)(nil),   // 14: concord.v1.FedGatewayBinding
-	(*FedTokenCreate)(nil),      // 15: concord.v1.FedTokenCreate
-	(*FedLinkPut)(nil),          // 16: concord.v1.FedLinkPut
-	(*FedLinkRemove)(nil),       // 17: concord.v1.FedLinkRemove
-	(*FedOutboxPut)(nil),        // 18: concord.v1.FedOutboxPut
-	(*FedOutboxAck)(nil),        // 19: concord.v1.FedOutboxAck
-	(*FedInboxMark)(nil),        // 20: concord.v1.FedInboxMark
-	(*FedDirectoryChunk)(nil),   // 21: concord.v1.FedDirectoryChunk
-	(*FedUnlinkDone)(nil),       // 22: concord.v1.FedUnlinkDone
-	(*FedLinkAddrs)(nil),        // 23: concord.v1.FedLinkAddrs
-	(*FedDirectoryApply)(nil),   // 24: concord.v1.FedDirectoryApply
-	(*FedGatewayBind)(nil),      // 25: concord.v1.FedGatewayBind
-	(*FedToken)(nil),            // 26: concord.v1.FedToken
-	(*FedEnvelope)(nil),         // 27: concord.v1.FedEnvelope
-	(*FedAck)(nil),              // 28: concord.v1.FedAck
-	(*FedHello)(nil),            // 29: concord.v1.FedHello
-	(*FedWelcome)(nil),          // 30: concord.v1.FedWelcome
-	(*FedDirectoryRequest)(nil), // 31: concord.v1.FedDirectoryRequest
-	(*FedPing)(nil),             // 32: concord.v1.FedPing
-	(*FedFrame)(nil),            // 33: concord.v1.FedFrame
-	(*FedBatch)(nil),            // 34: concord.v1.FedBatch
-	(*FedAcks)(nil),             // 35: concord.v1.FedAcks
-	(*PeerRequest)(nil),         // 36: concord.v1.PeerRequest
-	(*PeerResponse)(nil),        // 37: concord.v1.PeerResponse
-	(*CreateTokenRequest)(nil),  // 38: concord.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil), // 39: concord.v1.CreateTokenResponse
-	(*CreateLinkRequest)(nil),   // 40: concord.v1.CreateLinkRequest
-	(*CreateLinkResponse)(nil),  // 41: concord.v1.CreateLinkResponse
-	(*ListLinksRequest)(nil),    // 42: concord.v1.ListLinksRequest
-	(*FedLinkStatus)(nil),       // 43: concord.v1.FedLinkStatus
-	(*ListLinksResponse)(nil),   // 44: concord.v1.ListLinksResponse
-	(*UnlinkRequest)(nil),       // 45: concord.v1.UnlinkRequest
-	(*UnlinkResponse)(nil),      // 46: concord.v1.UnlinkResponse
-	(*PeerUnlinkRequest)(nil),   // 47: concord.v1.PeerUnlinkRequest
-	(*PeerUnlinkResponse)(nil),  // 48: concord.v1.PeerUnlinkResponse
+	(FedPolicyKind)(0),           // 0: concord.v1.FedPolicyKind
+	(FedOverflow)(0),             // 1: concord.v1.FedOverflow
+	(FedLinkKind)(0),             // 2: concord.v1.FedLinkKind
+	(*FedPolicy)(nil),            // 3: concord.v1.FedPolicy
+	(*FedBufferPolicy)(nil),      // 4: concord.v1.FedBufferPolicy
+	(*FedLink)(nil),              // 5: concord.v1.FedLink
+	(*FedOutboxPolicy)(nil),      // 6: concord.v1.FedOutboxPolicy
+	(*FedMapLink)(nil),           // 7: concord.v1.FedMapLink
+	(*FedMapAuth)(nil),           // 8: concord.v1.FedMapAuth
+	(*FedRemoteAgent)(nil),       // 9: concord.v1.FedRemoteAgent
+	(*FedTokenRecord)(nil),       // 10: concord.v1.FedTokenRecord
+	(*FedImported)(nil),          // 11: concord.v1.FedImported
+	(*FedOutboxEntry)(nil),       // 12: concord.v1.FedOutboxEntry
+	(*FedOutbox)(nil),            // 13: concord.v1.FedOutbox
+	(*FedInbox)(nil),             // 14: concord.v1.FedInbox
+	(*FedPendingUnlink)(nil),     // 15: concord.v1.FedPendingUnlink
+	(*FedSnapshotRecord)(nil),    // 16: concord.v1.FedSnapshotRecord
+	(*FedGatewayBinding)(nil),    // 17: concord.v1.FedGatewayBinding
+	(*FedTokenCreate)(nil),       // 18: concord.v1.FedTokenCreate
+	(*FedLinkPut)(nil),           // 19: concord.v1.FedLinkPut
+	(*FedLinkRemove)(nil),        // 20: concord.v1.FedLinkRemove
+	(*FedOutboxPut)(nil),         // 21: concord.v1.FedOutboxPut
+	(*FedOutboxAck)(nil),         // 22: concord.v1.FedOutboxAck
+	(*FedInboxMark)(nil),         // 23: concord.v1.FedInboxMark
+	(*FedDirectoryChunk)(nil),    // 24: concord.v1.FedDirectoryChunk
+	(*FedUnlinkDone)(nil),        // 25: concord.v1.FedUnlinkDone
+	(*FedLinkAddrs)(nil),         // 26: concord.v1.FedLinkAddrs
+	(*FedDirectoryApply)(nil),    // 27: concord.v1.FedDirectoryApply
+	(*FedGatewayBind)(nil),       // 28: concord.v1.FedGatewayBind
+	(*FedMapLinkPut)(nil),        // 29: concord.v1.FedMapLinkPut
+	(*FedMapHolder)(nil),         // 30: concord.v1.FedMapHolder
+	(*FedMapDirectory)(nil),      // 31: concord.v1.FedMapDirectory
+	(*FedToken)(nil),             // 32: concord.v1.FedToken
+	(*FedEnvelope)(nil),          // 33: concord.v1.FedEnvelope
+	(*FedAck)(nil),               // 34: concord.v1.FedAck
+	(*FedHello)(nil),             // 35: concord.v1.FedHello
+	(*FedWelcome)(nil),           // 36: concord.v1.FedWelcome
+	(*FedDirectoryRequest)(nil),  // 37: concord.v1.FedDirectoryRequest
+	(*FedPing)(nil),              // 38: concord.v1.FedPing
+	(*FedFrame)(nil),             // 39: concord.v1.FedFrame
+	(*FedBatch)(nil),             // 40: concord.v1.FedBatch
+	(*FedAcks)(nil),              // 41: concord.v1.FedAcks
+	(*PeerRequest)(nil),          // 42: concord.v1.PeerRequest
+	(*PeerResponse)(nil),         // 43: concord.v1.PeerResponse
+	(*CreateTokenRequest)(nil),   // 44: concord.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),  // 45: concord.v1.CreateTokenResponse
+	(*CreateLinkRequest)(nil),    // 46: concord.v1.CreateLinkRequest
+	(*CreateLinkResponse)(nil),   // 47: concord.v1.CreateLinkResponse
+	(*ListLinksRequest)(nil),     // 48: concord.v1.ListLinksRequest
+	(*FedLinkStatus)(nil),        // 49: concord.v1.FedLinkStatus
+	(*ListLinksResponse)(nil),    // 50: concord.v1.ListLinksResponse
+	(*UnlinkRequest)(nil),        // 51: concord.v1.UnlinkRequest
+	(*UnlinkResponse)(nil),       // 52: concord.v1.UnlinkResponse
+	(*PeerUnlinkRequest)(nil),    // 53: concord.v1.PeerUnlinkRequest
+	(*PeerUnlinkResponse)(nil),   // 54: concord.v1.PeerUnlinkResponse
+	(*CreateMapLinkRequest)(nil), // 55: concord.v1.CreateMapLinkRequest
+	(*MapForwardRequest)(nil),    // 56: concord.v1.MapForwardRequest
+	(*MapForwardResponse)(nil),   // 57: concord.v1.MapForwardResponse
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
 	1,  // 1: concord.v1.FedBufferPolicy.overflow:type_name -> concord.v1.FedOverflow
-	2,  // 2: concord.v1.FedLink.export:type_name -> concord.v1.FedPolicy
-	2,  // 3: concord.v1.FedLink.import:type_name -> concord.v1.FedPolicy
-	3,  // 4: concord.v1.FedLink.buffer:type_name -> concord.v1.FedBufferPolicy
-	5,  // 5: concord.v1.FedLink.outbox:type_name -> concord.v1.FedOutboxPolicy
-	2,  // 6: concord.v1.FedTokenRecord.export:type_name -> concord.v1.FedPolicy
-	2,  // 7: concord.v1.FedTokenRecord.import:type_name -> concord.v1.FedPolicy
-	3,  // 8: concord.v1.FedTokenRecord.buffer:type_name -> concord.v1.FedBufferPolicy
-	5,  // 9: concord.v1.FedTokenRecord.outbox:type_name -> concord.v1.FedOutboxPolicy
-	6,  // 10: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
-	27, // 11: concord.v1.FedOutboxEntry.envelope:type_name -> concord.v1.FedEnvelope
-	9,  // 12: concord.v1.FedOutbox.entries:type_name -> concord.v1.FedOutboxEntry
-	4,  // 13: concord.v1.FedPendingUnlink.link:type_name -> concord.v1.FedLink
-	4,  // 14: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
-	7,  // 15: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
-	8,  // 16: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
-	10, // 17: concord.v1.FedSnapshotRecord.outbox:type_name -> concord.v1.FedOutbox
-	11, // 18: concord.v1.FedSnapshotRecord.inbox:type_name -> concord.v1.FedInbox
-	12, // 19: concord.v1.FedSnapshotRecord.pending_unlink:type_name -> concord.v1.FedPendingUnlink
-	24, // 20: concord.v1.FedSnapshotRecord.staging:type_name -> concord.v1.FedDirectoryApply
-	14, // 21: concord.v1.FedSnapshotRecord.gateway:type_name -> concord.v1.FedGatewayBinding
-	7,  // 22: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
-	4,  // 23: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
-	27, // 24: concord.v1.FedOutboxPut.envelope:type_name -> concord.v1.FedEnvelope
-	28, // 25: concord.v1.FedOutboxAck.acks:type_name -> concord.v1.FedAck
-	24, // 26: concord.v1.FedDirectoryChunk.update:type_name -> concord.v1.FedDirectoryApply
-	6,  // 27: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
-	14, // 28: concord.v1.FedGatewayBind.binding:type_name -> concord.v1.FedGatewayBinding
-	29, // 29: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
-	30, // 30: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
-	34, // 31: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
-	35, // 32: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
-	31, // 33: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
-	24, // 34: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
-	32, // 35: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
-	32, // 36: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
-	27, // 37: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
-	28, // 38: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
-	2,  // 39: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 40: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
-	3,  // 41: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	5,  // 42: concord.v1.CreateTokenRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
-	2,  // 43: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
-	2,  // 44: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
-	3,  // 45: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	5,  // 46: concord.v1.CreateLinkRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
-	4,  // 47: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
-	4,  // 48: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
-	43, // 49: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
-	12, // 50: concord.v1.ListLinksResponse.pending_unlinks:type_name -> concord.v1.FedPendingUnlink
-	36, // 51: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
-	33, // 52: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	47, // 53: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
-	38, // 54: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	40, // 55: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	42, // 56: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	45, // 57: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	37, // 58: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	33, // 59: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	48, // 60: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
-	39, // 61: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	41, // 62: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	44, // 63: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	46, // 64: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	58, // [58:65] is the sub-list for method output_type
-	51, // [51:58] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	3,  // 2: concord.v1.FedLink.export:type_name -> concord.v1.FedPolicy
+	3,  // 3: concord.v1.FedLink.import:type_name -> concord.v1.FedPolicy
+	4,  // 4: concord.v1.FedLink.buffer:type_name -> concord.v1.FedBufferPolicy
+	6,  // 5: concord.v1.FedLink.outbox:type_name -> concord.v1.FedOutboxPolicy
+	2,  // 6: concord.v1.FedLink.kind:type_name -> concord.v1.FedLinkKind
+	7,  // 7: concord.v1.FedLink.map:type_name -> concord.v1.FedMapLink
+	8,  // 8: concord.v1.FedMapLink.auth:type_name -> concord.v1.FedMapAuth
+	3,  // 9: concord.v1.FedTokenRecord.export:type_name -> concord.v1.FedPolicy
+	3,  // 10: concord.v1.FedTokenRecord.import:type_name -> concord.v1.FedPolicy
+	4,  // 11: concord.v1.FedTokenRecord.buffer:type_name -> concord.v1.FedBufferPolicy
+	6,  // 12: concord.v1.FedTokenRecord.outbox:type_name -> concord.v1.FedOutboxPolicy
+	9,  // 13: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
+	33, // 14: concord.v1.FedOutboxEntry.envelope:type_name -> concord.v1.FedEnvelope
+	12, // 15: concord.v1.FedOutbox.entries:type_name -> concord.v1.FedOutboxEntry
+	5,  // 16: concord.v1.FedPendingUnlink.link:type_name -> concord.v1.FedLink
+	5,  // 17: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
+	10, // 18: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
+	11, // 19: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
+	13, // 20: concord.v1.FedSnapshotRecord.outbox:type_name -> concord.v1.FedOutbox
+	14, // 21: concord.v1.FedSnapshotRecord.inbox:type_name -> concord.v1.FedInbox
+	15, // 22: concord.v1.FedSnapshotRecord.pending_unlink:type_name -> concord.v1.FedPendingUnlink
+	27, // 23: concord.v1.FedSnapshotRecord.staging:type_name -> concord.v1.FedDirectoryApply
+	17, // 24: concord.v1.FedSnapshotRecord.gateway:type_name -> concord.v1.FedGatewayBinding
+	10, // 25: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
+	5,  // 26: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
+	33, // 27: concord.v1.FedOutboxPut.envelope:type_name -> concord.v1.FedEnvelope
+	34, // 28: concord.v1.FedOutboxAck.acks:type_name -> concord.v1.FedAck
+	27, // 29: concord.v1.FedDirectoryChunk.update:type_name -> concord.v1.FedDirectoryApply
+	9,  // 30: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
+	17, // 31: concord.v1.FedGatewayBind.binding:type_name -> concord.v1.FedGatewayBinding
+	5,  // 32: concord.v1.FedMapLinkPut.link:type_name -> concord.v1.FedLink
+	9,  // 33: concord.v1.FedMapDirectory.agents:type_name -> concord.v1.FedRemoteAgent
+	35, // 34: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
+	36, // 35: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
+	40, // 36: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
+	41, // 37: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
+	37, // 38: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
+	27, // 39: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
+	38, // 40: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
+	38, // 41: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
+	33, // 42: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
+	34, // 43: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
+	3,  // 44: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 45: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 46: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	6,  // 47: concord.v1.CreateTokenRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
+	3,  // 48: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 49: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 50: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	6,  // 51: concord.v1.CreateLinkRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
+	5,  // 52: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
+	5,  // 53: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
+	49, // 54: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
+	15, // 55: concord.v1.ListLinksResponse.pending_unlinks:type_name -> concord.v1.FedPendingUnlink
+	8,  // 56: concord.v1.CreateMapLinkRequest.auth:type_name -> concord.v1.FedMapAuth
+	3,  // 57: concord.v1.CreateMapLinkRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 58: concord.v1.CreateMapLinkRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 59: concord.v1.CreateMapLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	33, // 60: concord.v1.MapForwardRequest.envelopes:type_name -> concord.v1.FedEnvelope
+	34, // 61: concord.v1.MapForwardResponse.acks:type_name -> concord.v1.FedAck
+	42, // 62: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
+	39, // 63: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
+	53, // 64: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
+	44, // 65: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	46, // 66: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	48, // 67: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	51, // 68: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	55, // 69: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
+	56, // 70: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
+	43, // 71: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	39, // 72: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	54, // 73: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
+	45, // 74: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	47, // 75: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	50, // 76: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	52, // 77: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	47, // 78: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
+	57, // 79: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
+	71, // [71:80] is the sub-list for method output_type
+	62, // [62:71] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_federation_proto_init() }
@@ -4057,7 +4753,7 @@ func file_concord_v1_federation_proto_init() {
 	if File_concord_v1_federation_proto != nil {
 		return
 	}
-	file_concord_v1_federation_proto_msgTypes[11].OneofWrappers = []any{
+	file_concord_v1_federation_proto_msgTypes[13].OneofWrappers = []any{
 		(*FedSnapshotRecord_Link)(nil),
 		(*FedSnapshotRecord_Token)(nil),
 		(*FedSnapshotRecord_Imported)(nil),
@@ -4067,7 +4763,7 @@ func file_concord_v1_federation_proto_init() {
 		(*FedSnapshotRecord_Staging)(nil),
 		(*FedSnapshotRecord_Gateway)(nil),
 	}
-	file_concord_v1_federation_proto_msgTypes[31].OneofWrappers = []any{
+	file_concord_v1_federation_proto_msgTypes[36].OneofWrappers = []any{
 		(*FedFrame_Hello)(nil),
 		(*FedFrame_Welcome)(nil),
 		(*FedFrame_Batch)(nil),
@@ -4082,8 +4778,8 @@ func file_concord_v1_federation_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   47,
+			NumEnums:      3,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,13 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Federation_Peer_FullMethodName        = "/concord.v1.Federation/Peer"
-	Federation_Link_FullMethodName        = "/concord.v1.Federation/Link"
-	Federation_PeerUnlink_FullMethodName  = "/concord.v1.Federation/PeerUnlink"
-	Federation_CreateToken_FullMethodName = "/concord.v1.Federation/CreateToken"
-	Federation_CreateLink_FullMethodName  = "/concord.v1.Federation/CreateLink"
-	Federation_ListLinks_FullMethodName   = "/concord.v1.Federation/ListLinks"
-	Federation_Unlink_FullMethodName      = "/concord.v1.Federation/Unlink"
+	Federation_Peer_FullMethodName          = "/concord.v1.Federation/Peer"
+	Federation_Link_FullMethodName          = "/concord.v1.Federation/Link"
+	Federation_PeerUnlink_FullMethodName    = "/concord.v1.Federation/PeerUnlink"
+	Federation_CreateToken_FullMethodName   = "/concord.v1.Federation/CreateToken"
+	Federation_CreateLink_FullMethodName    = "/concord.v1.Federation/CreateLink"
+	Federation_ListLinks_FullMethodName     = "/concord.v1.Federation/ListLinks"
+	Federation_Unlink_FullMethodName        = "/concord.v1.Federation/Unlink"
+	Federation_CreateMapLink_FullMethodName = "/concord.v1.Federation/CreateMapLink"
+	Federation_MapForward_FullMethodName    = "/concord.v1.Federation/MapForward"
 )
 
 // FederationClient is the client API for Federation service.
@@ -47,6 +49,11 @@ type FederationClient interface {
 	CreateLink(ctx context.Context, in *CreateLinkRequest, opts ...grpc.CallOption) (*CreateLinkResponse, error)
 	ListLinks(ctx context.Context, in *ListLinksRequest, opts ...grpc.CallOption) (*ListLinksResponse, error)
 	Unlink(ctx context.Context, in *UnlinkRequest, opts ...grpc.CallOption) (*UnlinkResponse, error)
+	// CreateMapLink links a foreign MAP server (admin).
+	CreateMapLink(ctx context.Context, in *CreateMapLinkRequest, opts ...grpc.CallOption) (*CreateLinkResponse, error)
+	// MapForward hands messages for a map link to the node of this system
+	// that holds its connection (node to node).
+	MapForward(ctx context.Context, in *MapForwardRequest, opts ...grpc.CallOption) (*MapForwardResponse, error)
 }
 
 type federationClient struct {
@@ -130,6 +137,26 @@ func (c *federationClient) Unlink(ctx context.Context, in *UnlinkRequest, opts .
 	return out, nil
 }
 
+func (c *federationClient) CreateMapLink(ctx context.Context, in *CreateMapLinkRequest, opts ...grpc.CallOption) (*CreateLinkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateLinkResponse)
+	err := c.cc.Invoke(ctx, Federation_CreateMapLink_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *federationClient) MapForward(ctx context.Context, in *MapForwardRequest, opts ...grpc.CallOption) (*MapForwardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MapForwardResponse)
+	err := c.cc.Invoke(ctx, Federation_MapForward_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FederationServer is the server API for Federation service.
 // All implementations must embed UnimplementedFederationServer
 // for forward compatibility.
@@ -149,6 +176,11 @@ type FederationServer interface {
 	CreateLink(context.Context, *CreateLinkRequest) (*CreateLinkResponse, error)
 	ListLinks(context.Context, *ListLinksRequest) (*ListLinksResponse, error)
 	Unlink(context.Context, *UnlinkRequest) (*UnlinkResponse, error)
+	// CreateMapLink links a foreign MAP server (admin).
+	CreateMapLink(context.Context, *CreateMapLinkRequest) (*CreateLinkResponse, error)
+	// MapForward hands messages for a map link to the node of this system
+	// that holds its connection (node to node).
+	MapForward(context.Context, *MapForwardRequest) (*MapForwardResponse, error)
 	mustEmbedUnimplementedFederationServer()
 }
 
@@ -179,6 +211,12 @@ func (UnimplementedFederationServer) ListLinks(context.Context, *ListLinksReques
 }
 func (UnimplementedFederationServer) Unlink(context.Context, *UnlinkRequest) (*UnlinkResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Unlink not implemented")
+}
+func (UnimplementedFederationServer) CreateMapLink(context.Context, *CreateMapLinkRequest) (*CreateLinkResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateMapLink not implemented")
+}
+func (UnimplementedFederationServer) MapForward(context.Context, *MapForwardRequest) (*MapForwardResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MapForward not implemented")
 }
 func (UnimplementedFederationServer) mustEmbedUnimplementedFederationServer() {}
 func (UnimplementedFederationServer) testEmbeddedByValue()                    {}
@@ -316,6 +354,42 @@ func _Federation_Unlink_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Federation_CreateMapLink_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateMapLinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FederationServer).CreateMapLink(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Federation_CreateMapLink_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FederationServer).CreateMapLink(ctx, req.(*CreateMapLinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Federation_MapForward_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MapForwardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FederationServer).MapForward(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Federation_MapForward_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FederationServer).MapForward(ctx, req.(*MapForwardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Federation_ServiceDesc is the grpc.ServiceDesc for Federation service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -346,6 +420,14 @@ var Federation_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Unlink",
 			Handler:    _Federation_Unlink_Handler,
+		},
+		{
+			MethodName: "CreateMapLink",
+			Handler:    _Federation_CreateMapLink_Handler,
+		},
+		{
+			MethodName: "MapForward",
+			Handler:    _Federation_MapForward_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -63,7 +63,11 @@ const (
 	CommandType_COMMAND_TYPE_FED_INBOX_MARK      CommandType = 55
 	CommandType_COMMAND_TYPE_FED_UNLINK_DONE     CommandType = 56
 	CommandType_COMMAND_TYPE_FED_DIRECTORY_CHUNK CommandType = 57
-	// 58..61 reserved for future federation commands.
+	// Links of kind map (a foreign MAP server, federation/maplink*.go).
+	CommandType_COMMAND_TYPE_FED_MAP_LINK_PUT  CommandType = 58
+	CommandType_COMMAND_TYPE_FED_MAP_HOLDER    CommandType = 59
+	CommandType_COMMAND_TYPE_FED_MAP_DIRECTORY CommandType = 60
+	// 61 reserved for future map-link commands.
 	// SDK gateways (map/federation/route): which gateway session serves a
 	// foreign system, so replies find their way back from any node.
 	CommandType_COMMAND_TYPE_FED_GATEWAY_BIND CommandType = 62
@@ -106,6 +110,9 @@ var (
 		55:  "COMMAND_TYPE_FED_INBOX_MARK",
 		56:  "COMMAND_TYPE_FED_UNLINK_DONE",
 		57:  "COMMAND_TYPE_FED_DIRECTORY_CHUNK",
+		58:  "COMMAND_TYPE_FED_MAP_LINK_PUT",
+		59:  "COMMAND_TYPE_FED_MAP_HOLDER",
+		60:  "COMMAND_TYPE_FED_MAP_DIRECTORY",
 		62:  "COMMAND_TYPE_FED_GATEWAY_BIND",
 		64:  "COMMAND_TYPE_ACL_KEY_CREATE",
 		65:  "COMMAND_TYPE_ACL_KEY_REVOKE",
@@ -139,6 +146,9 @@ var (
 		"COMMAND_TYPE_FED_INBOX_MARK":         55,
 		"COMMAND_TYPE_FED_UNLINK_DONE":        56,
 		"COMMAND_TYPE_FED_DIRECTORY_CHUNK":    57,
+		"COMMAND_TYPE_FED_MAP_LINK_PUT":       58,
+		"COMMAND_TYPE_FED_MAP_HOLDER":         59,
+		"COMMAND_TYPE_FED_MAP_DIRECTORY":      60,
 		"COMMAND_TYPE_FED_GATEWAY_BIND":       62,
 		"COMMAND_TYPE_ACL_KEY_CREATE":         64,
 		"COMMAND_TYPE_ACL_KEY_REVOKE":         65,
@@ -372,7 +382,7 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\bR\x03end\"\x1a\n" +
 	"\x04Noop\x12\x12\n" +
-	"\x04note\x18\x01 \x01(\tR\x04note*\x8f\b\n" +
+	"\x04note\x18\x01 \x01(\tR\x04note*\xf7\b\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_AGENT_REGISTER\x10\x01\x12!\n" +
@@ -401,6 +411,9 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x1bCOMMAND_TYPE_FED_INBOX_MARK\x107\x12 \n" +
 	"\x1cCOMMAND_TYPE_FED_UNLINK_DONE\x108\x12$\n" +
 	" COMMAND_TYPE_FED_DIRECTORY_CHUNK\x109\x12!\n" +
+	"\x1dCOMMAND_TYPE_FED_MAP_LINK_PUT\x10:\x12\x1f\n" +
+	"\x1bCOMMAND_TYPE_FED_MAP_HOLDER\x10;\x12\"\n" +
+	"\x1eCOMMAND_TYPE_FED_MAP_DIRECTORY\x10<\x12!\n" +
 	"\x1dCOMMAND_TYPE_FED_GATEWAY_BIND\x10>\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_CREATE\x10@\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_REVOKE\x10A\x12'\n" +
