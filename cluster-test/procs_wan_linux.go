@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +100,7 @@ func (w *WAN) Link(a, b string) *wannet.Link {
 
 // Peer links two systems the way an operator does, with the CLI: `concord
 // federation token --peer FROM` against a server of `to`, then `concord
-// federation link --token` against a server of `from`, each as that
+// federation link --peering-token-file` against a server of `from`, each as that
 // system's operator. flags (e.g. --export all, --buffer-messages N) are
 // given to both commands.
 func (w *WAN) Peer(t testing.TB, from, to string, flags ...string) {
@@ -110,7 +111,11 @@ func (w *WAN) Peer(t testing.TB, from, to string, flags ...string) {
 	if err != nil {
 		t.Fatalf("clustertest: federation token on %s: %v\n%s", to, err, tok)
 	}
-	out, err := runConcord(t, bin, OperatorEnvFor(t, from), append([]string{"federation", "link", "--token", strings.TrimSpace(tok),
+	tokFile := filepath.Join(t.TempDir(), "peering-token")
+	if err := os.WriteFile(tokFile, []byte(strings.TrimSpace(tok)), 0o600); err != nil {
+		t.Fatalf("clustertest: write peering token: %v", err)
+	}
+	out, err := runConcord(t, bin, OperatorEnvFor(t, from), append([]string{"federation", "link", "--peering-token-file", tokFile,
 		"--addr", w.systems[from].Proc(1).GRPCAddr}, flags...)...)
 	if err != nil {
 		t.Fatalf("clustertest: federation link %s -> %s: %v\n%s", from, to, err, out)

@@ -61,7 +61,7 @@ func runFederation(ctx context.Context, o options) error {
 	if err := linkSystems(o, dc1[0], dc2[0]); err != nil {
 		return err
 	}
-	tl.mark("linked: `concord federation token --peer dc1` on dc2, `concord federation link --token ...` on dc1")
+	tl.mark("linked: `concord federation token --peer dc1` on dc2, `concord federation link --peering-token-file F` on dc1")
 
 	home := map[string][]*node{"dc1": dc1, "dc2": dc2}
 	for _, a := range []struct {
@@ -134,7 +134,20 @@ func linkSystems(o options, on1, on2 *node) error {
 	if err != nil {
 		return err
 	}
-	_, err = exec1(o.bin, append([]string{"federation", "link", "--token", token, "--export", "all"}, adminArgs(o, "dc1", on1)...)...)
+	// The token is a secret: it goes to the CLI in a 0600 file, never argv.
+	f, err := os.CreateTemp("", "concord-peering-token-*")
+	if err != nil {
+		return fmt.Errorf("peering token file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(token); err != nil {
+		f.Close()
+		return fmt.Errorf("peering token file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("peering token file: %w", err)
+	}
+	_, err = exec1(o.bin, append([]string{"federation", "link", "--peering-token-file", f.Name(), "--export", "all"}, adminArgs(o, "dc1", on1)...)...)
 	return err
 }
 
