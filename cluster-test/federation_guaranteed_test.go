@@ -241,25 +241,10 @@ func TestFederation_GuaranteedAckLostIsNotDeliveredTwice(t *testing.T) {
 		t.Fatal("the stream did not move")
 	}
 	dc1.Net.Heal()
-	Eventually(t, 30*time.Second, func() error {
-		got := received(t, bob)
-		for _, s := range must {
-			if !slices.Contains(got, s) {
-				return fmt.Errorf("acknowledged message %d missing from %v", s, got)
-			}
-		}
-		return nil
-	})
-	time.Sleep(500 * time.Millisecond) // a duplicate would arrive right behind
-	got := received(t, bob)
+	got := receivedAll(t, bob, must, may) // sent at once: in any order
 	slices.Sort(got)
 	if len(slices.Compact(slices.Clone(got))) != len(got) {
 		t.Fatalf("delivered twice: %v", got)
-	}
-	for _, s := range got {
-		if !slices.Contains(must, s) && !slices.Contains(may, s) {
-			t.Fatalf("received %d that was never sent", s)
-		}
 	}
 }
 
@@ -286,10 +271,23 @@ func sendGuaranteed(t *testing.T, c *Client, to string, from, n int, before func
 	return must, may
 }
 
-// onceInOrder waits until c received every seq in must, then checks that
-// nothing arrived twice or out of order and nothing outside must and may
-// arrived. It returns what c received.
+// onceInOrder is receivedAll, then checks that nothing arrived twice or
+// out of order.
 func onceInOrder(t *testing.T, c *Client, must, may []int) []int {
+	t.Helper()
+	got := receivedAll(t, c, must, may)
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("out of order or duplicated: %d after %d in %v", got[i], got[i-1], got)
+		}
+	}
+	return got
+}
+
+// receivedAll waits until c received every seq in must, waits a moment
+// for duplicates, checks nothing outside must and may arrived, and
+// returns what c received in arrival order.
+func receivedAll(t *testing.T, c *Client, must, may []int) []int {
 	t.Helper()
 	Eventually(t, 30*time.Second, func() error {
 		got := received(t, c)
@@ -302,11 +300,6 @@ func onceInOrder(t *testing.T, c *Client, must, may []int) []int {
 	})
 	time.Sleep(500 * time.Millisecond) // a duplicate would arrive right behind
 	got := received(t, c)
-	for i := 1; i < len(got); i++ {
-		if got[i] <= got[i-1] {
-			t.Fatalf("out of order or duplicated: %d after %d in %v", got[i], got[i-1], got)
-		}
-	}
 	for _, s := range got {
 		if !slices.Contains(must, s) && !slices.Contains(may, s) {
 			t.Fatalf("received %d that was never sent", s)

@@ -15,6 +15,14 @@ import (
 // drops a pending record of a link already removed.
 func (m *Manager) Unlink(ctx context.Context, peer string, force bool) (*concordv1.UnlinkResponse, error) {
 	link, linked := m.deps.State.Link(peer)
+	if !linked && m.deps.Barrier != nil {
+		// This replica may not have applied a link made through another
+		// node a moment ago.
+		if err := m.deps.Barrier(ctx); err != nil {
+			return nil, fmt.Errorf("catch up before unlinking %s: %w", peer, err)
+		}
+		link, linked = m.deps.State.Link(peer)
+	}
 	if !linked {
 		if force && m.pendingUnlink(peer) != nil {
 			if err := m.unlinkDone(ctx, peer); err != nil {
