@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -68,7 +67,7 @@ func (o *operatorService) Drain(ctx context.Context, req *concordv1.OperatorDrai
 	case id != o.s.cfg.NodeID && req.GetForwarded():
 		return nil, status.Errorf(codes.FailedPrecondition, "drain for %s reached %s", id, o.s.cfg.NodeID)
 	case id != o.s.cfg.NodeID:
-		cc, err := o.s.peerConn(id)
+		cc, err := o.s.PeerConn(id)
 		if err != nil {
 			return nil, err
 		}
@@ -85,23 +84,6 @@ func (o *operatorService) Drain(ctx context.Context, req *concordv1.OperatorDrai
 		return nil, status.Errorf(codes.Internal, "drain %s: %v", id, err)
 	}
 	return &concordv1.OperatorDrainResponse{NodeId: id, Sessions: uint32(n), ReconnectTo: urls}, nil
-}
-
-// peerConn returns the connection to node id's gRPC port, or a gRPC
-// status saying why there is none.
-func (s *Server) peerConn(id string) (*grpc.ClientConn, error) {
-	if s.deps.Resolver == nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "cannot reach %s from here: ask it directly", id)
-	}
-	addr, ok := s.deps.Resolver.GRPCAddr(id)
-	if !ok {
-		return nil, status.Errorf(codes.Unavailable, "%s is not an alive member (no known gRPC address)", id)
-	}
-	cc, err := s.pool.get(id, addr)
-	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
-	}
-	return cc, nil
 }
 
 func healthResponse(rep HealthReport) *concordv1.OperatorHealthResponse {

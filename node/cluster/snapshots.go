@@ -139,12 +139,12 @@ func (s *Server) isLeader() bool {
 }
 
 // leaderConn returns a connection to the leader's gRPC port.
-func (s *Server) leaderConn() (*grpc.ClientConn, error) {
+func (s *Server) leaderConn() (grpc.ClientConnInterface, error) {
 	id, _ := s.deps.Store.Leader()
 	if id == "" {
 		return nil, status.Error(codes.Unavailable, "no raft leader: retry once one is elected")
 	}
-	return s.peerConn(id)
+	return s.PeerConn(id)
 }
 
 // snapshotStatus maps a snapshot error to a gRPC status: a file this binary
