@@ -51,6 +51,8 @@ func TestGateway_BadInputChangesNothing(t *testing.T) {
 	agent := c.Connect(t, 1, map[string]any{"participantType": "agent"})
 	client := c.Connect(t, 1, map[string]any{"participantType": "client"})
 
+	// Every node has applied the set-up (sessions) before state is compared.
+	c.RequireConverged(t)
 	msg := `{"id":"m","from":"alice","to":{"agent":"bob"},"payload":{"x":1}}`
 	good := gatewayEnvelope("lab", "dc1", 0, "", `["lab"]`, msg)
 	for _, tc := range []struct {

@@ -78,8 +78,10 @@ func (m *Manager) GatewayConnect(c GatewayCaller, params json.RawMessage) (*Gate
 		return nil, cerr
 	}
 	res := &GatewayConnectResult{Connected: true, SystemID: sys, SessionID: c.SessionID, SystemInfo: GatewaySystemInfo{Name: sys}, Status: "connected"}
-	switch _, linked := m.deps.State.Link(sys); {
+	switch l, linked := m.deps.State.Link(sys); {
 	case sys == m.cfg.SystemID:
+	case linked && isMapLink(l):
+		return nil, mapLinkRefusal(sys)
 	case !linked:
 		return nil, codeErr(CodeSystemNotFound, "Federation system not found: "+sys+" is neither this system ("+m.cfg.SystemID+") nor linked to it",
 			map[string]any{"systemId": sys})
@@ -157,6 +159,9 @@ func (m *Manager) gatewayDispatch(ctx context.Context, env *concordv1.FedEnvelop
 	if cerr := CheckForward(env, target); cerr != nil {
 		return nil, cerr
 	}
+	if l, ok := m.deps.State.Link(target); ok && isMapLink(l) {
+		return nil, mapLinkRefusal(target)
+	}
 	if b, ok := m.gatewayBinding(target); ok {
 		Stamp(env, m.cfg.SystemID)
 		return func(finish func(Outcome)) { m.gatewaySend(b, env, finish) }, nil
@@ -170,6 +175,14 @@ func (m *Manager) gatewayDispatch(ctx context.Context, env *concordv1.FedEnvelop
 	}
 	Stamp(env, m.cfg.SystemID)
 	return func(finish func(Outcome)) { ol.enqueue(env, finish) }, nil
+}
+
+// mapLinkRefusal: a gateway's envelopes do not continue to a foreign MAP
+// system linked with a link of kind map (one foreign system relaying to
+// another through Concord is not supported).
+func mapLinkRefusal(sys string) *CodeError {
+	return codeErr(CodeNotExported, "Federation route rejected: "+sys+" is a foreign MAP system (link of kind map); gateways reach this system and linked Concord systems only",
+		map[string]any{"systemId": sys})
 }
 
 // checkGatewayRoute applies the rules that need no I/O.

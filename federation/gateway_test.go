@@ -89,6 +89,9 @@ func newGWFixture(t *testing.T, barrier ...func(context.Context) error) *gwFixtu
 	if _, err := f.st.Apply(0, &concordv1.FedLinkPut{Link: &concordv1.FedLink{PeerSystemId: "dc2", PeerAddrs: []string{"127.0.0.1:1"}}}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := f.st.Apply(0, &concordv1.FedMapLinkPut{Link: mapLinkOf("ext", "ws://127.0.0.1:1/map")}); err != nil {
+		t.Fatal(err)
+	}
 	cfg := DefaultConfig()
 	cfg.SystemID, cfg.NodeID, cfg.MaxEnvelopeBytes = "dc1", "n1", 1024
 	m, err := New(cfg, Deps{State: f.st, Store: f.store, IsLeader: func() bool { return true }, Local: gwDirectory{},
@@ -206,6 +209,7 @@ func TestGatewayRoute_BadInput(t *testing.T) {
 		{"onward hop over budget", labGateway, sdkEnvelope("lab", "dc2", 0, "", "1", `"bob"`), CodeMaxHopsExceeded, "Max hops exceeded"},
 		{"loop through this system", labGateway, sdkEnvelope("lab", "dc1", 1, `["lab","dc1"]`, "", `"bob"`), CodeLoopDetected, "dc1 is already in the envelope's path"},
 		{"loop to its own source", GatewayCaller{SessionID: "S1", Sources: []string{"lab"}, Targets: []string{"*"}}, sdkEnvelope("lab", "lab", 0, "", "", `"bob"`), CodeLoopDetected, "target lab is already"},
+		{"target linked with a link of kind map", GatewayCaller{SessionID: "S1", Sources: []string{"lab"}, Targets: []string{"*"}}, sdkEnvelope("lab", "ext", 0, "", "", `"bob"`), CodeNotExported, "foreign MAP system"},
 		{"unknown target system", GatewayCaller{SessionID: "S1", Sources: []string{"lab"}, Targets: []string{"*"}}, sdkEnvelope("lab", "nowhere", 0, "", "", `"bob"`), CodeSystemNotFound, "not found"},
 		{"system id neither here nor target", labGateway, strings.Replace(sdkEnvelope("lab", "dc1", 0, "", "", `"bob"`), `"systemId":"dc1"`, `"systemId":"dc2"`, 1), CodeInvalidParams, "names neither"},
 		{"unknown agent", labGateway, sdkEnvelope("lab", "dc1", 0, "", "", `"nobody"`), CodeAgentNotFound, "Agent not found: nobody"},
@@ -256,6 +260,7 @@ func TestGatewayConnect(t *testing.T) {
 		{"this system", labGateway, `{"systemId":"dc1","endpoint":"ws://x/map"}`, 0, "connected"},
 		{"linked system without a stream yet", labGateway, `{"systemId":"dc2","endpoint":"ws://x/map","auth":{"method":"none"}}`, 0, "disconnected"},
 		{"unknown system", labGateway, `{"systemId":"dc9","endpoint":"ws://x/map"}`, CodeSystemNotFound, ""},
+		{"system linked with a link of kind map", GatewayCaller{SessionID: "S1", Targets: []string{"*"}}, `{"systemId":"ext","endpoint":"e"}`, CodeNotExported, ""},
 		{"not allowed", GatewayCaller{SessionID: "S1", Sources: []string{"lab"}, Targets: []string{"dc1"}}, `{"systemId":"dc2","endpoint":"e"}`, CodeNotExported, ""},
 		{"missing system id", labGateway, `{"endpoint":"e"}`, CodeInvalidParams, ""},
 		{"endpoint not a string", labGateway, `{"systemId":"dc1","endpoint":5}`, CodeInvalidParams, ""},
