@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -147,7 +149,10 @@ func (w *vmWorld) seesScope(p *vmParticipant, sc *vmScope) bool {
 // subscription, on each node, equals what the reference model allows.
 func TestCluster_VisibilityModel(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if s := os.Getenv("CONCORD_VM_SEED"); s != "" { // reproduce a failure
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (CONCORD_VM_SEED reproduces it)", seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b9))
 	servers := startCluster(t, 2)
 	waitLeader(t, servers)
@@ -284,6 +289,12 @@ func TestCluster_VisibilityModel(t *testing.T) {
 		}
 	}
 	checkLiveEvents(t, rng, w, ps, ps[4])
+	if t.Failed() {
+		for _, id := range sortedKeys(w.agents) {
+			a := w.agents[id]
+			t.Logf("world: %s owner=%s conn=%d parent=%q vis=%s see=%v scopes=%v", a.id, a.owner, a.conn, a.parent, a.vis, a.see, sortedKeys(a.scopes))
+		}
+	}
 }
 
 // checkLiveEvents subscribes every connection to agent_registered, has

@@ -77,7 +77,7 @@ func (s *Service) register(ctx context.Context, cs *connState, rp *registerParam
 	if rec.Id == "" {
 		rec.Id = s.newID()
 	}
-	if err := s.inheritPermissions(cs, rec); err != nil {
+	if err := s.inheritPermissions(ctx, cs, rec); err != nil {
 		return registry.RegisterResult{}, err
 	}
 	rec.OwnerId, rec.SessionId, rec.HomeNode = cs.participantID, cs.sessionID, s.cfg.NodeID

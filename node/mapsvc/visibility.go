@@ -1,6 +1,7 @@
 package mapsvc
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -116,13 +117,25 @@ func (s *Service) mayChangePermissions(cs *connState, agentID string) error {
 // hold" to a registration with a parent: a child of a restricted parent
 // gets the parent's overrides, and may not name its own (only a system
 // participant may). Unrestricted parents impose nothing.
-func (s *Service) inheritPermissions(cs *connState, rec *concordv1.AgentRecord) error {
+func (s *Service) inheritPermissions(ctx context.Context, cs *connState, rec *concordv1.AgentRecord) error {
 	if rec.Parent == "" || cs.participantType == TypeSystem {
 		return nil
 	}
 	parent, ok := s.reg.Agent(rec.Parent)
 	if !ok {
-		return nil // the registry answers for an unknown parent
+		// On a follower the parent may have been registered through
+		// another node and not be applied here yet: catch up, or its
+		// restriction would be missed. (The leader's replica has every
+		// registration that answered; followers already log refusals.)
+		if s.cfg.IsLeader() {
+			return nil // the registry answers for an unknown parent
+		}
+		if err := s.catchUp(ctx); err != nil {
+			return err
+		}
+		if parent, ok = s.reg.Agent(rec.Parent); !ok {
+			return nil // the registry answers for an unknown parent
+		}
 	}
 	if pp := access.PermissionsOf(&parent); pp.Unrestricted() {
 		return nil
@@ -132,4 +145,11 @@ func (s *Service) inheritPermissions(cs *connState, rec *concordv1.AgentRecord) 
 	}
 	rec.PermissionOverrides = parent.PermissionOverrides
 	return nil
+}
+
+// catchUp brings the local replica past everything committed before the
+// call: a no-op through the leader, applied here (WaitApplied).
+func (s *Service) catchUp(ctx context.Context) error {
+	_, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_NOOP, &concordv1.Noop{Note: "mapsvc catch-up: " + s.cfg.NodeID})
+	return err
 }
