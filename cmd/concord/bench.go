@@ -27,16 +27,16 @@ func (f *benchFlags) register(cmd *cobra.Command, withDuration bool) {
 	cmd.Flags().StringArrayVar(&f.urls, "url", []string{"ws://127.0.0.1:7700/map"}, "MAP WebSocket URL of a node (repeat for several nodes)")
 	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print the summary as one JSON object")
 	f.tls.bind(cmd.Flags())
-	// In the bench, --token-file is the participants' MAP credential (not
-	// the operator token), so its default comes from the MAP credential's
-	// environment variable, as for `concord argue --credential-file`.
-	tf := cmd.Flags().Lookup("token-file")
-	tf.Usage = "file holding the MAP credential the bench participants connect with: an API key " +
-		"(concord acl token create; it must allow ids bench-* and types agent for write/send, client for sessions) or a bearer JWT " +
-		"(env CONCORD_CREDENTIAL_FILE); without it they connect anonymously"
-	f.tls.tokenFile = os.Getenv("CONCORD_CREDENTIAL_FILE")
-	tf.DefValue = f.tls.tokenFile
-	cmd.Flags().StringVar(&f.authMethod, "auth-method", "", "auth method of --token-file: api-key or bearer (default: api-key for a map_sk_ key, else bearer)")
+	// The bench participants' MAP credential is --credential-file, as for
+	// `concord argue`. The client TLS flags also bring --token-file (the
+	// operator token elsewhere); here it is a deprecated alias of
+	// --credential-file, both setting the same field.
+	cmd.Flags().StringVar(&f.tls.tokenFile, "credential-file", os.Getenv("CONCORD_CREDENTIAL_FILE"),
+		"file holding the MAP credential the bench participants connect with: an API key "+
+			"(concord acl token create; it must allow ids bench-* and types agent for write/send, client for sessions) or a bearer JWT "+
+			"(env CONCORD_CREDENTIAL_FILE); without it they connect anonymously")
+	_ = cmd.Flags().MarkDeprecated("token-file", "use --credential-file")
+	cmd.Flags().StringVar(&f.authMethod, "auth-method", "", "auth method of --credential-file: api-key or bearer (default: api-key for a map_sk_ key, else bearer)")
 	if withDuration {
 		cmd.Flags().DurationVar(&f.duration, "duration", 10*time.Second, "how long to generate load")
 	}
@@ -65,7 +65,7 @@ func (f *benchFlags) report(w io.Writer, res any) error {
 }
 
 // runLoad sets the TLS configuration (wss:// with --ca-file) on rpcCfg and
-// the credential (--token-file) on auth, runs one load with the command's
+// the credential (--credential-file) on auth, runs one load with the command's
 // context and prints its summary.
 func runLoad[T any](cmd *cobra.Command, f *benchFlags, rpcCfg *rpc.ClientConfig, auth *benchload.Credential, load func(context.Context) (T, error)) error {
 	tlsCfg, err := f.tls.config()

@@ -98,7 +98,7 @@ func TestBench_OverTLS(t *testing.T) {
 
 // TestBench_WithCredential: against a node that refuses anonymous
 // participants, every bench subcommand works with an API key read from
-// --token-file, and fails without one.
+// --credential-file, and fails without one.
 func TestBench_WithCredential(t *testing.T) {
 	dir := makeTLSMaterial(t)
 	srv := startTLSNode(t, dir) // no --allow-anonymous
@@ -133,7 +133,7 @@ func TestBench_WithCredential(t *testing.T) {
 			if err != nil && !strings.Contains(err.Error(), "1000") {
 				t.Fatalf("anonymous bench %s: %v, want a 1000 refusal", args[1], err)
 			}
-			out, err = execRoot(t, append(base, "--token-file", tokFile)...)
+			out, err = execRoot(t, append(base, "--credential-file", tokFile)...)
 			if err != nil {
 				t.Fatalf("bench %s with an API key: %v\n%s", args[1], err, out)
 			}
