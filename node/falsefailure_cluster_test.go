@@ -22,12 +22,7 @@ import (
 func TestCluster_FalseFailureDetachDoesNotStrandAgent(t *testing.T) {
 	servers := startCluster(t, 3)
 	leader := agreedLeader(t, servers)
-	var followers []*node.Server
-	for _, s := range servers {
-		if s != leader {
-			followers = append(followers, s)
-		}
-	}
+	followers := followersOf(servers, leader)
 	aliceNode, bobNode := followers[0], followers[1]
 	alice := dial(t, aliceNode)
 	alice.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent"})
@@ -84,4 +79,15 @@ func TestCluster_FalseFailureDetachDoesNotStrandAgent(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("bob never received the message after resuming")
 	}
+}
+
+// followersOf lists the servers other than leader.
+func followersOf(servers []*node.Server, leader *node.Server) []*node.Server {
+	var out []*node.Server
+	for _, s := range servers {
+		if s != leader {
+			out = append(out, s)
+		}
+	}
+	return out
 }
