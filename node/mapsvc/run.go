@@ -25,8 +25,9 @@ import (
 // Every connect is a registry event, and a pass over every connection or
 // every detached session on each one made n connects cost O(n^2) (issue
 // 10). So a wake-up on an event rescans the local connections only when a
-// session was re-attached or detached since the last scan, and looks for
-// due expiries only when a session was detached since the last look
+// session was re-attached, or detached by a node other than its home,
+// since the last scan, and looks for due expiries only when a session was
+// detached since the last look
 // (registry.State.SessionChanges); the ticker's pass does both always,
 // which also covers a connection that recorded its epoch just after a
 // scan, and deadlines that pass with no event.
@@ -44,9 +45,7 @@ func (s *Service) Run(ctx context.Context) error {
 	for {
 		wake, creds := s.reg.Notify(), s.credentialsChanged()
 		moves, detaches := s.reg.SessionChanges()
-		// A burst of detaches (a node died with many sessions) costs few
-		// scans: events that come during one pass share the next wake-up.
-		if full || moves != scanned || detaches != looked {
+		if full || moves != scanned {
 			scanned = moves
 			s.closeLost()
 		}
