@@ -57,12 +57,7 @@ func startCluster(t *testing.T, n int) []*node.Server {
 func TestCluster_FormsForwardsAndRoutes(t *testing.T) {
 	servers := startCluster(t, 3)
 	leader := agreedLeader(t, servers)
-	var followers []*node.Server
-	for _, s := range servers {
-		if s != leader {
-			followers = append(followers, s)
-		}
-	}
+	followers := followersOf(servers, leader)
 	follower1, follower2 := followers[0], followers[1]
 	// Agents on the two followers: registration is forwarded to the leader.
 	a := dial(t, follower1)

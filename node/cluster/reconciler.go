@@ -244,6 +244,16 @@ func (r *Reconciler) detach(ctx context.Context, a action, now time.Time) error 
 	if s, ok := r.deps.Sessions.Session(a.session); !ok || !s.Connected || s.HomeNode != a.id {
 		return nil
 	}
+	// The pass's view may be old by now (a slow Apply of an earlier
+	// session under load): a node wrongly declared failed that rejoined
+	// gossip meanwhile keeps its sessions. What a re-check cannot close
+	// (a rejoin during the Apply itself) the home node repairs: it closes
+	// a live connection whose session was detached with a reconnect code,
+	// and the client resumes (node/mapsvc closeLost; DESIGN.md).
+	if r.memberAlive(a.id) {
+		r.log.Info("session detach skipped: node is alive again", "session_id", a.session, "peer", a.id)
+		return nil
+	}
 	meta := &concordv1.CommandMeta{TimestampMs: now.UnixMilli(), NodeId: r.cfg.NodeID}
 	for range 1 + len(r.deps.Sessions.SessionAgents(a.session)) {
 		meta.EventIds = append(meta.EventIds, ulid.Make().String())
@@ -257,6 +267,16 @@ func (r *Reconciler) detach(ctx context.Context, a action, now time.Time) error 
 	}
 	r.log.Info("session of departed node detached", "session_id", a.session, "peer", a.id, "reason", a.reason)
 	return nil
+}
+
+// memberAlive reports whether gossip shows id alive now.
+func (r *Reconciler) memberAlive(id string) bool {
+	for _, m := range r.deps.Members.Members() {
+		if m.ID == id {
+			return m.Status == membership.StatusAlive
+		}
+	}
+	return false
 }
 
 // String names an action kind in logs.

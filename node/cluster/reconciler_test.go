@@ -131,3 +131,61 @@ func TestReconciler_DeadServerCleanup(t *testing.T) {
 		t.Fatalf("after the delay: %v", err)
 	}
 }
+
+// rejoinMembers is a MemberLister whose first answer is the pass's view
+// and every later one the re-check's: it reproduces a node that gossip
+// declared failed and that rejoined between the pass's view and its
+// SESSION_DETACH (the false "member failed" under load).
+type rejoinMembers struct {
+	mu            sync.Mutex
+	calls         int
+	first, recent []membership.Member
+}
+
+func (f *rejoinMembers) Members() []membership.Member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.calls == 1 {
+		return f.first
+	}
+	return f.recent
+}
+
+// TestReconciler_DetachRechecksLiveness: the detach of a failed node's
+// session re-reads gossip right before proposing, so a node that came
+// back keeps its sessions, while one still dead loses them.
+func TestReconciler_DetachRechecksLiveness(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		later        membership.Status
+		wantAttached bool
+	}{
+		{"rejoined before the detach", membership.StatusAlive, true},
+		{"still failed", membership.StatusDead, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, _ := newTestCluster(t, 1, false)
+			leader := nodes[0]
+			ctx := testCtx(t)
+			if _, _, err := leader.store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, openSession("s2", "n2")); err != nil {
+				t.Fatal(err)
+			}
+			self := membership.Member{ID: "n1", Status: membership.StatusAlive,
+				NodeMeta: membership.NodeMeta{Role: membership.RoleServer, RaftAddr: leader.store.Addr()}}
+			n2 := membership.Member{ID: "n2", Status: membership.StatusDead} // not a server: no Raft action
+			later := n2
+			later.Status = tc.later
+			fm := &rejoinMembers{first: []membership.Member{self, n2}, recent: []membership.Member{self, later}}
+			r, err := NewReconciler(testConfig(t, "n1"), ReconcilerDeps{Store: leader.store, Members: fm, Sessions: leader.reg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.pass(ctx)
+			s, ok := leader.reg.Session("s2")
+			if !ok || s.Connected != tc.wantAttached {
+				t.Fatalf("session after the pass: %+v (found %v), want connected=%v", s, ok, tc.wantAttached)
+			}
+		})
+	}
+}

@@ -54,7 +54,11 @@
 // Config.DefaultDisconnectPolicy). map/disconnect proposes SESSION_CLOSE,
 // which does the same and leaves the session resumable. Run, on the
 // leader, proposes SESSION_EXPIRE when a grace period or
-// DetachedSessionTTL ends (times from the log, see node/registry).
+// DetachedSessionTTL ends (times from the log, see node/registry). A
+// session detached while its connection here is still open (the leader
+// wrongly saw this node fail) gets that connection closed with the
+// reconnect code, so the client resumes rather than wait on a connection
+// that routing no longer serves.
 //
 // # Permissions
 //

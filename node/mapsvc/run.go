@@ -12,9 +12,9 @@ import (
 // done. It starts no goroutines of its own: the caller owns it.
 //
 // On every node it closes local connections whose session was resumed on
-// another node (the registry shows a newer epoch homed elsewhere), and
-// warns, then closes, sessions whose credential expires or is revoked
-// (credentials.go).
+// another node (the registry shows a newer epoch homed elsewhere) or
+// detached while the connection is open (closeLost), and warns, then
+// closes, sessions whose credential expires or is revoked (credentials.go).
 // While the local store is the leader it also proposes SESSION_EXPIRE for
 // detached sessions whose grace period or TTL has ended (deadlines come
 // from the detach command's timestamp, so a new leader continues where the
@@ -25,8 +25,9 @@ import (
 // Every connect is a registry event, and a pass over every connection or
 // every detached session on each one made n connects cost O(n^2) (issue
 // 10). So a wake-up on an event rescans the local connections only when a
-// session was re-attached since the last scan, and looks for due expiries
-// only when a session was detached since the last look
+// session was re-attached, or detached by a node other than its home,
+// since the last scan, and looks for due expiries only when a session was
+// detached since the last look
 // (registry.State.SessionChanges); the ticker's pass does both always,
 // which also covers a connection that recorded its epoch just after a
 // scan, and deadlines that pass with no event.
@@ -46,7 +47,7 @@ func (s *Service) Run(ctx context.Context) error {
 		moves, detaches := s.reg.SessionChanges()
 		if full || moves != scanned {
 			scanned = moves
-			s.closeMoved()
+			s.closeLost()
 		}
 		if full || detaches != looked {
 			looked = detaches
@@ -71,7 +72,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 // sweep runs one full pass of the background duties.
 func (s *Service) sweep(ctx context.Context) {
-	s.closeMoved()
+	s.closeLost()
 	s.leaderDuties(ctx)
 }
 
@@ -87,9 +88,24 @@ func (s *Service) leaderDuties(ctx context.Context) {
 	}
 }
 
-// closeMoved closes local connections that lost their session to a resume
-// on another node.
-func (s *Service) closeMoved() {
+// closeLost closes local connections that lost their session while open:
+//
+//   - resumed on another node (attached elsewhere at a newer epoch): the
+//     participant is served there; this connection is a stale one.
+//   - detached at a newer epoch though this connection never closed (its
+//     own close releases it first, and map/disconnect sets ClosedAt): the
+//     leader detached the session of a node gossip wrongly declared failed
+//     (a missed probe under load) and that rejoined. Routing now treats
+//     the participant as gone, so the open connection would receive
+//     nothing, ever. Closing it with the reconnect code (1012) makes the
+//     client resume the session (here or elsewhere), which re-attaches it
+//     and re-homes or reclaims its agents; re-attaching it from here
+//     instead could not bring back agents the disconnect policy
+//     unregistered, and the client would go on believing it owns them.
+//
+// Only a newer epoch in the local replica counts, so a replica that lags
+// never closes a healthy connection.
+func (s *Service) closeLost() {
 	for _, id := range s.sessions.IDs() {
 		a, ok := s.sessions.get(id)
 		if !ok {
@@ -98,9 +114,17 @@ func (s *Service) closeMoved() {
 		mine := a.state.snapshot()
 		sess, found := s.reg.Session(id)
 		epoch, _ := s.reg.SessionEpoch(id)
-		if found && sess.Connected && sess.HomeNode != s.cfg.NodeID && epoch > mine.epoch {
+		if !found || epoch <= mine.epoch {
+			continue
+		}
+		switch {
+		case sess.Connected && sess.HomeNode != s.cfg.NodeID:
 			s.log.Info("session resumed on another node; closing local connection", "session_id", id, "peer", sess.HomeNode)
 			_ = a.conn.Close("session resumed on another node")
+		case !sess.Connected && sess.ClosedAt == 0 && mine.epoch != 0:
+			s.log.Warn("session detached while its connection is open (node wrongly declared failed?); closing it so the client resumes",
+				"session_id", id, "epoch", mine.epoch, "registry_epoch", epoch)
+			_ = a.conn.CloseToReconnect("session detached by the cluster: reconnect and resume")
 		}
 	}
 }

@@ -265,3 +265,48 @@ func TestRun_ActsOnEventsWithoutTheTicker(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRun_FalseNodeFailureDoesNotStrandOpenConnection: the leader (n1)
+// detaches the session of n2, which gossip wrongly declared failed; n2
+// is alive and the agent's connection on it is open. Before, the
+// connection stayed open and received nothing (routing saw the session
+// detached, its agent orphaned). Now n2 closes it with the reconnect code
+// (on the detach event; the ticker is an hour away) and the client's
+// resume brings the agent back to it, routable again.
+func TestRun_FalseNodeFailureDoesNotStrandOpenConnection(t *testing.T) {
+	hour := func(c *Config) { c.ExpiryInterval = time.Hour }
+	var n2Alive atomic.Bool
+	n2Alive.Store(true)
+	e1 := newEnv(t, hour, func(c *Config) { c.NodeAlive = func(id string) bool { return id != "n2" || n2Alive.Load() } })
+	e2 := newEnvOn(t, e1.reg, e1.store, "n2", hour)
+	runService(t, e2)
+
+	c := e2.dial()
+	res := connectAs(c, TypeAgent, map[string]any{"participantId": "p", "disconnectPolicy": map[string]any{"agentBehavior": "orphan"}})
+	c.must("map/agents/register", `{"agentId":"a"}`)
+	sid := res["sessionId"].(string)
+
+	n2Alive.Store(false) // the false "member failed"
+	e1.svc.sweep(context.Background())
+	n2Alive.Store(true) // n2 rejoins; the detach is already committed
+	if s, _ := e1.reg.Session(sid); s.Connected {
+		t.Fatal("the leader did not detach the session of the node it saw failed")
+	}
+	select {
+	case <-c.conn.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("n2 kept an open connection whose session the cluster detached: it would receive nothing")
+	}
+
+	r := connectAs(e2.dial(), TypeAgent, map[string]any{"resumeToken": res["resumeToken"]})
+	if r["reconnected"] != true {
+		t.Fatalf("resume on n2 %v", r)
+	}
+	a, ok := e2.reg.Agent("a")
+	if !ok || a.State == registry.StateOrphaned || a.OwnerID != "p" || a.HomeNode != "n2" || a.SessionID != sid {
+		t.Fatalf("agent after the resume: %+v (found %v), want owned by p on n2", a, ok)
+	}
+	if s, _ := e2.reg.Session(sid); !s.Connected || s.HomeNode != "n2" {
+		t.Fatalf("session after the resume: %+v", s)
+	}
+}

@@ -148,6 +148,11 @@ func (tx *txn) detach(id string, epoch uint64, homeNode, reason string, ttl int6
 	ne.epoch++
 	ne.ttlMs, ne.graceDone = max(ttl, 0), false
 	tx.d.putSession(&ne)
+	if homeNode != "" && homeNode != tx.nodeID {
+		// Another node (the leader, for a node it saw fail) took the
+		// session from its home node's connection, which may be open.
+		tx.d.moves++
+	}
 	if reason == "" {
 		reason = "disconnected"
 	}

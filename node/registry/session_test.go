@@ -260,7 +260,8 @@ func TestState_SpeakerAgent(t *testing.T) {
 }
 
 // TestState_SessionChangesAndDetachedIndex: the moves counter changes only
-// when an existing session is re-attached, the detaches counter only when
+// when an existing session is re-attached or detached by a node other
+// than its home (the leader, for a node it saw fail), the detaches counter only when
 // a session is stored detached, both on a snapshot restore, and Expiries
 // and DueExpiries list exactly the detached sessions' deadlines.
 func TestState_SessionChangesAndDetachedIndex(t *testing.T) {
@@ -281,6 +282,22 @@ func TestState_SessionChangesAndDetachedIndex(t *testing.T) {
 		{"close s2", cSessionClose, func() proto.Message {
 			return &concordv1.SessionCloseRequest{Meta: meta(), SessionId: "s2", Epoch: 3, Reason: "bye"}
 		}, false, true, 1}, // its grace period still runs
+		{"open s4 on n2", cSessionOpen, func() proto.Message {
+			m := openSession("s4", "p4", BehaviorOrphan, 0)
+			m.Session.HomeNode = "n2"
+			return m
+		}, false, false, 1},
+		{"n2's own detach of s4", cSessionDetach, func() proto.Message {
+			d := detach("s4", 1, 0)
+			d.HomeNode, d.Meta.NodeId = "n2", "n2"
+			return d
+		}, false, true, 1},
+		{"s4 resumed on n2", cSessionOpen, func() proto.Message { return resume("s4", "n2", "hash-s4") }, true, false, 1},
+		{"leader (n1) detaches s4 of n2", cSessionDetach, func() proto.Message {
+			d := detach("s4", 3, 0)
+			d.HomeNode = "n2"
+			return d
+		}, true, true, 1},
 	}
 	for _, st := range steps {
 		m0, d0 := h.s.SessionChanges()

@@ -67,7 +67,8 @@ type data struct {
 	// only they can have an expiry due, so the leader's expiry sweep
 	// costs the detached sessions, not all of them.
 	detached map[string]struct{}
-	// moves counts re-attaches of an existing session, and detaches
+	// moves counts re-attaches of an existing session and detaches
+	// proposed by a node other than the session's home, and detaches
 	// counts entries stored detached (both derived, never persisted; see
 	// SessionChanges).
 	moves, detaches uint64
@@ -482,8 +483,9 @@ func (s *State) Window() (oldest, last uint64) {
 // SessionChanges returns two counters for the MAP layer's background loop,
 // which wakes on every registry event but has work only after some:
 //   - moves counts the re-attaches of existing sessions (a resume, here
-//     or on another node): only they can take a session away from a
-//     node's connection;
+//     or on another node) and the detaches another node proposed for a
+//     session's home (the leader's, for a node it saw fail): only they
+//     can take a session away from a node's open connection;
 //   - detaches counts sessions stored detached (a detach, close, or
 //     expired grace period): only they can add an expiry deadline.
 //

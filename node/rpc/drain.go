@@ -36,3 +36,9 @@ func refuseDraining(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "1")
 	http.Error(w, "node draining: connect to another node", http.StatusServiceUnavailable)
 }
+
+// CloseToReconnect closes one connection as Drain does (CloseReconnect,
+// after its current request and what it has queued), without a hint
+// notification: the client reconnects and resumes its session, on this
+// node or another. Returns ErrClosed if the connection was already closing.
+func (c *Conn) CloseToReconnect(reason string) error { return c.closeWith(closeRestart, reason) }
