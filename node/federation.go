@@ -146,6 +146,7 @@ func (s *Server) buildFederation() error {
 		Local: fedDirectory{reg: s.registry, store: s.store}, Deliver: s.router, Services: s.router, Sessions: s.router,
 		Servers: s.fedServers, Events: fedEvents{s}, Barrier: s.readyBarrier, VerifyLeader: s.store.VerifyLeader,
 		Nodes: s.fedNodes, NodeConn: s.cluster.PeerConn, MAPDial: s.mapDialer(),
+		SessionLive: func(id string) bool { _, ok := s.registry.Session(id); return ok },
 	})
 	if err != nil {
 		return fmt.Errorf("build federation: %w", err)

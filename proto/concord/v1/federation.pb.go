@@ -4235,6 +4235,62 @@ func (x *MapForwardResponse) GetAcks() []*FedAck {
 	return nil
 }
 
+// FedGatewayUnbind is COMMAND_TYPE_FED_GATEWAY_UNBIND: the gateway session
+// serving system_id ended, so messages to that system answer 5001 again.
+// Applied only while the binding still names session_id: a newer bind of
+// the system (another gateway) stays.
+type FedGatewayUnbind struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedGatewayUnbind) Reset() {
+	*x = FedGatewayUnbind{}
+	mi := &file_concord_v1_federation_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedGatewayUnbind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedGatewayUnbind) ProtoMessage() {}
+
+func (x *FedGatewayUnbind) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedGatewayUnbind.ProtoReflect.Descriptor instead.
+func (*FedGatewayUnbind) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *FedGatewayUnbind) GetSystemId() string {
+	if x != nil {
+		return x.SystemId
+	}
+	return ""
+}
+
+func (x *FedGatewayUnbind) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 var File_concord_v1_federation_proto protoreflect.FileDescriptor
 
 const file_concord_v1_federation_proto_rawDesc = "" +
@@ -4555,7 +4611,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x125\n" +
 	"\tenvelopes\x18\x02 \x03(\v2\x17.concord.v1.FedEnvelopeR\tenvelopes\"<\n" +
 	"\x12MapForwardResponse\x12&\n" +
-	"\x04acks\x18\x01 \x03(\v2\x12.concord.v1.FedAckR\x04acks*\xb5\x01\n" +
+	"\x04acks\x18\x01 \x03(\v2\x12.concord.v1.FedAckR\x04acks\"N\n" +
+	"\x10FedGatewayUnbind\x12\x1b\n" +
+	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId*\xb5\x01\n" +
 	"\rFedPolicyKind\x12\x1f\n" +
 	"\x1bFED_POLICY_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14FED_POLICY_KIND_NONE\x10\x01\x12\x17\n" +
@@ -4599,7 +4659,7 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_concord_v1_federation_proto_goTypes = []any{
 	(FedPolicyKind)(0),           // 0: concord.v1.FedPolicyKind
 	(FedOverflow)(0),             // 1: concord.v1.FedOverflow
@@ -4659,6 +4719,7 @@ var file_concord_v1_federation_proto_goTypes = []any{
 	(*CreateMapLinkRequest)(nil), // 55: concord.v1.CreateMapLinkRequest
 	(*MapForwardRequest)(nil),    // 56: concord.v1.MapForwardRequest
 	(*MapForwardResponse)(nil),   // 57: concord.v1.MapForwardResponse
+	(*FedGatewayUnbind)(nil),     // 58: concord.v1.FedGatewayUnbind
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
@@ -4779,7 +4840,7 @@ func file_concord_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
