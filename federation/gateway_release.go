@@ -7,7 +7,8 @@ import (
 )
 
 // releaseGateways, on the leader, drops the bindings whose gateway
-// session has ended (closed, or expired after its node died): until then
+// session has ended (closed by map/disconnect, or expired after its
+// socket dropped and it did not resume): until then
 // a message to that system answers the retryable 5000 "gateway not
 // connected", after it 5001 like any unknown system. It runs with the
 // map link holder check, so a binding outlives its session by at most
