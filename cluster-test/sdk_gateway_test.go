@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -41,17 +40,14 @@ func TestSDKInterop_Gateway(t *testing.T) {
 		"GW_URL="+dc1.Node(0).MAPURL(), "AGENT_URL="+dc1.Node(1).MAPURL(), "PEER_URL="+dc2.Node(0).MAPURL(),
 		"GW_KEY="+key.GetToken(), "SELF=dc1", "PEER=dc2", "LAB=lab")
 
-	// The binding that brought the replies back was replicated state; the
-	// SDK's disconnect() closed the gateway's session, so it is gone again
-	// on every node (a reply to lab answers 5001, not a retryable 5000).
-	Eventually(t, 10*time.Second, func() error {
-		for _, n := range dc1.Running() {
-			if b, ok := n.Server().Federation().State().Gateway("lab"); ok {
-				return fmt.Errorf("%s: lab still bound to %v after the gateway disconnected", n, b)
-			}
+	// The binding that brought the replies back is replicated state. The
+	// last gateway to route dropped its socket without map/disconnect, so
+	// its session may resume and the binding stays (until it expires).
+	for _, n := range dc1.Running() {
+		if b, ok := n.Server().Federation().State().Gateway("lab"); !ok || b.GetParticipantId() != "gw-lab" {
+			t.Fatalf("%s: gateway binding of lab = %v, %v", n, b, ok)
 		}
-		return nil
-	})
+	}
 	var routed uint64
 	for _, n := range dc1.Running() {
 		routed += n.Server().Federation().GatewayStats().RoutedIn
