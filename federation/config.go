@@ -177,6 +177,10 @@ type Deps struct {
 	// VerifyLeader, optional, confirms with a quorum that this node still
 	// leads (the outbox drainer checks before sending).
 	VerifyLeader func(ctx context.Context) error
+	// SessionLive, optional, reports whether a MAP session may still take
+	// messages (not closed, not expired): the leader drops the gateway
+	// bindings of sessions that ended. nil: bindings stay until replaced.
+	SessionLive func(sessionID string) bool
 }
 
 func (d Deps) validate() error {

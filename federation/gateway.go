@@ -108,6 +108,17 @@ func (m *Manager) GatewayConnect(c GatewayCaller, params json.RawMessage) (*Gate
 // way back, and only then delivers. done is called once; a refusal
 // changes nothing and delivers nothing.
 func (m *Manager) GatewayRoute(ctx context.Context, c GatewayCaller, params json.RawMessage, done func(*GatewayRouteResult, *CodeError)) {
+	m.gatewayRoute(ctx, c, params, func(res *GatewayRouteResult, cerr *CodeError) {
+		if cerr != nil {
+			m.gstats.refuse(cerr.Code)
+		} else {
+			m.gstats.routedIn.Add(1)
+		}
+		done(res, cerr)
+	})
+}
+
+func (m *Manager) gatewayRoute(ctx context.Context, c GatewayCaller, params json.RawMessage, done func(*GatewayRouteResult, *CodeError)) {
 	r, cerr := DecodeGatewayRoute(params, m.cfg.MaxEnvelopeBytes)
 	if cerr == nil {
 		cerr = m.checkGatewayRoute(c, r)
@@ -287,6 +298,7 @@ func (m *Manager) sendToGateway(ctx context.Context, b *concordv1.FedGatewayBind
 				map[string]any{"systemId": env.GetTargetSystem(), "retryable": true})})
 			return
 		}
+		m.gstats.routedOut.Add(1)
 		done(Outcome{Delivered: []string{recipientLabel(env)}})
 	})
 }

@@ -25,6 +25,30 @@ func (s *State) applyGatewayBind(m *concordv1.FedGatewayBind) error {
 	return nil
 }
 
+// applyGatewayUnbind drops the binding of a system while it still names
+// the ended session; a binding a newer gateway made since stays. A stale
+// unbind is not an error: two nodes may notice the same ending.
+func (s *State) applyGatewayUnbind(m *concordv1.FedGatewayUnbind) error {
+	if !validSystemID(m.GetSystemId()) || m.GetSessionId() == "" {
+		return fmt.Errorf("%w: gateway unbind needs a valid system id and a session", ErrInvalidCommand)
+	}
+	if b, ok := s.gateways[m.GetSystemId()]; ok && b.GetSessionId() == m.GetSessionId() {
+		delete(s.gateways, m.GetSystemId())
+	}
+	return nil
+}
+
+// Gateways returns copies of every gateway binding, by system id.
+func (s *State) Gateways() []*concordv1.FedGatewayBinding {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*concordv1.FedGatewayBinding, 0, len(s.gateways))
+	for _, k := range sortedKeys(s.gateways) {
+		out = append(out, proto.CloneOf(s.gateways[k]))
+	}
+	return out
+}
+
 // Gateway returns a copy of the gateway binding of a foreign system.
 func (s *State) Gateway(system string) (*concordv1.FedGatewayBinding, bool) {
 	s.mu.RLock()

@@ -52,6 +52,8 @@ type Manager struct {
 	bmu      sync.Mutex
 	bwaiting []func()
 	brunning bool
+
+	gstats gatewayStats // SDK gateway counters (metrics)
 }
 
 // New validates cfg and deps.
@@ -102,6 +104,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		changed := m.deps.State.Changed()
 		m.reconcile(ctx)
 		m.assignHolders(ctx)
+		m.releaseGateways(ctx)
 		select {
 		case <-ctx.Done():
 			m.mu.Lock()

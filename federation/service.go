@@ -103,7 +103,7 @@ func (s *service) CreateLink(ctx context.Context, req *concordv1.CreateLinkReque
 
 func (s *service) ListLinks(context.Context, *concordv1.ListLinksRequest) (*concordv1.ListLinksResponse, error) {
 	return &concordv1.ListLinksResponse{SystemId: s.m.cfg.SystemID, NodeId: s.m.cfg.NodeID, Links: s.m.Status(),
-		PendingUnlinks: s.m.deps.State.PendingUnlinks()}, nil
+		PendingUnlinks: s.m.deps.State.PendingUnlinks(), Gateways: s.m.Gateways()}, nil
 }
 
 // Unlink removes this side of a link, then tells the peer so it removes

@@ -72,6 +72,7 @@ func (s *State) Commands() map[concordv1.CommandType]func() proto.Message {
 		concordv1.CommandType_COMMAND_TYPE_FED_UNLINK_DONE:     func() proto.Message { return &concordv1.FedUnlinkDone{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_DIRECTORY_CHUNK: func() proto.Message { return &concordv1.FedDirectoryChunk{} },
 		concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_BIND:    func() proto.Message { return &concordv1.FedGatewayBind{} },
+		concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_UNBIND:  func() proto.Message { return &concordv1.FedGatewayUnbind{} },
 	}
 }
 
@@ -115,6 +116,8 @@ func (s *State) Apply(index uint64, msg proto.Message) (any, error) {
 		err = s.applyDirectoryChunk(m.GetUpdate())
 	case *concordv1.FedGatewayBind:
 		err = s.applyGatewayBind(m)
+	case *concordv1.FedGatewayUnbind:
+		err = s.applyGatewayUnbind(m)
 	default:
 		err = fmt.Errorf("%w: unexpected body %T", ErrInvalidCommand, msg)
 	}

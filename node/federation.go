@@ -146,6 +146,7 @@ func (s *Server) buildFederation() error {
 		Local: fedDirectory{reg: s.registry, store: s.store}, Deliver: s.router, Services: s.router, Sessions: s.router,
 		Servers: s.fedServers, Events: fedEvents{s}, Barrier: s.readyBarrier, VerifyLeader: s.store.VerifyLeader,
 		Nodes: s.fedNodes, NodeConn: s.cluster.PeerConn, MAPDial: s.mapDialer(),
+		SessionLive: s.gatewaySessionLive,
 	})
 	if err != nil {
 		return fmt.Errorf("build federation: %w", err)
@@ -157,6 +158,15 @@ func (s *Server) buildFederation() error {
 		return fmt.Errorf("register federation metrics: %w", err)
 	}
 	return nil
+}
+
+// gatewaySessionLive says whether an SDK gateway's session may still take
+// messages: it exists and was not closed by map/disconnect. A session
+// whose socket dropped stays live until it expires (it may resume); a
+// closed one that resumes binds again with its next route.
+func (s *Server) gatewaySessionLive(id string) bool {
+	sess, ok := s.registry.Session(id)
+	return ok && sess.ClosedAt == 0
 }
 
 // lateFederation is the router's Federation before the manager exists

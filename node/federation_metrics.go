@@ -1,6 +1,8 @@
 package node
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concordmap/concord/federation"
@@ -29,10 +31,15 @@ var (
 	fedOutboxB    = prometheus.NewDesc("concord_federation_outbox_bytes", "Bytes of guaranteed messages in the replicated outbox.", fedLabels, nil)
 	fedProxies    = prometheus.NewDesc("concord_federation_map_proxies", "Proxy sessions up on the foreign MAP server (map links, on their holder).", fedLabels, nil)
 	fedInErrors   = prometheus.NewDesc("concord_federation_map_inbound_errors_total", "Messages from the foreign MAP server this node dropped (malformed, oversized, not exported, undeliverable).", fedLabels, nil)
+	fedGwBound    = prometheus.NewDesc("concord_federation_gateway_bound", "1 for each foreign system an SDK gateway session serves (replicated bindings).", []string{"peer", "session_id"}, nil)
+	fedGwIn       = prometheus.NewDesc("concord_federation_gateway_routed_in_total", "map/federation/route calls this node accepted from SDK gateways.", nil, nil)
+	fedGwOut      = prometheus.NewDesc("concord_federation_gateway_routed_out_total", "Messages this node handed to SDK gateway sessions.", nil, nil)
+	fedGwRefused  = prometheus.NewDesc("concord_federation_gateway_refused_total", "map/federation/route calls this node refused, by MAP error code.", []string{"code"}, nil)
+	fedGwUnbound  = prometheus.NewDesc("concord_federation_gateway_unbound_total", "Gateway bindings this node dropped as leader because their session ended.", nil, nil)
 )
 
 func (c fedCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{fedUp, fedStreams, fedRTT, fedQueue, fedQueueBytes, fedSent, fedReceived, fedDropped, fedReconnects, fedImported, fedOutbox, fedOutboxB, fedProxies, fedInErrors} {
+	for _, d := range []*prometheus.Desc{fedUp, fedStreams, fedRTT, fedQueue, fedQueueBytes, fedSent, fedReceived, fedDropped, fedReconnects, fedImported, fedOutbox, fedOutboxB, fedProxies, fedInErrors, fedGwBound, fedGwIn, fedGwOut, fedGwRefused, fedGwUnbound} {
 		ch <- d
 	}
 }
@@ -66,5 +73,21 @@ func (c fedCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(fedProxies, float64(st.GetProxiesUp()))
 			counter(fedInErrors, st.GetInboundErrors())
 		}
+	}
+	c.collectGateways(ch)
+}
+
+// collectGateways exports the SDK gateway bindings and this node's
+// gateway counters.
+func (c fedCollector) collectGateways(ch chan<- prometheus.Metric) {
+	for _, b := range c.m.Gateways() {
+		ch <- prometheus.MustNewConstMetric(fedGwBound, prometheus.GaugeValue, 1, b.GetSystemId(), b.GetSessionId())
+	}
+	st := c.m.GatewayStats()
+	ch <- prometheus.MustNewConstMetric(fedGwIn, prometheus.CounterValue, float64(st.RoutedIn))
+	ch <- prometheus.MustNewConstMetric(fedGwOut, prometheus.CounterValue, float64(st.RoutedOut))
+	ch <- prometheus.MustNewConstMetric(fedGwUnbound, prometheus.CounterValue, float64(st.Unbound))
+	for code, n := range st.Refused {
+		ch <- prometheus.MustNewConstMetric(fedGwRefused, prometheus.CounterValue, float64(n), strconv.Itoa(code))
 	}
 }

@@ -32,7 +32,7 @@ func TestHTTP_ConsoleReadAPI(t *testing.T) {
 		{name: "raft peer is the leader voter", path: "/v1/raft/peers", wantStatus: 200, wantBody: `"suffrage":"voter","leader":true}`},
 		{name: "placement", path: "/v1/placement", wantStatus: 200, wantBody: `"agents":[{"id":"alice","homeNode":"dev-1"}]`},
 		{name: "no federation links", path: "/v1/federation/links", wantStatus: 200,
-			wantBody: `{"links":[],"nodeId":"dev-1","systemId":"dev"}`},
+			wantBody: `{"gateways":[],"links":[],"nodeId":"dev-1","systemId":"dev"}`},
 		{name: "federation links are a member read", path: "/v1/federation/links", origin: self, wantStatus: 200, wantCORS: self},
 		{name: "unknown run", path: "/v1/runs/01NOPE/result.json", wantStatus: 404, wantBody: `"error":"run not found"`},
 		{name: "member origin may read", path: "/v1/status", origin: self, wantStatus: 200, wantCORS: self},

@@ -44,12 +44,27 @@ type fedLinkJSON struct {
 	InboundErrors uint64 `json:"inboundErrors,omitempty"`
 }
 
+// fedGatewayJSON is one SDK gateway binding in GET /v1/federation/links:
+// the gateway session that foreign system's messages go to.
+type fedGatewayJSON struct {
+	SystemID      string `json:"systemId"`
+	SessionID     string `json:"sessionId"`
+	ParticipantID string `json:"participantId"`
+	BoundAtMs     int64  `json:"boundAtMs"`
+}
+
 // handleFedLinks lists this system's federation links as this node sees
 // them, from the same Manager.Status the admin ListLinks method serves.
 func (s *Server) handleFedLinks(w http.ResponseWriter, _ *http.Request) {
 	var links []*concordv1.FedLinkStatus
+	var bindings []*concordv1.FedGatewayBinding
 	if s.fed != nil {
-		links = s.fed.Status()
+		links, bindings = s.fed.Status(), s.fed.Gateways()
+	}
+	gateways := make([]fedGatewayJSON, 0, len(bindings))
+	for _, b := range bindings {
+		gateways = append(gateways, fedGatewayJSON{SystemID: b.GetSystemId(), SessionID: b.GetSessionId(),
+			ParticipantID: b.GetParticipantId(), BoundAtMs: b.GetBoundAtMs()})
 	}
 	out := make([]fedLinkJSON, 0, len(links))
 	for _, st := range links {
@@ -70,5 +85,5 @@ func (s *Server) handleFedLinks(w http.ResponseWriter, _ *http.Request) {
 			PeerAddrs: append([]string{}, l.GetPeerAddrs()...), TLS: len(l.GetPeerCaPem()) > 0,
 		})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"systemId": s.cfg.SystemID, "nodeId": s.cfg.NodeID, "links": out})
+	writeJSON(w, http.StatusOK, map[string]any{"systemId": s.cfg.SystemID, "nodeId": s.cfg.NodeID, "links": out, "gateways": gateways})
 }

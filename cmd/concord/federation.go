@@ -345,6 +345,10 @@ func printLinks(w io.Writer, res admin.Links, detail bool) error {
 		fmt.Fprintf(tw, "# unlinked %s at %s; the peer has not confirmed yet (retrying; `federation unlink --force %s` stops)\n",
 			p.PeerSystemID, p.RemovedAt.UTC().Format(time.RFC3339), p.PeerSystemID)
 	}
+	for _, g := range res.Gateways {
+		fmt.Fprintf(tw, "# gateway %s: served by SDK gateway session %s (participant %s) since %s\n",
+			g.SystemID, g.SessionID, orDash(g.ParticipantID), g.BoundAt.UTC().Format(time.RFC3339))
+	}
 	return tw.Flush()
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/client/admin"
 )
 
 func TestReadPeeringToken(t *testing.T) {
@@ -169,5 +170,19 @@ func TestFederationLink_KindMap(t *testing.T) {
 	}
 	if out, err := run("federation", "unlink", "ext"); err != nil || !strings.Contains(out, "a MAP server keeps no side") {
 		t.Fatalf("unlink: %q %v", out, err)
+	}
+}
+
+func TestPrintLinks_Gateways(t *testing.T) {
+	res := admin.Links{SystemID: "dc1", NodeID: "n1", Gateways: []admin.GatewayBinding{
+		{SystemID: "lab", SessionID: "S1", ParticipantID: "gw-lab", BoundAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}}
+	for _, detail := range []bool{false, true} {
+		var b strings.Builder
+		if err := printLinks(&b, res, detail); err != nil {
+			t.Fatal(err)
+		}
+		if want := "# gateway lab: served by SDK gateway session S1 (participant gw-lab) since 2026-01-02T03:04:05Z"; !strings.Contains(b.String(), want) {
+			t.Fatalf("detail=%v: %q lacks %q", detail, b.String(), want)
+		}
 	}
 }

@@ -139,11 +139,19 @@ type PendingUnlink struct {
 	RemovedAt    time.Time
 }
 
+// GatewayBinding says which SDK gateway session (map/federation/route)
+// serves a foreign system: messages to that system go to it.
+type GatewayBinding struct {
+	SystemID, SessionID, ParticipantID string
+	BoundAt                            time.Time
+}
+
 // Links is the answer of ListLinks: the links and who answered.
 type Links struct {
 	SystemID, NodeID string
 	Links            []LinkStatus
 	PendingUnlinks   []PendingUnlink
+	Gateways         []GatewayBinding
 }
 
 // CreatePeeringToken issues a one-time peering token for peerSystemID, redeemable
@@ -193,6 +201,10 @@ func (c *Client) ListLinks(ctx context.Context) (Links, error) {
 	for _, p := range res.GetPendingUnlinks() {
 		out.PendingUnlinks = append(out.PendingUnlinks, PendingUnlink{PeerSystemID: p.GetLink().GetPeerSystemId(),
 			RemovedAt: time.UnixMilli(p.GetRemovedAtMs())})
+	}
+	for _, g := range res.GetGateways() {
+		out.Gateways = append(out.Gateways, GatewayBinding{SystemID: g.GetSystemId(), SessionID: g.GetSessionId(),
+			ParticipantID: g.GetParticipantId(), BoundAt: time.UnixMilli(g.GetBoundAtMs())})
 	}
 	return out, nil
 }

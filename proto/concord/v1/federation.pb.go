@@ -3767,8 +3767,11 @@ type ListLinksResponse struct {
 	Links    []*FedLinkStatus       `protobuf:"bytes,3,rep,name=links,proto3" json:"links,omitempty"`
 	// pending_unlinks are links removed here whose peer has not confirmed.
 	PendingUnlinks []*FedPendingUnlink `protobuf:"bytes,4,rep,name=pending_unlinks,json=pendingUnlinks,proto3" json:"pending_unlinks,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// gateways are the SDK gateway sessions serving foreign systems
+	// (map/federation/route), replicated: the same on every node.
+	Gateways      []*FedGatewayBinding `protobuf:"bytes,5,rep,name=gateways,proto3" json:"gateways,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListLinksResponse) Reset() {
@@ -3825,6 +3828,13 @@ func (x *ListLinksResponse) GetLinks() []*FedLinkStatus {
 func (x *ListLinksResponse) GetPendingUnlinks() []*FedPendingUnlink {
 	if x != nil {
 		return x.PendingUnlinks
+	}
+	return nil
+}
+
+func (x *ListLinksResponse) GetGateways() []*FedGatewayBinding {
+	if x != nil {
+		return x.Gateways
 	}
 	return nil
 }
@@ -4235,6 +4245,62 @@ func (x *MapForwardResponse) GetAcks() []*FedAck {
 	return nil
 }
 
+// FedGatewayUnbind is COMMAND_TYPE_FED_GATEWAY_UNBIND: the gateway session
+// serving system_id ended, so messages to that system answer 5001 again.
+// Applied only while the binding still names session_id: a newer bind of
+// the system (another gateway) stays.
+type FedGatewayUnbind struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedGatewayUnbind) Reset() {
+	*x = FedGatewayUnbind{}
+	mi := &file_concord_v1_federation_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedGatewayUnbind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedGatewayUnbind) ProtoMessage() {}
+
+func (x *FedGatewayUnbind) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedGatewayUnbind.ProtoReflect.Descriptor instead.
+func (*FedGatewayUnbind) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *FedGatewayUnbind) GetSystemId() string {
+	if x != nil {
+		return x.SystemId
+	}
+	return ""
+}
+
+func (x *FedGatewayUnbind) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 var File_concord_v1_federation_proto protoreflect.FileDescriptor
 
 const file_concord_v1_federation_proto_rawDesc = "" +
@@ -4524,12 +4590,13 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x0eholder_node_id\x18\x10 \x01(\tR\fholderNodeId\x12\x1d\n" +
 	"\n" +
 	"proxies_up\x18\x11 \x01(\rR\tproxiesUp\x12%\n" +
-	"\x0einbound_errors\x18\x12 \x01(\x04R\rinboundErrors\"\xc1\x01\n" +
+	"\x0einbound_errors\x18\x12 \x01(\x04R\rinboundErrors\"\xfc\x01\n" +
 	"\x11ListLinksResponse\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12/\n" +
 	"\x05links\x18\x03 \x03(\v2\x19.concord.v1.FedLinkStatusR\x05links\x12E\n" +
-	"\x0fpending_unlinks\x18\x04 \x03(\v2\x1c.concord.v1.FedPendingUnlinkR\x0ependingUnlinks\"K\n" +
+	"\x0fpending_unlinks\x18\x04 \x03(\v2\x1c.concord.v1.FedPendingUnlinkR\x0ependingUnlinks\x129\n" +
+	"\bgateways\x18\x05 \x03(\v2\x1d.concord.v1.FedGatewayBindingR\bgateways\"K\n" +
 	"\rUnlinkRequest\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\x89\x01\n" +
@@ -4555,7 +4622,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x125\n" +
 	"\tenvelopes\x18\x02 \x03(\v2\x17.concord.v1.FedEnvelopeR\tenvelopes\"<\n" +
 	"\x12MapForwardResponse\x12&\n" +
-	"\x04acks\x18\x01 \x03(\v2\x12.concord.v1.FedAckR\x04acks*\xb5\x01\n" +
+	"\x04acks\x18\x01 \x03(\v2\x12.concord.v1.FedAckR\x04acks\"N\n" +
+	"\x10FedGatewayUnbind\x12\x1b\n" +
+	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId*\xb5\x01\n" +
 	"\rFedPolicyKind\x12\x1f\n" +
 	"\x1bFED_POLICY_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14FED_POLICY_KIND_NONE\x10\x01\x12\x17\n" +
@@ -4599,7 +4670,7 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_concord_v1_federation_proto_goTypes = []any{
 	(FedPolicyKind)(0),           // 0: concord.v1.FedPolicyKind
 	(FedOverflow)(0),             // 1: concord.v1.FedOverflow
@@ -4659,6 +4730,7 @@ var file_concord_v1_federation_proto_goTypes = []any{
 	(*CreateMapLinkRequest)(nil), // 55: concord.v1.CreateMapLinkRequest
 	(*MapForwardRequest)(nil),    // 56: concord.v1.MapForwardRequest
 	(*MapForwardResponse)(nil),   // 57: concord.v1.MapForwardResponse
+	(*FedGatewayUnbind)(nil),     // 58: concord.v1.FedGatewayUnbind
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
@@ -4717,35 +4789,36 @@ var file_concord_v1_federation_proto_depIdxs = []int32{
 	5,  // 53: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
 	49, // 54: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
 	15, // 55: concord.v1.ListLinksResponse.pending_unlinks:type_name -> concord.v1.FedPendingUnlink
-	8,  // 56: concord.v1.CreateMapLinkRequest.auth:type_name -> concord.v1.FedMapAuth
-	3,  // 57: concord.v1.CreateMapLinkRequest.export:type_name -> concord.v1.FedPolicy
-	3,  // 58: concord.v1.CreateMapLinkRequest.import:type_name -> concord.v1.FedPolicy
-	4,  // 59: concord.v1.CreateMapLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	33, // 60: concord.v1.MapForwardRequest.envelopes:type_name -> concord.v1.FedEnvelope
-	34, // 61: concord.v1.MapForwardResponse.acks:type_name -> concord.v1.FedAck
-	42, // 62: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
-	39, // 63: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	53, // 64: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
-	44, // 65: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	46, // 66: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	48, // 67: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	51, // 68: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	55, // 69: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
-	56, // 70: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
-	43, // 71: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	39, // 72: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	54, // 73: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
-	45, // 74: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	47, // 75: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	50, // 76: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	52, // 77: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	47, // 78: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
-	57, // 79: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
-	71, // [71:80] is the sub-list for method output_type
-	62, // [62:71] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	17, // 56: concord.v1.ListLinksResponse.gateways:type_name -> concord.v1.FedGatewayBinding
+	8,  // 57: concord.v1.CreateMapLinkRequest.auth:type_name -> concord.v1.FedMapAuth
+	3,  // 58: concord.v1.CreateMapLinkRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 59: concord.v1.CreateMapLinkRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 60: concord.v1.CreateMapLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	33, // 61: concord.v1.MapForwardRequest.envelopes:type_name -> concord.v1.FedEnvelope
+	34, // 62: concord.v1.MapForwardResponse.acks:type_name -> concord.v1.FedAck
+	42, // 63: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
+	39, // 64: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
+	53, // 65: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
+	44, // 66: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	46, // 67: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	48, // 68: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	51, // 69: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	55, // 70: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
+	56, // 71: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
+	43, // 72: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	39, // 73: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	54, // 74: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
+	45, // 75: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	47, // 76: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	50, // 77: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	52, // 78: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	47, // 79: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
+	57, // 80: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
+	72, // [72:81] is the sub-list for method output_type
+	63, // [63:72] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_federation_proto_init() }
@@ -4779,7 +4852,7 @@ func file_concord_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

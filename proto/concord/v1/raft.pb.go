@@ -71,7 +71,8 @@ const (
 	// SDK gateways (map/federation/route): which gateway session serves a
 	// foreign system, so replies find their way back from any node.
 	CommandType_COMMAND_TYPE_FED_GATEWAY_BIND CommandType = 62
-	// 63 reserved for SDK gateway commands.
+	// A gateway session ended: its bindings go (compare-and-set on session).
+	CommandType_COMMAND_TYPE_FED_GATEWAY_UNBIND CommandType = 63
 	// Access control (node/acl): API keys, stored as hashes. Bodies in acl.proto.
 	CommandType_COMMAND_TYPE_ACL_KEY_CREATE CommandType = 64
 	CommandType_COMMAND_TYPE_ACL_KEY_REVOKE CommandType = 65
@@ -114,6 +115,7 @@ var (
 		59:  "COMMAND_TYPE_FED_MAP_HOLDER",
 		60:  "COMMAND_TYPE_FED_MAP_DIRECTORY",
 		62:  "COMMAND_TYPE_FED_GATEWAY_BIND",
+		63:  "COMMAND_TYPE_FED_GATEWAY_UNBIND",
 		64:  "COMMAND_TYPE_ACL_KEY_CREATE",
 		65:  "COMMAND_TYPE_ACL_KEY_REVOKE",
 		66:  "COMMAND_TYPE_ACL_PERMISSIONS_UPDATE",
@@ -150,6 +152,7 @@ var (
 		"COMMAND_TYPE_FED_MAP_HOLDER":         59,
 		"COMMAND_TYPE_FED_MAP_DIRECTORY":      60,
 		"COMMAND_TYPE_FED_GATEWAY_BIND":       62,
+		"COMMAND_TYPE_FED_GATEWAY_UNBIND":     63,
 		"COMMAND_TYPE_ACL_KEY_CREATE":         64,
 		"COMMAND_TYPE_ACL_KEY_REVOKE":         65,
 		"COMMAND_TYPE_ACL_PERMISSIONS_UPDATE": 66,
@@ -382,7 +385,7 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\bR\x03end\"\x1a\n" +
 	"\x04Noop\x12\x12\n" +
-	"\x04note\x18\x01 \x01(\tR\x04note*\xf7\b\n" +
+	"\x04note\x18\x01 \x01(\tR\x04note*\x9c\t\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_AGENT_REGISTER\x10\x01\x12!\n" +
@@ -414,7 +417,8 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x1dCOMMAND_TYPE_FED_MAP_LINK_PUT\x10:\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_FED_MAP_HOLDER\x10;\x12\"\n" +
 	"\x1eCOMMAND_TYPE_FED_MAP_DIRECTORY\x10<\x12!\n" +
-	"\x1dCOMMAND_TYPE_FED_GATEWAY_BIND\x10>\x12\x1f\n" +
+	"\x1dCOMMAND_TYPE_FED_GATEWAY_BIND\x10>\x12#\n" +
+	"\x1fCOMMAND_TYPE_FED_GATEWAY_UNBIND\x10?\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_CREATE\x10@\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_ACL_KEY_REVOKE\x10A\x12'\n" +
 	"#COMMAND_TYPE_ACL_PERMISSIONS_UPDATE\x10B\x12\x16\n" +
