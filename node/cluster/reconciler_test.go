@@ -177,7 +177,9 @@ func TestReconciler_DetachRechecksLiveness(t *testing.T) {
 			later := n2
 			later.Status = tc.later
 			fm := &rejoinMembers{first: []membership.Member{self, n2}, recent: []membership.Member{self, later}}
-			r, err := NewReconciler(testConfig(t, "n1"), ReconcilerDeps{Store: leader.store, Members: fm, Sessions: leader.reg})
+			cfg := testConfig(t, "n1")
+			cfg.SessionDetachGrace = 0 // one pass: the grace is TestPlan_SessionDetachGrace's
+			r, err := NewReconciler(cfg, ReconcilerDeps{Store: leader.store, Members: fm, Sessions: leader.reg})
 			if err != nil {
 				t.Fatal(err)
 			}
