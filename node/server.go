@@ -305,7 +305,8 @@ func (s *Server) buildMAPService() error {
 	mcfg.Authenticator = auth
 	mcfg.ParticipantPermissions = s.acl
 	// Dead nodes' sessions are detached by the cluster reconciler, which
-	// waits out the cleanup delay; mapsvc's own sweep (NodeAlive) stays off
+	// waits out the cleanup delay for unknown nodes and the session detach
+	// grace for failed ones; mapsvc's own sweep (NodeAlive) stays off
 	// because a new leader's cold directory would detach live sessions.
 	mcfg.Logger = s.cfg.Logger
 	svc, err := mapsvc.New(mcfg)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/concordmap/concord/node/cluster"
 )
 
 // sourcedServer parses args like `concord server`, applies env and the
@@ -196,5 +198,44 @@ func TestConfig_PrintRedactsSecrets(t *testing.T) {
 		if a, b := cmd.Flags().Lookup(name).Value.String(), cmd2.Flags().Lookup(name).Value.String(); a != b {
 			t.Errorf("%s: %q printed, %q read back", name, a, b)
 		}
+	}
+}
+
+func TestConfig_SessionDetachGrace(t *testing.T) {
+	env := map[string]string{"CONCORD_NODE_ID": "n1", "CONCORD_DATA_DIR": "/d", "CONCORD_INSECURE": "true"}
+	tests := []struct {
+		name    string
+		args    []string
+		want    time.Duration
+		wantErr string
+	}{
+		{"default", nil, cluster.DefaultSessionDetachGrace, ""},
+		{"set", []string{"--session-detach-grace", "500ms"}, 500 * time.Millisecond, ""},
+		{"zero detaches at once", []string{"--session-detach-grace", "0s"}, 0, ""},
+		{"negative", []string{"--session-detach-grace", "-1s"}, 0, "--session-detach-grace"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, f, _, err := sourcedServer(t, env, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, cleanup, err := f.config()
+			if cleanup != nil {
+				t.Cleanup(cleanup)
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Cluster.SessionDetachGrace != tt.want {
+				t.Fatalf("SessionDetachGrace = %s, want %s", cfg.Cluster.SessionDetachGrace, tt.want)
+			}
+		})
 	}
 }

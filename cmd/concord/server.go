@@ -42,6 +42,7 @@ type serverFlags struct {
 	// gossipKeyArg is the removed --gossip-key: set only to refuse it.
 	gossipKeyArg    string
 	deadCleanup     time.Duration
+	detachGrace     time.Duration
 	minQuorum       int
 	raftVoters      int
 	drainTimeout    time.Duration
@@ -120,6 +121,9 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.StringVar(&f.gossipKeyArg, "gossip-key", "", "removed: use --gossip-key-file or "+gossipKeyEnv)
 	_ = fl.MarkHidden("gossip-key")
 	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", d.Cluster.DeadServerCleanupDelay, "remove a dead server from Raft after this long")
+	fl.DurationVar(&f.detachGrace, "session-detach-grace", d.Cluster.SessionDetachGrace,
+		"how long a node must stay failed in gossip before the leader moves its MAP sessions off it (clients resume elsewhere); "+
+			"rides out a live node falsely declared failed under load. A node that left is not waited for; 0 detaches at once")
 	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many (dead-server cleanup, autopilot demotions)")
 	fl.IntVar(&f.raftVoters, "raft-voters", d.Cluster.RaftVoters,
 		"number of Raft voters the system keeps, 3 or 5, the same on every server: further servers join as non-voters (replicate and serve, do not vote); "+
@@ -241,6 +245,10 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	cfg.Join = f.join
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.Cluster.DeadServerCleanupDelay = f.deadCleanup
+	if f.detachGrace < 0 {
+		return cfg, cleanup, fmt.Errorf("--session-detach-grace %s: must not be negative", f.detachGrace)
+	}
+	cfg.Cluster.SessionDetachGrace = f.detachGrace
 	cfg.Cluster.MinQuorum = f.minQuorum
 	cfg.DrainTimeout = f.drainTimeout
 	if f.raftVoters != 3 && f.raftVoters != 5 {

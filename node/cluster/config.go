@@ -179,6 +179,18 @@ type Config struct {
 	// whose connection dropped.
 	DetachedSessionTTL time.Duration
 
+	// SessionDetachGrace is how long a node must have been continuously
+	// failed (dead in gossip, same boot) before the leader detaches its
+	// sessions. Under CPU load gossip declares a live node dead for a
+	// moment; without a grace every such false failure costs a detach and
+	// a reconnect/resume for each of the node's clients (and, with the
+	// default disconnect policy, their agents' re-registration). Keep it
+	// far below the MAP and run timeouts: a real death's sessions wait
+	// this much longer to move. A node that left is not waited for, and
+	// one unknown to gossip waits DeadServerCleanupDelay. 0 detaches at
+	// once.
+	SessionDetachGrace time.Duration
+
 	// Now returns the current time; for tests. nil means time.Now.
 	Now func() time.Time
 }
@@ -187,6 +199,13 @@ type Config struct {
 // failures, and a system of up to five servers behaves as before
 // non-voters existed (every server votes).
 const DefaultRaftVoters = 5
+
+// DefaultSessionDetachGrace is DefaultConfig's SessionDetachGrace: a
+// false failure on a loaded host is refuted within a second or two of
+// gossip (the node hears it was declared dead and rejoins), while a real
+// death's sessions still move seconds after it is declared, far inside
+// the MAP session TTL and the runs' task timeouts.
+const DefaultSessionDetachGrace = 3 * time.Second
 
 // DefaultConfig returns production defaults. NodeID must still be set.
 func DefaultConfig() Config {
@@ -216,6 +235,7 @@ func DefaultConfig() Config {
 		LastContactThreshold:     time.Second,
 		MaxTrailingLogs:          1000,
 		DetachedSessionTTL:       time.Hour,
+		SessionDetachGrace:       DefaultSessionDetachGrace,
 	}
 }
 
@@ -252,6 +272,8 @@ func (c Config) Validate() error {
 		return bad("RelayReconnectMaxBackoff must be >= RelayReconnectBackoff")
 	case c.MinQuorum < 1:
 		return bad("MinQuorum must be >= 1, got %d", c.MinQuorum)
+	case c.SessionDetachGrace < 0:
+		return bad("SessionDetachGrace must be >= 0, got %s", c.SessionDetachGrace)
 	}
 	if err := c.ValidatePolicy(); err != nil {
 		return err

@@ -23,7 +23,7 @@
 //     the admin methods for an authorization layer).
 //   - Reconciler: the leader's loop that keeps the Raft configuration in
 //     line with gossip membership and detaches the sessions of nodes that
-//     died or left. With Config.RaftVoters it is also the autopilot: new
+//     left, or stayed dead for Config.SessionDetachGrace. With Config.RaftVoters it is also the autopilot: new
 //     servers join as non-voters, and health checks (health.go) drive
 //     promotions and demotions (autopilot.go) toward that many voters.
 //   - The Operator service (operator.go): the autopilot's health report

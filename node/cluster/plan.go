@@ -70,6 +70,9 @@ type planInput struct {
 	// (autopilot.go); stable is ServerStabilizationTime.
 	health map[string]ServerHealth
 	stable time.Duration
+	// grace is SessionDetachGrace: how long a home node must have been
+	// dead before its sessions are detached.
+	grace time.Duration
 }
 
 // plan returns the steps that bring the Raft configuration and the
@@ -82,8 +85,10 @@ type planInput struct {
 //   - a configured server that left gracefully → RemoveServer at once;
 //   - a configured server dead (or unknown to gossip) for at least delay →
 //     RemoveServer, unless that would leave fewer than minQuo voters;
-//   - a connected session homed on a node that left, is dead, or has been
-//     unknown for at least delay → SESSION_DETACH.
+//   - a connected session homed on a node that left, or on a dead server
+//     removed from (or no longer in) the configuration → SESSION_DETACH
+//     at once; on a node dead for at least grace (a false failure under
+//     load is refuted sooner) or unknown for at least delay → SESSION_DETACH.
 //
 // With a target number of voters (in.target > 0) a server missing from the
 // configuration joins as a non-voter instead (a moved one keeps its
@@ -155,13 +160,48 @@ func plan(in planInput) []action {
 		switch {
 		case known && m.status == membership.StatusLeft:
 			out = append(out, action{kind: actDetach, id: sess.HomeNode, session: sess.ID, reason: "node " + sess.HomeNode + " left"})
-		case known && m.status == membership.StatusDead:
+		case known && m.status == membership.StatusDead && removed[m.id]:
+			out = append(out, action{kind: actDetach, id: sess.HomeNode, session: sess.ID, reason: "node " + sess.HomeNode + " failed and removed"})
+		case known && m.status == membership.StatusDead && (detachNow(m, byID) || m.since.Add(in.grace).Compare(in.now) <= 0):
 			out = append(out, action{kind: actDetach, id: sess.HomeNode, session: sess.ID, reason: "node " + sess.HomeNode + " failed"})
 		case known && gone(m, in.now, in.delay):
 			out = append(out, action{kind: actDetach, id: sess.HomeNode, session: sess.ID, reason: "node " + sess.HomeNode + " unknown"})
 		}
 	}
 	return out
+}
+
+// detachNow reports a dead member whose sessions need no grace: a server
+// the Raft configuration no longer holds (the cleanup delay or an operator
+// removed it), so the system has given up on it already.
+func detachNow(m memberView, config map[string]raftstore.Server) bool {
+	_, configured := config[m.id]
+	return m.server && !configured
+}
+
+// nextDetach returns when the earliest connected session whose home node
+// is dead but still within the grace becomes due for detaching (zero: none
+// pending), so the leader's loop can wake then rather than at its next
+// interval.
+func nextDetach(in planInput) time.Time {
+	var next time.Time
+	byID := make(map[string]raftstore.Server, len(in.servers))
+	for _, s := range in.servers {
+		byID[s.ID] = s
+	}
+	for _, sess := range in.sessions {
+		if !sess.Connected || sess.HomeNode == "" || sess.HomeNode == in.self {
+			continue
+		}
+		m, known := in.members[sess.HomeNode]
+		if !known || m.status != membership.StatusDead || detachNow(m, byID) {
+			continue
+		}
+		if due := m.since.Add(in.grace); due.After(in.now) && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
+	}
+	return next
 }
 
 // gone reports a node dead or unknown to gossip for at least delay.
@@ -185,7 +225,9 @@ func sortedMembers(ms map[string]memberView) []memberView {
 
 // tracker remembers since when each node has had its current status.
 // membership reports the status but not when it changed, and the cleanup
-// delay counts from then; a node first seen dead counts from that moment.
+// delay and the session detach grace count from then; a node first seen
+// dead counts from that moment, and so does one whose boot id changed (a
+// restart is a new life even if no pass saw it alive in between).
 type tracker struct {
 	seen map[string]memberView
 }
@@ -200,7 +242,7 @@ func (t *tracker) update(members []membership.Member, extra []string, now time.T
 	for _, m := range members {
 		v := memberView{id: m.ID, raftAddr: m.RaftAddr, bootID: m.BootID, server: m.Role == membership.RoleServer, status: m.Status, since: now,
 			raftVoters: m.RaftVoters, draining: m.Draining, version: m.Version}
-		if old, ok := t.seen[m.ID]; ok && old.status == m.Status {
+		if old, ok := t.seen[m.ID]; ok && old.status == m.Status && (old.bootID == "" || m.BootID == "" || old.bootID == m.BootID) {
 			v.since = old.since
 		}
 		next[m.ID] = v

@@ -43,7 +43,8 @@ type ReconcilerDeps struct {
 // still marked connected to a node that died or left. Every step is
 // idempotent (AddVoter of a present server, RemoveServer of an absent one,
 // and a detach quoting a stale epoch are no-ops), so a new leader simply
-// runs the same passes.
+// runs the same passes. Sessions of a failed node wait SessionDetachGrace
+// first: a live node falsely declared failed under load rejoins sooner.
 type Reconciler struct {
 	cfg     Config
 	log     *slog.Logger
@@ -93,10 +94,18 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.ReconcileInterval)
 	defer t.Stop()
 	changes := r.deps.MemberChanges
+	// due fires when a dead node's session detach grace runs out, so its
+	// sessions move then, not up to a ReconcileInterval later.
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
 	leader := false
 	for {
+		due.Stop()
 		if leader {
-			r.pass(ctx)
+			if wait := r.pass(ctx); wait > 0 {
+				due.Reset(wait)
+			}
 		} else {
 			r.observe(ctx)
 		}
@@ -119,6 +128,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				changes = nil
 			}
 		case <-t.C:
+		case <-due.C:
 		}
 	}
 }
@@ -134,7 +144,7 @@ func (r *Reconciler) observe(ctx context.Context) {
 // view gathers the plan input.
 func (r *Reconciler) view(ctx context.Context) (planInput, error) {
 	in := planInput{self: r.cfg.NodeID, now: r.cfg.now(), delay: r.cfg.DeadServerCleanupDelay, minQuo: r.cfg.MinQuorum,
-		target: r.cfg.RaftVoters, stable: r.cfg.ServerStabilizationTime}
+		target: r.cfg.RaftVoters, stable: r.cfg.ServerStabilizationTime, grace: r.cfg.SessionDetachGrace}
 	servers, err := r.deps.Store.Configuration(ctx)
 	if err != nil {
 		return in, fmt.Errorf("read raft configuration: %w", err)
@@ -157,15 +167,16 @@ func (r *Reconciler) view(ctx context.Context) (planInput, error) {
 	return in, nil
 }
 
-// pass runs one reconcile pass as leader. It stops at the first failure
-// (usually lost leadership); the next pass starts over.
-func (r *Reconciler) pass(ctx context.Context) {
+// pass runs one reconcile pass as leader; a failed step does not stop the
+// others, and the next pass starts over. It returns how long until a
+// session detach held back by SessionDetachGrace falls due (0: none).
+func (r *Reconciler) pass(ctx context.Context) time.Duration {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReconcileTimeout)
 	defer cancel()
 	in, err := r.view(ctx)
 	if err != nil {
 		r.log.Warn("reconcile skipped", "err", err)
-		return
+		return 0
 	}
 	in.health = r.health.check(ctx, in, r.deps.Store.Stats())
 	r.warnMismatch(in.members)
@@ -178,6 +189,10 @@ func (r *Reconciler) pass(ctx context.Context) {
 			continue
 		}
 	}
+	if next := nextDetach(in); !next.IsZero() {
+		return next.Sub(in.now)
+	}
+	return 0
 }
 
 func (r *Reconciler) do(ctx context.Context, a action, now time.Time) error {

@@ -177,7 +177,9 @@ func TestReconciler_DetachRechecksLiveness(t *testing.T) {
 			later := n2
 			later.Status = tc.later
 			fm := &rejoinMembers{first: []membership.Member{self, n2}, recent: []membership.Member{self, later}}
-			r, err := NewReconciler(testConfig(t, "n1"), ReconcilerDeps{Store: leader.store, Members: fm, Sessions: leader.reg})
+			cfg := testConfig(t, "n1")
+			cfg.SessionDetachGrace = 0 // one pass: the grace is TestPlan_SessionDetachGrace's
+			r, err := NewReconciler(cfg, ReconcilerDeps{Store: leader.store, Members: fm, Sessions: leader.reg})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,5 +189,50 @@ func TestReconciler_DetachRechecksLiveness(t *testing.T) {
 				t.Fatalf("session after the pass: %+v (found %v), want connected=%v", s, ok, tc.wantAttached)
 			}
 		})
+	}
+}
+
+// TestReconciler_DetachAfterGrace: the session of a node that stays failed
+// is detached once SessionDetachGrace has passed, not before, and the loop
+// wakes for it by itself (the interval is an hour and no membership change
+// arrives).
+func TestReconciler_DetachAfterGrace(t *testing.T) {
+	const grace = 500 * time.Millisecond
+	nodes, _ := newTestCluster(t, 1, false)
+	leader := nodes[0]
+	ctx := testCtx(t)
+	if _, _, err := leader.store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, openSession("s2", "n2")); err != nil {
+		t.Fatal(err)
+	}
+	fm := newFakeMembers()
+	fm.set(membership.Member{ID: "n1", Status: membership.StatusAlive,
+		NodeMeta: membership.NodeMeta{Role: membership.RoleServer, RaftAddr: leader.store.Addr()}})
+	// n2 is a configured non-voter (a server the configuration no longer
+	// held would be detached at once), kept there by a long cleanup delay.
+	if err := leader.store.AddNonvoter(ctx, "n2", "127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	fm.set(membership.Member{ID: "n2", Status: membership.StatusDead, NodeMeta: membership.NodeMeta{RaftAddr: "127.0.0.1:1"}})
+	cfg := testConfig(t, "n1")
+	cfg.ReconcileInterval = time.Hour
+	cfg.DeadServerCleanupDelay = time.Hour
+	cfg.SessionDetachGrace = grace
+	r, err := NewReconciler(cfg, ReconcilerDeps{Store: leader.store, Members: fm, Sessions: leader.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- r.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, 5*time.Second, func() error {
+		if s, ok := leader.reg.Session("s2"); !ok || s.Connected {
+			return fmt.Errorf("session s2 still attached: %+v", s)
+		}
+		return nil
+	})
+	if took := time.Since(start); took < grace {
+		t.Fatalf("detached after %s, before the grace of %s", took, grace)
 	}
 }

@@ -181,6 +181,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"backoff above its cap", func(c *Config) { c.ForwardBackoff = c.ForwardMaxBackoff + 1 }, false},
 		{"min quorum zero", func(c *Config) { c.MinQuorum = 0 }, false},
 		{"negative cleanup delay", func(c *Config) { c.DeadServerCleanupDelay = -1 }, false},
+		{"no session detach grace", func(c *Config) { c.SessionDetachGrace = 0 }, true},
+		{"negative session detach grace", func(c *Config) { c.SessionDetachGrace = -1 }, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
