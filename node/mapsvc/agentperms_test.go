@@ -59,6 +59,8 @@ type fakeCeilings map[string][]string
 
 func (f fakeCeilings) Denied(pid string) []string { return f[pid] }
 
+func (f fakeCeilings) Limits(string) map[string]int64 { return nil }
+
 // TestPermissionsUpdate_Refusals: map/permissions/update is for system
 // participants, names known capabilities, and a stored ceiling narrows
 // open sessions at once. (The Raft path is covered by the cluster test.)
