@@ -109,9 +109,9 @@ func (s *Service) clientPermissionRefusal(cs *connState, m method, raw json.RawM
 		if f == "actions."+m.action {
 			err := s.refuse(m, raw, "action "+m.action+" is not permitted")
 			if e, ok := err.(*rpc.Error); ok && e.Code == rpc.CodePermissionDenied {
-				return e.WithDetails(map[string]any{"reason": "action " + m.action + " is not permitted", "action": m.action})
+				return e.WithDetails(map[string]any{"action": m.action})
 			}
-			return err
+			return err // 2001: the agent acted on does not exist
 		}
 	}
 	limits := pp.Limits(cs.participantID)
