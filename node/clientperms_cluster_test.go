@@ -56,4 +56,37 @@ func testClientPermissions(t *testing.T, n1, n2 *node.Server, bob *client) {
 	for _, id := range []string{"cp-1", "cp-2"} {
 		bob.call("map/agents/unregister", map[string]any{"agentId": id})
 	}
+
+	// Client visibility set on node 1 narrows what a client on node 2
+	// lists and replays; lifting it shows everything again.
+	vic := dial(t, n2)
+	vic.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client", "participantId": "vic"})
+	lists := func(want int, only string) func() error {
+		return func() error {
+			agents, _ := vic.call("map/agents/list", nil)["agents"].([]any)
+			if len(agents) != want && want >= 0 || only != "" && (len(agents) != 1 || agents[0].(map[string]any)["id"] != only) {
+				return fmt.Errorf("vic on node 2 lists %v, want %d (%s)", agents, want, only)
+			}
+			return nil
+		}
+	}
+	total := len(vic.call("map/agents/list", nil)["agents"].([]any))
+	if total < 2 {
+		t.Fatalf("need two agents for the visibility check, have %d", total)
+	}
+	sys.call("map/permissions/update", map[string]any{"clientId": "vic", "permissions": map[string]any{
+		"visibility": map[string]any{"agents": map[string]any{"include": []string{"bob"}}, "events": map[string]any{"include": []string{"agent_registered"}}}}})
+	eventually(t, 10*time.Second, lists(1, "bob"))
+	evs, _ := vic.call("map/replay", map[string]any{"filter": map[string]any{}})["events"].([]any)
+	if len(evs) == 0 {
+		t.Fatal("vic replays no agent_registered event")
+	}
+	for _, ev := range evs {
+		if typ := ev.(map[string]any)["event"].(map[string]any)["type"]; typ != "agent_registered" {
+			t.Fatalf("vic replays a %v event past its events visibility", typ)
+		}
+	}
+	sys.call("map/permissions/update", map[string]any{"clientId": "vic", "permissions": map[string]any{
+		"visibility": map[string]any{"agents": "all", "events": "all"}}})
+	eventually(t, 10*time.Second, lists(total, ""))
 }

@@ -310,6 +310,9 @@ func agentLayerSeesScope(r Reader, v Viewer, sc *registry.Scope) bool {
 // of its agents' canSee.structure.
 func StructureOf(r Reader, v Viewer) string {
 	out := "full"
+	if v.Client != nil && v.Client.HideStructure {
+		return "none"
+	}
 	v.layer(r, func(_ *registry.Agent, p *Permissions) bool {
 		switch {
 		case p.Structure == "none":

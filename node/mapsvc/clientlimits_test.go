@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concordmap/concord/node/access"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -13,6 +14,7 @@ type fakeClientPerms struct {
 	mu     sync.Mutex
 	denied map[string][]string
 	limits map[string]map[string]int64
+	vis    map[string]*access.ClientVisibility
 }
 
 func (f *fakeClientPerms) Denied(pid string) []string {
@@ -25,6 +27,12 @@ func (f *fakeClientPerms) Limits(pid string) map[string]int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.limits[pid]
+}
+
+func (f *fakeClientPerms) Visibility(pid string) *access.ClientVisibility {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.vis[pid]
 }
 
 func (f *fakeClientPerms) set(pid string, denied []string, limits map[string]int64) {
@@ -150,5 +158,40 @@ func TestPermissionsUpdate_ClientPermissionRefusals(t *testing.T) {
 		{`{"clientId":"bob","permissions":{"limits":[1]}}`, "permissions.limits"},
 	} {
 		e.refused(sys, "map/permissions/update", tc.params, rpc.CodeInvalidParams, tc.field)
+	}
+}
+
+// TestClientPermissions_Visibility: client visibility filters list, get
+// and the graph of the participant's open session.
+func TestClientPermissions_Visibility(t *testing.T) {
+	cp := &fakeClientPerms{denied: map[string][]string{}, limits: map[string]map[string]int64{}, vis: map[string]*access.ClientVisibility{}}
+	e := newEnv(t, func(c *Config) { c.ParticipantPermissions = cp })
+	ann, bob := e.dial(), e.dial()
+	connectAs(ann, TypeAgent, map[string]any{"participantId": "ann"})
+	connectAs(bob, TypeClient, map[string]any{"participantId": "bob"})
+	ann.must("map/agents/register", `{"agentId":"lead","role":"lead"}`)
+	ann.must("map/agents/register", `{"agentId":"w1","role":"worker","parent":"lead"}`)
+	if got := ids(bob.must("map/agents/list", nil)["agents"]); len(got) != 2 {
+		t.Fatalf("unrestricted bob lists %v", got)
+	}
+	if edges := bob.must("map/structure/graph", nil)["edges"].([]any); len(edges) != 1 {
+		t.Fatalf("unrestricted bob sees edges %v", edges)
+	}
+	v, err := access.ParseClientVisibility([]byte(`{"agents":{"roles":["worker"]},"structure":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.mu.Lock()
+	cp.vis["bob"] = &v
+	cp.mu.Unlock()
+	if got := ids(bob.must("map/agents/list", nil)["agents"]); len(got) != 1 || got[0] != "w1" {
+		t.Fatalf("bob restricted to workers lists %v", got)
+	}
+	bob.fails("map/agents/get", `{"agentId":"lead"}`, rpc.CodeAgentNotFound)
+	if edges := bob.must("map/structure/graph", nil)["edges"].([]any); len(edges) != 0 {
+		t.Fatalf("structure:false still shows edges %v", edges)
+	}
+	if got := ids(ann.must("map/agents/list", nil)["agents"]); len(got) != 2 {
+		t.Fatalf("another participant is narrowed too: %v", got)
 	}
 }

@@ -3,9 +3,12 @@ package mapsvc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sort"
+	"strings"
 
+	"github.com/concordmap/concord/node/access"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -20,6 +23,9 @@ type ParticipantPermissions interface {
 	// Limits returns the participant's client-permission limits by name
 	// ("messagesPerMinute", ...); nil when none.
 	Limits(participantID string) map[string]int64
+	// Visibility returns the participant's client visibility; nil when
+	// it restricts nothing.
+	Visibility(participantID string) *access.ClientVisibility
 }
 
 // effectiveCaps returns the session's capabilities narrowed by the
@@ -58,6 +64,7 @@ func (s *Service) permissionsUpdate(ctx context.Context, _ *rpc.Conn, cs *connSt
 	}
 	var deny, allow []string
 	var limits map[string]int64
+	var visibility json.RawMessage
 	if p.err() == nil {
 		var groups map[string]json.RawMessage
 		if json.Unmarshal(perms, &groups) != nil {
@@ -66,6 +73,14 @@ func (s *Service) permissionsUpdate(ctx context.Context, _ *rpc.Conn, cs *connSt
 		if raw, ok := groups["limits"]; ok {
 			delete(groups, "limits")
 			limits = parseLimits(p, raw)
+		}
+		if raw, ok := groups["visibility"]; ok {
+			delete(groups, "visibility")
+			var fe *access.FieldError
+			if _, err := access.ParseClientVisibility(raw); errors.As(err, &fe) {
+				p.fail(strings.TrimSuffix("permissions.visibility."+fe.Field, "."), fe.Reason)
+			}
+			visibility = raw
 		}
 		for g, rawFlags := range groups {
 			var flags map[string]bool
@@ -94,6 +109,7 @@ func (s *Service) permissionsUpdate(ctx context.Context, _ *rpc.Conn, cs *connSt
 	sort.Strings(allow)
 	if _, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE, &concordv1.AclPermissionsUpdate{
 		ParticipantId: pid, Deny: deny, Allow: allow, TimestampMs: s.now(), UpdatedBy: cs.participantID, Limits: limits,
+		Visibility: visibility,
 	}); err != nil {
 		return nil, err
 	}
@@ -146,5 +162,9 @@ func (s *Service) clientPermissionsOf(pid string) map[string]any {
 	if limits == nil {
 		limits = map[string]int64{}
 	}
-	return map[string]any{"actions": actions, "limits": limits}
+	var vis any = access.ClientVisibility{}
+	if v := s.cfg.ParticipantPermissions.Visibility(pid); v != nil {
+		vis = *v
+	}
+	return map[string]any{"actions": actions, "limits": limits, "visibility": vis}
 }

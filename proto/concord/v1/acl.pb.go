@@ -570,7 +570,11 @@ type AclParticipantPermissions struct {
 	// "subscriptions", "messagesPerMinute", "agentsRegistered",
 	// "scopesCreated"); absent means unlimited. Withdrawn actions are kept
 	// in denied as "actions.<name>".
-	Limits        map[string]int64 `protobuf:"bytes,5,rep,name=limits,proto3" json:"limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Limits map[string]int64 `protobuf:"bytes,5,rep,name=limits,proto3" json:"limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// visibility is the client visibility (map-protocol.md §7 layer 2) as
+	// canonical JSON {agents, scopes, events, structure}; empty means none
+	// restricted (node/access.ParseClientVisibility reads it).
+	Visibility    []byte `protobuf:"bytes,6,opt,name=visibility,proto3" json:"visibility,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -640,6 +644,13 @@ func (x *AclParticipantPermissions) GetLimits() map[string]int64 {
 	return nil
 }
 
+func (x *AclParticipantPermissions) GetVisibility() []byte {
+	if x != nil {
+		return x.Visibility
+	}
+	return nil
+}
+
 // AclPermissionsUpdate is the body of COMMAND_TYPE_ACL_PERMISSIONS_UPDATE:
 // flags to withdraw (deny) and to give back (allow, up to what the
 // credential and the participant type grant), merged into the stored
@@ -652,7 +663,10 @@ type AclPermissionsUpdate struct {
 	TimestampMs   int64                  `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
 	UpdatedBy     string                 `protobuf:"bytes,5,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
 	// limits set (value >= 0) or clear (value -1) client-permission limits.
-	Limits        map[string]int64 `protobuf:"bytes,6,rep,name=limits,proto3" json:"limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Limits map[string]int64 `protobuf:"bytes,6,rep,name=limits,proto3" json:"limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// visibility, when set, is a JSON object whose keys (agents, scopes,
+	// events, structure) replace those of the stored client visibility.
+	Visibility    []byte `protobuf:"bytes,7,opt,name=visibility,proto3" json:"visibility,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -729,6 +743,13 @@ func (x *AclPermissionsUpdate) GetLimits() map[string]int64 {
 	return nil
 }
 
+func (x *AclPermissionsUpdate) GetVisibility() []byte {
+	if x != nil {
+		return x.Visibility
+	}
+	return nil
+}
+
 var File_concord_v1_acl_proto protoreflect.FileDescriptor
 
 const file_concord_v1_acl_proto_rawDesc = "" +
@@ -769,7 +790,7 @@ const file_concord_v1_acl_proto_rawDesc = "" +
 	"\x04keys\x18\x01 \x03(\v2\x12.concord.v1.ApiKeyR\x04keys\"'\n" +
 	"\x15AclRevokeTokenRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
-	"\x16AclRevokeTokenResponse\"\x9e\x02\n" +
+	"\x16AclRevokeTokenResponse\"\xbe\x02\n" +
 	"\x19AclParticipantPermissions\x12%\n" +
 	"\x0eparticipant_id\x18\x01 \x01(\tR\rparticipantId\x12\x16\n" +
 	"\x06denied\x18\x02 \x03(\tR\x06denied\x12\x1d\n" +
@@ -777,10 +798,13 @@ const file_concord_v1_acl_proto_rawDesc = "" +
 	"updated_ms\x18\x03 \x01(\x03R\tupdatedMs\x12\x1d\n" +
 	"\n" +
 	"updated_by\x18\x04 \x01(\tR\tupdatedBy\x12I\n" +
-	"\x06limits\x18\x05 \x03(\v21.concord.v1.AclParticipantPermissions.LimitsEntryR\x06limits\x1a9\n" +
+	"\x06limits\x18\x05 \x03(\v21.concord.v1.AclParticipantPermissions.LimitsEntryR\x06limits\x12\x1e\n" +
+	"\n" +
+	"visibility\x18\x06 \x01(\fR\n" +
+	"visibility\x1a9\n" +
 	"\vLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xaa\x02\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xca\x02\n" +
 	"\x14AclPermissionsUpdate\x12%\n" +
 	"\x0eparticipant_id\x18\x01 \x01(\tR\rparticipantId\x12\x12\n" +
 	"\x04deny\x18\x02 \x03(\tR\x04deny\x12\x14\n" +
@@ -788,7 +812,10 @@ const file_concord_v1_acl_proto_rawDesc = "" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12\x1d\n" +
 	"\n" +
 	"updated_by\x18\x05 \x01(\tR\tupdatedBy\x12D\n" +
-	"\x06limits\x18\x06 \x03(\v2,.concord.v1.AclPermissionsUpdate.LimitsEntryR\x06limits\x1a9\n" +
+	"\x06limits\x18\x06 \x03(\v2,.concord.v1.AclPermissionsUpdate.LimitsEntryR\x06limits\x12\x1e\n" +
+	"\n" +
+	"visibility\x18\a \x01(\fR\n" +
+	"visibility\x1a9\n" +
 	"\vLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x012\x89\x02\n" +
