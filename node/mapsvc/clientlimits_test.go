@@ -1,12 +1,15 @@
 package mapsvc
 
 import (
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/concordmap/concord/node/access"
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/raftstore"
 )
 
 // fakeClientPerms is a settable ParticipantPermissions.
@@ -193,5 +196,32 @@ func TestClientPermissions_Visibility(t *testing.T) {
 	}
 	if got := ids(ann.must("map/agents/list", nil)["agents"]); len(got) != 2 {
 		t.Fatalf("another participant is narrowed too: %v", got)
+	}
+}
+
+// TestRolePermissions: the server's rolePermissions[role] restrict an
+// agent of that role, and its own permissionOverrides replace them key by
+// key.
+func TestRolePermissions(t *testing.T) {
+	rcfg := registry.DefaultConfig()
+	rcfg.RolePermissions = map[string]json.RawMessage{"worker": json.RawMessage(`{"canSee":{"agents":"hierarchy"}}`)}
+	reg, err := registry.New(rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, reg, raftstore.NewTestStore(t, reg), "n1")
+	ann, wk, free := e.dial(), e.dial(), e.dial()
+	connectAs(ann, TypeAgent, map[string]any{"participantId": "ann"})
+	connectAs(wk, TypeAgent, map[string]any{"participantId": "wk"})
+	connectAs(free, TypeAgent, map[string]any{"participantId": "free"})
+	ann.must("map/agents/register", `{"agentId":"lead"}`)
+	ann.must("map/agents/register", `{"agentId":"other"}`)
+	wk.must("map/agents/register", `{"agentId":"w","role":"worker","parent":"lead"}`)
+	free.must("map/agents/register", `{"agentId":"f","role":"worker","permissionOverrides":{"canSee":{"agents":"all"}}}`)
+	if got := ids(wk.must("map/agents/list", nil)["agents"]); len(got) != 2 || got[0] != "lead" || got[1] != "w" {
+		t.Fatalf("worker role lists %v, want [lead w]", got)
+	}
+	if got := ids(free.must("map/agents/list", nil)["agents"]); len(got) != 4 {
+		t.Fatalf("worker with an override lists %v, want all four", got)
 	}
 }

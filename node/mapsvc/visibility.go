@@ -141,7 +141,7 @@ func (s *Service) inheritPermissions(ctx context.Context, cs *connState, rec *co
 			return nil // the registry answers for an unknown parent
 		}
 	}
-	if pp := access.PermissionsOf(&parent); pp.Unrestricted() {
+	if pp := access.EffectivePermissions(s.reg, &parent); pp.Unrestricted() {
 		return nil
 	}
 	if rec.PermissionOverrides != nil && string(rec.PermissionOverrides) != string(parent.PermissionOverrides) {

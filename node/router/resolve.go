@@ -41,7 +41,7 @@ func (rc recipient) label() string {
 }
 
 func agentRecipient(a *registry.Agent) recipient {
-	rc := recipient{agentID: a.ID, sessionID: a.SessionID, homeNode: a.HomeNode, restricted: len(a.PermissionOverrides) > 0}
+	rc := recipient{agentID: a.ID, sessionID: a.SessionID, homeNode: a.HomeNode, restricted: len(a.PermissionOverrides) > 0 || a.Role != ""}
 	switch {
 	case a.OwnerID == "":
 		rc.reason = reasonOrphaned
