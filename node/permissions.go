@@ -40,6 +40,11 @@ func (p sendPermissions) AcceptsFromSystem(system string, to *registry.Agent) bo
 	return access.AcceptsFromSystem(p.reg, to, system)
 }
 
+// RoleRestricted implements router.RolePermissions.
+func (p sendPermissions) RoleRestricted(role string) bool {
+	return len(p.reg.RolePermissions(role)) > 0
+}
+
 func (p sendPermissions) MaySendToScope(from router.Sender, sc *registry.Scope) bool {
 	return access.MaySendToScope(p.reg, p.sender(from), sc)
 }
