@@ -106,3 +106,32 @@ func TestClientVisibilityLayer(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseClientVisibility: outside input (map/permissions/update) never
+// panics, and what parses survives its canonical form unchanged.
+func FuzzParseClientVisibility(f *testing.F) {
+	f.Add([]byte(`{"agents":{"roles":["w"]},"scopes":"none","events":{"include":["agent_registered"]},"structure":false}`))
+	f.Add([]byte(`{"agents":{"include":null}}`))
+	f.Add([]byte(`{"scopes":{"include":[],"roles":[]}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseClientVisibility(b)
+		if err != nil {
+			return
+		}
+		canon, err := json.Marshal(c)
+		if err != nil {
+			t.Fatalf("marshal %+v: %v", c, err)
+		}
+		back, err := ParseClientVisibility(canon)
+		if err != nil {
+			t.Fatalf("canonical %s does not parse: %v", canon, err)
+		}
+		if again, _ := json.Marshal(back); string(again) != string(canon) {
+			t.Fatalf("canonical form not stable: %s then %s", canon, again)
+		}
+		v := Viewer{ParticipantID: "p", ParticipantType: "client", Client: &c}
+		a := registry.Agent{ID: "a", Role: "w"}
+		AgentVisible(fakeReader{}, v, &a)
+		EventVisible(fakeReader{}, v, &registry.Event{Type: "agent_registered"})
+	})
+}
