@@ -196,13 +196,13 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 			return nil, s.refuse(m, req.Params, "requires capability "+m.capName)
 		}
 	}
-	if err := s.clientPermissionRefusal(cs, m, req.Params); err != nil {
-		return nil, err
-	}
 	if !exemptFromRevocation[req.Method] {
 		if err := s.credentialRefusal(cs); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.clientPermissionRefusal(cs, m, req.Params); err != nil {
+		return nil, err
 	}
 	res, err := m.fn(ctx, c, cs, req.Params)
 	return res, translate(err)
