@@ -183,6 +183,7 @@ func TestCluster_Issue12(t *testing.T) {
 	})
 	t.Run("agent permission layers hold on every node", func(t *testing.T) { testAgentPermissionLayers(t, n1, n2, alice, bob) })
 	t.Run("map/permissions/update on node 1 narrows a session on node 2", func(t *testing.T) { testPermissionsUpdate(t, n1, n2, bob) })
+	t.Run("client permissions set on node 1 hold on node 2", func(t *testing.T) { testClientPermissions(t, n1, n2, bob) })
 	t.Run("id rules on every node", func(t *testing.T) {
 		for _, c := range []*client{alice, bob} {
 			c.fails(t, "map/agents/register", map[string]any{"agentId": strings.Repeat("x", 300)}, rpc.CodeInvalidParams)

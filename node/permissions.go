@@ -37,7 +37,12 @@ func (p sendPermissions) MayMessage(from router.Sender, to *registry.Agent) bool
 }
 
 func (p sendPermissions) AcceptsFromSystem(system string, to *registry.Agent) bool {
-	return access.AcceptsFromSystem(to, system)
+	return access.AcceptsFromSystem(p.reg, to, system)
+}
+
+// RoleRestricted implements router.RolePermissions.
+func (p sendPermissions) RoleRestricted(role string) bool {
+	return len(p.reg.RolePermissions(role)) > 0
 }
 
 func (p sendPermissions) MaySendToScope(from router.Sender, sc *registry.Scope) bool {

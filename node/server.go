@@ -214,7 +214,7 @@ func (s *Server) openStore() error {
 // this node's replica.
 func (s *Server) eventVisible(sessionID, participantID, participantType string, ev *registry.Event) bool {
 	return access.EventVisible(s.registry, access.Viewer{ParticipantID: participantID, ParticipantType: participantType,
-		Agents: s.registry.SessionAgentIDs(sessionID)}, ev)
+		Agents: s.registry.SessionAgentIDs(sessionID), Client: s.acl.Visibility(participantID)}, ev)
 }
 
 // buildMAPService wires the MAP method handlers, the router and the

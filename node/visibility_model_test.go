@@ -48,6 +48,7 @@ type vmScope struct {
 
 type vmParticipant struct {
 	id, ptype string
+	client    vmRule        // client visibility of agents (layer 2): "" (all), none, include
 	conns     []*client     // one per node
 	events    []chan string // per connection: agent ids of agent_* map/event notifications
 }
@@ -78,6 +79,8 @@ func (w *vmWorld) seesAgent(p *vmParticipant, conn int, a *vmAgent) bool {
 	switch {
 	case p.ptype == "system" || a.owner == p.id:
 		return true
+	case p.client.kind == "none" || p.client.kind == "include" && !slices.Contains(p.client.ids, a.id):
+		return false
 	case !w.layerAllows(p, conn, a):
 		return false
 	case a.vis == "public":
@@ -144,7 +147,8 @@ func (w *vmWorld) seesScope(p *vmParticipant, sc *vmScope) bool {
 }
 
 // TestCluster_VisibilityModel: random participants, agents, scopes,
-// visibility settings and agent permission layers (canSee.agents); what
+// visibility settings, agent permission layers (canSee.agents) and client
+// visibility of agents (map/permissions/update); what
 // each participant lists, gets, replays and receives on a live
 // subscription, on each node, equals what the reference model allows.
 func TestCluster_VisibilityModel(t *testing.T) {
@@ -251,6 +255,25 @@ func TestCluster_VisibilityModel(t *testing.T) {
 			}
 		}
 	}
+	// The system narrows the client's and one agent participant's client
+	// visibility of agents (map/permissions/update, through either node).
+	for _, p := range []*vmParticipant{ps[3], ps[rng.IntN(3)]} {
+		switch rng.IntN(3) {
+		case 0:
+			p.client = vmRule{kind: "none"}
+		case 1:
+			p.client = vmRule{kind: "include", ids: []string{pool[rng.IntN(len(pool))], pool[rng.IntN(len(pool))], pool[rng.IntN(len(pool))]}}
+		}
+		var rule any = "all"
+		switch p.client.kind {
+		case "none":
+			rule = "none"
+		case "include":
+			rule = map[string]any{"include": p.client.ids}
+		}
+		ps[4].conns[rng.IntN(2)].call("map/permissions/update", map[string]any{"clientId": p.id,
+			"permissions": map[string]any{"visibility": map[string]any{"agents": rule}}})
+	}
 	waitApplied(t, servers)
 	for _, p := range ps {
 		var wantScopes []string
@@ -293,6 +316,9 @@ func TestCluster_VisibilityModel(t *testing.T) {
 		for _, id := range sortedKeys(w.agents) {
 			a := w.agents[id]
 			t.Logf("world: %s owner=%s conn=%d parent=%q vis=%s see=%v scopes=%v", a.id, a.owner, a.conn, a.parent, a.vis, a.see, sortedKeys(a.scopes))
+		}
+		for _, p := range ps {
+			t.Logf("participant %s client visibility %v", p.id, p.client)
 		}
 	}
 }

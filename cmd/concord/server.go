@@ -26,6 +26,7 @@ type serverFlags struct {
 	allowOrigins  []string
 	anonymous     []string
 	jwksFile      string
+	roleFile      string
 	jwksURL       string
 	jwksCAFile    string
 	jwksRefresh   time.Duration
@@ -154,6 +155,8 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.DurationVar(&f.jwksRefresh, "jwt-jwks-refresh", acl.DefaultJWKSRefresh, "how often --jwt-jwks-url is re-fetched")
 	fl.StringVar(&f.jwtIssuer, "jwt-issuer", "", "required iss of bearer tokens (with --jwt-jwks-file or --jwt-jwks-url)")
 	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "required aud of bearer tokens (with --jwt-jwks-file or --jwt-jwks-url)")
+	fl.StringVar(&f.roleFile, "role-permissions-file", "",
+		"YAML or JSON file of rolePermissions (role -> canSee/canMessage/acceptsFrom rules), merged under each agent's permissionOverrides; load the same file on every node")
 	fl.StringSliceVar(&f.allowOrigins, "allow-origin", nil,
 		"browser origins (scheme://host:port) allowed to open MAP connections besides this node's host and the system's members; \"*\" allows any")
 	fl.BoolVar(&f.enableDebug, "enable-debug", false, "serve /debug/pprof on the HTTP port (profiles and the command line: an operator-only surface)")
@@ -293,6 +296,11 @@ func (f serverFlags) config() (node.Config, func(), error) {
 		}
 		cfg.ACL.JWT = &acl.JWTConfig{JWKSFile: f.jwksFile, JWKSURL: f.jwksURL, JWKSCAFile: f.jwksCAFile,
 			JWKSRefresh: f.jwksRefresh, Issuer: f.jwtIssuer, Audience: f.jwtAudience, Leeway: 30 * time.Second}
+	}
+	if f.roleFile != "" {
+		if cfg.Registry.RolePermissions, err = readRolePermissions(f.roleFile); err != nil {
+			return cfg, cleanup, err
+		}
 	}
 	cfg.EnableDebug = f.enableDebug
 	cfg.Raft.MaxLogEntries = f.maxLogEntries

@@ -20,6 +20,9 @@ type Viewer struct {
 	// Agents are the agents the participant's session owns: their
 	// canSee permissions bound what it sees (permissions.go).
 	Agents []string
+	// Client is the participant's client visibility (clientvis.go); nil
+	// restricts nothing.
+	Client *ClientVisibility
 
 	// restricted caches the restricted ones among Agents (WithLayer), so
 	// a decision over many agents or events looks them up once.
@@ -65,7 +68,7 @@ func AgentVisible(r Reader, v Viewer, a *registry.Agent) bool {
 	if v.System() || a.ID == v.ParticipantID || (a.OwnerID != "" && a.OwnerID == v.ParticipantID) {
 		return true
 	}
-	if !agentLayerSeesAgent(r, v, a) {
+	if !v.Client.seesAgent(a) || !agentLayerSeesAgent(r, v, a) {
 		return false
 	}
 	switch a.Visibility {
@@ -91,7 +94,7 @@ func ScopeVisible(r Reader, v Viewer, sc *registry.Scope) bool {
 	if v.System() || (sc.OwnerID != "" && sc.OwnerID == v.ParticipantID) {
 		return true
 	}
-	if !agentLayerSeesScope(r, v, sc) {
+	if !v.Client.seesScope(sc) || !agentLayerSeesScope(r, v, sc) {
 		return false
 	}
 	switch sc.Visibility {
@@ -112,6 +115,9 @@ func ScopeVisible(r Reader, v Viewer, sc *registry.Scope) bool {
 func EventVisible(r Reader, v Viewer, ev *registry.Event) bool {
 	if v.System() {
 		return true
+	}
+	if !v.Client.seesEventType(ev.Type) {
+		return false
 	}
 	if ev.Type == "permissions_client_updated" {
 		// A participant's capability ceiling is its business and the

@@ -5,7 +5,11 @@
 // messageVisibility. On top, the agent permission layer (permissions.go):
 // the canSee, canMessage and acceptsFrom rules of an agent's
 // permissionOverrides bound what its participant sees and whom it may
-// message (MayMessage, MaySendToScope, used by node/router). One predicate serves list, get and graph (node/mapsvc)
+// message (MayMessage, MaySendToScope, used by node/router), merged under
+// the server's rolePermissions of the agent's role (roles.go); and the
+// client visibility a system set on the participant (clientvis.go), which
+// narrows agents, scopes, event types and structure whatever its agents
+// allow. One predicate serves list, get and graph (node/mapsvc)
 // and subscriptions and replay (node/fanout), so every node and every
 // method answers the same from the same replicated state.
 package access

@@ -250,7 +250,7 @@ func eachAgent(r Reader, ids []string, f func(a *registry.Agent, p *Permissions)
 		if !ok {
 			continue
 		}
-		p := PermissionsOf(&a)
+		p := EffectivePermissions(r, &a)
 		if p.Unrestricted() {
 			continue
 		}
@@ -310,6 +310,9 @@ func agentLayerSeesScope(r Reader, v Viewer, sc *registry.Scope) bool {
 // of its agents' canSee.structure.
 func StructureOf(r Reader, v Viewer) string {
 	out := "full"
+	if v.Client != nil && v.Client.HideStructure {
+		return "none"
+	}
 	v.layer(r, func(_ *registry.Agent, p *Permissions) bool {
 		switch {
 		case p.Structure == "none":
@@ -344,7 +347,7 @@ func MayMessage(r Reader, s Sender, t *registry.Agent) bool {
 	}) {
 		return false
 	}
-	acc := PermissionsOf(t)
+	acc := EffectivePermissions(r, t)
 	switch s.ParticipantType {
 	case "agent":
 		if acc.AcceptAgents.all() {
@@ -363,8 +366,8 @@ func MayMessage(r Reader, s Sender, t *registry.Agent) bool {
 
 // AcceptsFromSystem applies t's acceptsFrom.systems to a message from
 // another system (federation).
-func AcceptsFromSystem(t *registry.Agent, systemID string) bool {
-	p := PermissionsOf(t)
+func AcceptsFromSystem(r Reader, t *registry.Agent, systemID string) bool {
+	p := EffectivePermissions(r, t)
 	return listRule(p.AcceptSystems, systemID)
 }
 

@@ -174,8 +174,8 @@ func TestAcceptsFromSystem(t *testing.T) {
 	a := registry.Agent{ID: "a", PermissionOverrides: json.RawMessage(`{"acceptsFrom":{"systems":{"include":["dc2"]}}}`)}
 	none := registry.Agent{ID: "n", PermissionOverrides: json.RawMessage(`{"acceptsFrom":{"systems":"none"}}`)}
 	free := registry.Agent{ID: "f"}
-	if !AcceptsFromSystem(&a, "dc2") || AcceptsFromSystem(&a, "dc3") || AcceptsFromSystem(&a, "") ||
-		AcceptsFromSystem(&none, "dc2") || !AcceptsFromSystem(&free, "dc3") {
+	if !AcceptsFromSystem(fakeReader{}, &a, "dc2") || AcceptsFromSystem(fakeReader{}, &a, "dc3") || AcceptsFromSystem(fakeReader{}, &a, "") ||
+		AcceptsFromSystem(fakeReader{}, &none, "dc2") || !AcceptsFromSystem(fakeReader{}, &free, "dc3") {
 		t.Fatal("acceptsFrom.systems misapplied")
 	}
 }

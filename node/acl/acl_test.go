@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -364,4 +365,54 @@ func restoreFrom(t *testing.T, recs [][]byte) *Module {
 	}
 	commit()
 	return fresh
+}
+
+// TestModule_ClientPermissions: actions are withdrawn beside capability
+// flags, limits merge (set, change, clear with -1), survive a snapshot,
+// and a record with neither is dropped; bad limits change nothing.
+func TestModule_ClientPermissions(t *testing.T) {
+	m := NewModule()
+	upd := m.Handlers()[concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE].Apply
+	steps := []struct {
+		u          *concordv1.AclPermissionsUpdate
+		wantDenied []string
+		wantLimits map[string]int64
+	}{
+		{&concordv1.AclPermissionsUpdate{ParticipantId: "bob", Deny: []string{"actions.sendMessages"},
+			Limits: map[string]int64{"messagesPerMinute": 10, "subscriptions": 2}},
+			[]string{"actions.sendMessages"}, map[string]int64{"messagesPerMinute": 10, "subscriptions": 2}},
+		{&concordv1.AclPermissionsUpdate{ParticipantId: "bob", Limits: map[string]int64{"messagesPerMinute": 5, "subscriptions": -1}},
+			[]string{"actions.sendMessages"}, map[string]int64{"messagesPerMinute": 5}},
+		{&concordv1.AclPermissionsUpdate{ParticipantId: "bob", Allow: []string{"actions.sendMessages"}},
+			nil, map[string]int64{"messagesPerMinute": 5}},
+	}
+	for i, st := range steps {
+		if _, err := upd(uint64(i+1), st.u); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got := m.Denied("bob"); !slices.Equal(got, st.wantDenied) {
+			t.Fatalf("step %d: denied %v, want %v", i, got, st.wantDenied)
+		}
+		if got := m.Limits("bob"); !maps.Equal(got, st.wantLimits) {
+			t.Fatalf("step %d: limits %v, want %v", i, got, st.wantLimits)
+		}
+	}
+	if got := restoreFrom(t, persist(t, m)).Limits("bob"); !maps.Equal(got, map[string]int64{"messagesPerMinute": 5}) {
+		t.Fatalf("restored limits %v", got)
+	}
+	for _, bad := range []*concordv1.AclPermissionsUpdate{
+		{ParticipantId: "bob", Deny: []string{"actions.fly"}},
+		{ParticipantId: "bob", Limits: map[string]int64{"cats": 1}},
+		{ParticipantId: "bob", Limits: map[string]int64{"subscriptions": -2}},
+	} {
+		if _, err := upd(9, bad); !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("%v: %v", bad, err)
+		}
+	}
+	if _, err := upd(10, &concordv1.AclPermissionsUpdate{ParticipantId: "bob", Limits: map[string]int64{"messagesPerMinute": -1}}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Limits("bob") != nil || m.Denied("bob") != nil {
+		t.Fatal("a record with no denial and no limit should be dropped")
+	}
 }

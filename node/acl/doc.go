@@ -4,8 +4,10 @@
 //   - the replicated state module "acl" (raft command types 64..79): API
 //     keys, stored only as SHA-256 hashes of their secrets, each bound to a
 //     participant id pattern, the participant types and the capabilities
-//     it allows; and the participants' capability ceilings set with
-//     map/permissions/update (permissions.go, read by node/mapsvc);
+//     it allows; and the participants' capability ceilings and client
+//     permissions (withdrawn actions, limits, visibility) set with
+//     map/permissions/update (permissions.go, read by node/mapsvc and the
+//     fan-out);
 //   - a bearer-token verifier: JWTs signed RS256, ES256 or EdDSA, checked
 //     against a JWKS for signature, issuer, audience and expiry, with
 //     claims mapped to participant id, types and capabilities. The JWKS

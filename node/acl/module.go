@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/concordmap/concord/federation"
+	"github.com/concordmap/concord/node/access"
 	"github.com/concordmap/concord/node/mapsvc"
 	"github.com/concordmap/concord/node/registry"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -39,6 +40,7 @@ type Module struct {
 	mu      sync.RWMutex
 	keys    map[string]*concordv1.ApiKey
 	perms   map[string]*concordv1.AclParticipantPermissions // by participant id (permissions.go)
+	vis     map[string]*access.ClientVisibility             // parsed perms[].visibility
 	changed chan struct{}                                   // closed and replaced on every change
 	events  EventAppender                                   // optional: permissions_client_updated
 }
@@ -62,6 +64,7 @@ var _ raftstore.Module = (*Module)(nil)
 // NewModule returns an empty module.
 func NewModule() *Module {
 	return &Module{keys: map[string]*concordv1.ApiKey{}, perms: map[string]*concordv1.AclParticipantPermissions{},
+		vis:     map[string]*access.ClientVisibility{},
 		changed: make(chan struct{})}
 }
 
@@ -269,7 +272,7 @@ func (m *Module) Restore(next func() ([]byte, error)) (func(), error) {
 	}
 	return func() {
 		m.mu.Lock()
-		m.keys, m.perms = keys, perms
+		m.keys, m.perms, m.vis = keys, perms, parsedVisibility(perms)
 		m.announce()
 		m.mu.Unlock()
 	}, nil

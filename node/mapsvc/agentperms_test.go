@@ -3,6 +3,7 @@ package mapsvc
 import (
 	"testing"
 
+	"github.com/concordmap/concord/node/access"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -58,6 +59,10 @@ func ids(v any) []string {
 type fakeCeilings map[string][]string
 
 func (f fakeCeilings) Denied(pid string) []string { return f[pid] }
+
+func (f fakeCeilings) Limits(string) map[string]int64 { return nil }
+
+func (f fakeCeilings) Visibility(string) *access.ClientVisibility { return nil }
 
 // TestPermissionsUpdate_Refusals: map/permissions/update is for system
 // participants, names known capabilities, and a stored ceiling narrows

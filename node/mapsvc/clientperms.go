@@ -3,8 +3,12 @@ package mapsvc
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"sort"
+	"strings"
 
+	"github.com/concordmap/concord/node/access"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -12,9 +16,16 @@ import (
 // ParticipantPermissions holds the capability ceilings the system set
 // with map/permissions/update (node/acl, replicated in Raft).
 type ParticipantPermissions interface {
-	// Denied returns the capability flags ("lifecycle.canStop", ...)
-	// withdrawn from a participant; nil when none.
+	// Denied returns the capability flags ("lifecycle.canStop", ...) and
+	// ("actions.sendMessages", ...) withdrawn from a participant; nil
+	// when none.
 	Denied(participantID string) []string
+	// Limits returns the participant's client-permission limits by name
+	// ("messagesPerMinute", ...); nil when none.
+	Limits(participantID string) map[string]int64
+	// Visibility returns the participant's client visibility; nil when
+	// it restricts nothing.
+	Visibility(participantID string) *access.ClientVisibility
 }
 
 // effectiveCaps returns the session's capabilities narrowed by the
@@ -52,15 +63,34 @@ func (s *Service) permissionsUpdate(ctx context.Context, _ *rpc.Conn, cs *connSt
 		p.fail("permissions", "is required")
 	}
 	var deny, allow []string
+	var limits map[string]int64
+	var visibility json.RawMessage
 	if p.err() == nil {
-		var groups map[string]map[string]bool
+		var groups map[string]json.RawMessage
 		if json.Unmarshal(perms, &groups) != nil {
 			p.fail("permissions", "must be an object of capability groups of booleans")
 		}
-		for g, flags := range groups {
+		if raw, ok := groups["limits"]; ok {
+			delete(groups, "limits")
+			limits = parseLimits(p, raw)
+		}
+		if raw, ok := groups["visibility"]; ok {
+			delete(groups, "visibility")
+			var fe *access.FieldError
+			if _, err := access.ParseClientVisibility(raw); errors.As(err, &fe) {
+				p.fail(strings.TrimSuffix("permissions.visibility."+fe.Field, "."), fe.Reason)
+			}
+			visibility = raw
+		}
+		for g, rawFlags := range groups {
+			var flags map[string]bool
+			if json.Unmarshal(rawFlags, &flags) != nil {
+				p.fail("permissions."+g, "must be an object of booleans")
+				break
+			}
 			for f, on := range flags {
 				name := g + "." + f
-				if !KnownCapability(name) {
+				if !KnownPermission(name) {
 					p.fail("permissions."+name, "unknown capability")
 					break
 				}
@@ -78,11 +108,12 @@ func (s *Service) permissionsUpdate(ctx context.Context, _ *rpc.Conn, cs *connSt
 	sort.Strings(deny)
 	sort.Strings(allow)
 	if _, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE, &concordv1.AclPermissionsUpdate{
-		ParticipantId: pid, Deny: deny, Allow: allow, TimestampMs: s.now(), UpdatedBy: cs.participantID,
+		ParticipantId: pid, Deny: deny, Allow: allow, TimestampMs: s.now(), UpdatedBy: cs.participantID, Limits: limits,
+		Visibility: visibility,
 	}); err != nil {
 		return nil, err
 	}
-	s.log.Info("participant permissions updated", "participant_id", pid, "deny", deny, "allow", allow, "by", cs.participantID)
+	s.log.Info("participant permissions updated", "participant_id", pid, "deny", deny, "allow", allow, "limits", limits, "by", cs.participantID)
 	ptype := TypeClient
 	for _, sess := range s.reg.Sessions() {
 		if sess.ParticipantID == pid {
@@ -91,5 +122,49 @@ func (s *Service) permissionsUpdate(ctx context.Context, _ *rpc.Conn, cs *connSt
 		}
 	}
 	eff := s.effectiveCaps(&connState{participantID: pid, caps: defaultCapabilities(ptype, s.cfg.Fanout != nil)})
-	return map[string]any{"success": true, "effectivePermissions": eff}, nil
+	return map[string]any{"success": true, "effectivePermissions": eff, "clientPermissions": s.clientPermissionsOf(pid)}, nil
+}
+
+// parseLimits reads permissions.limits: {name: n} sets a limit (0 to
+// MaxLimit), {name: null} clears it (sent as -1 in the Raft command).
+func parseLimits(p *params, raw json.RawMessage) map[string]int64 {
+	var in map[string]*int64
+	if json.Unmarshal(raw, &in) != nil {
+		p.fail("permissions.limits", "must be an object of integers or null")
+		return nil
+	}
+	out := make(map[string]int64, len(in))
+	for name, v := range in {
+		switch {
+		case !KnownLimit(name):
+			p.fail("permissions.limits."+name, "unknown limit")
+		case v == nil:
+			out[name] = -1
+		case *v < 0 || *v > MaxLimit:
+			p.fail("permissions.limits."+name, "must be between 0 and 2147483647, or null to clear")
+		default:
+			out[name] = *v
+		}
+	}
+	return out
+}
+
+// clientPermissionsOf is the participant's client permissions as the
+// SDK shapes them: every action with whether it is allowed, and the
+// limits set.
+func (s *Service) clientPermissionsOf(pid string) map[string]any {
+	denied := s.cfg.ParticipantPermissions.Denied(pid)
+	actions := map[string]bool{}
+	for _, a := range methodActions {
+		actions[a] = !slices.Contains(denied, "actions."+a)
+	}
+	limits := s.cfg.ParticipantPermissions.Limits(pid)
+	if limits == nil {
+		limits = map[string]int64{}
+	}
+	var vis any = access.ClientVisibility{}
+	if v := s.cfg.ParticipantPermissions.Visibility(pid); v != nil {
+		vis = *v
+	}
+	return map[string]any{"actions": actions, "limits": limits, "visibility": vis}
 }

@@ -70,7 +70,10 @@
 // caller to own it or one of its ancestors; changing its permissionOverrides
 // needs a system participant or an ancestor's owner. A participant's
 // capability ceiling (map/permissions/update, Config.ParticipantPermissions)
-// narrows its granted capabilities at every call. Visibility (§7) is in
+// narrows its granted capabilities at every call; the same call sets its
+// client permissions (§7 layer 2, clientlimits.go): withdrawn actions
+// (1003 naming the action), limits (4002 for counts, 4001 for
+// messagesPerMinute) and client visibility. Visibility (§7) is in
 // visibility.go, over node/access.
 //
 // # Read consistency

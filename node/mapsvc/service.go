@@ -31,7 +31,8 @@ type Service struct {
 	reg      *registry.State
 	sessions *Sessions
 	methods  map[string]method
-	entropy  io.Reader // locked monotonic ULID entropy
+	entropy  io.Reader   // locked monotonic ULID entropy
+	rates    rateWindows // messagesPerMinute on this node (clientlimits.go)
 	auth     Authenticator
 }
 
@@ -49,6 +50,8 @@ type method struct {
 	// that agent does not exist, as every caller does (refusal must not
 	// turn "no such agent" into "not allowed").
 	targetsAgent bool
+	// action is the client-permission action the method is (clientlimits.go).
+	action string
 }
 
 var (
@@ -146,12 +149,20 @@ func (s *Service) methodTable() map[string]method {
 		ack := method{fn: func(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
 			return nil, f.Ack(ctx, cs.sessionID, raw)
 		}, callers: callersCAG}
-		m["map/subscribe"] = obs(f.Subscribe)
+		sub := obs(f.Subscribe)
+		sub.fn = func(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
+			if err := s.subscriptionLimitRefusal(cs); err != nil {
+				return nil, err
+			}
+			return f.Subscribe(ctx, cs.sessionID, raw)
+		}
+		m["map/subscribe"] = sub
 		m["map/unsubscribe"] = obs(f.Unsubscribe)
 		m["map/replay"] = obs(f.Replay)
 		m["map/subscribe.ack"] = ack
 		m["map/ack"] = ack
 	}
+	withMethodActions(m)
 	return m
 }
 
@@ -189,6 +200,9 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 		if err := s.credentialRefusal(cs); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.clientPermissionRefusal(cs, m, req.Params); err != nil {
+		return nil, err
 	}
 	res, err := m.fn(ctx, c, cs, req.Params)
 	return res, translate(err)

@@ -17,8 +17,12 @@ import (
 // with the fan-out.
 
 func (s *Service) viewerOf(cs *connState) access.Viewer {
-	return access.Viewer{ParticipantID: cs.participantID, ParticipantType: cs.participantType,
-		Agents: s.reg.SessionAgentIDs(cs.sessionID)}.WithLayer(s.reg)
+	v := access.Viewer{ParticipantID: cs.participantID, ParticipantType: cs.participantType,
+		Agents: s.reg.SessionAgentIDs(cs.sessionID)}
+	if pp := s.cfg.ParticipantPermissions; pp != nil {
+		v.Client = pp.Visibility(cs.participantID)
+	}
+	return v.WithLayer(s.reg)
 }
 
 func (s *Service) agentVisible(cs *connState, a *registry.Agent) bool {
@@ -137,7 +141,7 @@ func (s *Service) inheritPermissions(ctx context.Context, cs *connState, rec *co
 			return nil // the registry answers for an unknown parent
 		}
 	}
-	if pp := access.PermissionsOf(&parent); pp.Unrestricted() {
+	if pp := access.EffectivePermissions(s.reg, &parent); pp.Unrestricted() {
 		return nil
 	}
 	if rec.PermissionOverrides != nil && string(rec.PermissionOverrides) != string(parent.PermissionOverrides) {

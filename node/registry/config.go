@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 )
@@ -13,6 +14,13 @@ type Config struct {
 	// value: a replica with a smaller window answers "aged out" sooner, but
 	// positions and ids stay identical. Memory grows linearly with it.
 	EventWindow int
+
+	// RolePermissions is the server's rolePermissions table (map-protocol.md
+	// §7): role -> permissions in the shape of permissionOverrides, merged
+	// under an agent's own overrides by node/access, which also validates
+	// it (access.ParseRolePermissions). Every node should load the same
+	// table, or nodes decide differently.
+	RolePermissions map[string]json.RawMessage
 
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger

@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -29,6 +31,7 @@ const moduleName = "registry"
 type State struct {
 	log      *slog.Logger
 	window   int
+	roles    map[string]json.RawMessage // Config.RolePermissions, read-only
 	handlers map[concordv1.CommandType]raftstore.Handler
 	checks   map[concordv1.CommandType]func(*data, proto.Message) error
 
@@ -184,6 +187,7 @@ func New(cfg Config) (*State, error) {
 	s := &State{
 		log:    lg.With("component", "registry"),
 		window: cfg.EventWindow,
+		roles:  maps.Clone(cfg.RolePermissions),
 		d:      newData(cfg.EventWindow),
 		notify: make(chan struct{}),
 	}
@@ -365,6 +369,12 @@ func (s *State) HasSubscriptionsOn(nodeID string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.d.subsOnNode[nodeID] > 0
+}
+
+// RolePermissions returns the configured permissions of role (nil when
+// none); it implements access.RoleReader.
+func (s *State) RolePermissions(role string) json.RawMessage {
+	return s.roles[role]
 }
 
 // Session returns a copy of one session (with its subscriptions).

@@ -119,7 +119,7 @@ func (r *Router) DeliverAgent(ctx context.Context, agentID string, msg json.RawM
 		return
 	}
 	rc := agentRecipient(&a)
-	if rc.restricted && r.perms != nil && !r.perms.AcceptsFromSystem(sourceSystem(msg), &a) {
+	if r.perms != nil && r.recipientRestricted(&rc) && !r.perms.AcceptsFromSystem(sourceSystem(msg), &a) {
 		done(&federation.CodeError{Code: rpc.CodePermissionDenied, Message: "Agent " + agentID + " does not accept messages from this system"})
 		return
 	}

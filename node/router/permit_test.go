@@ -96,3 +96,25 @@ func TestDeliverAgent_AcceptsFromSystems(t *testing.T) {
 		t.Fatalf("outcomes %v", got)
 	}
 }
+
+// rolePerms adds rolePermissions to fakePerms: agents of role "manager"
+// are restricted without overrides of their own.
+type rolePerms struct{ fakePerms }
+
+func (p *rolePerms) RoleRestricted(role string) bool { return role == "manager" }
+
+// TestSend_RolePermissions: a recipient whose role has permissions is
+// checked even without overrides; recipients of other roles cost no check.
+func TestSend_RolePermissions(t *testing.T) {
+	reg, conns := world()
+	perms := &rolePerms{}
+	r := testRouter(t, reg, conns, nil, nil)
+	r.perms = perms
+	res, err := r.Send(context.Background(), agentSender("boss"), json.RawMessage(`{"to":{"agents":["w1","mgr"]},"payload":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr := res.(*SendResult); len(sr.Delivered) != 1 || sr.Delivered[0] != "w1" || len(sr.Failed) != 1 || perms.calls != 1 {
+		t.Fatalf("send: %+v, %d checks; want mgr refused by its role after one check", sr, perms.calls)
+	}
+}

@@ -30,6 +30,24 @@ type recipient struct {
 	// restricted: the agent has permissionOverrides (its acceptsFrom may
 	// refuse the sender; permit checks it).
 	restricted bool
+	role       string // the agent's role, whose rolePermissions may restrict it too
+}
+
+// RolePermissions is the optional part of Permissions that knows the
+// server's rolePermissions: an agent whose role has some is restricted
+// without overrides of its own.
+type RolePermissions interface {
+	RoleRestricted(role string) bool
+}
+
+// recipientRestricted reports whether rc's own permissions may refuse a
+// sender: overrides, or permissions of its role.
+func (r *Router) recipientRestricted(rc *recipient) bool {
+	if rc.restricted {
+		return true
+	}
+	rp, ok := r.perms.(RolePermissions)
+	return ok && rc.role != "" && rp.RoleRestricted(rc.role)
 }
 
 // label is the id reported in delivered / failed.
@@ -41,7 +59,7 @@ func (rc recipient) label() string {
 }
 
 func agentRecipient(a *registry.Agent) recipient {
-	rc := recipient{agentID: a.ID, sessionID: a.SessionID, homeNode: a.HomeNode, restricted: len(a.PermissionOverrides) > 0}
+	rc := recipient{agentID: a.ID, sessionID: a.SessionID, homeNode: a.HomeNode, restricted: len(a.PermissionOverrides) > 0, role: a.Role}
 	switch {
 	case a.OwnerID == "":
 		rc.reason = reasonOrphaned

@@ -235,7 +235,7 @@ func (r *Router) permit(from Sender, addr address, res *resolution) error {
 	refused := 0
 	for i := range res.recipients {
 		rc := &res.recipients[i]
-		if rc.agentID == "" || rc.reason != "" || (free && !rc.restricted) {
+		if rc.agentID == "" || rc.reason != "" || (free && !r.recipientRestricted(rc)) {
 			continue
 		}
 		if a, ok := r.reg.Agent(rc.agentID); ok && !r.perms.MayMessage(from, &a) {

@@ -564,8 +564,17 @@ type AclParticipantPermissions struct {
 	ParticipantId string                 `protobuf:"bytes,1,opt,name=participant_id,json=participantId,proto3" json:"participant_id,omitempty"`
 	Denied        []string               `protobuf:"bytes,2,rep,name=denied,proto3" json:"denied,omitempty"`
 	// updated_ms and updated_by record the last change (proposer clock).
-	UpdatedMs     int64  `protobuf:"varint,3,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
-	UpdatedBy     string `protobuf:"bytes,4,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
+	UpdatedMs int64  `protobuf:"varint,3,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
+	UpdatedBy string `protobuf:"bytes,4,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
+	// limits are the client-permission limits (map-protocol.md §7 layer 2:
+	// "subscriptions", "messagesPerMinute", "agentsRegistered",
+	// "scopesCreated"); absent means unlimited. Withdrawn actions are kept
+	// in denied as "actions.<name>".
+	Limits map[string]int64 `protobuf:"bytes,5,rep,name=limits,proto3" json:"limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// visibility is the client visibility (map-protocol.md §7 layer 2) as
+	// canonical JSON {agents, scopes, events, structure}; empty means none
+	// restricted (node/access.ParseClientVisibility reads it).
+	Visibility    []byte `protobuf:"bytes,6,opt,name=visibility,proto3" json:"visibility,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -628,6 +637,20 @@ func (x *AclParticipantPermissions) GetUpdatedBy() string {
 	return ""
 }
 
+func (x *AclParticipantPermissions) GetLimits() map[string]int64 {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *AclParticipantPermissions) GetVisibility() []byte {
+	if x != nil {
+		return x.Visibility
+	}
+	return nil
+}
+
 // AclPermissionsUpdate is the body of COMMAND_TYPE_ACL_PERMISSIONS_UPDATE:
 // flags to withdraw (deny) and to give back (allow, up to what the
 // credential and the participant type grant), merged into the stored
@@ -639,6 +662,11 @@ type AclPermissionsUpdate struct {
 	Allow         []string               `protobuf:"bytes,3,rep,name=allow,proto3" json:"allow,omitempty"`
 	TimestampMs   int64                  `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
 	UpdatedBy     string                 `protobuf:"bytes,5,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
+	// limits set (value >= 0) or clear (value -1) client-permission limits.
+	Limits map[string]int64 `protobuf:"bytes,6,rep,name=limits,proto3" json:"limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// visibility, when set, is a JSON object whose keys (agents, scopes,
+	// events, structure) replace those of the stored client visibility.
+	Visibility    []byte `protobuf:"bytes,7,opt,name=visibility,proto3" json:"visibility,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -708,6 +736,20 @@ func (x *AclPermissionsUpdate) GetUpdatedBy() string {
 	return ""
 }
 
+func (x *AclPermissionsUpdate) GetLimits() map[string]int64 {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *AclPermissionsUpdate) GetVisibility() []byte {
+	if x != nil {
+		return x.Visibility
+	}
+	return nil
+}
+
 var File_concord_v1_acl_proto protoreflect.FileDescriptor
 
 const file_concord_v1_acl_proto_rawDesc = "" +
@@ -748,21 +790,35 @@ const file_concord_v1_acl_proto_rawDesc = "" +
 	"\x04keys\x18\x01 \x03(\v2\x12.concord.v1.ApiKeyR\x04keys\"'\n" +
 	"\x15AclRevokeTokenRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
-	"\x16AclRevokeTokenResponse\"\x98\x01\n" +
+	"\x16AclRevokeTokenResponse\"\xbe\x02\n" +
 	"\x19AclParticipantPermissions\x12%\n" +
 	"\x0eparticipant_id\x18\x01 \x01(\tR\rparticipantId\x12\x16\n" +
 	"\x06denied\x18\x02 \x03(\tR\x06denied\x12\x1d\n" +
 	"\n" +
 	"updated_ms\x18\x03 \x01(\x03R\tupdatedMs\x12\x1d\n" +
 	"\n" +
-	"updated_by\x18\x04 \x01(\tR\tupdatedBy\"\xa9\x01\n" +
+	"updated_by\x18\x04 \x01(\tR\tupdatedBy\x12I\n" +
+	"\x06limits\x18\x05 \x03(\v21.concord.v1.AclParticipantPermissions.LimitsEntryR\x06limits\x12\x1e\n" +
+	"\n" +
+	"visibility\x18\x06 \x01(\fR\n" +
+	"visibility\x1a9\n" +
+	"\vLimitsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xca\x02\n" +
 	"\x14AclPermissionsUpdate\x12%\n" +
 	"\x0eparticipant_id\x18\x01 \x01(\tR\rparticipantId\x12\x12\n" +
 	"\x04deny\x18\x02 \x03(\tR\x04deny\x12\x14\n" +
 	"\x05allow\x18\x03 \x03(\tR\x05allow\x12!\n" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12\x1d\n" +
 	"\n" +
-	"updated_by\x18\x05 \x01(\tR\tupdatedBy2\x89\x02\n" +
+	"updated_by\x18\x05 \x01(\tR\tupdatedBy\x12D\n" +
+	"\x06limits\x18\x06 \x03(\v2,.concord.v1.AclPermissionsUpdate.LimitsEntryR\x06limits\x12\x1e\n" +
+	"\n" +
+	"visibility\x18\a \x01(\fR\n" +
+	"visibility\x1a9\n" +
+	"\vLimitsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x012\x89\x02\n" +
 	"\bAclAdmin\x12T\n" +
 	"\vCreateToken\x12!.concord.v1.AclCreateTokenRequest\x1a\".concord.v1.AclCreateTokenResponse\x12Q\n" +
 	"\n" +
@@ -781,7 +837,7 @@ func file_concord_v1_acl_proto_rawDescGZIP() []byte {
 	return file_concord_v1_acl_proto_rawDescData
 }
 
-var file_concord_v1_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_concord_v1_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_concord_v1_acl_proto_goTypes = []any{
 	(*ApiKey)(nil),                    // 0: concord.v1.ApiKey
 	(*AclKeyCreate)(nil),              // 1: concord.v1.AclKeyCreate
@@ -794,22 +850,26 @@ var file_concord_v1_acl_proto_goTypes = []any{
 	(*AclRevokeTokenResponse)(nil),    // 8: concord.v1.AclRevokeTokenResponse
 	(*AclParticipantPermissions)(nil), // 9: concord.v1.AclParticipantPermissions
 	(*AclPermissionsUpdate)(nil),      // 10: concord.v1.AclPermissionsUpdate
+	nil,                               // 11: concord.v1.AclParticipantPermissions.LimitsEntry
+	nil,                               // 12: concord.v1.AclPermissionsUpdate.LimitsEntry
 }
 var file_concord_v1_acl_proto_depIdxs = []int32{
-	0, // 0: concord.v1.AclKeyCreate.key:type_name -> concord.v1.ApiKey
-	0, // 1: concord.v1.AclCreateTokenResponse.key:type_name -> concord.v1.ApiKey
-	0, // 2: concord.v1.AclListTokensResponse.keys:type_name -> concord.v1.ApiKey
-	3, // 3: concord.v1.AclAdmin.CreateToken:input_type -> concord.v1.AclCreateTokenRequest
-	5, // 4: concord.v1.AclAdmin.ListTokens:input_type -> concord.v1.AclListTokensRequest
-	7, // 5: concord.v1.AclAdmin.RevokeToken:input_type -> concord.v1.AclRevokeTokenRequest
-	4, // 6: concord.v1.AclAdmin.CreateToken:output_type -> concord.v1.AclCreateTokenResponse
-	6, // 7: concord.v1.AclAdmin.ListTokens:output_type -> concord.v1.AclListTokensResponse
-	8, // 8: concord.v1.AclAdmin.RevokeToken:output_type -> concord.v1.AclRevokeTokenResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: concord.v1.AclKeyCreate.key:type_name -> concord.v1.ApiKey
+	0,  // 1: concord.v1.AclCreateTokenResponse.key:type_name -> concord.v1.ApiKey
+	0,  // 2: concord.v1.AclListTokensResponse.keys:type_name -> concord.v1.ApiKey
+	11, // 3: concord.v1.AclParticipantPermissions.limits:type_name -> concord.v1.AclParticipantPermissions.LimitsEntry
+	12, // 4: concord.v1.AclPermissionsUpdate.limits:type_name -> concord.v1.AclPermissionsUpdate.LimitsEntry
+	3,  // 5: concord.v1.AclAdmin.CreateToken:input_type -> concord.v1.AclCreateTokenRequest
+	5,  // 6: concord.v1.AclAdmin.ListTokens:input_type -> concord.v1.AclListTokensRequest
+	7,  // 7: concord.v1.AclAdmin.RevokeToken:input_type -> concord.v1.AclRevokeTokenRequest
+	4,  // 8: concord.v1.AclAdmin.CreateToken:output_type -> concord.v1.AclCreateTokenResponse
+	6,  // 9: concord.v1.AclAdmin.ListTokens:output_type -> concord.v1.AclListTokensResponse
+	8,  // 10: concord.v1.AclAdmin.RevokeToken:output_type -> concord.v1.AclRevokeTokenResponse
+	8,  // [8:11] is the sub-list for method output_type
+	5,  // [5:8] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_acl_proto_init() }
@@ -823,7 +883,7 @@ func file_concord_v1_acl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_acl_proto_rawDesc), len(file_concord_v1_acl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
