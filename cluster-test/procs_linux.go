@@ -31,7 +31,6 @@ import (
 // (tail) when the test fails.
 type ProcCluster struct {
 	t      testing.TB
-	bin    string
 	procs  []*Proc
 	Ledger *Ledger
 	issuer *Issuer // every process trusts its tokens (--jwt-jwks-file)
@@ -144,7 +143,7 @@ func StartProcs(t testing.TB, n int, opts ...ProcOption) *ProcCluster {
 	if bin == "" {
 		bin = ConcordBinary(t)
 	}
-	pc := &ProcCluster{t: t, bin: bin, Ledger: &Ledger{}, issuer: NewIssuer(t), system: system, ns: o.ns}
+	pc := &ProcCluster{t: t, Ledger: &Ledger{}, issuer: NewIssuer(t), system: system, ns: o.ns}
 	pc.http = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlstest.ClientTLS(system, "operator")}}
 	pc.token = pc.issuer.Token("clustertest", "*")
 	t.Cleanup(pc.Close)

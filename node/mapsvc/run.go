@@ -70,12 +70,6 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// sweep runs one full pass of the background duties.
-func (s *Service) sweep(ctx context.Context) {
-	s.closeLost()
-	s.leaderDuties(ctx)
-}
-
 // leaderDuties proposes due expiries and detaches sessions of dead nodes,
 // on the leader only.
 func (s *Service) leaderDuties(ctx context.Context) {

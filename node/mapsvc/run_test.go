@@ -310,3 +310,9 @@ func TestRun_FalseNodeFailureDoesNotStrandOpenConnection(t *testing.T) {
 		t.Fatalf("session after the resume: %+v", s)
 	}
 }
+
+// sweep runs one full pass of Run's background duties, as its ticker does.
+func (s *Service) sweep(ctx context.Context) {
+	s.closeLost()
+	s.leaderDuties(ctx)
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/oklog/ulid/v2"
 
@@ -210,9 +209,6 @@ func sourceSystem(msg json.RawMessage) string {
 	if json.Unmarshal(msg, &m) != nil {
 		return ""
 	}
-	sys, _, ok := strings.Cut(m.From, ":agent:")
-	if !ok {
-		return ""
-	}
+	sys, _, _ := federation.ParseRemoteID(m.From)
 	return sys
 }
