@@ -26,7 +26,7 @@ type Store struct {
 	fsm *fsm
 
 	raft  *raft.Raft
-	trans *raft.NetworkTransport
+	trans *pipelineTransport
 	layer *trackingLayer
 	bolt  *logStore
 

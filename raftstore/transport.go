@@ -16,7 +16,7 @@ import (
 // over real TCP on cfg.BindAddr when none is injected, under
 // cfg.WrapStreamLayer (TLS) when set. Either way the layer is wrapped so
 // that closing it also closes accepted connections (see trackingLayer).
-func newTransport(cfg Config, logger *hclogAdapter) (*raft.NetworkTransport, *trackingLayer, error) {
+func newTransport(cfg Config, logger *hclogAdapter) (*pipelineTransport, *trackingLayer, error) {
 	var inner raft.StreamLayer = cfg.StreamLayer
 	if inner == nil {
 		tcp, err := newTCPStreamLayer(cfg.BindAddr, cfg.AdvertiseAddr)
@@ -34,16 +34,11 @@ func newTransport(cfg Config, logger *hclogAdapter) (*raft.NetworkTransport, *tr
 		MaxPool: cfg.MaxPool,
 		Timeout: cfg.TransportTimeout,
 		Logger:  logger,
-		// 1 turns raft's pipelined replication off. With it on, a
-		// rejected AppendEntries can leave the pipeline's decoder and
-		// sender blocked on each other, and raft's Shutdown then waits
-		// forever for the replication goroutine (seen here in the
-		// cluster tests; pyroscope hit the same, grafana/pyroscope#5518).
-		// raft's docs measure little benefit from pipelining alongside
-		// batching.
-		MaxRPCsInFlight: 1,
+		// Above 1 raft pipelines AppendEntries to a follower that is
+		// caught up; pipelineTransport makes that safe (pipeline.go).
+		MaxRPCsInFlight: cfg.MaxRPCsInFlight,
 	})
-	return trans, layer, nil
+	return &pipelineTransport{NetworkTransport: trans}, layer, nil
 }
 
 // tcpStreamLayer is the production raft.StreamLayer: a TCP listener plus a
