@@ -119,6 +119,15 @@ type Config struct {
 	// show little gain beyond 2. See DESIGN.md, "Pipelined replication".
 	MaxRPCsInFlight int
 
+	// NonvoterReplicationInterval is the shortest time from the start of
+	// one AppendEntries carrying entries to a non-voter to the start of
+	// the next, while writes keep coming (pace.go). Longer means fewer,
+	// larger RPCs and fsyncs for each non-voter (less leader CPU per
+	// write), at the price of non-voters lagging by up to this much: a
+	// write or read-your-write through a non-voter waits for it. 0 turns
+	// pacing off (non-voters replicate like voters).
+	NonvoterReplicationInterval time.Duration
+
 	// TransportTimeout is the I/O deadline for one raft RPC (scaled up for
 	// snapshot installs by raft).
 	TransportTimeout time.Duration
@@ -157,17 +166,18 @@ type Config struct {
 // Tests use faster presets instead of changing these.
 func DefaultConfig() Config {
 	c := Config{
-		BindAddr:          "127.0.0.1:7702",
-		SnapshotInterval:  120 * time.Second,
-		SnapshotThreshold: 8192,
-		MaxLogEntries:     65536,
-		TrailingLogs:      10240,
-		RetainSnapshots:   2,
-		ApplyTimeout:      10 * time.Second,
-		MaxApplyBatch:     256,
-		MaxPool:           3,
-		MaxRPCsInFlight:   1,
-		TransportTimeout:  10 * time.Second,
+		BindAddr:                    "127.0.0.1:7702",
+		SnapshotInterval:            120 * time.Second,
+		SnapshotThreshold:           8192,
+		MaxLogEntries:               65536,
+		TrailingLogs:                10240,
+		RetainSnapshots:             2,
+		ApplyTimeout:                10 * time.Second,
+		MaxApplyBatch:               256,
+		MaxPool:                     3,
+		MaxRPCsInFlight:             1,
+		NonvoterReplicationInterval: 10 * time.Millisecond,
+		TransportTimeout:            10 * time.Second,
 	}
 	// 500 ms heartbeat and election, 250 ms lease, 50 ms commit.
 	c.SetTimings(mustLANTimings(DefaultRaftMultiplier))
@@ -204,6 +214,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRPCsInFlight < 1 {
 		errs = append(errs, errors.New("MaxRPCsInFlight must be >= 1"))
+	}
+	if c.NonvoterReplicationInterval < 0 || c.NonvoterReplicationInterval > time.Second {
+		errs = append(errs, errors.New("NonvoterReplicationInterval must be within 0..1s"))
 	}
 	if c.TransportTimeout <= 0 {
 		errs = append(errs, errors.New("TransportTimeout must be positive"))

@@ -2,15 +2,28 @@ package raftstore
 
 import (
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
 
 // pipelineTransport is raft's NetworkTransport whose append pipelines
-// cannot deadlock (safePipeline). Every other method is the embedded
-// transport's, so raft still sees WithClose and WithPreVote.
+// cannot deadlock (safePipeline) and whose AppendEntries to non-voters are
+// paced (pace.go). Every other method is the embedded transport's, so raft
+// still sees WithClose and WithPreVote.
 type pipelineTransport struct {
 	*raft.NetworkTransport
+	pace *pacer
+}
+
+// AppendEntries implements raft.Transport.
+func (t *pipelineTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	start := time.Now()
+	if err := t.NetworkTransport.AppendEntries(id, target, args, resp); err != nil {
+		return err
+	}
+	t.pace.hold(id, start, len(args.Entries), resp)
+	return nil
 }
 
 // AppendEntriesPipeline implements raft.Transport.

@@ -16,7 +16,8 @@ import (
 // over real TCP on cfg.BindAddr when none is injected, under
 // cfg.WrapStreamLayer (TLS) when set. Either way the layer is wrapped so
 // that closing it also closes accepted connections (see trackingLayer).
-func newTransport(cfg Config, logger *hclogAdapter) (*pipelineTransport, *trackingLayer, error) {
+// Closing stop ends any pause in pacing replication to a non-voter.
+func newTransport(cfg Config, logger *hclogAdapter, stop <-chan struct{}) (*pipelineTransport, *trackingLayer, error) {
 	var inner raft.StreamLayer = cfg.StreamLayer
 	if inner == nil {
 		tcp, err := newTCPStreamLayer(cfg.BindAddr, cfg.AdvertiseAddr)
@@ -38,7 +39,8 @@ func newTransport(cfg Config, logger *hclogAdapter) (*pipelineTransport, *tracki
 		// caught up; pipelineTransport makes that safe (pipeline.go).
 		MaxRPCsInFlight: cfg.MaxRPCsInFlight,
 	})
-	return &pipelineTransport{NetworkTransport: trans}, layer, nil
+	pace := &pacer{interval: cfg.NonvoterReplicationInterval, maxBatch: cfg.MaxApplyBatch, stop: stop}
+	return &pipelineTransport{NetworkTransport: trans, pace: pace}, layer, nil
 }
 
 // tcpStreamLayer is the production raft.StreamLayer: a TCP listener plus a
