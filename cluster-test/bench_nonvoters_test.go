@@ -20,20 +20,26 @@ import (
 // non-voters (--raft-voters 3), both up as real server processes at once
 // and loaded in turn, in alternating windows of nvWindow, with committed
 // writes (map/agents/update, one in flight per client, clients spread
-// over the 3 voters). Two loads: a moderate one (16 clients), where
-// latency, not CPU, limits the rate, and a saturating one (64 clients),
-// where on one shared machine every non-voter's fsync and apply competes
-// with the voters for the same cores. Each window reports writes/s,
-// p50/p99 and the leader's CPU per 1000 writes; the summary logged at
-// the end gives per load the medians of each system and their ratios.
-// The windows have a fixed length, so run it once per invocation:
+// over the 3 voters). Two loads: a moderate one (8 clients) and a
+// saturating one (64 clients), where on one shared machine every
+// non-voter's fsync and apply competes with the voters for the same
+// cores. Each window reports writes/s, p50/p99 and CPU per 1000 writes of
+// the leader and of all non-voters together; the "summary" sub-benchmark
+// logs per load the medians of each system and their ratios to the
+// voters alone. With CONCORD_BENCH_NONVOTERS_REV set to a git revision, a
+// third system, 3+4 built from that revision, runs in the same rounds
+// (before/after a change). The windows have a fixed length, so:
 //
 //	go test -run '^$' -bench NonVoters -benchtime 1x ./cluster-test/
 func BenchmarkNonVoters(b *testing.B) {
 	systems := []*nvSystem{startNVSystem(b, 3), startNVSystem(b, 7)}
 	labels := []string{"voters=3", "voters=3+nonvoters=4"}
+	if rev := os.Getenv("CONCORD_BENCH_NONVOTERS_REV"); rev != "" {
+		systems = append(systems, startNVSystem(b, 7, WithProcBinary(ConcordBinaryAt(b, rev))))
+		labels = append(labels, "voters=3+nonvoters=4@"+rev)
+	}
 	var summary []string
-	for _, clients := range []int{16, 64} {
+	for _, clients := range []int{8, 64} {
 		results := make([][]nvResult, len(systems))
 		for round := range nvRounds {
 			for k, sys := range systems {
@@ -48,19 +54,20 @@ func BenchmarkNonVoters(b *testing.B) {
 				})
 			}
 		}
-		base, nv := medianResult(results[0]), medianResult(results[1])
-		summary = append(summary, fmt.Sprintf(
-			"clients=%d, medians of %d windows: voters=3 %.0f writes/s p50 %.2f ms p99 %.2f ms leader %.0f cpu-ms/kwrite; "+
-				"3+4 %.0f writes/s (x%.2f) p50 %.2f ms (x%.2f) p99 %.2f ms (x%.2f) leader %.0f cpu-ms/kwrite (x%.2f)",
-			clients, nvRounds, base.rate, ms(base.p50), ms(base.p99), base.leaderCPU,
-			nv.rate, nv.rate/base.rate, ms(nv.p50), ms(nv.p50)/ms(base.p50), ms(nv.p99), ms(nv.p99)/ms(base.p99),
-			nv.leaderCPU, nv.leaderCPU/base.leaderCPU))
+		base := medianResult(results[0])
+		summary = append(summary, fmt.Sprintf("clients=%d, medians of %d windows:", clients, nvRounds))
+		for k := range systems {
+			m := medianResult(results[k])
+			summary = append(summary, fmt.Sprintf(
+				"  %-32s %6.0f writes/s (x%.2f)  p50 %6.2f ms (x%.2f)  p99 %6.2f ms (x%.2f)  leader %4.0f cpu-ms/kwrite (x%.2f)  non-voters %4.0f",
+				labels[k], m.rate, m.rate/base.rate, ms(m.p50), ms(m.p50)/ms(base.p50), ms(m.p99), ms(m.p99)/ms(base.p99),
+				m.leaderCPU, m.leaderCPU/base.leaderCPU, m.nonvoterCPU))
+		}
 	}
-	for _, sys := range systems {
-		rss := sys.rss(b)
-		summary = append(summary, fmt.Sprintf("%d servers: RSS per process (MB) %.0f", len(rss), rss))
+	for k, sys := range systems {
+		summary = append(summary, fmt.Sprintf("%s: RSS per process (MB) %.0f", labels[k], sys.rss(b)))
 	}
-	b.Log("\n" + strings.Join(summary, "\n"))
+	b.Run("summary", func(b *testing.B) { b.Log("\n" + strings.Join(summary, "\n")) })
 }
 
 // nvRounds is how many windows each system gets per load; nvWindow is
@@ -81,8 +88,8 @@ type nvSystem struct {
 
 // startNVSystem starts n server processes with --raft-voters 3 and
 // connects 64 clients, spread over the voters.
-func startNVSystem(b *testing.B, n int) *nvSystem {
-	pc := StartProcs(b, n, WithProcArgs(func(int) []string { return []string{"--raft-voters", "3", "--log-level", "warn"} }))
+func startNVSystem(b *testing.B, n int, opts ...ProcOption) *nvSystem {
+	pc := StartProcs(b, n, append(opts, WithProcArgs(func(int) []string { return []string{"--raft-voters", "3", "--log-level", "warn"} }))...)
 	sys := &nvSystem{pc: pc}
 	Eventually(b, MembershipTimeout, func() error {
 		var err error
