@@ -119,13 +119,14 @@ type Config struct {
 	// show little gain beyond 2. See DESIGN.md, "Pipelined replication".
 	MaxRPCsInFlight int
 
-	// NonvoterReplicationInterval is the shortest time from the start of
-	// one AppendEntries carrying entries to a non-voter to the start of
-	// the next, while writes keep coming (pace.go). Longer means fewer,
-	// larger RPCs and fsyncs for each non-voter (less leader CPU per
-	// write), at the price of non-voters lagging by up to this much: a
-	// write or read-your-write through a non-voter waits for it. 0 turns
-	// pacing off (non-voters replicate like voters).
+	// NonvoterReplicationInterval paces replication to non-voters
+	// (pace.go): the leader starts at most two AppendEntries carrying
+	// entries to one non-voter per interval. Longer means fewer, larger
+	// RPCs and fsyncs for each non-voter (less leader CPU per write), at
+	// the price of non-voters lagging by up to about this much under
+	// steady writes: a write or read-your-write through a non-voter then
+	// waits for it (a write after a quiet spell does not). 0 turns pacing
+	// off (non-voters replicate like voters).
 	NonvoterReplicationInterval time.Duration
 
 	// TransportTimeout is the I/O deadline for one raft RPC (scaled up for
@@ -176,7 +177,7 @@ func DefaultConfig() Config {
 		MaxApplyBatch:               256,
 		MaxPool:                     3,
 		MaxRPCsInFlight:             1,
-		NonvoterReplicationInterval: 10 * time.Millisecond,
+		NonvoterReplicationInterval: 20 * time.Millisecond,
 		TransportTimeout:            10 * time.Second,
 	}
 	// 500 ms heartbeat and election, 250 ms lease, 50 ms commit.

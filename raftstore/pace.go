@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,19 +13,25 @@ import (
 // whatever was appended meanwhile. Under steady writes each follower then
 // costs the leader one RPC (encoding, a TLS write, a read) per group
 // commit, and costs the follower one fsync per RPC. Non-voters are not in
-// the commit quorum, so nobody waits for them to keep that pace: after an
-// answered AppendEntries that carried entries, the leader's replication
-// goroutine for a non-voter waits until NonvoterReplicationInterval has
-// passed since the RPC began, and its next RPC carries every entry
-// appended meanwhile (raft sends all it has, up to MaxAppendEntries).
+// the commit quorum, so nobody waits for them to keep that pace: the
+// leader's replication goroutine for a non-voter starts at most two
+// AppendEntries carrying entries per NonvoterReplicationInterval. After
+// an answered one, it waits until the interval has passed since the start
+// of the one before it, and its next RPC carries every entry appended
+// meanwhile (raft sends all it has, up to MaxAppendEntries).
+//
+// Two, not one: a lone write through a non-voter (forwarded to the
+// leader) needs two RPCs, the entry and then the commit index (the
+// nudge's NOOP, nudge.go), and its caller waits for both. With two per
+// interval a write after a quiet spell is not delayed at all; under
+// steady writes a non-voter lags by up to about the interval.
 //
 // Safety: nothing about acknowledgement changes. A non-voter still answers
 // only for entries it has written and fsynced, and the leader still counts
 // only voters toward the commit index. The pause only makes a non-voter
-// lag by up to the interval; a promoted server stops being paced as soon
-// as the leader's latest configuration says it votes (and if it were paced
-// a moment longer, only its acknowledgements would come later, never
-// earlier than its fsync).
+// lag; a promoted server stops being paced as soon as the leader's latest
+// configuration says it votes (and if it were paced a moment longer, only
+// its acknowledgements would come later, never before its fsync).
 //
 // Heartbeats carry no entries and are never paced (raft sends them on
 // another goroutine anyway). A full batch (MaxAppendEntries) is not paced
@@ -38,6 +45,9 @@ type pacer struct {
 	maxBatch int             // raft's MaxAppendEntries
 	config   atomic.Value    // configSource: raft, once it exists
 	stop     <-chan struct{} // a closed stop ends every pause at once
+
+	mu   sync.Mutex
+	last map[raft.ServerID]time.Time // start of the last paced-eligible RPC per server; guarded by mu
 }
 
 // configSource is what pacer needs from raft.
@@ -50,14 +60,21 @@ type configSource interface {
 func (p *pacer) setConfigSource(c configSource) { p.config.Store(c) }
 
 // hold pauses the caller (raft's replication goroutine for id) until
-// interval has passed since start, if id is a non-voter and the RPC
-// carried a partial batch and succeeded.
+// interval has passed since the start of the RPC before this one, if id
+// is a non-voter and both carried a partial batch and succeeded.
 func (p *pacer) hold(id raft.ServerID, start time.Time, entries int, resp *raft.AppendEntriesResponse) {
-	if p.interval <= 0 || entries == 0 || entries >= p.maxBatch || !resp.Success {
+	if p.interval <= 0 || entries == 0 || entries >= p.maxBatch || !resp.Success || !p.nonvoter(id) {
 		return
 	}
-	wait := p.interval - time.Since(start)
-	if wait <= 0 || !p.nonvoter(id) {
+	p.mu.Lock()
+	prev, seen := p.last[id]
+	if p.last == nil {
+		p.last = make(map[raft.ServerID]time.Time)
+	}
+	p.last[id] = start
+	p.mu.Unlock()
+	wait := p.interval - time.Since(prev)
+	if !seen || wait <= 0 {
 		return
 	}
 	t := time.NewTimer(wait)
