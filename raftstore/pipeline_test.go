@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // countingHandler counts log records whose message contains substr.
@@ -128,4 +130,82 @@ func TestCluster_PipelineSurvivesRejectedAppends(t *testing.T) {
 		})
 	}
 	// Shutdown (at cleanup, bounded by testCtx) must not hang either.
+}
+
+// fakeFuture is a finished raft.AppendFuture.
+type fakeFuture struct {
+	req  *raft.AppendEntriesRequest
+	resp *raft.AppendEntriesResponse
+}
+
+func (f fakeFuture) Error() error                          { return nil }
+func (f fakeFuture) Start() time.Time                      { return time.Time{} }
+func (f fakeFuture) Request() *raft.AppendEntriesRequest   { return f.req }
+func (f fakeFuture) Response() *raft.AppendEntriesResponse { return f.resp }
+
+// answer is a finished append after prev, sent in term 2, answered in term.
+func answer(prev uint64, term uint64, ok bool) raft.AppendFuture {
+	return fakeFuture{&raft.AppendEntriesRequest{PrevLogEntry: prev, Term: 2}, &raft.AppendEntriesResponse{Term: term, Success: ok}}
+}
+
+// fakePipeline is the transport's side of a pipeline: done is its doneCh.
+type fakePipeline struct {
+	done   chan raft.AppendFuture
+	closed atomic.Int32
+}
+
+func (p *fakePipeline) AppendEntries(*raft.AppendEntriesRequest, *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	return nil, errors.New("not used")
+}
+func (p *fakePipeline) Consumer() <-chan raft.AppendFuture { return p.done }
+func (p *fakePipeline) Close() error                       { p.closed.Add(1); return nil }
+
+func TestSafePipeline(t *testing.T) {
+	tests := []struct {
+		name       string
+		answers    []raft.AppendFuture
+		wantRaft   int  // answers raft reads before it stops reading
+		wantClosed bool // the transport's pipeline closed before raft's Close
+	}{
+		{"all accepted", []raft.AppendFuture{answer(1, 2, true), answer(2, 2, true)}, 2, false},
+		{"rejected", []raft.AppendFuture{answer(1, 2, true), answer(2, 2, false), answer(3, 2, true)}, 2, true},
+		{"newer term", []raft.AppendFuture{answer(1, 3, false), answer(2, 3, false)}, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inner := &fakePipeline{done: make(chan raft.AppendFuture, len(tt.answers))}
+			for _, a := range tt.answers {
+				inner.done <- a
+			}
+			p := newSafePipeline(inner)
+			for i := range tt.wantRaft {
+				got := recv(t, p.Consumer(), "answer")
+				if got.Request().PrevLogEntry != uint64(i+1) {
+					t.Fatalf("answer %d is for %d", i, got.Request().PrevLogEntry)
+				}
+			}
+			// Like raft's pipelineDecode, stop reading here.
+			if tt.wantClosed {
+				eventually(t, waitTimeout, func() error {
+					if inner.closed.Load() == 0 {
+						return errors.New("the transport's pipeline is still open after a rejection")
+					}
+					return nil
+				})
+			} else if inner.closed.Load() != 0 {
+				t.Fatal("the transport's pipeline closed with every answer accepted")
+			}
+			// Close returns although nobody reads (goleak checks the
+			// forwarding goroutine ended), and twice is fine.
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n := inner.closed.Load(); n != 1 {
+				t.Fatalf("transport pipeline closed %d times, want 1", n)
+			}
+		})
+	}
 }
