@@ -94,6 +94,16 @@ func TestCluster_NonvoterReplicationPaced(t *testing.T) {
 	if err := leader.AddNonvoter(testCtx(t), nv.ID(), nv.Addr()); err != nil {
 		t.Fatal(err)
 	}
+	// The leader's pacer sees the change within suffrageTTL.
+	paced := func(want bool) {
+		eventually(t, waitTimeout, func() error {
+			if got := leader.trans.pace.nonvoter(raft.ServerID(nv.ID())); got != want {
+				return fmt.Errorf("leader's pacer says non-voter=%v for %s", got, nv.ID())
+			}
+			return nil
+		})
+	}
+	paced(true)
 	var voter *Store
 	for _, s := range c.stores {
 		if s != leader {
@@ -134,6 +144,7 @@ func TestCluster_NonvoterReplicationPaced(t *testing.T) {
 	if err := leader.AddVoter(testCtx(t), nv.ID(), nv.Addr()); err != nil {
 		t.Fatal(err)
 	}
+	paced(false)
 	vb, nb = batchesOver(window)
 	t.Logf("promoted, over %s: voter %d log writes, former non-voter %d", window, vb, nb)
 	if nb <= limit && vb > 2*limit {
