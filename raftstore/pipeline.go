@@ -2,38 +2,9 @@ package raftstore
 
 import (
 	"sync"
-	"time"
 
 	"github.com/hashicorp/raft"
 )
-
-// pipelineTransport is raft's NetworkTransport whose append pipelines
-// cannot deadlock (safePipeline) and whose AppendEntries to non-voters are
-// paced (pace.go). Every other method is the embedded transport's, so raft
-// still sees WithClose and WithPreVote.
-type pipelineTransport struct {
-	*raft.NetworkTransport
-	pace *pacer
-}
-
-// AppendEntries implements raft.Transport.
-func (t *pipelineTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	start := time.Now()
-	if err := t.NetworkTransport.AppendEntries(id, target, args, resp); err != nil {
-		return err
-	}
-	t.pace.hold(id, start, len(args.Entries), resp)
-	return nil
-}
-
-// AppendEntriesPipeline implements raft.Transport.
-func (t *pipelineTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
-	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
-	if err != nil {
-		return nil, err
-	}
-	return newSafePipeline(p), nil
-}
 
 // safePipeline wraps raft's netPipeline to break the deadlock that made
 // pipelining unusable (DESIGN.md, "Pipelined replication"). raft's chain

@@ -26,7 +26,7 @@ type Store struct {
 	fsm *fsm
 
 	raft  *raft.Raft
-	trans *pipelineTransport
+	trans *raftTransport
 	layer *trackingLayer
 	bolt  *logStore
 

@@ -17,7 +17,7 @@ import (
 // cfg.WrapStreamLayer (TLS) when set. Either way the layer is wrapped so
 // that closing it also closes accepted connections (see trackingLayer).
 // Closing stop ends any pause in pacing replication to a non-voter.
-func newTransport(cfg Config, logger *hclogAdapter, stop <-chan struct{}) (*pipelineTransport, *trackingLayer, error) {
+func newTransport(cfg Config, logger *hclogAdapter, stop <-chan struct{}) (*raftTransport, *trackingLayer, error) {
 	var inner raft.StreamLayer = cfg.StreamLayer
 	if inner == nil {
 		tcp, err := newTCPStreamLayer(cfg.BindAddr, cfg.AdvertiseAddr)
@@ -36,11 +36,39 @@ func newTransport(cfg Config, logger *hclogAdapter, stop <-chan struct{}) (*pipe
 		Timeout: cfg.TransportTimeout,
 		Logger:  logger,
 		// Above 1 raft pipelines AppendEntries to a follower that is
-		// caught up; pipelineTransport makes that safe (pipeline.go).
+		// caught up; raftTransport makes that safe (pipeline.go).
 		MaxRPCsInFlight: cfg.MaxRPCsInFlight,
 	})
 	pace := &pacer{interval: cfg.NonvoterReplicationInterval, maxBatch: cfg.MaxApplyBatch, stop: stop}
-	return &pipelineTransport{NetworkTransport: trans, pace: pace}, layer, nil
+	return &raftTransport{NetworkTransport: trans, pace: pace}, layer, nil
+}
+
+// raftTransport is raft's NetworkTransport whose append pipelines
+// cannot deadlock (safePipeline) and whose AppendEntries to non-voters are
+// paced (pace.go). Every other method is the embedded transport's, so raft
+// still sees WithClose and WithPreVote.
+type raftTransport struct {
+	*raft.NetworkTransport
+	pace *pacer
+}
+
+// AppendEntries implements raft.Transport.
+func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	start := time.Now()
+	if err := t.NetworkTransport.AppendEntries(id, target, args, resp); err != nil {
+		return err
+	}
+	t.pace.hold(id, start, len(args.Entries), resp)
+	return nil
+}
+
+// AppendEntriesPipeline implements raft.Transport.
+func (t *raftTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	return newSafePipeline(p), nil
 }
 
 // tcpStreamLayer is the production raft.StreamLayer: a TCP listener plus a
