@@ -24,11 +24,12 @@ import (
 // saturating one (64 clients), where on one shared machine every
 // non-voter's fsync and apply competes with the voters for the same
 // cores. Each window reports writes/s, p50/p99 and CPU per 1000 writes of
-// the leader and of all non-voters together; the "summary" sub-benchmark
-// logs per load the medians of each system and their ratios to the
-// voters alone. With CONCORD_BENCH_NONVOTERS_REV set to a git revision, a
-// third system, 3+4 built from that revision, runs in the same rounds
-// (before/after a change). The windows have a fixed length, so:
+// the leader and of all non-voters together; the "summary" sub-benchmarks
+// log per load the medians of each system and their ratios to the voters
+// alone, and every server's resident memory. With
+// CONCORD_BENCH_NONVOTERS_REV set to a git revision, a third system, 3+4
+// built from that revision, runs in the same rounds (before/after a
+// change). The windows have a fixed length, so:
 //
 //	go test -run '^$' -bench NonVoters -benchtime 1x ./cluster-test/
 func BenchmarkNonVoters(b *testing.B) {
@@ -38,7 +39,6 @@ func BenchmarkNonVoters(b *testing.B) {
 		systems = append(systems, startNVSystem(b, 7, WithProcBinary(ConcordBinaryAt(b, rev))))
 		labels = append(labels, "voters=3+nonvoters=4@"+rev)
 	}
-	var summary []string
 	for _, clients := range []int{8, 64} {
 		results := make([][]nvResult, len(systems))
 		for round := range nvRounds {
@@ -55,7 +55,7 @@ func BenchmarkNonVoters(b *testing.B) {
 			}
 		}
 		base := medianResult(results[0])
-		summary = append(summary, fmt.Sprintf("clients=%d, medians of %d windows:", clients, nvRounds))
+		summary := []string{fmt.Sprintf("medians of %d windows:", nvRounds)}
 		for k := range systems {
 			m := medianResult(results[k])
 			summary = append(summary, fmt.Sprintf(
@@ -63,11 +63,15 @@ func BenchmarkNonVoters(b *testing.B) {
 				labels[k], m.rate, m.rate/base.rate, ms(m.p50), ms(m.p50)/ms(base.p50), ms(m.p99), ms(m.p99)/ms(base.p99),
 				m.leaderCPU, m.leaderCPU/base.leaderCPU, m.nonvoterCPU))
 		}
+		// One sub-benchmark per summary: the testing package cuts a
+		// benchmark's log after a few lines.
+		b.Run(fmt.Sprintf("summary/clients=%d", clients), func(b *testing.B) { b.Log("\n" + strings.Join(summary, "\n")) })
 	}
-	for k, sys := range systems {
-		summary = append(summary, fmt.Sprintf("%s: RSS per process (MB) %.0f", labels[k], sys.rss(b)))
-	}
-	b.Run("summary", func(b *testing.B) { b.Log("\n" + strings.Join(summary, "\n")) })
+	b.Run("summary/rss", func(b *testing.B) {
+		for k, sys := range systems {
+			b.Logf("%s: RSS per process (MB) %.0f", labels[k], sys.rss(b))
+		}
+	})
 }
 
 // nvRounds is how many windows each system gets per load; nvWindow is
