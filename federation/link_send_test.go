@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -179,5 +180,33 @@ func TestOutLink_InlineAndLoopKeepOrder(t *testing.T) {
 	}
 	if got := next - 1; got != senders*each {
 		t.Fatalf("%d envelopes on the wire, want %d", got, senders*each)
+	}
+}
+
+// failingWire is a stream whose writes fail (it broke).
+type failingWire struct {
+	concordv1.Federation_LinkClient
+}
+
+func (failingWire) Send(*concordv1.FedFrame) error { return errors.New("stream broken") }
+
+// TestOutLink_InlineSendFailureEndsSession: a failed inline write ends
+// the stream's session; the message stays in flight, so the session's
+// end answers it 5000 like every other message lost with the stream.
+func TestOutLink_InlineSendFailureEndsSession(t *testing.T) {
+	m := &Manager{now: time.Now, log: discardLogger(), deps: Deps{IsLeader: func() bool { return false }}}
+	l := newOutLink(m, &concordv1.FedLink{PeerSystemId: "dc2", PeerAddrs: []string{"x"}})
+	l.up = true
+	ended := false
+	l.attach(failingWire{}, func() { ended = true })
+	var got []Outcome
+	l.enqueue(&concordv1.FedEnvelope{MessageId: "a"}, func(o Outcome) { got = append(got, o) })
+	if !ended || len(l.inflight) != 1 || len(got) != 0 {
+		t.Fatalf("ended %v, %d in flight, outcomes %+v", ended, len(l.inflight), got)
+	}
+	l.detach()
+	l.disconnected("x")
+	if len(got) != 1 || got[0].Err == nil || got[0].Err.Code != CodeUnavailable {
+		t.Fatalf("outcome after the session ended: %+v", got)
 	}
 }
