@@ -48,26 +48,29 @@ type outLink struct {
 	// were written, so envelopes go out in seq order (link_send.go).
 	sendMu sync.Mutex
 
-	mu        sync.Mutex
-	cur       concordv1.Federation_LinkClient // the up stream (nil: none)
-	curCancel context.CancelFunc              // ends cur's session
-	link      *concordv1.FedLink
-	buf       buffer
-	up        bool
-	inflight  map[uint64]*inflight
-	seq       uint64
-	wake      chan struct{} // cap 1: buffer or state changed
-	stopped   bool
-	stopErr   *CodeError
-	cancel    context.CancelFunc
-	stopCh    chan struct{}
-	resync    bool // a directory gap: ask for everything next time
-	dirTicks  int  // directory ticks so far (a follower asks every followerDirEvery-th)
+	mu       sync.Mutex
+	link     *concordv1.FedLink
+	buf      buffer
+	up       bool
+	inflight map[uint64]*inflight
+	seq      uint64
+	wake     chan struct{} // cap 1: buffer or state changed
+	stopped  bool
+	stopErr  *CodeError
+	cancel   context.CancelFunc
+	stopCh   chan struct{}
+	resync   bool // a directory gap: ask for everything next time
+	dirTicks int  // directory ticks so far (a follower asks every followerDirEvery-th)
 	// Guaranteed messages (guaranteed.go): when each outbox seq sent on
 	// this stream may be sent again, and the peer's answers not yet
 	// stored.
 	gsent map[uint64]time.Time
 	gacks []*concordv1.FedAck
+
+	// The up stream, for inline sends (nil: none), and what ends its
+	// session (link_send.go).
+	cur       concordv1.Federation_LinkClient
+	curCancel context.CancelFunc
 
 	// stats
 	sent, reconnects uint64
