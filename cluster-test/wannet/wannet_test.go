@@ -252,15 +252,7 @@ func TestLink_JitterNeverReorders(t *testing.T) {
 func TestLink_RecordsPackets(t *testing.T) {
 	const delay = 5 * time.Millisecond
 	a, b, l := pair(t, Shape{Delay: delay})
-	echo(t, b, b.IP.String()+":7004")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := a.DialContext(ctx, "tcp", b.IP.String()+":7004")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
+	c, r := echoConn(t, a, b, "7004")
 	l.StartRecording(1000)
 	for range 10 {
 		if _, err := roundTrip(c, r, 2*time.Second); err != nil {
@@ -294,4 +286,19 @@ func TestLink_RecordsPackets(t *testing.T) {
 	if got := l.StopRecording(); len(got) != 3 {
 		t.Fatalf("%d packets recorded with a limit of 3", len(got))
 	}
+}
+
+// echoConn serves an echo in b on port and connects to it from a; the
+// connection closes at cleanup.
+func echoConn(t *testing.T, a, b *Namespace, port string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	echo(t, b, b.IP.String()+":"+port)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := a.DialContext(ctx, "tcp", b.IP.String()+":"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, bufio.NewReader(c)
 }
