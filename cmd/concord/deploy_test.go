@@ -35,6 +35,25 @@ const deployDir = "../../deploy"
 // serverFlagSet returns `concord server`'s flags.
 func serverFlagSet(*testing.T) *pflag.FlagSet { return newServerCmd().Flags() }
 
+// imageUser is the container image's USER (uid:gid).
+func imageUser(t *testing.T) string {
+	t.Helper()
+	user := ""
+	for _, in := range parseContainerfile(t, filepath.Join(deployDir, "container", "Containerfile")) {
+		if in.cmd == "USER" {
+			user = in.args
+		}
+	}
+	return user
+}
+
+func ptrOr(p *int64) int64 {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
 // manifest is one YAML document of deploy/kubernetes.
 type manifest struct {
 	file       string
@@ -188,6 +207,8 @@ func TestDeploy_KubernetesManifests(t *testing.T) {
 	}
 	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
 		t.Error("StatefulSet: runAsNonRoot is not set")
+	} else if ids := fmt.Sprintf("%d:%d", ptrOr(sc.RunAsUser), ptrOr(sc.RunAsGroup)); ids != imageUser(t) || ptrOr(sc.FSGroup) != ptrOr(sc.RunAsGroup) {
+		t.Errorf("StatefulSet: runs as %s with fsGroup %d, want the image's USER %s owning the data volume", ids, ptrOr(sc.FSGroup), imageUser(t))
 	}
 	if len(spec.VolumeClaimTemplates) == 0 {
 		t.Error("StatefulSet: no data volume claim template")
