@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,8 +28,9 @@ import (
 // holds only the static binary, passwd/group, the CA bundle and empty
 // directories (no shell), and its binary, run from the image's root file
 // system as uid 65532 with the image's working dir and environment,
-// serves a --dev node that the image's own HEALTHCHECK command finds
-// healthy and ready, then stops cleanly on SIGTERM. It needs root (chroot,
+// makes TLS material in /tmp and serves a --dev node over TLS that the
+// image's own HEALTHCHECK command finds healthy and ready, then stops
+// cleanly on SIGTERM. It needs root (chroot,
 // setuid, mounting the image) and buildah.
 func TestImage(t *testing.T) {
 	image := os.Getenv("CONCORD_IMAGE")
@@ -244,9 +246,10 @@ func checkStaticBinary(t *testing.T, path string) {
 
 // runImage runs the image's binary from its root file system as the
 // image's user, in its working dir with its environment, as a --dev node
-// on free loopback ports with the image's data dir; the image's own
-// HEALTHCHECK command (pointed at that port) and its --ready form must
-// pass, and SIGTERM must stop the node with status 0.
+// with TLS material it made itself, on free loopback ports, with the
+// image's data dir; the image's own HEALTHCHECK command (pointed at that
+// port) and its --ready form must pass, and SIGTERM must stop the node
+// with status 0.
 func runImage(t *testing.T, rootfs string, cfg imageConfig) {
 	t.Helper()
 	ports := freeLoopbackPorts(t, 4)
@@ -257,6 +260,19 @@ func runImage(t *testing.T, rootfs string, cfg imageConfig) {
 	if want := cfg.Labels["org.opencontainers.image.version"]; err != nil || want == "" || !strings.Contains(string(version), " "+want+" ") {
 		t.Errorf("concord version in the image: %q (%v), want the image's version label %q", version, err, want)
 	}
+	// TLS material made by the image's binary, as its user, in its /tmp:
+	// the node serves HTTPS as a production node does, which is what the
+	// HEALTHCHECK probes.
+	for _, tls := range [][]string{
+		{"tls", "ca", "create", "--system-id", "dev", "--dir", "/tmp"},
+		{"tls", "cert", "create", "--server", "--system-id", "dev", "--node-id", "dev-1", "--dir", "/tmp"},
+	} {
+		if b, err := inImage(context.Background(), rootfs, cfg, cfg.Entrypoint[0], tls...).CombinedOutput(); err != nil {
+			t.Fatalf("concord %s in the image: %v\n%s", strings.Join(tls, " "), err, b)
+		}
+	}
+	args = append(args, "--node-id", "dev-1", "--system-id", "dev", "--tls-ca-file", "/tmp/dev-ca.pem",
+		"--tls-cert-file", "/tmp/dev-server-dev-1.pem", "--tls-key-file", "/tmp/dev-server-dev-1-key.pem")
 	var out bytes.Buffer
 	srv := inImage(context.Background(), rootfs, cfg, cfg.Entrypoint[0], args...)
 	srv.Stdout, srv.Stderr = &out, &out
@@ -276,12 +292,18 @@ func runImage(t *testing.T, rootfs string, cfg imageConfig) {
 		}
 	}()
 
+	// The HEALTHCHECK as the image has it, but for the node's port.
 	health := slices.Clone(cfg.Healthcheck.Test[1:])
-	if k := slices.Index(health, "--url"); k < 0 || k+1 >= len(health) {
+	k := slices.Index(health, "--url")
+	if k < 0 || k+1 >= len(health) {
 		t.Fatalf("HEALTHCHECK %v has no --url", health)
-	} else {
-		health[k+1] = "http://" + addr(0) // a --dev node serves plain HTTP
 	}
+	u, err := url.Parse(health[k+1])
+	if err != nil || u.Scheme != "https" {
+		t.Fatalf("HEALTHCHECK --url %q: want https:// (%v)", health[k+1], err)
+	}
+	u.Host = addr(0)
+	health[k+1] = u.String()
 	for _, probe := range [][]string{health, append(slices.Clone(health), "--ready")} {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
