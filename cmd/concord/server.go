@@ -88,7 +88,10 @@ environment, which wins over the file; --print-config shows the result.`,
 				return err
 			}
 			if f.printConfig {
-				return printConfig(cmd.OutOrStdout(), cmd.Flags(), sources)
+				if err := printConfig(cmd.OutOrStdout(), cmd.Flags(), sources); err != nil {
+					return err
+				}
+				return printSecretEnv(cmd.OutOrStdout(), os.LookupEnv)
 			}
 			f.changed = cmd.Flags().Changed
 			return runServer(cmd.Context(), cmd, f)
