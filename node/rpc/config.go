@@ -63,6 +63,16 @@ type Config struct {
 	// HandshakeTimeout bounds the WebSocket opening handshake.
 	HandshakeTimeout time.Duration
 
+	// ReaderLinger is how long a server-side WebSocket reader, having
+	// served everything it read, waits for the next message on the
+	// goroutine that served the last one before it moves to a fresh
+	// goroutine with a small stack (the idle state, wsidle.go). A client
+	// that sends request after request (one in flight) is then served
+	// without a goroutine start and the regrowth of its stack per request;
+	// the cost is that goroutine's grown stack (typically 8-32 KiB) held
+	// for this long after a connection's last message. 0 moves at once.
+	ReaderLinger time.Duration
+
 	// PreAuthTimeout closes a WebSocket or HTTP session whose peer has not
 	// authenticated (see Conn.Authenticated: map/connect succeeded) within
 	// this long, with status 1008. Short, so idle anonymous sockets cannot
@@ -109,6 +119,7 @@ func DefaultConfig() Config {
 		PingInterval:         30 * time.Second,
 		PongTimeout:          30 * time.Second,
 		HandshakeTimeout:     10 * time.Second,
+		ReaderLinger:         250 * time.Millisecond,
 		CloseGracePeriod:     time.Second,
 		PreAuthTimeout:       10 * time.Second,
 		MaxPreAuthConns:      1024,
@@ -139,6 +150,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: PongTimeout must be > 0", ErrInvalidConfig)
 	case c.HandshakeTimeout <= 0:
 		return fmt.Errorf("%w: HandshakeTimeout must be > 0", ErrInvalidConfig)
+	case c.ReaderLinger < 0:
+		return fmt.Errorf("%w: ReaderLinger must be >= 0", ErrInvalidConfig)
 	case c.PreAuthTimeout <= 0:
 		return fmt.Errorf("%w: PreAuthTimeout must be > 0", ErrInvalidConfig)
 	case c.MaxPreAuthConns < 1 || c.MaxPreAuthConnsPerIP < 1:

@@ -1,0 +1,99 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// goroutineID reads the current goroutine's id from its stack header.
+func goroutineID() string {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	b, _, _ = bytes.Cut(bytes.TrimPrefix(b, []byte("goroutine ")), []byte(" "))
+	return string(b)
+}
+
+// TestReaderLinger: requests are served whatever the linger and the gap
+// between them; within the linger the next request is served on the
+// goroutine that served the last one, and with no linger (or after it)
+// the reader has hopped to a fresh goroutine.
+func TestReaderLinger(t *testing.T) {
+	tests := []struct {
+		name          string
+		linger        time.Duration
+		gap           time.Duration
+		sameGoroutine bool
+	}{
+		{"no linger, back to back", 0, 0, false},
+		{"no linger, gap", 0, 30 * time.Millisecond, false},
+		{"within the linger", 10 * time.Second, 30 * time.Millisecond, true},
+		{"past the linger", 20 * time.Millisecond, 150 * time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.ReaderLinger = tt.linger
+			h := newTestHandler()
+			var mu sync.Mutex
+			var ids []string
+			h.onHandle = func(_ context.Context, _ *Conn, req *Request) (any, error, bool) {
+				if req.Method != "where" {
+					return nil, nil, false
+				}
+				mu.Lock()
+				ids = append(ids, goroutineID())
+				mu.Unlock()
+				return len(ids), nil, true
+			}
+			_, url := startServer(t, cfg, h)
+			ws := rawDial(t, url)
+			for i := range 3 {
+				if i > 0 {
+					time.Sleep(tt.gap) // the idle time under test, not a wait for a condition
+				}
+				r := decodeResp(t, roundTrip(t, ws, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"where"}`, i)))
+				if r.Error != nil || string(r.Result) != fmt.Sprint(i+1) {
+					t.Fatalf("request %d: %+v", i, r)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i := 1; i < len(ids); i++ {
+				if same := ids[i] == ids[i-1]; same != tt.sameGoroutine {
+					t.Errorf("request %d served on goroutine %s after %s: same = %v, want %v", i, ids[i], ids[i-1], same, tt.sameGoroutine)
+				}
+			}
+		})
+	}
+}
+
+// TestReaderLinger_KeepsKeepaliveDeadline: a linger shortens the socket's
+// read deadline only for itself; a peer that stops answering pings is
+// still dropped after PingInterval+PongTimeout.
+func TestReaderLinger_KeepsKeepaliveDeadline(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.PingInterval, cfg.PongTimeout, cfg.ReaderLinger = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+	_, url := startServer(t, cfg, newTestHandler())
+	ws := rawDial(t, url)
+	if r := decodeResp(t, roundTrip(t, ws, `{"jsonrpc":"2.0","id":1,"method":"echo","params":{"a":1}}`)); r.Error != nil {
+		t.Fatalf("echo: %+v", r)
+	}
+	// Read the socket under the library: pings arrive and go unanswered.
+	raw := ws.UnderlyingConn()
+	start := time.Now()
+	_ = raw.SetReadDeadline(start.Add(testTimeout))
+	buf := make([]byte, 512)
+	for {
+		if _, err := raw.Read(buf); err != nil {
+			break
+		}
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("silent peer dropped after %v, want about PingInterval+PongTimeout (200ms)", el)
+	}
+}
