@@ -60,7 +60,12 @@ func (h *Hub) step() pumpResult {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	oldest, last := h.reg.Window()
-	h.cache.refill(h.reg, last)
+	if len(h.subs) > 0 {
+		// With no subscription here nothing is read or encoded: every
+		// write's events would be prepared for nobody (issue 10). The
+		// first subscription's refill starts at the newest window.
+		h.cache.refill(h.reg, last)
+	}
 	res := pumpIdle
 	if h.retryNotices() {
 		res = pumpRetry
