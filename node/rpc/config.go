@@ -65,12 +65,15 @@ type Config struct {
 
 	// ReaderLinger is how long a server-side WebSocket reader, having
 	// served everything it read, waits for the next message on the
-	// goroutine that served the last one before it moves to a fresh
-	// goroutine with a small stack (the idle state, wsidle.go). A client
-	// that sends request after request (one in flight) is then served
-	// without a goroutine start and the regrowth of its stack per request;
-	// the cost is that goroutine's grown stack (typically 8-32 KiB) held
-	// for this long after a connection's last message. 0 moves at once.
+	// goroutine that served the last one, with its read buffer, before it
+	// lets both go and waits on a fresh goroutine with a small stack (the
+	// idle state, wsidle.go). A client that sends request after request
+	// (one in flight) is then served without a goroutine start, the
+	// regrowth of its stack and a second socket read per request; the cost
+	// is that stack (typically 8-32 KiB) and a 16 KiB buffer held for this
+	// long after a connection's last message. A connection lingers from
+	// its second message on, so a burst of connects that then idle costs
+	// no more than before. 0 never lingers.
 	ReaderLinger time.Duration
 
 	// PreAuthTimeout closes a WebSocket or HTTP session whose peer has not

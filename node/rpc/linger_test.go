@@ -19,20 +19,21 @@ func goroutineID() string {
 }
 
 // TestReaderLinger: requests are served whatever the linger and the gap
-// between them; within the linger the next request is served on the
-// goroutine that served the last one, and with no linger (or after it)
-// the reader has hopped to a fresh goroutine.
+// between them. From a connection's second message on, the next request
+// within the linger is served on the goroutine that served the last one;
+// after the first message, with no linger, or after it, the reader has
+// hopped to a fresh goroutine.
 func TestReaderLinger(t *testing.T) {
 	tests := []struct {
-		name          string
-		linger        time.Duration
-		gap           time.Duration
-		sameGoroutine bool
+		name   string
+		linger time.Duration
+		gap    time.Duration
+		same   []bool // request i+1 served on request i's goroutine
 	}{
-		{"no linger, back to back", 0, 0, false},
-		{"no linger, gap", 0, 30 * time.Millisecond, false},
-		{"within the linger", 10 * time.Second, 30 * time.Millisecond, true},
-		{"past the linger", 20 * time.Millisecond, 150 * time.Millisecond, false},
+		{"no linger, back to back", 0, 0, []bool{false, false, false}},
+		{"no linger, gap", 0, 30 * time.Millisecond, []bool{false, false, false}},
+		{"within the linger", 10 * time.Second, 30 * time.Millisecond, []bool{false, true, true}},
+		{"past the linger", 20 * time.Millisecond, 150 * time.Millisecond, []bool{false, false, false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,7 +53,7 @@ func TestReaderLinger(t *testing.T) {
 			}
 			_, url := startServer(t, cfg, h)
 			ws := rawDial(t, url)
-			for i := range 3 {
+			for i := range len(tt.same) + 1 {
 				if i > 0 {
 					time.Sleep(tt.gap) // the idle time under test, not a wait for a condition
 				}
@@ -63,9 +64,9 @@ func TestReaderLinger(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			for i := 1; i < len(ids); i++ {
-				if same := ids[i] == ids[i-1]; same != tt.sameGoroutine {
-					t.Errorf("request %d served on goroutine %s after %s: same = %v, want %v", i, ids[i], ids[i-1], same, tt.sameGoroutine)
+			for i, want := range tt.same {
+				if same := ids[i+1] == ids[i]; same != want {
+					t.Errorf("request %d served on goroutine %s after %s: same = %v, want %v", i+1, ids[i+1], ids[i], same, want)
 				}
 			}
 		})

@@ -31,9 +31,12 @@ func (c *Conn) readLoop(mayHop bool) (err error, hop bool) {
 		}
 		c.handleFrame(data)
 		if mayHop && idler != nil {
-			if c.cfg.ReaderLinger > 0 && !idler.inputBuffered() {
+			// A connection's first message (map/connect, usually) is
+			// often its last for a while: idle sessions hop at once.
+			if c.servedOne && c.cfg.ReaderLinger > 0 && !idler.inputBuffered() {
 				idler.linger(c.cfg.ReaderLinger)
 			}
+			c.servedOne = true
 			if idler.releaseIfIdle() {
 				return nil, true
 			}
