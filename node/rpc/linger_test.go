@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // goroutineID reads the current goroutine's id from its stack header.
@@ -96,5 +99,51 @@ func TestReaderLinger_KeepsKeepaliveDeadline(t *testing.T) {
 	}
 	if el := time.Since(start); el > 5*time.Second {
 		t.Fatalf("silent peer dropped after %v, want about PingInterval+PongTimeout (200ms)", el)
+	}
+}
+
+// TestReaderLinger_PingDuringLinger: a keepalive that arrives while the
+// reader lingers is answered there, and the reader lets go (the next
+// request is served on a fresh goroutine) instead of waiting inside the
+// library for the next data frame with its buffer and stack.
+func TestReaderLinger_PingDuringLinger(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ReaderLinger = 10 * time.Second
+	h := newTestHandler()
+	ids := make(chan string, 4)
+	h.onHandle = func(_ context.Context, _ *Conn, req *Request) (any, error, bool) {
+		if req.Method != "where" {
+			return nil, nil, false
+		}
+		ids <- goroutineID()
+		return true, nil, true
+	}
+	_, url := startServer(t, cfg, h)
+	ws := rawDial(t, url)
+	where := func(i int) string {
+		t.Helper()
+		if r := decodeResp(t, roundTrip(t, ws, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"where"}`, i))); r.Error != nil {
+			t.Fatalf("request %d: %+v", i, r)
+		}
+		return <-ids
+	}
+	where(1)
+	second := where(2) // from here on the reader lingers
+	if err := ws.WriteControl(websocket.PingMessage, []byte("hb"), time.Now().Add(testTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	// The pong, read under the library (nothing else is in flight), before
+	// the next request goes out.
+	pong := make([]byte, 4)
+	_ = ws.UnderlyingConn().SetReadDeadline(time.Now().Add(testTimeout))
+	if _, err := io.ReadFull(ws.UnderlyingConn(), pong); err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{0x80 | websocket.PongMessage, 2, 'h', 'b'}; !bytes.Equal(pong, want) {
+		t.Fatalf("pong frame % x, want % x", pong, want)
+	}
+	third := where(3)
+	if third == second {
+		t.Fatalf("request 3 served on the lingering goroutine %s: the ping kept the reader busy", second)
 	}
 }

@@ -118,7 +118,8 @@ func (t *wsTransport) waitInput() error {
 // the read buffer kept, so what arrives is read straight into it (one
 // read, the same as a busy connection's). Errors other than the
 // linger's own timeout are left for the next read to report. The
-// keepalive deadline is back in force when it returns.
+// keepalive deadline is back in force when it returns, and keepalive
+// frames read are served (the reader then hops as after a timeout).
 func (t *wsTransport) linger(d time.Duration) {
 	until := time.Now().Add(d)
 	if t.br == nil || t.idle || !until.Before(t.readDeadline) {
@@ -129,6 +130,12 @@ func (t *wsTransport) linger(d time.Duration) {
 	}
 	_, _ = t.br.Peek(1) // bufio keeps what it read and forgets the error
 	_ = t.cork.Conn.SetReadDeadline(t.readDeadline)
+	// Keepalives that came during the linger are answered here, as while
+	// idle: left to the library, it would wait for the next data frame
+	// holding this buffer and stack.
+	if buf, _ := t.br.Peek(t.br.Buffered()); len(buf) > 0 && t.serveIdleControl(buf) {
+		_, _ = t.br.Discard(len(buf))
+	}
 }
 
 // wakeWith gives br a pooled buffer fronted by the n bytes read into wake.
