@@ -95,7 +95,7 @@ func runConcurrent(b *testing.B, workers int, op func(worker, op int), unit stri
 			}
 		})
 	}
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
 	n := 0
 	for b.Loop() {
 		work <- n
@@ -104,6 +104,9 @@ func runConcurrent(b *testing.B, workers int, op func(worker, op int), unit stri
 	close(work)
 	wg.Wait()
 	b.ReportMetric(float64(n)/time.Since(start).Seconds(), unit)
+	if n > 0 {
+		b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(n), "cpu-us/op")
+	}
 }
 
 // reportLatency times op once per b.Loop iteration and reports p50/p99.

@@ -184,7 +184,7 @@ func (s *Service) agentsUnregister(ctx context.Context, _ *rpc.Conn, cs *connSta
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"unregistered": true, "agent": res.(registry.Agent)}, nil
+	return &agentResult{flag: "unregistered", agent: res.(registry.Agent)}, nil
 }
 
 // agentsUpdate serves map/agents/update: state (any valid state; the SDK
@@ -209,7 +209,7 @@ func (s *Service) agentsUpdate(ctx context.Context, _ *rpc.Conn, cs *connState, 
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"agent": res.(registry.Agent)}, nil
+	return &agentResult{agent: res.(registry.Agent)}, nil
 }
 
 func decodeUpdate(raw json.RawMessage) (*concordv1.AgentUpdateRequest, *rpc.Error) {
@@ -267,7 +267,7 @@ func (s *Service) lifecycleVerb(verb string) func(context.Context, *rpc.Conn, *c
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{key: true, "agent": res.(registry.Agent)}, nil
+		return &agentResult{flag: key, agent: res.(registry.Agent)}, nil
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 
+	"github.com/concordmap/concord/node/internal/jsonkit"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -29,7 +30,16 @@ func decodeParams(raw json.RawMessage) *params {
 		p.e = rpc.InvalidParams("params", "must be an object")
 		return p
 	}
-	if err := json.Unmarshal(raw, &p.m); err != nil {
+	// A validating scan and one walk that splits the members, instead of
+	// encoding/json's validation, reflection and a copy of every value
+	// (values alias raw, the request's own buffer). Duplicate keys: the
+	// last wins, as with json.Unmarshal.
+	p.m = make(map[string]json.RawMessage, 8)
+	if !rpc.ValidJSON(raw) || jsonkit.Members(raw, func(k string, v []byte) error {
+		p.m[k] = v
+		return nil
+	}) != nil {
+		p.m = nil
 		p.e = rpc.InvalidParams("params", "must be a JSON object")
 	}
 	return p

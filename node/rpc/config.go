@@ -63,6 +63,19 @@ type Config struct {
 	// HandshakeTimeout bounds the WebSocket opening handshake.
 	HandshakeTimeout time.Duration
 
+	// ReaderLinger is how long a server-side WebSocket reader, having
+	// served everything it read, waits for the next message on the
+	// goroutine that served the last one, with its read buffer, before it
+	// lets both go and waits on a fresh goroutine with a small stack (the
+	// idle state, wsidle.go). A client that sends request after request
+	// (one in flight) is then served without a goroutine start, the
+	// regrowth of its stack and a second socket read per request; the cost
+	// is that stack (typically 8-32 KiB) and a 16 KiB buffer held for this
+	// long after a connection's last message. A connection lingers from
+	// its second message on, so a burst of connects that then idle costs
+	// no more than before. 0 never lingers.
+	ReaderLinger time.Duration
+
 	// PreAuthTimeout closes a WebSocket or HTTP session whose peer has not
 	// authenticated (see Conn.Authenticated: map/connect succeeded) within
 	// this long, with status 1008. Short, so idle anonymous sockets cannot
@@ -109,6 +122,7 @@ func DefaultConfig() Config {
 		PingInterval:         30 * time.Second,
 		PongTimeout:          30 * time.Second,
 		HandshakeTimeout:     10 * time.Second,
+		ReaderLinger:         250 * time.Millisecond,
 		CloseGracePeriod:     time.Second,
 		PreAuthTimeout:       10 * time.Second,
 		MaxPreAuthConns:      1024,
@@ -139,6 +153,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: PongTimeout must be > 0", ErrInvalidConfig)
 	case c.HandshakeTimeout <= 0:
 		return fmt.Errorf("%w: HandshakeTimeout must be > 0", ErrInvalidConfig)
+	case c.ReaderLinger < 0:
+		return fmt.Errorf("%w: ReaderLinger must be >= 0", ErrInvalidConfig)
 	case c.PreAuthTimeout <= 0:
 		return fmt.Errorf("%w: PreAuthTimeout must be > 0", ErrInvalidConfig)
 	case c.MaxPreAuthConns < 1 || c.MaxPreAuthConnsPerIP < 1:

@@ -77,8 +77,11 @@ type Conn struct {
 	deferSlots chan struct{}
 
 	// The request being served, for Defer: reader goroutine only.
-	cur         *Request
-	curInBatch  bool
+	cur        *Request
+	curInBatch bool
+	// servedOne: the reader has served a frame before the current one, so
+	// the peer sends repeatedly and the reader lingers (ReaderLinger).
+	servedOne   bool
 	curDeferred *Deferred
 	curStart    time.Time // when its handler started (with an Observer only)
 

@@ -20,8 +20,10 @@
 // is something to write, a writer that drains the bounded send queue. No
 // goroutine is started per message. An idle WebSocket session holds just
 // its reader, waiting on a shallow stack with no read buffer (wsidle.go):
-// after serving input with nothing more buffered, the reader continues on a
-// fresh goroutine (the old one's stack grew while it served requests). A
+// after serving input with nothing more buffered, and no more arriving
+// within Config.ReaderLinger (from a connection's second message on), the
+// reader continues on a fresh goroutine (the old one's stack grew while it
+// served requests). A
 // handler that blocks stalls only its own connection; one that waits on
 // another party (map/send to another node) defers its reply instead
 // (Defer): the reader serves the next request and the reply goes out when

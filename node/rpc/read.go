@@ -11,8 +11,9 @@ import (
 // readLoop reads and serves frames until the transport fails or closes
 // (it returns the error). With mayHop, it also returns (nil, true) after
 // serving a frame when the transport has no further input buffered and
-// released its read buffer: the caller continues the loop on a new
-// goroutine, whose stack starts small again (runDetached).
+// released its read buffer, and no input came within Config.ReaderLinger:
+// the caller continues the loop on a new goroutine, whose stack starts
+// small again (runDetached).
 func (c *Conn) readLoop(mayHop bool) (err error, hop bool) {
 	idler, _ := c.tr.(idleReleaser)
 	for {
@@ -29,8 +30,16 @@ func (c *Conn) readLoop(mayHop bool) (err error, hop bool) {
 			continue // closing: drain until the peer's goodbye or the teardown
 		}
 		c.handleFrame(data)
-		if mayHop && idler != nil && idler.releaseIfIdle() {
-			return nil, true
+		if mayHop && idler != nil {
+			// A connection's first message (map/connect, usually) is
+			// often its last for a while: idle sessions hop at once.
+			if c.servedOne && c.cfg.ReaderLinger > 0 && !idler.inputBuffered() {
+				idler.linger(c.cfg.ReaderLinger)
+			}
+			c.servedOne = true
+			if idler.releaseIfIdle() {
+				return nil, true
+			}
 		}
 	}
 }

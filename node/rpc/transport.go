@@ -1,6 +1,9 @@
 package rpc
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // transport moves whole messages. Exactly one goroutine (the connection's
 // reader) calls readMessage and exactly one (the writer) calls
@@ -27,10 +30,14 @@ type transport interface {
 // buffers between messages. releaseIfIdle is called by the reader between
 // messages; when nothing is buffered it releases what it can and reports
 // true. The next read must then be preceded by waitInput, which waits for
-// input holding almost no memory, on a shallow stack.
+// input holding almost no memory, on a shallow stack. Before that the
+// reader may linger, which waits at most d for input with the buffer kept;
+// inputBuffered reports whether input is buffered (then there is no need).
 type idleReleaser interface {
 	releaseIfIdle() bool
 	waitInput() error
+	linger(d time.Duration)
+	inputBuffered() bool
 }
 
 // tooLargeError reports an inbound message over MaxFrameBytes that was

@@ -50,7 +50,7 @@ func newWSTransport(ws *websocket.Conn, cork *corkConn, cfg Config, server bool)
 	// the connection (its default would be to close with 1009).
 	ws.SetReadLimit(0)
 	t.pongWait = cfg.PingInterval + cfg.PongTimeout
-	_ = cork.Conn.SetReadDeadline(time.Now().Add(t.pongWait))
+	_ = t.ponged()
 	ws.SetPongHandler(func(string) error { return t.ponged() })
 	// The library's default close handler (echo the close code), plus the
 	// mark that stops data frames, which bypass the library (wsframe.go),
@@ -65,7 +65,8 @@ func newWSTransport(ws *websocket.Conn, cork *corkConn, cfg Config, server bool)
 
 // ponged extends the read deadline: the peer answered a keepalive.
 func (t *wsTransport) ponged() error {
-	return t.cork.Conn.SetReadDeadline(time.Now().Add(t.pongWait))
+	t.readDeadline = time.Now().Add(t.pongWait)
+	return t.cork.Conn.SetReadDeadline(t.readDeadline)
 }
 
 func (t *wsTransport) kind() string       { return kindWebSocket }

@@ -20,6 +20,12 @@ import (
 //     starts small, and waits in waitInput, reading the socket directly
 //     into the wakeReadSize array.
 //   - When input arrives, br gets a pooled buffer fronted by what was read.
+//   - Before letting go, the reader lingers (Config.ReaderLinger): it
+//     waits for input on the goroutine that served the last message, with
+//     a short read deadline and its buffer kept, so a client sending
+//     request after request is served without a goroutine start, a stack
+//     regrowth and a second read per request. Only when the linger passes
+//     with no input does it release and hop.
 //   - Keepalive traffic does not wake the library: complete ping and pong
 //     frames read while idle are answered here (serveIdleControl), and the
 //     connection goes on waiting. Otherwise the library, which loops over
@@ -43,6 +49,9 @@ type wsIdleState struct {
 	idle   bool          // br holds nothing: waitInput before reading
 	wake   [wakeReadSize]byte
 	prefix prefixReader // what waitInput read, then the socket
+	// readDeadline is the keepalive read deadline last set (ponged); a
+	// linger shortens the socket's deadline and then restores this one.
+	readDeadline time.Time
 }
 
 // prefixReader returns pre, then reads from r.
@@ -79,6 +88,11 @@ func (t *wsTransport) releaseIfIdle() bool {
 	return true
 }
 
+// inputBuffered implements idleReleaser.
+func (t *wsTransport) inputBuffered() bool {
+	return t.br == nil || t.br.Buffered() > 0 || len(t.prefix.pre) > 0
+}
+
 // waitInput implements idleReleaser: it blocks until the idle connection
 // has input other than keepalives (or fails), then gives br a pooled
 // buffer, with what was read served first. The read deadline (pong
@@ -95,13 +109,42 @@ func (t *wsTransport) waitInput() error {
 		if t.serveIdleControl(t.wake[:n]) {
 			continue // an error, if any, shows on the next read
 		}
-		t.prefix = prefixReader{pre: t.wake[:n], r: t.cork}
-		t.busy = busyReaderPool.Get().(*bufio.Reader)
-		t.busy.Reset(&t.prefix)
-		*t.br = *t.busy
-		t.idle = false
+		t.wakeWith(n)
 	}
 	return nil
+}
+
+// linger implements idleReleaser: it waits up to d for more input with
+// the read buffer kept, so what arrives is read straight into it (one
+// read, the same as a busy connection's). Errors other than the
+// linger's own timeout are left for the next read to report. The
+// keepalive deadline is back in force when it returns, and keepalive
+// frames read are served (the reader then hops as after a timeout).
+func (t *wsTransport) linger(d time.Duration) {
+	until := time.Now().Add(d)
+	if t.br == nil || t.idle || !until.Before(t.readDeadline) {
+		return
+	}
+	if t.cork.Conn.SetReadDeadline(until) != nil {
+		return
+	}
+	_, _ = t.br.Peek(1) // bufio keeps what it read and forgets the error
+	_ = t.cork.Conn.SetReadDeadline(t.readDeadline)
+	// Keepalives that came during the linger are answered here, as while
+	// idle: left to the library, it would wait for the next data frame
+	// holding this buffer and stack.
+	if buf, _ := t.br.Peek(t.br.Buffered()); len(buf) > 0 && t.serveIdleControl(buf) {
+		_, _ = t.br.Discard(len(buf))
+	}
+}
+
+// wakeWith gives br a pooled buffer fronted by the n bytes read into wake.
+func (t *wsTransport) wakeWith(n int) {
+	t.prefix = prefixReader{pre: t.wake[:n], r: t.cork}
+	t.busy = busyReaderPool.Get().(*bufio.Reader)
+	t.busy.Reset(&t.prefix)
+	*t.br = *t.busy
+	t.idle = false
 }
 
 // serveIdleControl handles b if it is nothing but complete, valid, masked

@@ -1,0 +1,111 @@
+//go:build unix
+
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkRPCOneInFlight is the shape of `concord bench write`: 64
+// connections, each with one call in flight at a time, to a handler that
+// grows its stack (as the MAP handlers do on their way through Raft and
+// gRPC) and waits a little (as a write waits for its commit). Between two
+// calls each connection is idle, so the old reader hopped to a fresh
+// goroutine and started a writer goroutine for every reply. cpu-us/call is
+// the process's user+sys CPU per call, the client side included (the same
+// for every variant); linger=0 is the hop on every call (as before
+// ReaderLinger), beside the default.
+func BenchmarkRPCOneInFlight(b *testing.B) {
+	for _, linger := range []time.Duration{0, DefaultConfig().ReaderLinger} {
+		b.Run(fmt.Sprintf("linger=%v", linger), func(b *testing.B) { benchOneInFlight(b, linger) })
+	}
+}
+
+func benchOneInFlight(b *testing.B, linger time.Duration) {
+	const conns = 64
+	cfg := DefaultConfig()
+	cfg.ReaderLinger = linger
+	h := newTestHandler()
+	h.onHandle = func(_ context.Context, _ *Conn, req *Request) (any, error, bool) {
+		if req.Method != "work" {
+			return nil, nil, false
+		}
+		time.Sleep(200 * time.Microsecond)
+		return deepStack(24), nil, true
+	}
+	go func() { // testHandler reports each new connection; nobody here needs them
+		for range h.conns {
+		}
+	}()
+	s, err := NewServer(cfg, h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		hs.Close()
+		close(h.conns)
+	}()
+	clients := make([]*Conn, conns)
+	for i := range clients {
+		cli, err := Dial(context.Background(), "ws"+strings.TrimPrefix(hs.URL, "http"), DefaultClientConfig(), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = cli.Close("bench done"); <-cli.Done() }()
+		clients[i] = cli
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0, start := cpuTime(), time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for _, cli := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				if _, err := cli.Call(context.Background(), "work", payload256); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/call")
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+}
+
+// deepStack uses about n KiB of stack and returns a small value from it.
+//
+//go:noinline
+func deepStack(n int) int {
+	var pad [1024]byte
+	pad[n%len(pad)] = byte(n)
+	if n == 0 {
+		return int(pad[0])
+	}
+	return deepStack(n-1) + int(pad[n%len(pad)])
+}
+
+// cpuTime is the process's user+sys CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
