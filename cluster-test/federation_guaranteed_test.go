@@ -307,3 +307,38 @@ func receivedAll(t *testing.T, c *Client, must, may []int) []int {
 	}
 	return got
 }
+
+// TestFederation_GuaranteedRelayedWhileOnlyTheLeadersStreamIsCut cuts
+// only dc1's leader (the outbox drainer) from dc2: the other dc1 nodes'
+// streams stay up, so the leader relays the outbox through one of them.
+// Guaranteed sends from a follower answer delivered within
+// GuaranteedWait, arrive exactly once in order, and leadership never
+// moved.
+func TestFederation_GuaranteedRelayedWhileOnlyTheLeadersStreamIsCut(t *testing.T) {
+	dc1, dc2 := twoSystems(t)
+	leader := dc1.Leader(t)
+	follower := others(dc1.Nodes(), leader)[0]
+	alice := agentOn(t, dc1, follower.Index, "alice", nil)
+	bob := agentOn(t, dc2, 1, "bob", nil)
+
+	dc1.Net.Cut(leader.ID, dc2.NodeIDs()...)
+	linkDown(t, leader, "dc2")
+	for _, st := range follower.Server().Federation().Status() {
+		if st.GetLink().GetPeerSystemId() == "dc2" && st.GetState() != "up" {
+			t.Fatalf("%s: the follower's stream to dc2 is %s, want up", follower, st.GetState())
+		}
+	}
+	const n = 10
+	for i := range n {
+		res, err := alice.Send(map[string]any{"to": "dc2:agent:bob", "payload": map[string]any{"seq": i}, "meta": guaranteed})
+		if err != nil || !slices.Equal(res.Delivered, []string{"dc2:agent:bob"}) {
+			t.Fatalf("guaranteed send %d with only the leader's stream cut: %+v %s, want delivered", i, res, Describe(err))
+		}
+	}
+	exactlyInOrder(t, bob, seqs(n))
+	outboxDepth(t, dc1, "dc2", 0)
+	if now := dc1.Leader(t); now.ID != leader.ID {
+		t.Fatalf("leadership moved from %s to %s: the test proves nothing", leader, now)
+	}
+	linkDown(t, leader, "dc2") // still cut: the relay delivered them
+}

@@ -4235,6 +4235,106 @@ func (x *MapForwardResponse) GetAcks() []*FedAck {
 	return nil
 }
 
+// OutboxRelayRequest carries guaranteed envelopes to peer_system_id, in
+// outbox seq order.
+type OutboxRelayRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	Envelopes     []*FedEnvelope         `protobuf:"bytes,2,rep,name=envelopes,proto3" json:"envelopes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxRelayRequest) Reset() {
+	*x = OutboxRelayRequest{}
+	mi := &file_concord_v1_federation_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxRelayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxRelayRequest) ProtoMessage() {}
+
+func (x *OutboxRelayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxRelayRequest.ProtoReflect.Descriptor instead.
+func (*OutboxRelayRequest) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *OutboxRelayRequest) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *OutboxRelayRequest) GetEnvelopes() []*FedEnvelope {
+	if x != nil {
+		return x.Envelopes
+	}
+	return nil
+}
+
+// OutboxRelayResponse has the peer's ack for each envelope, in request
+// order (a retryable 5000 for one the peer did not answer in time).
+type OutboxRelayResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acks          []*FedAck              `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxRelayResponse) Reset() {
+	*x = OutboxRelayResponse{}
+	mi := &file_concord_v1_federation_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxRelayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxRelayResponse) ProtoMessage() {}
+
+func (x *OutboxRelayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxRelayResponse.ProtoReflect.Descriptor instead.
+func (*OutboxRelayResponse) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *OutboxRelayResponse) GetAcks() []*FedAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
 var File_concord_v1_federation_proto protoreflect.FileDescriptor
 
 const file_concord_v1_federation_proto_rawDesc = "" +
@@ -4555,6 +4655,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x125\n" +
 	"\tenvelopes\x18\x02 \x03(\v2\x17.concord.v1.FedEnvelopeR\tenvelopes\"<\n" +
 	"\x12MapForwardResponse\x12&\n" +
+	"\x04acks\x18\x01 \x03(\v2\x12.concord.v1.FedAckR\x04acks\"q\n" +
+	"\x12OutboxRelayRequest\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x125\n" +
+	"\tenvelopes\x18\x02 \x03(\v2\x17.concord.v1.FedEnvelopeR\tenvelopes\"=\n" +
+	"\x13OutboxRelayResponse\x12&\n" +
 	"\x04acks\x18\x01 \x03(\v2\x12.concord.v1.FedAckR\x04acks*\xb5\x01\n" +
 	"\rFedPolicyKind\x12\x1f\n" +
 	"\x1bFED_POLICY_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -4570,7 +4675,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x17FED_OVERFLOW_REJECT_NEW\x10\x03*?\n" +
 	"\vFedLinkKind\x12\x19\n" +
 	"\x15FED_LINK_KIND_CONCORD\x10\x00\x12\x15\n" +
-	"\x11FED_LINK_KIND_MAP\x10\x012\x94\x05\n" +
+	"\x11FED_LINK_KIND_MAP\x10\x012\xe4\x05\n" +
 	"\n" +
 	"Federation\x129\n" +
 	"\x04Peer\x12\x17.concord.v1.PeerRequest\x1a\x18.concord.v1.PeerResponse\x126\n" +
@@ -4584,7 +4689,8 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06Unlink\x12\x19.concord.v1.UnlinkRequest\x1a\x1a.concord.v1.UnlinkResponse\x12Q\n" +
 	"\rCreateMapLink\x12 .concord.v1.CreateMapLinkRequest\x1a\x1e.concord.v1.CreateLinkResponse\x12K\n" +
 	"\n" +
-	"MapForward\x12\x1d.concord.v1.MapForwardRequest\x1a\x1e.concord.v1.MapForwardResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
+	"MapForward\x12\x1d.concord.v1.MapForwardRequest\x1a\x1e.concord.v1.MapForwardResponse\x12N\n" +
+	"\vOutboxRelay\x12\x1e.concord.v1.OutboxRelayRequest\x1a\x1f.concord.v1.OutboxRelayResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (
 	file_concord_v1_federation_proto_rawDescOnce sync.Once
@@ -4599,7 +4705,7 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_concord_v1_federation_proto_goTypes = []any{
 	(FedPolicyKind)(0),           // 0: concord.v1.FedPolicyKind
 	(FedOverflow)(0),             // 1: concord.v1.FedOverflow
@@ -4659,6 +4765,8 @@ var file_concord_v1_federation_proto_goTypes = []any{
 	(*CreateMapLinkRequest)(nil), // 55: concord.v1.CreateMapLinkRequest
 	(*MapForwardRequest)(nil),    // 56: concord.v1.MapForwardRequest
 	(*MapForwardResponse)(nil),   // 57: concord.v1.MapForwardResponse
+	(*OutboxRelayRequest)(nil),   // 58: concord.v1.OutboxRelayRequest
+	(*OutboxRelayResponse)(nil),  // 59: concord.v1.OutboxRelayResponse
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
@@ -4723,29 +4831,33 @@ var file_concord_v1_federation_proto_depIdxs = []int32{
 	4,  // 59: concord.v1.CreateMapLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
 	33, // 60: concord.v1.MapForwardRequest.envelopes:type_name -> concord.v1.FedEnvelope
 	34, // 61: concord.v1.MapForwardResponse.acks:type_name -> concord.v1.FedAck
-	42, // 62: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
-	39, // 63: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	53, // 64: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
-	44, // 65: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	46, // 66: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	48, // 67: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	51, // 68: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	55, // 69: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
-	56, // 70: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
-	43, // 71: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	39, // 72: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	54, // 73: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
-	45, // 74: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	47, // 75: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	50, // 76: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	52, // 77: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	47, // 78: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
-	57, // 79: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
-	71, // [71:80] is the sub-list for method output_type
-	62, // [62:71] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	33, // 62: concord.v1.OutboxRelayRequest.envelopes:type_name -> concord.v1.FedEnvelope
+	34, // 63: concord.v1.OutboxRelayResponse.acks:type_name -> concord.v1.FedAck
+	42, // 64: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
+	39, // 65: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
+	53, // 66: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
+	44, // 67: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	46, // 68: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	48, // 69: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	51, // 70: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	55, // 71: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
+	56, // 72: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
+	58, // 73: concord.v1.Federation.OutboxRelay:input_type -> concord.v1.OutboxRelayRequest
+	43, // 74: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	39, // 75: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	54, // 76: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
+	45, // 77: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	47, // 78: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	50, // 79: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	52, // 80: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	47, // 81: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
+	57, // 82: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
+	59, // 83: concord.v1.Federation.OutboxRelay:output_type -> concord.v1.OutboxRelayResponse
+	74, // [74:84] is the sub-list for method output_type
+	64, // [64:74] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_federation_proto_init() }
@@ -4779,7 +4891,7 @@ func file_concord_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   55,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
