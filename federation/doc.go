@@ -12,7 +12,8 @@
 // Layout: state.go and state_snapshot.go are the replicated state (node
 // adapts them to a raftstore module), state_outbox.go its guaranteed
 // outbox and inbox, pending unlinks and staged directory chunks,
-// guaranteed.go guaranteed delivery, directory.go the export digest and
+// guaranteed.go guaranteed delivery, relay.go its drain through another
+// node while the leader's stream is down, directory.go the export digest and
 // chunker, unlink.go the unlink retried until the peer confirms,
 // token.go the peering token codec,
 // envelope.go the hop/loop checks and the delivered Message, policy.go the
@@ -69,10 +70,18 @@
 // own stream, in seq order with up to 256 in flight, and only once a
 // quorum confirms it still leads (so a deposed leader does not send
 // alongside its successor); a new leader sends again everything not yet
-// removed. While the leader's own stream to the peer is down the outbox
-// waits (its messages answer "queued") even if other nodes' streams are
-// up, until that stream returns or leadership moves (see "Not done:
-// relaying the drain" below). A message leaves the outbox
+// removed. While the leader's own stream to the peer is down it relays
+// the outbox (relay.go, OutboxRelay) through another node whose stream
+// is up, chosen by rendezvous hash of the peer (the next when one
+// refuses): one call at a time, a prefix of the outbox in seq order, put
+// on that node's stream ahead of its buffer, the peer's acks returned
+// verbatim. The leader stays the only sender: its own stream does not
+// drain while a relay call is out, and after a failed call no path sends
+// for AckTimeout (the peer's in-progress dedupe is per receiving server,
+// so one seq must not be on its way through two). With no stream up
+// anywhere the outbox waits (its messages answer "queued"); a sender on
+// the leader itself hears "queued" at once while its own stream is down.
+// A message leaves the outbox
 // (FED_OUTBOX_ACK) once the peer answered it, delivered or refused for
 // good; a 5000 from the peer is retried. The peer delivers, records the
 // seq in its own Raft inbox (FED_INBOX_MARK: a floor below which all is
@@ -89,36 +98,6 @@
 // transitive route); the outbox is bounded per link (10,000 messages /
 // 16 MiB unless the link says otherwise) and a full outbox answers 5000.
 // A new link to a peer starts numbering afresh on both sides.
-//
-// Not done: relaying the drain. The intended fix keeps the leader the
-// only drainer (quorum-confirmed, as now) and, while its own stream to
-// the peer is down, relays its outbox batches through one follower whose
-// stream is up. The relay node is chosen by rendezvous hash of the peer
-// over Deps.Nodes() minus the leader (the next one when it refuses) and
-// reached with Deps.NodeConn, over a new node-to-node Federation RPC
-// (OutboxRelay: peer, leader id, envelopes in seq order -> the peer's
-// FedAcks verbatim, Duplicate included, matched by index; MapForward
-// loses Duplicate and names map links, so it is not reused). The relay
-// refuses when its stream is down or the caller is not the leader it
-// knows; it writes the envelopes at the front of its stream (not through
-// its buffer, whose overflow and age policies would drop them), keeps
-// GuaranteedSeq/Floor, renumbers Seq for its stream and answers once all
-// are acked or AckTimeout passes. The leader feeds the answers into
-// guaranteedAcked/commitAcks as for its own stream, one relay call at a
-// time, so the peer's per-stream fence still keeps order. No Raft
-// command is needed. What makes it unsafe to bolt on: the peer's
-// in-progress dedupe (gactive) is per receiving node and InboxDone only
-// sees committed marks, so two paths that land on different peer
-// servers may deliver one seq twice. Switching path (relay to own stream,
-// relay A to B) must therefore wait until every relayed seq was answered
-// or its AckTimeout passed, which needs outLink.disconnected to stop
-// clearing gsent for relayed seqs and a relay goroutine owned by
-// outLink.run (today the drain runs only inside sendLoop, when this
-// node's stream is up). sendGuaranteed waits for the answer only while
-// the sending node's own stream is up; with a relay a sender on the
-// leader would also wait while the relay is in use. The cluster test is: 2 systems x 3 nodes,
-// dc1.Net.Partition([dc1 leader], dc2.NodeIDs()), guaranteed sends from
-// a follower answer delivered within GuaranteedWait, in order, once.
 //
 // Directory: the leader asks a peer for changes every DirectorySync and
 // every follower every third tick, so the import goes on when the
