@@ -60,10 +60,12 @@ type outLink struct {
 	gsent map[uint64]time.Time
 	gacks []*concordv1.FedAck
 	// Relaying (relay.go): on the leader, whether a relay call is out and
-	// until when nothing may send after one failed; on a relay node, the
-	// leader's messages waiting for this stream.
+	// until when nothing may send after one failed, when to ask again
+	// after no node took a batch; on a relay node, the leader's messages
+	// waiting for this stream.
 	relaying  bool
 	relayHold time.Time
+	relayNext time.Time
 	relayQ    []*inflight
 	rwake     chan struct{} // cap 1: wakes relayLoop
 

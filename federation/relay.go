@@ -47,7 +47,8 @@ func (l *outLink) relayLoop(ctx context.Context) {
 // relayOnce sends one batch through a relay node and stores its answers.
 func (l *outLink) relayOnce(ctx context.Context) {
 	l.mu.Lock()
-	idle := l.up || l.m.now().Before(l.relayHold)
+	now := l.m.now()
+	idle := l.up || now.Before(l.relayHold) || now.Before(l.relayNext)
 	l.mu.Unlock()
 	if idle || !l.mayDrain(ctx) {
 		return
@@ -63,16 +64,24 @@ func (l *outLink) relayOnce(ctx context.Context) {
 	if len(envs) == 0 {
 		return
 	}
-	acks, err := l.callRelay(ctx, envs)
-	now := l.m.now()
+	acks, sent, err := l.callRelay(ctx, envs)
+	now = l.m.now()
 	l.mu.Lock()
-	if err != nil {
+	switch {
+	case err != nil && !sent:
+		// No node took them: nothing is on its way, so the own stream
+		// may send them as soon as it is back; ask again a little later.
+		l.relayNext = now.Add(relayRetry * l.m.cfg.BackoffMin)
+		for _, e := range envs {
+			delete(l.gsent, e.GetGuaranteedSeq())
+		}
+	case err != nil:
 		// Some may still reach the peer: nobody sends for AckTimeout.
 		l.relayHold = now.Add(l.m.cfg.AckTimeout)
 		for _, e := range envs {
 			l.gsent[e.GetGuaranteedSeq()] = l.relayHold
 		}
-	} else {
+	default:
 		l.relayHold = time.Time{}
 		for i, e := range envs {
 			l.guaranteedAcked(e.GetGuaranteedSeq(), acks[i])
@@ -80,8 +89,11 @@ func (l *outLink) relayOnce(ctx context.Context) {
 	}
 	l.relaying = false
 	l.mu.Unlock()
-	if err != nil {
-		l.log.Info("relaying guaranteed messages failed (sent again later)", "n", len(envs), "err", err)
+	switch {
+	case err != nil && !sent:
+		l.log.Debug("no node relays guaranteed messages now", "n", len(envs), "err", err)
+	case err != nil:
+		l.log.Info("relaying guaranteed messages failed (sent again after AckTimeout)", "n", len(envs), "err", err)
 	}
 	l.commitAcks(ctx)
 	l.signal()
@@ -127,10 +139,16 @@ func (l *outLink) relayOrder() []string {
 	return ids
 }
 
+// relayRetry: after no node took a batch, the leader asks again after
+// this many BackoffMin.
+const relayRetry = 4
+
 // callRelay hands envs to the first node that takes them. A node whose
-// stream is down refuses before sending anything (FailedPrecondition), so
-// the next is tried; any other failure ends the attempt.
-func (l *outLink) callRelay(ctx context.Context, envs []*concordv1.FedEnvelope) ([]*concordv1.FedAck, error) {
+// stream is down (FailedPrecondition) or that has no such link
+// (NotFound) refuses before sending anything, so
+// the next is tried; any other failure ends the attempt, and sent reports
+// that the messages may be on their way.
+func (l *outLink) callRelay(ctx context.Context, envs []*concordv1.FedEnvelope) (acks []*concordv1.FedAck, sent bool, err error) {
 	errs := []error{errNoRelay}
 	for _, id := range l.relayOrder() {
 		cc, err := l.m.deps.NodeConn(id)
@@ -142,17 +160,17 @@ func (l *outLink) callRelay(ctx context.Context, envs []*concordv1.FedEnvelope) 
 		res, err := concordv1.NewFederationClient(cc).OutboxRelay(cctx, &concordv1.OutboxRelayRequest{PeerSystemId: l.peer, Envelopes: envs})
 		cancel()
 		switch {
-		case status.Code(err) == codes.FailedPrecondition:
+		case status.Code(err) == codes.FailedPrecondition, status.Code(err) == codes.NotFound:
 			errs = append(errs, fmt.Errorf("node %s: %w", id, err))
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("relay through node %s: %w", id, err)
+			return nil, true, fmt.Errorf("relay through node %s: %w", id, err)
 		case len(res.GetAcks()) != len(envs):
-			return nil, fmt.Errorf("relay through node %s: %d acks for %d messages", id, len(res.GetAcks()), len(envs))
+			return nil, true, fmt.Errorf("relay through node %s: %d acks for %d messages", id, len(res.GetAcks()), len(envs))
 		}
-		return res.GetAcks(), nil
+		return res.GetAcks(), true, nil
 	}
-	return nil, errors.Join(errs...)
+	return nil, false, errors.Join(errs...)
 }
 
 var errNoRelay = errors.New("federation: no node with a stream up took the guaranteed messages")
