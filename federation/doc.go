@@ -76,9 +76,12 @@
 // refuses): one call at a time, a prefix of the outbox in seq order, put
 // on that node's stream ahead of its buffer, the peer's acks returned
 // verbatim. The leader stays the only sender: its own stream does not
-// drain while a relay call is out, and after a failed call no path sends
-// for AckTimeout (the peer's in-progress dedupe is per receiving server,
-// so one seq must not be on its way through two). With no stream up
+// drain while a relay call is out, after a failed call no path sends
+// for AckTimeout, and after its own stream broke with guaranteed messages
+// in flight it relays only once AckTimeout passed (the peer's
+// in-progress dedupe is per receiving server, so one seq must not be on
+// its way through two; a reconnect of the own stream resends at once,
+// as before). With no stream up
 // anywhere the outbox waits (its messages answer "queued"); a sender on
 // the leader itself hears "queued" at once while its own stream is down.
 // A message leaves the outbox

@@ -396,6 +396,14 @@ func (l *outLink) disconnected(addr string) {
 	l.up, l.connectedTo = false, ""
 	fl := l.inflight
 	l.inflight = map[uint64]*inflight{}
+	for _, f := range fl {
+		if f.gseq != 0 {
+			// They may still be delivered through that stream's server:
+			// no relay (a second path) until they would have timed out.
+			l.relayNext = l.m.now().Add(l.m.cfg.AckTimeout)
+			break
+		}
+	}
 	clear(l.gsent) // unanswered outbox messages go again on the next stream
 	l.gacks = nil  // the peer answers again ("duplicate")
 	queued := detachWaiting(l.buf.items)
