@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -324,7 +325,12 @@ func receivedAll(t *testing.T, c *Client, must, may []int) []int {
 // GuaranteedWait, arrive exactly once in order, and leadership never
 // moved.
 func TestFederation_GuaranteedRelayedWhileOnlyTheLeadersStreamIsCut(t *testing.T) {
-	dc1, dc2 := twoSystems(t)
+	net := NewNetwork(t, nil)
+	relay := WithNodeConfig(func(_ int, c *node.Config) { c.Federation.RelayGuaranteed = true })
+	dc1 := New(t, 3, WithSystem("dc1"), WithSharedNetwork(net), WithInsecure(), relay)
+	dc2 := New(t, 3, WithSystem("dc2"), WithSharedNetwork(net), WithInsecure(), relay)
+	Link(t, dc1, dc2, LinkSpec{ToExport: exportAll})
+	Eventually(t, 10*time.Second, func() error { return dc1.LinkUp("dc2") })
 	leader := dc1.Leader(t)
 	follower := others(dc1.Nodes(), leader)[0]
 	alice := agentOn(t, dc1, follower.Index, "alice", nil)

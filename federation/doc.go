@@ -70,7 +70,8 @@
 // own stream, in seq order with up to 256 in flight, and only once a
 // quorum confirms it still leads (so a deposed leader does not send
 // alongside its successor); a new leader sends again everything not yet
-// removed. While the leader's own stream to the peer is down it relays
+// removed. With Config.RelayGuaranteed (off by default, see below),
+// while the leader's own stream to the peer is down it relays
 // the outbox (relay.go, OutboxRelay) through another node whose stream
 // is up, chosen by rendezvous hash of the peer (the next when one
 // refuses): one call at a time, a prefix of the outbox in seq order, put
@@ -81,10 +82,10 @@
 // in flight it relays only once AckTimeout passed (the peer's
 // in-progress dedupe is per receiving server, so one seq must not be on
 // its way through two; a reconnect of the own stream resends at once,
-// as before). With no stream up
-// anywhere the outbox waits (its messages answer "queued"); a sender on
-// the leader itself hears "queued" at once while its own stream is down.
-// A message leaves the outbox
+// as before). Without the relay, or with no stream up anywhere, the
+// outbox waits while the leader's own stream is down (its messages
+// answer "queued"); a sender on the leader itself hears "queued" at once
+// while its own stream is down. A message leaves the outbox
 // (FED_OUTBOX_ACK) once the peer answered it, delivered or refused for
 // good; a 5000 from the peer is retried. The peer delivers, records the
 // seq in its own Raft inbox (FED_INBOX_MARK: a floor below which all is
@@ -101,6 +102,21 @@
 // transitive route); the outbox is bounded per link (10,000 messages /
 // 16 MiB unless the link says otherwise) and a full outbox answers 5000.
 // A new link to a peer starts numbering afresh on both sides.
+//
+// Relaying the drain is off by default because, with it on, the
+// existing partition-and-heal tests (GuaranteedPartitionDrainsInOrder,
+// GuaranteedLinkPolicyAndFullOutbox) delivered the first queued message
+// last in about one run in four. The likely cause (not proven in the
+// time): the peer's stream fence orders only
+// refusals it sees before admitting later seqs, so a seq whose delivery
+// fails retryably after later seqs of the same batch were admitted (as
+// right after a heal, while the peer's routing settles) is resent behind
+// them. The relay would make that more likely (it starts sending sooner
+// after a heal) rather than create it; the fix belongs on the receiving side
+// (hold later guaranteed seqs of a stream until the earlier one's
+// delivery outcome is known) and is not done. Until then the relay stays
+// opt-in; with it on, what is tested is delivery while only the leader's
+// stream is cut.
 //
 // Directory: the leader asks a peer for changes every DirectorySync and
 // every follower every third tick, so the import goes on when the

@@ -28,7 +28,7 @@ import (
 // relayLoop relays the outbox while this node leads and its own stream is
 // down, until ctx ends (run owns it).
 func (l *outLink) relayLoop(ctx context.Context) {
-	if l.m.deps.NodeConn == nil || l.m.deps.Nodes == nil {
+	if !l.m.cfg.RelayGuaranteed || l.m.deps.NodeConn == nil || l.m.deps.Nodes == nil {
 		return
 	}
 	t := time.NewTicker(l.m.cfg.BackoffMin)
