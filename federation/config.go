@@ -47,6 +47,11 @@ type Config struct {
 	// peer's answer (while this node's stream is up) before it answers
 	// "queued": the message is in the Raft log by then.
 	GuaranteedWait time.Duration
+	// RelayGuaranteed lets the leader relay the guaranteed outbox through
+	// another node while its own stream to the peer is down (relay.go).
+	// Off by default: under reconnect churn it has reordered a resent
+	// message (doc.go, "Relaying the drain").
+	RelayGuaranteed bool
 	// DirectoryChunkBytes bounds one chunk of a directory update, so one
 	// Raft entry: at most 512 KiB.
 	DirectoryChunkBytes int

@@ -12,7 +12,8 @@
 // Layout: state.go and state_snapshot.go are the replicated state (node
 // adapts them to a raftstore module), state_outbox.go its guaranteed
 // outbox and inbox, pending unlinks and staged directory chunks,
-// guaranteed.go guaranteed delivery, directory.go the export digest and
+// guaranteed.go guaranteed delivery, relay.go its drain through another
+// node while the leader's stream is down, directory.go the export digest and
 // chunker, unlink.go the unlink retried until the peer confirms,
 // token.go the peering token codec,
 // envelope.go the hop/loop checks and the delivered Message, policy.go the
@@ -69,8 +70,22 @@
 // own stream, in seq order with up to 256 in flight, and only once a
 // quorum confirms it still leads (so a deposed leader does not send
 // alongside its successor); a new leader sends again everything not yet
-// removed. While the leader's own stream to the peer is down the outbox
-// waits (its messages answer "queued"). A message leaves the outbox
+// removed. With Config.RelayGuaranteed (off by default, see below),
+// while the leader's own stream to the peer is down it relays
+// the outbox (relay.go, OutboxRelay) through another node whose stream
+// is up, chosen by rendezvous hash of the peer (the next when one
+// refuses): one call at a time, a prefix of the outbox in seq order, put
+// on that node's stream ahead of its buffer, the peer's acks returned
+// verbatim. The leader stays the only sender: its own stream does not
+// drain while a relay call is out, after a failed call no path sends
+// for AckTimeout, and after its own stream broke with guaranteed messages
+// in flight it relays only once AckTimeout passed (the peer's
+// in-progress dedupe is per receiving server, so one seq must not be on
+// its way through two; a reconnect of the own stream resends at once,
+// as before). Without the relay, or with no stream up anywhere, the
+// outbox waits while the leader's own stream is down (its messages
+// answer "queued"); a sender on the leader itself hears "queued" at once
+// while its own stream is down. A message leaves the outbox
 // (FED_OUTBOX_ACK) once the peer answered it, delivered or refused for
 // good; a 5000 from the peer is retried. The peer delivers, records the
 // seq in its own Raft inbox (FED_INBOX_MARK: a floor below which all is
@@ -87,6 +102,21 @@
 // transitive route); the outbox is bounded per link (10,000 messages /
 // 16 MiB unless the link says otherwise) and a full outbox answers 5000.
 // A new link to a peer starts numbering afresh on both sides.
+//
+// Relaying the drain is off by default because, with it on, the
+// existing partition-and-heal tests (GuaranteedPartitionDrainsInOrder,
+// GuaranteedLinkPolicyAndFullOutbox) delivered the first queued message
+// last in about one run in four. The likely cause (not proven in the
+// time): the peer's stream fence orders only
+// refusals it sees before admitting later seqs, so a seq whose delivery
+// fails retryably after later seqs of the same batch were admitted (as
+// right after a heal, while the peer's routing settles) is resent behind
+// them. The relay would make that more likely (it starts sending sooner
+// after a heal) rather than create it; the fix belongs on the receiving side
+// (hold later guaranteed seqs of a stream until the earlier one's
+// delivery outcome is known) and is not done. Until then the relay stays
+// opt-in; with it on, what is tested is delivery while only the leader's
+// stream is cut.
 //
 // Directory: the leader asks a peer for changes every DirectorySync and
 // every follower every third tick, so the import goes on when the

@@ -172,6 +172,9 @@ func (l *outLink) mayDrain(ctx context.Context) bool {
 // drainBatch appends to batch (holding bytes so far) the outbox messages
 // due on this stream, numbering them for the stream. l.mu is held.
 func (l *outLink) drainBatch(batch *concordv1.FedBatch, bytes int, now time.Time) {
+	if l.relaying || now.Before(l.relayHold) {
+		return // relay.go: one path at a time
+	}
 	_, floor := l.m.deps.State.OutboxPending(l.peer, 0, nil)
 	for q := range l.gsent {
 		if q < floor { // answered and stored (by this node or a former leader)
