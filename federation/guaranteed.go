@@ -319,7 +319,10 @@ func (in *inStream) guaranteedCheck(ctx context.Context, env *concordv1.FedEnvel
 		// lost. Take it over rather than refuse the message for ever.
 	}
 	for _, q := range gaps {
-		if e := m.gactive[gkey{in.peer, q}]; !e.final {
+		// InboxDone again: its mark may have committed (and its entry
+		// gone) since InboxGaps read the inbox. Lock order: gmu, then
+		// the State's lock (which never calls out while held).
+		if e := m.gactive[gkey{in.peer, q}]; !e.final && !m.deps.State.InboxDone(in.peer, q) {
 			return retryAck(seq, fmt.Sprintf("guaranteed message %d from %s must be delivered first", q, in.peer))
 		}
 	}
