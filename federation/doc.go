@@ -87,6 +87,10 @@
 // stream is down (its messages answer "queued"). A message leaves the
 // outbox (FED_OUTBOX_ACK) once the peer answered it, delivered or
 // refused for good; a 5000 from the peer is sent again after a pause.
+// The peer refuses for good what the agent cannot take (unknown agent,
+// not exported, its connection gone or too slow: 2001/5003/2003) and
+// answers 5000 when it could not reach the agent's node inside its own
+// system, so that transient failure does not drop the message.
 // Guaranteed messages need a direct link (5001 on a transitive route);
 // the outbox is bounded per link (10,000 messages / 16 MiB unless the
 // link says otherwise) and a full outbox answers 5000. A new link to a
