@@ -67,6 +67,11 @@ func (in *inStream) deliverGuaranteed(ctx context.Context, env *concordv1.FedEnv
 		in.guaranteedDone(env, newAck(seq, cerr, delivered))
 		close(done)
 	})
+	select {
+	case <-done: // a local agent: answered at once, no timer needed
+		return
+	default:
+	}
 	t := time.NewTimer(in.m.cfg.CallTimeout)
 	defer t.Stop()
 	select {
