@@ -106,11 +106,10 @@
 // order alone did not suffice: a relay call whose node lost its stream
 // answered seq n with 5000, the leader paused n, and its own stream,
 // back after a heal, sent n+1... ahead of it (the partition-and-heal
-// tests delivered the first queued message last, [1 2 0], about one run in
-// four). The cost: one stream
-// hands guaranteed messages to agents one at a time (an agent on another
-// node of the receiving system costs a relay round trip each);
-// best-effort messages are not held behind them.
+// tests delivered the first queued message last, [1 2 0], about one run
+// in four). The cost: one stream hands guaranteed messages to agents one
+// at a time (an agent on another node of the receiving system costs a
+// relay round trip each); best-effort messages are not held behind them.
 //
 // After the agent's connection took a message (or it was refused for
 // good), the receiving node records its seq in its system's Raft inbox
