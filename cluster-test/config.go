@@ -101,6 +101,9 @@ func FastConfig() node.Config {
 	c.Federation.BackoffMax = 500 * time.Millisecond
 	c.Federation.CallTimeout = scaled(5 * time.Second)
 	c.Federation.AckTimeout = scaled(10 * time.Second)
+	// A guaranteed send answers its peer's outcome only within this wait
+	// (else "queued"): scaled, as the commits on both sides slow down.
+	c.Federation.GuaranteedWait = scaled(2 * time.Second)
 	c.Federation.UnlinkRetry = 200 * time.Millisecond
 	return c
 }

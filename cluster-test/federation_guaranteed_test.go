@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -207,7 +208,8 @@ func received(t *testing.T, c *Client) []int {
 // the dc2 server that dc1's leader (the outbox drainer) streams to: dc2
 // delivers and records the messages (sent at once, so several reach that
 // server while its acks are stuck) but dc1 never hears so. The stream
-// goes silent, moves to another dc2 server and sends them again; dc2's
+// goes silent, moves to another dc2 server and sends them again (or,
+// while it is down, relays them through a follower's stream); dc2's
 // inbox (its Raft state) answers "duplicate", so bob gets each once.
 func TestFederation_GuaranteedAckLostIsNotDeliveredTwice(t *testing.T) {
 	dc1, dc2 := twoSystems(t)
@@ -236,10 +238,18 @@ func TestFederation_GuaranteedAckLostIsNotDeliveredTwice(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	outboxDepth(t, dc1, "dc2", 0) // resent on another stream and answered
-	if now := linkServer(t, leader, dc2); now == server.Index {
-		t.Fatal("the stream did not move")
-	}
+	outboxDepth(t, dc1, "dc2", 0) // resent on another stream (or relayed through a follower's) and answered
+	Eventually(t, 15*time.Second, func() error {
+		for _, st := range leader.Server().Federation().Status() {
+			if st.GetLink().GetPeerSystemId() == "dc2" && st.GetState() == "up" {
+				if linkServer(t, leader, dc2) == server.Index {
+					return errors.New("the stream did not move")
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("%s: no stream to dc2 yet", leader)
+	})
 	dc1.Net.Heal()
 	got := receivedAll(t, bob, must, may) // sent at once: in any order
 	slices.Sort(got)
@@ -306,4 +316,44 @@ func receivedAll(t *testing.T, c *Client, must, may []int) []int {
 		}
 	}
 	return got
+}
+
+// TestFederation_GuaranteedRelayedWhileOnlyTheLeadersStreamIsCut cuts
+// only dc1's leader (the outbox drainer) from dc2: the other dc1 nodes'
+// streams stay up, so the leader relays the outbox through one of them.
+// Guaranteed sends from a follower answer delivered within
+// GuaranteedWait, arrive exactly once in order, and leadership never
+// moved.
+func TestFederation_GuaranteedRelayedWhileOnlyTheLeadersStreamIsCut(t *testing.T) {
+	net := NewNetwork(t, nil)
+	relay := WithNodeConfig(func(_ int, c *node.Config) { c.Federation.RelayGuaranteed = true })
+	dc1 := New(t, 3, WithSystem("dc1"), WithSharedNetwork(net), WithInsecure(), relay)
+	dc2 := New(t, 3, WithSystem("dc2"), WithSharedNetwork(net), WithInsecure(), relay)
+	Link(t, dc1, dc2, LinkSpec{ToExport: exportAll})
+	Eventually(t, 10*time.Second, func() error { return dc1.LinkUp("dc2") })
+	leader := dc1.Leader(t)
+	follower := others(dc1.Nodes(), leader)[0]
+	alice := agentOn(t, dc1, follower.Index, "alice", nil)
+	bob := agentOn(t, dc2, 1, "bob", nil)
+
+	dc1.Net.Cut(leader.ID, dc2.NodeIDs()...)
+	linkDown(t, leader, "dc2")
+	for _, st := range follower.Server().Federation().Status() {
+		if st.GetLink().GetPeerSystemId() == "dc2" && st.GetState() != "up" {
+			t.Fatalf("%s: the follower's stream to dc2 is %s, want up", follower, st.GetState())
+		}
+	}
+	const n = 10
+	for i := range n {
+		res, err := alice.Send(map[string]any{"to": "dc2:agent:bob", "payload": map[string]any{"seq": i}, "meta": guaranteed})
+		if err != nil || !slices.Equal(res.Delivered, []string{"dc2:agent:bob"}) {
+			t.Fatalf("guaranteed send %d with only the leader's stream cut: %+v %s, want delivered", i, res, Describe(err))
+		}
+	}
+	exactlyInOrder(t, bob, seqs(n))
+	outboxDepth(t, dc1, "dc2", 0)
+	if now := dc1.Leader(t); now.ID != leader.ID {
+		t.Fatalf("leadership moved from %s to %s: the test proves nothing", leader, now)
+	}
+	linkDown(t, leader, "dc2") // still cut: the relay delivered them
 }

@@ -47,6 +47,12 @@ type Config struct {
 	// peer's answer (while this node's stream is up) before it answers
 	// "queued": the message is in the Raft log by then.
 	GuaranteedWait time.Duration
+	// RelayGuaranteed lets the leader relay the guaranteed outbox through
+	// another node while its own stream to the peer is down (relay.go), so
+	// guaranteed messages do not wait for that one stream. On by default;
+	// off, they wait ("queued") until the leader's stream returns or
+	// leadership moves.
+	RelayGuaranteed bool
 	// DirectoryChunkBytes bounds one chunk of a directory update, so one
 	// Raft entry: at most 512 KiB.
 	DirectoryChunkBytes int
@@ -69,7 +75,7 @@ func DefaultConfig() Config {
 		TokenTTL: time.Hour, DirectorySync: 2 * time.Second, Ping: 5 * time.Second,
 		BackoffMin: 200 * time.Millisecond, BackoffMax: 10 * time.Second,
 		CallTimeout: 10 * time.Second, AckTimeout: 15 * time.Second, MaxEnvelopeBytes: 1 << 20,
-		GuaranteedWait: 2 * time.Second, DirectoryChunkBytes: 256 << 10, UnlinkRetry: 5 * time.Second,
+		GuaranteedWait: 2 * time.Second, RelayGuaranteed: true, DirectoryChunkBytes: 256 << 10, UnlinkRetry: 5 * time.Second,
 	}
 }
 

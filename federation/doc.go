@@ -12,7 +12,9 @@
 // Layout: state.go and state_snapshot.go are the replicated state (node
 // adapts them to a raftstore module), state_outbox.go its guaranteed
 // outbox and inbox, pending unlinks and staged directory chunks,
-// guaranteed.go guaranteed delivery, directory.go the export digest and
+// guaranteed.go guaranteed delivery, guaranteed_order.go its in-order
+// delivery on the receiving side, relay.go its drain through another
+// node while the leader's stream is down, directory.go the export digest and
 // chunker, unlink.go the unlink retried until the peer confirms,
 // token.go the peering token codec,
 // envelope.go the hop/loop checks and the delivered Message, policy.go the
@@ -71,24 +73,72 @@
 // own stream, in seq order with up to 256 in flight, and only once a
 // quorum confirms it still leads (so a deposed leader does not send
 // alongside its successor); a new leader sends again everything not yet
-// removed. While the leader's own stream to the peer is down the outbox
-// waits (its messages answer "queued"). A message leaves the outbox
-// (FED_OUTBOX_ACK) once the peer answered it, delivered or refused for
-// good; a 5000 from the peer is retried. The peer delivers, records the
-// seq in its own Raft inbox (FED_INBOX_MARK: a floor below which all is
-// done, from the sender's oldest unanswered seq, plus the seqs above it,
-// bounded), and only then answers; a seq already recorded answers
-// "duplicate" and is not delivered again. Each inbound stream waits for
-// a Raft barrier before its first dedupe check, so marks committed
-// through another node are seen. The one window left is the receiving
-// node dying between the agent's connection taking a message and the
-// mark's commit: the message is then delivered again (with the same MAP
-// message id). Order is kept: once the peer refused a seq retryably
-// (5000), the receiving stream refuses later seqs until that one comes
-// again, and the drainer resends in seq order. Guaranteed messages need a direct link (5001 on a
-// transitive route); the outbox is bounded per link (10,000 messages /
-// 16 MiB unless the link says otherwise) and a full outbox answers 5000.
-// A new link to a peer starts numbering afresh on both sides.
+// removed. While the leader's own stream to the peer is down it relays
+// the outbox (Config.RelayGuaranteed, on by default; relay.go,
+// OutboxRelay) through another node whose stream is up, chosen by
+// rendezvous hash of the peer (the next when one refuses): one call at a
+// time, a prefix of the outbox in seq order, put on that node's stream
+// ahead of its buffer, the peer's acks returned verbatim. The leader
+// stays the only sender: its own stream does not drain while a relay
+// call is out, after a failed call no path sends for AckTimeout, and
+// after its own stream broke with guaranteed messages in flight it
+// relays only once AckTimeout passed (the peer's in-progress dedupe is
+// per receiving server, so one seq should not be on its way through
+// two; a reconnect of the own stream resends at once). With the relay
+// off, or no stream up anywhere, the outbox waits while the leader's own
+// stream is down (its messages answer "queued"). A message leaves the
+// outbox (FED_OUTBOX_ACK) once the peer answered it, delivered or
+// refused for good; a 5000 from the peer is sent again after a pause.
+// The peer refuses for good what the agent cannot take (unknown agent,
+// not exported, its connection gone or too slow: 2001/5003/2003) and
+// answers 5000 when it could not reach the agent's node inside its own
+// system, so that transient failure does not drop the message.
+// Guaranteed messages need a direct link (5001 on a transitive route);
+// the outbox is bounded per link (10,000 messages / 16 MiB unless the
+// link says otherwise) and a full outbox answers 5000. A new link to a
+// peer starts numbering afresh on both sides.
+//
+// The receiving side delivers guaranteed messages from one source
+// strictly in seq order (guaranteed_order.go): each stream hands them
+// to a sequencer that delivers one at a time and waits for its outcome,
+// and a seq is delivered only once every earlier seq down to the
+// sender's floor (its oldest unanswered seq, carried in the envelope) is
+// recorded in the inbox or final on this node; otherwise it answers 5000
+// and the sender sends it again behind the earlier one. The sender's
+// order alone did not suffice: a relay call whose node lost its stream
+// answered seq n with 5000, the leader paused n, and its own stream,
+// back after a heal, sent n+1... ahead of it (the partition-and-heal
+// tests delivered the first queued message last, [1 2 0], about one run
+// in four). The cost: one stream hands guaranteed messages to agents one
+// at a time (an agent on another node of the receiving system costs a
+// relay round trip each); best-effort messages are not held behind them.
+//
+// After the agent's connection took a message (or it was refused for
+// good), the receiving node records its seq in its system's Raft inbox
+// (FED_INBOX_MARK: a floor below which all is done plus the seqs above
+// it, bounded) and only then answers; a seq already recorded answers
+// "duplicate" and is not delivered again, and one taken on this node
+// but not yet recorded answers 5000. A mark that fails is tried again
+// until it commits (answering 5000 would have the sender resend a
+// delivered message). Each inbound stream waits for a Raft barrier
+// before its first dedupe check, so marks committed through another
+// node are seen.
+//
+// What guaranteed delivery promises: at-least-once delivery to the
+// agent's connection, each delivery carrying the sender's MAP message id
+// (the same every time, to de-duplicate by), exactly-once recording in
+// the receiving system's inbox, and first deliveries in seq order per
+// source system and link. A duplicate reaches the agent only when the
+// agent's connection took the message and then, before its inbox mark
+// committed, the receiving node died (or lost its system's quorum) or
+// the stream broke and the sender's resend reached another server of
+// the receiving system; it may come after later messages. Recording the
+// mark before handing the message over would turn that window into a
+// possible loss, and redelivering from the receiving system's own inbox
+// after a node death only moves it (the next deliverer cannot know
+// whether the dead node's connection wrote the message): MAP has no
+// agent-level ack, so exactly-once to an agent is not offered. An agent
+// that must not act twice keeps the ids of what it processed.
 //
 // Directory: the leader asks a peer for changes every DirectorySync and
 // every follower every third tick, so the import goes on when the

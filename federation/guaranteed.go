@@ -172,6 +172,9 @@ func (l *outLink) mayDrain(ctx context.Context) bool {
 // drainBatch appends to batch (holding bytes so far) the outbox messages
 // due on this stream, numbering them for the stream. l.mu is held.
 func (l *outLink) drainBatch(batch *concordv1.FedBatch, bytes int, now time.Time) {
+	if l.relaying || now.Before(l.relayHold) {
+		return // relay.go: one path at a time
+	}
 	_, floor := l.m.deps.State.OutboxPending(l.peer, 0, nil)
 	for q := range l.gsent {
 		if q < floor { // answered and stored (by this node or a former leader)
@@ -244,48 +247,44 @@ func (l *outLink) commitAcks(ctx context.Context) {
 	l.mu.Unlock()
 }
 
-// ---- the receiving side (inStream) ----
+// ---- the receiving side (inStream; guaranteed_order.go runs it) ----
 
 type gkey struct {
 	source string
 	seq    uint64
 }
 
-// guaranteedCheck decides what to do with a guaranteed envelope before
-// delivery: nil to deliver it; else the ack to answer at once (a
-// duplicate, or 5000: not now). Order is kept: once a seq was refused
-// retryably on this stream, later seqs are refused too until it comes
-// again (the sender resends in seq order).
+// gentry is a guaranteed message taken for delivery on this node: since
+// when, and whether its outcome is final (delivered, or refused for
+// good) with its inbox mark still to commit. It is dropped once the mark
+// committed (the local replica has it then: Store.Apply returns after
+// this node applied it) or, not final, when the delivery failed
+// retryably.
+type gentry struct {
+	at    time.Time
+	final bool
+}
+
+// gapLimit bounds the unrecorded earlier seqs one check looks at: more
+// than a sender ever has unanswered on its streams (drainWindow), so
+// anything past it is refused as out of order.
+const gapLimit = 4 * drainWindow
+
+// guaranteedCheck decides whether to deliver a guaranteed envelope now:
+// nil to deliver it (it is then taken, gactive), else the ack to answer
+// at once: "duplicate" (recorded already), or 5000 (not now: it is being
+// delivered or recorded here, or an earlier seq is not done yet).
+//
+// Order (per source system): a seq is delivered only once every earlier
+// seq from its source, down to the sender's floor (all below it was
+// answered), is recorded in the inbox or final here. The caller
+// delivers one guaranteed message at a time per stream and waits for its
+// outcome (guaranteed_order.go), so an earlier seq's outcome is known
+// before the next is checked, and a seq refused retryably, or never seen
+// here, holds back everything after it until it has come again: a resend
+// never overtakes a later message.
 func (in *inStream) guaranteedCheck(ctx context.Context, env *concordv1.FedEnvelope) *concordv1.FedAck {
-	gseq := env.GetGuaranteedSeq()
-	in.mu.Lock()
-	fence := in.gfence
-	if fence != 0 && gseq > fence {
-		in.mu.Unlock()
-		return retryAck(env.GetSeq(), fmt.Sprintf("guaranteed message %d must be delivered first", fence))
-	}
-	in.gfence = 0
-	in.mu.Unlock()
-	a := in.admit(ctx, env)
-	if a.GetCode() == CodeUnavailable {
-		in.setFence(gseq)
-	}
-	return a
-}
-
-// setFence makes the stream refuse guaranteed seqs above gseq until gseq
-// (or an earlier one) comes again.
-func (in *inStream) setFence(gseq uint64) {
-	in.mu.Lock()
-	if in.gfence == 0 || gseq < in.gfence {
-		in.gfence = gseq
-	}
-	in.mu.Unlock()
-}
-
-// admit is guaranteedCheck without the ordering fence.
-func (in *inStream) admit(ctx context.Context, env *concordv1.FedEnvelope) *concordv1.FedAck {
-	m, seq := in.m, env.GetSeq()
+	m, seq, gseq := in.m, env.GetSeq(), env.GetGuaranteedSeq()
 	if env.GetSourceSystem() != in.peer || env.GetTargetSystem() != m.cfg.SystemID {
 		return &concordv1.FedAck{Seq: seq, Code: CodeInvalidParams, Message: "guaranteed messages cross one link: " +
 			env.GetSourceSystem() + " sent one through " + in.peer}
@@ -301,19 +300,36 @@ func (in *inStream) admit(ctx context.Context, env *concordv1.FedEnvelope) *conc
 		}
 		in.barriered = true
 	}
-	k := gkey{in.peer, env.GetGuaranteedSeq()}
+	k := gkey{in.peer, gseq}
 	if m.deps.State.InboxDone(k.source, k.seq) {
 		return &concordv1.FedAck{Seq: seq, Duplicate: true}
 	}
+	gaps, all := m.deps.State.InboxGaps(in.peer, max(env.GetGuaranteedFloor(), 1), gseq, gapLimit)
 	now := m.now()
 	m.gmu.Lock()
 	defer m.gmu.Unlock()
-	// An entry older than AckTimeout is a delivery whose end was lost:
-	// take it over rather than refuse the message for ever.
-	if at, ok := m.gactive[k]; ok && now.Sub(at) < m.cfg.AckTimeout {
-		return retryAck(seq, "guaranteed message being delivered")
+	if e, ok := m.gactive[k]; ok {
+		switch {
+		case e.final:
+			return retryAck(seq, "guaranteed message being recorded")
+		case now.Sub(e.at) < m.cfg.AckTimeout:
+			return retryAck(seq, "guaranteed message being delivered")
+		}
+		// Older than AckTimeout and not final: a delivery whose end was
+		// lost. Take it over rather than refuse the message for ever.
 	}
-	m.gactive[k] = now
+	for _, q := range gaps {
+		// InboxDone again: its mark may have committed (and its entry
+		// gone) since InboxGaps read the inbox. Lock order: gmu, then
+		// the State's lock (which never calls out while held).
+		if e := m.gactive[gkey{in.peer, q}]; !e.final && !m.deps.State.InboxDone(in.peer, q) {
+			return retryAck(seq, fmt.Sprintf("guaranteed message %d from %s must be delivered first", q, in.peer))
+		}
+	}
+	if !all {
+		return retryAck(seq, fmt.Sprintf("guaranteed message %d from %s is too far ahead of its floor %d", gseq, in.peer, env.GetGuaranteedFloor()))
+	}
+	m.gactive[k] = gentry{at: now}
 	return nil
 }
 
@@ -322,14 +338,20 @@ func retryAck(seq uint64, msg string) *concordv1.FedAck {
 }
 
 // guaranteedDone records a delivered (or finally refused) guaranteed
-// envelope: its ack waits until the seq is in the inbox (markAndAck). A
-// retryable refusal is answered at once and not recorded.
+// envelope: its ack waits until the seq is in the inbox (marker). A
+// retryable refusal is answered at once and not recorded; the order
+// check then holds back later seqs until it comes again.
 func (in *inStream) guaranteedDone(env *concordv1.FedEnvelope, a *concordv1.FedAck) {
+	k := gkey{in.peer, env.GetGuaranteedSeq()}
+	in.m.gmu.Lock()
 	if a.GetCode() == CodeUnavailable {
-		in.m.gmu.Lock() // not recorded: the sender tries again
-		delete(in.m.gactive, gkey{in.peer, env.GetGuaranteedSeq()})
-		in.m.gmu.Unlock()
-		in.setFence(env.GetGuaranteedSeq())
+		delete(in.m.gactive, k) // not recorded: the sender tries again
+	} else if e, ok := in.m.gactive[k]; ok {
+		e.final = true
+		in.m.gactive[k] = e
+	}
+	in.m.gmu.Unlock()
+	if a.GetCode() == CodeUnavailable {
 		in.pushAck(a)
 		return
 	}
@@ -356,22 +378,39 @@ func (in *inStream) guaranteedDone(env *concordv1.FedEnvelope, a *concordv1.FedA
 // come, then queues their acks for the writer, until ctx ends. It does
 // not wait on the writer: a peer that stopped reading (its acks stuck)
 // must not keep messages unrecorded, or their resend through another
-// server would be delivered again.
+// server would be delivered again. Marks that fail are tried again
+// (order kept) every BackoffMin: the messages were delivered, so asking
+// the sender to resend them would deliver them twice.
 func (in *inStream) marker(ctx context.Context) {
+	var retry []gmark
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			in.mu.Lock()
+			in.gmarks = append(retry, in.gmarks...) // closeMarks records them
+			in.mu.Unlock()
 			return
 		case <-in.markWake:
+		case <-t.C:
 		}
 		in.mu.Lock()
-		marks := in.gmarks
+		marks := append(retry, in.gmarks...)
 		in.gmarks = nil
 		in.mu.Unlock()
 		if len(marks) == 0 {
 			continue
 		}
-		acks := in.markAndAck(in.m.bg, marks) // not the stream's ctx: record them even if it ends now
+		acks, err := in.markAndAck(in.m.bg, marks) // not the stream's ctx: record them even if it ends now
+		retry = nil
+		if err != nil {
+			in.m.log.Warn("guaranteed messages not recorded yet (trying again)", "peer", in.peer, "err", err)
+			retry = marks
+			t.Reset(in.m.cfg.BackoffMin)
+			continue
+		}
 		in.mu.Lock()
 		in.acks = append(in.acks, acks...)
 		in.mu.Unlock()
@@ -392,6 +431,8 @@ func (in *inStream) closeMarks() {
 	}
 }
 
+// markLater records marks on a goroutine of the manager, trying again
+// every BackoffMin until they commit or the manager stops.
 func (in *inStream) markLater(marks []gmark) {
 	m := in.m
 	m.gmu.Lock()
@@ -403,7 +444,18 @@ func (in *inStream) markLater(marks []gmark) {
 	m.gmu.Unlock()
 	go func() {
 		defer m.bgWG.Done()
-		in.markAndAck(m.bg, marks)
+		for {
+			_, err := in.markAndAck(m.bg, marks)
+			if err == nil {
+				return
+			}
+			m.log.Warn("guaranteed messages not recorded yet (trying again)", "peer", in.peer, "err", err)
+			select {
+			case <-m.bg.Done():
+				return
+			case <-time.After(m.cfg.BackoffMin):
+			}
+		}
 	}()
 }
 
@@ -412,11 +464,13 @@ type gmark struct {
 	ack        *concordv1.FedAck
 }
 
-// markAndAck stores the processed seqs in this system's inbox, then
-// releases their acks. When the mark fails the sender hears 5000 and
-// sends again: the message may then be delivered twice (the window is
-// this Raft commit).
-func (in *inStream) markAndAck(ctx context.Context, marks []gmark) []*concordv1.FedAck {
+// markAndAck stores the processed seqs in this system's inbox and, once
+// they are there, returns their acks. On failure nothing changes: the
+// messages stay taken (gactive, final), so a resend meanwhile is refused
+// with 5000 rather than delivered again, and the caller tries again. The
+// window left is this node dying before the mark commits: the sender
+// then resends and the message is delivered again (doc.go).
+func (in *inStream) markAndAck(ctx context.Context, marks []gmark) ([]*concordv1.FedAck, error) {
 	m := in.m
 	mark := &concordv1.FedInboxMark{SourceSystemId: in.peer}
 	for _, g := range marks {
@@ -426,21 +480,18 @@ func (in *inStream) markAndAck(ctx context.Context, marks []gmark) []*concordv1.
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
 	_, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_INBOX_MARK, mark)
+	switch {
+	case errors.Is(err, ErrNoLink):
+		// The link is gone, and its inbox with it: nothing to record.
+	case err != nil:
+		return nil, fmt.Errorf("record %d guaranteed messages from %s: %w", len(marks), in.peer, err)
+	}
 	acks := make([]*concordv1.FedAck, 0, len(marks))
 	m.gmu.Lock()
 	for _, g := range marks {
 		delete(m.gactive, gkey{in.peer, g.seq})
-		if err != nil {
-			g.ack = retryAck(g.ack.GetSeq(), fmt.Sprintf("record guaranteed message: %v", err))
-		}
 		acks = append(acks, g.ack)
 	}
 	m.gmu.Unlock()
-	if err != nil {
-		m.log.Warn("record guaranteed messages", "peer", in.peer, "n", len(marks), "err", err)
-		for _, g := range marks {
-			in.setFence(g.seq)
-		}
-	}
-	return acks
+	return acks, nil
 }

@@ -124,7 +124,7 @@ func (in *inStream) takeMarks() []gmark {
 // while its first delivery is unfinished and "duplicate" once recorded.
 func TestInbound_GuaranteedDedupe(t *testing.T) {
 	m, d, clk := testManager(t, "dc2", "dc1", nil)
-	in := &inStream{m: m, peer: "dc1", wake: make(chan struct{}, 1)}
+	in := newInStream(m, "dc1", nil)
 	ctx := context.Background()
 
 	deliverNow(ctx, in, guaranteedEnv(1, 1, "bob"))
@@ -135,7 +135,7 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 	if a := in.takeAcks(); len(a) != 1 || a[0].GetCode() != CodeUnavailable || d.count("bob") != 1 {
 		t.Fatalf("resend during delivery: %v, %d deliveries", a, d.count("bob"))
 	}
-	acks := in.markAndAck(ctx, in.takeMarks())
+	acks := mustMark(t, in)
 	if len(acks) != 1 || acks[0].GetSeq() != 1 || acks[0].GetCode() != 0 || !slices.Equal(acks[0].GetDelivered(), []string{"dc2:agent:bob"}) {
 		t.Fatalf("acks after the mark: %v", acks)
 	}
@@ -149,14 +149,14 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 
 	// A refusal for good is recorded too: the retry is a duplicate.
 	deliverNow(ctx, in, guaranteedEnv(4, 2, "nobody"))
-	acks = in.markAndAck(ctx, in.takeMarks())
+	acks = mustMark(t, in)
 	if len(acks) != 1 || acks[0].GetCode() != CodeAgentNotFound || !m.deps.State.InboxDone("dc1", 2) {
 		t.Fatalf("unknown agent: %v", acks)
 	}
 
 	// A delivery whose end was lost blocks its seq only for AckTimeout.
 	m.gmu.Lock()
-	m.gactive[gkey{"dc1", 3}] = clk.now()
+	m.gactive[gkey{"dc1", 3}] = gentry{at: clk.now()}
 	m.gmu.Unlock()
 	deliverNow(ctx, in, guaranteedEnv(5, 3, "bob"))
 	if a := in.takeAcks(); len(a) != 1 || a[0].GetCode() != CodeUnavailable {
@@ -167,26 +167,7 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 	if d.count("bob") != 2 {
 		t.Fatal("a stale delivery entry kept blocking its seq")
 	}
-
-	// Order: after seq 10 is refused retryably, 11 waits for it.
-	m.gmu.Lock()
-	m.gactive[gkey{"dc1", 10}] = clk.now()
-	m.gmu.Unlock()
-	before := d.count("bob")
-	deliverNow(ctx, in, guaranteedEnv(20, 10, "bob"))
-	deliverNow(ctx, in, guaranteedEnv(21, 11, "bob"))
-	if a := in.takeAcks(); len(a) != 2 || a[0].GetCode() != CodeUnavailable || a[1].GetCode() != CodeUnavailable || d.count("bob") != before {
-		t.Fatalf("seq 11 behind a refused 10: %v", a)
-	}
-	m.gmu.Lock()
-	delete(m.gactive, gkey{"dc1", 10})
-	m.gmu.Unlock()
-	deliverNow(ctx, in, guaranteedEnv(22, 10, "bob"))
-	deliverNow(ctx, in, guaranteedEnv(23, 11, "bob"))
-	if d.count("bob") != before+2 {
-		t.Fatalf("10 then 11 again: %d deliveries, want %d", d.count("bob"), before+2)
-	}
-	in.markAndAck(ctx, in.takeMarks())
+	mustMark(t, in)
 
 	// Once the stream ended, a finished delivery is still recorded.
 	in.closeMarks()
@@ -206,6 +187,16 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 	if a := in.takeAcks(); len(a) != 1 || a[0].GetCode() != CodeInvalidParams {
 		t.Fatalf("guaranteed message in transit: %v", a)
 	}
+}
+
+// mustMark records the stream's pending marks and returns their acks.
+func mustMark(t *testing.T, in *inStream) []*concordv1.FedAck {
+	t.Helper()
+	acks, err := in.markAndAck(context.Background(), in.takeMarks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acks
 }
 
 // TestOutLink_GuaranteedDrain: a guaranteed send is stored before it is
@@ -296,8 +287,13 @@ func TestOutLink_GuaranteedDrain(t *testing.T) {
 }
 
 // deliverNow hands env to in as the stream's reader does, with the link
-// as the state holds it now.
+// as the state holds it now; a guaranteed one goes straight to the
+// sequencer's step (it returns once the outcome is known).
 func deliverNow(ctx context.Context, in *inStream, env *concordv1.FedEnvelope) {
 	link, ok := in.m.deps.State.Link(in.peer)
+	if env.GetGuaranteedSeq() > 0 && CheckInbound(env, in.m.cfg.SystemID, in.peer, in.m.cfg.MaxEnvelopeBytes) == nil {
+		in.deliverGuaranteed(ctx, env, link, ok)
+		return
+	}
 	in.deliver(ctx, env, link, ok)
 }

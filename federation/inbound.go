@@ -42,13 +42,16 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	}
 	m.inboundDelta(peer, 1)
 	defer m.inboundDelta(peer, -1)
-	in := &inStream{m: m, peer: peer, stream: stream, wake: make(chan struct{}, 1), markWake: make(chan struct{}, 1)}
+	in := newInStream(m, peer, stream)
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	wdone := make(chan error, 1)
 	go func() { wdone <- in.writer(ctx) }()
 	mdone := make(chan struct{})
 	go func() { defer close(mdone); in.marker(ctx) }()
+	gdone := make(chan struct{})
+	m.wg.Add(1) // it may start service calls, which join m.wg
+	go func() { defer m.wg.Done(); defer close(gdone); in.sequencer(ctx) }()
 	rdone := make(chan error, 1)
 	m.wg.Add(1) // Recv returns once the handler has returned
 	go func() { defer m.wg.Done(); rdone <- in.read(ctx) }()
@@ -64,6 +67,7 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	if !writerDone {
 		<-wdone
 	}
+	<-gdone // before the marker's end: a delivery it finishes is then marked by closeMarks or markLater
 	<-mdone
 	in.closeMarks()
 	if errors.Is(err, context.Canceled) {
@@ -85,14 +89,20 @@ type inStream struct {
 	wake   chan struct{}
 	sent   map[string]*concordv1.FedRemoteAgent // the directory last sent on this stream
 	sentAt uint64                               // its version (0: none)
-	// Guaranteed messages (guaranteed.go): whether this stream waited for
-	// the Raft barrier yet, and the processed ones whose acks wait for
-	// their inbox mark.
+	// Guaranteed messages (guaranteed.go, guaranteed_order.go): those
+	// waiting for the sequencer, whether this stream waited for the Raft
+	// barrier yet, and the processed ones whose acks wait for their inbox
+	// mark.
+	gq        chan gjob
 	barriered bool
 	gmarks    []gmark
 	markWake  chan struct{} // cap 1: gmarks grew
 	closed    bool          // the stream ended: marks are made without acks
-	gfence    uint64        // refused retryably: later seqs wait for it (0: none)
+}
+
+func newInStream(m *Manager, peer string, stream concordv1.Federation_LinkServer) *inStream {
+	return &inStream{m: m, peer: peer, stream: stream, wake: make(chan struct{}, 1), markWake: make(chan struct{}, 1),
+		gq: make(chan gjob, gQueue)}
 }
 
 func (in *inStream) read(ctx context.Context) error {
@@ -126,8 +136,9 @@ func (in *inStream) read(ctx context.Context) error {
 
 // deliver checks env and hands it to the local recipient; the ack
 // follows the outcome. Calls are made in arrival order, which keeps the
-// order per sender and recipient. link is the stream's link as read for
-// env's batch (linked false: removed).
+// order per sender and recipient; guaranteed messages go to the stream's
+// sequencer, which delivers them one at a time in seq order. link is the
+// stream's link as read for env's batch (linked false: removed).
 func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope, link *concordv1.FedLink, linked bool) {
 	m := in.m
 	seq := env.GetSeq()
@@ -135,16 +146,18 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope, lin
 		in.ack(seq, cerr, nil)
 		return
 	}
-	answer := in.ack
 	if env.GetGuaranteedSeq() > 0 {
-		if a := in.guaranteedCheck(ctx, env); a != nil {
-			in.pushAck(a)
-			return
-		}
-		answer = func(seq uint64, cerr *CodeError, delivered []string) {
-			in.guaranteedDone(env, newAck(seq, cerr, delivered))
-		}
+		in.enqueueGuaranteed(gjob{env: env, link: link, linked: linked})
+		return
 	}
+	in.dispatch(ctx, env, link, linked, in.ack)
+}
+
+// dispatch hands a checked envelope to its recipient; answer hears the
+// outcome, once.
+func (in *inStream) dispatch(ctx context.Context, env *concordv1.FedEnvelope, link *concordv1.FedLink, linked bool,
+	answer func(seq uint64, cerr *CodeError, delivered []string)) {
+	m, seq := in.m, env.GetSeq()
 	if env.GetTargetSystem() != m.cfg.SystemID {
 		m.forward(env, in.peer, func(o Outcome) { in.ackOutcome(seq, o) })
 		return
@@ -154,7 +167,7 @@ func (in *inStream) deliver(ctx context.Context, env *concordv1.FedEnvelope, lin
 		return
 	}
 	if svc := m.deps.Services; svc != nil && env.GetToAgent() != "" && svc.IsService(env.GetToAgent()) {
-		in.deliverService(ctx, svc, env)
+		in.deliverService(ctx, svc, env, answer)
 		return
 	}
 	targets, cerr := in.targets(link, env)
@@ -207,10 +220,11 @@ func (m *Manager) deliverLocal(ctx context.Context, targets []string, msg json.R
 
 // deliverService hands env to the local service it names on a goroutine
 // of its own (a service may take a Raft commit to answer; the stream
-// keeps reading meanwhile) and acknowledges with the service's answer.
+// keeps reading meanwhile) and answers with the service's outcome.
 // The goroutine joins the manager's wait group, which the reader already
 // holds, and its call is bounded by CallTimeout.
-func (in *inStream) deliverService(ctx context.Context, svc ServiceDeliverer, env *concordv1.FedEnvelope) {
+func (in *inStream) deliverService(ctx context.Context, svc ServiceDeliverer, env *concordv1.FedEnvelope,
+	answer func(seq uint64, cerr *CodeError, delivered []string)) {
 	m := in.m
 	seq, id := env.GetSeq(), env.GetToAgent()
 	params := BuildServiceParams(env)
@@ -219,10 +233,10 @@ func (in *inStream) deliverService(ctx context.Context, svc ServiceDeliverer, en
 		sctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 		defer cancel()
 		if cerr := svc.DeliverService(sctx, id, from, params); cerr != nil {
-			in.ack(seq, cerr, nil)
+			answer(seq, cerr, nil)
 			return
 		}
-		in.ack(seq, nil, []string{RemoteID(m.cfg.SystemID, id)})
+		answer(seq, nil, []string{RemoteID(m.cfg.SystemID, id)})
 	})
 }
 

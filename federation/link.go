@@ -66,6 +66,15 @@ type outLink struct {
 	// stored.
 	gsent map[uint64]time.Time
 	gacks []*concordv1.FedAck
+	// Relaying (relay.go): on the leader, whether a relay call is out and
+	// until when nothing may send after one failed, when to ask again
+	// after no node took a batch; on a relay node, the leader's messages
+	// waiting for this stream.
+	relaying  bool
+	relayHold time.Time
+	relayNext time.Time
+	relayQ    []*inflight
+	rwake     chan struct{} // cap 1: wakes relayLoop
 
 	// The up stream, for inline sends (nil: none), and what ends its
 	// session (link_send.go).
@@ -82,13 +91,15 @@ type inflight struct {
 	it     *item
 	sentAt time.Time
 	gseq   uint64 // outbox seq of a guaranteed message, else 0
+	// relay, on a relay node, hands the peer's ack to the leader's call.
+	relay func(*concordv1.FedAck)
 }
 
 func newOutLink(m *Manager, l *concordv1.FedLink) *outLink {
 	return &outLink{
 		m: m, peer: l.GetPeerSystemId(), link: l, log: m.log.With("peer", l.GetPeerSystemId()),
 		inflight: map[uint64]*inflight{}, wake: make(chan struct{}, 1), stopCh: make(chan struct{}),
-		gsent: map[uint64]time.Time{},
+		gsent: map[uint64]time.Time{}, rwake: make(chan struct{}, 1),
 	}
 }
 
@@ -120,6 +131,10 @@ func (l *outLink) bufferPolicy() *concordv1.FedBufferPolicy {
 func (l *outLink) signal() {
 	select {
 	case l.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case l.rwake <- struct{}{}:
 	default:
 	}
 }
@@ -204,7 +219,10 @@ func (l *outLink) stop(err *CodeError) {
 // run connects, serves, and reconnects until ctx ends or stop.
 func (l *outLink) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var relayWG sync.WaitGroup
+	relayWG.Add(1)
+	go func() { defer relayWG.Done(); l.relayLoop(ctx) }()
+	defer func() { cancel(); relayWG.Wait() }()
 	go func() { // stop cancels the session too
 		select {
 		case <-l.stopCh:
@@ -398,10 +416,21 @@ func (l *outLink) disconnected(addr string) {
 	l.up, l.connectedTo = false, ""
 	fl := l.inflight
 	l.inflight = map[uint64]*inflight{}
+	for _, f := range fl {
+		if f.gseq != 0 {
+			// They may still be delivered through that stream's server:
+			// no relay (a second path) until they would have timed out.
+			l.relayNext = l.m.now().Add(l.m.cfg.AckTimeout)
+			break
+		}
+	}
 	clear(l.gsent) // unanswered outbox messages go again on the next stream
 	l.gacks = nil  // the peer answers again ("duplicate")
 	queued := detachWaiting(l.buf.items)
+	relayed := l.relayQ
+	l.relayQ = nil
 	l.mu.Unlock()
+	failRelayed(relayed, l.peer)
 	for _, f := range fl {
 		if f.it.done != nil {
 			f.it.done(Outcome{Err: codeErr(CodeUnavailable, "Federation link to "+l.peer+" lost before the peer acknowledged; the message may or may not have been delivered",
@@ -554,9 +583,13 @@ func (l *outLink) acked(acks []*concordv1.FedAck) {
 	for i, a := range acks {
 		f := l.inflight[a.GetSeq()]
 		delete(l.inflight, a.GetSeq())
-		if f != nil && f.gseq != 0 {
+		switch {
+		case f != nil && f.gseq != 0:
 			l.guaranteedAcked(f.gseq, a)
 			guaranteed = true
+			continue
+		case f != nil && f.relay != nil:
+			f.relay(a) // answers the relay call; never blocks
 			continue
 		}
 		done[i] = f

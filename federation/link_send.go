@@ -21,10 +21,11 @@ import (
 const inlineMaxBytes = 16 << 10
 
 // idleFor reports whether it, just queued, may be sent inline: a stream
-// is up, it is alone in the queue and no earlier message awaits its ack.
+// is up, it is alone in the queue, no relayed message waits to go first
+// and no earlier message awaits its ack.
 // l.mu held.
 func (l *outLink) idleFor(it *item) bool {
-	return l.cur != nil && len(l.buf.items) == 1 && len(l.inflight) == 0 && it.size <= inlineMaxBytes
+	return l.cur != nil && len(l.buf.items) == 1 && len(l.inflight) == 0 && len(l.relayQ) == 0 && it.size <= inlineMaxBytes
 }
 
 // sendNow writes what is queued on the current stream from the caller's
@@ -61,9 +62,11 @@ func (l *outLink) sendNow() {
 // sendMu until the batch was written.
 func (l *outLink) nextBatch(now time.Time) (batch *concordv1.FedBatch, bytes int) {
 	n := min(len(l.buf.items), maxBatch)
-	batch = &concordv1.FedBatch{Envelopes: make([]*concordv1.FedEnvelope, 0, n)}
+	batch = &concordv1.FedBatch{Envelopes: make([]*concordv1.FedEnvelope, 0, n+len(l.relayQ))}
+	bytes = l.popRelayed(batch, now) // the leader's relayed guaranteed messages go first
+	n = min(n, maxBatch-len(batch.Envelopes))
 	for i := range n {
-		if i > 0 && bytes+l.buf.items[0].size > maxBatchBytes {
+		if len(batch.Envelopes) > 0 && bytes+l.buf.items[0].size > maxBatchBytes {
 			n = i
 			break
 		}

@@ -39,11 +39,11 @@ type Manager struct {
 	closeOnce sync.Once
 
 	// Guaranteed delivery (guaranteed.go): senders waiting for their
-	// ack by message id, messages being delivered here, and the
-	// goroutines that store guaranteed sends (stopped by Run's exit).
+	// ack by message id, messages being delivered or recorded here, and
+	// the goroutines that store guaranteed sends (stopped by Run's exit).
 	gmu      sync.Mutex
 	gwait    map[string]chan Outcome
-	gactive  map[gkey]time.Time
+	gactive  map[gkey]gentry
 	gclosed  bool
 	bg       context.Context
 	bgCancel context.CancelFunc
@@ -79,7 +79,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		log: log.With("component", "federation", "node_id", cfg.NodeID, "system_id", cfg.SystemID),
 		out: map[string]*outLink{}, maps: map[string]*mapLink{}, inbound: map[string]int{}, recv: map[string]uint64{},
 		closing: make(chan struct{}),
-		gwait:   map[string]chan Outcome{}, gactive: map[gkey]time.Time{}, bg: bg, bgCancel: bgCancel,
+		gwait:   map[string]chan Outcome{}, gactive: map[gkey]gentry{}, bg: bg, bgCancel: bgCancel,
 	}
 	deps.State.OnAck(m.onAcked)
 	return m, nil

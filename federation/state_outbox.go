@@ -256,6 +256,31 @@ func (s *State) InboxDone(source string, seq uint64) bool {
 	return found
 }
 
+// InboxGaps returns the seqs in [from, to) from source not recorded in
+// the inbox, oldest first, and whether that is all of them: at most limit
+// are returned (a peer's seq is outside input, so the walk stays bounded
+// by the recorded seqs plus limit).
+func (s *State) InboxGaps(source string, from, to uint64, limit int) ([]uint64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	in := s.inbox[source]
+	seen := in.GetSeen()
+	q := max(from, in.GetFloor())
+	i, _ := slices.BinarySearch(seen, q)
+	var gaps []uint64
+	for ; q < to; q++ {
+		if i < len(seen) && seen[i] == q {
+			i++
+			continue
+		}
+		if len(gaps) == limit {
+			return gaps, false
+		}
+		gaps = append(gaps, q)
+	}
+	return gaps, true
+}
+
 // PendingUnlinks returns copies of the unlinks a peer has not confirmed,
 // by peer id.
 func (s *State) PendingUnlinks() []*concordv1.FedPendingUnlink {

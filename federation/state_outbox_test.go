@@ -350,3 +350,36 @@ func TestState_StagingBounded(t *testing.T) {
 		t.Fatal("the refused update stayed staged")
 	}
 }
+
+// TestState_InboxGaps: the seqs of a range not recorded, bounded.
+func TestState_InboxGaps(t *testing.T) {
+	s := NewState()
+	if err := apply(t, s, cmdPut, &concordv1.FedLinkPut{Link: link("dc1")}); err != nil {
+		t.Fatal(err)
+	}
+	if gaps, all := s.InboxGaps("dc1", 1, 4, 10); !slices.Equal(gaps, []uint64{1, 2, 3}) || !all {
+		t.Fatalf("empty inbox: %v %v", gaps, all)
+	}
+	// Floor 3 (1 and 2 done), 5 and 7 recorded above it.
+	if err := apply(t, s, cmdMark, &concordv1.FedInboxMark{SourceSystemId: "dc1", Seqs: []uint64{1, 2, 5, 7}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		from, to uint64
+		limit    int
+		want     []uint64
+		all      bool
+	}{
+		{1, 9, 10, []uint64{3, 4, 6, 8}, true},
+		{6, 9, 10, []uint64{6, 8}, true},
+		{1, 9, 2, []uint64{3, 4}, false},
+		{5, 6, 10, nil, true},
+		{9, 3, 10, nil, true},
+		{1, 1 << 62, 3, []uint64{3, 4, 6}, false}, // a far seq from a peer: bounded walk
+	} {
+		gaps, all := s.InboxGaps("dc1", tc.from, tc.to, tc.limit)
+		if !slices.Equal(gaps, tc.want) || all != tc.all {
+			t.Errorf("InboxGaps(%d, %d, %d) = %v %v, want %v %v", tc.from, tc.to, tc.limit, gaps, all, tc.want, tc.all)
+		}
+	}
+}

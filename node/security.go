@@ -56,6 +56,7 @@ var grpcMethods = map[string]authz.Class{
 	concordv1.Federation_PeerUnlink_FullMethodName:    authz.Open,
 	concordv1.Federation_CreateMapLink_FullMethodName: authz.Admin,
 	concordv1.Federation_MapForward_FullMethodName:    authz.Peer,
+	concordv1.Federation_OutboxRelay_FullMethodName:   authz.Peer,
 	// The keyring (cluster.IsAdminMethod): an operator, or a member server
 	// passing an operator's change on to every node.
 	concordv1.Admin_KeyringList_FullMethodName:    authz.Admin,

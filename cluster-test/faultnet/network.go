@@ -64,6 +64,7 @@ type Network struct {
 	groups   map[string]int
 	isolated map[string]bool
 	delays   map[link]time.Duration
+	cuts     map[link]bool // pairs cut apart (both directions stored)
 	conns    map[*Conn]struct{}
 	// changed is closed (and replaced) on every rule change, waking every
 	// blocked dial, read and write to re-check the rules.
@@ -86,6 +87,7 @@ func New(cfg Config) (*Network, error) {
 		dialers:  map[string]string{},
 		isolated: map[string]bool{},
 		delays:   map[link]time.Duration{},
+		cuts:     map[link]bool{},
 		conns:    map[*Conn]struct{}{},
 		changed:  make(chan struct{}),
 	}, nil
@@ -130,6 +132,18 @@ func (n *Network) Rejoin(nodeID string) {
 	n.change("rejoin", func() { delete(n.isolated, nodeID) }, "peer", nodeID)
 }
 
+// Cut cuts node a from each of bs, both ways, until Heal; every other
+// path (a to other nodes, bs among themselves) stays as the other rules
+// say: one node's streams to another system, say, while its own
+// system's nodes still reach it.
+func (n *Network) Cut(a string, bs ...string) {
+	n.change("cut", func() {
+		for _, b := range bs {
+			n.cuts[link{a, b}], n.cuts[link{b, a}] = true, true
+		}
+	}, "peer", a, "from", fmt.Sprint(bs))
+}
+
 // Delay adds d of latency to every write from node from to node to (one
 // direction; call twice for both). d <= 0 removes the delay.
 func (n *Network) Delay(from, to string, d time.Duration) {
@@ -149,6 +163,7 @@ func (n *Network) Heal() {
 		n.groups = nil
 		clear(n.isolated)
 		clear(n.delays)
+		clear(n.cuts)
 	})
 }
 
@@ -189,7 +204,7 @@ func (n *Network) reachableLocked(from, to string) bool {
 	if from == "" || to == "" || from == to {
 		return true
 	}
-	if n.isolated[from] || n.isolated[to] {
+	if n.isolated[from] || n.isolated[to] || n.cuts[link{from, to}] {
 		return false
 	}
 	if n.groups == nil {

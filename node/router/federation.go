@@ -152,6 +152,12 @@ func (r *Router) deliverFederated(ctx context.Context, rc recipient, env *Envelo
 	}
 }
 
+// deliveryErr is a failed federated delivery as the answer to the
+// sending system: 2003 when the agent's connection could not take it (not
+// connected, slow consumer), 5000 (retryable) when the relay to the
+// agent's node inside this system failed, which says nothing about the
+// agent: the sender may try again, and a guaranteed message is resent
+// rather than dropped.
 func deliveryErr(err error) error {
 	if err == nil {
 		return nil
@@ -159,6 +165,10 @@ func deliveryErr(err error) error {
 	reason := relayFailureReason(err)
 	if errors.Is(err, ErrNotConnected) {
 		reason = reasonNotConnected
+	}
+	if reason == reasonRelayFailed {
+		return &federation.CodeError{Code: rpc.CodeFederationUnavailable, Message: "Delivery failed, try again: " + reason,
+			Data: map[string]any{"retryable": true}}
 	}
 	return &federation.CodeError{Code: rpc.CodeDeliveryFailed, Message: "Delivery failed: " + reason}
 }

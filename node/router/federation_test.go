@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -109,6 +110,33 @@ func TestDeliverAgent(t *testing.T) {
 	}
 	if n := len(conns["s-w1"].received()); n != 1 {
 		t.Fatalf("w1 got %d notifications", n)
+	}
+}
+
+// TestDeliverAgent_RelayFailure: a message for an agent on another node
+// of this system whose relay there fails answers 5000 (the sending system
+// may try again: a guaranteed message is resent, not dropped); one the
+// agent's node could not hand to its connection answers 2003.
+func TestDeliverAgent_RelayFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		code int
+	}{
+		{"relay failed", errors.New("relay connection lost"), rpc.CodeFederationUnavailable},
+		{"not connected there", fmt.Errorf("deliver on n2: %w", ErrNotConnected), rpc.CodeDeliveryFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg, conns := world()
+			r := testRouter(t, reg, conns, nil, &fakePeers{err: tc.err})
+			var got error
+			r.DeliverAgent(context.Background(), "far", json.RawMessage(`{"id":"m","from":"dc2:agent:bob","to":{"agent":"far"}}`),
+				func(err error) { got = err })
+			var ce *federation.CodeError
+			if !errors.As(got, &ce) || ce.Code != tc.code {
+				t.Fatalf("outcome %v, want code %d", got, tc.code)
+			}
+		})
 	}
 }
 

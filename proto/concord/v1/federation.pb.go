@@ -4301,6 +4301,106 @@ func (x *FedGatewayUnbind) GetSessionId() string {
 	return ""
 }
 
+// OutboxRelayRequest carries guaranteed envelopes to peer_system_id, in
+// outbox seq order.
+type OutboxRelayRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerSystemId  string                 `protobuf:"bytes,1,opt,name=peer_system_id,json=peerSystemId,proto3" json:"peer_system_id,omitempty"`
+	Envelopes     []*FedEnvelope         `protobuf:"bytes,2,rep,name=envelopes,proto3" json:"envelopes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxRelayRequest) Reset() {
+	*x = OutboxRelayRequest{}
+	mi := &file_concord_v1_federation_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxRelayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxRelayRequest) ProtoMessage() {}
+
+func (x *OutboxRelayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxRelayRequest.ProtoReflect.Descriptor instead.
+func (*OutboxRelayRequest) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *OutboxRelayRequest) GetPeerSystemId() string {
+	if x != nil {
+		return x.PeerSystemId
+	}
+	return ""
+}
+
+func (x *OutboxRelayRequest) GetEnvelopes() []*FedEnvelope {
+	if x != nil {
+		return x.Envelopes
+	}
+	return nil
+}
+
+// OutboxRelayResponse has the peer's ack for each envelope, in request
+// order (a retryable 5000 for one the peer did not answer in time).
+type OutboxRelayResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acks          []*FedAck              `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxRelayResponse) Reset() {
+	*x = OutboxRelayResponse{}
+	mi := &file_concord_v1_federation_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxRelayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxRelayResponse) ProtoMessage() {}
+
+func (x *OutboxRelayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxRelayResponse.ProtoReflect.Descriptor instead.
+func (*OutboxRelayResponse) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *OutboxRelayResponse) GetAcks() []*FedAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
 var File_concord_v1_federation_proto protoreflect.FileDescriptor
 
 const file_concord_v1_federation_proto_rawDesc = "" +
@@ -4626,7 +4726,12 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x10FedGatewayUnbind\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x02 \x01(\tR\tsessionId*\xb5\x01\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\"q\n" +
+	"\x12OutboxRelayRequest\x12$\n" +
+	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x125\n" +
+	"\tenvelopes\x18\x02 \x03(\v2\x17.concord.v1.FedEnvelopeR\tenvelopes\"=\n" +
+	"\x13OutboxRelayResponse\x12&\n" +
+	"\x04acks\x18\x01 \x03(\v2\x12.concord.v1.FedAckR\x04acks*\xb5\x01\n" +
 	"\rFedPolicyKind\x12\x1f\n" +
 	"\x1bFED_POLICY_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14FED_POLICY_KIND_NONE\x10\x01\x12\x17\n" +
@@ -4641,7 +4746,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x17FED_OVERFLOW_REJECT_NEW\x10\x03*?\n" +
 	"\vFedLinkKind\x12\x19\n" +
 	"\x15FED_LINK_KIND_CONCORD\x10\x00\x12\x15\n" +
-	"\x11FED_LINK_KIND_MAP\x10\x012\x94\x05\n" +
+	"\x11FED_LINK_KIND_MAP\x10\x012\xe4\x05\n" +
 	"\n" +
 	"Federation\x129\n" +
 	"\x04Peer\x12\x17.concord.v1.PeerRequest\x1a\x18.concord.v1.PeerResponse\x126\n" +
@@ -4655,7 +4760,8 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06Unlink\x12\x19.concord.v1.UnlinkRequest\x1a\x1a.concord.v1.UnlinkResponse\x12Q\n" +
 	"\rCreateMapLink\x12 .concord.v1.CreateMapLinkRequest\x1a\x1e.concord.v1.CreateLinkResponse\x12K\n" +
 	"\n" +
-	"MapForward\x12\x1d.concord.v1.MapForwardRequest\x1a\x1e.concord.v1.MapForwardResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
+	"MapForward\x12\x1d.concord.v1.MapForwardRequest\x1a\x1e.concord.v1.MapForwardResponse\x12N\n" +
+	"\vOutboxRelay\x12\x1e.concord.v1.OutboxRelayRequest\x1a\x1f.concord.v1.OutboxRelayResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (
 	file_concord_v1_federation_proto_rawDescOnce sync.Once
@@ -4670,7 +4776,7 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_concord_v1_federation_proto_goTypes = []any{
 	(FedPolicyKind)(0),           // 0: concord.v1.FedPolicyKind
 	(FedOverflow)(0),             // 1: concord.v1.FedOverflow
@@ -4731,6 +4837,8 @@ var file_concord_v1_federation_proto_goTypes = []any{
 	(*MapForwardRequest)(nil),    // 56: concord.v1.MapForwardRequest
 	(*MapForwardResponse)(nil),   // 57: concord.v1.MapForwardResponse
 	(*FedGatewayUnbind)(nil),     // 58: concord.v1.FedGatewayUnbind
+	(*OutboxRelayRequest)(nil),   // 59: concord.v1.OutboxRelayRequest
+	(*OutboxRelayResponse)(nil),  // 60: concord.v1.OutboxRelayResponse
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
@@ -4796,29 +4904,33 @@ var file_concord_v1_federation_proto_depIdxs = []int32{
 	4,  // 60: concord.v1.CreateMapLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
 	33, // 61: concord.v1.MapForwardRequest.envelopes:type_name -> concord.v1.FedEnvelope
 	34, // 62: concord.v1.MapForwardResponse.acks:type_name -> concord.v1.FedAck
-	42, // 63: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
-	39, // 64: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	53, // 65: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
-	44, // 66: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	46, // 67: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	48, // 68: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	51, // 69: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	55, // 70: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
-	56, // 71: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
-	43, // 72: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	39, // 73: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	54, // 74: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
-	45, // 75: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	47, // 76: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	50, // 77: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	52, // 78: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	47, // 79: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
-	57, // 80: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
-	72, // [72:81] is the sub-list for method output_type
-	63, // [63:72] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	33, // 63: concord.v1.OutboxRelayRequest.envelopes:type_name -> concord.v1.FedEnvelope
+	34, // 64: concord.v1.OutboxRelayResponse.acks:type_name -> concord.v1.FedAck
+	42, // 65: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
+	39, // 66: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
+	53, // 67: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
+	44, // 68: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	46, // 69: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	48, // 70: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	51, // 71: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	55, // 72: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
+	56, // 73: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
+	59, // 74: concord.v1.Federation.OutboxRelay:input_type -> concord.v1.OutboxRelayRequest
+	43, // 75: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	39, // 76: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	54, // 77: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
+	45, // 78: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	47, // 79: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	50, // 80: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	52, // 81: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	47, // 82: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
+	57, // 83: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
+	60, // 84: concord.v1.Federation.OutboxRelay:output_type -> concord.v1.OutboxRelayResponse
+	75, // [75:85] is the sub-list for method output_type
+	65, // [65:75] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_federation_proto_init() }
@@ -4852,7 +4964,7 @@ func file_concord_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   56,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

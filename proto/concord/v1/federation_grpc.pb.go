@@ -28,6 +28,7 @@ const (
 	Federation_Unlink_FullMethodName        = "/concord.v1.Federation/Unlink"
 	Federation_CreateMapLink_FullMethodName = "/concord.v1.Federation/CreateMapLink"
 	Federation_MapForward_FullMethodName    = "/concord.v1.Federation/MapForward"
+	Federation_OutboxRelay_FullMethodName   = "/concord.v1.Federation/OutboxRelay"
 )
 
 // FederationClient is the client API for Federation service.
@@ -54,6 +55,10 @@ type FederationClient interface {
 	// MapForward hands messages for a map link to the node of this system
 	// that holds its connection (node to node).
 	MapForward(ctx context.Context, in *MapForwardRequest, opts ...grpc.CallOption) (*MapForwardResponse, error)
+	// OutboxRelay hands guaranteed outbox messages from the leader, whose
+	// own stream to the peer is down, to a node whose stream is up, which
+	// sends them on it in order (node to node).
+	OutboxRelay(ctx context.Context, in *OutboxRelayRequest, opts ...grpc.CallOption) (*OutboxRelayResponse, error)
 }
 
 type federationClient struct {
@@ -157,6 +162,16 @@ func (c *federationClient) MapForward(ctx context.Context, in *MapForwardRequest
 	return out, nil
 }
 
+func (c *federationClient) OutboxRelay(ctx context.Context, in *OutboxRelayRequest, opts ...grpc.CallOption) (*OutboxRelayResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OutboxRelayResponse)
+	err := c.cc.Invoke(ctx, Federation_OutboxRelay_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FederationServer is the server API for Federation service.
 // All implementations must embed UnimplementedFederationServer
 // for forward compatibility.
@@ -181,6 +196,10 @@ type FederationServer interface {
 	// MapForward hands messages for a map link to the node of this system
 	// that holds its connection (node to node).
 	MapForward(context.Context, *MapForwardRequest) (*MapForwardResponse, error)
+	// OutboxRelay hands guaranteed outbox messages from the leader, whose
+	// own stream to the peer is down, to a node whose stream is up, which
+	// sends them on it in order (node to node).
+	OutboxRelay(context.Context, *OutboxRelayRequest) (*OutboxRelayResponse, error)
 	mustEmbedUnimplementedFederationServer()
 }
 
@@ -217,6 +236,9 @@ func (UnimplementedFederationServer) CreateMapLink(context.Context, *CreateMapLi
 }
 func (UnimplementedFederationServer) MapForward(context.Context, *MapForwardRequest) (*MapForwardResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MapForward not implemented")
+}
+func (UnimplementedFederationServer) OutboxRelay(context.Context, *OutboxRelayRequest) (*OutboxRelayResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OutboxRelay not implemented")
 }
 func (UnimplementedFederationServer) mustEmbedUnimplementedFederationServer() {}
 func (UnimplementedFederationServer) testEmbeddedByValue()                    {}
@@ -390,6 +412,24 @@ func _Federation_MapForward_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Federation_OutboxRelay_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OutboxRelayRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FederationServer).OutboxRelay(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Federation_OutboxRelay_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FederationServer).OutboxRelay(ctx, req.(*OutboxRelayRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Federation_ServiceDesc is the grpc.ServiceDesc for Federation service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -428,6 +468,10 @@ var Federation_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MapForward",
 			Handler:    _Federation_MapForward_Handler,
+		},
+		{
+			MethodName: "OutboxRelay",
+			Handler:    _Federation_OutboxRelay_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
