@@ -29,6 +29,10 @@ import (
 //
 // On a follower, Apply forwards through Config.Forwarder when one is set
 // (see forward.go) and otherwise returns *NotLeaderError / ErrNoLeader.
+// A forwarded command whose module has a ResultCodec returns the leader's
+// result once the leader committed it, possibly before this replica
+// applied it: call WaitApplied(index) before reading its effect here.
+// Without a codec, Apply returns after this replica applied the index.
 // With a Forwarder, a leader that loses leadership before raft takes the
 // command (raft's ErrNotLeader, or a leadership transfer in progress)
 // forwards it too, within the same bound, instead of failing: nothing was
