@@ -173,7 +173,15 @@ func (s *Service) Sessions() *Sessions { return s.sessions }
 // Handle implements rpc.Handler.
 func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (any, error) {
 	if req.Method == "map/connect" {
-		res, err := s.connect(ctx, c, req.Params)
+		st := stateOf(c)
+		if st == nil {
+			st = &connState{}
+			c.SetValue(st)
+		}
+		if err := s.awaitFence(ctx, &st.fence); err != nil {
+			return nil, translate(err)
+		}
+		res, err := s.connect(withFence(ctx, &st.fence), c, req.Params)
 		return res, translate(err)
 	}
 	m, ok := s.methods[req.Method]
@@ -184,6 +192,12 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	if st == nil {
 		return nil, errNotConnected
 	}
+	// Read-your-writes: this replica first applies what the connection
+	// was already answered (fence.go).
+	if err := s.awaitFence(ctx, &st.fence); err != nil {
+		return nil, translate(err)
+	}
+	ctx = withFence(ctx, &st.fence)
 	cs := st.handlerSnapshot()
 	if cs.sessionID == "" {
 		return nil, errNotConnected
@@ -255,8 +269,13 @@ func (s *Service) meta(source string, n int) *concordv1.CommandMeta {
 	return m
 }
 
-// propose applies a command and, with Config.WaitApplied, waits until the
-// local replica has applied it (read-your-writes on this node).
+// propose applies a command. On a follower the answer may come from the
+// leader before the local replica applied the command (raftstore's result
+// codecs): in a request, the connection's fence is raised to its index and
+// the connection's next request waits for it (fence.go); elsewhere (no
+// fence in ctx) propose waits, with Config.WaitApplied, until the local
+// replica applied it. Either way a participant reads its own writes on
+// this node.
 //
 // On the leader the command is first checked against the local replica
 // with the registry's own validation (registry.State.Check), so a request
@@ -273,6 +292,10 @@ func (s *Service) propose(ctx context.Context, t concordv1.CommandType, msg prot
 	res, index, err := s.cfg.Store.Apply(ctx, t, msg)
 	if err != nil {
 		return nil, err
+	}
+	if f := fenceOf(ctx); f != nil {
+		f.raise(index)
+		return res, nil
 	}
 	if s.cfg.WaitApplied != nil {
 		if err := s.cfg.WaitApplied(ctx, index); err != nil {

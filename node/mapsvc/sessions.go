@@ -29,6 +29,10 @@ type connState struct {
 	revoked      *rpc.Error
 	revokedAt    int64
 
+	// fence is the index the connection's answered writes reached
+	// (fence.go); not copied by the snapshots.
+	fence fence
+
 	// scratch receives the snapshot Handle passes to a method (see
 	// handlerSnapshot). Reader goroutine only; not guarded by mu.
 	scratch *connState
