@@ -40,6 +40,10 @@ type keySource struct {
 	client *http.Client
 	keys   atomic.Pointer[jose.JSONWebKeySet]
 
+	// logURL is the JWKS URL as logs and errors show it: without
+	// credentials or query, which may carry a secret (redactURL).
+	logURL string
+
 	mu        sync.Mutex // serialises loads; guards the fields below
 	fileStamp string     // size and mtime of the file last loaded
 	lastFetch time.Time  // last URL fetch attempt
@@ -57,8 +61,10 @@ func newKeySource(cfg JWTConfig, log *slog.Logger) (*keySource, error) {
 	if cfg.JWKSURL != "" {
 		u, err := url.Parse(cfg.JWKSURL)
 		if err != nil || u.Scheme != "https" || u.Host == "" {
-			return nil, fmt.Errorf("acl: JWKS URL must be https://host/...: %q", cfg.JWKSURL)
+			// The value is not echoed: it may hold a credential.
+			return nil, errors.New("acl: the JWKS URL must be https://host/...")
 		}
+		ks.logURL = redactURL(u)
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if cfg.JWKSCAFile != "" {
 			pem, err := os.ReadFile(cfg.JWKSCAFile)
@@ -85,7 +91,7 @@ func newKeySource(cfg JWTConfig, log *slog.Logger) (*keySource, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.JWKSTimeout)
 		defer cancel()
 		if err := ks.fetch(ctx); err != nil {
-			log.Warn("JWKS fetch failed; bearer tokens are refused until it succeeds", "url", cfg.JWKSURL, "err", err)
+			log.Warn("JWKS fetch failed; bearer tokens are refused until it succeeds", "url", ks.logURL, "err", err)
 		}
 		return ks, nil
 	}
@@ -148,6 +154,10 @@ func (ks *keySource) fetchLocked(ctx context.Context) error {
 	req.Header.Set("Accept", "application/json")
 	resp, err := ks.client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = ks.logURL // net/http names the URL it tried, query and all
+		}
 		return fmt.Errorf("fetch JWKS: %w", err)
 	}
 	defer resp.Body.Close()
@@ -164,7 +174,7 @@ func (ks *keySource) fetchLocked(ctx context.Context) error {
 	}
 	set, err := parseJWKS(buf.Bytes())
 	if err != nil {
-		return fmt.Errorf("JWKS from %s: %w", ks.cfg.JWKSURL, err)
+		return fmt.Errorf("JWKS from %s: %w", ks.logURL, err)
 	}
 	ks.keys.Store(&set)
 	return nil
@@ -183,10 +193,10 @@ func (ks *keySource) refetchForKid(ctx context.Context, kid string) {
 		return
 	}
 	if err := ks.fetchLocked(ctx); err != nil {
-		ks.log.Warn("JWKS re-fetch for an unknown kid failed", "url", ks.cfg.JWKSURL, "err", err)
+		ks.log.Warn("JWKS re-fetch for an unknown kid failed", "url", ks.logURL, "err", err)
 		return
 	}
-	ks.log.Info("JWKS re-fetched for an unknown kid", "url", ks.cfg.JWKSURL, "keys", len(ks.Keys().Keys))
+	ks.log.Info("JWKS re-fetched for an unknown kid", "url", ks.logURL, "keys", len(ks.Keys().Keys))
 }
 
 // Reload re-reads the file or re-fetches the URL now (SIGHUP). On error
@@ -219,7 +229,7 @@ func (ks *keySource) Run(ctx context.Context) error {
 		}
 		if ks.cfg.JWKSURL != "" {
 			if err := ks.fetch(ctx); err != nil {
-				ks.log.Warn("JWKS refresh failed; keeping the keys in use", "url", ks.cfg.JWKSURL, "err", err)
+				ks.log.Warn("JWKS refresh failed; keeping the keys in use", "url", ks.logURL, "err", err)
 			}
 			continue
 		}
@@ -230,4 +240,17 @@ func (ks *keySource) Run(ctx context.Context) error {
 			ks.log.Info("JWKS file reloaded", "file", ks.cfg.JWKSFile, "keys", len(ks.Keys().Keys))
 		}
 	}
+}
+
+// redactURL returns u without what may be a secret: the user info, the
+// query (some issuers take an API key there) and the fragment.
+func redactURL(u *url.URL) string {
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	if u.User != nil {
+		r.User = url.User("redacted")
+	}
+	if u.RawQuery != "" {
+		r.RawQuery = "redacted"
+	}
+	return r.String()
 }

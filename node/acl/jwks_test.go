@@ -1,6 +1,7 @@
 package acl
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -310,5 +312,36 @@ func waitRotated(t *testing.T, a *Authenticator, is *issuer) {
 	})
 	if err := accepts(a, is.token(t, "k2")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestJWKSURLSecretsNotShown: an issuer URL may carry a credential in its
+// user info or query; neither reaches the logs or the errors.
+func TestJWKSURLSecretsNotShown(t *testing.T) {
+	is := newIssuer("k1")
+	is.publish("k1")
+	srv := newJWKSServer(t, is)
+	var logs bytes.Buffer
+	secretURL := strings.Replace(srv.URL, "https://", "https://alice:pw-s3cret@", 1) + "/jwks.json?api_key=q-s3cret"
+	// No CA file: the server is untrusted, so the fetch fails and is logged.
+	a, err := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)), JWT: &JWTConfig{
+		JWKSURL: secretURL, Issuer: "https://idp", Audience: "concord", JWKSTimeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rerr := a.ReloadJWKS(context.Background())
+	if rerr == nil {
+		t.Fatal("an untrusted JWKS server was accepted")
+	}
+	for _, shown := range []string{logs.String(), rerr.Error()} {
+		if strings.Contains(shown, "s3cret") {
+			t.Fatalf("secret shown: %s", shown)
+		}
+		if !strings.Contains(shown, strings.TrimPrefix(srv.URL, "https://")) {
+			t.Fatalf("the host is not named, so the operator cannot tell which issuer failed: %s", shown)
+		}
+	}
+	if _, err := New(Config{JWT: &JWTConfig{JWKSURL: "http://u:pw-s3cret@h/x", Issuer: "i", Audience: "a"}}); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("bad URL error: %v", err)
 	}
 }
