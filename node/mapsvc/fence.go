@@ -16,6 +16,11 @@ import (
 // handled one at a time (node/rpc), and the fence is raised before the
 // write's answer is sent, so "later" is every request the client sends
 // after it read that answer.
+//
+// The fence travels as a pointer in connState (copied into the handler's
+// snapshot), not as a context value: a value context around the
+// connection's context would cost every Raft write a goroutine (context's
+// cancel propagation finds no AfterFunc on it; node/rpc/connctx.go).
 
 // fenceWaitLimit bounds a request's wait for its fence when the request's
 // context has no deadline (raftstore's default ApplyTimeout: the wait
@@ -35,25 +40,15 @@ func (f *fence) raise(index uint64) {
 	}
 }
 
-// fenceKey carries the connection's fence in a request's context, from
-// Handle to propose.
-type fenceKey struct{}
-
-func withFence(ctx context.Context, f *fence) context.Context {
-	return context.WithValue(ctx, fenceKey{}, f)
-}
-
-func fenceOf(ctx context.Context) *fence {
-	f, _ := ctx.Value(fenceKey{}).(*fence)
-	return f
-}
-
 // awaitFence waits until the local replica applied f's index: usually at
 // once (the commit reached this node while the answer travelled to the
 // client and the next request back).
 func (s *Service) awaitFence(ctx context.Context, f *fence) error {
+	if f == nil || s.cfg.WaitApplied == nil {
+		return nil
+	}
 	index := f.index.Load()
-	if index == 0 || s.cfg.WaitApplied == nil {
+	if index == 0 {
 		return nil
 	}
 	if _, ok := ctx.Deadline(); !ok {

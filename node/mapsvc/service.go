@@ -175,13 +175,13 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	if req.Method == "map/connect" {
 		st := stateOf(c)
 		if st == nil {
-			st = &connState{}
+			st = newConnState()
 			c.SetValue(st)
 		}
-		if err := s.awaitFence(ctx, &st.fence); err != nil {
+		if err := s.awaitFence(ctx, st.fence); err != nil {
 			return nil, translate(err)
 		}
-		res, err := s.connect(withFence(ctx, &st.fence), c, req.Params)
+		res, err := s.connect(ctx, c, req.Params)
 		return res, translate(err)
 	}
 	m, ok := s.methods[req.Method]
@@ -194,10 +194,9 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	}
 	// Read-your-writes: this replica first applies what the connection
 	// was already answered (fence.go).
-	if err := s.awaitFence(ctx, &st.fence); err != nil {
+	if err := s.awaitFence(ctx, st.fence); err != nil {
 		return nil, translate(err)
 	}
-	ctx = withFence(ctx, &st.fence)
 	cs := st.handlerSnapshot()
 	if cs.sessionID == "" {
 		return nil, errNotConnected
@@ -269,13 +268,19 @@ func (s *Service) meta(source string, n int) *concordv1.CommandMeta {
 	return m
 }
 
-// propose applies a command. On a follower the answer may come from the
-// leader before the local replica applied the command (raftstore's result
-// codecs): in a request, the connection's fence is raised to its index and
-// the connection's next request waits for it (fence.go); elsewhere (no
-// fence in ctx) propose waits, with Config.WaitApplied, until the local
-// replica applied it. Either way a participant reads its own writes on
-// this node.
+// propose is proposeFenced without a connection: it returns once the
+// local replica applied the command (the Run loop, Closed, catchUp).
+func (s *Service) propose(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, error) {
+	return s.proposeFenced(ctx, nil, t, msg)
+}
+
+// proposeFenced applies a command for a request on a connection with
+// fence f. On a follower the answer may come from the leader before the
+// local replica applied the command (raftstore's result codecs): f is
+// raised to its index and the connection's next request waits for it
+// (fence.go). With f nil, it waits (Config.WaitApplied) until the local
+// replica applied the command. Either way a participant reads its own
+// writes on this node.
 //
 // On the leader the command is first checked against the local replica
 // with the registry's own validation (registry.State.Check), so a request
@@ -283,7 +288,7 @@ func (s *Service) meta(source string, n int) *concordv1.CommandMeta {
 // pre-check: their replica may lag behind writes made through other
 // nodes, and a stale refusal would be wrong; there the FSM refuses (the
 // entry is committed, the state unchanged).
-func (s *Service) propose(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, error) {
+func (s *Service) proposeFenced(ctx context.Context, f *fence, t concordv1.CommandType, msg proto.Message) (any, error) {
 	if s.cfg.IsLeader() {
 		if err := s.reg.Check(t, msg); err != nil {
 			return nil, err
@@ -293,7 +298,7 @@ func (s *Service) propose(ctx context.Context, t concordv1.CommandType, msg prot
 	if err != nil {
 		return nil, err
 	}
-	if f := fenceOf(ctx); f != nil {
+	if f != nil {
 		f.raise(index)
 		return res, nil
 	}
