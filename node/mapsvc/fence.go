@@ -4,6 +4,11 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 // Read-your-writes on a connection (raftstore/DESIGN.md, "Returning
@@ -27,27 +32,83 @@ import (
 // the write itself would have made before answering).
 const fenceWaitLimit = 10 * time.Second
 
-// fence is a connection's read-your-writes index.
-type fence struct{ index atomic.Uint64 }
+// fence is a connection's read-your-writes index, in two parts: all is the
+// highest index of the connection's answered writes, strict the highest of
+// those that were not neutral (neutralWrite). Methods marked
+// fenceTolerant wait for strict only.
+type fence struct{ all, strict atomic.Uint64 }
 
-// raise moves the fence up to index; it never moves down.
-func (f *fence) raise(index uint64) {
+// raise records an answered write at index; neutral writes leave strict.
+func (f *fence) raise(index uint64, neutral bool) {
+	raiseTo(&f.all, index)
+	if !neutral {
+		raiseTo(&f.strict, index)
+	}
+}
+
+// target is the index a request must see applied first.
+func (f *fence) target(tolerant bool) uint64 {
+	if tolerant {
+		return f.strict.Load()
+	}
+	return f.all.Load()
+}
+
+// raiseTo moves v up to index; it never moves down.
+func raiseTo(v *atomic.Uint64, index uint64) {
 	for {
-		cur := f.index.Load()
-		if index <= cur || f.index.CompareAndSwap(cur, index) {
+		cur := v.Load()
+		if index <= cur || v.CompareAndSwap(cur, index) {
 			return
 		}
 	}
+}
+
+// A neutral write changes nothing that the pre-checks of a fenceTolerant
+// method read: an AGENT_UPDATE setting only the agent's state,
+// descriptive fields, metadata or environment (not its owner, parent,
+// role, visibility, permissions or capabilities, and no lifecycle
+// transition). A fenceTolerant method (map/agents/update and the
+// lifecycle verbs) reads only who owns the target agent and its
+// ancestors, the connection's own state and the ACL module, and answers
+// with the leader's result. After neutral writes of its own connection,
+// such a method therefore decides on a lagging replica exactly as on a
+// replica that applied them, so it need not wait for them: the next
+// update of a client writing in a loop does not wait for the previous
+// one's commit to reach this node. Any other request, and any request
+// after a non-neutral write, waits as before. A field added to the
+// message later is not neutral until listed here.
+var neutralUpdateFields = map[protoreflect.Name]bool{
+	"meta": true, "agent_id": true, "state": true, "reason": true, "metadata": true,
+	"environment": true, "capability_descriptor": true, "name": true, "description": true,
+}
+
+// neutralWrite reports whether msg, a command of type t, is neutral.
+func neutralWrite(t concordv1.CommandType, msg proto.Message) bool {
+	if t != concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE {
+		return false
+	}
+	neutral := true
+	msg.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		neutral = neutralUpdateFields[fd.Name()]
+		return neutral
+	})
+	return neutral
 }
 
 // awaitFence waits until the local replica applied f's index: usually at
 // once (the commit reached this node while the answer travelled to the
 // client and the next request back).
 func (s *Service) awaitFence(ctx context.Context, f *fence) error {
+	return s.awaitFenceFor(ctx, f, false)
+}
+
+// awaitFenceFor is awaitFence for a method that may be fenceTolerant.
+func (s *Service) awaitFenceFor(ctx context.Context, f *fence, tolerant bool) error {
 	if f == nil || s.cfg.WaitApplied == nil {
 		return nil
 	}
-	index := f.index.Load()
+	index := f.target(tolerant)
 	if index == 0 {
 		return nil
 	}

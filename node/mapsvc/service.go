@@ -52,6 +52,9 @@ type method struct {
 	targetsAgent bool
 	// action is the client-permission action the method is (clientlimits.go).
 	action string
+	// fenceTolerant: the method waits only for the connection's
+	// non-neutral writes (fence.go, neutralWrite).
+	fenceTolerant bool
 }
 
 var (
@@ -119,10 +122,10 @@ func (s *Service) methodTable() map[string]method {
 		"map/agents/register":   {fn: s.agentsRegister, callers: callersA, capability: canRegister, capName: "lifecycle.canRegister"},
 		"map/agents/spawn":      {fn: s.agentsSpawn, callers: callersA, capability: canSpawn, capName: "lifecycle.canSpawn"},
 		"map/agents/unregister": {fn: s.agentsUnregister, callers: callersA, capability: canUnreg, capName: "lifecycle.canUnregister", targetsAgent: true},
-		"map/agents/update":     {fn: s.agentsUpdate, callers: callersA, targetsAgent: true},
-		"map/agents/stop":       {fn: s.lifecycleVerb(registry.TransitionStop), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true},
-		"map/agents/suspend":    {fn: s.lifecycleVerb(registry.TransitionSuspend), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true},
-		"map/agents/resume":     {fn: s.lifecycleVerb(registry.TransitionResume), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true},
+		"map/agents/update":     {fn: s.agentsUpdate, callers: callersA, targetsAgent: true, fenceTolerant: true},
+		"map/agents/stop":       {fn: s.lifecycleVerb(registry.TransitionStop), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true, fenceTolerant: true},
+		"map/agents/suspend":    {fn: s.lifecycleVerb(registry.TransitionSuspend), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true, fenceTolerant: true},
+		"map/agents/resume":     {fn: s.lifecycleVerb(registry.TransitionResume), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true, fenceTolerant: true},
 		"map/structure/graph":   {fn: s.structureGraph, callers: callersCA, capability: canQuery, capName: "observation.canQuery"},
 
 		"map/scopes/list":    {fn: s.scopesList, callers: callersCA, capability: canQuery, capName: "observation.canQuery"},
@@ -194,7 +197,7 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	}
 	// Read-your-writes: this replica first applies what the connection
 	// was already answered (fence.go).
-	if err := s.awaitFence(ctx, st.fence); err != nil {
+	if err := s.awaitFenceFor(ctx, st.fence, m.fenceTolerant); err != nil {
 		return nil, translate(err)
 	}
 	cs := st.handlerSnapshot()
@@ -299,7 +302,7 @@ func (s *Service) proposeFenced(ctx context.Context, f *fence, t concordv1.Comma
 		return nil, err
 	}
 	if f != nil {
-		f.raise(index)
+		f.raise(index, neutralWrite(t, msg))
 		return res, nil
 	}
 	if s.cfg.WaitApplied != nil {
