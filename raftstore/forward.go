@@ -39,7 +39,14 @@ type ForwardReply struct {
 // is committed), not an error: err is only what ApplyRaw returns besides
 // a *CommandError (nothing committed, or the outcome is unknown).
 func (s *Store) ApplyForwarded(ctx context.Context, cmd []byte) (ForwardReply, error) {
-	res, index, err := s.ApplyRaw(ctx, cmd)
+	var codec ResultCodec
+	if len(cmd) > 0 {
+		codec = s.fsm.codecs[concordv1.CommandType(cmd[0])]
+	}
+	// With a codec the origin answers from this reply, so the nudge may
+	// wait for the next entry (nudge.go); a declined encoding below only
+	// delays that origin's answer by lazyNudgeDelay.
+	res, index, err := s.applyRaw(ctx, cmd, codec == nil)
 	var ce *CommandError
 	switch {
 	case err == nil:
@@ -49,7 +56,7 @@ func (s *Store) ApplyForwarded(ctx context.Context, cmd []byte) (ForwardReply, e
 		return ForwardReply{}, err
 	}
 	reply := ForwardReply{Index: index}
-	if codec := s.fsm.codecs[concordv1.CommandType(cmd[0])]; codec != nil {
+	if codec != nil {
 		reply.Result, reply.HasResult = codec.EncodeResult(concordv1.CommandType(cmd[0]), Result{Value: res, Err: err})
 	}
 	return reply, nil

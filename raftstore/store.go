@@ -46,6 +46,7 @@ type Store struct {
 	shutdownErr  error         // written before shutdownDone is closed
 	bg           sync.WaitGroup
 	nudgeCh      chan struct{} // 1 slot: a commit index to propagate (nudge.go)
+	nudgeNowCh   chan struct{} // 1 slot: ... and an origin waits for it
 
 	// subsMu guards subs, isLeader and leaderChg (leadership.go). Lock
 	// order: subsMu is never held while taking mu.
@@ -82,6 +83,7 @@ func New(cfg Config) (*Store, error) {
 		shutdownDone: make(chan struct{}),
 		subs:         make(map[*subscriber]struct{}),
 		nudgeCh:      make(chan struct{}, 1),
+		nudgeNowCh:   make(chan struct{}, 1),
 	}
 	var err error
 	if s.fsm, err = newFSM(cfg.Modules, s.log); err != nil {
