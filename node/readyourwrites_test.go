@@ -51,9 +51,9 @@ func (c laggingConn) Read(p []byte) (int, error) {
 // forwarded write with the leader's result as soon as the leader commits
 // it, before its own replica applied it. Here the follower's replica lags
 // by design (its Raft traffic arrives 80 ms late), so a read on the same
-// connection right after the write sees the write only because the
-// connection's fence makes it wait for the local apply. It fails without
-// the fence (node/mapsvc/fence.go).
+// connection, or on another connection to that node, right after the
+// write sees the write only because the node's fence makes it wait for
+// the local apply. It fails without the fence (node/mapsvc/fence.go).
 func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
 	delays := make([]*atomic.Int64, 3)
 	servers := startCluster(t, 3, func(i int, c *node.Config) {
@@ -75,6 +75,8 @@ func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
 
 	c := dial(t, follower)
 	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent"})
+	other := dial(t, follower)
+	other.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client"})
 	c.call("map/agents/register", map[string]any{"agentId": "ryw"})
 	// Reading the agent right after registering it: its owner sees it.
 	if got := agentOf(t, c.call("map/agents/get", map[string]any{"agentId": "ryw"})); got.ID != "ryw" {
@@ -86,9 +88,13 @@ func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
 		if a, ok := follower.Registry().Agent("ryw"); ok && string(a.Metadata) != fmt.Sprintf(`{"n":%d}`, i) {
 			lagged++ // the answer came before this replica applied the write
 		}
-		got := agentOf(t, c.call("map/agents/get", map[string]any{"agentId": "ryw"}))
+		reader, which := c, "the same connection"
+		if i%2 == 1 {
+			reader, which = other, "another connection"
+		}
+		got := agentOf(t, reader.call("map/agents/get", map[string]any{"agentId": "ryw"}))
 		if want := fmt.Sprintf(`{"n":%d}`, i); string(got.Metadata) != want {
-			t.Fatalf("write %d: agents/get on the same connection saw metadata %s, want %s", i, got.Metadata, want)
+			t.Fatalf("write %d: agents/get on %s saw metadata %s, want %s", i, which, got.Metadata, want)
 		}
 		c.call("map/scopes/create", map[string]any{"scopeId": fmt.Sprintf("ryw-%d", i)})
 		sc := c.call("map/scopes/get", map[string]any{"scopeId": fmt.Sprintf("ryw-%d", i)})

@@ -28,6 +28,11 @@ func TestForward_FollowerApplyReachesLeader(t *testing.T) {
 	if !ok || sr.Session.ID != "s1" || idx == 0 {
 		t.Fatalf("Apply = %#v at %d, want the session result", res, idx)
 	}
+	// The leader's result answered: the follower's replica has the
+	// session once it applied the index.
+	if err := f.store.WaitApplied(ctx, idx); err != nil {
+		t.Fatal(err)
+	}
 	if s, ok := f.reg.Session("s1"); !ok || s.HomeNode != f.id {
 		t.Fatalf("follower's replica lacks the session it forwarded: %+v %v", s, ok)
 	}

@@ -132,7 +132,7 @@ func (s *Service) connect(ctx context.Context, c *rpc.Conn, raw json.RawMessage)
 	}
 	st := stateOf(c)
 	if st == nil {
-		st = newConnState()
+		st = &connState{}
 		c.SetValue(st)
 	}
 	if cur := st.snapshot(); cur.sessionID != "" {
@@ -250,7 +250,7 @@ func (s *Service) openFresh(ctx context.Context, c *rpc.Conn, st *connState, cp 
 	st.mu.Lock()
 	st.pendingSession, st.pendingEpoch = sid, 1
 	st.mu.Unlock()
-	res, err := s.proposeFenced(ctx, st.fence, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
 		Meta: s.meta(pid, 1+len(cp.reclaim)),
 		Session: &concordv1.SessionRecord{
 			Id: sid, ParticipantId: pid, ParticipantType: cp.participantType, Name: cp.name,
@@ -285,7 +285,7 @@ func (s *Service) resume(ctx context.Context, c *rpc.Conn, st *connState, cp *co
 	st.mu.Lock()
 	st.pendingSession, st.pendingEpoch = sid, epoch+1
 	st.mu.Unlock()
-	res, err := s.proposeFenced(ctx, st.fence, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
 		Meta: s.meta(sess.ParticipantID, 1+len(cp.reclaim)), Session: rec, Resume: true, ReclaimAgents: cp.reclaim,
 	})
 	if err != nil {
@@ -318,7 +318,7 @@ func (s *Service) attach(ctx context.Context, c *rpc.Conn, st *connState, sr reg
 		// session unknown here, and that loses nothing.
 		var err error
 		if sr.Resumed {
-			err = s.awaitFence(ctx, st.fence)
+			err = s.awaitFence(ctx, false)
 		}
 		if err == nil {
 			err = f.Attach(ctx, sr.Session.ID)

@@ -86,8 +86,8 @@
 // Config.LinearizableRead (4000 when unavailable). Writes answer after
 // their command is committed and applied on the leader; through a
 // follower, with the leader's result (registry commands) before this
-// node applied it. Each connection keeps a fence, the index of its
-// answered writes, and every later request on it first waits, with
+// node applied it. The Service keeps a fence, the index of the writes it
+// answered, and every later request first waits, with
 // Config.WaitApplied, until this node applied it (fence.go), so a
 // participant reads its own writes on the node it is connected to.
 // map/connect's resume check reads

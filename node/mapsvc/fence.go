@@ -11,29 +11,25 @@ import (
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
-// Read-your-writes on a connection (raftstore/DESIGN.md, "Returning
-// results through the forward"). A write through a follower may be
-// answered with the leader's result before this node's replica applied
-// it. Each connection therefore keeps a fence: the highest Raft index of
-// the writes it was answered. Every later request on the connection first
-// waits until the local replica applied the fence, so what it reads here
-// includes the connection's own writes. Requests on a connection are
-// handled one at a time (node/rpc), and the fence is raised before the
-// write's answer is sent, so "later" is every request the client sends
-// after it read that answer.
-//
-// The fence travels as a pointer in connState (copied into the handler's
-// snapshot), not as a context value: a value context around the
-// connection's context would cost every Raft write a goroutine (context's
-// cancel propagation finds no AfterFunc on it; node/rpc/connctx.go).
+// Read-your-writes on this node (raftstore/DESIGN.md, "Returning results
+// through the forward"). A write through a follower may be answered with
+// the leader's result before this node's replica applied it. The Service
+// therefore keeps a fence: the highest Raft index of the writes this node
+// answered. Every request first waits until the local replica applied the
+// fence, so what it reads here includes every write this node answered
+// before the request arrived: the connection's own writes (read-your-writes
+// on the node a participant is connected to), a resume on a new
+// connection, and another participant's write it heard of from the writer
+// — as when every answer waited for the local apply. The fence is raised
+// before the write's answer is sent.
 
 // fenceWaitLimit bounds a request's wait for its fence when the request's
 // context has no deadline (raftstore's default ApplyTimeout: the wait
 // the write itself would have made before answering).
 const fenceWaitLimit = 10 * time.Second
 
-// fence is a connection's read-your-writes index, in two parts: all is the
-// highest index of the connection's answered writes, strict the highest of
+// fence is the node's read-your-writes index, in two parts: all is the
+// highest index of the writes this node answered, strict the highest of
 // those that were not neutral (neutralWrite). Methods marked
 // fenceTolerant wait for strict only.
 type fence struct{ all, strict atomic.Uint64 }
@@ -71,11 +67,10 @@ func raiseTo(v *atomic.Uint64, index uint64) {
 // transition). A fenceTolerant method (map/agents/update and the
 // lifecycle verbs) reads only who owns the target agent and its
 // ancestors, the connection's own state and the ACL module, and answers
-// with the leader's result. After neutral writes of its own connection,
-// such a method therefore decides on a lagging replica exactly as on a
-// replica that applied them, so it need not wait for them: the next
-// update of a client writing in a loop does not wait for the previous
-// one's commit to reach this node. Any other request, and any request
+// with the leader's result. After neutral writes, such a method therefore
+// decides on a lagging replica exactly as on a replica that applied them,
+// so it need not wait for them: the next update of a client writing in a
+// loop does not wait for the previous one's commit to reach this node. Any other request, and any request
 // after a non-neutral write, waits as before. A field added to the
 // message later is not neutral until listed here.
 var neutralUpdateFields = map[protoreflect.Name]bool{
@@ -96,19 +91,15 @@ func neutralWrite(t concordv1.CommandType, msg proto.Message) bool {
 	return neutral
 }
 
-// awaitFence waits until the local replica applied f's index: usually at
-// once (the commit reached this node while the answer travelled to the
-// client and the next request back).
-func (s *Service) awaitFence(ctx context.Context, f *fence) error {
-	return s.awaitFenceFor(ctx, f, false)
-}
-
-// awaitFenceFor is awaitFence for a method that may be fenceTolerant.
-func (s *Service) awaitFenceFor(ctx context.Context, f *fence, tolerant bool) error {
-	if f == nil || s.cfg.WaitApplied == nil {
+// awaitFence waits until the local replica applied the fence (its strict
+// part for a fenceTolerant method): usually at once (the commit reached
+// this node while the answer travelled to the client and the next request
+// back).
+func (s *Service) awaitFence(ctx context.Context, tolerant bool) error {
+	if s.cfg.WaitApplied == nil {
 		return nil
 	}
-	index := f.target(tolerant)
+	index := s.fence.target(tolerant)
 	if index == 0 {
 		return nil
 	}

@@ -34,6 +34,7 @@ type Service struct {
 	entropy  io.Reader   // locked monotonic ULID entropy
 	rates    rateWindows // messagesPerMinute on this node (clientlimits.go)
 	auth     Authenticator
+	fence    fence // read-your-writes (fence.go)
 }
 
 // method is one row of the method table.
@@ -52,8 +53,8 @@ type method struct {
 	targetsAgent bool
 	// action is the client-permission action the method is (clientlimits.go).
 	action string
-	// fenceTolerant: the method waits only for the connection's
-	// non-neutral writes (fence.go, neutralWrite).
+	// fenceTolerant: the method waits only for the non-neutral writes
+	// this node answered (fence.go, neutralWrite).
 	fenceTolerant bool
 }
 
@@ -176,12 +177,7 @@ func (s *Service) Sessions() *Sessions { return s.sessions }
 // Handle implements rpc.Handler.
 func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (any, error) {
 	if req.Method == "map/connect" {
-		st := stateOf(c)
-		if st == nil {
-			st = newConnState()
-			c.SetValue(st)
-		}
-		if err := s.awaitFence(ctx, st.fence); err != nil {
+		if err := s.awaitFence(ctx, false); err != nil {
 			return nil, translate(err)
 		}
 		res, err := s.connect(ctx, c, req.Params)
@@ -195,9 +191,9 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	if st == nil {
 		return nil, errNotConnected
 	}
-	// Read-your-writes: this replica first applies what the connection
-	// was already answered (fence.go).
-	if err := s.awaitFenceFor(ctx, st.fence, m.fenceTolerant); err != nil {
+	// Read-your-writes: this replica first applies what this node
+	// already answered (fence.go).
+	if err := s.awaitFence(ctx, m.fenceTolerant); err != nil {
 		return nil, translate(err)
 	}
 	cs := st.handlerSnapshot()
@@ -274,16 +270,15 @@ func (s *Service) meta(source string, n int) *concordv1.CommandMeta {
 // propose is proposeFenced without a connection: it returns once the
 // local replica applied the command (the Run loop, Closed, catchUp).
 func (s *Service) propose(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, error) {
-	return s.proposeFenced(ctx, nil, t, msg)
+	return s.apply(ctx, false, t, msg)
 }
 
-// proposeFenced applies a command for a request on a connection with
-// fence f. On a follower the answer may come from the leader before the
-// local replica applied the command (raftstore's result codecs): f is
-// raised to its index and the connection's next request waits for it
-// (fence.go). With f nil, it waits (Config.WaitApplied) until the local
-// replica applied the command. Either way a participant reads its own
-// writes on this node.
+// proposeFenced applies a command for a request. On a follower the answer
+// may come from the leader before the local replica applied the command
+// (raftstore's result codecs): the node's fence is raised to its index and
+// every later request waits for it (fence.go). propose instead waits
+// (Config.WaitApplied) until the local replica applied the command. Either
+// way a participant reads its own writes on this node.
 //
 // On the leader the command is first checked against the local replica
 // with the registry's own validation (registry.State.Check), so a request
@@ -291,7 +286,12 @@ func (s *Service) propose(ctx context.Context, t concordv1.CommandType, msg prot
 // pre-check: their replica may lag behind writes made through other
 // nodes, and a stale refusal would be wrong; there the FSM refuses (the
 // entry is committed, the state unchanged).
-func (s *Service) proposeFenced(ctx context.Context, f *fence, t concordv1.CommandType, msg proto.Message) (any, error) {
+func (s *Service) proposeFenced(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, error) {
+	return s.apply(ctx, true, t, msg)
+}
+
+// apply is propose (fenced false) and proposeFenced (true).
+func (s *Service) apply(ctx context.Context, fenced bool, t concordv1.CommandType, msg proto.Message) (any, error) {
 	if s.cfg.IsLeader() {
 		if err := s.reg.Check(t, msg); err != nil {
 			return nil, err
@@ -301,8 +301,8 @@ func (s *Service) proposeFenced(ctx context.Context, f *fence, t concordv1.Comma
 	if err != nil {
 		return nil, err
 	}
-	if f != nil {
-		f.raise(index, neutralWrite(t, msg))
+	if fenced {
+		s.fence.raise(index, neutralWrite(t, msg))
 		return res, nil
 	}
 	if s.cfg.WaitApplied != nil {

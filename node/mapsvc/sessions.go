@@ -29,18 +29,10 @@ type connState struct {
 	revoked      *rpc.Error
 	revokedAt    int64
 
-	// fence is the index the connection's answered writes reached
-	// (fence.go). Set when the state is made (newConnState); snapshots
-	// share it.
-	fence *fence
-
 	// scratch receives the snapshot Handle passes to a method (see
 	// handlerSnapshot). Reader goroutine only; not guarded by mu.
 	scratch *connState
 }
-
-// newConnState is the state of a connection that has not connected yet.
-func newConnState() *connState { return &connState{fence: &fence{}} }
 
 // handlerSnapshot is snapshot into a buffer reused across requests: Handle
 // runs one request at a time on the connection's reader goroutine and no
@@ -54,7 +46,7 @@ func (cs *connState) handlerSnapshot() *connState {
 	cs.mu.Lock()
 	out.sessionID, out.participantID, out.participantType = cs.sessionID, cs.participantID, cs.participantType
 	out.caps, out.epoch, out.resumeToken = cs.caps, cs.epoch, cs.resumeToken
-	out.principal, out.fence = cs.principal, cs.fence
+	out.principal = cs.principal
 	out.pendingSession, out.pendingEpoch = cs.pendingSession, cs.pendingEpoch
 	out.warnedExpiry, out.revoked, out.revokedAt = cs.warnedExpiry, cs.revoked, cs.revokedAt
 	cs.mu.Unlock()
@@ -69,7 +61,7 @@ func (cs *connState) snapshot() connState {
 		sessionID: cs.sessionID, participantID: cs.participantID,
 		participantType: cs.participantType, caps: cs.caps, epoch: cs.epoch,
 		resumeToken: cs.resumeToken, pendingSession: cs.pendingSession, pendingEpoch: cs.pendingEpoch,
-		principal: cs.principal, fence: cs.fence, warnedExpiry: cs.warnedExpiry, revoked: cs.revoked, revokedAt: cs.revokedAt,
+		principal: cs.principal, warnedExpiry: cs.warnedExpiry, revoked: cs.revoked, revokedAt: cs.revokedAt,
 	}
 }
 
