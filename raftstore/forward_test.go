@@ -2,9 +2,11 @@ package raftstore
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -99,5 +101,32 @@ func TestForward_ResultThroughTheForward(t *testing.T) {
 				t.Fatalf("%d results decoded, want %d", got, tc.wantDecoded)
 			}
 		})
+	}
+}
+
+// TestWaitAppliedSoon: a follower learns of a leader-local commit only at
+// the leader's next AppendEntries (leader-local writes do not nudge), here
+// after a 2 s CommitTimeout; WaitAppliedSoon has the leader send it now.
+func TestWaitAppliedSoon(t *testing.T) {
+	const commitTimeout = 2 * time.Second
+	c, _, leader := newForwardingCluster(t, 3, func(cfg *Config) { cfg.CommitTimeout = commitTimeout })
+	ctx := testCtx(t)
+	for _, f := range c.stores {
+		if f == leader {
+			continue
+		}
+		for i := range 3 {
+			_, idx, err := leader.Apply(ctx, cmdKVPut, put(fmt.Sprintf("soon-%s=%d", f.ID(), i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := f.WaitAppliedSoon(ctx, idx); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took >= commitTimeout/2 {
+				t.Fatalf("%s applied %d after %v (commit timeout %v)", f.ID(), idx, took, commitTimeout)
+			}
+		}
 	}
 }

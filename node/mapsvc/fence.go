@@ -96,7 +96,11 @@ func neutralWrite(t concordv1.CommandType, msg proto.Message) bool {
 // this node while the answer travelled to the client and the next request
 // back).
 func (s *Service) awaitFence(ctx context.Context, tolerant bool) error {
-	if s.cfg.WaitApplied == nil {
+	wait := s.cfg.WaitFence
+	if wait == nil {
+		wait = s.cfg.WaitApplied
+	}
+	if wait == nil {
 		return nil
 	}
 	index := s.fence.target(tolerant)
@@ -108,5 +112,5 @@ func (s *Service) awaitFence(ctx context.Context, tolerant bool) error {
 		ctx, cancel = context.WithTimeout(ctx, fenceWaitLimit)
 		defer cancel()
 	}
-	return s.cfg.WaitApplied(ctx, index)
+	return wait(ctx, index)
 }
