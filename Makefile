@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 15m
 PKGS := ./...
 
 .PHONY: help build test test-short cluster-test chaos lint depcheck proto proto-check tools dev \
-	bench bench-federation test-wan bench-etcd cluster cluster-tls cluster-stop demo demo-federation sdk-deps clean deploy-check image
+	bench bench-federation test-wan bench-etcd cluster cluster-tls cluster-stop demo demo-federation sdk-deps clean deploy-check image image-check
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -39,13 +39,15 @@ depcheck: ## fail on an import against the direction in STYLE.md
 deploy-check: ## validate deploy/ (Kubernetes manifests against the API types, flags, Containerfile, dashboards)
 	$(GO) test -count=1 -run 'TestDeploy' ./cmd/concord
 
-# The image builds without a Docker daemon (podman or buildah, rootless).
+# The image builds offline, with no Docker daemon and no base image to pull:
+# the static binary is built here and put on an empty (scratch) base
+# (deploy/container/build.sh, with buildah or podman).
 IMAGE ?= concord:dev
-image: ## build the container image (deploy/container/Containerfile) with podman or buildah
-	@tool=$$(command -v podman || command -v buildah || true); \
-	if [ -z "$$tool" ]; then echo "make image needs podman or buildah (no Docker daemon needed)"; exit 1; fi; \
-	case "$$tool" in *buildah) $$tool bud -f deploy/container/Containerfile -t $(IMAGE) --build-arg VERSION=$$(git describe --tags --always --dirty) . ;; \
-	*) $$tool build -f deploy/container/Containerfile -t $(IMAGE) --build-arg VERSION=$$(git describe --tags --always --dirty) . ;; esac
+image: ## build the container image concord:dev (IMAGE=...) offline with buildah or podman
+	GO=$(GO) bash deploy/container/build.sh $(IMAGE)
+
+image-check: image ## build the image, check its config and files, run it as uid 65532 and probe it (root, buildah)
+	CONCORD_IMAGE=$(IMAGE) $(GO) test -count=1 -run '^TestImage$$' -v ./cmd/concord
 
 tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## install pinned proto tools into .tools/bin
 

@@ -52,9 +52,13 @@ func BenchmarkFederation_WAN(b *testing.B) {
 		}
 		return dc2.LinkUp(dc1)
 	})
+	link := w.Link("dc1", "dc2")
 	b.Run(fmt.Sprintf("request-reply/dc1-to-dc2/rounds=%d", wanRounds), func(b *testing.B) {
 		alice, bob := wanAgent(b, dc1, 0, "alice"), wanAgent(b, dc2, 0, "bob")
-		reportRTT(b, requestReply(b, alice, "dc2:agent:bob", bob, "dc1:agent:alice", fixedRounds()))
+		link.StartRecording(wanRecordLimit)
+		rs := requestReply(b, alice, "dc2:agent:bob", bob, "dc1:agent:alice", fixedRounds())
+		reportRTT(b, latencies(rs))
+		reportLegs(b, rs, link.StopRecording(), dc1.Namespace().Name, dc2.Namespace().Name)
 	})
 	b.Run(fmt.Sprintf("request-reply/dc1-to-dc2/fewest-relays/rounds=%d", wanRounds), func(b *testing.B) {
 		// The agents sit on the servers the streams connect (where the
@@ -62,15 +66,20 @@ func BenchmarkFederation_WAN(b *testing.B) {
 		a, bb, relays := fewestRelays(b, dc1, dc2)
 		b.Logf("alice on %s, bob on %s: %d relay hop(s) per round trip", dc1.Proc(a), dc2.Proc(bb), relays)
 		alice, bob := wanAgent(b, dc1, a, "alice2"), wanAgent(b, dc2, bb, "bob2")
-		reportRTT(b, requestReply(b, alice, "dc2:agent:bob2", bob, "dc1:agent:alice2", fixedRounds()))
+		link.StartRecording(wanRecordLimit)
+		rs := requestReply(b, alice, "dc2:agent:bob2", bob, "dc1:agent:alice2", fixedRounds())
+		reportRTT(b, latencies(rs))
+		reportLegs(b, rs, link.StopRecording(), dc1.Namespace().Name, dc2.Namespace().Name)
 		b.ReportMetric(float64(relays), "relay-hops")
 	})
 	b.Run(fmt.Sprintf("baseline-tcp-echo/dc1-to-dc2/rounds=%d", wanRounds), func(b *testing.B) {
+		link.StartRecording(wanRecordLimit)
 		reportRTT(b, tcpEcho(b, dc1.Namespace(), dc2.Namespace()))
+		reportWire(b, link.StopRecording())
 	})
 	b.Run("reference-request-reply/same-system", func(b *testing.B) {
 		carol, dave := wanAgent(b, dc1, 0, "carol"), wanAgent(b, dc1, 1, "dave")
-		lat := requestReply(b, carol, `{"agent":"dave"}`, dave, `{"agent":"carol"}`, b.Loop)
+		lat := latencies(requestReply(b, carol, `{"agent":"dave"}`, dave, `{"agent":"carol"}`, b.Loop))
 		p50, p99 := percentiles(lat)
 		b.ReportMetric(ms(p50), "p50-ms")
 		b.ReportMetric(ms(p99), "p99-ms")
@@ -82,7 +91,7 @@ func BenchmarkFederation_WAN(b *testing.B) {
 		defer w.Link("dc1", "dc2").SetShape(wannet.Shape{Delay: wanDelay})
 		a, bb, _ := fewestRelays(b, dc1, dc2)
 		alice, bob := wanAgent(b, dc1, a, "alice3"), wanAgent(b, dc2, bb, "bob3")
-		lat := requestReply(b, alice, "dc2:agent:bob3", bob, "dc1:agent:alice3", b.Loop)
+		lat := latencies(requestReply(b, alice, "dc2:agent:bob3", bob, "dc1:agent:alice3", b.Loop))
 		p50, p99 := percentiles(lat)
 		b.ReportMetric(ms(p50), "p50-ms")
 		b.ReportMetric(ms(p99), "p99-ms")
@@ -161,12 +170,30 @@ type mapNote struct {
 	} `json:"params"`
 }
 
+// rrRound is one request/reply as the test process saw it: when the
+// request was written, when the responder read it and wrote its answer,
+// and when the answer arrived (all on this process's clock).
+type rrRound struct {
+	sent, heard, answered, replied time.Time
+}
+
+// latencies is each round's send-to-answer time.
+func latencies(rs []rrRound) []time.Duration {
+	out := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		out[i] = r.answered.Sub(r.sent)
+	}
+	return out
+}
+
 // requestReply runs request/replies while more says so (after warm-up
 // rounds that also wait for the directory import): from sends to `to`,
 // responder answers each to replyTo with the request's correlationId, and
-// the time from send to answer is recorded.
-func requestReply(b *testing.B, from *websocket.Conn, to string, responder *websocket.Conn, replyTo string, more func() bool) []time.Duration {
+// each round's times are recorded.
+func requestReply(b *testing.B, from *websocket.Conn, to string, responder *websocket.Conn, replyTo string, more func() bool) []rrRound {
 	b.Helper()
+	var mu sync.Mutex // guards heard: the responder's times per round
+	heard := map[int][2]time.Time{}
 	done := make(chan struct{})
 	go func() { // the responder: answers until its socket closes
 		defer close(done)
@@ -176,6 +203,7 @@ func requestReply(b *testing.B, from *websocket.Conn, to string, responder *webs
 			if err != nil {
 				return
 			}
+			at := time.Now()
 			var n mapNote
 			if json.Unmarshal(data, &n) != nil || n.Method != "map/message" {
 				continue
@@ -187,6 +215,9 @@ func requestReply(b *testing.B, from *websocket.Conn, to string, responder *webs
 			id++
 			reply := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"map/send","params":{"to":%s,"payload":{"re":%d},"meta":{"correlationId":%q}}}`,
 				id, quoteAddr(replyTo), p.Seq, n.Params.Message.ID)
+			mu.Lock()
+			heard[p.Seq] = [2]time.Time{at, time.Now()}
+			mu.Unlock()
 			if responder.WriteMessage(websocket.TextMessage, []byte(reply)) != nil {
 				return
 			}
@@ -195,8 +226,8 @@ func requestReply(b *testing.B, from *websocket.Conn, to string, responder *webs
 	b.Cleanup(func() { _ = responder.Close(); <-done })
 	round := 0
 	// one runs rounds until one is answered (the first ones may fail
-	// until the directory import lands) and returns its time.
-	one := func() time.Duration {
+	// until the directory import lands) and returns its times.
+	one := func() rrRound {
 		for tries := 0; ; tries++ {
 			if tries > 100 {
 				b.Fatalf("round %d: no answer in %d tries", round, tries)
@@ -209,18 +240,22 @@ func requestReply(b *testing.B, from *websocket.Conn, to string, responder *webs
 				b.Fatal(err)
 			}
 			if answered(b, from, round) {
-				return time.Since(start)
+				r := rrRound{sent: start, answered: time.Now()}
+				mu.Lock()
+				r.heard, r.replied = heard[round][0], heard[round][1]
+				mu.Unlock()
+				return r
 			}
 		}
 	}
 	for range 10 { // warm-up
 		one()
 	}
-	var lat []time.Duration
+	var rs []rrRound
 	for more() {
-		lat = append(lat, one())
+		rs = append(rs, one())
 	}
-	return lat
+	return rs
 }
 
 // fixedRounds is requestReply's more for wanRounds rounds, whatever b.N.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,113 +17,158 @@ import (
 
 // BenchmarkNonVoters measures what non-voters cost writes (issue 14: at
 // most 10%): a system of 3 voters alone and one of 3 voters + 4
-// non-voters (--raft-voters 3), each as real server processes in the same
-// run, one after the other, with the same 32 clients spread over the 3
-// voters doing committed writes (map/agents/update, one in flight each).
-// Non-voters replicate every entry but are not in the commit quorum, so
-// on separate hosts the difference is the leader's extra replication
-// work; on one shared machine every non-voter's fsync and apply also
-// competes with the voters for the same cores. The baseline runs before
-// and after (drift), and the non-voter run reports its ratio to the
-// first (x-baseline), with writes/s, p50/p99 and the resident memory of
-// the server processes. A third run keeps the non-voters' data on tmpfs
-// (see benchNonVoters). Run without -race:
+// non-voters (--raft-voters 3), both up as real server processes at once
+// and loaded in turn, in alternating windows of nvWindow, with committed
+// writes (map/agents/update, one in flight per client, clients spread
+// over the 3 voters). Two loads: a moderate one (8 clients) and a
+// saturating one (64 clients), where on one shared machine every
+// non-voter's fsync and apply competes with the voters for the same
+// cores. Each window reports writes/s, p50/p99 and CPU per 1000 writes of
+// the leader and of all non-voters together; the "summary" sub-benchmarks
+// log per load the medians of each system and their ratios to the voters
+// alone, and every server's resident memory. With
+// CONCORD_BENCH_NONVOTERS_REV set to a git revision, a third system, 3+4
+// built from that revision, runs in the same rounds (before/after a
+// change). The windows have a fixed length, so:
 //
-//	go test -run '^$' -bench NonVoters -benchtime 5s ./cluster-test/
+//	go test -run '^$' -bench NonVoters -benchtime 1x ./cluster-test/
 func BenchmarkNonVoters(b *testing.B) {
-	var base []float64 // the baselines before and after
-	runs := []struct {
-		n     int
-		shm   bool
-		label string
-	}{
-		{3, false, "baseline-voters=3-run1"},
-		{7, false, "voters=3+nonvoters=4"},
-		{7, true, "voters=3+nonvoters=4-on-tmpfs"},
-		{3, false, "baseline-voters=3-run2"},
+	systems := []*nvSystem{startNVSystem(b, 3), startNVSystem(b, 7)}
+	labels := []string{"voters=3", "voters=3+nonvoters=4"}
+	if rev := os.Getenv("CONCORD_BENCH_NONVOTERS_REV"); rev != "" {
+		systems = append(systems, startNVSystem(b, 7, WithProcBinary(ConcordBinaryAt(b, rev))))
+		labels = append(labels, "voters=3+nonvoters=4@"+rev)
 	}
-	for _, r := range runs {
-		n := r.n
-		b.Run(r.label+"/map-update/clients=32", func(b *testing.B) {
-			rate := benchNonVoters(b, n, r.shm)
-			if n == 3 {
-				base = append(base, rate)
-				return
+	for _, clients := range []int{8, 64} {
+		results := make([][]nvResult, len(systems))
+		for round := range nvRounds {
+			for k, sys := range systems {
+				b.Run(fmt.Sprintf("%s/map-update/clients=%d/round=%d", labels[k], clients, round+1), func(b *testing.B) {
+					r := sys.measure(b, clients, nvWindow)
+					results[k] = append(results[k], r)
+					b.ReportMetric(r.rate, "writes/s")
+					b.ReportMetric(ms(r.p50), "p50-ms")
+					b.ReportMetric(ms(r.p99), "p99-ms")
+					b.ReportMetric(r.leaderCPU, "leader-cpu-ms/kwrite")
+					b.ReportMetric(r.nonvoterCPU, "nonvoters-cpu-ms/kwrite")
+				})
 			}
-			if len(base) > 0 && base[0] > 0 {
-				// Against the baseline run before it; the one after shows
-				// how much the machine drifted meanwhile.
-				b.ReportMetric(rate/base[0], "x-baseline")
+		}
+		base := medianResult(results[0])
+		summary := []string{fmt.Sprintf("medians of %d windows:", nvRounds)}
+		for k := range systems {
+			m := medianResult(results[k])
+			summary = append(summary, fmt.Sprintf(
+				"  %-32s %6.0f writes/s (x%.2f)  p50 %6.2f ms (x%.2f)  p99 %6.2f ms (x%.2f)  leader %4.0f cpu-ms/kwrite (x%.2f)  non-voters %4.0f",
+				labels[k], m.rate, m.rate/base.rate, ms(m.p50), ms(m.p50)/ms(base.p50), ms(m.p99), ms(m.p99)/ms(base.p99),
+				m.leaderCPU, m.leaderCPU/base.leaderCPU, m.nonvoterCPU))
+		}
+		// One sub-benchmark per summary: the testing package cuts a
+		// benchmark's log after a few lines.
+		b.Run(fmt.Sprintf("summary/clients=%d", clients), func(b *testing.B) { b.Log("\n" + strings.Join(summary, "\n")) })
+	}
+	b.Run("summary/rss", func(b *testing.B) {
+		for k, sys := range systems {
+			b.Logf("%s: RSS per process (MB) %.0f", labels[k], sys.rss(b))
+		}
+	})
+}
+
+// nvRounds is how many windows each system gets per load; nvWindow is
+// one window's length.
+const (
+	nvRounds = 3
+	nvWindow = 5 * time.Second
+)
+
+// nvSystem is one running system with its clients, each registered as
+// its own agent.
+type nvSystem struct {
+	pc      *ProcCluster
+	voters  []int
+	clients []*Client
+	agents  []string
+}
+
+// startNVSystem starts n server processes with --raft-voters 3 and
+// connects 64 clients, spread over the voters.
+func startNVSystem(b *testing.B, n int, opts ...ProcOption) *nvSystem {
+	pc := StartProcs(b, n, append(opts, WithProcArgs(func(int) []string { return []string{"--raft-voters", "3", "--log-level", "warn"} }))...)
+	sys := &nvSystem{pc: pc}
+	Eventually(b, MembershipTimeout, func() error {
+		var err error
+		sys.voters, err = procVoters(pc, n)
+		return err
+	})
+	for k := range 64 {
+		c := pc.Connect(b, sys.voters[k%len(sys.voters)], map[string]any{"participantType": "system"})
+		agent := fmt.Sprintf("nv-%d", k)
+		if err := c.Register(agent, nil); err != nil {
+			b.Fatalf("register: %s", Describe(err))
+		}
+		sys.clients, sys.agents = append(sys.clients, c), append(sys.agents, agent)
+	}
+	return sys
+}
+
+// nvResult is one window's figures; CPU is in ms per 1000 writes.
+type nvResult struct {
+	rate, leaderCPU, nonvoterCPU float64
+	p50, p99                     time.Duration
+}
+
+// measure runs the first clients doing writes for d.
+func (s *nvSystem) measure(b *testing.B, clients int, d time.Duration) nvResult {
+	states := []string{"busy", "idle"}
+	lat := make([][]time.Duration, clients)
+	var failed atomic.Int64
+	cpu0 := procsCPU(b, s.pc)
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline); i++ {
+				t0 := time.Now()
+				if _, err := s.clients[w].Call("map/agents/update", map[string]any{"agentId": s.agents[w], "state": states[i%2]}); err != nil {
+					failed.Add(1)
+					continue
+				}
+				lat[w] = append(lat[w], time.Since(t0))
 			}
 		})
 	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpu1 := procsCPU(b, s.pc)
+	reportFailures(b, failed.Load())
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	r := nvResult{rate: float64(len(all)) / elapsed.Seconds()}
+	r.p50, r.p99 = percentiles(all)
+	// The busiest voter is the leader; CPU per write is what the design
+	// costs whatever the shared machine does to the rates.
+	var leader, nonvoters time.Duration
+	for i := range cpu1 {
+		if dt := cpu1[i] - cpu0[i]; slices.Contains(s.voters, i) {
+			leader = max(leader, dt)
+		} else {
+			nonvoters += dt
+		}
+	}
+	if k := float64(len(all)) / 1000; k > 0 {
+		r.leaderCPU = float64(leader.Milliseconds()) / k
+		r.nonvoterCPU = float64(nonvoters.Milliseconds()) / k
+	}
+	return r
 }
 
-// benchNonVoters starts n server processes with --raft-voters 3 and runs
-// the writes; it returns writes/s. With shm the non-voters (the servers
-// after the first three, which bootstrap as the voters) keep their data
-// on tmpfs: their fsyncs then no longer queue on the voters' disk, which
-// tells the shared disk's share of the cost from the rest.
-func benchNonVoters(b *testing.B, n int, shm bool) float64 {
-	args := func(i int) []string {
-		a := []string{"--raft-voters", "3", "--log-level", "warn"}
-		if shm && i >= 3 {
-			dir, err := os.MkdirTemp("/dev/shm", "concord-bench-")
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = os.RemoveAll(dir) })
-			a = append(a, "--data-dir", dir)
-		}
-		return a
-	}
-	pc := StartProcs(b, n, WithProcArgs(args))
-	var voters []int
-	Eventually(b, MembershipTimeout, func() error {
-		var err error
-		voters, err = procVoters(pc, n)
-		return err
-	})
-	clients := make([]*Client, 32)
-	agents := make([]string, len(clients))
-	for k := range clients {
-		clients[k] = pc.Connect(b, voters[k%len(voters)], map[string]any{"participantType": "system"})
-		agents[k] = fmt.Sprintf("nv-%d", k)
-		if err := clients[k].Register(agents[k], nil); err != nil {
-			b.Fatalf("register: %s", Describe(err))
-		}
-	}
-	states := []string{"busy", "idle"}
-	cpu0 := procsCPU(b, pc)
-	start := time.Now()
-	var count atomic.Int64
-	runCallers(b, len(clients), func(w, i int) error {
-		_, err := clients[w].Call("map/agents/update", map[string]any{"agentId": agents[w], "state": states[i%2]})
-		if err == nil {
-			count.Add(1)
-		}
-		return err
-	})
-	rate := float64(count.Load()) / time.Since(start).Seconds()
-	// CPU time per 1000 writes of the busiest voter (the leader) and of
-	// all non-voters: what the design costs, whatever the shared machine
-	// does to the rates.
-	cpu1 := procsCPU(b, pc)
-	var leaderCPU, nonvoterCPU time.Duration
-	for i := range cpu1 {
-		d := cpu1[i] - cpu0[i]
-		if slices.Contains(voters, i) {
-			leaderCPU = max(leaderCPU, d)
-		} else {
-			nonvoterCPU += d
-		}
-	}
-	if k := float64(count.Load()) / 1000; k > 0 {
-		b.ReportMetric(float64(leaderCPU.Milliseconds())/k, "leader-cpu-ms/kwrite")
-		b.ReportMetric(float64(nonvoterCPU.Milliseconds())/k, "nonvoters-cpu-ms/kwrite")
-	}
-	var rss []float64
-	for _, p := range pc.Procs() {
+// rss returns each server's resident memory in MB.
+func (s *nvSystem) rss(b *testing.B) []float64 {
+	var out []float64
+	for _, p := range s.pc.Procs() {
 		code, body, err := httpGet(p.HTTPAddr, "/v1/status")
 		var st struct {
 			RSS int64 `json:"rssBytes"`
@@ -130,16 +176,28 @@ func benchNonVoters(b *testing.B, n int, shm bool) float64 {
 		if err != nil || code != 200 || json.Unmarshal(body, &st) != nil {
 			b.Fatalf("status of %s: %d %v", p, code, err)
 		}
-		rss = append(rss, float64(st.RSS)/(1<<20))
+		out = append(out, float64(st.RSS)/(1<<20))
 	}
-	b.ReportMetric(slices.Max(rss), "max-rss-MB")
-	var sum float64
-	for _, r := range rss {
-		sum += r
+	return out
+}
+
+// medianResult takes the median of each figure separately.
+func medianResult(rs []nvResult) nvResult {
+	med := func(f func(nvResult) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
 	}
-	b.ReportMetric(sum/float64(len(rss)), "mean-rss-MB")
-	b.Logf("%d servers: RSS per process (MB) %v", n, rss)
-	return rate
+	return nvResult{
+		rate:        med(func(r nvResult) float64 { return r.rate }),
+		leaderCPU:   med(func(r nvResult) float64 { return r.leaderCPU }),
+		nonvoterCPU: med(func(r nvResult) float64 { return r.nonvoterCPU }),
+		p50:         time.Duration(med(func(r nvResult) float64 { return float64(r.p50) })),
+		p99:         time.Duration(med(func(r nvResult) float64 { return float64(r.p99) })),
+	}
 }
 
 // procVoters returns the indexes of the voters once the configuration

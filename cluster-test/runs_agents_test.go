@@ -115,12 +115,15 @@ func startRunAgent(t testing.TB, id string, urls []string, h agentbridge.Handler
 	a.client = cl
 	reg := &registeringClient{Client: cl, done: make(chan struct{})}
 	runCtx, stop := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- br.Run(runCtx, reg) }()
+	// ran is closed when Run returns (runErr set): the cleanup and the
+	// registration wait below may both wait for it.
+	ran := make(chan struct{})
+	var runErr error
+	go func() { runErr = br.Run(runCtx, reg); close(ran) }()
 	t.Cleanup(func() {
 		stop()
-		if err := <-ran; err != nil {
-			t.Logf("agent %s stopped: %v", id, err)
+		if <-ran; runErr != nil {
+			t.Logf("agent %s stopped: %v", id, runErr)
 		}
 		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer ccancel()
@@ -128,8 +131,8 @@ func startRunAgent(t testing.TB, id string, urls []string, h agentbridge.Handler
 	})
 	select {
 	case <-reg.done:
-	case err := <-ran:
-		t.Fatalf("agent %s: %v", id, err)
+	case <-ran:
+		t.Fatalf("agent %s: %v", id, runErr)
 	case <-time.After(CallTimeout):
 		t.Fatalf("agent %s: not registered after %v", id, CallTimeout)
 	}

@@ -17,7 +17,9 @@
 // token.go the peering token codec,
 // envelope.go the hop/loop checks and the delivered Message, policy.go the
 // export/import filters, buffer.go the outage buffer, link.go this node's
-// outbound stream to one system, inbound.go the streams peers open here,
+// outbound stream to one system (link_send.go: a message that finds it
+// idle is written by its sender's goroutine), inbound.go the streams
+// peers open here,
 // peering.go tokens and the handshake, service.go the gRPC service,
 // trust.go the TLS identity checks, manager.go ties them together.
 // gateway*.go serve MAP gateways of foreign systems (the SDK's

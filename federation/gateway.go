@@ -314,8 +314,7 @@ func recipientLabel(env *concordv1.FedEnvelope) string {
 // unlinked reports whether target has no direct link, so a message to it
 // may be for an SDK gateway whose binding this node has not applied yet.
 func (m *Manager) unlinked(target string) bool {
-	_, linked := m.deps.State.Link(target)
-	return !linked && m.deps.Sessions != nil && m.deps.Barrier != nil
+	return !m.deps.State.HasLink(target) && m.deps.Sessions != nil && m.deps.Barrier != nil
 }
 
 // afterBarrier calls fn once this node has applied everything committed

@@ -36,10 +36,17 @@ const upQueueFactor = 16
 // peer's servers (spread by a hash of this node's id), keeps the stream
 // open, moves to the next server with jittered backoff when it breaks,
 // and holds messages in the bounded buffer while no stream is up.
+//
+// Lock order: sendMu, then mu.
 type outLink struct {
 	m    *Manager
 	peer string
 	log  *slog.Logger
+
+	// sendMu is held by whoever writes on the stream (gRPC allows one
+	// Send at a time) and, for batches, from numbering them until they
+	// were written, so envelopes go out in seq order (link_send.go).
+	sendMu sync.Mutex
 
 	mu       sync.Mutex
 	link     *concordv1.FedLink
@@ -59,6 +66,11 @@ type outLink struct {
 	// stored.
 	gsent map[uint64]time.Time
 	gacks []*concordv1.FedAck
+
+	// The up stream, for inline sends (nil: none), and what ends its
+	// session (link_send.go).
+	cur       concordv1.Federation_LinkClient
+	curCancel context.CancelFunc
 
 	// stats
 	sent, reconnects uint64
@@ -126,6 +138,7 @@ func (l *outLink) enqueue(env *concordv1.FedEnvelope, done func(Outcome)) {
 	up := l.up
 	var dropped []*item
 	var refuse *CodeError
+	inline := false
 	if up {
 		// With a stream up the buffer is only the send queue: the outage
 		// bounds (what may wait for a stream) do not apply, or a burst
@@ -141,6 +154,7 @@ func (l *outLink) enqueue(env *concordv1.FedEnvelope, done func(Outcome)) {
 		} else {
 			l.buf.items = append(l.buf.items, it)
 			l.buf.bytes += it.size
+			inline = l.idleFor(it)
 		}
 	} else {
 		it.done = nil
@@ -153,6 +167,8 @@ func (l *outLink) enqueue(env *concordv1.FedEnvelope, done func(Outcome)) {
 		done(Outcome{Err: refuse})
 	case !up:
 		done(Outcome{Queued: true})
+	case inline:
+		l.sendNow()
 	default:
 		l.signal()
 	}
@@ -281,6 +297,7 @@ func (l *outLink) session(ctx context.Context, link *concordv1.FedLink, addr str
 	if !timer.Stop() || err != nil {
 		return false, errors.Join(err, sctx.Err())
 	}
+	l.attach(stream, cancel)
 	l.connected(addr)
 	defer l.disconnected(addr)
 	l.m.wg.Add(1)
@@ -299,7 +316,10 @@ func (l *outLink) session(ctx context.Context, link *concordv1.FedLink, addr str
 	cancel()
 	<-silent
 	<-recvDone
+	l.detach()
+	l.sendMu.Lock() // an inline send may still be writing
 	_ = stream.CloseSend()
+	l.sendMu.Unlock()
 	return true, err
 }
 
@@ -420,7 +440,7 @@ func (l *outLink) sendLoop(ctx context.Context, stream concordv1.Federation_Link
 			}
 		case <-ping.C:
 			l.expireInflight()
-			if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Ping{Ping: &concordv1.FedPing{SentUnixNano: time.Now().UnixNano()}}}); err != nil {
+			if err := l.sendFrame(stream, &concordv1.FedFrame{Frame: &concordv1.FedFrame_Ping{Ping: &concordv1.FedPing{SentUnixNano: time.Now().UnixNano()}}}); err != nil {
 				return fmt.Errorf("send ping: %w", err)
 			}
 		}
@@ -454,7 +474,7 @@ func (l *outLink) requestDirectory(stream concordv1.Federation_LinkClient) error
 	if !resync {
 		have, digest = l.m.deps.State.ImportedVersion(l.peer)
 	}
-	if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_DirRequest{DirRequest: &concordv1.FedDirectoryRequest{
+	if err := l.sendFrame(stream, &concordv1.FedFrame{Frame: &concordv1.FedFrame_DirRequest{DirRequest: &concordv1.FedDirectoryRequest{
 		HaveVersion: have, HaveDigest: digest}}}); err != nil {
 		return fmt.Errorf("send directory request: %w", err)
 	}
@@ -465,27 +485,13 @@ func (l *outLink) requestDirectory(stream concordv1.Federation_LinkClient) error
 // leader) the guaranteed messages due.
 func (l *outLink) flush(ctx context.Context, stream concordv1.Federation_LinkClient) error {
 	drain := l.mayDrain(ctx)
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
 	for {
 		l.mu.Lock()
 		expired := l.buf.expire(l.bufferPolicy(), l.m.now())
-		n := min(len(l.buf.items), maxBatch)
-		batch := &concordv1.FedBatch{Envelopes: make([]*concordv1.FedEnvelope, 0, n)}
 		now := l.m.now()
-		bytes := 0
-		for i := range n {
-			if i > 0 && bytes+l.buf.items[0].size > maxBatchBytes {
-				n = i
-				break
-			}
-			it := l.buf.popFront()
-			bytes += it.size
-			l.seq++
-			env := it.env // the link owns it now: numbered for this stream
-			env.Seq = l.seq
-			l.inflight[l.seq] = &inflight{it: it, sentAt: now}
-			batch.Envelopes = append(batch.Envelopes, env)
-		}
-		l.sent += uint64(n)
+		batch, bytes := l.nextBatch(now)
 		if drain {
 			l.drainBatch(batch, bytes, now)
 		}

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -256,11 +257,18 @@ func (m *Manager) sendLinked(msg Message, done func(Outcome)) {
 		return
 	}
 	env := m.originate(msg, maxHopsOf(ol.policy()))
-	if link, _ := m.deps.State.Link(msg.TargetSystem); wantsGuarantee(msg.Meta, link) {
+	if m.deps.State.OutboxGuaranteed(msg.TargetSystem) || (mayAskGuarantee(msg.Meta) && wantsGuarantee(msg.Meta, nil)) {
 		m.sendGuaranteed(env, ol, done)
 		return
 	}
 	ol.enqueue(env, done)
+}
+
+// mayAskGuarantee is false when meta cannot hold delivery "guaranteed":
+// without a backslash a JSON string is spelt as is, so the word must
+// appear. It spares most messages wantsGuarantee's JSON decoding.
+func mayAskGuarantee(meta []byte) bool {
+	return bytes.Contains(meta, []byte("guaranteed")) || bytes.IndexByte(meta, '\\') >= 0
 }
 
 // maxHopsOf is the hop bound of envelopes this system originates over link.
@@ -285,7 +293,7 @@ func (m *Manager) originate(msg Message, maxHops uint32) *concordv1.FedEnvelope 
 // gatewayBinding returns the SDK gateway serving target, unless target
 // has a link of its own (a link always wins).
 func (m *Manager) gatewayBinding(target string) (*concordv1.FedGatewayBinding, bool) {
-	if _, linked := m.deps.State.Link(target); linked || m.deps.Sessions == nil {
+	if m.deps.State.HasLink(target) || m.deps.Sessions == nil {
 		return nil, false
 	}
 	return m.deps.State.Gateway(target)

@@ -305,6 +305,23 @@ func (s *State) Link(peer string) (*concordv1.FedLink, bool) {
 	return proto.CloneOf(l), true
 }
 
+// HasLink reports whether a link to peer exists, without Link's copy (a
+// per-message check on the send path).
+func (s *State) HasLink(peer string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.links[peer]
+	return ok
+}
+
+// OutboxGuaranteed reports whether the link to peer sends every message
+// guaranteed (FedOutboxPolicy.guaranteed), without Link's copy.
+func (s *State) OutboxGuaranteed(peer string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.links[peer].GetOutbox().GetGuaranteed()
+}
+
 // Links returns copies of every link, sorted by peer system id.
 func (s *State) Links() []*concordv1.FedLink {
 	s.mu.RLock()

@@ -110,6 +110,25 @@ type Config struct {
 	// per peer for reuse.
 	MaxPool int
 
+	// MaxRPCsInFlight is how many AppendEntries RPCs (count) the leader
+	// may have outstanding to one caught-up follower. 1 turns pipelining
+	// off: the next batch waits for the previous answer (the follower's
+	// fsync and a round trip). 2 or more lets the leader send the next
+	// batch meanwhile, at the price of smaller batches (more RPCs, more
+	// leader CPU per write) when writes are steady; raft's own figures
+	// show little gain beyond 2. See DESIGN.md, "Pipelined replication".
+	MaxRPCsInFlight int
+
+	// NonvoterReplicationInterval paces replication to non-voters
+	// (pace.go): the leader starts at most two AppendEntries carrying
+	// entries to one non-voter per interval. Longer means fewer, larger
+	// RPCs and fsyncs for each non-voter (less leader CPU per write), at
+	// the price of non-voters lagging by up to about this much under
+	// steady writes: a write or read-your-write through a non-voter then
+	// waits for it (a write after a quiet spell does not). 0 turns pacing
+	// off (non-voters replicate like voters).
+	NonvoterReplicationInterval time.Duration
+
 	// TransportTimeout is the I/O deadline for one raft RPC (scaled up for
 	// snapshot installs by raft).
 	TransportTimeout time.Duration
@@ -159,6 +178,8 @@ func DefaultConfig() Config {
 		MaxPool:           3,
 		TransportTimeout:  10 * time.Second,
 	}
+	c.MaxRPCsInFlight = 1 // pipelining off: no gain measured (DESIGN.md)
+	c.NonvoterReplicationInterval = 20 * time.Millisecond
 	// 500 ms heartbeat and election, 250 ms lease, 50 ms commit.
 	c.SetTimings(mustLANTimings(DefaultRaftMultiplier))
 	return c
@@ -191,6 +212,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxPool < 1 {
 		errs = append(errs, errors.New("MaxPool must be >= 1"))
+	}
+	if c.MaxRPCsInFlight < 1 {
+		errs = append(errs, errors.New("MaxRPCsInFlight must be >= 1"))
+	}
+	if c.NonvoterReplicationInterval < 0 || c.NonvoterReplicationInterval > time.Second {
+		errs = append(errs, errors.New("NonvoterReplicationInterval must be within 0..1s"))
 	}
 	if c.TransportTimeout <= 0 {
 		errs = append(errs, errors.New("TransportTimeout must be positive"))

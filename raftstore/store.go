@@ -26,7 +26,7 @@ type Store struct {
 	fsm *fsm
 
 	raft  *raft.Raft
-	trans *raft.NetworkTransport
+	trans *raftTransport
 	layer *trackingLayer
 	bolt  *logStore
 
@@ -123,7 +123,7 @@ func (s *Store) open() error {
 	if err != nil {
 		return err
 	}
-	if s.trans, s.layer, err = newTransport(s.cfg, rlog.Named("net").(*hclogAdapter)); err != nil {
+	if s.trans, s.layer, err = newTransport(s.cfg, rlog.Named("net").(*hclogAdapter), s.stopCh); err != nil {
 		return fmt.Errorf("raftstore: transport: %w", err)
 	}
 	logs, err := raft.NewLogCache(logCacheEntries, s.bolt)
@@ -133,6 +133,7 @@ func (s *Store) open() error {
 	if s.raft, err = raft.NewRaft(s.cfg.raftConfig(rlog), s.fsm, logs, s.bolt, snaps, s.trans); err != nil {
 		return fmt.Errorf("raftstore: start raft: %w", err)
 	}
+	s.trans.pace.setConfigSource(s.raft)
 	return nil
 }
 

@@ -40,6 +40,11 @@ func TestConfig_Validate(t *testing.T) {
 		{"zero snapshot threshold", func(c *Config) { c.SnapshotThreshold = 0 }, "SnapshotThreshold"},
 		{"log cap below snapshot threshold", func(c *Config) { c.MaxLogEntries = c.SnapshotThreshold - 1 }, "MaxLogEntries"},
 		{"log cap off", func(c *Config) { c.MaxLogEntries = 0 }, ""},
+		{"no RPC in flight", func(c *Config) { c.MaxRPCsInFlight = 0 }, "MaxRPCsInFlight"},
+		{"pipelining on", func(c *Config) { c.MaxRPCsInFlight = 4 }, ""},
+		{"negative non-voter pacing", func(c *Config) { c.NonvoterReplicationInterval = -time.Millisecond }, "NonvoterReplicationInterval"},
+		{"non-voter pacing too long", func(c *Config) { c.NonvoterReplicationInterval = 2 * time.Second }, "NonvoterReplicationInterval"},
+		{"non-voter pacing off", func(c *Config) { c.NonvoterReplicationInterval = 0 }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

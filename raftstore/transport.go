@@ -16,7 +16,8 @@ import (
 // over real TCP on cfg.BindAddr when none is injected, under
 // cfg.WrapStreamLayer (TLS) when set. Either way the layer is wrapped so
 // that closing it also closes accepted connections (see trackingLayer).
-func newTransport(cfg Config, logger *hclogAdapter) (*raft.NetworkTransport, *trackingLayer, error) {
+// Closing stop ends any pause in pacing replication to a non-voter.
+func newTransport(cfg Config, logger *hclogAdapter, stop <-chan struct{}) (*raftTransport, *trackingLayer, error) {
 	var inner raft.StreamLayer = cfg.StreamLayer
 	if inner == nil {
 		tcp, err := newTCPStreamLayer(cfg.BindAddr, cfg.AdvertiseAddr)
@@ -34,16 +35,40 @@ func newTransport(cfg Config, logger *hclogAdapter) (*raft.NetworkTransport, *tr
 		MaxPool: cfg.MaxPool,
 		Timeout: cfg.TransportTimeout,
 		Logger:  logger,
-		// 1 turns raft's pipelined replication off. With it on, a
-		// rejected AppendEntries can leave the pipeline's decoder and
-		// sender blocked on each other, and raft's Shutdown then waits
-		// forever for the replication goroutine (seen here in the
-		// cluster tests; pyroscope hit the same, grafana/pyroscope#5518).
-		// raft's docs measure little benefit from pipelining alongside
-		// batching.
-		MaxRPCsInFlight: 1,
+		// Above 1 raft pipelines AppendEntries to a follower that is
+		// caught up; raftTransport makes that safe (pipeline.go).
+		MaxRPCsInFlight: cfg.MaxRPCsInFlight,
 	})
-	return trans, layer, nil
+	pace := &pacer{interval: cfg.NonvoterReplicationInterval, maxBatch: cfg.MaxApplyBatch, stop: stop}
+	return &raftTransport{NetworkTransport: trans, pace: pace}, layer, nil
+}
+
+// raftTransport is raft's NetworkTransport whose append pipelines
+// cannot deadlock (safePipeline) and whose AppendEntries to non-voters are
+// paced (pace.go). Every other method is the embedded transport's, so raft
+// still sees WithClose and WithPreVote.
+type raftTransport struct {
+	*raft.NetworkTransport
+	pace *pacer
+}
+
+// AppendEntries implements raft.Transport.
+func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	start := time.Now()
+	if err := t.NetworkTransport.AppendEntries(id, target, args, resp); err != nil {
+		return err
+	}
+	t.pace.hold(id, start, len(args.Entries), resp)
+	return nil
+}
+
+// AppendEntriesPipeline implements raft.Transport.
+func (t *raftTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	return newSafePipeline(p), nil
 }
 
 // tcpStreamLayer is the production raft.StreamLayer: a TCP listener plus a

@@ -10,8 +10,10 @@
 // back, so the test process itself stays in the host namespace. A
 // Link joins two namespaces with a TUN device in each; the test process
 // moves IP packets between the two devices, holding each for the link's
-// delay (plus jitter, never reordering) and dropping the configured
-// fraction. It plays the part of `tc qdisc ... netem delay 25ms 2ms loss
+// delay (plus jitter, never reordering; to the microsecond, clock.go) and
+// dropping the configured fraction, and records what it delivered when
+// asked (StartRecording), so benchmarks can tell wire time from the
+// endpoints' own. It plays the part of `tc qdisc ... netem delay 25ms 2ms loss
 // 1%` on a veth pair: the kernel this project's CI runs on is built
 // without sch_netem (CONFIG_NET_SCH_NETEM is not set), while TUN, veth and
 // namespaces are there. The kernels' TCP stacks on both sides are real;

@@ -50,6 +50,7 @@ type Link struct {
 
 	shape     atomic.Pointer[Shape]
 	cut       atomic.Bool
+	rec       recorder
 	forwarded atomic.Uint64
 	dropped   atomic.Uint64
 
@@ -78,8 +79,8 @@ func Connect(a, b *Namespace, shape Shape) (*Link, error) {
 		_ = l.fa.Close()
 		return nil, err
 	}
-	l.pump(l.fa, l.fb)
-	l.pump(l.fb, l.fa)
+	l.pump(l.fa, l.fb, a.Name)
+	l.pump(l.fb, l.fa, b.Name)
 	return l, nil
 }
 
@@ -128,21 +129,23 @@ func openTUN(ns *Namespace, dev string, peer *Namespace) (*os.File, error) {
 
 // packet is one IP packet on its way, due at its delivery time.
 type packet struct {
-	due  time.Time
+	due  int64     // monotonic clock, ns (monoNow)
+	read time.Time // when the link took it
 	data []byte
 }
 
-// pump moves packets from src to dst: a reader that stamps (or drops)
-// each packet, and a writer that delivers it when due.
-func (l *Link) pump(src, dst *os.File) {
+// pump moves packets from src (the device in namespace from) to dst: a
+// reader that stamps (or drops) each packet, and a writer that delivers
+// it when due.
+func (l *Link) pump(src, dst *os.File, from string) {
 	q := make(chan packet, queueLen)
 	l.wg.Add(2)
 	go func() { defer l.wg.Done(); defer close(q); l.read(src, q) }()
-	go func() { defer l.wg.Done(); l.write(dst, q) }()
+	go func() { defer l.wg.Done(); l.write(dst, q, from) }()
 }
 
 func (l *Link) read(src *os.File, q chan<- packet) {
-	var last time.Time
+	var last int64
 	buf := make([]byte, 1<<16)
 	for {
 		n, err := src.Read(buf)
@@ -158,31 +161,28 @@ func (l *Link) read(src *os.File, q chan<- packet) {
 		if s.Jitter > 0 {
 			d += time.Duration(rand.Int64N(int64(2*s.Jitter)+1)) - s.Jitter
 		}
-		due := time.Now().Add(d)
-		if due.Before(last) {
-			due = last // no reordering
-		}
+		read := time.Now()
+		due := max(monoNow()+int64(d), last) // no reordering
 		last = due
 		select {
-		case q <- packet{due: due, data: append([]byte(nil), buf[:n]...)}:
+		case q <- packet{due: due, read: read, data: append([]byte(nil), buf[:n]...)}:
 		default:
 			l.dropped.Add(1)
 		}
 	}
 }
 
-func (l *Link) write(dst *os.File, q <-chan packet) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+// write delivers the packets of q when due, on a thread of its own
+// (clock.go). Close waits for the packet it holds: at most the delay.
+func (l *Link) write(dst *os.File, q <-chan packet, from string) {
+	preciseThread()
 	for p := range q {
-		if wait := time.Until(p.due); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-l.stop:
-				return
-			}
+		select {
+		case <-l.stop:
+			return
+		default:
 		}
+		sleepUntil(p.due)
 		if _, err := dst.Write(p.data); err != nil {
 			if errors.Is(err, os.ErrClosed) {
 				return
@@ -191,6 +191,7 @@ func (l *Link) write(dst *os.File, q <-chan packet) {
 			continue
 		}
 		l.forwarded.Add(1)
+		l.rec.add(Packet{From: from, Size: len(p.data), Read: p.read, Sent: time.Now(), Late: time.Duration(monoNow() - p.due)})
 	}
 }
 

@@ -245,3 +245,60 @@ func TestLink_JitterNeverReorders(t *testing.T) {
 		}
 	}
 }
+
+// TestLink_RecordsPackets: a recording holds the packets delivered while
+// it ran, from both sides, none handed over before its delay, up to the
+// limit; nothing is recorded after StopRecording.
+func TestLink_RecordsPackets(t *testing.T) {
+	const delay = 5 * time.Millisecond
+	a, b, l := pair(t, Shape{Delay: delay})
+	c, r := echoConn(t, a, b, "7004")
+	l.StartRecording(1000)
+	for range 10 {
+		if _, err := roundTrip(c, r, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkts := l.StopRecording()
+	from := map[string]int{}
+	for _, p := range pkts {
+		from[p.From]++
+		if held := p.Sent.Sub(p.Read); held < delay || p.Late < 0 {
+			t.Fatalf("packet %+v held %v, want at least %v", p, held, delay)
+		}
+	}
+	if from[a.Name] < 10 || from[b.Name] < 10 {
+		t.Fatalf("recorded %v, want at least 10 packets each way", from)
+	}
+	if _, err := roundTrip(c, r, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.StopRecording(); len(got) != 0 {
+		t.Fatalf("%d packets recorded after StopRecording", len(got))
+	}
+	l.StartRecording(3)
+	if _, err := roundTrip(c, r, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := roundTrip(c, r, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.StopRecording(); len(got) != 3 {
+		t.Fatalf("%d packets recorded with a limit of 3", len(got))
+	}
+}
+
+// echoConn serves an echo in b on port and connects to it from a; the
+// connection closes at cleanup.
+func echoConn(t *testing.T, a, b *Namespace, port string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	echo(t, b, b.IP.String()+":"+port)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := a.DialContext(ctx, "tcp", b.IP.String()+":"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, bufio.NewReader(c)
+}

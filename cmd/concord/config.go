@@ -214,6 +214,18 @@ func printConfig(w io.Writer, fs *pflag.FlagSet, sources map[string]source) erro
 	return nil
 }
 
+// printSecretEnv notes, as comments (no flag or file key sets them), the
+// secrets that come from the environment, redacted: without it an
+// effective config whose gossip key is CONCORD_GOSSIP_KEY would not say so.
+func printSecretEnv(w io.Writer, lookup func(string) (string, bool)) error {
+	if _, ok := lookup(gossipKeyEnv); ok {
+		if _, err := fmt.Fprintf(w, "# gossip key: \"<redacted>\"  # env %s\n", gossipKeyEnv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // flagValue renders a flag's value as YAML (flow style for lists).
 func flagValue(f *pflag.Flag) string {
 	str := func(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }

@@ -180,6 +180,16 @@ func TestConfig_PrintRedactsSecrets(t *testing.T) {
 			t.Fatalf("print-config leaks a secret:\n%s", got)
 		}
 	}
+	// A gossip key from the environment is named, not shown.
+	for env, want := range map[string]string{gossipKeyEnv: `# gossip key: "<redacted>"  # env CONCORD_GOSSIP_KEY` + "\n", "": ""} {
+		out.Reset()
+		if err := printSecretEnv(&out, func(k string) (string, bool) { return "c2VjcmV0LWtleS0xNmJ5dGU=", k == env }); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != want || strings.Contains(out.String(), "c2VjcmV0") {
+			t.Errorf("env %q: printed %q, want %q", env, out.String(), want)
+		}
+	}
 	// The output is itself a valid config file giving the same values.
 	cmd, _, src, err = sourcedServer(t, nil, "--config", file, "--dev")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -143,6 +144,14 @@ func TestDeploy_GrafanaMetricsExist(t *testing.T) {
 	}
 	if _, err := conn.Call(ctx, "map/agents/get", map[string]any{"agentId": "nobody"}); err == nil {
 		t.Fatal("a call meant to fail succeeded")
+	}
+	// A federation link, so the per-link series exist: a MAP link to a
+	// server that is not there (down, which is what the alert watches).
+	link := newRootCmd()
+	link.SetOut(io.Discard)
+	link.SetArgs([]string{"federation", "link", "--kind", "map", "--system-id", "ext", "--url", "ws://127.0.0.1:1/map", "--addr", srv.GRPCAddr()})
+	if err := link.ExecuteContext(ctx); err != nil {
+		t.Fatalf("federation link: %v", err)
 	}
 	series := exposedSeries(t, "http://"+srv.HTTPAddr()+"/metrics")
 

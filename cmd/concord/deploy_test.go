@@ -35,6 +35,25 @@ const deployDir = "../../deploy"
 // serverFlagSet returns `concord server`'s flags.
 func serverFlagSet(*testing.T) *pflag.FlagSet { return newServerCmd().Flags() }
 
+// imageUser is the container image's USER (uid:gid).
+func imageUser(t *testing.T) string {
+	t.Helper()
+	user := ""
+	for _, in := range parseContainerfile(t, filepath.Join(deployDir, "container", "Containerfile")) {
+		if in.cmd == "USER" {
+			user = in.args
+		}
+	}
+	return user
+}
+
+func ptrOr(p *int64) int64 {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
 // manifest is one YAML document of deploy/kubernetes.
 type manifest struct {
 	file       string
@@ -188,6 +207,8 @@ func TestDeploy_KubernetesManifests(t *testing.T) {
 	}
 	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
 		t.Error("StatefulSet: runAsNonRoot is not set")
+	} else if ids := fmt.Sprintf("%d:%d", ptrOr(sc.RunAsUser), ptrOr(sc.RunAsGroup)); ids != imageUser(t) || ptrOr(sc.FSGroup) != ptrOr(sc.RunAsGroup) {
+		t.Errorf("StatefulSet: runs as %s with fsGroup %d, want the image's USER %s owning the data volume", ids, ptrOr(sc.FSGroup), imageUser(t))
 	}
 	if len(spec.VolumeClaimTemplates) == 0 {
 		t.Error("StatefulSet: no data volume claim template")
@@ -256,11 +277,78 @@ func TestDeploy_KubernetesManifests(t *testing.T) {
 		}
 	}
 
+	// Each selector selects what it must (the API server refuses a
+	// StatefulSet whose selector misses its pods; a Service or a
+	// ServiceMonitor that selects nothing fails silently).
+	if !selects(spec.Selector.MatchLabels, spec.Template.Labels) {
+		t.Errorf("StatefulSet: selector %v does not select its pods %v", spec.Selector.MatchLabels, spec.Template.Labels)
+	}
+	for _, svc := range []*corev1.Service{peers, client} {
+		if !selects(svc.Spec.Selector, spec.Template.Labels) {
+			t.Errorf("Service %s: selector %v does not select the pods %v", svc.Name, svc.Spec.Selector, spec.Template.Labels)
+		}
+	}
+	if !selects(sm.Spec.Selector.MatchLabels, client.Labels) {
+		t.Errorf("ServiceMonitor: selector %v does not select the client Service %v", sm.Spec.Selector.MatchLabels, client.Labels)
+	}
+
 	cm := find[*corev1.ConfigMap](t, ms, "ConfigMap", "concord-config")
-	if _, err := parseConfig(fs, []byte(cm.Data["concord.yaml"])); err != nil {
+	fromFile, err := parseConfig(fs, []byte(cm.Data["concord.yaml"]))
+	if err != nil {
 		t.Errorf("configmap.yaml concord.yaml: %v", err)
 	}
+	checkPathsMounted(t, pod, c, fromFile, cm)
 	checkKustomizations(t, ms)
+}
+
+// selects reports whether a non-empty label selector matches labels.
+func selects(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(selector) > 0
+}
+
+// checkPathsMounted requires every file or directory the server is told
+// to use (the arguments' and the config file's --config, --data-dir and
+// --...-file values) to lie on one of the container's volume mounts (the
+// root file system is read-only and holds none of them), and the config
+// file to be a key of the ConfigMap mounted there.
+func checkPathsMounted(t *testing.T, pod corev1.PodSpec, c corev1.Container, fromFile map[string]string, cm *corev1.ConfigMap) {
+	t.Helper()
+	paths := map[string]string{}
+	for _, arg := range c.Args[1:] {
+		if name, val, ok := strings.Cut(strings.TrimPrefix(arg, "--"), "="); ok {
+			paths[name] = val
+		}
+	}
+	for name, val := range fromFile {
+		if _, set := paths[name]; !set {
+			paths[name] = val
+		}
+	}
+	for name, path := range paths {
+		if name != "config" && name != "data-dir" && !strings.HasSuffix(name, "-file") || path == "" {
+			continue
+		}
+		k := slices.IndexFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool {
+			return path == vm.MountPath || strings.HasPrefix(path, vm.MountPath+"/")
+		})
+		if k < 0 {
+			t.Errorf("StatefulSet: --%s %s is on no volume mount", name, path)
+			continue
+		}
+		if name != "config" {
+			continue
+		}
+		vol := c.VolumeMounts[k].Name
+		v := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == vol })
+		if v < 0 || pod.Volumes[v].ConfigMap == nil || pod.Volumes[v].ConfigMap.Name != cm.Name || cm.Data[filepath.Base(path)] == "" {
+			t.Errorf("StatefulSet: --config %s is not the %s ConfigMap's key", path, cm.Name)
+		}
+	}
 }
 
 // checkKustomizations requires every resource a kustomization lists to

@@ -387,3 +387,28 @@ func TestOverflow_QueueBytes(t *testing.T) {
 		t.Fatalf("warning %+v, want 17 dropped", w)
 	}
 }
+
+// With no subscription the hub neither reads nor encodes events; a
+// subscription that arrives later still gets every new event.
+func TestNoSubscribersNoEventWork(t *testing.T) {
+	reg := newFakeRegistry(100)
+	reg.addSession("s1", "p1")
+	hs := newHarness(t, reg, nil)
+	for range 20 {
+		reg.appendEvent("agent_state_changed", "a")
+	}
+	hs.hub.step()
+	hs.hub.mu.Lock()
+	cached := len(hs.hub.cache.evs)
+	hs.hub.mu.Unlock()
+	if cached != 0 {
+		t.Fatalf("%d events prepared with no subscription", cached)
+	}
+	c := hs.conn("s1")
+	id := hs.subscribe(t, "s1", `{}`)
+	var want []registry.Event
+	for range 5 {
+		want = append(want, reg.appendEvent("agent_state_changed", "a"))
+	}
+	checkDense(t, waitEvents(t, c, id, 5), 1, ids(want))
+}

@@ -60,7 +60,12 @@ func (h *Hub) step() pumpResult {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	oldest, last := h.reg.Window()
-	h.cache.refill(h.reg, last)
+	if len(h.subs) > 0 {
+		// With nobody subscribed (most servers, most of the time) each
+		// event would be read and encoded for no one; a later subscriber
+		// refills the cache (refill handles the gap).
+		h.cache.refill(h.reg, last)
+	}
 	res := pumpIdle
 	if h.retryNotices() {
 		res = pumpRetry

@@ -1,0 +1,194 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// fixedConfig is a configSource answering one configuration.
+type fixedConfig struct {
+	raft.ConfigurationFuture // nil: only the methods below are used
+	servers                  []raft.Server
+	err                      error
+}
+
+func (f fixedConfig) GetConfiguration() raft.ConfigurationFuture { return f }
+func (f fixedConfig) Error() error                               { return f.err }
+func (f fixedConfig) Configuration() raft.Configuration {
+	return raft.Configuration{Servers: f.servers}
+}
+
+func TestPacer_Hold(t *testing.T) {
+	servers := []raft.Server{{ID: "v", Suffrage: raft.Voter}, {ID: "nv", Suffrage: raft.Nonvoter}}
+	const interval = 80 * time.Millisecond
+	ok := &raft.AppendEntriesResponse{Success: true}
+	tests := []struct {
+		name     string
+		interval time.Duration
+		config   configSource // nil: raft not started yet
+		id       raft.ServerID
+		entries  int
+		resp     *raft.AppendEntriesResponse
+		stopped  bool
+		paced    bool
+	}{
+		{"non-voter, partial batch", interval, fixedConfig{servers: servers}, "nv", 3, ok, false, true},
+		{"voter", interval, fixedConfig{servers: servers}, "v", 3, ok, false, false},
+		{"unknown server", interval, fixedConfig{servers: servers}, "x", 3, ok, false, false},
+		{"heartbeat (no entries)", interval, fixedConfig{servers: servers}, "nv", 0, ok, false, false},
+		{"full batch (catching up)", interval, fixedConfig{servers: servers}, "nv", 16, ok, false, false},
+		{"rejected", interval, fixedConfig{servers: servers}, "nv", 3, &raft.AppendEntriesResponse{}, false, false},
+		{"pacing off", 0, fixedConfig{servers: servers}, "nv", 3, ok, false, false},
+		{"no configuration yet", interval, nil, "nv", 3, ok, false, false},
+		{"configuration error", interval, fixedConfig{servers: servers, err: errors.New("x")}, "nv", 3, ok, false, false},
+		{"store shutting down", interval, fixedConfig{servers: servers}, "nv", 3, ok, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stop := make(chan struct{})
+			if tt.stopped {
+				close(stop)
+			}
+			p := &pacer{interval: tt.interval, maxBatch: 16, stop: stop}
+			if tt.config != nil {
+				p.setConfigSource(tt.config)
+			}
+			// The first append after a quiet spell is never paced.
+			start := time.Now()
+			p.hold(tt.id, start, tt.entries, tt.resp)
+			if took := time.Since(start); took >= interval {
+				t.Fatalf("first append held %s, want no pause", took)
+			}
+			// The second within the interval is, if the case is paced.
+			p.hold(tt.id, time.Now(), tt.entries, tt.resp)
+			took := time.Since(start)
+			if tt.paced && took < interval {
+				t.Fatalf("held %s, want at least %s", took, interval)
+			}
+			if !tt.paced && took >= interval {
+				t.Fatalf("held %s, want no pause", took)
+			}
+		})
+	}
+}
+
+// Under steady writes a non-voter gets far fewer, larger appends (log
+// writes, each one fsync) than a voter, still holds every entry, and is
+// no longer paced once promoted.
+func TestCluster_NonvoterReplicationPaced(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.NonvoterReplicationInterval = interval })
+	kv := newKV()
+	cfg := clusterConfig(t, "nv", kv)
+	cfg.NonvoterReplicationInterval = interval
+	nv := mustNew(t, cfg)
+	t.Cleanup(func() { mustShutdown(t, nv) })
+	leader := c.requireOneLeader(t, c.stores)
+	if err := leader.AddNonvoter(testCtx(t), nv.ID(), nv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	// The leader's pacer sees the change within suffrageTTL.
+	paced := func(want bool) {
+		eventually(t, waitTimeout, func() error {
+			if got := leader.trans.pace.nonvoter(raft.ServerID(nv.ID())); got != want {
+				return fmt.Errorf("leader's pacer says non-voter=%v for %s", got, nv.ID())
+			}
+			return nil
+		})
+	}
+	paced(true)
+	var voter *Store
+	for _, s := range c.stores {
+		if s != leader {
+			voter = s
+		}
+	}
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				_, _, _ = leader.Apply(ctx, cmdKVPut, put(fmt.Sprintf("w%d=%d", w, i)))
+			}
+		})
+	}
+	// batchesOver counts the log writes of each store during d.
+	batchesOver := func(d time.Duration) (voterN, nvN uint64) {
+		v0, n0 := voter.bolt.batches.Load(), nv.bolt.batches.Load()
+		time.Sleep(d)
+		return voter.bolt.batches.Load() - v0, nv.bolt.batches.Load() - n0
+	}
+	window := 10 * interval
+	vb, nb := batchesOver(window)
+	t.Logf("over %s: voter %d log writes, non-voter %d", window, vb, nb)
+	// At most two appends per interval, plus slack for an unpaced full
+	// batch or a window edge.
+	limit := 2*uint64(window/interval) + 3
+	if nb > limit {
+		t.Fatalf("non-voter had %d log writes in %s, want at most %d (paced every %s)", nb, window, limit, interval)
+	}
+	if nb == 0 {
+		t.Fatal("non-voter received nothing")
+	}
+
+	// Promoted, it votes and must keep a voter's pace.
+	if err := leader.AddVoter(testCtx(t), nv.ID(), nv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	paced(false)
+	vb, nb = batchesOver(window)
+	t.Logf("promoted, over %s: voter %d log writes, former non-voter %d", window, vb, nb)
+	if nb <= limit && vb > 2*limit {
+		t.Fatalf("promoted server had %d log writes in %s (voter %d): still paced", nb, window, vb)
+	}
+
+	cancel()
+	wg.Wait()
+	target := leader.AppliedIndex()
+	eventually(t, waitTimeout, func() error {
+		if got := nv.AppliedIndex(); got < target {
+			return fmt.Errorf("non-voter applied %d, leader %d", got, target)
+		}
+		return nil
+	})
+	if !maps.Equal(kv.snapshotMap(), c.kvOf(leader).snapshotMap()) {
+		t.Fatal("the non-voter's state differs from the leader's")
+	}
+}
+
+// A write through a non-voter after a quiet spell is not delayed by the
+// pacing: its entry and then its commit index (the nudge) are the two
+// appends allowed per interval, so it takes a round of replication, not
+// the interval.
+func TestCluster_NonvoterWriteAfterQuietSpellNotPaced(t *testing.T) {
+	const interval = time.Second
+	_, fwd, leader := newForwardingCluster(t, 3, func(cfg *Config) { cfg.NonvoterReplicationInterval = interval })
+	cfg := clusterConfig(t, "nv", newKV())
+	cfg.NonvoterReplicationInterval = interval
+	cfg.Forwarder = fwd
+	nv := mustNew(t, cfg)
+	t.Cleanup(func() { mustShutdown(t, nv) })
+	if err := leader.AddNonvoter(testCtx(t), nv.ID(), nv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+
+	for i := range 2 {
+		time.Sleep(interval + 100*time.Millisecond) // a quiet spell
+		start := time.Now()
+		if _, _, err := nv.Apply(testCtx(t), cmdKVPut, put(fmt.Sprintf("quiet%d=1", i))); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took >= interval*7/10 {
+			t.Fatalf("write %d through the non-voter took %s: held by the pacing (%s)", i, took, interval)
+		}
+	}
+}
