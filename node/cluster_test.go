@@ -16,8 +16,9 @@ import (
 )
 
 // startCluster starts n nodes that find each other by gossip and bootstrap
-// Raft together (bootstrap-expect), started concurrently.
-func startCluster(t *testing.T, n int) []*node.Server {
+// Raft together (bootstrap-expect), started concurrently. Each mut changes
+// node i's config before it is built.
+func startCluster(t *testing.T, n int, mut ...func(i int, c *node.Config)) []*node.Server {
 	t.Helper()
 	servers := make([]*node.Server, n)
 	cfgs := make([]node.Config, n)
@@ -27,6 +28,9 @@ func startCluster(t *testing.T, n int) []*node.Server {
 	}
 	for i := range cfgs {
 		c := clusterNodeConfig(t, fmt.Sprintf("n%d", i+1), seeds[i], seeds, n)
+		for _, m := range mut {
+			m(i, &c)
+		}
 		srv, err := node.New(c)
 		if err != nil {
 			t.Fatalf("new %s: %v", c.NodeID, err)

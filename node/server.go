@@ -285,6 +285,7 @@ func (s *Server) buildMAPService() error {
 	mcfg.Sessions = sessions
 	mcfg.IsLeader = s.store.IsLeader
 	mcfg.WaitApplied = s.store.WaitApplied
+	mcfg.WaitFence = s.store.WaitAppliedSoon
 	mcfg.LinearizableRead = s.store.LinearizableRead
 	mcfg.Barrier = s.readyBarrier
 	mcfg.Router = rt

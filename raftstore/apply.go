@@ -29,6 +29,10 @@ import (
 //
 // On a follower, Apply forwards through Config.Forwarder when one is set
 // (see forward.go) and otherwise returns *NotLeaderError / ErrNoLeader.
+// A forwarded command whose module has a ResultCodec returns the leader's
+// result once the leader committed it, possibly before this replica
+// applied it: call WaitApplied(index) before reading its effect here.
+// Without a codec, Apply returns after this replica applied the index.
 // With a Forwarder, a leader that loses leadership before raft takes the
 // command (raft's ErrNotLeader, or a leadership transfer in progress)
 // forwards it too, within the same bound, instead of failing: nothing was
@@ -97,15 +101,21 @@ func notProposed(err error) bool {
 // except inside the raft log. Once the command is committed, ApplyRaw
 // has the followers learn the new commit index at once (nudge.go).
 func (s *Store) ApplyRaw(ctx context.Context, data []byte) (any, uint64, error) {
+	return s.applyRaw(ctx, data, true)
+}
+
+// applyRaw is ApplyRaw; nudgeNow says whether the origin waits for its
+// own apply (kickNudge).
+func (s *Store) applyRaw(ctx context.Context, data []byte, nudgeNow bool) (any, uint64, error) {
 	if err := s.fsm.checkProposal(data); err != nil {
 		return nil, 0, err
 	}
 	res, index, err := s.propose(ctx, concordv1.CommandType(data[0]), data)
 	if index != 0 {
-		// Committed (also with a module's error): the origin waits for
-		// its own FSM to apply index, so tell the followers now rather
-		// than at raft's next CommitTimeout (nudge.go).
-		s.kickNudge()
+		// Committed (also with a module's error): the followers must
+		// learn the new commit index before raft's next CommitTimeout
+		// (nudge.go).
+		s.kickNudge(nudgeNow)
 	}
 	return res, index, s.blameDisk(err)
 }

@@ -279,19 +279,14 @@ type directForwarder struct {
 	calls atomic.Int64
 }
 
-func (d *directForwarder) Forward(ctx context.Context, leaderID, _ string, cmd []byte) (uint64, error) {
+func (d *directForwarder) Forward(ctx context.Context, leaderID, _ string, cmd []byte) (ForwardReply, error) {
 	d.calls.Add(1)
 	for _, s := range d.c.stores {
 		if s.ID() == leaderID {
-			_, idx, err := s.ApplyRaw(ctx, cmd)
-			var ce *CommandError
-			if errors.As(err, &ce) {
-				return idx, nil // committed; the follower computes the same rejection
-			}
-			return idx, err
+			return s.ApplyForwarded(ctx, cmd)
 		}
 	}
-	return 0, ErrNoLeader
+	return ForwardReply{}, ErrNoLeader
 }
 
 // newForwardingCluster is newTestCluster with a directForwarder on every

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"errors"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -11,19 +12,65 @@ import (
 // passes it in Config.Forwarder.
 type Forwarder interface {
 	// Forward has the leader propose cmd (type byte + body; the leader
-	// calls ApplyRaw) and returns the index the command was committed at,
-	// also when the module rejected it. leaderID and leaderAddr are this
-	// server's view of the leader (empty when unknown); the Forwarder may
-	// retry elsewhere. Its errors are returned to the Apply caller as
-	// they are, so they should match this package's sentinels
-	// (ErrNoLeader, ErrLeadershipLost, ErrTimeout, ...).
-	Forward(ctx context.Context, leaderID, leaderAddr string, cmd []byte) (index uint64, err error)
+	// calls ApplyForwarded) and returns what the leader answered: the
+	// index the command was committed at (also when the module rejected
+	// it) and, when the module's ResultCodec encoded it, the result.
+	// leaderID and leaderAddr are this server's view of the leader (empty
+	// when unknown); the Forwarder may retry elsewhere. Its errors are
+	// returned to the Apply caller as they are, so they should match this
+	// package's sentinels (ErrNoLeader, ErrLeadershipLost, ErrTimeout,
+	// ...).
+	Forward(ctx context.Context, leaderID, leaderAddr string, cmd []byte) (ForwardReply, error)
 }
 
-// forward sends data to the leader through the Forwarder, waits until this
-// FSM has applied the returned index, and returns the result this FSM
-// computed for it: every replica computes the same result, so the caller
-// sees exactly what the leader's proposer would have seen.
+// ForwardReply is the leader's answer to a forwarded command.
+type ForwardReply struct {
+	// Index is the Raft index the command was committed at.
+	Index uint64
+	// Result is the outcome encoded by the module's ResultCodec, valid
+	// when HasResult (an empty encoding is a valid one).
+	Result    []byte
+	HasResult bool
+}
+
+// ApplyForwarded is the leader's side of a forwarded command: ApplyRaw,
+// then the outcome encoded by the module's ResultCodec when it has one
+// for the type. A module's domain error is part of the reply (the command
+// is committed), not an error: err is only what ApplyRaw returns besides
+// a *CommandError (nothing committed, or the outcome is unknown).
+func (s *Store) ApplyForwarded(ctx context.Context, cmd []byte) (ForwardReply, error) {
+	var codec ResultCodec
+	if len(cmd) > 0 {
+		codec = s.fsm.codecs[concordv1.CommandType(cmd[0])]
+	}
+	// With a codec the origin answers from this reply, so the nudge may
+	// wait for the next entry (nudge.go); a declined encoding below only
+	// delays that origin's answer by lazyNudgeDelay.
+	res, index, err := s.applyRaw(ctx, cmd, codec == nil)
+	var ce *CommandError
+	switch {
+	case err == nil:
+	case errors.As(err, &ce):
+		index, err = ce.Index, ce.Err
+	default:
+		return ForwardReply{}, err
+	}
+	reply := ForwardReply{Index: index}
+	if codec != nil {
+		reply.Result, reply.HasResult = codec.EncodeResult(concordv1.CommandType(cmd[0]), Result{Value: res, Err: err})
+	}
+	return reply, nil
+}
+
+// forward sends data to the leader through the Forwarder. When the leader
+// returned the result encoded by the module's ResultCodec, forward answers
+// with it at once: the command is committed, and this replica will compute
+// the same result when it applies the entry. The caller must then call
+// WaitApplied(index) before it reads this replica's state and expects the
+// command's effect (node/mapsvc keeps a per-connection fence for that).
+// Otherwise forward waits until this FSM has applied the index and returns
+// the result this FSM computed: every replica computes the same result, so
+// the caller sees exactly what the leader's proposer would have seen.
 func (s *Store) forward(ctx context.Context, t concordv1.CommandType, data []byte) (any, uint64, error) {
 	if err := s.enter(); err != nil {
 		return nil, 0, err
@@ -36,9 +83,21 @@ func (s *Store) forward(ctx context.Context, t concordv1.CommandType, data []byt
 	defer s.fsm.endForward(call)
 
 	id, addr := s.Leader()
-	index, err := s.cfg.Forwarder.Forward(ctx, id, addr, data)
+	reply, err := s.cfg.Forwarder.Forward(ctx, id, addr, data)
+	index := reply.Index
 	if err != nil {
 		return nil, index, err
+	}
+	if reply.HasResult {
+		if codec := s.fsm.codecs[t]; codec != nil {
+			r, derr := codec.DecodeResult(t, reply.Result)
+			if derr == nil {
+				return commandResult(t, index, r.Value, r.Err)
+			}
+			// A leader of another version, or damage: this replica's own
+			// apply gives the same result, only later.
+			s.log.Warn("forwarded result not decodable; waiting for the local apply", "command_type", t.String(), "index", index, "err", derr)
+		}
 	}
 	if err := s.WaitApplied(ctx, index); err != nil {
 		return nil, index, err
@@ -48,10 +107,16 @@ func (s *Store) forward(ctx context.Context, t concordv1.CommandType, data []byt
 		return nil, index, ErrResultUnavailable
 	}
 	if r, ok := resp.(*applyResult); ok {
-		if r.err != nil {
-			return r.value, index, &CommandError{Type: t, Index: index, Err: r.err}
-		}
-		return r.value, index, nil
+		return commandResult(t, index, r.value, r.err)
 	}
 	return nil, index, nil
+}
+
+// commandResult is Apply's return for a committed command: a module's
+// domain error comes back wrapped in *CommandError.
+func commandResult(t concordv1.CommandType, index uint64, value any, err error) (any, uint64, error) {
+	if err != nil {
+		return value, index, &CommandError{Type: t, Index: index, Err: err}
+	}
+	return value, index, nil
 }

@@ -34,6 +34,9 @@ type fsm struct {
 	modules []Module          // immutable after newFSM; snapshot order
 	byName  map[string]Module // immutable after newFSM
 	routes  map[concordv1.CommandType]route
+	// codecs maps a command type to its module's ResultCodec, for the
+	// modules that implement one (immutable after newFSM).
+	codecs map[concordv1.CommandType]ResultCodec
 
 	progress         // applied position, waiters, kept results (progress.go)
 	logCap   *logCap // nil: no cap on the log's length (logcap.go)
@@ -63,6 +66,7 @@ func newFSM(modules []Module, log *slog.Logger) (*fsm, error) {
 		modules: append([]Module(nil), modules...),
 		byName:  make(map[string]Module, len(modules)),
 		routes:  make(map[concordv1.CommandType]route),
+		codecs:  make(map[concordv1.CommandType]ResultCodec),
 	}
 	f.progress.init()
 	for _, m := range modules {
@@ -77,9 +81,13 @@ func newFSM(modules []Module, log *slog.Logger) (*fsm, error) {
 			return nil, fmt.Errorf("raftstore: duplicate module name %q", name)
 		}
 		f.byName[name] = m
+		codec, _ := m.(ResultCodec)
 		for t, h := range m.Handlers() {
 			if err := f.addRoute(name, t, h); err != nil {
 				return nil, err
+			}
+			if codec != nil {
+				f.codecs[t] = codec
 			}
 		}
 	}

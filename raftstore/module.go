@@ -59,3 +59,30 @@ type ModuleSnapshot interface {
 	// Release is called when the snapshot is no longer needed.
 	Release()
 }
+
+// ResultCodec is implemented by a Module whose results may travel from the
+// leader to a follower that forwarded the command. With it, the follower
+// answers its caller with the leader's result as soon as the leader
+// committed the command, instead of waiting until its own FSM applied it
+// (see forward.go and DESIGN.md, "Returning results through the forward").
+// Types the codec declines keep the wait-for-local-apply path.
+type ResultCodec interface {
+	// EncodeResult encodes what the module's handler returned for a
+	// command of type t: the result value, or the domain error in r.Err.
+	// ok false declines (this type or this value has no encoding); the
+	// origin then waits for its own apply, as without a codec.
+	EncodeResult(t concordv1.CommandType, r Result) (data []byte, ok bool)
+
+	// DecodeResult is EncodeResult's inverse. data comes from another
+	// process (possibly another binary version): anything malformed must
+	// return an error, never panic. The origin then falls back to its own
+	// apply.
+	DecodeResult(t concordv1.CommandType, data []byte) (Result, error)
+}
+
+// Result is one command's outcome as a module's handler returned it: the
+// value, or the domain error (the command is committed either way).
+type Result struct {
+	Value any
+	Err   error
+}

@@ -46,6 +46,8 @@ type Store struct {
 	shutdownErr  error         // written before shutdownDone is closed
 	bg           sync.WaitGroup
 	nudgeCh      chan struct{} // 1 slot: a commit index to propagate (nudge.go)
+	nudgeNowCh   chan struct{} // 1 slot: ... and an origin waits for it
+	hurryCh      chan struct{} // 1 slot: a follower wants the commit index (hurry.go)
 
 	// subsMu guards subs, isLeader and leaderChg (leadership.go). Lock
 	// order: subsMu is never held while taking mu.
@@ -82,6 +84,8 @@ func New(cfg Config) (*Store, error) {
 		shutdownDone: make(chan struct{}),
 		subs:         make(map[*subscriber]struct{}),
 		nudgeCh:      make(chan struct{}, 1),
+		nudgeNowCh:   make(chan struct{}, 1),
+		hurryCh:      make(chan struct{}, 1),
 	}
 	var err error
 	if s.fsm, err = newFSM(cfg.Modules, s.log); err != nil {
@@ -98,6 +102,7 @@ func New(cfg Config) (*Store, error) {
 	s.startLeadershipLoop()
 	s.startLogCap()
 	s.startNudger()
+	s.startHurrier()
 	s.log.Info("raft store started", "addr", s.Addr())
 	return s, nil
 }

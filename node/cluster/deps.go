@@ -62,10 +62,11 @@ type EventSink interface {
 // Implemented by *raftstore.Store.
 type RaftStore interface {
 	ID() string
-	// ApplyRaw must not forward to the leader itself: a Forward reaching a
-	// node that is no longer leader answers NOT_LEADER and the origin
-	// retries, instead of hopping on.
-	ApplyRaw(ctx context.Context, data []byte) (any, uint64, error)
+	// ApplyForwarded (raftstore's ApplyRaw plus the encoded outcome) must
+	// not forward to the leader itself: a Forward reaching a node that is
+	// no longer leader answers NOT_LEADER and the origin retries, instead
+	// of hopping on.
+	ApplyForwarded(ctx context.Context, cmd []byte) (raftstore.ForwardReply, error)
 	Leader() (id, addr string)
 	State() raftstore.State
 	AppliedIndex() uint64

@@ -5,8 +5,10 @@
 // What it does:
 //   - Forwarder: the raftstore.Config.Forwarder hook. A follower's write is
 //     sent to the leader (Cluster.Forward), which proposes the raw command
-//     and answers with its log index; raftstore then waits for that index
-//     locally and returns the result its own FSM computed. Retries while
+//     and answers with its log index and, when the module has a result
+//     codec, its encoded outcome; raftstore then answers with that, or
+//     waits for the index locally and returns the result its own FSM
+//     computed. Retries while
 //     nothing can have been proposed; gives up with ErrNoLeader.
 //   - PeerStreams: router.Peers over one long-lived, batched bidirectional stream
 //     per peer, with a per-envelope delivery outcome from the peer's ack;
@@ -17,7 +19,7 @@
 //     RPCs for the CLI (Members, RaftPeers, RemovePeer, Status); and the
 //     Admin service, whose keyring changes fan out to every alive member
 //     (admin_keyring.go). Both are doors: Forward refuses commands the
-//     leader cannot vouch for (raftstore.ApplyRaw), the Relay receiver
+//     leader cannot vouch for (raftstore.ApplyRaw, through ApplyForwarded), the Relay receiver
 //     refuses frames that are not MAP messages (relay_check.go), and a
 //     forced RemovePeer needs the admin marker (admin.go, which also names
 //     the admin methods for an authorization layer).

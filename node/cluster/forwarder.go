@@ -17,8 +17,10 @@ import (
 
 // Forwarder sends a follower's write to the leader over Cluster.Forward.
 // It is the raftstore.Config.Forwarder hook: raftstore calls Forward on a
-// follower, then waits until its own FSM has applied the returned index and
-// answers with the result its own FSM computed (see CLUSTER.md).
+// follower and answers with the leader's encoded result when the module
+// has a result codec, else waits until its own FSM has applied the
+// returned index and answers with the result its own FSM computed (see
+// CLUSTER.md).
 //
 // All methods are safe for concurrent use. Close releases the connections.
 type Forwarder struct {
@@ -52,7 +54,8 @@ func (f *Forwarder) Close() error { return f.pool.close() }
 
 // Forward sends cmd (1 type byte + protobuf body) to the leader and returns
 // the Raft index it was committed at, also when the state module rejected
-// it (the follower's FSM computes the same rejection). leaderID and
+// it (the follower's FSM computes the same rejection), and the outcome the
+// leader encoded, if any. leaderID and
 // leaderAddr (the Raft address, unused) are the caller's view of the leader.
 //
 // It retries, with backoff, while nothing can have been proposed: no
@@ -70,7 +73,7 @@ func (f *Forwarder) Close() error { return f.pool.close() }
 // A DISK_FULL answer (the leader could not write its log; nothing was
 // committed) is retried like NO_LEADER; the final error then also matches
 // raftstore.ErrDiskFull.
-func (f *Forwarder) Forward(ctx context.Context, leaderID, leaderAddr string, cmd []byte) (uint64, error) {
+func (f *Forwarder) Forward(ctx context.Context, leaderID, leaderAddr string, cmd []byte) (raftstore.ForwardReply, error) {
 	_ = leaderAddr // the gRPC address comes from gossip meta, not the Raft address
 	giveUp := time.Now().Add(f.cfg.ForwardRetryTimeout)
 	pause := f.cfg.ForwardBackoff
@@ -79,9 +82,9 @@ func (f *Forwarder) Forward(ctx context.Context, leaderID, leaderAddr string, cm
 		target = f.localLeader()
 	}
 	for {
-		idx, next, err, retry := f.attempt(ctx, target, cmd)
+		reply, next, err, retry := f.attempt(ctx, target, cmd)
 		if !retry {
-			return idx, err
+			return reply, err
 		}
 		last = err
 		if next != "" && next != target {
@@ -91,10 +94,10 @@ func (f *Forwarder) Forward(ctx context.Context, leaderID, leaderAddr string, cm
 		// Ask the local store again after the pause; without an answer,
 		// the same node may well win the election in progress.
 		if time.Now().Add(pause).After(giveUp) {
-			return 0, f.noLeader(last)
+			return raftstore.ForwardReply{}, f.noLeader(last)
 		}
 		if !sleepCtx(ctx, pause) {
-			return 0, fmt.Errorf("forward: %w: %w", raftstore.ErrTimeout, ctx.Err())
+			return raftstore.ForwardReply{}, fmt.Errorf("forward: %w: %w", raftstore.ErrTimeout, ctx.Err())
 		}
 		pause = min(2*pause, f.cfg.ForwardMaxBackoff)
 		if l := f.localLeader(); l != "" {
@@ -120,40 +123,40 @@ func (f *Forwarder) localLeader() string {
 
 // attempt makes one Forward call to target. retry reports that nothing
 // can have been proposed; next is the leader named by a NOT_LEADER answer.
-func (f *Forwarder) attempt(ctx context.Context, target string, cmd []byte) (idx uint64, next string, err error, retry bool) {
+func (f *Forwarder) attempt(ctx context.Context, target string, cmd []byte) (reply raftstore.ForwardReply, next string, err error, retry bool) {
 	if target == "" {
-		return 0, "", errors.New("no leader known"), true
+		return raftstore.ForwardReply{}, "", errors.New("no leader known"), true
 	}
 	addr, ok := f.resolver.GRPCAddr(target)
 	if !ok {
-		return 0, "", fmt.Errorf("leader %s has no known gRPC address", target), true
+		return raftstore.ForwardReply{}, "", fmt.Errorf("leader %s has no known gRPC address", target), true
 	}
 	cc, err := f.pool.get(target, addr)
 	if err != nil {
-		return 0, "", err, !errors.Is(err, ErrClosed)
+		return raftstore.ForwardReply{}, "", err, !errors.Is(err, ErrClosed)
 	}
 	if !waitReady(ctx, cc, f.cfg.DialTimeout) {
 		if ctx.Err() != nil {
-			return 0, "", fmt.Errorf("forward: %w: %w", raftstore.ErrTimeout, ctx.Err()), false
+			return raftstore.ForwardReply{}, "", fmt.Errorf("forward: %w: %w", raftstore.ErrTimeout, ctx.Err()), false
 		}
-		return 0, "", fmt.Errorf("leader %s at %s not reachable", target, addr), true
+		return raftstore.ForwardReply{}, "", fmt.Errorf("leader %s at %s not reachable", target, addr), true
 	}
 	actx, cancel := context.WithTimeout(ctx, f.cfg.ForwardAttemptTimeout)
 	defer cancel()
 	resp, err := concordv1.NewClusterClient(cc).Forward(actx, &concordv1.ForwardRequest{Command: cmd, OriginNodeId: f.cfg.NodeID})
 	if err == nil {
-		return resp.GetIndex(), "", nil, false
+		return raftstore.ForwardReply{Index: resp.GetIndex(), Result: resp.GetResult(), HasResult: resp.Result != nil}, "", nil, false
 	}
 	if ctx.Err() == nil && actx.Err() != nil {
 		// The leader did not answer in time (cut off, or overloaded): it may
 		// have proposed the command, so this is "outcome unknown", never a
 		// retry that could apply it twice.
-		return 0, "", fmt.Errorf("no answer from leader %s within %v: %w: %w", target,
+		return raftstore.ForwardReply{}, "", fmt.Errorf("no answer from leader %s within %v: %w: %w", target,
 			f.cfg.ForwardAttemptTimeout, raftstore.ErrLeadershipLost, raftstore.ErrTimeout), false
 	}
 	next, err, retry = f.classify(ctx, target, err)
 	f.log.Debug("forward attempt failed", "leader_id", target, "retry", retry, "err", err)
-	return 0, next, err, retry
+	return raftstore.ForwardReply{}, next, err, retry
 }
 
 // classify turns a failed call into an error and says whether it is safe

@@ -28,6 +28,11 @@ func TestForward_FollowerApplyReachesLeader(t *testing.T) {
 	if !ok || sr.Session.ID != "s1" || idx == 0 {
 		t.Fatalf("Apply = %#v at %d, want the session result", res, idx)
 	}
+	// The leader's result answered: the follower's replica has the
+	// session once it applied the index.
+	if err := f.store.WaitApplied(ctx, idx); err != nil {
+		t.Fatal(err)
+	}
 	if s, ok := f.reg.Session("s1"); !ok || s.HomeNode != f.id {
 		t.Fatalf("follower's replica lacks the session it forwarded: %+v %v", s, ok)
 	}
@@ -53,11 +58,11 @@ func TestForward_RedirectedByNotLeader(t *testing.T) {
 	nodes, _ := newTestCluster(t, 3, true)
 	leader, followers := leaderOf(t, nodes)
 	cmd := encode(t, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, openSession("s2", followers[0].id))
-	idx, err := followers[0].fwd.Forward(testCtx(t), followers[1].id, "", cmd)
+	reply, err := followers[0].fwd.Forward(testCtx(t), followers[1].id, "", cmd)
 	if err != nil {
 		t.Fatalf("Forward via the other follower: %v", err)
 	}
-	if err := leader.store.WaitApplied(testCtx(t), idx); err != nil {
+	if err := leader.store.WaitApplied(testCtx(t), reply.Index); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := leader.reg.Session("s2"); !ok {
@@ -147,7 +152,8 @@ func TestForward_ErrorMapping(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer fwd.Close()
-			idx, err := fwd.Forward(testCtx(t), "L", "", []byte{1, 2})
+			reply, err := fwd.Forward(testCtx(t), "L", "", []byte{1, 2})
+			idx := reply.Index
 			if tc.want == nil && (err != nil || idx != tc.wantIdx) {
 				t.Fatalf("Forward = %d, %v; want %d, nil", idx, err, tc.wantIdx)
 			}

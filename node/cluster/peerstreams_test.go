@@ -357,7 +357,7 @@ type localSink struct{ n atomic.Int64 }
 func (s *localSink) PublishEphemeral(registry.Event) { s.n.Add(1) }
 func (s *localSink) HasSubscribers() bool            { return false }
 
-// fakeStore is a RaftStore whose ApplyRaw answers with err (or index 7).
+// fakeStore is a RaftStore whose ApplyForwarded answers with err (or index 7).
 type fakeStore struct {
 	id      string
 	err     error
@@ -365,28 +365,28 @@ type fakeStore struct {
 	servers []raftstore.Server
 	removed []string
 	calls   atomic.Int64
-	block   chan struct{} // when non-nil, ApplyRaw waits for it or ctx
+	block   chan struct{} // when non-nil, ApplyForwarded waits for it or ctx
 	mu      sync.Mutex
 }
 
 func (f *fakeStore) ID() string { return f.id }
-func (f *fakeStore) ApplyRaw(ctx context.Context, _ []byte) (any, uint64, error) {
+func (f *fakeStore) ApplyForwarded(ctx context.Context, _ []byte) (raftstore.ForwardReply, error) {
 	f.calls.Add(1)
 	if f.block != nil {
 		select {
 		case <-f.block:
 		case <-ctx.Done():
-			return nil, 0, ctx.Err()
+			return raftstore.ForwardReply{}, ctx.Err()
 		}
 	}
 	if f.err != nil {
 		var ce *raftstore.CommandError
 		if errors.As(f.err, &ce) {
-			return nil, ce.Index, f.err
+			return raftstore.ForwardReply{Index: ce.Index}, nil // committed: the outcome is the reply's
 		}
-		return nil, 0, f.err
+		return raftstore.ForwardReply{}, f.err
 	}
-	return nil, 7, nil
+	return raftstore.ForwardReply{Index: 7}, nil
 }
 func (f *fakeStore) Leader() (string, string) { return f.leader, f.leader + ":raft" }
 func (f *fakeStore) State() raftstore.State   { return raftstore.StateFollower }

@@ -18,20 +18,22 @@ type service struct {
 	s *Server
 }
 
-// Forward applies a command forwarded by a follower (see cluster.proto).
+// Forward applies a command forwarded by a follower (see cluster.proto)
+// and returns its index and, when the module encodes it, its outcome.
 func (v *service) Forward(ctx context.Context, req *concordv1.ForwardRequest) (*concordv1.ForwardResponse, error) {
-	_, idx, err := v.s.deps.Store.ApplyRaw(ctx, req.GetCommand())
+	reply, err := v.s.deps.Store.ApplyForwarded(ctx, req.GetCommand())
 	if err != nil {
-		var ce *raftstore.CommandError
-		if !errors.As(err, &ce) {
-			v.s.log.Debug("forwarded command refused", "peer", req.GetOriginNodeId(), "err", err)
-			return nil, v.s.storeStatus(err)
-		}
-		// A domain error: committed all the same; the origin reads the
-		// error from its own FSM at this index.
-		idx = ce.Index
+		v.s.log.Debug("forwarded command refused", "peer", req.GetOriginNodeId(), "err", err)
+		return nil, v.s.storeStatus(err)
 	}
-	return &concordv1.ForwardResponse{Index: idx}, nil
+	resp := &concordv1.ForwardResponse{Index: reply.Index}
+	if reply.HasResult {
+		resp.Result = reply.Result
+		if resp.Result == nil {
+			resp.Result = []byte{} // present, empty: a valid encoding
+		}
+	}
+	return resp, nil
 }
 
 // storeStatus translates a raftstore error into a gRPC status carrying a

@@ -81,7 +81,7 @@ func (s *Service) register(ctx context.Context, cs *connState, rp *registerParam
 		return registry.RegisterResult{}, err
 	}
 	rec.OwnerId, rec.SessionId, rec.HomeNode = cs.participantID, cs.sessionID, s.cfg.NodeID
-	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_REGISTER, &concordv1.AgentRegisterRequest{
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_REGISTER, &concordv1.AgentRegisterRequest{
 		Meta: s.meta(cs.participantID, 1+len(rec.Scopes)), Agent: rec,
 		ResumePersistentIdentity: rp.resumePI, PersistentId: rp.persistentID,
 	})
@@ -122,7 +122,13 @@ func (s *Service) agentsSpawn(ctx context.Context, _ *rpc.Conn, cs *connState, r
 	if rp.initialMessage == nil {
 		return out, nil
 	}
-	msgID, err := s.sendInitial(ctx, cs, rr.Agent, rp.initialMessage)
+	// The router resolves the child in this replica, which may not have
+	// applied the register yet when the leader's result answered it.
+	err = s.awaitFence(ctx, false)
+	var msgID string
+	if err == nil {
+		msgID, err = s.sendInitial(ctx, cs, rr.Agent, rp.initialMessage)
+	}
 	if err != nil {
 		out["initialMessageError"] = asRPCError(err)
 		return out, nil
@@ -178,7 +184,7 @@ func (s *Service) agentsUnregister(ctx context.Context, _ *rpc.Conn, cs *connSta
 	if err := s.mayControl(cs, id); err != nil {
 		return nil, err
 	}
-	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UNREGISTER, &concordv1.AgentUnregisterRequest{
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UNREGISTER, &concordv1.AgentUnregisterRequest{
 		Meta: s.meta(cs.participantID, 1), AgentId: id, Reason: reason,
 	})
 	if err != nil {
@@ -205,7 +211,7 @@ func (s *Service) agentsUpdate(ctx context.Context, _ *rpc.Conn, cs *connState, 
 		}
 	}
 	up.Meta = s.meta(cs.participantID, 3)
-	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, up)
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, up)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +267,7 @@ func (s *Service) lifecycleVerb(verb string) func(context.Context, *rpc.Conn, *c
 		if err := s.mayControl(cs, id); err != nil {
 			return nil, err
 		}
-		res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, &concordv1.AgentUpdateRequest{
+		res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, &concordv1.AgentUpdateRequest{
 			Meta: s.meta(cs.participantID, 1), AgentId: id, Transition: verb, Reason: reason,
 		})
 		if err != nil {

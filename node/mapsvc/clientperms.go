@@ -107,6 +107,8 @@ func (s *Service) permissionsUpdate(ctx context.Context, _ *rpc.Conn, cs *connSt
 	}
 	sort.Strings(deny)
 	sort.Strings(allow)
+	// propose, not proposeFenced: the answer reads the update back from
+	// this replica, so it waits for the local apply.
 	if _, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE, &concordv1.AclPermissionsUpdate{
 		ParticipantId: pid, Deny: deny, Allow: allow, TimestampMs: s.now(), UpdatedBy: cs.participantID, Limits: limits,
 		Visibility: visibility,

@@ -95,10 +95,16 @@ type Config struct {
 	// fresh session in place of one it has not applied yet.
 	Barrier func(ctx context.Context) error
 	// WaitApplied, optional, waits until the local replica has applied a
-	// Raft index. When set, every write waits for its own index before
-	// answering, so the caller reads its writes on this node even when the
-	// proposal was forwarded to another leader.
+	// Raft index. When set, a write made outside a request waits for its
+	// own index, and every request first waits for the indexes of the
+	// writes this node answered (fence.go), so a participant reads its
+	// writes on this node even when the proposal was forwarded to the
+	// leader.
 	WaitApplied func(ctx context.Context, index uint64) error
+	// WaitFence, optional, is WaitApplied for the read-your-writes fence
+	// (fence.go): a wait that also asks the leader to send this node the
+	// commit index now (raftstore's WaitAppliedSoon). Nil: WaitApplied.
+	WaitFence func(ctx context.Context, index uint64) error
 	// IsLeader reports whether the local store leads; Run proposes expiries
 	// only then (required by Run).
 	IsLeader func() bool

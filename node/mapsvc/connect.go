@@ -138,7 +138,7 @@ func (s *Service) connect(ctx context.Context, c *rpc.Conn, raw json.RawMessage)
 	if cur := st.snapshot(); cur.sessionID != "" {
 		if target == cur.sessionID {
 			// The SDK's reconnect() on the same transport: nothing moves.
-			return s.result(cur.sessionID, &cur, true, nil)
+			return s.result(cur.sessionID, &cur, true, nil, nil)
 		}
 		return nil, errAlreadyConnected
 	}
@@ -250,7 +250,7 @@ func (s *Service) openFresh(ctx context.Context, c *rpc.Conn, st *connState, cp 
 	st.mu.Lock()
 	st.pendingSession, st.pendingEpoch = sid, 1
 	st.mu.Unlock()
-	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
 		Meta: s.meta(pid, 1+len(cp.reclaim)),
 		Session: &concordv1.SessionRecord{
 			Id: sid, ParticipantId: pid, ParticipantType: cp.participantType, Name: cp.name,
@@ -285,7 +285,7 @@ func (s *Service) resume(ctx context.Context, c *rpc.Conn, st *connState, cp *co
 	st.mu.Lock()
 	st.pendingSession, st.pendingEpoch = sid, epoch+1
 	st.mu.Unlock()
-	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
 		Meta: s.meta(sess.ParticipantID, 1+len(cp.reclaim)), Session: rec, Resume: true, ReclaimAgents: cp.reclaim,
 	})
 	if err != nil {
@@ -311,19 +311,43 @@ func (s *Service) attach(ctx context.Context, c *rpc.Conn, st *connState, sr reg
 		_ = old.Close("session resumed on another connection")
 	}
 	if f := s.cfg.Fanout; f != nil {
-		if err := f.Attach(ctx, sr.Session.ID); err != nil {
+		// A resumed session's subscriptions are read from the local
+		// replica, which may not have applied the SESSION_OPEN yet when
+		// the leader's result answered it (fence.go). A fresh session has
+		// none to restore, so it does not wait: its Attach may find the
+		// session unknown here, and that loses nothing.
+		var err error
+		if sr.Resumed {
+			err = s.awaitFence(ctx, false)
+		}
+		if err == nil {
+			err = f.Attach(ctx, sr.Session.ID)
+		}
+		switch {
+		case err != nil && sr.Resumed:
 			s.log.Warn("restore subscriptions failed", "session_id", sr.Session.ID, "err", err)
+		case err != nil:
+			s.log.Debug("fresh session not yet applied here; no subscriptions to restore", "session_id", sr.Session.ID, "err", err)
 		}
 	}
 	s.log.Debug("session attached", "session_id", sr.Session.ID, "resumed", sr.Resumed, "epoch", sr.Epoch)
-	return s.result(sr.Session.ID, &cur, sr.Resumed, sr.Reclaimed)
+	owned := sr.OwnedAgents
+	if owned == nil {
+		owned = []string{}
+	}
+	return s.result(sr.Session.ID, &cur, sr.Resumed, sr.Reclaimed, owned)
 }
 
-func (s *Service) result(sid string, cs *connState, reconnected bool, reclaimed []registry.Agent) (any, error) {
-	owned := []string{}
-	for _, a := range s.reg.SessionAgents(sid) {
-		if a.OwnerID != "" {
-			owned = append(owned, a.ID)
+// result builds the map/connect answer. owned lists the agents the session
+// owns, as the SESSION_OPEN's result said; nil reads them from the local
+// replica.
+func (s *Service) result(sid string, cs *connState, reconnected bool, reclaimed []registry.Agent, owned []string) (any, error) {
+	if owned == nil {
+		owned = []string{}
+		for _, a := range s.reg.SessionAgents(sid) {
+			if a.OwnerID != "" {
+				owned = append(owned, a.ID)
+			}
 		}
 	}
 	if reclaimed == nil {

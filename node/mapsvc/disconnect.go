@@ -27,7 +27,7 @@ func (s *Service) disconnect(ctx context.Context, c *rpc.Conn, cs *connState, ra
 	if err := p.err(); err != nil {
 		return nil, err
 	}
-	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_CLOSE, &concordv1.SessionCloseRequest{
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_CLOSE, &concordv1.SessionCloseRequest{
 		Meta:      s.meta(cs.participantID, 1+len(s.reg.SessionAgents(cs.sessionID))),
 		SessionId: cs.sessionID, Reason: reason, Epoch: cs.epoch,
 		TtlMs: s.cfg.DetachedSessionTTL.Milliseconds(),

@@ -84,9 +84,13 @@
 // map/scopes/members. A read whose params carry
 // "_meta": {"consistency": "linearizable"} first calls
 // Config.LinearizableRead (4000 when unavailable). Writes answer after
-// their command is committed and applied on the leader, and, with
-// Config.WaitApplied, on this node too, so a participant reads its own
-// writes on the node it is connected to. map/connect's resume check reads
+// their command is committed and applied on the leader; through a
+// follower, with the leader's result (registry commands) before this
+// node applied it. The Service keeps a fence, the index of the writes it
+// answered, and every later request first waits, with
+// Config.WaitApplied, until this node applied it (fence.go), so a
+// participant reads its own writes on the node it is connected to.
+// map/connect's resume check reads
 // the local replica; the registry re-checks in Apply.
 //
 // Authentication and permissions. map/connect hands its auth to

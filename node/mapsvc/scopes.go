@@ -98,7 +98,7 @@ func (s *Service) scopesCreate(ctx context.Context, _ *rpc.Conn, cs *connState, 
 		rec.Id = "scope-" + strings.ToLower(s.newID())
 	}
 	rec.OwnerId = cs.participantID
-	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_CREATE, &concordv1.ScopeCreateRequest{
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_CREATE, &concordv1.ScopeCreateRequest{
 		Meta: s.meta(cs.participantID, 1), Scope: rec,
 	})
 	if err != nil {
@@ -117,7 +117,7 @@ func (s *Service) scopesDelete(ctx context.Context, _ *rpc.Conn, cs *connState, 
 	if sc, ok := s.reg.Scope(id); ok && !s.managesScope(cs, &sc) {
 		return nil, permissionDenied("scope " + id + " belongs to another participant")
 	}
-	res, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_DELETE, &concordv1.ScopeDeleteRequest{
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_DELETE, &concordv1.ScopeDeleteRequest{
 		Meta: s.meta(cs.participantID, 1), ScopeId: id,
 	})
 	if err != nil {
@@ -150,11 +150,11 @@ func (s *Service) membership(ctx context.Context, cs *connState, raw json.RawMes
 	var res any
 	var err error
 	if join {
-		res, err = s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_JOIN, &concordv1.ScopeJoinRequest{
+		res, err = s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_JOIN, &concordv1.ScopeJoinRequest{
 			Meta: s.meta(cs.participantID, 1), ScopeId: scopeID, AgentId: agentID,
 		})
 	} else {
-		res, err = s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_LEAVE, &concordv1.ScopeLeaveRequest{
+		res, err = s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_LEAVE, &concordv1.ScopeLeaveRequest{
 			Meta: s.meta(cs.participantID, 2), ScopeId: scopeID, AgentId: agentID,
 		})
 	}

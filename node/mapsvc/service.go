@@ -34,6 +34,7 @@ type Service struct {
 	entropy  io.Reader   // locked monotonic ULID entropy
 	rates    rateWindows // messagesPerMinute on this node (clientlimits.go)
 	auth     Authenticator
+	fence    fence // read-your-writes (fence.go)
 }
 
 // method is one row of the method table.
@@ -52,6 +53,9 @@ type method struct {
 	targetsAgent bool
 	// action is the client-permission action the method is (clientlimits.go).
 	action string
+	// fenceTolerant: the method waits only for the non-neutral writes
+	// this node answered (fence.go, neutralWrite).
+	fenceTolerant bool
 }
 
 var (
@@ -119,10 +123,10 @@ func (s *Service) methodTable() map[string]method {
 		"map/agents/register":   {fn: s.agentsRegister, callers: callersA, capability: canRegister, capName: "lifecycle.canRegister"},
 		"map/agents/spawn":      {fn: s.agentsSpawn, callers: callersA, capability: canSpawn, capName: "lifecycle.canSpawn"},
 		"map/agents/unregister": {fn: s.agentsUnregister, callers: callersA, capability: canUnreg, capName: "lifecycle.canUnregister", targetsAgent: true},
-		"map/agents/update":     {fn: s.agentsUpdate, callers: callersA, targetsAgent: true},
-		"map/agents/stop":       {fn: s.lifecycleVerb(registry.TransitionStop), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true},
-		"map/agents/suspend":    {fn: s.lifecycleVerb(registry.TransitionSuspend), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true},
-		"map/agents/resume":     {fn: s.lifecycleVerb(registry.TransitionResume), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true},
+		"map/agents/update":     {fn: s.agentsUpdate, callers: callersA, targetsAgent: true, fenceTolerant: true},
+		"map/agents/stop":       {fn: s.lifecycleVerb(registry.TransitionStop), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true, fenceTolerant: true},
+		"map/agents/suspend":    {fn: s.lifecycleVerb(registry.TransitionSuspend), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true, fenceTolerant: true},
+		"map/agents/resume":     {fn: s.lifecycleVerb(registry.TransitionResume), callers: callersCAS, capability: canStop, capName: "lifecycle.canStop", targetsAgent: true, fenceTolerant: true},
 		"map/structure/graph":   {fn: s.structureGraph, callers: callersCA, capability: canQuery, capName: "observation.canQuery"},
 
 		"map/scopes/list":    {fn: s.scopesList, callers: callersCA, capability: canQuery, capName: "observation.canQuery"},
@@ -173,6 +177,9 @@ func (s *Service) Sessions() *Sessions { return s.sessions }
 // Handle implements rpc.Handler.
 func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (any, error) {
 	if req.Method == "map/connect" {
+		if err := s.awaitFence(ctx, false); err != nil {
+			return nil, translate(err)
+		}
 		res, err := s.connect(ctx, c, req.Params)
 		return res, translate(err)
 	}
@@ -183,6 +190,11 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	st := stateOf(c)
 	if st == nil {
 		return nil, errNotConnected
+	}
+	// Read-your-writes: this replica first applies what this node
+	// already answered (fence.go).
+	if err := s.awaitFence(ctx, m.fenceTolerant); err != nil {
+		return nil, translate(err)
 	}
 	cs := st.handlerSnapshot()
 	if cs.sessionID == "" {
@@ -255,8 +267,18 @@ func (s *Service) meta(source string, n int) *concordv1.CommandMeta {
 	return m
 }
 
-// propose applies a command and, with Config.WaitApplied, waits until the
-// local replica has applied it (read-your-writes on this node).
+// propose is proposeFenced without a connection: it returns once the
+// local replica applied the command (the Run loop, Closed, catchUp).
+func (s *Service) propose(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, error) {
+	return s.apply(ctx, false, t, msg)
+}
+
+// proposeFenced applies a command for a request. On a follower the answer
+// may come from the leader before the local replica applied the command
+// (raftstore's result codecs): the node's fence is raised to its index and
+// every later request waits for it (fence.go). propose instead waits
+// (Config.WaitApplied) until the local replica applied the command. Either
+// way a participant reads its own writes on this node.
 //
 // On the leader the command is first checked against the local replica
 // with the registry's own validation (registry.State.Check), so a request
@@ -264,7 +286,12 @@ func (s *Service) meta(source string, n int) *concordv1.CommandMeta {
 // pre-check: their replica may lag behind writes made through other
 // nodes, and a stale refusal would be wrong; there the FSM refuses (the
 // entry is committed, the state unchanged).
-func (s *Service) propose(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, error) {
+func (s *Service) proposeFenced(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, error) {
+	return s.apply(ctx, true, t, msg)
+}
+
+// apply is propose (fenced false) and proposeFenced (true).
+func (s *Service) apply(ctx context.Context, fenced bool, t concordv1.CommandType, msg proto.Message) (any, error) {
 	if s.cfg.IsLeader() {
 		if err := s.reg.Check(t, msg); err != nil {
 			return nil, err
@@ -273,6 +300,10 @@ func (s *Service) propose(ctx context.Context, t concordv1.CommandType, msg prot
 	res, index, err := s.cfg.Store.Apply(ctx, t, msg)
 	if err != nil {
 		return nil, err
+	}
+	if fenced {
+		s.fence.raise(index, neutralWrite(t, msg))
+		return res, nil
 	}
 	if s.cfg.WaitApplied != nil {
 		if err := s.cfg.WaitApplied(ctx, index); err != nil {

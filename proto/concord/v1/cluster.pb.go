@@ -371,7 +371,11 @@ func (x *ForwardRequest) GetOriginNodeId() string {
 type ForwardResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// index is the Raft log index the command was committed at.
-	Index         uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// result is the command's outcome (result value or domain error) encoded
+	// by its module's result codec; absent when the module has none for the
+	// type, and the origin then waits for its own apply of index.
+	Result        []byte `protobuf:"bytes,2,opt,name=result,proto3,oneof" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -411,6 +415,13 @@ func (x *ForwardResponse) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *ForwardResponse) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
 }
 
 // ForwardError is the status detail of every error Forward (and
@@ -1438,9 +1449,11 @@ const file_concord_v1_cluster_proto_rawDesc = "" +
 	"concord.v1\"P\n" +
 	"\x0eForwardRequest\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\fR\acommand\x12$\n" +
-	"\x0eorigin_node_id\x18\x02 \x01(\tR\foriginNodeId\"'\n" +
+	"\x0eorigin_node_id\x18\x02 \x01(\tR\foriginNodeId\"O\n" +
 	"\x0fForwardResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index\"\xc3\x01\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x1b\n" +
+	"\x06result\x18\x02 \x01(\fH\x00R\x06result\x88\x01\x01B\t\n" +
+	"\a_result\"\xc3\x01\n" +
 	"\fForwardError\x126\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x1e.concord.v1.ForwardErrorReasonR\x06reason\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12.\n" +
@@ -1632,6 +1645,7 @@ func file_concord_v1_cluster_proto_init() {
 	if File_concord_v1_cluster_proto != nil {
 		return
 	}
+	file_concord_v1_cluster_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -2290,6 +2290,251 @@ func (*RegistryRecord_Session) isRegistryRecord_Record() {}
 
 func (*RegistryRecord_Event) isRegistryRecord_Record() {}
 
+// RegistryResult is a registry command's outcome as the leader returns it to
+// the follower that forwarded the command (ForwardResponse.result), so the
+// follower answers without waiting for its own apply. Exactly one of error
+// and the result fields of the command's type is set; which fields a type
+// uses is the registry's result codec (node/registry/codec.go). Never
+// persisted: a newer leader may add fields, an older follower ignores them.
+type RegistryResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// error is the module's domain error (the command is committed, the state
+	// unchanged).
+	Error   *RegistryError `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Agent   *AgentRecord   `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	Scope   *ScopeRecord   `protobuf:"bytes,3,opt,name=scope,proto3" json:"scope,omitempty"`
+	Session *SessionRecord `protobuf:"bytes,4,opt,name=session,proto3" json:"session,omitempty"`
+	// epoch: SessionResult.epoch.
+	Epoch uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// resumed: RegisterResult.resumed, SessionResult.resumed.
+	Resumed           bool           `protobuf:"varint,6,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	PreviousSessionId string         `protobuf:"bytes,7,opt,name=previous_session_id,json=previousSessionId,proto3" json:"previous_session_id,omitempty"`
+	Existing          bool           `protobuf:"varint,8,opt,name=existing,proto3" json:"existing,omitempty"`
+	Reclaimed         []*AgentRecord `protobuf:"bytes,9,rep,name=reclaimed,proto3" json:"reclaimed,omitempty"`
+	NotReclaimed      []string       `protobuf:"bytes,10,rep,name=not_reclaimed,json=notReclaimed,proto3" json:"not_reclaimed,omitempty"`
+	OwnedAgents       []string       `protobuf:"bytes,11,rep,name=owned_agents,json=ownedAgents,proto3" json:"owned_agents,omitempty"`
+	// applied, unregistered, orphaned, removed: DetachResult.
+	Applied      bool     `protobuf:"varint,12,opt,name=applied,proto3" json:"applied,omitempty"`
+	Unregistered []string `protobuf:"bytes,13,rep,name=unregistered,proto3" json:"unregistered,omitempty"`
+	Orphaned     []string `protobuf:"bytes,14,rep,name=orphaned,proto3" json:"orphaned,omitempty"`
+	Removed      bool     `protobuf:"varint,15,opt,name=removed,proto3" json:"removed,omitempty"`
+	// changed, scope_deleted: MembershipResult.
+	Changed       bool `protobuf:"varint,16,opt,name=changed,proto3" json:"changed,omitempty"`
+	ScopeDeleted  bool `protobuf:"varint,17,opt,name=scope_deleted,json=scopeDeleted,proto3" json:"scope_deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryResult) Reset() {
+	*x = RegistryResult{}
+	mi := &file_concord_v1_registry_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryResult) ProtoMessage() {}
+
+func (x *RegistryResult) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_registry_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryResult.ProtoReflect.Descriptor instead.
+func (*RegistryResult) Descriptor() ([]byte, []int) {
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RegistryResult) GetError() *RegistryError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *RegistryResult) GetAgent() *AgentRecord {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+func (x *RegistryResult) GetScope() *ScopeRecord {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *RegistryResult) GetSession() *SessionRecord {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *RegistryResult) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RegistryResult) GetResumed() bool {
+	if x != nil {
+		return x.Resumed
+	}
+	return false
+}
+
+func (x *RegistryResult) GetPreviousSessionId() string {
+	if x != nil {
+		return x.PreviousSessionId
+	}
+	return ""
+}
+
+func (x *RegistryResult) GetExisting() bool {
+	if x != nil {
+		return x.Existing
+	}
+	return false
+}
+
+func (x *RegistryResult) GetReclaimed() []*AgentRecord {
+	if x != nil {
+		return x.Reclaimed
+	}
+	return nil
+}
+
+func (x *RegistryResult) GetNotReclaimed() []string {
+	if x != nil {
+		return x.NotReclaimed
+	}
+	return nil
+}
+
+func (x *RegistryResult) GetOwnedAgents() []string {
+	if x != nil {
+		return x.OwnedAgents
+	}
+	return nil
+}
+
+func (x *RegistryResult) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *RegistryResult) GetUnregistered() []string {
+	if x != nil {
+		return x.Unregistered
+	}
+	return nil
+}
+
+func (x *RegistryResult) GetOrphaned() []string {
+	if x != nil {
+		return x.Orphaned
+	}
+	return nil
+}
+
+func (x *RegistryResult) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+func (x *RegistryResult) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *RegistryResult) GetScopeDeleted() bool {
+	if x != nil {
+		return x.ScopeDeleted
+	}
+	return false
+}
+
+// RegistryError is registry.Error: a MAP error code, message and field.
+type RegistryError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Field         string                 `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryError) Reset() {
+	*x = RegistryError{}
+	mi := &file_concord_v1_registry_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryError) ProtoMessage() {}
+
+func (x *RegistryError) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_registry_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryError.ProtoReflect.Descriptor instead.
+func (*RegistryError) Descriptor() ([]byte, []int) {
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RegistryError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *RegistryError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *RegistryError) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
 var File_concord_v1_registry_proto protoreflect.FileDescriptor
 
 const file_concord_v1_registry_proto_rawDesc = "" +
@@ -2519,7 +2764,30 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\x05scope\x18\x03 \x01(\v2\x17.concord.v1.ScopeRecordH\x00R\x05scope\x125\n" +
 	"\asession\x18\x04 \x01(\v2\x19.concord.v1.SessionRecordH\x00R\asession\x12/\n" +
 	"\x05event\x18\x05 \x01(\v2\x17.concord.v1.EventRecordH\x00R\x05eventB\b\n" +
-	"\x06recordB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
+	"\x06record\"\x82\x05\n" +
+	"\x0eRegistryResult\x12/\n" +
+	"\x05error\x18\x01 \x01(\v2\x19.concord.v1.RegistryErrorR\x05error\x12-\n" +
+	"\x05agent\x18\x02 \x01(\v2\x17.concord.v1.AgentRecordR\x05agent\x12-\n" +
+	"\x05scope\x18\x03 \x01(\v2\x17.concord.v1.ScopeRecordR\x05scope\x123\n" +
+	"\asession\x18\x04 \x01(\v2\x19.concord.v1.SessionRecordR\asession\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x18\n" +
+	"\aresumed\x18\x06 \x01(\bR\aresumed\x12.\n" +
+	"\x13previous_session_id\x18\a \x01(\tR\x11previousSessionId\x12\x1a\n" +
+	"\bexisting\x18\b \x01(\bR\bexisting\x125\n" +
+	"\treclaimed\x18\t \x03(\v2\x17.concord.v1.AgentRecordR\treclaimed\x12#\n" +
+	"\rnot_reclaimed\x18\n" +
+	" \x03(\tR\fnotReclaimed\x12!\n" +
+	"\fowned_agents\x18\v \x03(\tR\vownedAgents\x12\x18\n" +
+	"\aapplied\x18\f \x01(\bR\aapplied\x12\"\n" +
+	"\funregistered\x18\r \x03(\tR\funregistered\x12\x1a\n" +
+	"\borphaned\x18\x0e \x03(\tR\borphaned\x12\x18\n" +
+	"\aremoved\x18\x0f \x01(\bR\aremoved\x12\x18\n" +
+	"\achanged\x18\x10 \x01(\bR\achanged\x12#\n" +
+	"\rscope_deleted\x18\x11 \x01(\bR\fscopeDeleted\"S\n" +
+	"\rRegistryError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
+	"\x05field\x18\x03 \x01(\tR\x05fieldB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (
 	file_concord_v1_registry_proto_rawDescOnce sync.Once
@@ -2533,7 +2801,7 @@ func file_concord_v1_registry_proto_rawDescGZIP() []byte {
 	return file_concord_v1_registry_proto_rawDescData
 }
 
-var file_concord_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_concord_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_concord_v1_registry_proto_goTypes = []any{
 	(*CommandMeta)(nil),               // 0: concord.v1.CommandMeta
 	(*AgentRecord)(nil),               // 1: concord.v1.AgentRecord
@@ -2560,6 +2828,8 @@ var file_concord_v1_registry_proto_goTypes = []any{
 	(*EventRecord)(nil),               // 22: concord.v1.EventRecord
 	(*RegistryHeader)(nil),            // 23: concord.v1.RegistryHeader
 	(*RegistryRecord)(nil),            // 24: concord.v1.RegistryRecord
+	(*RegistryResult)(nil),            // 25: concord.v1.RegistryResult
+	(*RegistryError)(nil),             // 26: concord.v1.RegistryError
 }
 var file_concord_v1_registry_proto_depIdxs = []int32{
 	2,  // 0: concord.v1.AgentRecord.lifecycle:type_name -> concord.v1.LifecycleRecord
@@ -2589,11 +2859,16 @@ var file_concord_v1_registry_proto_depIdxs = []int32{
 	3,  // 24: concord.v1.RegistryRecord.scope:type_name -> concord.v1.ScopeRecord
 	6,  // 25: concord.v1.RegistryRecord.session:type_name -> concord.v1.SessionRecord
 	22, // 26: concord.v1.RegistryRecord.event:type_name -> concord.v1.EventRecord
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	26, // 27: concord.v1.RegistryResult.error:type_name -> concord.v1.RegistryError
+	1,  // 28: concord.v1.RegistryResult.agent:type_name -> concord.v1.AgentRecord
+	3,  // 29: concord.v1.RegistryResult.scope:type_name -> concord.v1.ScopeRecord
+	6,  // 30: concord.v1.RegistryResult.session:type_name -> concord.v1.SessionRecord
+	1,  // 31: concord.v1.RegistryResult.reclaimed:type_name -> concord.v1.AgentRecord
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_registry_proto_init() }
@@ -2615,7 +2890,7 @@ func file_concord_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_registry_proto_rawDesc), len(file_concord_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,60 @@
+package mapsvc
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+func TestNeutralWrite(t *testing.T) {
+	str := func(s string) *string { return &s }
+	update := concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE
+	for _, tc := range []struct {
+		name string
+		typ  concordv1.CommandType
+		msg  proto.Message
+		want bool
+	}{
+		{"metadata", update, &concordv1.AgentUpdateRequest{AgentId: "a", Meta: &concordv1.CommandMeta{}, Metadata: []byte(`{}`)}, true},
+		{"state and name", update, &concordv1.AgentUpdateRequest{AgentId: "a", State: str("busy"), Name: str("n"), Description: str("d")}, true},
+		{"environment, descriptor, reason", update, &concordv1.AgentUpdateRequest{AgentId: "a", Environment: []byte(`{}`), CapabilityDescriptor: []byte(`{}`), Reason: "r"}, true},
+		{"permission overrides", update, &concordv1.AgentUpdateRequest{AgentId: "a", PermissionOverrides: []byte(`{}`)}, false},
+		{"capabilities", update, &concordv1.AgentUpdateRequest{AgentId: "a", Capabilities: []byte(`{}`)}, false},
+		{"role", update, &concordv1.AgentUpdateRequest{AgentId: "a", Role: str("r")}, false},
+		{"visibility", update, &concordv1.AgentUpdateRequest{AgentId: "a", Visibility: str("public")}, false},
+		{"transition", update, &concordv1.AgentUpdateRequest{AgentId: "a", Transition: "stop"}, false},
+		{"owner", update, &concordv1.AgentUpdateRequest{AgentId: "a", SetOwner: true, OwnerId: "p"}, false},
+		{"register", concordv1.CommandType_COMMAND_TYPE_AGENT_REGISTER, &concordv1.AgentRegisterRequest{}, false},
+		{"scope join", concordv1.CommandType_COMMAND_TYPE_SCOPE_JOIN, &concordv1.ScopeJoinRequest{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := neutralWrite(tc.typ, tc.msg); got != tc.want {
+				t.Fatalf("neutralWrite = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFence(t *testing.T) {
+	var f fence
+	steps := []struct {
+		index             uint64
+		neutral           bool
+		wantAll, wantStrc uint64
+	}{
+		{5, false, 5, 5},
+		{7, true, 7, 5},
+		{6, false, 7, 6}, // an older answer never lowers all
+		{4, false, 7, 6}, // nor strict
+		{9, true, 9, 6},
+		{10, false, 10, 10},
+	}
+	for i, st := range steps {
+		f.raise(st.index, st.neutral)
+		if all, strict := f.target(false), f.target(true); all != st.wantAll || strict != st.wantStrc {
+			t.Fatalf("step %d: all %d strict %d, want %d %d", i, all, strict, st.wantAll, st.wantStrc)
+		}
+	}
+}

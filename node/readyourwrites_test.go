@@ -1,0 +1,126 @@
+package node_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/concordmap/concord/node"
+)
+
+// laggingLayer is a raft.StreamLayer on loopback TCP whose accepted
+// connections hand each read over delay late, while delay > 0: the node's
+// replica then learns of commits late (the leader's AppendEntries arrive
+// late), but its gRPC forwards to the leader are as fast as ever.
+type laggingLayer struct {
+	net.Listener
+	delay *atomic.Int64
+}
+
+func (l laggingLayer) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return laggingConn{Conn: c, delay: l.delay}, nil
+}
+
+func (l laggingLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(addr), timeout)
+}
+
+type laggingConn struct {
+	net.Conn
+	delay *atomic.Int64
+}
+
+func (c laggingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if d := time.Duration(c.delay.Load()); d > 0 && n > 0 {
+		time.Sleep(d)
+	}
+	return n, err
+}
+
+// TestCluster_ReadYourWritesThroughLaggingFollower: a follower answers a
+// forwarded write with the leader's result as soon as the leader commits
+// it, before its own replica applied it. Here the follower's replica lags
+// by design (its Raft traffic arrives 80 ms late), so a read on the same
+// connection, or on another connection to that node, right after the
+// write sees the write only because the node's fence makes it wait for
+// the local apply. It fails without the fence (node/mapsvc/fence.go).
+func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
+	delays := make([]*atomic.Int64, 3)
+	servers := startCluster(t, 3, func(i int, c *node.Config) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		delays[i] = &atomic.Int64{}
+		c.RaftAddr = ln.Addr().String()
+		c.Raft.StreamLayer = laggingLayer{Listener: ln, delay: delays[i]}
+	})
+	leader := agreedLeader(t, servers)
+	follower := followersOf(servers, leader)[0]
+	for i, s := range servers {
+		if s == follower {
+			delays[i].Store(int64(80 * time.Millisecond))
+		}
+	}
+
+	c := dial(t, follower)
+	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent"})
+	other := dial(t, follower)
+	other.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client"})
+	c.call("map/agents/register", map[string]any{"agentId": "ryw"})
+	// Reading the agent right after registering it: its owner sees it.
+	if got := agentOf(t, c.call("map/agents/get", map[string]any{"agentId": "ryw"})); got.ID != "ryw" {
+		t.Fatalf("agents/get after register: %+v", got)
+	}
+	lagged := 0
+	for i := range 5 {
+		c.call("map/agents/update", map[string]any{"agentId": "ryw", "metadata": map[string]any{"n": i}})
+		if a, ok := follower.Registry().Agent("ryw"); ok && string(a.Metadata) != fmt.Sprintf(`{"n":%d}`, i) {
+			lagged++ // the answer came before this replica applied the write
+		}
+		reader, which := c, "the same connection"
+		if i%2 == 1 {
+			reader, which = other, "another connection"
+		}
+		got := agentOf(t, reader.call("map/agents/get", map[string]any{"agentId": "ryw"}))
+		if want := fmt.Sprintf(`{"n":%d}`, i); string(got.Metadata) != want {
+			t.Fatalf("write %d: agents/get on %s saw metadata %s, want %s", i, which, got.Metadata, want)
+		}
+		c.call("map/scopes/create", map[string]any{"scopeId": fmt.Sprintf("ryw-%d", i)})
+		sc := c.call("map/scopes/get", map[string]any{"scopeId": fmt.Sprintf("ryw-%d", i)})
+		if s, _ := sc["scope"].(map[string]any); s == nil || s["id"] != fmt.Sprintf("ryw-%d", i) {
+			t.Fatalf("scopes/get after scopes/create: %v", sc)
+		}
+	}
+	if lagged == 0 {
+		t.Fatal("the follower never answered before its own apply: the test does not exercise the fence")
+	}
+}
+
+type agentView struct {
+	ID       string          `json:"id"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+func agentOf(t *testing.T, res map[string]any) agentView {
+	t.Helper()
+	b, err := json.Marshal(res["agent"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a agentView
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

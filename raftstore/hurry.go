@@ -1,0 +1,63 @@
+package raftstore
+
+import (
+	"context"
+)
+
+// WaitAppliedSoon is WaitApplied for a caller that cannot wait for the
+// leader's lazy nudge (nudge.go): when index is not applied here yet and
+// this server is a follower with a Forwarder, it first asks the leader to
+// append a NOOP, whose AppendEntries carries the current commit index to
+// every follower, so the wait is about one replication round rather than
+// lazyNudgeDelay plus one. node/mapsvc calls it for its read-your-writes
+// fence: a read right after a write answered with the leader's result.
+func (s *Store) WaitAppliedSoon(ctx context.Context, index uint64) error {
+	if s.fsm.applied.Load() < index && s.cfg.Forwarder != nil {
+		select {
+		case s.hurryCh <- struct{}{}:
+		default: // a request is pending; its NOOP carries this index too
+		}
+	}
+	return s.WaitApplied(ctx, index)
+}
+
+// startHurrier starts the goroutine that turns WaitAppliedSoon's requests
+// into NOOPs forwarded to the leader, one at a time: requests that arrive
+// meanwhile are covered by one more after it. Shutdown stops it (stopCh)
+// and waits for it (bg).
+func (s *Store) startHurrier() {
+	if s.cfg.Forwarder == nil {
+		return
+	}
+	s.bg.Go(func() {
+		for {
+			select {
+			case <-s.stopCh:
+				return
+			case <-s.hurryCh:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ApplyTimeout)
+			// Shutdown cancels the call too: the Forwarder may retry for
+			// seconds while no leader is known.
+			watching := make(chan struct{})
+			go func() {
+				select {
+				case <-s.stopCh:
+					cancel()
+				case <-watching:
+				}
+			}()
+			id, addr := s.Leader()
+			if id != "" && id != s.cfg.NodeID {
+				// Only the append matters (its AppendEntries carries the
+				// commit index); the NOOP's own commit and any error are
+				// of no interest.
+				if _, err := s.cfg.Forwarder.Forward(ctx, id, addr, nudgeBody); err != nil {
+					s.log.Debug("commit index request not forwarded", "err", err)
+				}
+			}
+			close(watching)
+			cancel()
+		}
+	})
+}
