@@ -2,10 +2,15 @@ package mapsvc
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/concordmap/concord/node/registry"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 func TestOrphanWatch_Decision(t *testing.T) {
@@ -142,5 +147,65 @@ func TestDetachOrphans_PreviousRun(t *testing.T) {
 	r.svc.detachOrphans(ctx)
 	if s, _ := e.reg.Session(sid); !s.Connected {
 		t.Fatal("resumed session detached as an orphan")
+	}
+}
+
+// hookedProposer runs after each committed command of one type.
+type hookedProposer struct {
+	Proposer
+	t     concordv1.CommandType
+	after func()
+}
+
+func (p hookedProposer) Apply(ctx context.Context, t concordv1.CommandType, m proto.Message) (any, uint64, error) {
+	res, idx, err := p.Proposer.Apply(ctx, t, m)
+	if err == nil && t == p.t {
+		p.after()
+	}
+	return res, idx, err
+}
+
+// The registry shows a new or resumed session connected here as soon as
+// its SESSION_OPEN is applied, before the connection holds it: orphan
+// passes in that window, however late, leave it alone.
+func TestDetachOrphans_OpenInProgress(t *testing.T) {
+	for _, resume := range []bool{false, true} {
+		t.Run(fmt.Sprintf("resume=%v", resume), func(t *testing.T) {
+			var e *env
+			var passes atomic.Int32
+			e = newEnv(t, func(c *Config) {
+				c.OrphanGrace = time.Second
+				c.Store = hookedProposer{Proposer: c.Store, t: concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, after: func() {
+					for range 3 {
+						e.svc.detachOrphans(context.Background())
+						e.clock.Advance(time.Hour)
+						passes.Add(1)
+					}
+				}}
+			})
+			c := e.dial()
+			res := connectAs(c, TypeAgent, nil)
+			sid := res["sessionId"].(string)
+			if resume {
+				_ = c.conn.Close("drop")
+				<-c.conn.Done()
+				eventually(t, 5*time.Second, func() error {
+					if s, _ := e.reg.Session(sid); s.Connected {
+						return fmt.Errorf("not detached yet")
+					}
+					return nil
+				})
+				res = connectAs(e.dial(), TypeAgent, map[string]any{"sessionId": sid, "resumeToken": res["resumeToken"]})
+				if res["reconnected"] != true {
+					t.Fatalf("resume: %v", res)
+				}
+			}
+			if passes.Load() == 0 {
+				t.Fatal("the hook never ran")
+			}
+			if s, _ := e.reg.Session(sid); !s.Connected || s.HomeNode != "n1" {
+				t.Fatalf("session detached while its open was in progress: %+v", s)
+			}
+		})
 	}
 }
