@@ -309,6 +309,10 @@ func (s *Server) buildMAPService() error {
 	// waits out the cleanup delay for unknown nodes and the session detach
 	// grace for failed ones; mapsvc's own sweep (NodeAlive) stays off
 	// because a new leader's cold directory would detach live sessions.
+	// Sessions connected here in the registry with no connection (a
+	// restored snapshot, a restart gossip did not notice) wait the same
+	// grace before this node detaches them.
+	mcfg.OrphanGrace = s.cfg.Cluster.SessionDetachGrace
 	mcfg.Logger = s.cfg.Logger
 	svc, err := mapsvc.New(mcfg)
 	if err != nil {

@@ -141,6 +141,12 @@ type Config struct {
 	// (or that called map/disconnect) stays resumable before it is
 	// forgotten with its subscriptions. Longer keeps more state.
 	DetachedSessionTTL time.Duration
+	// OrphanGrace is how long a session the registry shows connected and
+	// homed on this node, with no local connection holding it (a restored
+	// snapshot, or this node's previous run), must stay so before this
+	// node detaches it (Run's periodic pass; at least two passes). The
+	// node sets it to the cluster's session detach grace.
+	OrphanGrace time.Duration
 	// DefaultDisconnectPolicy applies when map/connect has none.
 	DefaultDisconnectPolicy registry.DisconnectPolicy
 	// ExpiryInterval is how often Run looks for due expiries and moved
@@ -179,6 +185,7 @@ func DefaultConfig() Config {
 			AgentBehavior: registry.BehaviorGracePeriod,
 			GracePeriodMs: 60_000,
 		},
+		OrphanGrace:       3 * time.Second,
 		ExpiryInterval:    time.Second,
 		CloseTimeout:      5 * time.Second,
 		AuthExpiryWarning: time.Minute,
@@ -209,6 +216,8 @@ func (c Config) Validate() error {
 		return bad("DefaultDisconnectPolicy.GracePeriodMs must be >= 0")
 	case c.ExpiryInterval <= 0:
 		return bad("ExpiryInterval must be > 0")
+	case c.OrphanGrace < 0:
+		return bad("OrphanGrace must be >= 0")
 	case c.CloseTimeout <= 0:
 		return bad("CloseTimeout must be > 0")
 	case c.AuthExpiryWarning < 0 || c.AuthRevokeGrace < 0:

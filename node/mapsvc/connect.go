@@ -247,6 +247,7 @@ func (s *Service) openFresh(ctx context.Context, c *rpc.Conn, st *connState, cp 
 		policy = s.fillPolicy(*cp.policy)
 	}
 	token := s.newResumeToken(sid)
+	defer s.sessions.beginOpen(sid)() // until attach put it in the table (detachOrphans)
 	st.mu.Lock()
 	st.pendingSession, st.pendingEpoch = sid, 1
 	st.mu.Unlock()
@@ -282,6 +283,7 @@ func (s *Service) resume(ctx context.Context, c *rpc.Conn, st *connState, cp *co
 	if cp.policy != nil {
 		rec.DisconnectPolicy = registry.PolicyRecord(s.fillPolicy(*cp.policy))
 	}
+	defer s.sessions.beginOpen(sid)() // until attach put it in the table (detachOrphans)
 	st.mu.Lock()
 	st.pendingSession, st.pendingEpoch = sid, epoch+1
 	st.mu.Unlock()

@@ -142,8 +142,8 @@ func (s *Service) Closed(c *rpc.Conn) {
 		TtlMs: s.cfg.DetachedSessionTTL.Milliseconds(),
 	})
 	if err != nil {
-		// The leader's NodeAlive sweep (if configured) or a later resume
-		// recovers; nothing else can be done from a closed connection.
+		// This node's orphan pass (detachOrphans) retries after
+		// OrphanGrace, unless a resume comes first.
 		s.log.Warn("detach session failed", "session_id", sid, "err", err)
 	}
 }

@@ -58,7 +58,10 @@
 // session detached while its connection here is still open (the leader
 // wrongly saw this node fail) gets that connection closed with the
 // reconnect code, so the client resumes rather than wait on a connection
-// that routing no longer serves.
+// that routing no longer serves. The reverse, a session the registry
+// shows connected here with no connection behind it (a restored snapshot,
+// a crash and restart), is detached by this node after
+// Config.OrphanGrace (orphans.go).
 //
 // # Permissions
 //

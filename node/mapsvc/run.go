@@ -15,6 +15,8 @@ import (
 // another node (the registry shows a newer epoch homed elsewhere) or
 // detached while the connection is open (closeLost), and warns, then
 // closes, sessions whose credential expires or is revoked (credentials.go).
+// On every full pass it detaches sessions the registry shows connected
+// here though no local connection holds them (orphans.go).
 // While the local store is the leader it also proposes SESSION_EXPIRE for
 // detached sessions whose grace period or TTL has ended (deadlines come
 // from the detach command's timestamp, so a new leader continues where the
@@ -48,6 +50,9 @@ func (s *Service) Run(ctx context.Context) error {
 		if full || moves != scanned {
 			scanned = moves
 			s.closeLost()
+		}
+		if full {
+			s.detachOrphans(ctx)
 		}
 		if full || detaches != looked {
 			looked = detaches

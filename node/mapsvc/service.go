@@ -34,7 +34,8 @@ type Service struct {
 	entropy  io.Reader   // locked monotonic ULID entropy
 	rates    rateWindows // messagesPerMinute on this node (clientlimits.go)
 	auth     Authenticator
-	fence    fence // read-your-writes (fence.go)
+	fence    fence        // read-your-writes (fence.go)
+	orphans  *orphanWatch // Run loop only (orphans.go)
 }
 
 // method is one row of the method table.
@@ -96,6 +97,7 @@ func New(cfg Config) (*Service, error) {
 		reg:      cfg.Registry,
 		sessions: cfg.Sessions,
 		entropy:  &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(rand.Reader, 0)},
+		orphans:  newOrphanWatch(cfg.OrphanGrace),
 	}
 	if s.sessions == nil {
 		s.sessions = NewSessions()

@@ -82,6 +82,10 @@ func (cs *connState) reset() {
 type Sessions struct {
 	mu   sync.RWMutex
 	byID map[string]*attached
+	// opening counts, by session id, the local map/connect calls between
+	// proposing SESSION_OPEN and putting the session in byID: the
+	// registry shows the session connected here before byID does.
+	opening map[string]int
 }
 
 type attached struct {
@@ -90,7 +94,9 @@ type attached struct {
 }
 
 // NewSessions returns an empty session table (see Config.Sessions).
-func NewSessions() *Sessions { return &Sessions{byID: map[string]*attached{}} }
+func NewSessions() *Sessions {
+	return &Sessions{byID: map[string]*attached{}, opening: map[string]int{}}
+}
 
 // Conn returns the live connection of a session attached to this node.
 func (s *Sessions) Conn(sessionID string) (*rpc.Conn, bool) {
@@ -137,6 +143,31 @@ func (s *Sessions) remove(id string, c *rpc.Conn) bool {
 		return true
 	}
 	return false
+}
+
+// beginOpen marks an open or resume of the session in progress on this
+// node; the caller calls the returned func once the connection holds the
+// session (put) or the attempt failed.
+func (s *Sessions) beginOpen(id string) (end func()) {
+	s.mu.Lock()
+	s.opening[id]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.opening[id]--; s.opening[id] <= 0 {
+			delete(s.opening, id)
+		}
+	}
+}
+
+// held reports whether a local connection holds the session or is opening
+// or resuming it.
+func (s *Sessions) held(id string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.byID[id]
+	return ok || s.opening[id] > 0
 }
 
 func (s *Sessions) get(id string) (*attached, bool) {

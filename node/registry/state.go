@@ -399,6 +399,27 @@ func (s *State) Sessions() []Session {
 	return out
 }
 
+// HomedSession is a connected session homed on a node, at its attach
+// epoch (see SessionEpoch).
+type HomedSession struct {
+	ID    string
+	Epoch uint64
+}
+
+// ConnectedOn returns the connected sessions homed on nodeID, unordered.
+// It copies no session, so a node can check its own every second.
+func (s *State) ConnectedOn(nodeID string) []HomedSession {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []HomedSession
+	for id, e := range s.d.sessions {
+		if e.s.Connected && e.s.HomeNode == nodeID {
+			out = append(out, HomedSession{ID: id, Epoch: e.epoch})
+		}
+	}
+	return out
+}
+
 // SessionAgents returns the agents whose SessionID is sessionID (owned,
 // or orphaned by it and not reclaimed since), sorted by id. O(k) in the
 // session's agents, so suitable for hot paths (map/send sender lookup).
