@@ -80,7 +80,7 @@ func TestOutLink_RelayBatchIsAPrefix(t *testing.T) {
 		}
 	}
 	ol.mu.Lock()
-	ol.gsent[2] = clk.now().Add(time.Second) // b: refused retryably, due later
+	ol.gsent[2] = gsend{until: clk.now().Add(time.Second), held: true} // b: refused retryably, due later
 	got := ol.relayBatch()
 	ol.mu.Unlock()
 	if len(got) != 1 || got[0].GetMessageId() != "a" || got[0].GetGuaranteedSeq() != 1 || got[0].GetGuaranteedFloor() != 1 {
