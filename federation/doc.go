@@ -89,6 +89,9 @@
 // stream is down (its messages answer "queued"). A message leaves the
 // outbox (FED_OUTBOX_ACK) once the peer answered it, delivered or
 // refused for good; a 5000 from the peer is sent again after a pause.
+// Either path sends only the outbox up to its first held message (one
+// pausing after a 5000 or a failed relay call), passing over those in
+// flight: the peer would refuse everything after it until it came again.
 // The peer refuses for good what the agent cannot take (unknown agent,
 // not exported, its connection gone or too slow: 2001/5003/2003) and
 // answers 5000 when it could not reach the agent's node inside its own
@@ -105,11 +108,11 @@
 // sender's floor (its oldest unanswered seq, carried in the envelope) is
 // recorded in the inbox or final on this node; otherwise it answers 5000
 // and the sender sends it again behind the earlier one. The sender's
-// order alone did not suffice: a relay call whose node lost its stream
-// answered seq n with 5000, the leader paused n, and its own stream,
-// back after a heal, sent n+1... ahead of it (the partition-and-heal
-// tests delivered the first queued message last, [1 2 0], about one run
-// in four). The cost: one stream hands guaranteed messages to agents one
+// order alone does not suffice: up to 256 are in flight, so n+1 is on its
+// way before n is refused (and before the sender's prefix drain, a relay
+// call answered n with 5000 and the own stream, back after a heal, sent
+// n+1... ahead of it: the partition-and-heal tests delivered the first
+// queued message last, [1 2 0], about one run in four). The cost: one stream hands guaranteed messages to agents one
 // at a time (an agent on another node of the receiving system costs a
 // relay round trip each); best-effort messages are not held behind them.
 //

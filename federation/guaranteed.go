@@ -169,8 +169,36 @@ func (l *outLink) mayDrain(ctx context.Context) bool {
 	return true
 }
 
+// gsend is when an outbox seq this node sent may be sent again, and
+// whether it is held: pausing after a retryable refusal or a failed relay
+// call, rather than in flight or answered.
+type gsend struct {
+	until time.Time
+	held  bool
+}
+
+// gpick is the drain's rule for each outbox seq, oldest first (l.mu is
+// held): one in flight or answered is passed over, one held stops the
+// drain there, any other is sent. The peer delivers in seq order
+// (guaranteed_order.go) and would refuse everything after a held message
+// until it came again, so sending past it would only cost a round and a
+// pause (strict in-order drain per link).
+func (l *outLink) gpick(now time.Time) func(seq uint64) (take, stop bool) {
+	return func(seq uint64) (bool, bool) {
+		g, ok := l.gsent[seq]
+		switch {
+		case !ok || !now.Before(g.until):
+			return true, false
+		case g.held:
+			return false, true
+		}
+		return false, false
+	}
+}
+
 // drainBatch appends to batch (holding bytes so far) the outbox messages
-// due on this stream, numbering them for the stream. l.mu is held.
+// due on this stream, up to the first held one (gpick), numbering them
+// for the stream. l.mu is held.
 func (l *outLink) drainBatch(batch *concordv1.FedBatch, bytes int, now time.Time) {
 	if l.relaying || now.Before(l.relayHold) {
 		return // relay.go: one path at a time
@@ -185,8 +213,7 @@ func (l *outLink) drainBatch(batch *concordv1.FedBatch, bytes int, now time.Time
 	if room <= 0 {
 		return
 	}
-	sent := func(seq uint64) bool { t, ok := l.gsent[seq]; return ok && now.Before(t) }
-	entries, floor := l.m.deps.State.OutboxPending(l.peer, room, sent)
+	entries, floor := l.m.deps.State.OutboxPending(l.peer, room, l.gpick(now))
 	for _, e := range entries {
 		size := proto.Size(e.GetEnvelope())
 		if len(batch.Envelopes) > 0 && bytes+size > maxBatchBytes {
@@ -198,7 +225,7 @@ func (l *outLink) drainBatch(batch *concordv1.FedBatch, bytes int, now time.Time
 		l.seq++
 		env.Seq = l.seq
 		l.inflight[l.seq] = &inflight{it: &item{env: env, size: envSize(env)}, sentAt: now, gseq: e.GetSeq()}
-		l.gsent[e.GetSeq()] = now.Add(l.m.cfg.AckTimeout) // resent when not answered by then
+		l.gsent[e.GetSeq()] = gsend{until: now.Add(l.m.cfg.AckTimeout)} // resent when not answered by then
 		batch.Envelopes = append(batch.Envelopes, env)
 	}
 }
@@ -208,13 +235,13 @@ func (l *outLink) drainBatch(batch *concordv1.FedBatch, bytes int, now time.Time
 // recorded so the message leaves the outbox (commitAcks).
 func (l *outLink) guaranteedAcked(gseq uint64, a *concordv1.FedAck) {
 	if a.GetCode() == CodeUnavailable {
-		l.gsent[gseq] = l.m.now().Add(5 * l.m.cfg.BackoffMin)
+		l.gsent[gseq] = gsend{until: l.m.now().Add(5 * l.m.cfg.BackoffMin), held: true}
 		return
 	}
 	ack := &concordv1.FedAck{Seq: gseq, Code: a.GetCode(), Message: a.GetMessage(), Delivered: a.GetDelivered(),
 		Queued: a.GetQueued(), Duplicate: a.GetDuplicate()}
 	l.gacks = append(l.gacks, ack)
-	l.gsent[gseq] = l.m.now().Add(time.Hour) // not resent while its ack is being stored
+	l.gsent[gseq] = gsend{until: l.m.now().Add(time.Hour)} // not resent while its ack is being stored
 }
 
 // commitAcks removes the answered messages from the outbox. When that

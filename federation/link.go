@@ -62,9 +62,9 @@ type outLink struct {
 	resync   bool // a directory gap: ask for everything next time
 	dirTicks int  // directory ticks so far (a follower asks every followerDirEvery-th)
 	// Guaranteed messages (guaranteed.go): when each outbox seq sent on
-	// this stream may be sent again, and the peer's answers not yet
-	// stored.
-	gsent map[uint64]time.Time
+	// this stream may be sent again (and whether it is held), and the
+	// peer's answers not yet stored.
+	gsent map[uint64]gsend
 	gacks []*concordv1.FedAck
 	// Relaying (relay.go): on the leader, whether a relay call is out and
 	// until when nothing may send after one failed, when to ask again
@@ -99,7 +99,7 @@ func newOutLink(m *Manager, l *concordv1.FedLink) *outLink {
 	return &outLink{
 		m: m, peer: l.GetPeerSystemId(), link: l, log: m.log.With("peer", l.GetPeerSystemId()),
 		inflight: map[uint64]*inflight{}, wake: make(chan struct{}, 1), stopCh: make(chan struct{}),
-		gsent: map[uint64]time.Time{}, rwake: make(chan struct{}, 1),
+		gsent: map[uint64]gsend{}, rwake: make(chan struct{}, 1),
 	}
 }
 

@@ -79,7 +79,7 @@ func (l *outLink) relayOnce(ctx context.Context) {
 		// Some may still reach the peer: nobody sends for AckTimeout.
 		l.relayHold = now.Add(l.m.cfg.AckTimeout)
 		for _, e := range envs {
-			l.gsent[e.GetGuaranteedSeq()] = l.relayHold
+			l.gsent[e.GetGuaranteedSeq()] = gsend{until: l.relayHold, held: true}
 		}
 	default:
 		l.relayHold = time.Time{}
@@ -99,18 +99,15 @@ func (l *outLink) relayOnce(ctx context.Context) {
 	l.signal()
 }
 
-// relayBatch returns the outbox's oldest messages up to the first one not
-// due yet (kept in order: a relay call is a prefix of what is left).
-// l.mu is held.
+// relayBatch returns the outbox's oldest messages due, up to the first
+// held one (gpick: a relay call, like the own stream's drain, sends a
+// prefix of what is left). l.mu is held.
 func (l *outLink) relayBatch() []*concordv1.FedEnvelope {
 	now := l.m.now()
-	entries, floor := l.m.deps.State.OutboxPending(l.peer, min(drainWindow, maxBatch), nil)
+	entries, floor := l.m.deps.State.OutboxPending(l.peer, min(drainWindow, maxBatch), l.gpick(now))
 	var out []*concordv1.FedEnvelope
 	bytes := 0
 	for _, e := range entries {
-		if t, ok := l.gsent[e.GetSeq()]; ok && now.Before(t) {
-			break
-		}
 		env := e.GetEnvelope()
 		size := proto.Size(env)
 		if len(out) > 0 && bytes+size > maxBatchBytes {
@@ -119,7 +116,7 @@ func (l *outLink) relayBatch() []*concordv1.FedEnvelope {
 		bytes += size
 		env.GuaranteedFloor = floor
 		env.GuaranteedSeq = e.GetSeq()
-		l.gsent[e.GetSeq()] = now.Add(time.Hour) // until this call's answers are stored
+		l.gsent[e.GetSeq()] = gsend{until: now.Add(time.Hour)} // until this call's answers are stored
 		out = append(out, env)
 	}
 	return out

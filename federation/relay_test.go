@@ -70,17 +70,9 @@ func TestOutLink_RelayBatchIsAPrefix(t *testing.T) {
 	m, _, clk := testManager(t, "dc1", "dc2", nil)
 	l, _ := m.deps.State.Link("dc2")
 	ol := newOutLink(m, l)
-	for _, id := range []string{"a", "b", "c"} {
-		ch := make(chan Outcome, 1)
-		env := &concordv1.FedEnvelope{SourceSystem: "dc1", TargetSystem: "dc2", MaxHops: 5, MessageId: id, From: "alice", ToAgent: "bob"}
-		Stamp(env, "dc1")
-		m.sendGuaranteed(env, ol, func(o Outcome) { ch <- o })
-		if o := <-ch; !o.Queued {
-			t.Fatalf("send %s: %+v", id, o)
-		}
-	}
+	putGuaranteed(t, m, ol, "a", "b", "c")
 	ol.mu.Lock()
-	ol.gsent[2] = clk.now().Add(time.Second) // b: refused retryably, due later
+	ol.gsent[2] = gsend{until: clk.now().Add(time.Second), held: true} // b: refused retryably, due later
 	got := ol.relayBatch()
 	ol.mu.Unlock()
 	if len(got) != 1 || got[0].GetMessageId() != "a" || got[0].GetGuaranteedSeq() != 1 || got[0].GetGuaranteedFloor() != 1 {

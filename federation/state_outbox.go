@@ -202,9 +202,10 @@ func (s *State) dropStaging(peer string) {
 }
 
 // OutboxPending returns up to n messages of the outbox to peer, oldest
-// first, skipping those skip names (in flight), and the outbox's floor:
-// its oldest seq (everything below was acknowledged).
-func (s *State) OutboxPending(peer string, n int, skip func(seq uint64) bool) (out []*concordv1.FedOutboxEntry, floor uint64) {
+// first, and the outbox's floor: its oldest seq (everything below was
+// acknowledged). pick (nil: take every one) says of each seq whether to
+// take it and whether to stop there, before it (a prefix of what is left).
+func (s *State) OutboxPending(peer string, n int, pick func(seq uint64) (take, stop bool)) (out []*concordv1.FedOutboxEntry, floor uint64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ob := s.outbox[peer]
@@ -216,7 +217,14 @@ func (s *State) OutboxPending(peer string, n int, skip func(seq uint64) bool) (o
 		if len(out) == n {
 			break
 		}
-		if skip == nil || !skip(e.GetSeq()) {
+		take, stop := true, false
+		if pick != nil {
+			take, stop = pick(e.GetSeq())
+		}
+		if stop {
+			break
+		}
+		if take {
 			out = append(out, proto.CloneOf(e))
 		}
 	}

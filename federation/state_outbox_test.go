@@ -109,9 +109,13 @@ func TestState_OutboxAckRemovesAndNotifies(t *testing.T) {
 	if n != 2 || b != want {
 		t.Fatalf("size %d/%d, want 2/%d", n, b, want)
 	}
-	// Skipping in-flight ones; the outbox keeps numbering after emptying.
-	if got, _ := s.OutboxPending("dc2", 10, func(q uint64) bool { return q == 2 }); len(got) != 1 || got[0].GetSeq() != 4 {
+	// Skipping in-flight ones, stopping at a held one; the outbox keeps
+	// numbering after emptying.
+	if got, _ := s.OutboxPending("dc2", 10, func(q uint64) (bool, bool) { return q != 2, false }); len(got) != 1 || got[0].GetSeq() != 4 {
 		t.Fatalf("pending skipping 2: %v", got)
+	}
+	if got, _ := s.OutboxPending("dc2", 10, func(q uint64) (bool, bool) { return true, q == 4 }); len(got) != 1 || got[0].GetSeq() != 2 {
+		t.Fatalf("pending stopping at 4: %v", got)
 	}
 	if err := apply(t, s, cmdOutAck, &concordv1.FedOutboxAck{PeerSystemId: "dc2", Acks: []*concordv1.FedAck{{Seq: 2}, {Seq: 4}}}); err != nil {
 		t.Fatal(err)
