@@ -125,7 +125,10 @@
 // until it commits (answering 5000 would have the sender resend a
 // delivered message). Each inbound stream waits for a Raft barrier
 // before its first dedupe check, so marks committed through another
-// node are seen.
+// node are seen. A relink numbers from 1 again: every stored link has an
+// epoch (the Raft index of its FED_LINK_PUT), a stream's marks and taken
+// messages name the epoch of the link it opened on, and a mark for a
+// replaced link is dropped rather than entered in the new link's inbox.
 //
 // What guaranteed delivery promises: at-least-once delivery to the
 // agent's connection, each delivery carrying the sender's MAP message id

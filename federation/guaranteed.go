@@ -276,8 +276,13 @@ func (l *outLink) commitAcks(ctx context.Context) {
 
 // ---- the receiving side (inStream; guaranteed_order.go runs it) ----
 
+// gkey names a guaranteed message taken for delivery: its source, the
+// epoch of the link it came over (a relinked link numbers from 1 again,
+// and an old link's unfinished message must neither hold back nor clear
+// the new link's) and its outbox seq.
 type gkey struct {
 	source string
+	epoch  uint64
 	seq    uint64
 }
 
@@ -327,7 +332,7 @@ func (in *inStream) guaranteedCheck(ctx context.Context, env *concordv1.FedEnvel
 		}
 		in.barriered = true
 	}
-	k := gkey{in.peer, gseq}
+	k := gkey{in.peer, in.epoch, gseq}
 	if m.deps.State.InboxDone(k.source, k.seq) {
 		return &concordv1.FedAck{Seq: seq, Duplicate: true}
 	}
@@ -349,7 +354,7 @@ func (in *inStream) guaranteedCheck(ctx context.Context, env *concordv1.FedEnvel
 		// InboxDone again: its mark may have committed (and its entry
 		// gone) since InboxGaps read the inbox. Lock order: gmu, then
 		// the State's lock (which never calls out while held).
-		if e := m.gactive[gkey{in.peer, q}]; !e.final && !m.deps.State.InboxDone(in.peer, q) {
+		if e := m.gactive[gkey{in.peer, in.epoch, q}]; !e.final && !m.deps.State.InboxDone(in.peer, q) {
 			return retryAck(seq, fmt.Sprintf("guaranteed message %d from %s must be delivered first", q, in.peer))
 		}
 	}
@@ -369,7 +374,7 @@ func retryAck(seq uint64, msg string) *concordv1.FedAck {
 // retryable refusal is answered at once and not recorded; the order
 // check then holds back later seqs until it comes again.
 func (in *inStream) guaranteedDone(env *concordv1.FedEnvelope, a *concordv1.FedAck) {
-	k := gkey{in.peer, env.GetGuaranteedSeq()}
+	k := gkey{in.peer, in.epoch, env.GetGuaranteedSeq()}
 	in.m.gmu.Lock()
 	if a.GetCode() == CodeUnavailable {
 		delete(in.m.gactive, k) // not recorded: the sender tries again
@@ -499,7 +504,7 @@ type gmark struct {
 // then resends and the message is delivered again (doc.go).
 func (in *inStream) markAndAck(ctx context.Context, marks []gmark) ([]*concordv1.FedAck, error) {
 	m := in.m
-	mark := &concordv1.FedInboxMark{SourceSystemId: in.peer}
+	mark := &concordv1.FedInboxMark{SourceSystemId: in.peer, LinkEpoch: in.epoch}
 	for _, g := range marks {
 		mark.Seqs = append(mark.Seqs, g.seq)
 		mark.Floor = max(mark.Floor, g.floor)
@@ -509,14 +514,15 @@ func (in *inStream) markAndAck(ctx context.Context, marks []gmark) ([]*concordv1
 	_, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_INBOX_MARK, mark)
 	switch {
 	case errors.Is(err, ErrNoLink):
-		// The link is gone, and its inbox with it: nothing to record.
+		// The link is gone (or replaced by a relink), and its inbox with
+		// it: nothing to record.
 	case err != nil:
 		return nil, fmt.Errorf("record %d guaranteed messages from %s: %w", len(marks), in.peer, err)
 	}
 	acks := make([]*concordv1.FedAck, 0, len(marks))
 	m.gmu.Lock()
 	for _, g := range marks {
-		delete(m.gactive, gkey{in.peer, g.seq})
+		delete(m.gactive, gkey{in.peer, in.epoch, g.seq})
 		acks = append(acks, g.ack)
 	}
 	m.gmu.Unlock()

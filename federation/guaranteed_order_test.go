@@ -79,7 +79,7 @@ func TestInbound_GuaranteedResendNeverOvertakes(t *testing.T) {
 	m, _, _ := testManager(t, "dc2", "dc1", nil)
 	d := &heldDeliverer{calls: make(chan heldCall, 8)}
 	m.deps.Deliver = d
-	in := newInStream(m, "dc1", nil)
+	in := newInStream(m, "dc1", 0, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -159,14 +159,14 @@ func TestInbound_GuaranteedOrderCheck(t *testing.T) {
 		}},
 		{name: "one earlier seq of two recorded", gseq: 3, floor: 1, setup: func(m *Manager) { mark(m, 2) }},
 		{name: "earlier seq final here, its mark not committed", gseq: 2, floor: 1, delivered: true, setup: func(m *Manager) {
-			m.gactive[gkey{"dc1", 1}] = gentry{at: m.now(), final: true}
+			m.gactive[gkey{"dc1", 0, 1}] = gentry{at: m.now(), final: true}
 		}},
 		{name: "earlier seq being delivered on another stream", gseq: 2, floor: 1, setup: func(m *Manager) {
-			m.gactive[gkey{"dc1", 1}] = gentry{at: m.now()}
+			m.gactive[gkey{"dc1", 0, 1}] = gentry{at: m.now()}
 		}},
 		{name: "far ahead of its floor", gseq: 1 + gapLimit + 1, floor: 1, setup: func(m *Manager) {
 			for q := uint64(1); q <= gapLimit; q++ {
-				m.gactive[gkey{"dc1", q}] = gentry{at: m.now(), final: true}
+				m.gactive[gkey{"dc1", 0, q}] = gentry{at: m.now(), final: true}
 			}
 		}},
 	} {
@@ -177,7 +177,7 @@ func TestInbound_GuaranteedOrderCheck(t *testing.T) {
 				tc.setup(m)
 				m.gmu.Unlock()
 			}
-			in := newInStream(m, "dc1", nil)
+			in := newInStream(m, "dc1", 0, nil)
 			deliverNow(context.Background(), in, orderEnv(1, tc.gseq, tc.floor))
 			acks := in.takeAcks()
 			if got := d.count("bob") == 1; got != tc.delivered {
@@ -226,7 +226,7 @@ func TestInbound_GuaranteedMarkRetried(t *testing.T) {
 	m.cfg.BackoffMin = time.Millisecond
 	store := &flakyStore{fsmStore: fsmStore{m.deps.State}, failing: true}
 	m.deps.Store = store
-	in := newInStream(m, "dc1", nil)
+	in := newInStream(m, "dc1", 0, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); in.marker(ctx) }()

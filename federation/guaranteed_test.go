@@ -124,7 +124,7 @@ func (in *inStream) takeMarks() []gmark {
 // while its first delivery is unfinished and "duplicate" once recorded.
 func TestInbound_GuaranteedDedupe(t *testing.T) {
 	m, d, clk := testManager(t, "dc2", "dc1", nil)
-	in := newInStream(m, "dc1", nil)
+	in := newInStream(m, "dc1", 0, nil)
 	ctx := context.Background()
 
 	deliverNow(ctx, in, guaranteedEnv(1, 1, "bob"))
@@ -156,7 +156,7 @@ func TestInbound_GuaranteedDedupe(t *testing.T) {
 
 	// A delivery whose end was lost blocks its seq only for AckTimeout.
 	m.gmu.Lock()
-	m.gactive[gkey{"dc1", 3}] = gentry{at: clk.now()}
+	m.gactive[gkey{"dc1", 0, 3}] = gentry{at: clk.now()}
 	m.gmu.Unlock()
 	deliverNow(ctx, in, guaranteedEnv(5, 3, "bob"))
 	if a := in.takeAcks(); len(a) != 1 || a[0].GetCode() != CodeUnavailable {

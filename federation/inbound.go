@@ -42,7 +42,7 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	}
 	m.inboundDelta(peer, 1)
 	defer m.inboundDelta(peer, -1)
-	in := newInStream(m, peer, stream)
+	in := newInStream(m, peer, link.GetEpoch(), stream)
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	wdone := make(chan error, 1)
@@ -81,6 +81,7 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 type inStream struct {
 	m      *Manager
 	peer   string
+	epoch  uint64 // of the link the stream opened on: its inbox marks name it
 	stream concordv1.Federation_LinkServer
 
 	mu     sync.Mutex
@@ -100,8 +101,8 @@ type inStream struct {
 	closed    bool          // the stream ended: marks are made without acks
 }
 
-func newInStream(m *Manager, peer string, stream concordv1.Federation_LinkServer) *inStream {
-	return &inStream{m: m, peer: peer, stream: stream, wake: make(chan struct{}, 1), markWake: make(chan struct{}, 1),
+func newInStream(m *Manager, peer string, epoch uint64, stream concordv1.Federation_LinkServer) *inStream {
+	return &inStream{m: m, peer: peer, epoch: epoch, stream: stream, wake: make(chan struct{}, 1), markWake: make(chan struct{}, 1),
 		gq: make(chan gjob, gQueue)}
 }
 

@@ -89,7 +89,7 @@ func (s *State) Apply(index uint64, msg proto.Message) (any, error) {
 	case *concordv1.FedTokenCreate:
 		err = s.applyTokenCreate(m)
 	case *concordv1.FedLinkPut:
-		err = s.applyLinkPut(m)
+		err = s.applyLinkPut(index, m)
 	case *concordv1.FedLinkRemove:
 		err = s.applyLinkRemove(m)
 	case *concordv1.FedLinkAddrs:
@@ -149,7 +149,7 @@ func (s *State) applyTokenCreate(m *concordv1.FedTokenCreate) error {
 	return nil
 }
 
-func (s *State) applyLinkPut(m *concordv1.FedLinkPut) error {
+func (s *State) applyLinkPut(index uint64, m *concordv1.FedLinkPut) error {
 	l := m.GetLink()
 	if err := validLink(l); err != nil {
 		return err
@@ -182,18 +182,21 @@ func (s *State) applyLinkPut(m *concordv1.FedLinkPut) error {
 		if t.GetOutbox() != nil {
 			l.Outbox = t.GetOutbox()
 		}
-		s.putLink(l)
+		s.putLink(index, l)
 		return nil
 	}
-	s.putLink(proto.CloneOf(l))
+	s.putLink(index, proto.CloneOf(l))
 	return nil
 }
 
-// putLink stores a new link. Guaranteed-delivery numbering starts afresh
+// putLink stores a new link (l is the state's own copy) as of the Raft
+// entry at index, its epoch. Guaranteed-delivery numbering starts afresh
 // on both sides of a new link, and a pending unlink of an older link to
-// the same peer must not remove this one.
-func (s *State) putLink(l *concordv1.FedLink) {
+// the same peer must not remove this one. Every FED_LINK_PUT (re)creates
+// a link; updates of a stored link (FED_LINK_ADDRS) keep its epoch.
+func (s *State) putLink(index uint64, l *concordv1.FedLink) {
 	p := l.GetPeerSystemId()
+	l.Epoch = index
 	s.links[p] = l
 	delete(s.outbox, p)
 	delete(s.inbox, p)

@@ -81,6 +81,7 @@ func (s *State) applyMapLinkPut(m *concordv1.FedMapLinkPut) error {
 	// but no holder: the leader chooses again.
 	l.Map.HolderNodeId = ""
 	l.Map.HolderEpoch = s.links[l.GetPeerSystemId()].GetMap().GetHolderEpoch()
+	l.Epoch = 0 // a Concord link's (FED_LINK_PUT sets it), not the proposer's
 	s.links[l.GetPeerSystemId()] = l
 	return nil
 }

@@ -97,10 +97,18 @@ func (s *State) applyOutboxAck(m *concordv1.FedOutboxAck) []Acked {
 }
 
 // applyInboxMark records guaranteed messages from a source as processed.
+// A mark made for a link since replaced (its link_epoch not the link's)
+// is refused as for a removed link: its seqs numbered the old link's
+// messages, and the new link's inbox starts afresh. A mark without an
+// epoch (an older binary's entry) applies to the link there.
 func (s *State) applyInboxMark(m *concordv1.FedInboxMark) error {
 	src := m.GetSourceSystemId()
-	if _, ok := s.links[src]; !ok {
+	l, ok := s.links[src]
+	if !ok {
 		return fmt.Errorf("%w: %s", ErrNoLink, src)
+	}
+	if e := m.GetLinkEpoch(); e != 0 && e != l.GetEpoch() {
+		return fmt.Errorf("%w: %s (the link of epoch %d was replaced by that of epoch %d)", ErrNoLink, src, e, l.GetEpoch())
 	}
 	in := s.inbox[src]
 	if in == nil {

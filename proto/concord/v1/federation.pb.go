@@ -334,8 +334,14 @@ type FedLink struct {
 	Outbox *FedOutboxPolicy `protobuf:"bytes,11,opt,name=outbox,proto3" json:"outbox,omitempty"`
 	// kind says what is on the other side: another Concord system (unset) or
 	// a foreign MAP server (map, with map set and no peer_addrs).
-	Kind          FedLinkKind `protobuf:"varint,12,opt,name=kind,proto3,enum=concord.v1.FedLinkKind" json:"kind,omitempty"`
-	Map           *FedMapLink `protobuf:"bytes,13,opt,name=map,proto3" json:"map,omitempty"`
+	Kind FedLinkKind `protobuf:"varint,12,opt,name=kind,proto3,enum=concord.v1.FedLinkKind" json:"kind,omitempty"`
+	Map  *FedMapLink `protobuf:"bytes,13,opt,name=map,proto3" json:"map,omitempty"`
+	// epoch is the Raft index of the FED_LINK_PUT that stored this link, set
+	// by the state machine (never by the proposer): a link replaced by a
+	// relink gets a new one, so an inbox mark made for the old link is told
+	// apart (FedInboxMark.link_epoch). 0 on map links and on links stored
+	// by an older binary.
+	Epoch         uint64 `protobuf:"varint,14,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,6 +465,13 @@ func (x *FedLink) GetMap() *FedMapLink {
 		return x.Map
 	}
 	return nil
+}
+
+func (x *FedLink) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // FedOutboxPolicy: guaranteed makes every message over the link
@@ -1745,8 +1758,12 @@ type FedInboxMark struct {
 	SourceSystemId string                 `protobuf:"bytes,1,opt,name=source_system_id,json=sourceSystemId,proto3" json:"source_system_id,omitempty"`
 	Seqs           []uint64               `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
 	Floor          uint64                 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// link_epoch is the epoch of the link the messages came over: a mark
+	// for a link since replaced is dropped (as for a removed link). 0 (an
+	// older binary's entry): applied to whatever link is there.
+	LinkEpoch     uint64 `protobuf:"varint,4,opt,name=link_epoch,json=linkEpoch,proto3" json:"link_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedInboxMark) Reset() {
@@ -1796,6 +1813,13 @@ func (x *FedInboxMark) GetSeqs() []uint64 {
 func (x *FedInboxMark) GetFloor() uint64 {
 	if x != nil {
 		return x.Floor
+	}
+	return 0
+}
+
+func (x *FedInboxMark) GetLinkEpoch() uint64 {
+	if x != nil {
+		return x.LinkEpoch
 	}
 	return 0
 }
@@ -4415,7 +4439,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\x12\x1c\n" +
 	"\n" +
 	"max_age_ms\x18\x03 \x01(\x03R\bmaxAgeMs\x123\n" +
-	"\boverflow\x18\x04 \x01(\x0e2\x17.concord.v1.FedOverflowR\boverflow\"\x8a\x04\n" +
+	"\boverflow\x18\x04 \x01(\x0e2\x17.concord.v1.FedOverflowR\boverflow\"\xa0\x04\n" +
 	"\aFedLink\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x1d\n" +
 	"\n" +
@@ -4433,7 +4457,8 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	" \x01(\bR\tinitiator\x123\n" +
 	"\x06outbox\x18\v \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\x12+\n" +
 	"\x04kind\x18\f \x01(\x0e2\x17.concord.v1.FedLinkKindR\x04kind\x12(\n" +
-	"\x03map\x18\r \x01(\v2\x16.concord.v1.FedMapLinkR\x03map\"q\n" +
+	"\x03map\x18\r \x01(\v2\x16.concord.v1.FedMapLinkR\x03map\x12\x14\n" +
+	"\x05epoch\x18\x0e \x01(\x04R\x05epoch\"q\n" +
 	"\x0fFedOutboxPolicy\x12\x1e\n" +
 	"\n" +
 	"guaranteed\x18\x01 \x01(\bR\n" +
@@ -4530,11 +4555,13 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"\\\n" +
 	"\fFedOutboxAck\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12&\n" +
-	"\x04acks\x18\x02 \x03(\v2\x12.concord.v1.FedAckR\x04acks\"b\n" +
+	"\x04acks\x18\x02 \x03(\v2\x12.concord.v1.FedAckR\x04acks\"\x81\x01\n" +
 	"\fFedInboxMark\x12(\n" +
 	"\x10source_system_id\x18\x01 \x01(\tR\x0esourceSystemId\x12\x12\n" +
 	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\x12\x14\n" +
-	"\x05floor\x18\x03 \x01(\x04R\x05floor\"J\n" +
+	"\x05floor\x18\x03 \x01(\x04R\x05floor\x12\x1d\n" +
+	"\n" +
+	"link_epoch\x18\x04 \x01(\x04R\tlinkEpoch\"J\n" +
 	"\x11FedDirectoryChunk\x125\n" +
 	"\x06update\x18\x01 \x01(\v2\x1d.concord.v1.FedDirectoryApplyR\x06update\"5\n" +
 	"\rFedUnlinkDone\x12$\n" +
