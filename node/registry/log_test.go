@@ -377,4 +377,30 @@ func checkSubsIndex(t *testing.T, s *State) {
 			t.Fatalf("HasSubscriptionsOn(%q) = %v with %d subscriptions there", n, !(want[n] > 0), want[n])
 		}
 	}
+	checkConnectedIndex(t, s)
+}
+
+// checkConnectedIndex compares ConnectedHomes and ConnectedSessionsOn
+// with a recount from all the sessions.
+func checkConnectedIndex(t *testing.T, s *State) {
+	t.Helper()
+	want := map[string][]string{}
+	for _, se := range s.Sessions() {
+		if se.Connected && se.HomeNode != "" {
+			want[se.HomeNode] = append(want[se.HomeNode], se.ID)
+		}
+	}
+	homes := s.ConnectedHomes()
+	if got := slices.Sorted(maps.Keys(want)); !slices.Equal(homes, got) {
+		t.Fatalf("ConnectedHomes = %v, recount from sessions = %v", homes, got)
+	}
+	for _, n := range append(homes, "nowhere") {
+		var got []string
+		for _, se := range s.ConnectedSessionsOn(n) {
+			got = append(got, se.ID)
+		}
+		if !slices.Equal(got, want[n]) {
+			t.Fatalf("ConnectedSessionsOn(%q) = %v, recount from sessions = %v", n, got, want[n])
+		}
+	}
 }
