@@ -65,6 +65,14 @@ func (cs *connState) snapshot() connState {
 	}
 }
 
+// attachEpoch returns the attach epoch alone: closeLost reads it for
+// every connection, and a whole snapshot is a dozen fields to copy.
+func (cs *connState) attachEpoch() uint64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.epoch
+}
+
 // reset returns the connection to the not-connected state.
 func (cs *connState) reset() {
 	cs.mu.Lock()
@@ -112,6 +120,22 @@ func (s *Sessions) IDs() []string {
 		out = append(out, id)
 	}
 	return out
+}
+
+// each calls fn for every attached session, on a copy of the table taken
+// under one lock (fn may close connections, which detach).
+func (s *Sessions) each(fn func(id string, a *attached)) {
+	s.mu.RLock()
+	ids := make([]string, 0, len(s.byID))
+	as := make([]*attached, 0, len(s.byID))
+	for id, a := range s.byID {
+		ids = append(ids, id)
+		as = append(as, a)
+	}
+	s.mu.RUnlock()
+	for i, id := range ids {
+		fn(id, as[i])
+	}
 }
 
 // put attaches a session to a connection and returns the connection it

@@ -378,6 +378,23 @@ func checkSubsIndex(t *testing.T, s *State) {
 		}
 	}
 	checkConnectedIndex(t, s)
+	checkAttachments(t, s)
+}
+
+// checkAttachments compares SessionAttachment with Session and
+// SessionEpoch for every session and for an unknown one.
+func checkAttachments(t *testing.T, s *State) {
+	t.Helper()
+	for _, se := range s.Sessions() {
+		epoch, _ := s.SessionEpoch(se.ID)
+		want := Attachment{Epoch: epoch, Connected: se.Connected, HomeNode: se.HomeNode, Closed: se.ClosedAt != 0}
+		if got, ok := s.SessionAttachment(se.ID); !ok || got != want {
+			t.Fatalf("SessionAttachment(%s) = %+v, %v; want %+v", se.ID, got, ok, want)
+		}
+	}
+	if got, ok := s.SessionAttachment("no-such-session"); ok {
+		t.Fatalf("SessionAttachment of an unknown session = %+v, true", got)
+	}
 }
 
 // checkConnectedIndex compares ConnectedHomes and ConnectedSessionsOn

@@ -504,6 +504,28 @@ func (s *State) SessionAgentIDs(sessionID string) []string {
 	return out
 }
 
+// Attachment is where a session is attached and at which epoch: what a
+// node compares with its open connections, without a copy of the session.
+type Attachment struct {
+	Epoch     uint64
+	Connected bool
+	HomeNode  string
+	Closed    bool
+}
+
+// SessionAttachment returns a session's Attachment. It copies nothing, so
+// a pass over every local connection (the MAP layer's closeLost) costs a
+// map lookup each.
+func (s *State) SessionAttachment(id string) (Attachment, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.d.sessions[id]
+	if !ok {
+		return Attachment{}, false
+	}
+	return Attachment{Epoch: e.epoch, Connected: e.s.Connected, HomeNode: e.s.HomeNode, Closed: e.s.ClosedAt != 0}, true
+}
+
 // SessionEpoch returns the attach epoch of a session: it increases at every
 // open, resume, detach and close. The MAP layer records the epoch its
 // connection attached at and puts it in SESSION_DETACH/CLOSE so that a
