@@ -111,17 +111,6 @@ func (s *Sessions) Conn(sessionID string) (*rpc.Conn, bool) {
 	return a.conn, true
 }
 
-// IDs returns the ids of the sessions attached here (unordered).
-func (s *Sessions) IDs() []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]string, 0, len(s.byID))
-	for id := range s.byID {
-		out = append(out, id)
-	}
-	return out
-}
-
 // each calls fn for every attached session, on a copy of the table taken
 // under one lock (fn may close connections, which detach).
 func (s *Sessions) each(fn func(id string, a *attached)) {
