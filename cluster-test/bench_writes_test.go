@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -172,6 +175,7 @@ func benchConnects(b *testing.B, c *Cluster, n *Node, dialers int) {
 			}
 		})
 	}
+	stopProfile := burstProfile(b)
 	start := time.Now()
 	for b.Loop() {
 		work <- struct{}{}
@@ -179,10 +183,40 @@ func benchConnects(b *testing.B, c *Cluster, n *Node, dialers int) {
 	close(work)
 	wg.Wait()
 	elapsed := time.Since(start)
+	stopProfile()
 	rate := float64(done.Load()) / elapsed.Seconds()
+	// Logged too: a failed operation fails the benchmark, which then
+	// prints no metrics, and the figure is still worth reading.
+	b.Logf("%d connects in %v (%.0f/s), %d failed", done.Load(), elapsed.Round(time.Millisecond), rate, failed.Load())
 	b.ReportMetric(rate, "connects/s")
 	if rate > 0 {
 		b.ReportMetric(10000/rate, "s/10k")
 	}
 	reportFailures(b, failed.Load())
+}
+
+// burstProfile writes a CPU profile of the measured loop only (not the
+// cluster's start or teardown, which -cpuprofile includes) to the file
+// CONCORD_BENCH_CPUPROFILE names, suffixed with the sub-benchmark's name;
+// unset, it does nothing. Every node runs in this process, so the profile
+// holds them all: read a follower's share by its call stacks.
+func burstProfile(b *testing.B) (stop func()) {
+	path := os.Getenv("CONCORD_BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path + "." + strings.NewReplacer("/", "_", "=", "").Replace(b.Name()))
+	if err != nil {
+		b.Fatalf("create cpu profile: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		b.Fatalf("start cpu profile: %v", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Errorf("close cpu profile: %v", err)
+		}
+	}
 }

@@ -92,7 +92,11 @@ type RaftConfigurator interface {
 // SessionReader is what the Reconciler reads from the registry replica to
 // detach the sessions of a departed node. Implemented by *registry.State.
 type SessionReader interface {
-	Sessions() []registry.Session
+	// ConnectedHomes and ConnectedSessionsOn cost the homes and the
+	// sessions of the homes asked about, not all the sessions: the
+	// reconciler reads them every interval on every node.
+	ConnectedHomes() []string
+	ConnectedSessionsOn(nodeID string) []registry.Session
 	Session(id string) (registry.Session, bool)
 	// SessionEpoch is the attach epoch SESSION_DETACH must quote.
 	SessionEpoch(id string) (uint64, bool)

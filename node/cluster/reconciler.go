@@ -9,6 +9,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/concordmap/concord/node/membership"
+	"github.com/concordmap/concord/node/registry"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -150,21 +151,36 @@ func (r *Reconciler) view(ctx context.Context) (planInput, error) {
 		return in, fmt.Errorf("read raft configuration: %w", err)
 	}
 	in.servers = servers
+	var homes []string
 	if r.deps.Sessions != nil {
-		in.sessions = r.deps.Sessions.Sessions()
+		homes = r.deps.Sessions.ConnectedHomes()
 	}
-	extra := make([]string, 0, len(servers))
+	extra := make([]string, 0, len(servers)+len(homes))
 	for _, s := range servers {
 		extra = append(extra, s.ID)
 	}
-	for _, s := range in.sessions {
-		if s.Connected {
-			extra = append(extra, s.HomeNode)
-		}
-	}
+	extra = append(extra, homes...)
 	in.members = r.track.update(r.deps.Members.Members(), extra, in.now)
 	in.removed = r.removed.update(servers, in.members)
+	in.sessions = r.awaySessions(homes, in)
 	return in, nil
+}
+
+// awaySessions returns the connected sessions of the homes that plan and
+// nextDetach may act on: another node that gossip does not report alive.
+// The sessions of live homes (nearly all of them) are never copied.
+func (r *Reconciler) awaySessions(homes []string, in planInput) []registry.Session {
+	var out []registry.Session
+	for _, h := range homes {
+		if h == in.self {
+			continue
+		}
+		if m, known := in.members[h]; !known || m.status == membership.StatusAlive {
+			continue
+		}
+		out = append(out, r.deps.Sessions.ConnectedSessionsOn(h)...)
+	}
+	return out
 }
 
 // pass runs one reconcile pass as leader; a failed step does not stop the

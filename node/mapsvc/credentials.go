@@ -76,13 +76,7 @@ func (s *Service) credentialsChanged() <-chan struct{} {
 func (s *Service) checkCredentials() {
 	checker, _ := s.auth.(CredentialChecker)
 	now := s.now()
-	for _, id := range s.sessions.IDs() {
-		a, ok := s.sessions.get(id)
-		if !ok {
-			continue
-		}
-		s.checkSession(a, checker, now)
-	}
+	s.sessions.each(func(_ string, a *attached) { s.checkSession(a, checker, now) })
 }
 
 func (s *Service) checkSession(a *attached, checker CredentialChecker, now int64) {
@@ -157,11 +151,7 @@ func (s *Service) nextCredentialDeadline(limit time.Duration) time.Duration {
 	now := s.now()
 	next := now + limit.Milliseconds()
 	warn, grace := s.cfg.AuthExpiryWarning.Milliseconds(), s.cfg.AuthRevokeGrace.Milliseconds()
-	for _, id := range s.sessions.IDs() {
-		a, ok := s.sessions.get(id)
-		if !ok {
-			continue
-		}
+	s.sessions.each(func(_ string, a *attached) {
 		a.state.mu.Lock()
 		p, revokedAt, warned := a.state.principal, a.state.revokedAt, a.state.warnedExpiry
 		a.state.mu.Unlock()
@@ -174,7 +164,7 @@ func (s *Service) nextCredentialDeadline(limit time.Duration) time.Duration {
 		default:
 			next = min(next, p.ExpiresAt)
 		}
-	}
+	})
 	return time.Duration(max(next-now, 1)) * time.Millisecond
 }
 

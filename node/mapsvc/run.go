@@ -105,27 +105,22 @@ func (s *Service) leaderDuties(ctx context.Context) {
 // Only a newer epoch in the local replica counts, so a replica that lags
 // never closes a healthy connection.
 func (s *Service) closeLost() {
-	for _, id := range s.sessions.IDs() {
-		a, ok := s.sessions.get(id)
-		if !ok {
-			continue
-		}
-		mine := a.state.snapshot()
-		sess, found := s.reg.Session(id)
-		epoch, _ := s.reg.SessionEpoch(id)
-		if !found || epoch <= mine.epoch {
-			continue
+	s.sessions.each(func(id string, a *attached) {
+		mine := a.state.attachEpoch()
+		reg, found := s.reg.SessionAttachment(id)
+		if !found || reg.Epoch <= mine {
+			return
 		}
 		switch {
-		case sess.Connected && sess.HomeNode != s.cfg.NodeID:
-			s.log.Info("session resumed on another node; closing local connection", "session_id", id, "peer", sess.HomeNode)
+		case reg.Connected && reg.HomeNode != s.cfg.NodeID:
+			s.log.Info("session resumed on another node; closing local connection", "session_id", id, "peer", reg.HomeNode)
 			_ = a.conn.Close("session resumed on another node")
-		case !sess.Connected && sess.ClosedAt == 0 && mine.epoch != 0:
+		case !reg.Connected && !reg.Closed && mine != 0:
 			s.log.Warn("session detached while its connection is open (node wrongly declared failed?); closing it so the client resumes",
-				"session_id", id, "epoch", mine.epoch, "registry_epoch", epoch)
+				"session_id", id, "epoch", mine, "registry_epoch", reg.Epoch)
 			_ = a.conn.CloseToReconnect("session detached by the cluster: reconnect and resume")
 		}
-	}
+	})
 }
 
 // expireDue proposes SESSION_EXPIRE for every deadline that has passed.

@@ -65,6 +65,14 @@ func (cs *connState) snapshot() connState {
 	}
 }
 
+// attachEpoch returns the attach epoch alone: closeLost reads it for
+// every connection, and a whole snapshot is a dozen fields to copy.
+func (cs *connState) attachEpoch() uint64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.epoch
+}
+
 // reset returns the connection to the not-connected state.
 func (cs *connState) reset() {
 	cs.mu.Lock()
@@ -109,15 +117,20 @@ func (s *Sessions) Conn(sessionID string) (*rpc.Conn, bool) {
 	return a.conn, true
 }
 
-// IDs returns the ids of the sessions attached here (unordered).
-func (s *Sessions) IDs() []string {
+// each calls fn for every attached session, on a copy of the table taken
+// under one lock (fn may close connections, which detach).
+func (s *Sessions) each(fn func(id string, a *attached)) {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]string, 0, len(s.byID))
-	for id := range s.byID {
-		out = append(out, id)
+	ids := make([]string, 0, len(s.byID))
+	as := make([]*attached, 0, len(s.byID))
+	for id, a := range s.byID {
+		ids = append(ids, id)
+		as = append(as, a)
 	}
-	return out
+	s.mu.RUnlock()
+	for i, id := range ids {
+		fn(id, as[i])
+	}
 }
 
 // put attaches a session to a connection and returns the connection it

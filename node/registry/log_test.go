@@ -377,4 +377,47 @@ func checkSubsIndex(t *testing.T, s *State) {
 			t.Fatalf("HasSubscriptionsOn(%q) = %v with %d subscriptions there", n, !(want[n] > 0), want[n])
 		}
 	}
+	checkConnectedIndex(t, s)
+	checkAttachments(t, s)
+}
+
+// checkAttachments compares SessionAttachment with Session and
+// SessionEpoch for every session and for an unknown one.
+func checkAttachments(t *testing.T, s *State) {
+	t.Helper()
+	for _, se := range s.Sessions() {
+		epoch, _ := s.SessionEpoch(se.ID)
+		want := Attachment{Epoch: epoch, Connected: se.Connected, HomeNode: se.HomeNode, Closed: se.ClosedAt != 0}
+		if got, ok := s.SessionAttachment(se.ID); !ok || got != want {
+			t.Fatalf("SessionAttachment(%s) = %+v, %v; want %+v", se.ID, got, ok, want)
+		}
+	}
+	if got, ok := s.SessionAttachment("no-such-session"); ok {
+		t.Fatalf("SessionAttachment of an unknown session = %+v, true", got)
+	}
+}
+
+// checkConnectedIndex compares ConnectedHomes and ConnectedSessionsOn
+// with a recount from all the sessions.
+func checkConnectedIndex(t *testing.T, s *State) {
+	t.Helper()
+	want := map[string][]string{}
+	for _, se := range s.Sessions() {
+		if se.Connected && se.HomeNode != "" {
+			want[se.HomeNode] = append(want[se.HomeNode], se.ID)
+		}
+	}
+	homes := s.ConnectedHomes()
+	if got := slices.Sorted(maps.Keys(want)); !slices.Equal(homes, got) {
+		t.Fatalf("ConnectedHomes = %v, recount from sessions = %v", homes, got)
+	}
+	for _, n := range append(homes, "nowhere") {
+		var got []string
+		for _, se := range s.ConnectedSessionsOn(n) {
+			got = append(got, se.ID)
+		}
+		if !slices.Equal(got, want[n]) {
+			t.Fatalf("ConnectedSessionsOn(%q) = %v, recount from sessions = %v", n, got, want[n])
+		}
+	}
 }

@@ -79,18 +79,23 @@ type data struct {
 	// node (derived, like bySession): nodes without any need no copy of
 	// ephemeral message events.
 	subsOnNode map[string]int
-	events     eventLog
+	// connectedOn indexes the connected sessions by home node (derived,
+	// like bySession): the reconciler reads the homes every interval and
+	// the sessions of a departed home only, not a copy of all of them.
+	connectedOn map[string]map[string]struct{}
+	events      eventLog
 }
 
 func newData(window int) *data {
 	return &data{
-		agents:     map[string]*agentEntry{},
-		bySession:  map[string]map[string]struct{}{},
-		scopes:     map[string]*Scope{},
-		sessions:   map[string]*sessionEntry{},
-		detached:   map[string]struct{}{},
-		subsOnNode: map[string]int{},
-		events:     newEventLog(window),
+		agents:      map[string]*agentEntry{},
+		bySession:   map[string]map[string]struct{}{},
+		scopes:      map[string]*Scope{},
+		sessions:    map[string]*sessionEntry{},
+		detached:    map[string]struct{}{},
+		subsOnNode:  map[string]int{},
+		connectedOn: map[string]map[string]struct{}{},
+		events:      newEventLog(window),
 	}
 }
 
@@ -98,12 +103,14 @@ func newData(window int) *data {
 func (d *data) putSession(e *sessionEntry) {
 	if old, ok := d.sessions[e.s.ID]; ok {
 		d.countSubs(&old.s, -1)
+		d.indexConnected(&old.s, false)
 		if e.s.Connected && e.epoch != old.epoch {
 			d.moves++
 		}
 	}
 	d.sessions[e.s.ID] = e
 	d.countSubs(&e.s, 1)
+	d.indexConnected(&e.s, true)
 	if e.s.Connected {
 		delete(d.detached, e.s.ID)
 	} else {
@@ -116,8 +123,30 @@ func (d *data) putSession(e *sessionEntry) {
 func (d *data) delSession(id string) {
 	if old, ok := d.sessions[id]; ok {
 		d.countSubs(&old.s, -1)
+		d.indexConnected(&old.s, false)
 		delete(d.sessions, id)
 		delete(d.detached, id)
+	}
+}
+
+// indexConnected adds (add) or removes a connected session's entry in
+// connectedOn; a detached session or one without a home is not indexed.
+func (d *data) indexConnected(s *Session, add bool) {
+	if !s.Connected || s.HomeNode == "" {
+		return
+	}
+	ids := d.connectedOn[s.HomeNode]
+	if add {
+		if ids == nil {
+			ids = map[string]struct{}{}
+			d.connectedOn[s.HomeNode] = ids
+		}
+		ids[s.ID] = struct{}{}
+		return
+	}
+	delete(ids, s.ID)
+	if len(ids) == 0 {
+		delete(d.connectedOn, s.HomeNode)
 	}
 }
 
@@ -407,15 +436,37 @@ type HomedSession struct {
 }
 
 // ConnectedOn returns the connected sessions homed on nodeID, unordered.
-// It copies no session, so a node can check its own every second.
+// It copies no session and visits only those (the connectedOn index), so
+// a node can check its own every second.
 func (s *State) ConnectedOn(nodeID string) []HomedSession {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []HomedSession
-	for id, e := range s.d.sessions {
-		if e.s.Connected && e.s.HomeNode == nodeID {
-			out = append(out, HomedSession{ID: id, Epoch: e.epoch})
-		}
+	ids := s.d.connectedOn[nodeID]
+	out := make([]HomedSession, 0, len(ids))
+	for id := range ids {
+		out = append(out, HomedSession{ID: id, Epoch: s.d.sessions[id].epoch})
+	}
+	return out
+}
+
+// ConnectedHomes returns the home nodes of the connected sessions,
+// sorted. O(homes), so a periodic caller pays for the nodes, not for
+// every session.
+func (s *State) ConnectedHomes() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return sortedKeys(s.d.connectedOn)
+}
+
+// ConnectedSessionsOn returns the connected sessions whose home is
+// nodeID, sorted by id. O(k) in those sessions.
+func (s *State) ConnectedSessionsOn(nodeID string) []Session {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ids := s.d.connectedOn[nodeID]
+	out := make([]Session, 0, len(ids))
+	for _, id := range sortedKeys(ids) {
+		out = append(out, copySession(&s.d.sessions[id].s))
 	}
 	return out
 }
@@ -472,6 +523,28 @@ func (s *State) SessionAgentIDs(sessionID string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Attachment is where a session is attached and at which epoch: what a
+// node compares with its open connections, without a copy of the session.
+type Attachment struct {
+	Epoch     uint64
+	Connected bool
+	HomeNode  string
+	Closed    bool
+}
+
+// SessionAttachment returns a session's Attachment. It copies nothing, so
+// a pass over every local connection (the MAP layer's closeLost) costs a
+// map lookup each.
+func (s *State) SessionAttachment(id string) (Attachment, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.d.sessions[id]
+	if !ok {
+		return Attachment{}, false
+	}
+	return Attachment{Epoch: e.epoch, Connected: e.s.Connected, HomeNode: e.s.HomeNode, Closed: e.s.ClosedAt != 0}, true
 }
 
 // SessionEpoch returns the attach epoch of a session: it increases at every
