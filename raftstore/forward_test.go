@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -128,5 +129,22 @@ func TestWaitAppliedSoon(t *testing.T) {
 				t.Fatalf("%s applied %d after %v (commit timeout %v)", f.ID(), idx, took, commitTimeout)
 			}
 		}
+	}
+}
+
+// TestWaitAppliedSoon_NoLeaderSaysSo: a server that knows no leader (here
+// one never bootstrapped; in production one cut off by a partition) and
+// cannot reach the index says "no leader", so its caller answers the
+// retryable no_leader a write through it would, not a bare timeout.
+func TestWaitAppliedSoon_NoLeaderSaysSo(t *testing.T) {
+	cfg := TestConfig(t, "lonely", newKV())
+	cfg.Forwarder = &directForwarder{c: &testCluster{}}
+	s := mustNew(t, cfg)
+	defer mustShutdown(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := s.WaitAppliedSoon(ctx, 5)
+	if !errors.Is(err, ErrNoLeader) || !errors.Is(err, ErrTimeout) {
+		t.Fatalf("WaitAppliedSoon without a leader: %v, want ErrNoLeader and ErrTimeout", err)
 	}
 }

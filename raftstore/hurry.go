@@ -2,6 +2,8 @@ package raftstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 )
 
 // WaitAppliedSoon is WaitApplied for a caller that cannot wait for the
@@ -11,6 +13,9 @@ import (
 // every follower, so the wait is about one replication round rather than
 // lazyNudgeDelay plus one. node/mapsvc calls it for its read-your-writes
 // fence: a read right after a write answered with the leader's result.
+// When ctx expires while this server knows no leader, the error is
+// ErrNoLeader (as well as ErrTimeout): it lost the leader, so it will not
+// catch up until it finds one.
 func (s *Store) WaitAppliedSoon(ctx context.Context, index uint64) error {
 	if s.fsm.applied.Load() < index && s.cfg.Forwarder != nil {
 		select {
@@ -18,7 +23,15 @@ func (s *Store) WaitAppliedSoon(ctx context.Context, index uint64) error {
 		default: // a request is pending; its NOOP carries this index too
 		}
 	}
-	return s.WaitApplied(ctx, index)
+	err := s.WaitApplied(ctx, index)
+	if errors.Is(err, ErrTimeout) {
+		if id, _ := s.Leader(); id == "" {
+			// Cut off from the leader (a partition, an election): say
+			// so, as a write through this server would.
+			return fmt.Errorf("%w: waiting to apply index %d: %w", ErrNoLeader, index, err)
+		}
+	}
+	return err
 }
 
 // startHurrier starts the goroutine that turns WaitAppliedSoon's requests

@@ -23,10 +23,13 @@ import (
 // — as when every answer waited for the local apply. The fence is raised
 // before the write's answer is sent.
 
-// fenceWaitLimit bounds a request's wait for its fence when the request's
-// context has no deadline (raftstore's default ApplyTimeout: the wait
-// the write itself would have made before answering).
-const fenceWaitLimit = 10 * time.Second
+// fenceWaitLimit bounds a request's wait for its fence. The fence is
+// normally reached within one replication round; a replica that cannot
+// reach it sooner has lost its leader (a partition) or lags far behind,
+// and the caller is better served by a prompt retryable 4000 (and a
+// reconnect elsewhere) than by an answer after its own timeout: a write
+// through a cut-off follower fails within about this time too.
+const fenceWaitLimit = 2 * time.Second
 
 // fence is the node's read-your-writes index, in two parts: all is the
 // highest index of the writes this node answered, strict the highest of
@@ -107,7 +110,7 @@ func (s *Service) awaitFence(ctx context.Context, tolerant bool) error {
 	if index == 0 {
 		return nil
 	}
-	if _, ok := ctx.Deadline(); !ok {
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > fenceWaitLimit {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, fenceWaitLimit)
 		defer cancel()

@@ -1,7 +1,9 @@
 package mapsvc
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -56,5 +58,47 @@ func TestFence(t *testing.T) {
 		if all, strict := f.target(false), f.target(true); all != st.wantAll || strict != st.wantStrc {
 			t.Fatalf("step %d: all %d strict %d, want %d %d", i, all, strict, st.wantAll, st.wantStrc)
 		}
+	}
+}
+
+// TestAwaitFence_Bounded: the fence wait never outlasts fenceWaitLimit,
+// whatever the request's own deadline, so a cut-off replica answers a
+// prompt retryable error instead of letting the caller time out.
+func TestAwaitFence_Bounded(t *testing.T) {
+	tests := []struct {
+		name    string
+		timeout time.Duration // 0: no deadline
+		want    time.Duration // at most this far ahead
+	}{
+		{"no deadline", 0, fenceWaitLimit},
+		{"longer deadline", time.Hour, fenceWaitLimit},
+		{"shorter deadline", 100 * time.Millisecond, 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got time.Duration
+			s := &Service{}
+			s.cfg.WaitFence = func(ctx context.Context, index uint64) error {
+				d, ok := ctx.Deadline()
+				if !ok {
+					t.Fatal("fence wait without a deadline")
+				}
+				got = time.Until(d)
+				return nil
+			}
+			s.fence.raise(7, false)
+			ctx := context.Background()
+			if tt.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+				defer cancel()
+			}
+			if err := s.awaitFence(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			if got > tt.want || got <= 0 {
+				t.Fatalf("fence wait deadline %v ahead, want (0, %v]", got, tt.want)
+			}
+		})
 	}
 }
