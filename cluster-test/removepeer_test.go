@@ -251,14 +251,38 @@ func (h *tapHandler) WithGroup(name string) slog.Handler {
 // succeeds within seconds instead of failing after the ready timeout with
 // "no raft leader".
 func TestRemovePeer_ForcedThenQuickRestartRejoins(t *testing.T) {
+	forcedRemovalThenRestart(t, false)
+}
+
+// TestRemovePeer_ForcedWithoutItsRemovalEntry is the same removal when the
+// entry that removes the victim never reaches it (the leader's last append
+// to a removed server is best effort): cut off from the leader, it learns
+// it was removed from a peer's view of the leader's configuration.
+func TestRemovePeer_ForcedWithoutItsRemovalEntry(t *testing.T) {
+	forcedRemovalThenRestart(t, true)
+}
+
+// forcedRemovalThenRestart force-removes a running follower, checks its
+// readiness says it is out of the configuration, then restarts it and
+// checks it rejoins quickly. With cutFirst the leader cannot reach it
+// (Raft nor gRPC) from just before the removal until its restart.
+func forcedRemovalThenRestart(t *testing.T, cutFirst bool) {
 	c := New(t, 3)
 	l := c.Leader(t)
 	all := idsOf(c.Nodes())
 	requireVoters(t, c, l, all)
 	victim := others(c.Running(), l)[0]
 	rest := others(c.Running(), victim)
+	if cutFirst {
+		c.Net.Cut(l.ID, victim.ID)
+	}
 	Eventually(t, MembershipTimeout, func() error { return removePeer(l, victim.ID, true) })
 	Eventually(t, MembershipTimeout, func() error { return eachNode(rest, func(n *Node) error { return votersAre(n, idsOf(rest)) }) })
+	if cutFirst {
+		if err := votersAre(victim, all); err != nil {
+			t.Fatalf("the cut victim got its removal entry after all: %v", err)
+		}
+	}
 
 	// Left out, the running victim's readiness says what happened and
 	// what to do, not just "no raft leader".
@@ -270,6 +294,7 @@ func TestRemovePeer_ForcedThenQuickRestartRejoins(t *testing.T) {
 		return nil
 	})
 
+	c.Net.Heal()
 	start := time.Now()
 	c.Stop(t, victim.Index)
 	c.Restart(t, victim.Index) // waits until it is ready: it was added back

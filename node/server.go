@@ -78,6 +78,9 @@ type Server struct {
 	// connections, so a restarting node never answers from stale state
 	// (a resume of a session it has not replayed yet would open a new one).
 	caughtUp atomic.Bool
+	// removed caches a leader's answer on whether this node is still in
+	// the Raft configuration (outOfConfiguration).
+	removed removedCheck
 
 	// Drain (drain.go): draining is set once; drained closes when the node
 	// has left. loopMu orders goLoop against Shutdown (stopping), so a

@@ -59,7 +59,9 @@ func (s *Server) outOfConfiguration() bool {
 	}
 	for _, sv := range servers {
 		if sv.ID == s.cfg.NodeID {
-			return false
+			// The entry that removed it may never have arrived: a leader's
+			// last append to a removed server is best effort.
+			return s.removedPerLeader()
 		}
 	}
 	return true

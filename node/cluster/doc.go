@@ -22,7 +22,9 @@
 //     leader cannot vouch for (raftstore.ApplyRaw, through ApplyForwarded), the Relay receiver
 //     refuses frames that are not MAP messages (relay_check.go), and a
 //     forced RemovePeer needs the admin marker (admin.go, which also names
-//     the admin methods for an authorization layer).
+//     the admin methods for an authorization layer). LeaderConfiguration
+//     asks peers' RaftPeers for the leader's view, so a node whose removal
+//     entry never arrived can say it was removed (leaderconfig.go).
 //   - Reconciler: the leader's loop that keeps the Raft configuration in
 //     line with gossip membership and detaches the sessions of nodes that
 //     left, or stayed dead for Config.SessionDetachGrace. With Config.RaftVoters it is also the autopilot: new
