@@ -42,6 +42,13 @@ func (s *Store) startHurrier() {
 	if s.cfg.Forwarder == nil {
 		return
 	}
+	// life ends at Shutdown, and with it a call in flight: the Forwarder
+	// may retry for seconds while no leader is known.
+	life, end := context.WithCancel(context.Background())
+	s.bg.Go(func() {
+		defer end()
+		<-s.stopCh
+	})
 	s.bg.Go(func() {
 		for {
 			select {
@@ -49,17 +56,7 @@ func (s *Store) startHurrier() {
 				return
 			case <-s.hurryCh:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ApplyTimeout)
-			// Shutdown cancels the call too: the Forwarder may retry for
-			// seconds while no leader is known.
-			watching := make(chan struct{})
-			go func() {
-				select {
-				case <-s.stopCh:
-					cancel()
-				case <-watching:
-				}
-			}()
+			ctx, cancel := context.WithTimeout(life, s.cfg.ApplyTimeout)
 			id, addr := s.Leader()
 			if id != "" && id != s.cfg.NodeID {
 				// Only the append matters (its AppendEntries carries the
@@ -69,7 +66,6 @@ func (s *Store) startHurrier() {
 					s.log.Debug("commit index request not forwarded", "err", err)
 				}
 			}
-			close(watching)
 			cancel()
 		}
 	})
