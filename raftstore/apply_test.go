@@ -88,3 +88,32 @@ func TestStore_ApplyAllocs(t *testing.T) {
 		t.Errorf("%.0f allocations per Apply, want at most 35", allocs)
 	}
 }
+
+// TestStore_HasServer: HasServer agrees with Configuration, without a
+// context or a waiting goroutine, and says false once shut down.
+func TestStore_HasServer(t *testing.T) {
+	s := mustNew(t, TestConfig(t, "n1", newKV()))
+	ctx := testCtx(t)
+	if s.HasServer("n1") {
+		t.Fatal("n1 listed before bootstrap")
+	}
+	if err := s.BootstrapSelf(ctx); err != nil {
+		t.Fatal(err)
+	}
+	servers, err := s.Configuration(ctx)
+	if err != nil || len(servers) != 1 || servers[0].ID != "n1" {
+		t.Fatalf("configuration %v %v", servers, err)
+	}
+	for id, want := range map[string]bool{"n1": true, "n2": false, "": false} {
+		if got := s.HasServer(id); got != want {
+			t.Errorf("HasServer(%q) = %v, want %v", id, got, want)
+		}
+	}
+	if allocs := testing.AllocsPerRun(100, func() { s.HasServer("n1") }); allocs > 3 {
+		t.Errorf("HasServer: %.0f allocations, want at most 3 (raft's future)", allocs)
+	}
+	mustShutdown(t, s)
+	if s.HasServer("n1") {
+		t.Error("HasServer true after shutdown")
+	}
+}
