@@ -113,11 +113,13 @@ type Conn struct {
 
 	methods map[string]string // interned method names; reader goroutine only
 	spare   []*frame          // writer goroutine only
-	// pingTimer asks the writer for a WebSocket keepalive ping (nil for
-	// other transports). A timer rather than a ticker in a goroutine: an
-	// idle connection costs no goroutine between pings. Armed by run,
-	// re-armed by the writer after each ping, stopped at teardown.
-	pingTimer *time.Timer
+	// ping is the connection's place in keepalives, the process-wide
+	// schedule of WebSocket keepalive pings (keepalive.go): no goroutine
+	// and no timer of its own between pings. Armed by run (keepalive set:
+	// WebSocket only), re-armed by the writer after each ping, disarmed at
+	// teardown.
+	ping      pingEntry
+	keepalive bool
 }
 
 type handlerCtxKey struct{}
@@ -142,10 +144,7 @@ func newConn(base context.Context, cfg *Config, tr transport, h Handler) *Conn {
 		done:       make(chan struct{}),
 	}
 	c.q.startWriter = func() { go c.writeLoop() } // owned by run: it waits on writerDone
-	if c.kind == kindWebSocket {
-		c.pingTimer = time.AfterFunc(time.Hour, c.q.requestPing)
-		c.pingTimer.Stop()
-	}
+	c.keepalive = c.kind == kindWebSocket
 	if !c.obsOn {
 		c.obs = nopObserver{}
 	}

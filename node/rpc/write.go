@@ -53,8 +53,8 @@ func (c *Conn) waitThenRead(end func(error)) {
 func (c *Conn) opened() {
 	c.obs.ConnOpened(c.kind)
 	c.debug("connection opened")
-	if c.pingTimer != nil {
-		c.pingTimer.Reset(c.cfg.PingInterval)
+	if c.keepalive {
+		keepalives.arm(c, c.cfg.PingInterval)
 	}
 }
 
@@ -63,8 +63,8 @@ func (c *Conn) teardown(err error) error {
 	close(c.readExited)
 	c.beginClose(closeCodeFor(err), "")
 	<-c.writerDone // the writer closes the transport once it is done
-	if c.pingTimer != nil {
-		c.pingTimer.Stop()
+	if c.keepalive {
+		keepalives.disarm(c)
 	}
 	_ = c.tr.close()
 	c.q.drop()
@@ -108,7 +108,7 @@ func (c *Conn) writeLoop() {
 				close(c.writerDone)
 				return
 			}
-			c.pingTimer.Reset(c.cfg.PingInterval)
+			keepalives.arm(c, c.cfg.PingInterval)
 		}
 		next, finish := c.q.writerIdle()
 		switch {
