@@ -53,8 +53,11 @@ type Conn struct {
 	log    atomic.Pointer[slog.Logger] // see logger
 	obs    Observer
 	obsOn  bool
-	tr     transport
-	q      *sendQueue
+	// keepalive: a WebSocket, pinged on the keepalives schedule (ping).
+	// Beside obsOn so the two bools share a word.
+	keepalive bool
+	tr        transport
+	q         *sendQueue
 
 	// ctx is cancelled when the connection starts closing and is what
 	// Handle receives (with the handlerCtxKey marker): connctx.go.
@@ -90,7 +93,6 @@ type Conn struct {
 	// frame's replies are queued. Guarded by mu.
 	afterReply []func()
 
-	closingCh  chan struct{} // closed by beginClose
 	readExited chan struct{} // closed when the read loop returned
 	writerDone chan struct{}
 	done       chan struct{}
@@ -118,8 +120,7 @@ type Conn struct {
 	// and no timer of its own between pings. Armed by run (keepalive set:
 	// WebSocket only), re-armed by the writer after each ping, disarmed at
 	// teardown.
-	ping      pingEntry
-	keepalive bool
+	ping pingEntry
 }
 
 type handlerCtxKey struct{}
@@ -138,7 +139,6 @@ func newConn(base context.Context, cfg *Config, tr transport, h Handler) *Conn {
 		obsOn:      cfg.Observer != nil,
 		tr:         tr,
 		q:          newSendQueue(cfg.SendQueueLen, cfg.SendQueueBytes, cfg.NotifyQueueBytes),
-		closingCh:  make(chan struct{}),
 		readExited: make(chan struct{}),
 		writerDone: make(chan struct{}),
 		done:       make(chan struct{}),
@@ -275,22 +275,12 @@ func (c *Conn) beginClose(code int, reason string) {
 	c.mu.Unlock()
 	c.ctx.cancel()
 	c.q.close()
-	close(c.closingCh)
 }
 
 // abort closes without the goodbye: used when Shutdown's context expired.
 func (c *Conn) abort() {
 	c.beginClose(closeGoingAway, "server shutting down")
 	_ = c.tr.close()
-}
-
-func (c *Conn) isClosing() bool {
-	select {
-	case <-c.closingCh:
-		return true
-	default:
-		return false
-	}
 }
 
 func (c *Conn) closeState() (int, string) {
