@@ -93,7 +93,11 @@ type Conn struct {
 	// frame's replies are queued. Guarded by mu.
 	afterReply []func()
 
-	readExited chan struct{} // closed when the read loop returned
+	// Closed once each, and made by the first of closing and waiting
+	// (lazyChan, under mu): an idle session holds none of them.
+	// readExited: the read loop returned; writerDone: the writer's last
+	// run ended; done: the connection is torn down (Done).
+	readExited chan struct{}
 	writerDone chan struct{}
 	done       chan struct{}
 
@@ -130,18 +134,15 @@ func newConn(base context.Context, cfg *Config, tr transport, h Handler) *Conn {
 		h = noHandler{}
 	}
 	c := &Conn{
-		id:         ulid.Make().String(),
-		kind:       tr.kind(),
-		remote:     tr.remoteAddr(),
-		cfg:        cfg,
-		h:          h,
-		obs:        cfg.Observer,
-		obsOn:      cfg.Observer != nil,
-		tr:         tr,
-		q:          newSendQueue(cfg.SendQueueLen, cfg.SendQueueBytes, cfg.NotifyQueueBytes),
-		readExited: make(chan struct{}),
-		writerDone: make(chan struct{}),
-		done:       make(chan struct{}),
+		id:     ulid.Make().String(),
+		kind:   tr.kind(),
+		remote: tr.remoteAddr(),
+		cfg:    cfg,
+		h:      h,
+		obs:    cfg.Observer,
+		obsOn:  cfg.Observer != nil,
+		tr:     tr,
+		q:      newSendQueue(cfg.SendQueueLen, cfg.SendQueueBytes, cfg.NotifyQueueBytes),
 	}
 	c.q.startWriter = func() { go c.writeLoop() } // owned by run: it waits on writerDone
 	c.keepalive = c.kind == kindWebSocket
@@ -198,7 +199,21 @@ func (c *Conn) Value() any {
 
 // Done is closed when the connection has ended, its goroutines have exited
 // and Handler.Closed has returned.
-func (c *Conn) Done() <-chan struct{} { return c.done }
+func (c *Conn) Done() <-chan struct{} { return c.lazyChan(&c.done) }
+
+// lazyChan returns *ch, making it first if nobody has: one of the
+// connection's close signals (readExited, writerDone, done).
+func (c *Conn) lazyChan(ch *chan struct{}) chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if *ch == nil {
+		*ch = make(chan struct{})
+	}
+	return *ch
+}
+
+// closeLazy closes one of the close signals (once per signal).
+func (c *Conn) closeLazy(ch *chan struct{}) { close(c.lazyChan(ch)) }
 
 // Notify queues a notification for the peer and returns at once. It fails
 // with ErrClosed after the connection closed and with ErrSlowConsumer when

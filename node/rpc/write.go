@@ -60,9 +60,9 @@ func (c *Conn) opened() {
 
 // teardown ends the connection after its read loop returned err.
 func (c *Conn) teardown(err error) error {
-	close(c.readExited)
+	c.closeLazy(&c.readExited)
 	c.beginClose(closeCodeFor(err), "")
-	<-c.writerDone // the writer closes the transport once it is done
+	<-c.lazyChan(&c.writerDone) // the writer closes the transport once it is done
 	if c.keepalive {
 		keepalives.disarm(c)
 	}
@@ -73,7 +73,7 @@ func (c *Conn) teardown(err error) error {
 	c.obs.ConnClosed(c.kind)
 	code, reason := c.closeState()
 	c.debug("connection closed", "close_code", code, "reason", reason, "err", err)
-	close(c.done)
+	c.closeLazy(&c.done)
 	if isCleanEnd(err) {
 		return nil
 	}
@@ -99,13 +99,13 @@ func (c *Conn) writeLoop() {
 	for {
 		if err := c.flush(); err != nil {
 			c.writeFailed(err)
-			close(c.writerDone)
+			c.closeLazy(&c.writerDone)
 			return
 		}
 		if c.q.takePing() {
 			if err := c.tr.ping(); err != nil {
 				c.writeFailed(err)
-				close(c.writerDone)
+				c.closeLazy(&c.writerDone)
 				return
 			}
 			keepalives.arm(c, c.cfg.PingInterval)
@@ -114,7 +114,7 @@ func (c *Conn) writeLoop() {
 		switch {
 		case finish:
 			c.finish()
-			close(c.writerDone)
+			c.closeLazy(&c.writerDone)
 			return
 		case !next:
 			return
@@ -149,7 +149,7 @@ func (c *Conn) finish() {
 	if err := c.tr.sendClose(code, reason); err == nil {
 		t := time.NewTimer(c.cfg.CloseGracePeriod)
 		select {
-		case <-c.readExited:
+		case <-c.lazyChan(&c.readExited):
 		case <-t.C:
 		}
 		t.Stop()
