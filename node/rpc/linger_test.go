@@ -148,19 +148,6 @@ func TestReaderLinger_PingDuringLinger(t *testing.T) {
 	}
 }
 
-// growStack recurses n frames deep with a 1 KiB frame each, so the
-// goroutine's stack grows to more than n KiB.
-//
-//go:noinline
-func growStack(n int) int {
-	var pad [1024]byte
-	pad[n%len(pad)] = byte(n)
-	if n == 0 {
-		return int(pad[0])
-	}
-	return growStack(n-1) + int(pad[n%len(pad)])
-}
-
 // TestReaderLinger_IdleStackShrinks: connections whose handlers grew
 // their readers' stacks to 64 KiB come back to a few KiB of stack each
 // once idle. The reader waits in a shallow frame, during the linger and
@@ -176,7 +163,7 @@ func TestReaderLinger_IdleStackShrinks(t *testing.T) {
 		if req.Method != "deep" {
 			return nil, nil, false
 		}
-		return growStack(deep), nil, true
+		return deepStack(deep), nil, true // bench_conns_test.go
 	}
 	_, url := startServer(t, cfg, h)
 	stacks := func() uint64 {
