@@ -40,9 +40,13 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 		SystemId: m.cfg.SystemID, NodeId: m.cfg.NodeID, Addrs: m.deps.Servers()}}}); err != nil {
 		return err
 	}
-	m.inboundDelta(peer, 1)
-	defer m.inboundDelta(peer, -1)
+	direct := hello.GetDirect()
+	if !direct { // status counts the peer's main streams
+		m.inboundDelta(peer, 1)
+		defer m.inboundDelta(peer, -1)
+	}
 	in := newInStream(m, peer, link.GetEpoch(), stream)
+	in.direct = direct
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	wdone := make(chan error, 1)
@@ -83,6 +87,7 @@ type inStream struct {
 	peer   string
 	epoch  uint64 // of the link the stream opened on: its inbox marks name it
 	stream concordv1.Federation_LinkServer
+	direct bool // a direct stream (direct.go): counted apart
 
 	mu     sync.Mutex
 	outq   []*concordv1.FedFrame
@@ -117,7 +122,7 @@ func (in *inStream) read(ctx context.Context) error {
 			// The link (policies) is read once per batch, not per
 			// envelope: State.Link copies it, CA certificate and all.
 			envs := fr.Batch.GetEnvelopes()
-			in.m.countReceived(in.peer, len(envs))
+			in.m.countReceived(in.peer, len(envs), in.direct)
 			link, ok := in.m.deps.State.Link(in.peer)
 			for _, env := range envs {
 				in.deliver(ctx, env, link, ok)

@@ -372,6 +372,22 @@ func (s *State) RemoteAgent(peer, id string) (*concordv1.FedRemoteAgent, bool) {
 	return proto.CloneOf(im.GetAgents()[i]), true
 }
 
+// RemoteHome is the home server address the peer exported for one of
+// its agents ("" when unknown), without RemoteAgent's copy (a per-message
+// look-up on the send path).
+func (s *State) RemoteHome(peer, id string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	agents := s.imported[peer].GetAgents()
+	i, ok := slices.BinarySearchFunc(agents, id, func(a *concordv1.FedRemoteAgent, id string) int {
+		return cmpString(a.GetId(), id)
+	})
+	if !ok {
+		return ""
+	}
+	return agents[i].GetHomeAddr()
+}
+
 // TokenByHash returns a copy of an issued token (for tests and status).
 func (s *State) TokenByHash(hash []byte) (*concordv1.FedTokenRecord, bool) {
 	s.mu.RLock()

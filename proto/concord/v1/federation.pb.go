@@ -3650,7 +3650,8 @@ type FedLinkStatus struct {
 	InboundErrors uint64 `protobuf:"varint,18,opt,name=inbound_errors,json=inboundErrors,proto3" json:"inbound_errors,omitempty"`
 	// Direct streams (to the peer server holding a message's target
 	// agent): those up from this node, the envelopes this node sent on
-	// them, and the envelopes received here on the peer's direct streams.
+	// them, and the envelopes received here on the peer's direct streams
+	// (the two counters are parts of sent and received).
 	DirectStreams  uint32 `protobuf:"varint,19,opt,name=direct_streams,json=directStreams,proto3" json:"direct_streams,omitempty"`
 	DirectSent     uint64 `protobuf:"varint,20,opt,name=direct_sent,json=directSent,proto3" json:"direct_sent,omitempty"`
 	DirectReceived uint64 `protobuf:"varint,21,opt,name=direct_received,json=directReceived,proto3" json:"direct_received,omitempty"`
