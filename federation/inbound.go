@@ -49,6 +49,7 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 	in.direct = direct
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
+	in.end = cancel
 	wdone := make(chan error, 1)
 	go func() { wdone <- in.writer(ctx) }()
 	mdone := make(chan struct{})
@@ -88,6 +89,8 @@ type inStream struct {
 	epoch  uint64 // of the link the stream opened on: its inbox marks name it
 	stream concordv1.Federation_LinkServer
 	direct bool // a direct stream (direct.go): counted apart
+	// end ends the stream's handler (nil in tests without one).
+	end context.CancelFunc
 
 	mu     sync.Mutex
 	outq   []*concordv1.FedFrame
@@ -321,6 +324,13 @@ func (in *inStream) push(f *concordv1.FedFrame) {
 	in.outq = append(in.outq, f)
 	in.mu.Unlock()
 	in.signal()
+}
+
+// endStream ends the stream (its sender reconnects).
+func (in *inStream) endStream() {
+	if in.end != nil {
+		in.end()
+	}
 }
 
 func (in *inStream) signal() {

@@ -308,6 +308,15 @@ func (s *State) Link(peer string) (*concordv1.FedLink, bool) {
 	return proto.CloneOf(l), true
 }
 
+// LinkEpoch returns the epoch of the link to peer (ok false: no link),
+// without Link's copy.
+func (s *State) LinkEpoch(peer string) (uint64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l, ok := s.links[peer]
+	return l.GetEpoch(), ok
+}
+
 // HasLink reports whether a link to peer exists, without Link's copy (a
 // per-message check on the send path).
 func (s *State) HasLink(peer string) bool {
