@@ -11,7 +11,7 @@ import (
 // wanDirectRounds is how many times BenchmarkFederation_WANDirect
 // alternates the two builds (the machine's load drifts; alternating
 // spreads it over both).
-const wanDirectRounds = 2
+const wanDirectRounds = 3
 
 // BenchmarkFederation_WANDirect: request/reply over the 25 ms link with
 // the agents placed so that each leg's stream lands on a server other
@@ -19,8 +19,10 @@ const wanDirectRounds = 2
 // takes the relay inside the receiving system. The current build runs
 // alternately with the build at the git revision $CONCORD_BENCH_BEFORE
 // (be534b6: before direct streams), each in a fresh WAN and beside a raw
-// TCP echo over the same link measured in that WAN. direct-msgs counts
-// the envelopes both agents' nodes sent on direct streams.
+// TCP echo over the same link measured in that WAN, with reportLegs'
+// split of each leg (req-recv-ms / rep-recv-ms hold the relay when it is
+// taken). direct-msgs counts the envelopes both agents' nodes sent on
+// direct streams.
 //
 // It skips without CONCORD_BENCH_BEFORE, and like every WAN benchmark
 // without root. It ignores b.N: one run is the fixed rounds.
@@ -63,7 +65,11 @@ func wanRelayLegs(b *testing.B, opts []ProcOption) {
 	a, bb, relays := placeAgents(b, dc1, dc2, true)
 	alice, bob := wanAgent(b, dc1, a, "alice"), wanAgent(b, dc2, bb, "bob")
 	sent0 := directSent(b, dc1, a, "dc2") + directSent(b, dc2, bb, "dc1")
-	p50, p99 := percentiles(latencies(requestReply(b, alice, "dc2:agent:bob", bob, "dc1:agent:alice", fixedRounds())))
+	link := w.Link("dc1", "dc2")
+	link.StartRecording(wanRecordLimit)
+	rs := requestReply(b, alice, "dc2:agent:bob", bob, "dc1:agent:alice", fixedRounds())
+	reportLegs(b, rs, link.StopRecording(), dc1.Namespace().Name, dc2.Namespace().Name)
+	p50, p99 := percentiles(latencies(rs))
 	b.ReportMetric(ms(p50), "p50-ms")
 	b.ReportMetric(ms(p99), "p99-ms")
 	b.ReportMetric(ms(echo), "echo-p50-ms")
