@@ -71,6 +71,17 @@ func (r *directRig) open(addr string) *outLink {
 	return d
 }
 
+// bobDirect homes bob on b:1 and brings the direct stream there up (m1,
+// which asked for it, took the main stream and was answered).
+func (r *directRig) bobDirect() (*outLink, []Outcome) {
+	r.t.Helper()
+	r.homes(1, map[string]string{"bob": "b:1"})
+	var out []Outcome
+	r.send("bob", "m1", &out)
+	ackLast(r.l, r.w)
+	return r.open("b:1"), nil
+}
+
 // send sends one best-effort message to agent id and returns where it
 // was written ("main", a direct server, or "" when not written yet).
 func (r *directRig) send(id, msgID string, outcome *[]Outcome) string {
@@ -242,12 +253,7 @@ func TestDirect_SwitchRule(t *testing.T) {
 // DirectIdle.
 func TestDirect_Retire(t *testing.T) {
 	r := newDirectRig(t)
-	r.homes(1, map[string]string{"bob": "b:1"})
-	var out []Outcome
-	r.send("bob", "m1", &out)
-	ackLast(r.l, r.w)
-	d := r.open("b:1")
-	out = nil                 // m1's
+	d, out := r.bobDirect()
 	r.send("bob", "m2", &out) // written inline, awaits its ack
 	r.send("bob", "m3", &out) // queued behind it
 	r.send("bob", "m4", &out)
@@ -315,12 +321,7 @@ func TestDirect_Retire(t *testing.T) {
 // queued messages hear the link's error, not silence.
 func TestDirect_StopFailsWhatItHolds(t *testing.T) {
 	r := newDirectRig(t)
-	r.homes(1, map[string]string{"bob": "b:1"})
-	var out []Outcome
-	r.send("bob", "m1", &out)
-	ackLast(r.l, r.w)
-	d := r.open("b:1")
-	out = nil // m1's
+	d, out := r.bobDirect()
 	r.send("bob", "m2", &out)
 	r.send("bob", "m3", &out)
 	stopErr := codeErr(CodeSystemNotFound, "removed", nil)
