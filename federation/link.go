@@ -160,7 +160,6 @@ func (l *outLink) enqueue(env *concordv1.FedEnvelope, done func(Outcome)) {
 // again).
 type admission struct {
 	l       *outLink
-	it      *item
 	done    func(Outcome)
 	dropped []*item
 	refuse  *CodeError
@@ -172,7 +171,7 @@ type admission struct {
 // finish on the result. It takes l.mu: a caller may hold the link's
 // directs.mu (direct.go), never l.mu.
 func (l *outLink) admit(it *item) admission {
-	a := admission{l: l, it: it, done: it.done}
+	a := admission{l: l, done: it.done}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.stopped {
