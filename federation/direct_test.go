@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -337,5 +339,29 @@ func TestDirect_StopFailsWhatItHolds(t *testing.T) {
 	}
 	if !slices.Equal(codes, []int{CodeSystemNotFound, CodeUnavailable}) {
 		t.Fatalf("codes %v, want [%d %d]", codes, CodeSystemNotFound, CodeUnavailable)
+	}
+}
+
+// TestDirect_UnlistedServerCloses: when the peer stops listing a server,
+// the direct stream to it ends and no new one is asked for.
+func TestDirect_UnlistedServerCloses(t *testing.T) {
+	r := newDirectRig(t)
+	d, out := r.bobDirect()
+	ended := false
+	d.end = func() { ended = true }
+	lk := proto.CloneOf(r.l.policy())
+	lk.PeerAddrs = []string{"a:1", "c:1"}
+	r.l.update(lk)
+	if !ended {
+		t.Fatal("the direct stream to an unlisted server was not ended")
+	}
+	d.retire(directBroken) // what its session's end does
+	if got := r.send("bob", "m2", &out); got != "main" {
+		t.Fatalf("after the server left the list bob's message went %q", got)
+	}
+	r.l.dir.mu.Lock()
+	defer r.l.dir.mu.Unlock()
+	if r.l.dir.byAddr["b:1"] != nil {
+		t.Fatal("a direct stream to an unlisted server was asked for")
 	}
 }
