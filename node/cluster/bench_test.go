@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/concordmap/concord/node/router"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
 )
 
 // The relay benchmarks send 256-byte messages from node A to node B over
@@ -198,4 +201,82 @@ func BenchmarkRawGRPCStreamBaseline(b *testing.B) {
 	b.StopTimer()
 	_ = stream.CloseSend()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkForwardedWrites: 64 concurrent writers on a follower, each with
+// one write in flight (issue 10's load), forwarded on the ForwardStream or
+// with one unary Forward call each; run both and compare in one run:
+//
+//	go test -run '^$' -bench ForwardedWrites -benchtime 3s ./node/cluster/
+//
+// leader=echo answers at once (the forwarding cost alone); leader=raft is
+// Store.Apply of a SESSION_OPEN on a follower of a real 3-node cluster
+// (loopback, bolt logs in temporary directories, raft's production
+// timings).
+func BenchmarkForwardedWrites(b *testing.B) {
+	const writers = 64
+	par := max(1, writers/runtime.GOMAXPROCS(0))
+	for _, leader := range []string{"echo", "raft"} {
+		for _, mode := range []string{"unary", "stream"} {
+			b.Run("leader="+leader+"/"+mode, func(b *testing.B) {
+				unary := func(c *Config) { c.ForwardUnaryOnly = mode == "unary" }
+				var write func(ctx context.Context) error
+				if leader == "echo" {
+					hs := newHookStore("L", func(context.Context, []byte) (raftstore.ForwardReply, error) {
+						return raftstore.ForwardReply{Index: 1, Result: []byte{}, HasResult: true}, nil
+					})
+					srv := startServer(b, quietConfig("L"), ServerDeps{Store: hs}, nil)
+					cfg := quietConfig("origin")
+					unary(&cfg)
+					fwd, err := NewForwarder(cfg, newResolver("L", srv.addr))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer fwd.Close()
+					cmd := numbered(1)
+					write = func(ctx context.Context) error {
+						_, err := fwd.Forward(ctx, "L", "", cmd)
+						return err
+					}
+				} else {
+					nodes, _ := newTestClusterWith(b, 3, true, func(c *Config) {
+						unary(c)
+						c.Logger = nil
+					}, func(rc *raftstore.Config) {
+						// Production timings: a busy shared host must not
+						// look like a dead leader mid-run.
+						def := raftstore.DefaultConfig()
+						rc.HeartbeatTimeout, rc.ElectionTimeout = def.HeartbeatTimeout, def.ElectionTimeout
+						rc.LeaderLeaseTimeout, rc.CommitTimeout = def.LeaderLeaseTimeout, def.CommitTimeout
+						rc.Logger = nil
+					})
+					_, followers := leaderOf(b, nodes)
+					st, node := followers[0].store, followers[0].id
+					var n atomic.Int64
+					write = func(ctx context.Context) error {
+						_, _, err := st.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN,
+							openSession(fmt.Sprintf("s-%d", n.Add(1)), node))
+						return err
+					}
+				}
+				ctx := context.Background()
+				if err := write(ctx); err != nil { // connect, open the stream
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.SetParallelism(par)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := write(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+			})
+		}
+	}
 }
