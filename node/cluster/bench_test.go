@@ -214,69 +214,81 @@ func BenchmarkRawGRPCStreamBaseline(b *testing.B) {
 // (loopback, bolt logs in temporary directories, raft's production
 // timings).
 func BenchmarkForwardedWrites(b *testing.B) {
-	const writers = 64
-	par := max(1, writers/runtime.GOMAXPROCS(0))
 	for _, leader := range []string{"echo", "raft"} {
-		for _, mode := range []string{"unary", "stream"} {
-			b.Run("leader="+leader+"/"+mode, func(b *testing.B) {
-				unary := func(c *Config) { c.ForwardUnaryOnly = mode == "unary" }
-				var write func(ctx context.Context) error
-				if leader == "echo" {
-					hs := newHookStore("L", func(context.Context, []byte) (raftstore.ForwardReply, error) {
-						return raftstore.ForwardReply{Index: 1, Result: []byte{}, HasResult: true}, nil
-					})
-					srv := startServer(b, quietConfig("L"), ServerDeps{Store: hs}, nil)
-					cfg := quietConfig("origin")
-					unary(&cfg)
-					fwd, err := NewForwarder(cfg, newResolver("L", srv.addr))
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer fwd.Close()
-					cmd := numbered(1)
-					write = func(ctx context.Context) error {
-						_, err := fwd.Forward(ctx, "L", "", cmd)
-						return err
-					}
-				} else {
-					nodes, _ := newTestClusterWith(b, 3, true, func(c *Config) {
-						unary(c)
-						c.Logger = nil
-					}, func(rc *raftstore.Config) {
-						// Production timings: a busy shared host must not
-						// look like a dead leader mid-run.
-						def := raftstore.DefaultConfig()
-						rc.HeartbeatTimeout, rc.ElectionTimeout = def.HeartbeatTimeout, def.ElectionTimeout
-						rc.LeaderLeaseTimeout, rc.CommitTimeout = def.LeaderLeaseTimeout, def.CommitTimeout
-						rc.Logger = nil
-					})
-					_, followers := leaderOf(b, nodes)
-					st, node := followers[0].store, followers[0].id
-					var n atomic.Int64
-					write = func(ctx context.Context) error {
-						_, _, err := st.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN,
-							openSession(fmt.Sprintf("s-%d", n.Add(1)), node))
-						return err
-					}
-				}
-				ctx := context.Background()
-				if err := write(ctx); err != nil { // connect, open the stream
-					b.Fatal(err)
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.SetParallelism(par)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if err := write(ctx); err != nil {
-							b.Error(err)
-							return
-						}
-					}
+		for _, writers := range []int{1, 64} {
+			for _, mode := range []string{"unary", "stream"} {
+				b.Run(fmt.Sprintf("leader=%s/writers=%d/%s", leader, writers, mode), func(b *testing.B) {
+					benchForwardedWrites(b, leader, mode, writers)
 				})
-				b.StopTimer()
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
-			})
+			}
 		}
 	}
+}
+
+func benchForwardedWrites(b *testing.B, leader, mode string, writers int) {
+	unary := func(c *Config) { c.ForwardUnaryOnly = mode == "unary" }
+	var write func(ctx context.Context) error
+	if leader == "echo" {
+		hs := newHookStore("L", func(context.Context, []byte) (raftstore.ForwardReply, error) {
+			return raftstore.ForwardReply{Index: 1, Result: []byte{}, HasResult: true}, nil
+		})
+		srv := startServer(b, quietConfig("L"), ServerDeps{Store: hs}, nil)
+		cfg := quietConfig("origin")
+		unary(&cfg)
+		fwd, err := NewForwarder(cfg, newResolver("L", srv.addr))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer fwd.Close()
+		cmd := numbered(1)
+		write = func(ctx context.Context) error {
+			_, err := fwd.Forward(ctx, "L", "", cmd)
+			return err
+		}
+	} else {
+		nodes, _ := newTestClusterWith(b, 3, true, func(c *Config) {
+			unary(c)
+			c.Logger = nil
+		}, func(rc *raftstore.Config) {
+			// Production timings: a busy shared host must not
+			// look like a dead leader mid-run.
+			def := raftstore.DefaultConfig()
+			rc.HeartbeatTimeout, rc.ElectionTimeout = def.HeartbeatTimeout, def.ElectionTimeout
+			rc.LeaderLeaseTimeout, rc.CommitTimeout = def.LeaderLeaseTimeout, def.CommitTimeout
+			rc.Logger = nil
+		})
+		_, followers := leaderOf(b, nodes)
+		st, node := followers[0].store, followers[0].id
+		var n atomic.Int64
+		write = func(ctx context.Context) error {
+			_, _, err := st.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN,
+				openSession(fmt.Sprintf("s-%d", n.Add(1)), node))
+			return err
+		}
+	}
+	ctx := context.Background()
+	if err := write(ctx); err != nil { // connect, open the stream
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if writers == 1 {
+		for range b.N {
+			if err := write(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	} else {
+		b.SetParallelism(max(1, writers/runtime.GOMAXPROCS(0)))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := write(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 }
