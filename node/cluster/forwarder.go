@@ -16,7 +16,7 @@ import (
 	"github.com/concordmap/concord/raftstore"
 )
 
-// Forwarder sends a follower's write to the leader over Cluster.Forward.
+// Forwarder sends a follower's write to the leader.
 // It is the raftstore.Config.Forwarder hook: raftstore calls Forward on a
 // follower and answers with the leader's encoded result when the module
 // has a result codec, else waits until its own FSM has applied the
