@@ -55,13 +55,13 @@ func (v *service) ForwardStream(stream concordv1.Cluster_ForwardStreamServer) er
 	running, draining, stopping := 0, false, v.s.stopping
 	for {
 		for len(pending) > 0 && running < limit {
-			it := pending[0]
+			it, from := pending[0], origin
 			pending[0], pending = nil, pending[1:]
 			running++
 			v.s.wg.Add(1)
 			go func() {
 				defer v.s.wg.Done()
-				replies <- v.forwardItem(ctx, origin, it)
+				replies <- v.forwardItem(ctx, from, it)
 			}()
 		}
 		if draining && running == 0 {
