@@ -15,12 +15,6 @@ import (
 // maxRepliesPerBatch caps the answers sent in one ForwardBatchReply.
 const maxRepliesPerBatch = 256
 
-// fwdRecv is one Recv outcome handed from a ForwardStream's reader.
-type fwdRecv struct {
-	batch *concordv1.ForwardBatch
-	err   error
-}
-
 // ForwardStream is Forward for a follower's stream of commands. Every
 // command of a batch is proposed at once, each on its own goroutine
 // (raft appends the concurrent proposals as one log write), and each is
@@ -32,22 +26,7 @@ type fwdRecv struct {
 // are answered (the follower fails the rest as "outcome unknown").
 func (v *service) ForwardStream(stream concordv1.Cluster_ForwardStreamServer) error {
 	ctx := stream.Context()
-	in := make(chan fwdRecv)
-	v.s.wg.Add(1)
-	go func() { // ends when Recv fails, which it does once the handler returned
-		defer v.s.wg.Done()
-		for {
-			b, err := stream.Recv()
-			select {
-			case in <- fwdRecv{b, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	in := receive(ctx, v.s, stream.Recv)
 	limit := v.s.cfg.ForwardStreamMaxInFlight
 	replies := make(chan *concordv1.ForwardItemReply, limit) // never full: one per command running
 	var pending []*concordv1.ForwardItem
@@ -81,9 +60,9 @@ func (v *service) ForwardStream(stream concordv1.Cluster_ForwardStreamServer) er
 			case r.err != nil:
 				return r.err
 			default:
-				pending = r.batch.GetItems()
+				pending = r.msg.GetItems()
 				if origin == "" {
-					origin = r.batch.GetOriginNodeId()
+					origin = r.msg.GetOriginNodeId()
 					v.s.log.Debug("forward stream from peer", "peer", origin)
 				}
 			}
