@@ -31,13 +31,14 @@ var ErrNoTLS = errors.New("node: TLS is not configured")
 // grpcMethods classifies every gRPC method the node serves (node/authz
 // refuses unlisted ones). Services registered later add theirs here.
 var grpcMethods = map[string]authz.Class{
-	concordv1.Cluster_Forward_FullMethodName:       authz.Peer,
-	concordv1.Cluster_Relay_FullMethodName:         authz.Peer,
+	concordv1.Cluster_Forward_FullMethodName:    authz.Peer,
+	concordv1.Cluster_Relay_FullMethodName:      authz.Peer,
+	concordv1.Cluster_Members_FullMethodName:    authz.Read,
+	concordv1.Cluster_RaftPeers_FullMethodName:  authz.Read,
+	concordv1.Cluster_Status_FullMethodName:     authz.Read,
+	concordv1.Cluster_RemovePeer_FullMethodName: authz.Admin,
+	// Forward's batched form (node/cluster fwdstream.go).
 	concordv1.Cluster_ForwardStream_FullMethodName: authz.Peer,
-	concordv1.Cluster_Members_FullMethodName:       authz.Read,
-	concordv1.Cluster_RaftPeers_FullMethodName:     authz.Read,
-	concordv1.Cluster_Status_FullMethodName:        authz.Read,
-	concordv1.Cluster_RemovePeer_FullMethodName:    authz.Admin,
 
 	concordv1.Operator_Health_FullMethodName: authz.Read,
 	concordv1.Operator_Drain_FullMethodName:  authz.Admin,
