@@ -55,10 +55,12 @@ var errStreamUnsupported = errors.New("forward stream not supported by the peer"
 const unsupportedRecheck = time.Minute
 
 // fwdStream is one ForwardStream from this node to one other node (the
-// leader, as the callers see it). Its sender goroutine (run) opens the
-// gRPC stream, then sends whatever is queued when it wakes, as one batch
-// (bounded by ForwardStreamMaxBatch and ForwardStreamMaxBatchBytes); its
-// receiver goroutine (receive) matches the answers to the requests by id.
+// leader, as the callers see it). Its goroutine (run) opens the gRPC
+// stream; then each writer sends what is queued when it queues its own
+// request, as one batch (bounded by ForwardStreamMaxBatch and
+// ForwardStreamMaxBatchBytes), unless another writer is sending, which
+// then takes it along with the next batch (flush). Its receiver goroutine
+// (receive) matches the answers to the requests by id.
 // A stream that breaks fails every request it holds (fail) and is not
 // reused: the next write opens a new one, to whichever node then leads.
 type fwdStream struct {
@@ -67,24 +69,28 @@ type fwdStream struct {
 	ctx          context.Context // the gRPC stream's life
 	cancel       context.CancelFunc
 	slots        chan struct{} // one per request held: the bound on queue + in flight
-	wake         chan struct{} // capacity 1: something was queued
+	sendFailed   chan struct{} // capacity 1: a Send failed, the stream is over
 
-	mu       sync.Mutex
-	queue    []*fwdReq
-	inflight map[uint64]*fwdReq
-	nextID   uint64
-	active   bool // a request came since the last idle check
-	dead     bool // failed or retired: takes no more requests
+	sendMu sync.Mutex // held while sending (gRPC: one Send at a time)
+
+	mu         sync.Mutex
+	stream     concordv1.Cluster_ForwardStreamClient // nil until open
+	queue      []*fwdReq
+	inflight   map[uint64]*fwdReq
+	nextID     uint64
+	active     bool // a request came since the last idle check
+	dead       bool // failed or retired: takes no more requests
+	sendBroken bool // a Send failed: nothing more is sent
 }
 
 func newFwdStream(f *Forwarder, target, addr string) *fwdStream {
 	ctx, cancel := context.WithCancel(f.life)
 	return &fwdStream{
 		f: f, target: target, addr: addr, ctx: ctx, cancel: cancel,
-		slots:    make(chan struct{}, f.cfg.ForwardStreamQueue),
-		wake:     make(chan struct{}, 1),
-		inflight: make(map[uint64]*fwdReq),
-		active:   true,
+		slots:      make(chan struct{}, f.cfg.ForwardStreamQueue),
+		sendFailed: make(chan struct{}, 1),
+		inflight:   make(map[uint64]*fwdReq),
+		active:     true,
 	}
 }
 
@@ -188,10 +194,10 @@ func (s *fwdStream) enqueue(r *fwdReq) bool {
 	}
 	s.queue = append(s.queue, r)
 	s.active = true
+	open := s.stream != nil
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if open {
+		s.flush()
 	}
 	return true
 }
@@ -220,12 +226,13 @@ func (s *fwdStream) abandon(r *fwdReq) (out fwdOutcome, done, sent bool) {
 }
 
 // takeBatch moves the next batch from the queue to inflight and returns
-// it as wire items (nil when nothing is queued). Abandoned requests are
-// dropped on the way. Call with s.mu held.
-func (s *fwdStream) takeBatch() []*concordv1.ForwardItem {
+// it as wire items (nil when nothing is queued), and the shortest deadline
+// among them. Abandoned requests are dropped on the way. Call with s.mu
+// held.
+func (s *fwdStream) takeBatch() (items []*concordv1.ForwardItem, wait time.Duration) {
 	cfg := &s.f.cfg
-	var items []*concordv1.ForwardItem
 	n, bytes := 0, 0
+	wait = cfg.ForwardAttemptTimeout
 	for ; n < len(s.queue) && len(items) < cfg.ForwardStreamMaxBatch; n++ {
 		r := s.queue[n]
 		if r.state == reqAbandoned {
@@ -239,20 +246,23 @@ func (s *fwdStream) takeBatch() []*concordv1.ForwardItem {
 		s.nextID++
 		r.id, r.state = s.nextID, reqSent
 		s.inflight[r.id] = r
-		items = append(items, &concordv1.ForwardItem{Id: r.id, Command: r.cmd, TimeoutMs: s.timeoutMs(r)})
+		d := s.timeout(r)
+		wait = min(wait, d)
+		ms := max((d+time.Millisecond-1)/time.Millisecond, 1) // rounded up, never "none"
+		items = append(items, &concordv1.ForwardItem{Id: r.id, Command: r.cmd, TimeoutMs: uint32(ms)})
 	}
 	s.queue = slices.Delete(s.queue, 0, n)
-	return items
+	return items, wait
 }
 
-// timeoutMs is the deadline the leader gets for r: what is left of the
+// timeout is the deadline the leader gets for r: what is left of the
 // caller's, at most ForwardAttemptTimeout (a unary Forward's deadline).
-func (s *fwdStream) timeoutMs(r *fwdReq) uint32 {
+func (s *fwdStream) timeout(r *fwdReq) time.Duration {
 	d := s.f.cfg.ForwardAttemptTimeout
 	if !r.deadline.IsZero() {
 		d = min(d, time.Until(r.deadline))
 	}
-	return uint32(max((d+time.Millisecond-1)/time.Millisecond, 1)) // rounded up, never "none"
+	return d
 }
 
 // complete hands the leader's answer to its request, unless the caller

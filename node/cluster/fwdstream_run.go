@@ -59,10 +59,11 @@ func (f *Forwarder) dropStream(s *fwdStream) {
 	}
 }
 
-// run is the stream's sender goroutine: it opens the gRPC stream, starts
-// the receiver, and sends what is queued whenever it is woken, until the
-// stream breaks, goes idle, or the Forwarder closes (s.ctx). It always
-// leaves the stream failed (fail), so no request waits on a dead one.
+// run is the stream's own goroutine: it opens the gRPC stream, starts
+// the receiver, sends what was queued meanwhile, then watches the stream
+// until it breaks, goes idle, or the Forwarder closes (s.ctx). Later
+// batches are sent by the writers themselves (flush). It always leaves
+// the stream failed (fail), so no request waits on a dead one.
 func (s *fwdStream) run() {
 	defer s.f.wg.Done()
 	defer s.cancel()
@@ -78,6 +79,10 @@ func (s *fwdStream) run() {
 		defer close(recvDone)
 		s.receive(stream)
 	}()
+	s.mu.Lock()
+	s.stream = stream
+	s.mu.Unlock()
+	s.flush()
 	idle := time.NewTicker(s.f.cfg.ForwardStreamIdleTimeout)
 	defer idle.Stop()
 	for {
@@ -89,27 +94,26 @@ func (s *fwdStream) run() {
 			return
 		case <-idle.C:
 			if s.retire() {
+				s.sendMu.Lock() // CloseSend must not run beside a Send
 				_ = stream.CloseSend()
+				s.sendMu.Unlock()
 				s.cancel()
 				<-recvDone
 				return
 			}
-		case <-s.wake:
-			if err := s.sendQueued(stream); err != nil {
-				// The stream is over; Recv returns its status (an old
-				// leader's UNIMPLEMENTED, say), which decides how the
-				// requests fail. Do not wait forever for it.
-				s.f.log.Debug("forward stream send failed", "leader_id", s.target, "err", err)
-				t := time.NewTimer(s.f.cfg.DialTimeout)
-				select {
-				case <-recvDone:
-				case <-t.C:
-					s.cancel()
-					<-recvDone
-				}
-				t.Stop()
-				return
+		case <-s.sendFailed:
+			// The stream is over; Recv returns its status (an old
+			// leader's UNIMPLEMENTED, say), which decides how the
+			// requests fail. Do not wait forever for it.
+			t := time.NewTimer(s.f.cfg.DialTimeout)
+			select {
+			case <-recvDone:
+			case <-t.C:
+				s.cancel()
+				<-recvDone
 			}
+			t.Stop()
+			return
 		}
 	}
 }
@@ -130,19 +134,62 @@ func (s *fwdStream) open() (concordv1.Cluster_ForwardStreamClient, error) {
 	return stream, nil
 }
 
-// sendQueued sends everything queued, in batches.
-func (s *fwdStream) sendQueued(stream concordv1.Cluster_ForwardStreamClient) error {
+// sendWatchdogFloor is the least time a Send may block before the stream
+// is taken for stuck: a CPU-starved host may pause a healthy Send for
+// some milliseconds, and breaking the stream fails every write on it.
+const sendWatchdogFloor = 500 * time.Millisecond
+
+// flush sends what is queued, in batches, on the caller's goroutine
+// (no hand-off to another goroutine on the write's path), unless another
+// goroutine is sending: that one sends it after its current batch. Before
+// the stream is open, run sends what queued up.
+func (s *fwdStream) flush() {
 	for {
-		s.mu.Lock()
-		items := s.takeBatch()
-		s.mu.Unlock()
-		if len(items) == 0 {
-			return nil
+		if !s.sendMu.TryLock() {
+			return
 		}
-		if err := stream.Send(&concordv1.ForwardBatch{OriginNodeId: s.f.cfg.NodeID, Items: items}); err != nil {
-			return err
+		s.mu.Lock()
+		stream := s.stream
+		var items []*concordv1.ForwardItem
+		var wait time.Duration
+		if stream != nil && !s.sendBroken {
+			items, wait = s.takeBatch()
+		}
+		s.mu.Unlock()
+		var err error
+		if len(items) > 0 {
+			// Send blocks while the leader does not read (HTTP/2 flow
+			// control): a connection stuck past the batch's first
+			// deadline (but never less than sendWatchdogFloor) is
+			// broken, as the relay's watchdog has it, and the writer
+			// sending is answered (the deadline's error).
+			wd := time.AfterFunc(max(wait, sendWatchdogFloor), s.cancel)
+			err = stream.Send(&concordv1.ForwardBatch{OriginNodeId: s.f.cfg.NodeID, Items: items})
+			wd.Stop()
+		}
+		s.sendMu.Unlock()
+		if err != nil {
+			s.f.log.Debug("forward stream send failed", "leader_id", s.target, "err", err)
+			s.mu.Lock()
+			s.sendBroken, s.dead = true, true // new writes take a new stream
+			s.mu.Unlock()
+			select {
+			case s.sendFailed <- struct{}{}:
+			default:
+			}
+			return
+		}
+		if len(items) == 0 && !s.sendable() {
+			return
 		}
 	}
+}
+
+// sendable reports that something is queued and can be sent now.
+func (s *fwdStream) sendable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) > 0 && s.stream != nil && !s.sendBroken
 }
 
 // receive is the stream's receiver goroutine: it hands each answer to its

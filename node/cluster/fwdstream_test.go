@@ -445,7 +445,7 @@ func TestFwdStream_TakeBatch(t *testing.T) {
 				reqs = append(reqs, r)
 			}
 			s.mu.Lock()
-			items := s.takeBatch()
+			items, _ := s.takeBatch()
 			left := len(s.queue)
 			s.mu.Unlock()
 			if len(items) != len(tc.want) {
