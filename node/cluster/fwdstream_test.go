@@ -265,6 +265,62 @@ func TestForwardStream_CallerDeadline(t *testing.T) {
 	}
 }
 
+// TestForwardStream_StuckSendHonoursDeadlines: a leader that stops
+// reading (its in-flight bound reached, its commands stuck) fills the
+// HTTP/2 windows until the writer sending blocks in Send; every writer,
+// that one too (the send watchdog breaks the stream), still returns soon
+// after its deadline.
+func TestForwardStream_StuckSendHonoursDeadlines(t *testing.T) {
+	release := make(chan struct{})
+	hs := newHookStore("L", func(ctx context.Context, cmd []byte) (raftstore.ForwardReply, error) {
+		select {
+		case <-release:
+			return raftstore.ForwardReply{Index: 1}, nil
+		case <-ctx.Done():
+			return raftstore.ForwardReply{}, ctx.Err()
+		}
+	})
+	cfg := testConfig(t, "L")
+	cfg.ForwardStreamMaxInFlight = 1
+	srv := startServer(t, cfg, ServerDeps{Store: hs}, nil)
+	fcfg := testConfig(t, "origin")
+	fcfg.ForwardAttemptTimeout = time.Minute // the leader's slot stays taken
+	fwd := newTestForwarder(t, fcfg, newResolver("L", srv.addr))
+	first := make(chan error, 1) // holds the leader's one slot until released
+	go func() {
+		_, err := fwd.Forward(testCtx(t), "L", "", numbered(0))
+		first <- err
+	}()
+	defer func() {
+		close(release)
+		<-first
+	}()
+	eventually(t, 5*time.Second, func() error {
+		if hs.calls.Load() != 1 {
+			return errors.New("first write not at the leader yet")
+		}
+		return nil
+	})
+	const n, size = 40, 1 << 20 // 40 MiB: far beyond gRPC's flow-control windows
+	big := append(numbered(1), make([]byte, size)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := fwd.Forward(ctx, "L", "", big)
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; !errors.Is(err, raftstore.ErrTimeout) {
+			t.Fatalf("write to a leader that stopped reading = %v, want ErrTimeout", err)
+		}
+	}
+	mustBeWithin(t, start, 2*time.Second, "writes with a 300 ms deadline to a stuck leader")
+}
+
 // TestForwardStream_BreakFailsInFlightWithoutResend: when the connection
 // breaks with writes at the leader, each fails with ErrLeadershipLost
 // (they may have been proposed) and none is sent again; the next write
