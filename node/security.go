@@ -151,15 +151,8 @@ func (s *Server) isMember(id string) bool {
 	if id == s.cfg.NodeID {
 		return true
 	}
-	if st := s.raftStore.p.Load(); st != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		servers, err := st.Configuration(ctx)
-		cancel()
-		for _, sv := range servers {
-			if err == nil && sv.ID == id {
-				return true
-			}
-		}
+	if st := s.raftStore.p.Load(); st != nil && st.HasServer(id) {
+		return true
 	}
 	for _, m := range s.members.Members() {
 		if m.ID == id && m.SystemID == s.cfg.SystemID && m.Role == membership.RoleServer && m.Status == membership.StatusAlive {

@@ -289,6 +289,7 @@ func (s *Server) buildMAPService() error {
 	mcfg.IsLeader = s.store.IsLeader
 	mcfg.WaitApplied = s.store.WaitApplied
 	mcfg.WaitFence = s.store.WaitAppliedSoon
+	mcfg.AppliedIndex = s.store.AppliedIndex
 	mcfg.LinearizableRead = s.store.LinearizableRead
 	mcfg.Barrier = s.readyBarrier
 	mcfg.Router = rt

@@ -64,10 +64,9 @@ func (s *Store) apply(ctx context.Context, t concordv1.CommandType, msg proto.Me
 	}
 	// One bound for both attempts: a propose that bounces and the forward
 	// after it share the caller's deadline (or ApplyTimeout).
-	ctx, cancel := s.withDefaultTimeout(ctx)
-	defer cancel()
+	deadline := s.applyDeadline(ctx)
 	if s.raft.State() == raft.Leader {
-		res, index, err := s.propose(ctx, t, buf)
+		res, index, err := s.proposeUntil(ctx, deadline, t, buf)
 		if !notProposed(err) {
 			return res, index, err
 		}
@@ -78,6 +77,11 @@ func (s *Store) apply(ctx context.Context, t concordv1.CommandType, msg proto.Me
 		// not in this set: the command may still commit, and the caller
 		// gets the outcome-unknown error unchanged.
 		s.log.Debug("leadership moved before the command was appended; forwarding", "err", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
 	}
 	return s.forward(ctx, t, buf)
 }
@@ -122,6 +126,15 @@ func (s *Store) applyRaw(ctx context.Context, data []byte, nudgeNow bool) (any, 
 
 // propose submits data to raft and maps the outcome.
 func (s *Store) propose(ctx context.Context, t concordv1.CommandType, data []byte) (any, uint64, error) {
+	return s.proposeUntil(ctx, s.applyDeadline(ctx), t, data)
+}
+
+// proposeUntil is propose bounded by deadline, ctx's own or one
+// applyDeadline chose. It derives no context from ctx: on the write path
+// ctx is a MAP connection's, without a deadline, and a timer context per
+// write cost about ten allocations (issue 10); awaitUntil keeps the bound
+// with a pooled timer instead.
+func (s *Store) proposeUntil(ctx context.Context, deadline time.Time, t concordv1.CommandType, data []byte) (any, uint64, error) {
 	if err := s.enter(); err != nil {
 		return nil, 0, err
 	}
@@ -132,14 +145,15 @@ func (s *Store) propose(ctx context.Context, t concordv1.CommandType, data []byt
 	if h := s.testHookBeforeApply; h != nil {
 		h()
 	}
-	ctx, cancel := s.withDefaultTimeout(ctx)
-	defer cancel()
-	timeout, err := enqueueTimeout(ctx)
-	if err != nil {
-		return nil, 0, err
+	if err := ctx.Err(); err != nil {
+		return nil, 0, ctxErr(ctx)
+	}
+	timeout := time.Until(deadline)
+	if timeout <= 0 {
+		return nil, 0, errDeadline
 	}
 	f := s.raft.Apply(data, timeout)
-	if err := s.await(ctx, f); err != nil {
+	if err := s.awaitUntil(ctx, deadline, f); err != nil {
 		return nil, 0, err
 	}
 	index := f.Index()
@@ -155,6 +169,19 @@ func (s *Store) propose(ctx context.Context, t concordv1.CommandType, data []byt
 		return nil, index, fmt.Errorf("raftstore: unexpected FSM response %T", r)
 	}
 }
+
+// applyDeadline is when an Apply gives up: ctx's deadline, or
+// Config.ApplyTimeout from now when ctx has none.
+func (s *Store) applyDeadline(ctx context.Context) time.Time {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl
+	}
+	return time.Now().Add(s.cfg.ApplyTimeout)
+}
+
+// errDeadline is what a wait bounded by applyDeadline returns when the
+// bound passes: the error ctxErr gives for a context whose deadline passed.
+var errDeadline = fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
 
 // withDefaultTimeout bounds ctx by Config.ApplyTimeout when it has no
 // deadline of its own.
@@ -176,19 +203,33 @@ func enqueueTimeout(ctx context.Context) (time.Duration, error) {
 	}
 	d := time.Until(dl)
 	if d <= 0 {
-		return 0, fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
+		return 0, errDeadline
 	}
 	return d, nil
 }
 
 // await waits for a raft future, for ctx, or for raft to shut down, and
-// returns the future's error translated. raft futures only offer a
-// blocking Error, so a goroutine (owned by the Store, counted in futures)
-// does the blocking; it ends when raft resolves the future, which raft
-// does for every future while it runs (Shutdown drains before stopping
-// raft). Must be called between enter and leave.
+// returns the future's error translated. Must be called between enter and
+// leave.
 func (s *Store) await(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
+	return s.awaitUntil(ctx, time.Time{}, f)
+}
+
+// awaitUntil is await that also gives up at deadline (zero: no deadline
+// but ctx's), with errDeadline. raft futures only offer a blocking Error,
+// so a goroutine (owned by the Store, counted in futures) does the
+// blocking; it ends when raft resolves the future, which raft does for
+// every future while it runs (Shutdown drains before stopping raft). Its
+// channel is pooled when it delivered; a caller that gives up leaves it to
+// the goroutine.
+func (s *Store) awaitUntil(ctx context.Context, deadline time.Time, f raft.Future) error {
+	var expired <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok && !deadline.IsZero() {
+		t := getTimer(time.Until(deadline))
+		defer putTimer(t)
+		expired = t.C
+	}
+	done := getDoneChan()
 	s.futures.Add(1)
 	go func() {
 		defer s.futures.Done()
@@ -196,9 +237,12 @@ func (s *Store) await(ctx context.Context, f raft.Future) error {
 	}()
 	select {
 	case err := <-done:
+		doneChans.Put(done)
 		return s.translate(err)
 	case <-ctx.Done():
 		return ctxErr(ctx)
+	case <-expired:
+		return errDeadline
 	case <-s.raftDown:
 		return ErrShutdown
 	}

@@ -134,6 +134,29 @@ func (s *Store) Configuration(ctx context.Context) ([]Server, error) {
 	return out, nil
 }
 
+// HasServer reports whether id is in the latest raft configuration this
+// server knows (what Configuration lists), false once the Store is shut
+// down. It waits for nothing: raft answers GetConfiguration from memory,
+// so this skips Configuration's context, waiting goroutine and copy. It
+// runs for every inter-node gRPC call under mTLS (the caller's membership
+// check), a forwarded write's included.
+func (s *Store) HasServer(id string) bool {
+	if s.enter() != nil {
+		return false
+	}
+	defer s.leave()
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, sv := range f.Configuration().Servers {
+		if string(sv.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
 // LeadershipTransfer asks this server, the leader, to hand leadership to
 // the most up-to-date follower and waits for the hand-off. Non-leaders get
 // *NotLeaderError or ErrNoLeader.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -221,22 +223,24 @@ func (s *Service) agentsUpdate(ctx context.Context, _ *rpc.Conn, cs *connState, 
 func decodeUpdate(raw json.RawMessage) (*concordv1.AgentUpdateRequest, *rpc.Error) {
 	p := decodeParams(raw)
 	up := &concordv1.AgentUpdateRequest{AgentId: p.reqStr("agentId")}
+	// proto.String, not &v: a variable whose address is taken is moved
+	// to the heap even when the field is absent.
 	if st, ok := p.optStr("state"); ok {
 		if !registry.ValidState(st) {
 			p.fail("state", "must be a MAP agent state or x-<custom>")
 		}
-		up.State = &st
+		up.State = proto.String(st)
 	}
 	setStr := func(field string, dst **string) {
 		if v, ok := p.optStr(field); ok {
-			*dst = &v
+			*dst = proto.String(v)
 		}
 	}
 	setStr("name", &up.Name)
 	setStr("description", &up.Description)
 	setStr("role", &up.Role)
 	if v := p.enum("visibility", visibilities...); v != "" {
-		up.Visibility = &v
+		up.Visibility = proto.String(v)
 	}
 	up.Metadata = p.object("metadata")
 	up.Environment = p.object("environment")

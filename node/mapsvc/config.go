@@ -105,6 +105,11 @@ type Config struct {
 	// (fence.go): a wait that also asks the leader to send this node the
 	// commit index now (raftstore's WaitAppliedSoon). Nil: WaitApplied.
 	WaitFence func(ctx context.Context, index uint64) error
+	// AppliedIndex, optional, returns the local replica's applied Raft
+	// index (raftstore's AppliedIndex). With it, a request whose fence is
+	// already applied (nearly every one) skips the bounded wait and the
+	// timer context it takes.
+	AppliedIndex func() uint64
 	// IsLeader reports whether the local store leads; Run proposes expiries
 	// only then (required by Run).
 	IsLeader func() bool

@@ -107,7 +107,7 @@ func (s *Service) awaitFence(ctx context.Context, tolerant bool) error {
 		return nil
 	}
 	index := s.fence.target(tolerant)
-	if index == 0 {
+	if index == 0 || (s.cfg.AppliedIndex != nil && s.cfg.AppliedIndex() >= index) {
 		return nil
 	}
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > fenceWaitLimit {

@@ -102,3 +102,47 @@ func TestAwaitFence_Bounded(t *testing.T) {
 		})
 	}
 }
+
+// TestAwaitFence_AppliedSkipsWait: with AppliedIndex set, a fence the
+// replica already applied is passed without calling the wait (no timer
+// context per request); one it has not applied still waits, bounded.
+func TestAwaitFence_AppliedSkipsWait(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		applied  uint64
+		tolerant bool
+		wantWait bool
+	}{
+		{"applied past the fence", 9, false, false},
+		{"applied exactly the fence", 7, false, false},
+		{"behind the fence", 6, false, true},
+		{"behind, tolerant, strict part applied", 6, true, false},
+		{"behind the strict part", 4, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			waited := false
+			s := &Service{}
+			s.cfg.AppliedIndex = func() uint64 { return tt.applied }
+			s.cfg.WaitFence = func(ctx context.Context, index uint64) error {
+				if _, ok := ctx.Deadline(); !ok {
+					t.Fatal("fence wait without a deadline")
+				}
+				waited = true
+				return nil
+			}
+			s.fence.raise(5, false)
+			s.fence.raise(7, true)
+			if err := s.awaitFence(context.Background(), tt.tolerant); err != nil {
+				t.Fatal(err)
+			}
+			if waited != tt.wantWait {
+				t.Fatalf("waited %v, want %v", waited, tt.wantWait)
+			}
+			if !tt.wantWait {
+				if allocs := testing.AllocsPerRun(100, func() { _ = s.awaitFence(context.Background(), tt.tolerant) }); allocs != 0 {
+					t.Fatalf("%.0f allocations passing an applied fence, want 0", allocs)
+				}
+			}
+		})
+	}
+}

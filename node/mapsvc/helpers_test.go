@@ -150,6 +150,7 @@ func newEnvOn(t *testing.T, reg *registry.State, store *raftstore.Store, node st
 	cfg.Registry = reg
 	cfg.IsLeader = store.IsLeader
 	cfg.WaitApplied = store.WaitApplied
+	cfg.AppliedIndex = store.AppliedIndex
 	cfg.LinearizableRead = store.LinearizableRead
 	cfg.Router = e.router
 	cfg.Fanout = e.fanout

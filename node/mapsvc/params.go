@@ -73,8 +73,10 @@ func (p *params) str(field string) string {
 	if !ok {
 		return ""
 	}
-	var s string
-	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+	// v is valid JSON and UTF-8 (decodeParams), so Unquote decodes it
+	// exactly as json.Unmarshal would, without its allocations.
+	s, ok := jsonkit.Unquote(v)
+	if !ok {
 		p.fail(field, "must be a string")
 		return ""
 	}

@@ -68,3 +68,41 @@ func BenchmarkDecodeParams(b *testing.B) {
 		}
 	})
 }
+
+// TestParamsStr_MatchesUnmarshal: params.str decodes a string member as
+// json.Unmarshal does (escapes, surrogate pairs, raw UTF-8) and refuses
+// every other type.
+func TestParamsStr_MatchesUnmarshal(t *testing.T) {
+	for _, v := range []string{`""`, `"plain"`, `"tab\tquote\"back\\slash\/"`, `"\u0041\u00e9\ud83d\ude00"`, `"é日本"`, `"\ud800"`, `"<&>"`} {
+		var want string
+		if err := json.Unmarshal([]byte(v), &want); err != nil {
+			t.Fatal(err)
+		}
+		p := decodeParams(json.RawMessage(`{"reason":` + v + `}`))
+		if got := p.str("reason"); got != want || p.err() != nil {
+			t.Errorf("str(%s) = %q (%v), want %q", v, got, p.err(), want)
+		}
+	}
+	for _, v := range []string{`1`, `true`, `{}`, `["x"]`} {
+		p := decodeParams(json.RawMessage(`{"reason":` + v + `}`))
+		if got := p.str("reason"); got != "" || p.err() == nil {
+			t.Errorf("str(%s) = %q, err %v: want refused", v, got, p.err())
+		}
+	}
+}
+
+// TestDecodeUpdate_Allocs bounds what decoding a map/agents/update costs
+// (21 allocations before strings skipped encoding/json and absent
+// optional fields stopped moving a variable to the heap each).
+func TestDecodeUpdate_Allocs(t *testing.T) {
+	raw := json.RawMessage(`{"agentId":"bench-agent-17","state":"busy","reason":"load"}`)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := decodeUpdate(raw); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%.0f allocations", allocs)
+	if allocs > 12 {
+		t.Errorf("%.0f allocations decoding an update, want at most 12", allocs)
+	}
+}

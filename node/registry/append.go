@@ -32,7 +32,7 @@ func (s *State) AppendEvents(index uint64, evs []Event) []Event {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tx := newTxn(s.d, index, &concordv1.CommandMeta{TimestampMs: evs[0].Timestamp})
+	tx := s.begin(index, &concordv1.CommandMeta{TimestampMs: evs[0].Timestamp})
 	out := make([]Event, len(evs))
 	for i, ev := range evs {
 		ev.Position = 0

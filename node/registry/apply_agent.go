@@ -260,14 +260,29 @@ func applyFields(a *Agent, m *concordv1.AgentUpdateRequest) {
 	}
 }
 
-func stateChangePayload(id, prev, cur, reason string) map[string]any {
-	p := map[string]any{"agentId": id, "previous": prev, "current": cur}
-	if reason != "" {
-		p["reason"] = reason
-	}
-	return p
+// stateChange is the agent_state_changed payload and member the
+// scope_member_joined/left one. Both are written by every update or join,
+// so they are structs rather than maps: json.Marshal then needs no map,
+// boxed values or key sort. Their fields are in the order json.Marshal
+// sorts a map's keys, and omitempty drops what the map left out, so an
+// event's Data is byte for byte what the map form wrote (replicas running
+// either binary agree; TestEventPayloads_MatchMapForm).
+type stateChange struct {
+	AgentID  string `json:"agentId"`
+	Current  string `json:"current"`
+	Previous string `json:"previous"`
+	Reason   string `json:"reason,omitempty"`
 }
 
-func memberPayload(scopeID, agentID string) map[string]any {
-	return map[string]any{"scopeId": scopeID, "agentId": agentID}
+type member struct {
+	AgentID string `json:"agentId"`
+	ScopeID string `json:"scopeId"`
+}
+
+func stateChangePayload(id, prev, cur, reason string) *stateChange {
+	return &stateChange{AgentID: id, Current: cur, Previous: prev, Reason: reason}
+}
+
+func memberPayload(scopeID, agentID string) *member {
+	return &member{AgentID: agentID, ScopeID: scopeID}
 }

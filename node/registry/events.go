@@ -106,19 +106,43 @@ type txn struct {
 	lastID  ulid.ULID
 	haveID  bool
 	pending []Event
-	taken   map[string]bool
+	taken   map[string]struct{} // ids given out by this txn; made by the first take
 }
 
-func newTxn(d *data, index uint64, meta *concordv1.CommandMeta) *txn {
-	return &txn{
-		d:      d,
-		index:  index,
-		ts:     meta.GetTimestampMs(),
-		source: meta.GetSource(),
-		nodeID: meta.GetNodeId(),
-		ids:    meta.GetEventIds(),
-		taken:  map[string]bool{},
+// Bounds on what the State's reused txn keeps between commands: a command
+// that produced more events (a session closing with many agents) leaves
+// its larger slice and map to the GC instead of holding them for good.
+const (
+	keepPendingCap = 16
+	keepTakenLen   = 16
+)
+
+// begin makes s.tx the context of the command at index and returns it.
+// One txn serves every command, so Apply allocates none: the caller holds
+// s.mu for the whole command, and nothing keeps the txn or its slices
+// after it (appendAll copies the pending events). Must be called with
+// s.mu held for writing.
+func (s *State) begin(index uint64, meta *concordv1.CommandMeta) *txn {
+	pending, taken := s.tx.pending, s.tx.taken
+	if cap(pending) > keepPendingCap {
+		pending = nil
 	}
+	clear(pending[:cap(pending)]) // drop the last command's references
+	if len(taken) > keepTakenLen {
+		taken = nil
+	}
+	clear(taken)
+	s.tx = txn{
+		d:       s.d,
+		index:   index,
+		ts:      meta.GetTimestampMs(),
+		source:  meta.GetSource(),
+		nodeID:  meta.GetNodeId(),
+		ids:     meta.GetEventIds(),
+		pending: pending[:0],
+		taken:   taken,
+	}
+	return &s.tx
 }
 
 // eventID returns the next event id: the proposer's ids in order, then ids
@@ -161,7 +185,7 @@ func (t *txn) eventID() string {
 }
 
 func (t *txn) used(id string) bool {
-	if t.taken[id] {
+	if _, ok := t.taken[id]; ok {
 		return true
 	}
 	_, ok := t.d.events.byID[id]
@@ -169,7 +193,10 @@ func (t *txn) used(id string) bool {
 }
 
 func (t *txn) take(id string) string {
-	t.taken[id] = true
+	if t.taken == nil {
+		t.taken = make(map[string]struct{}, 4)
+	}
+	t.taken[id] = struct{}{}
 	return id
 }
 

@@ -35,9 +35,10 @@ type State struct {
 	handlers map[concordv1.CommandType]raftstore.Handler
 	checks   map[concordv1.CommandType]func(*data, proto.Message) error
 
-	mu     sync.RWMutex // guards d and notify
+	mu     sync.RWMutex // guards d, notify and tx
 	d      *data
 	notify chan struct{} // closed and replaced when events are appended
+	tx     txn           // the command being applied (begin)
 }
 
 // agentEntry is an Agent plus the replicated fields the contract type does
@@ -308,7 +309,7 @@ func (s *State) handler(t concordv1.CommandType, c command) raftstore.Handler {
 					return nil, err
 				}
 			}
-			tx := newTxn(s.d, index, mc.GetMeta())
+			tx := s.begin(index, mc.GetMeta())
 			res, err := c.apply(tx, msg)
 			if err != nil {
 				return nil, err

@@ -53,8 +53,11 @@ type Conn struct {
 	log    atomic.Pointer[slog.Logger] // see logger
 	obs    Observer
 	obsOn  bool
-	tr     transport
-	q      *sendQueue
+	// keepalive: a WebSocket, pinged on the keepalives schedule (ping).
+	// Beside obsOn so the two bools share a word.
+	keepalive bool
+	tr        transport
+	q         *sendQueue
 
 	// ctx is cancelled when the connection starts closing and is what
 	// Handle receives (with the handlerCtxKey marker): connctx.go.
@@ -90,8 +93,11 @@ type Conn struct {
 	// frame's replies are queued. Guarded by mu.
 	afterReply []func()
 
-	closingCh  chan struct{} // closed by beginClose
-	readExited chan struct{} // closed when the read loop returned
+	// Closed once each, and made by the first of closing and waiting
+	// (lazyChan, under mu): an idle session holds none of them.
+	// readExited: the read loop returned; writerDone: the writer's last
+	// run ended; done: the connection is torn down (Done).
+	readExited chan struct{}
 	writerDone chan struct{}
 	done       chan struct{}
 
@@ -113,11 +119,12 @@ type Conn struct {
 
 	methods map[string]string // interned method names; reader goroutine only
 	spare   []*frame          // writer goroutine only
-	// pingTimer asks the writer for a WebSocket keepalive ping (nil for
-	// other transports). A timer rather than a ticker in a goroutine: an
-	// idle connection costs no goroutine between pings. Armed by run,
-	// re-armed by the writer after each ping, stopped at teardown.
-	pingTimer *time.Timer
+	// ping is the connection's place in keepalives, the process-wide
+	// schedule of WebSocket keepalive pings (keepalive.go): no goroutine
+	// and no timer of its own between pings. Armed by run (keepalive set:
+	// WebSocket only), re-armed by the writer after each ping, disarmed at
+	// teardown.
+	ping pingEntry
 }
 
 type handlerCtxKey struct{}
@@ -127,25 +134,18 @@ func newConn(base context.Context, cfg *Config, tr transport, h Handler) *Conn {
 		h = noHandler{}
 	}
 	c := &Conn{
-		id:         ulid.Make().String(),
-		kind:       tr.kind(),
-		remote:     tr.remoteAddr(),
-		cfg:        cfg,
-		h:          h,
-		obs:        cfg.Observer,
-		obsOn:      cfg.Observer != nil,
-		tr:         tr,
-		q:          newSendQueue(cfg.SendQueueLen, cfg.SendQueueBytes, cfg.NotifyQueueBytes),
-		closingCh:  make(chan struct{}),
-		readExited: make(chan struct{}),
-		writerDone: make(chan struct{}),
-		done:       make(chan struct{}),
+		id:     ulid.Make().String(),
+		kind:   tr.kind(),
+		remote: tr.remoteAddr(),
+		cfg:    cfg,
+		h:      h,
+		obs:    cfg.Observer,
+		obsOn:  cfg.Observer != nil,
+		tr:     tr,
+		q:      newSendQueue(cfg.SendQueueLen, cfg.SendQueueBytes, cfg.NotifyQueueBytes),
 	}
 	c.q.startWriter = func() { go c.writeLoop() } // owned by run: it waits on writerDone
-	if c.kind == kindWebSocket {
-		c.pingTimer = time.AfterFunc(time.Hour, c.q.requestPing)
-		c.pingTimer.Stop()
-	}
+	c.keepalive = c.kind == kindWebSocket
 	if !c.obsOn {
 		c.obs = nopObserver{}
 	}
@@ -199,7 +199,21 @@ func (c *Conn) Value() any {
 
 // Done is closed when the connection has ended, its goroutines have exited
 // and Handler.Closed has returned.
-func (c *Conn) Done() <-chan struct{} { return c.done }
+func (c *Conn) Done() <-chan struct{} { return c.lazyChan(&c.done) }
+
+// lazyChan returns *ch, making it first if nobody has: one of the
+// connection's close signals (readExited, writerDone, done).
+func (c *Conn) lazyChan(ch *chan struct{}) chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if *ch == nil {
+		*ch = make(chan struct{})
+	}
+	return *ch
+}
+
+// closeLazy closes one of the close signals (once per signal).
+func (c *Conn) closeLazy(ch *chan struct{}) { close(c.lazyChan(ch)) }
 
 // Notify queues a notification for the peer and returns at once. It fails
 // with ErrClosed after the connection closed and with ErrSlowConsumer when
@@ -276,22 +290,12 @@ func (c *Conn) beginClose(code int, reason string) {
 	c.mu.Unlock()
 	c.ctx.cancel()
 	c.q.close()
-	close(c.closingCh)
 }
 
 // abort closes without the goodbye: used when Shutdown's context expired.
 func (c *Conn) abort() {
 	c.beginClose(closeGoingAway, "server shutting down")
 	_ = c.tr.close()
-}
-
-func (c *Conn) isClosing() bool {
-	select {
-	case <-c.closingCh:
-		return true
-	default:
-		return false
-	}
 }
 
 func (c *Conn) closeState() (int, string) {

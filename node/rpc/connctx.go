@@ -16,7 +16,8 @@ import (
 // child is gone. An idle session would hold them, plus the two context
 // values, for its whole life (~600 bytes; issue 10). connCtx is embedded
 // in the Conn, and children register through AfterFunc (context's
-// afterFuncer path), in a slice dropped once empty.
+// afterFuncer path), in an intrusive list: one pointer while idle, and
+// two allocations per registration (the entry and its stop method value).
 type connCtx struct {
 	base context.Context // values and deadline; its end cancels this one
 	c    *Conn
@@ -24,11 +25,19 @@ type connCtx struct {
 
 	mu       sync.Mutex
 	canceled bool
-	afters   []*afterFunc // registered and not stopped; nil when none
-	stopBase func() bool  // unregisters from base, if base can end
+	afters   *afterFunc  // registered and not stopped, newest first; nil when none
+	stopBase func() bool // unregisters from base, if base can end
 }
 
-type afterFunc struct{ f func() }
+// afterFunc is one AfterFunc registration, a node of connCtx.afters.
+// linked, prev and next are guarded by x.mu; next is also read, without
+// the lock, by cancel once it has unlinked every node.
+type afterFunc struct {
+	x          *connCtx
+	f          func()
+	prev, next *afterFunc
+	linked     bool
+}
 
 var _ context.Context = (*connCtx)(nil)
 
@@ -74,23 +83,35 @@ func (x *connCtx) AfterFunc(f func()) (stop func() bool) {
 		go f()
 		return func() bool { return false }
 	}
-	a := &afterFunc{f: f}
-	x.afters = append(x.afters, a)
+	a := &afterFunc{x: x, f: f, next: x.afters, linked: true}
+	if a.next != nil {
+		a.next.prev = a
+	}
+	x.afters = a
 	x.mu.Unlock()
-	return func() bool {
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		for i, b := range x.afters {
-			if b == a {
-				x.afters = append(x.afters[:i], x.afters[i+1:]...)
-				if len(x.afters) == 0 {
-					x.afters = nil // an idle connection keeps no slice
-				}
-				return true
-			}
-		}
+	return a.stop
+}
+
+// stop unregisters a; false if it was not registered any more (stopped,
+// or the context ended and a.f runs).
+func (a *afterFunc) stop() bool {
+	x := a.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !a.linked {
 		return false
 	}
+	a.linked = false
+	if a.prev != nil {
+		a.prev.next = a.next
+	} else {
+		x.afters = a.next
+	}
+	if a.next != nil {
+		a.next.prev = a.prev
+	}
+	a.prev, a.next = nil, nil
+	return true
 }
 
 // cancel ends the context (idempotent) and runs the registered functions.
@@ -104,12 +125,15 @@ func (x *connCtx) cancel() {
 	close(x.done)
 	afters := x.afters
 	x.afters = nil
+	for a := afters; a != nil; a = a.next {
+		a.linked = false // stop now reports false and leaves next alone
+	}
 	stopBase := x.stopBase
 	x.mu.Unlock()
 	if stopBase != nil {
 		stopBase()
 	}
-	for _, a := range afters {
+	for a := afters; a != nil; a = a.next {
 		go a.f()
 	}
 }

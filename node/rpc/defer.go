@@ -51,9 +51,7 @@ func Defer(ctx context.Context) (*Deferred, bool) {
 	default: // at the bound: backpressure on this peer's reader
 		select {
 		case c.deferSlots <- struct{}{}:
-		case <-c.closingCh:
-			return nil, false
-		case <-c.ctx.Done():
+		case <-c.ctx.Done(): // ends first when the connection closes (beginClose)
 			return nil, false
 		}
 	}

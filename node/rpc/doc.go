@@ -103,7 +103,8 @@
 //
 // # Keepalive and close
 //
-// The writer pings every PingInterval; a connection that produces no pong
+// The writer pings every PingInterval (asked by one process-wide schedule,
+// keepalive.go, not a timer per connection); a connection that produces no pong
 // within PingInterval+PongTimeout is dropped by its read deadline. Every
 // real socket write has a WriteTimeout deadline. Close sends what is queued,
 // then a close frame (1000, or 1001 on Shutdown), waits up to

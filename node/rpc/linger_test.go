@@ -147,3 +147,46 @@ func TestReaderLinger_PingDuringLinger(t *testing.T) {
 		t.Fatalf("request 3 served on the lingering goroutine %s: the ping kept the reader busy", second)
 	}
 }
+
+// TestReaderLinger_IdleStackShrinks: connections whose handlers grew
+// their readers' stacks to 64 KiB come back to a few KiB of stack each
+// once idle. The reader waits in a shallow frame, during the linger and
+// after it (on a fresh goroutine, TestReaderLinger), so nothing holds the
+// deep frames and the GC's stack shrinking can do the rest; a reader that
+// waited for input below its handler's frames would fail this.
+func TestReaderLinger_IdleStackShrinks(t *testing.T) {
+	const conns, deep = 40, 64 // 64 KiB+ of stack per handler
+	cfg := testConfig(t)
+	cfg.ReaderLinger = 300 * time.Millisecond
+	h := newTestHandler()
+	h.onHandle = func(_ context.Context, _ *Conn, req *Request) (any, error, bool) {
+		if req.Method != "deep" {
+			return nil, nil, false
+		}
+		return deepStack(deep), nil, true // bench_conns_test.go
+	}
+	_, url := startServer(t, cfg, h)
+	stacks := func() uint64 {
+		runtime.GC()
+		runtime.GC() // the second cycle shrinks and frees what the first found idle
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.StackInuse
+	}
+	before := stacks()
+	for range conns {
+		ws := rawDial(t, url)
+		for i := range 2 { // the linger starts with the second message
+			if r := decodeResp(t, roundTrip(t, ws, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"deep"}`, i))); r.Error != nil {
+				t.Fatalf("deep: %+v", r)
+			}
+		}
+	}
+	eventually(t, testTimeout, func() error {
+		grown := int64(stacks()) - int64(before)
+		if per := grown / conns; per > 8<<10 {
+			return fmt.Errorf("idle connections hold %d B of stack each, want at most 8 KiB", per)
+		}
+		return nil
+	})
+}

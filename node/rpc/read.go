@@ -26,7 +26,7 @@ func (c *Conn) readLoop(mayHop bool) (err error, hop bool) {
 			}
 			return err, false
 		}
-		if c.isClosing() || c.closeRequested() {
+		if c.closeRequested() { // set by Close, and by beginClose before it closes
 			continue // closing: drain until the peer's goodbye or the teardown
 		}
 		c.handleFrame(data)

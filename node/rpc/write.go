@@ -53,18 +53,18 @@ func (c *Conn) waitThenRead(end func(error)) {
 func (c *Conn) opened() {
 	c.obs.ConnOpened(c.kind)
 	c.debug("connection opened")
-	if c.pingTimer != nil {
-		c.pingTimer.Reset(c.cfg.PingInterval)
+	if c.keepalive {
+		keepalives.arm(c, c.cfg.PingInterval)
 	}
 }
 
 // teardown ends the connection after its read loop returned err.
 func (c *Conn) teardown(err error) error {
-	close(c.readExited)
+	c.closeLazy(&c.readExited)
 	c.beginClose(closeCodeFor(err), "")
-	<-c.writerDone // the writer closes the transport once it is done
-	if c.pingTimer != nil {
-		c.pingTimer.Stop()
+	<-c.lazyChan(&c.writerDone) // the writer closes the transport once it is done
+	if c.keepalive {
+		keepalives.disarm(c)
 	}
 	_ = c.tr.close()
 	c.q.drop()
@@ -73,7 +73,7 @@ func (c *Conn) teardown(err error) error {
 	c.obs.ConnClosed(c.kind)
 	code, reason := c.closeState()
 	c.debug("connection closed", "close_code", code, "reason", reason, "err", err)
-	close(c.done)
+	c.closeLazy(&c.done)
 	if isCleanEnd(err) {
 		return nil
 	}
@@ -99,22 +99,22 @@ func (c *Conn) writeLoop() {
 	for {
 		if err := c.flush(); err != nil {
 			c.writeFailed(err)
-			close(c.writerDone)
+			c.closeLazy(&c.writerDone)
 			return
 		}
 		if c.q.takePing() {
 			if err := c.tr.ping(); err != nil {
 				c.writeFailed(err)
-				close(c.writerDone)
+				c.closeLazy(&c.writerDone)
 				return
 			}
-			c.pingTimer.Reset(c.cfg.PingInterval)
+			keepalives.arm(c, c.cfg.PingInterval)
 		}
 		next, finish := c.q.writerIdle()
 		switch {
 		case finish:
 			c.finish()
-			close(c.writerDone)
+			c.closeLazy(&c.writerDone)
 			return
 		case !next:
 			return
@@ -149,7 +149,7 @@ func (c *Conn) finish() {
 	if err := c.tr.sendClose(code, reason); err == nil {
 		t := time.NewTimer(c.cfg.CloseGracePeriod)
 		select {
-		case <-c.readExited:
+		case <-c.lazyChan(&c.readExited):
 		case <-t.C:
 		}
 		t.Stop()
