@@ -1,0 +1,306 @@
+package raftstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+)
+
+// wireRequests are AppendEntries requests covering what the encoding
+// depends on: no entries, each log type, empty and large payloads (above
+// entryCacheMaxBytes, so never cached), extensions, zero and non-zero
+// times, a deprecated Leader field.
+func wireRequests() map[string]*raft.AppendEntriesRequest {
+	at := time.Date(2026, 12, 1, 22, 30, 0, 123456789, time.UTC)
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n1"), Addr: []byte("127.0.0.1:7000")}
+	entry := func(i uint64, typ raft.LogType, data []byte) *raft.Log {
+		return &raft.Log{Index: i, Term: 3, Type: typ, Data: data, AppendedAt: at.Add(time.Duration(i))}
+	}
+	many := make([]*raft.Log, 300)
+	for i := range many {
+		many[i] = entry(uint64(100+i), raft.LogCommand, []byte(fmt.Sprintf("command %d", i)))
+	}
+	return map[string]*raft.AppendEntriesRequest{
+		"no entries": {RPCHeader: hdr, Term: 3, PrevLogEntry: 9, PrevLogTerm: 2, LeaderCommitIndex: 8},
+		"one command": {RPCHeader: hdr, Term: 3, Leader: []byte("127.0.0.1:7000"), PrevLogEntry: 9, PrevLogTerm: 2,
+			Entries: []*raft.Log{entry(10, raft.LogCommand, []byte{1, 0, 2})}, LeaderCommitIndex: 9},
+		"every type": {RPCHeader: hdr, Term: 3, PrevLogEntry: 9, PrevLogTerm: 3, Entries: []*raft.Log{
+			entry(10, raft.LogNoop, nil),
+			entry(11, raft.LogConfiguration, []byte("cfg")),
+			entry(12, raft.LogBarrier, nil),
+			{Index: 13, Term: 3, Type: raft.LogCommand, Data: []byte("x"), Extensions: []byte("ext")},
+			entry(14, raft.LogCommand, bytes.Repeat([]byte("big"), entryCacheMaxBytes)),
+		}, LeaderCommitIndex: 12},
+		"a full batch": {RPCHeader: hdr, Term: 3, PrevLogEntry: 99, PrevLogTerm: 3, Entries: many, LeaderCommitIndex: 350},
+	}
+}
+
+// raftEncode encodes req as raft's NetworkTransport does.
+func raftEncode(t *testing.T, req *raft.AppendEntriesRequest) []byte {
+	t.Helper()
+	h := &codec.MsgpackHandle{}
+	h.TimeNotBuiltin = true
+	var b []byte
+	if err := codec.NewEncoderBytes(&b, h).Encode(req); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The request appendSender writes is, byte for byte, the one raft's
+// transport writes, whether its entries come from the cache or not: old
+// and new servers cannot tell the difference.
+func TestAppendWire_SameBytesAsRaft(t *testing.T) {
+	cache := newEntryCache(false)
+	for name, req := range wireRequests() {
+		t.Run(name, func(t *testing.T) {
+			want := raftEncode(t, req)
+			for _, pass := range []string{"cold", "warm"} {
+				entries, err := cache.encode(req.Entries)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wire := &appendEntriesWire{RPCHeader: req.RPCHeader, Term: req.Term, Leader: req.Leader,
+					PrevLogEntry: req.PrevLogEntry, PrevLogTerm: req.PrevLogTerm, Entries: entries, LeaderCommitIndex: req.LeaderCommitIndex}
+				var got []byte
+				if err := codec.NewEncoderBytes(&got, cache.handle).Encode(wire); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s cache: %d bytes differ from raft's %d", pass, len(got), len(want))
+				}
+			}
+		})
+	}
+}
+
+// A cache hit needs the same entry: another entry at the same index (a
+// different term, payload, type or time) is encoded afresh.
+func TestEntryCache_HitsOnlyTheSameEntry(t *testing.T) {
+	base := raft.Log{Index: 5, Term: 2, Type: raft.LogCommand, Data: []byte("abc"), AppendedAt: time.Unix(10, 0)}
+	tests := []struct {
+		name   string
+		change func(*raft.Log)
+		hit    bool
+	}{
+		{"same entry, another copy", func(*raft.Log) {}, true},
+		{"other term", func(l *raft.Log) { l.Term = 3 }, false},
+		{"other payload", func(l *raft.Log) { l.Data = []byte("abd") }, false},
+		{"payload moved to extensions", func(l *raft.Log) { l.Data, l.Extensions = []byte("ab"), []byte("c") }, false},
+		{"other type", func(l *raft.Log) { l.Type = raft.LogNoop }, false},
+		{"other time", func(l *raft.Log) { l.AppendedAt = time.Unix(11, 0) }, false},
+		{"slot reused by a later index", func(l *raft.Log) { l.Index += entryCacheSlots }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cache := newEntryCache(false)
+			first := base
+			a, err := cache.encode([]*raft.Log{&first})
+			if err != nil {
+				t.Fatal(err)
+			}
+			other := base
+			other.Data = bytes.Clone(base.Data)
+			tt.change(&other)
+			b, err := cache.encode([]*raft.Log{&other})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hit := &a[0][0] == &b[0][0]; hit != tt.hit {
+				t.Fatalf("cache hit %v, want %v", hit, tt.hit)
+			}
+			if want := raftEncodeLog(t, &other); !bytes.Equal(b[0], want) {
+				t.Fatalf("encoding differs from raft's")
+			}
+		})
+	}
+}
+
+func raftEncodeLog(t *testing.T, l *raft.Log) []byte {
+	t.Helper()
+	h := &codec.MsgpackHandle{}
+	h.TimeNotBuiltin = true
+	var b []byte
+	if err := codec.NewEncoderBytes(&b, h).Encode(l); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// raftPeer is a plain raft NetworkTransport on loopback answering
+// AppendEntries with answer.
+type raftPeer struct {
+	trans *raft.NetworkTransport
+	got   chan *raft.AppendEntriesRequest
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startRaftPeer(t *testing.T, answer func(*raft.AppendEntriesRequest) (*raft.AppendEntriesResponse, error)) *raftPeer {
+	t.Helper()
+	trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &raftPeer{trans: trans, got: make(chan *raft.AppendEntriesRequest, 16), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for {
+			select {
+			case rpc := <-trans.Consumer():
+				req, ok := rpc.Command.(*raft.AppendEntriesRequest)
+				if !ok {
+					rpc.Respond(nil, fmt.Errorf("unexpected %T", rpc.Command))
+					continue
+				}
+				p.got <- req
+				rpc.Respond(answer(req))
+			case <-p.stop:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(p.stop)
+		<-p.done
+		_ = trans.Close()
+	})
+	return p
+}
+
+// testSender returns an appendSender dialling plain TCP on loopback.
+func testSender(t *testing.T, timeout time.Duration) *appendSender {
+	t.Helper()
+	layer, err := newTCPStreamLayer("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newAppendSender(layer, timeout, 2, newEntryCache(false))
+	t.Cleanup(func() {
+		s.closeConns(true)
+		_ = layer.Close()
+	})
+	return s
+}
+
+// raft's own transport receives what appendSender sends as the request it
+// was (type byte, every field, every entry), answers reach the caller, and
+// an error the follower answers keeps the connection for the next RPC.
+func TestAppendWire_ReceivedByRaft(t *testing.T) {
+	var calls int
+	peer := startRaftPeer(t, func(req *raft.AppendEntriesRequest) (*raft.AppendEntriesResponse, error) {
+		calls++
+		if calls == 2 {
+			return nil, errors.New("log write failed")
+		}
+		return &raft.AppendEntriesResponse{Term: req.Term, LastLog: req.PrevLogEntry + uint64(len(req.Entries)), Success: true}, nil
+	})
+	s := testSender(t, 5*time.Second)
+	target := peer.trans.LocalAddr()
+	req := wireRequests()["every type"]
+	for i := range 3 {
+		var resp raft.AppendEntriesResponse
+		err := s.send(target, req, &resp)
+		got := recv(t, peer.got, "the request at raft")
+		if !sameRequest(got, req) {
+			t.Fatalf("rpc %d: raft received %+v, sent %+v", i+1, got, req)
+		}
+		switch {
+		case i == 1 && (err == nil || err.Error() != "log write failed"):
+			t.Fatalf("rpc 2: err %v, want the follower's error", err)
+		case i != 1 && (err != nil || !resp.Success || resp.LastLog != 14):
+			t.Fatalf("rpc %d: %+v, %v", i+1, resp, err)
+		}
+	}
+	s.mu.Lock()
+	open := len(s.open)
+	s.mu.Unlock()
+	if open != 1 {
+		t.Fatalf("%d connections open, want the one reused throughout", open)
+	}
+}
+
+// sameRequest compares requests as decoded: times compare as instants.
+func sameRequest(a, b *raft.AppendEntriesRequest) bool {
+	if len(a.Entries) != len(b.Entries) {
+		return false
+	}
+	for i := range a.Entries {
+		x, y := *a.Entries[i], *b.Entries[i]
+		if !x.AppendedAt.Equal(y.AppendedAt) {
+			return false
+		}
+		x.AppendedAt, y.AppendedAt = time.Time{}, time.Time{}
+		if len(x.Data) == 0 && len(y.Data) == 0 {
+			x.Data, y.Data = nil, nil
+		}
+		if len(x.Extensions) == 0 && len(y.Extensions) == 0 {
+			x.Extensions, y.Extensions = nil, nil
+		}
+		if !reflect.DeepEqual(x, y) {
+			return false
+		}
+	}
+	ha, hb := *a, *b
+	ha.Entries, hb.Entries = nil, nil
+	if len(ha.Leader) == 0 && len(hb.Leader) == 0 {
+		ha.Leader, hb.Leader = nil, nil
+	}
+	return reflect.DeepEqual(ha, hb)
+}
+
+// Closing the sender fails an append waiting on a follower that never
+// answers at once, not at the RPC deadline, and refuses further ones.
+func TestAppendSender_CloseFailsInFlight(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c // read nothing, answer nothing
+		}
+		close(accepted)
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		for c := range accepted {
+			_ = c.Close()
+		}
+	})
+	s := testSender(t, time.Minute)
+	req := wireRequests()["one command"]
+	errc := make(chan error, 1)
+	go func() { errc <- s.send(raft.ServerAddress(ln.Addr().String()), req, &raft.AppendEntriesResponse{}) }()
+	// Wait until the RPC is in flight on its connection.
+	eventually(t, 5*time.Second, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.open) != 1 {
+			return errors.New("no connection dialled yet")
+		}
+		return nil
+	})
+	s.closeConns(true)
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("append succeeded against a silent follower")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("append still waiting after close")
+	}
+	if err := s.send(raft.ServerAddress(ln.Addr().String()), req, &raft.AppendEntriesResponse{}); !errors.Is(err, raft.ErrTransportShutdown) {
+		t.Fatalf("send after close: %v, want ErrTransportShutdown", err)
+	}
+}
