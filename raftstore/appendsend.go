@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -14,7 +15,9 @@ import (
 
 // appendSender sends AppendEntries requests that carry entries, as raft's
 // NetworkTransport would, byte for byte, but with each entry's encoding
-// taken from an entryCache shared by every follower (entrycache.go). It
+// taken from an entryCache shared by every follower (entrycache.go): raft's
+// encoder writes the request without entries, and the cached entries go
+// in place of its nil. It
 // keeps its own pool of connections, dialled through the same stream
 // layer (TLS); the receiving side is raft's own NetworkTransport handler,
 // unchanged. Heartbeats, votes, snapshots and pipelined appends still go
@@ -35,27 +38,28 @@ type appendSender struct {
 // (net_transport.go); TestAppendWire_ReceivedByRaft checks it.
 const rpcAppendEntries = 0
 
-// appendEntriesWire is raft.AppendEntriesRequest with each entry already
-// encoded: the same fields in the same order, so it encodes to the same
-// bytes (TestAppendWire_SameBytesAsRaft).
-type appendEntriesWire struct {
-	raft.RPCHeader
-	Term              uint64
-	Leader            []byte
-	PrevLogEntry      uint64
-	PrevLogTerm       uint64
-	Entries           []codec.Raw
-	LeaderCommitIndex uint64
-}
+// entriesNil is how the request encodes with Entries nil: the key, then
+// msgpack nil. send encodes the request that way and writes the entries
+// in place of the nil. Should an ID or address hold these very bytes too,
+// the field is ambiguous and the request goes through raft's transport
+// (errNoSplice).
+var entriesNil = []byte("\xa7Entries\xc0")
 
-// sendConn is one connection with its buffered encoder and decoder, used
-// by one RPC at a time.
+// errNoSplice says the request was not sent (nothing was written): send
+// it through raft's transport instead.
+var errNoSplice = errors.New("append entries: Entries field not found exactly once in the encoded request")
+
+// sendConn is one connection with its buffered writer, decoder and
+// scratch buffers, used by one RPC at a time.
 type sendConn struct {
 	target raft.ServerAddress
 	conn   net.Conn
 	w      *bufio.Writer
-	enc    *codec.Encoder
 	dec    *codec.Decoder
+
+	head    []byte         // the request without entries
+	headEnc *codec.Encoder // encodes into head
+	scratch []byte         // an entry missing from the cache
 }
 
 // sendBufferSize matches raft's connSendBufferSize: a whole batch goes to
@@ -70,19 +74,10 @@ func newAppendSender(stream raft.StreamLayer, timeout time.Duration, maxPool int
 	}
 }
 
-// send sends args to target and decodes the answer into resp. An error
-// the follower returned comes back as an error and keeps the connection;
-// any other error closes it.
+// send sends args (with entries) to target and decodes the answer into
+// resp. An error the follower returned comes back as an error and keeps
+// the connection, as errNoSplice does; any other error closes it.
 func (s *appendSender) send(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	entries, err := s.cache.encode(args.Entries)
-	if err != nil {
-		return err
-	}
-	wire := appendEntriesWire{
-		RPCHeader: args.RPCHeader, Term: args.Term, Leader: args.Leader,
-		PrevLogEntry: args.PrevLogEntry, PrevLogTerm: args.PrevLogTerm,
-		Entries: entries, LeaderCommitIndex: args.LeaderCommitIndex,
-	}
 	c, err := s.get(target)
 	if err != nil {
 		return err
@@ -90,11 +85,15 @@ func (s *appendSender) send(target raft.ServerAddress, args *raft.AppendEntriesR
 	if s.timeout > 0 {
 		_ = c.conn.SetDeadline(time.Now().Add(s.timeout))
 	}
-	if err := c.roundTrip(&wire, resp); err != nil {
+	if err := s.roundTrip(c, args, resp); err != nil {
 		var remote remoteError
 		if errors.As(err, &remote) {
 			s.put(c)
 			return errors.New(string(remote))
+		}
+		if errors.Is(err, errNoSplice) {
+			s.put(c)
+			return err
 		}
 		s.discard(c)
 		return err
@@ -110,14 +109,8 @@ func (e remoteError) Error() string { return string(e) }
 
 // roundTrip writes one request and reads its answer, as raft's sendRPC
 // and decodeResponse do.
-func (c *sendConn) roundTrip(req *appendEntriesWire, resp *raft.AppendEntriesResponse) error {
-	if err := c.w.WriteByte(rpcAppendEntries); err != nil {
-		return err
-	}
-	if err := c.enc.Encode(req); err != nil {
-		return fmt.Errorf("encode append entries: %w", err)
-	}
-	if err := c.w.Flush(); err != nil {
+func (s *appendSender) roundTrip(c *sendConn, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if err := s.writeRequest(c, args); err != nil {
 		return err
 	}
 	var rpcErr string
@@ -131,6 +124,31 @@ func (c *sendConn) roundTrip(req *appendEntriesWire, resp *raft.AppendEntriesRes
 		return remoteError(rpcErr)
 	}
 	return nil
+}
+
+// writeRequest writes the type byte and the request, and flushes; on
+// errNoSplice it has written nothing.
+func (s *appendSender) writeRequest(c *sendConn, args *raft.AppendEntriesRequest) error {
+	hdr := *args
+	hdr.Entries = nil
+	c.head = c.head[:0]
+	c.headEnc.ResetBytes(&c.head)
+	if err := c.headEnc.Encode(&hdr); err != nil {
+		return fmt.Errorf("encode append entries: %w", err)
+	}
+	at := bytes.Index(c.head, entriesNil)
+	if at < 0 || bytes.Count(c.head, entriesNil) != 1 {
+		return errNoSplice
+	}
+	at += len(entriesNil) - 1 // the nil
+	_ = c.w.WriteByte(rpcAppendEntries)
+	_, _ = c.w.Write(c.head[:at])
+	var err error
+	if c.scratch, err = s.cache.writeEntries(c.w, args.Entries, c.scratch); err != nil {
+		return err
+	}
+	_, _ = c.w.Write(c.head[at+1:])
+	return c.w.Flush() // the first write error, if any
 }
 
 // get returns an idle connection to target or dials one.
@@ -151,12 +169,7 @@ func (s *appendSender) get(target raft.ServerAddress) (*sendConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", target, err)
 	}
-	w := bufio.NewWriterSize(conn, sendBufferSize)
-	c := &sendConn{
-		target: target, conn: conn, w: w,
-		enc: codec.NewEncoder(w, s.cache.handle),
-		dec: codec.NewDecoder(bufio.NewReader(conn), &codec.MsgpackHandle{}),
-	}
+	c := s.newConn(target, conn)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -165,6 +178,16 @@ func (s *appendSender) get(target raft.ServerAddress) (*sendConn, error) {
 	}
 	s.open[c] = struct{}{}
 	return c, nil
+}
+
+// newConn wraps conn.
+func (s *appendSender) newConn(target raft.ServerAddress, conn net.Conn) *sendConn {
+	return &sendConn{
+		target: target, conn: conn,
+		w:       bufio.NewWriterSize(conn, sendBufferSize),
+		dec:     codec.NewDecoder(bufio.NewReader(conn), &codec.MsgpackHandle{}),
+		headEnc: codec.NewEncoderBytes(new([]byte), s.cache.handle),
+	}
 }
 
 // put returns c to the idle pool, or closes it when the pool is full or

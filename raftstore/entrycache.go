@@ -1,10 +1,14 @@
 package raftstore
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
@@ -15,7 +19,7 @@ import (
 // followers the leader encodes every entry 6 times; with non-voters that
 // was half of raft's send path on the leader (DESIGN.md). entryCache keeps
 // the encoding of recent entries, keyed by index, and appendSender
-// (appendsend.go) splices the cached bytes into each request. The bytes on
+// (appendsend.go) writes the cached bytes into each request. The bytes on
 // the wire are the very bytes raft's encoder writes for the same request
 // (TestAppendWire_SameBytesAsRaft), so old and new servers mix freely.
 
@@ -35,6 +39,7 @@ const (
 type entryCache struct {
 	handle *codec.MsgpackHandle
 	seed   maphash.Seed
+	misses atomic.Uint64 // entries encoded, not found
 
 	mu    sync.Mutex
 	slots [entryCacheSlots]cachedEntry
@@ -59,66 +64,71 @@ func newEntryCache(newTimeFormat bool) *entryCache {
 	return &entryCache{handle: raftMsgpackHandle(newTimeFormat), seed: maphash.MakeSeed()}
 }
 
-// raftMsgpackHandle is the handle raft's NetworkTransport encodes with,
-// plus Raw so that already-encoded entries go out as they are (Raw only
-// affects values of type codec.Raw).
+// raftMsgpackHandle is the handle raft's NetworkTransport encodes with.
 func raftMsgpackHandle(newTimeFormat bool) *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{}
 	h.TimeNotBuiltin = !newTimeFormat
-	h.Raw = true
 	return h
 }
 
-// encode returns the encoding of each entry, from the cache or encoded
-// now (and then cached). The returned slices must not be modified.
-func (c *entryCache) encode(entries []*raft.Log) ([]codec.Raw, error) {
+// writeEntries writes entries to w as raft's encoder writes an
+// []*raft.Log: a msgpack array header, then each entry, from the cache or
+// encoded now (and then cached). scratch is the caller's buffer for
+// encoding misses; the grown buffer is returned for reuse.
+func (c *entryCache) writeEntries(w *bufio.Writer, entries []*raft.Log, scratch []byte) ([]byte, error) {
 	if entries == nil {
-		return nil, nil // encodes as nil, as raft's nil slice does
+		return scratch, w.WriteByte(0xc0) // msgpack nil, as for raft's nil slice
 	}
-	out := make([]codec.Raw, len(entries))
-	keys := make([]cachedEntry, len(entries))
-	for i, e := range entries {
-		keys[i] = c.key(e)
-	}
-	misses := 0
-	c.mu.Lock()
-	for i := range entries {
-		if s := &c.slots[keys[i].index%entryCacheSlots]; s.enc != nil && s.same(&keys[i]) {
-			out[i] = s.enc
-		} else {
-			misses++
-		}
-	}
-	c.mu.Unlock()
-	if misses == 0 {
-		return out, nil
-	}
+	writeArrayHeader(w, len(entries))
 	var enc *codec.Encoder
-	for i, e := range entries {
-		if out[i] != nil {
+	for _, e := range entries {
+		k := c.key(e)
+		slot := &c.slots[k.index%entryCacheSlots]
+		c.mu.Lock()
+		hit := slot.enc
+		if hit != nil && !slot.same(&k) {
+			hit = nil
+		}
+		c.mu.Unlock()
+		if hit != nil {
+			_, _ = w.Write(hit)
 			continue
 		}
-		var b []byte
+		c.misses.Add(1)
+		scratch = scratch[:0]
 		if enc == nil {
-			enc = codec.NewEncoderBytes(&b, c.handle)
+			enc = codec.NewEncoderBytes(&scratch, c.handle)
 		} else {
-			enc.ResetBytes(&b)
+			enc.ResetBytes(&scratch)
 		}
 		if err := enc.Encode(e); err != nil {
-			return nil, fmt.Errorf("encode log entry %d: %w", e.Index, err)
+			return scratch, fmt.Errorf("encode log entry %d: %w", e.Index, err)
 		}
-		out[i] = b
-	}
-	c.mu.Lock()
-	for i := range entries {
-		if len(out[i]) <= entryCacheMaxBytes {
-			k := keys[i]
-			k.enc = out[i]
-			c.slots[k.index%entryCacheSlots] = k
+		_, _ = w.Write(scratch)
+		if len(scratch) <= entryCacheMaxBytes {
+			k.enc = bytes.Clone(scratch)
+			c.mu.Lock()
+			*slot = k
+			c.mu.Unlock()
 		}
 	}
-	c.mu.Unlock()
-	return out, nil
+	// bufio.Writer keeps its first error and returns it from Flush.
+	return scratch, nil
+}
+
+// writeArrayHeader writes a msgpack array header for n elements, in the
+// smallest form, as the encoder does.
+func writeArrayHeader(w *bufio.Writer, n int) {
+	switch {
+	case n < 16:
+		_ = w.WriteByte(0x90 | byte(n))
+	case n <= math.MaxUint16:
+		_ = w.WriteByte(0xdc)
+		_, _ = w.Write(binary.BigEndian.AppendUint16(nil, uint16(n)))
+	default:
+		_ = w.WriteByte(0xdd)
+		_, _ = w.Write(binary.BigEndian.AppendUint32(nil, uint32(n)))
+	}
 }
 
 // key returns what identifies e, without its encoding.

@@ -65,7 +65,11 @@ func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddres
 		return t.NetworkTransport.AppendEntries(id, target, args, resp)
 	}
 	start := time.Now()
-	if err := t.sender.send(target, args, resp); err != nil {
+	err := t.sender.send(target, args, resp)
+	if errors.Is(err, errNoSplice) {
+		err = t.NetworkTransport.AppendEntries(id, target, args, resp)
+	}
+	if err != nil {
 		return err
 	}
 	t.pace.hold(id, start, len(args.Entries), resp)
