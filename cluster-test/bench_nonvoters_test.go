@@ -48,7 +48,7 @@ import (
 // revision, a third system, 3+4 built from that revision, runs in the
 // same rounds (before/after a change). With CONCORD_BENCH_NONVOTERS_PPROF
 // set to a directory, servers run with --enable-debug and each window
-// saves a CPU profile of the leader there. The windows have a fixed
+// saves a CPU profile of the leader and of one non-voter there. The windows have a fixed
 // length, so:
 //
 //	go test -run '^$' -bench NonVoters -benchtime 1x ./cluster-test/
@@ -169,21 +169,32 @@ type nvResult struct {
 }
 
 // measure runs the first clients doing writes for d; with prof set it
-// saves a CPU profile of the leader over the window there.
+// saves a CPU profile of the leader over the window there, and one of a
+// non-voter beside it (leader- in the name replaced by nonvoter-).
 func (s *nvSystem) measure(b *testing.B, clients int, d time.Duration, prof string) nvResult {
 	states := []string{"busy", "idle"}
 	lat := make([][]time.Duration, clients)
 	var failed atomic.Int64
-	var profiled *Proc
+	var profiled []*Proc // the leader, then a non-voter if any
 	if prof != "" {
-		profiled = s.pc.Leader(b)
+		profiled = append(profiled, s.pc.Leader(b))
+		for i, p := range s.pc.Procs() {
+			if !slices.Contains(s.voters, i) {
+				profiled = append(profiled, p)
+				break
+			}
+		}
 	}
 	cpu0 := procsCPU(b, s.pc)
 	start := time.Now()
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
-	if prof != "" {
-		wg.Go(func() { s.profile(b, profiled, d-time.Second, prof) })
+	for k, p := range profiled {
+		path := prof
+		if k > 0 {
+			path = strings.Replace(prof, "leader-", "nonvoter-", 1)
+		}
+		wg.Go(func() { s.profile(b, p, d-time.Second, path) })
 	}
 	for w := range clients {
 		wg.Go(func() {
