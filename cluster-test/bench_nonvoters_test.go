@@ -46,7 +46,8 @@ import (
 // the medians of each arm and their ratios to the voters alone, and every
 // server's resident memory. With CONCORD_BENCH_NONVOTERS_REV set to a git
 // revision, a third system, 3+4 built from that revision, runs in the
-// same rounds (before/after a change). With CONCORD_BENCH_NONVOTERS_PPROF
+// same rounds (before/after a change); CONCORD_BENCH_NONVOTERS_ROUNDS sets
+// the rounds (default 3). With CONCORD_BENCH_NONVOTERS_PPROF
 // set to a directory, servers run with --enable-debug and each window
 // saves a CPU profile of the leader and of one non-voter there. The windows have a fixed
 // length, so:
@@ -72,9 +73,10 @@ func BenchmarkNonVoters(b *testing.B) {
 			arms = append(arms, nvArm{sys: sys, label: labels[k] + ",nonvoters-nice19", nice: true})
 		}
 	}
+	rounds := nvRoundsFromEnv(b)
 	for _, clients := range []int{8, 64} {
 		results := make([][]nvResult, len(arms))
-		for round := range nvRounds {
+		for round := range rounds {
 			for k, arm := range arms {
 				b.Run(fmt.Sprintf("%s/map-update/clients=%d/round=%d", arm.label, clients, round+1), func(b *testing.B) {
 					if arm.nice {
@@ -97,7 +99,7 @@ func BenchmarkNonVoters(b *testing.B) {
 			}
 		}
 		base := medianResult(results[0])
-		summary := []string{fmt.Sprintf("medians of %d windows:", nvRounds)}
+		summary := []string{fmt.Sprintf("medians of %d windows:", rounds)}
 		for k, arm := range arms {
 			m := medianResult(results[k])
 			summary = append(summary, fmt.Sprintf(
@@ -124,12 +126,26 @@ type nvArm struct {
 	nice  bool
 }
 
-// nvRounds is how many windows each system gets per load; nvWindow is
-// one window's length.
+// nvRounds is how many windows each arm gets per load by default
+// (CONCORD_BENCH_NONVOTERS_ROUNDS overrides it: more rounds, steadier
+// medians on a shared machine); nvWindow is one window's length.
 const (
 	nvRounds = 3
 	nvWindow = 5 * time.Second
 )
+
+// nvRoundsFromEnv returns the number of rounds to run.
+func nvRoundsFromEnv(b *testing.B) int {
+	v := os.Getenv("CONCORD_BENCH_NONVOTERS_ROUNDS")
+	if v == "" {
+		return nvRounds
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("CONCORD_BENCH_NONVOTERS_ROUNDS=%q: want a positive count", v)
+	}
+	return n
+}
 
 // nvSystem is one running system with its clients, each registered as
 // its own agent.
