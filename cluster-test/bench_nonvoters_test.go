@@ -274,10 +274,7 @@ func (s *nvSystem) niceNonvoters(b *testing.B, nice int) {
 		if slices.Contains(s.voters, i) {
 			continue
 		}
-		p.mu.Lock()
-		pid := p.cmd.Process.Pid
-		p.mu.Unlock()
-		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", procPID(p)))
 		if err != nil {
 			b.Fatalf("threads of %s: %v", p, err)
 		}
@@ -366,10 +363,7 @@ func procVoters(pc *ProcCluster, n int) ([]int, error) {
 func procsCPU(b *testing.B, pc *ProcCluster) []time.Duration {
 	out := make([]time.Duration, len(pc.Procs()))
 	for i, p := range pc.Procs() {
-		p.mu.Lock()
-		pid := p.cmd.Process.Pid
-		p.mu.Unlock()
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", procPID(p)))
 		if err != nil {
 			b.Fatalf("cpu of %s: %v", p, err)
 		}
@@ -381,6 +375,13 @@ func procsCPU(b *testing.B, pc *ProcCluster) []time.Duration {
 		out[i] = time.Duration(utime+stime) * time.Second / clockTicks
 	}
 	return out
+}
+
+// procPID returns the PID of p's current process.
+func procPID(p *Proc) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times (100 on Linux).

@@ -45,13 +45,14 @@ func wireRequests() map[string]*raft.AppendEntriesRequest {
 	}
 }
 
-// raftEncode encodes req as raft's NetworkTransport does.
-func raftEncode(t *testing.T, req *raft.AppendEntriesRequest) []byte {
+// raftEncode encodes v (a request or an entry) as raft's NetworkTransport
+// does.
+func raftEncode(t *testing.T, v any) []byte {
 	t.Helper()
 	h := &codec.MsgpackHandle{}
 	h.TimeNotBuiltin = true
 	var b []byte
-	if err := codec.NewEncoderBytes(&b, h).Encode(req); err != nil {
+	if err := codec.NewEncoderBytes(&b, h).Encode(v); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -160,23 +161,13 @@ func TestEntryCache_HitsOnlyTheSameEntry(t *testing.T) {
 			if hit := cache.misses.Load() == 1; hit != tt.hit {
 				t.Fatalf("cache hit %v, want %v", hit, tt.hit)
 			}
-			if want := append([]byte{0x91}, raftEncodeLog(t, &other)...); !bytes.Equal(got, want) {
+			if want := append([]byte{0x91}, raftEncode(t, &other)...); !bytes.Equal(got, want) {
 				t.Fatalf("encoding differs from raft's")
 			}
 		})
 	}
 }
 
-func raftEncodeLog(t *testing.T, l *raft.Log) []byte {
-	t.Helper()
-	h := &codec.MsgpackHandle{}
-	h.TimeNotBuiltin = true
-	var b []byte
-	if err := codec.NewEncoderBytes(&b, h).Encode(l); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // raftPeer is a plain raft NetworkTransport on loopback answering
 // AppendEntries with answer.
