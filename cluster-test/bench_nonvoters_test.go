@@ -39,8 +39,10 @@ import (
 // not starved: their CPU per write is reported too). Both figures are
 // printed; neither replaces the other.
 //
-// Each window reports writes/s, p50/p99 and CPU per 1000 writes of the
-// leader and of all non-voters together. The leader's CPU per write does
+// Each window reports writes/s, p50/p99, CPU per 1000 writes of the
+// leader and of all non-voters together, and the log writes per non-voter
+// per 1000 writes (each one AppendEntries from the leader: what pacing
+// changes). The leader's CPU per write does
 // not depend on how the machine is shared: it is what replicating to the
 // non-voters costs the leader. The "summary" sub-benchmarks log per load
 // the medians of each arm and their ratios to the voters alone, and every
@@ -95,6 +97,7 @@ func BenchmarkNonVoters(b *testing.B) {
 					b.ReportMetric(ms(r.p99), "p99-ms")
 					b.ReportMetric(r.leaderCPU, "leader-cpu-ms/kwrite")
 					b.ReportMetric(r.nonvoterCPU, "nonvoters-cpu-ms/kwrite")
+					b.ReportMetric(r.nonvoterAppends, "nonvoter-appends/kwrite")
 				})
 			}
 		}
@@ -103,9 +106,9 @@ func BenchmarkNonVoters(b *testing.B) {
 		for k, arm := range arms {
 			m := medianResult(results[k])
 			summary = append(summary, fmt.Sprintf(
-				"  %-48s %6.0f writes/s (x%.2f)  p50 %6.2f ms (x%.2f)  p99 %6.2f ms (x%.2f)  leader %4.0f cpu-ms/kwrite (x%.2f)  non-voters %4.0f",
+				"  %-48s %6.0f writes/s (x%.2f)  p50 %6.2f ms (x%.2f)  p99 %6.2f ms (x%.2f)  leader %4.0f cpu-ms/kwrite (x%.2f)  non-voters %4.0f cpu-ms/kwrite, %4.0f appends/kwrite each",
 				arm.label, m.rate, m.rate/base.rate, ms(m.p50), ms(m.p50)/ms(base.p50), ms(m.p99), ms(m.p99)/ms(base.p99),
-				m.leaderCPU, m.leaderCPU/base.leaderCPU, m.nonvoterCPU))
+				m.leaderCPU, m.leaderCPU/base.leaderCPU, m.nonvoterCPU, m.nonvoterAppends))
 		}
 		// One sub-benchmark per summary: the testing package cuts a
 		// benchmark's log after a few lines.
@@ -178,10 +181,12 @@ func startNVSystem(b *testing.B, n int, extra []string, opts ...ProcOption) *nvS
 	return sys
 }
 
-// nvResult is one window's figures; CPU is in ms per 1000 writes.
+// nvResult is one window's figures; CPU is in ms per 1000 writes,
+// nonvoterAppends in log writes per non-voter per 1000 writes (each one
+// AppendEntries from the leader and one fsync on the non-voter).
 type nvResult struct {
-	rate, leaderCPU, nonvoterCPU float64
-	p50, p99                     time.Duration
+	rate, leaderCPU, nonvoterCPU, nonvoterAppends float64
+	p50, p99                                      time.Duration
 }
 
 // measure runs the first clients doing writes for d; with prof set it
@@ -201,6 +206,7 @@ func (s *nvSystem) measure(b *testing.B, clients int, d time.Duration, prof stri
 			}
 		}
 	}
+	logs0 := s.nonvoterLogWrites(b)
 	cpu0 := procsCPU(b, s.pc)
 	start := time.Now()
 	deadline := start.Add(d)
@@ -227,6 +233,7 @@ func (s *nvSystem) measure(b *testing.B, clients int, d time.Duration, prof stri
 	wg.Wait()
 	elapsed := time.Since(start)
 	cpu1 := procsCPU(b, s.pc)
+	logs1 := s.nonvoterLogWrites(b)
 	reportFailures(b, failed.Load())
 	var all []time.Duration
 	for _, l := range lat {
@@ -247,8 +254,32 @@ func (s *nvSystem) measure(b *testing.B, clients int, d time.Duration, prof stri
 	if k := float64(len(all)) / 1000; k > 0 {
 		r.leaderCPU = float64(leader.Milliseconds()) / k
 		r.nonvoterCPU = float64(nonvoters.Milliseconds()) / k
+		if n := len(s.pc.Procs()) - len(s.voters); n > 0 {
+			r.nonvoterAppends = float64(logs1-logs0) / float64(n) / k
+		}
 	}
 	return r
+}
+
+// nonvoterLogWrites returns the log writes (log_store_batches) of all
+// non-voters together so far.
+func (s *nvSystem) nonvoterLogWrites(b *testing.B) uint64 {
+	var sum uint64
+	for i := range s.pc.Procs() {
+		if slices.Contains(s.voters, i) {
+			continue
+		}
+		st, err := s.pc.Status(i)
+		if err != nil {
+			b.Fatalf("status of %s: %v", s.pc.Proc(i), err)
+		}
+		n, err := strconv.ParseUint(st.Raft["log_store_batches"], 10, 64)
+		if err != nil {
+			b.Fatalf("log_store_batches of %s: %q", s.pc.Proc(i), st.Raft["log_store_batches"])
+		}
+		sum += n
+	}
+	return sum
 }
 
 // profile saves a CPU profile of p over d to path (pprof format).
@@ -318,11 +349,12 @@ func medianResult(rs []nvResult) nvResult {
 		return v[len(v)/2]
 	}
 	return nvResult{
-		rate:        med(func(r nvResult) float64 { return r.rate }),
-		leaderCPU:   med(func(r nvResult) float64 { return r.leaderCPU }),
-		nonvoterCPU: med(func(r nvResult) float64 { return r.nonvoterCPU }),
-		p50:         time.Duration(med(func(r nvResult) float64 { return float64(r.p50) })),
-		p99:         time.Duration(med(func(r nvResult) float64 { return float64(r.p99) })),
+		rate:            med(func(r nvResult) float64 { return r.rate }),
+		leaderCPU:       med(func(r nvResult) float64 { return r.leaderCPU }),
+		nonvoterCPU:     med(func(r nvResult) float64 { return r.nonvoterCPU }),
+		nonvoterAppends: med(func(r nvResult) float64 { return r.nonvoterAppends }),
+		p50:             time.Duration(med(func(r nvResult) float64 { return float64(r.p50) })),
+		p99:             time.Duration(med(func(r nvResult) float64 { return float64(r.p99) })),
 	}
 }
 

@@ -168,7 +168,6 @@ func TestEntryCache_HitsOnlyTheSameEntry(t *testing.T) {
 	}
 }
 
-
 // raftPeer is a plain raft NetworkTransport on loopback answering
 // AppendEntries with answer.
 type raftPeer struct {
