@@ -15,13 +15,12 @@ import (
 
 // appendSender sends AppendEntries requests that carry entries, as raft's
 // NetworkTransport would, byte for byte, but with each entry's encoding
-// taken from an entryCache shared by every follower (entrycache.go): raft's
-// encoder writes the request without entries, and the cached entries go
-// in place of its nil. It
-// keeps its own pool of connections, dialled through the same stream
-// layer (TLS); the receiving side is raft's own NetworkTransport handler,
-// unchanged. Heartbeats, votes, snapshots and pipelined appends still go
-// through raft's transport.
+// taken from an entryCache shared by every follower (entrycache.go):
+// raft's encoder writes the request without entries, and the cached
+// entries go in place of its nil. It keeps its own pool of connections,
+// dialled through the same stream layer (TLS); the receiving side is
+// raft's own NetworkTransport handler, unchanged. Heartbeats, votes,
+// snapshots and pipelined appends still go through raft's transport.
 type appendSender struct {
 	stream  raft.StreamLayer
 	timeout time.Duration // per RPC, as NetworkTransportConfig.Timeout
