@@ -170,12 +170,15 @@ func (s *appendSender) get(target raft.ServerAddress) (*sendConn, error) {
 	}
 	c := s.newConn(target, conn)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed := s.closed
+	if !closed {
+		s.open[c] = struct{}{}
+	}
+	s.mu.Unlock()
+	if closed {
 		_ = conn.Close()
 		return nil, raft.ErrTransportShutdown
 	}
-	s.open[c] = struct{}{}
 	return c, nil
 }
 
@@ -193,42 +196,54 @@ func (s *appendSender) newConn(target raft.ServerAddress, conn net.Conn) *sendCo
 // the sender closed.
 func (s *appendSender) put(c *sendConn) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, ok := s.open[c]; !ok {
+		s.mu.Unlock()
 		return // closed meanwhile by closeConns
 	}
 	if !s.closed && len(s.idle[c.target]) < s.maxPool {
 		s.idle[c.target] = append(s.idle[c.target], c)
+		s.mu.Unlock()
 		return
 	}
-	s.closeLocked(c)
+	delete(s.open, c)
+	s.mu.Unlock()
+	_ = c.conn.Close()
 }
 
 // discard closes c after a failed RPC.
 func (s *appendSender) discard(c *sendConn) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closeLocked(c)
-}
-
-func (s *appendSender) closeLocked(c *sendConn) {
-	if _, ok := s.open[c]; ok {
-		delete(s.open, c)
+	_, ok := s.open[c]
+	delete(s.open, c)
+	s.mu.Unlock()
+	if ok {
 		_ = c.conn.Close()
 	}
 }
 
 // closeConns closes every connection, idle or in use (an RPC in flight
-// then fails at once instead of at its deadline); with shutdown set, no
+// then fails instead of waiting for its deadline); with shutdown set, no
 // new one is dialled either.
+//
+// Connections are closed outside mu, and all at once: closing a TLS
+// connection first writes a close_notify, which toward a peer that has
+// gone silent waits up to 5 s (crypto/tls's bound); under mu that would
+// stall every other follower's appends (a partition test caught it).
 func (s *appendSender) closeConns(shutdown bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if shutdown {
 		s.closed = true
 	}
+	conns := make([]*sendConn, 0, len(s.open))
 	for c := range s.open {
-		s.closeLocked(c)
+		conns = append(conns, c)
 	}
+	clear(s.open)
 	clear(s.idle)
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() { _ = c.conn.Close() })
+	}
+	wg.Wait()
 }

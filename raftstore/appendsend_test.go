@@ -9,6 +9,7 @@ import (
 	"net"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -385,4 +386,89 @@ func BenchmarkAppendEncode(b *testing.B) {
 			}
 		})
 	}
+}
+
+// blockingCloseLayer dials TCP; connections to slow close only once
+// release is closed, as a TLS close_notify toward a silent peer does.
+type blockingCloseLayer struct {
+	raft.StreamLayer
+	slow    raft.ServerAddress
+	closing chan struct{} // receives when a slow close starts
+	release chan struct{}
+}
+
+func (l *blockingCloseLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	c, err := l.StreamLayer.Dial(addr, timeout)
+	if err != nil || addr != l.slow {
+		return c, err
+	}
+	return &blockingCloseConn{Conn: c, layer: l}, nil
+}
+
+type blockingCloseConn struct {
+	net.Conn
+	layer *blockingCloseLayer
+}
+
+func (c *blockingCloseConn) Close() error {
+	c.layer.closing <- struct{}{}
+	<-c.layer.release
+	return c.Conn.Close()
+}
+
+// A connection whose close blocks (a follower gone silent behind TLS)
+// must not hold up appends to the other followers.
+func TestAppendSender_SlowCloseDoesNotBlockOthers(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 1)
+	go func() {
+		c, err := silent.Accept()
+		if err == nil {
+			held <- c // read nothing, answer nothing
+		}
+		close(held)
+	}()
+	peer := startRaftPeer(t, func(req *raft.AppendEntriesRequest) (*raft.AppendEntriesResponse, error) {
+		return &raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil
+	})
+	tcp, err := newTCPStreamLayer("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := &blockingCloseLayer{StreamLayer: tcp, slow: raft.ServerAddress(silent.Addr().String()),
+		closing: make(chan struct{}, 1), release: make(chan struct{})}
+	s := newAppendSender(layer, 300*time.Millisecond, 1, newEntryCache(false))
+	deadDone := make(chan error, 1)
+	release := sync.OnceFunc(func() { close(layer.release) })
+	t.Cleanup(func() {
+		release()
+		<-deadDone
+		s.closeConns(true)
+		_ = tcp.Close()
+		_ = silent.Close()
+		for c := range held {
+			_ = c.Close()
+		}
+	})
+	req := wireRequests()["one command"]
+	go func() { deadDone <- s.send(layer.slow, req, &raft.AppendEntriesResponse{}) }()
+	recv(t, layer.closing, "the silent follower's connection closing")
+
+	var resp raft.AppendEntriesResponse
+	liveDone := make(chan error, 1)
+	go func() { liveDone <- s.send(peer.trans.LocalAddr(), req, &resp) }()
+	select {
+	case err := <-liveDone:
+		if err != nil || !resp.Success {
+			t.Fatalf("append to the live follower: %+v, %v", resp, err)
+		}
+	case <-time.After(2 * time.Second):
+		release() // let both sends finish before failing
+		<-liveDone
+		t.Fatal("append to the live follower still waiting while another connection was closing")
+	}
+	recv(t, peer.got, "the request at raft")
 }

@@ -77,7 +77,7 @@ func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddres
 }
 
 // Close implements raft.WithClose: it closes the sender's connections
-// too, failing an append in flight at once.
+// too, so an append in flight fails instead of waiting for its deadline.
 func (t *raftTransport) Close() error {
 	t.sender.closeConns(true)
 	return t.NetworkTransport.Close()
