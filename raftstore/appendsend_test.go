@@ -210,6 +210,31 @@ func startRaftPeer(t *testing.T, answer func(*raft.AppendEntriesRequest) (*raft.
 	return p
 }
 
+// silentPeer returns the address of a listener that accepts one
+// connection and never reads or answers on it.
+func silentPeer(t *testing.T) raft.ServerAddress {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			held <- c
+		}
+		close(held)
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		for c := range held {
+			_ = c.Close()
+		}
+	})
+	return raft.ServerAddress(ln.Addr().String())
+}
+
 // testSender returns an appendSender dialling plain TCP on loopback.
 func testSender(t *testing.T, timeout time.Duration) *appendSender {
 	t.Helper()
@@ -294,28 +319,11 @@ func sameRequest(a, b *raft.AppendEntriesRequest) bool {
 // Closing the sender fails an append waiting on a follower that never
 // answers at once, not at the RPC deadline, and refuses further ones.
 func TestAppendSender_CloseFailsInFlight(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			accepted <- c // read nothing, answer nothing
-		}
-		close(accepted)
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		for c := range accepted {
-			_ = c.Close()
-		}
-	})
+	silent := silentPeer(t)
 	s := testSender(t, time.Minute)
 	req := wireRequests()["one command"]
 	errc := make(chan error, 1)
-	go func() { errc <- s.send(raft.ServerAddress(ln.Addr().String()), req, &raft.AppendEntriesResponse{}) }()
+	go func() { errc <- s.send(silent, req, &raft.AppendEntriesResponse{}) }()
 	// Wait until the RPC is in flight on its connection.
 	eventually(t, 5*time.Second, func() error {
 		s.mu.Lock()
@@ -334,7 +342,7 @@ func TestAppendSender_CloseFailsInFlight(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("append still waiting after close")
 	}
-	if err := s.send(raft.ServerAddress(ln.Addr().String()), req, &raft.AppendEntriesResponse{}); !errors.Is(err, raft.ErrTransportShutdown) {
+	if err := s.send(silent, req, &raft.AppendEntriesResponse{}); !errors.Is(err, raft.ErrTransportShutdown) {
 		t.Fatalf("send after close: %v, want ErrTransportShutdown", err)
 	}
 }
@@ -419,18 +427,7 @@ func (c *blockingCloseConn) Close() error {
 // A connection whose close blocks (a follower gone silent behind TLS)
 // must not hold up appends to the other followers.
 func TestAppendSender_SlowCloseDoesNotBlockOthers(t *testing.T) {
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := make(chan net.Conn, 1)
-	go func() {
-		c, err := silent.Accept()
-		if err == nil {
-			held <- c // read nothing, answer nothing
-		}
-		close(held)
-	}()
+	silent := silentPeer(t)
 	peer := startRaftPeer(t, func(req *raft.AppendEntriesRequest) (*raft.AppendEntriesResponse, error) {
 		return &raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil
 	})
@@ -438,7 +435,7 @@ func TestAppendSender_SlowCloseDoesNotBlockOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layer := &blockingCloseLayer{StreamLayer: tcp, slow: raft.ServerAddress(silent.Addr().String()),
+	layer := &blockingCloseLayer{StreamLayer: tcp, slow: silent,
 		closing: make(chan struct{}, 1), release: make(chan struct{})}
 	s := newAppendSender(layer, 300*time.Millisecond, 1, newEntryCache(false))
 	deadDone := make(chan error, 1)
@@ -448,10 +445,6 @@ func TestAppendSender_SlowCloseDoesNotBlockOthers(t *testing.T) {
 		<-deadDone
 		s.closeConns(true)
 		_ = tcp.Close()
-		_ = silent.Close()
-		for c := range held {
-			_ = c.Close()
-		}
 	})
 	req := wireRequests()["one command"]
 	go func() { deadDone <- s.send(layer.slow, req, &raft.AppendEntriesResponse{}) }()
