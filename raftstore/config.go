@@ -120,8 +120,9 @@ type Config struct {
 	MaxRPCsInFlight int
 
 	// NonvoterReplicationInterval paces replication to non-voters
-	// (pace.go): the leader starts at most two AppendEntries carrying
-	// entries to one non-voter per interval. Longer means fewer, larger
+	// (pace.go): under steady writes the leader starts one AppendEntries
+	// carrying entries to a non-voter per interval (two in a row after a
+	// quiet spell, for a lone write's commit index). Longer means fewer, larger
 	// RPCs and fsyncs for each non-voter (less leader CPU per write), at
 	// the price of non-voters lagging by up to about this much under
 	// steady writes: a write or read-your-write through a non-voter then

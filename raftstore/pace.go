@@ -13,18 +13,22 @@ import (
 // whatever was appended meanwhile. Under steady writes each follower then
 // costs the leader one RPC (encoding, a TLS write, a read) per group
 // commit, and costs the follower one fsync per RPC. Non-voters are not in
-// the commit quorum, so nobody waits for them to keep that pace: the
-// leader's replication goroutine for a non-voter starts at most two
-// AppendEntries carrying entries per NonvoterReplicationInterval. After
-// an answered one, it waits until the interval has passed since the start
-// of the one before it, and its next RPC carries every entry appended
+// the commit quorum, so nobody waits for them to keep that pace: under
+// steady writes the leader's replication goroutine for a non-voter starts
+// one AppendEntries carrying entries per NonvoterReplicationInterval.
+// After an answered one, it waits until the interval has passed since
+// that one started, and its next RPC carries every entry appended
 // meanwhile (raft sends all it has, up to MaxAppendEntries).
 //
-// Two, not one: a lone write through a non-voter (forwarded to the
-// leader) needs two RPCs, the entry and then the commit index (the
-// nudge's NOOP, nudge.go), and its caller waits for both. With two per
-// interval a write after a quiet spell is not delayed at all; under
-// steady writes a non-voter lags by up to about the interval.
+// After a quiet spell, two go at once: a lone write through a non-voter
+// (forwarded to the leader) needs two RPCs, the entry and then the commit
+// index (the nudge's NOOP, nudge.go), and its caller waits for both. So
+// an RPC that starts at least quietSpell (1.25 intervals) after the
+// previous one was answered (the non-voter was idle meanwhile) is not
+// followed by a pause; the one after it is. Under steady writes the next
+// RPC starts as soon as a pause ends, less than an interval after the
+// previous answer (the quarter covers a late timer), so this does not
+// fire and a non-voter lags by up to about the interval.
 //
 // Safety: nothing about acknowledgement changes. A non-voter still answers
 // only for entries it has written and fsynced, and the leader still counts
@@ -48,7 +52,7 @@ type pacer struct {
 
 	// mu guards the fields below.
 	mu        sync.Mutex
-	last      map[raft.ServerID]time.Time // start of the last paced-eligible RPC per server
+	answered  map[raft.ServerID]time.Time // when the last paced-eligible RPC per server was answered
 	nonvoters map[raft.ServerID]bool      // from the configuration read at checked
 	checked   time.Time
 }
@@ -62,25 +66,37 @@ type configSource interface {
 // nothing is paced.
 func (p *pacer) setConfigSource(c configSource) { p.config.Store(c) }
 
-// hold pauses the caller (raft's replication goroutine for id) until
-// interval has passed since the start of the RPC before this one, if id
-// is a non-voter and both carried a partial batch and succeeded.
+// hold pauses the caller (raft's replication goroutine for id), after an
+// RPC that started at start, until interval has passed since start, if id
+// is a non-voter, the RPC carried a partial batch and succeeded, and it
+// started less than quietSpell after the previous such RPC was answered.
 func (p *pacer) hold(id raft.ServerID, start time.Time, entries int, resp *raft.AppendEntriesResponse) {
 	if p.interval <= 0 || entries == 0 || entries >= p.maxBatch || !resp.Success || !p.nonvoter(id) {
 		return
 	}
+	now := time.Now()
 	p.mu.Lock()
-	prev, seen := p.last[id]
-	if p.last == nil {
-		p.last = make(map[raft.ServerID]time.Time)
+	prev, seen := p.answered[id]
+	if p.answered == nil {
+		p.answered = make(map[raft.ServerID]time.Time)
 	}
-	p.last[id] = start
+	p.answered[id] = now
 	p.mu.Unlock()
-	wait := p.interval - time.Since(prev)
-	if !seen || wait <= 0 {
+	if seen && start.Sub(prev) < p.quietSpell() {
+		p.pause(p.interval - now.Sub(start))
+	}
+}
+
+// quietSpell is how long after an answer the next RPC must start to count
+// as the first after a quiet spell.
+func (p *pacer) quietSpell() time.Duration { return p.interval + p.interval/4 }
+
+// pause waits for d, or until the store stops.
+func (p *pacer) pause(d time.Duration) {
+	if d <= 0 {
 		return
 	}
-	t := time.NewTimer(wait)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -40,26 +40,54 @@ func newTransport(cfg Config, logger *hclogAdapter, stop <-chan struct{}) (*raft
 		MaxRPCsInFlight: cfg.MaxRPCsInFlight,
 	})
 	pace := &pacer{interval: cfg.NonvoterReplicationInterval, maxBatch: cfg.MaxApplyBatch, stop: stop}
-	return &raftTransport{NetworkTransport: trans, pace: pace}, layer, nil
+	// The new time format stays off, as in raft's transport above: old
+	// servers decode entries written either way, but the bytes must be
+	// the ones raft writes.
+	sender := newAppendSender(layer, cfg.TransportTimeout, cfg.MaxPool, newEntryCache(false))
+	return &raftTransport{NetworkTransport: trans, pace: pace, sender: sender}, layer, nil
 }
 
 // raftTransport is raft's NetworkTransport whose append pipelines
-// cannot deadlock (safePipeline) and whose AppendEntries to non-voters are
-// paced (pace.go). Every other method is the embedded transport's, so raft
-// still sees WithClose and WithPreVote.
+// cannot deadlock (safePipeline), whose AppendEntries carrying entries
+// encode each entry once for all followers (appendSender) and whose
+// AppendEntries to non-voters are paced (pace.go). Every other method is
+// the embedded transport's, so raft still sees WithClose and WithPreVote.
 type raftTransport struct {
 	*raft.NetworkTransport
-	pace *pacer
+	pace   *pacer
+	sender *appendSender
 }
 
-// AppendEntries implements raft.Transport.
+// AppendEntries implements raft.Transport. Heartbeats and commit-index
+// updates (no entries) go through raft's transport as they are.
 func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if len(args.Entries) == 0 {
+		return t.NetworkTransport.AppendEntries(id, target, args, resp)
+	}
 	start := time.Now()
-	if err := t.NetworkTransport.AppendEntries(id, target, args, resp); err != nil {
+	err := t.sender.send(target, args, resp)
+	if errors.Is(err, errNoSplice) {
+		err = t.NetworkTransport.AppendEntries(id, target, args, resp)
+	}
+	if err != nil {
 		return err
 	}
 	t.pace.hold(id, start, len(args.Entries), resp)
 	return nil
+}
+
+// Close implements raft.WithClose: it closes the sender's connections
+// too, so an append in flight fails instead of waiting for its deadline.
+func (t *raftTransport) Close() error {
+	t.sender.closeConns(true)
+	return t.NetworkTransport.Close()
+}
+
+// CloseStreams closes the pooled connections of both raft's transport and
+// the sender.
+func (t *raftTransport) CloseStreams() {
+	t.sender.closeConns(false)
+	t.NetworkTransport.CloseStreams()
 }
 
 // AppendEntriesPipeline implements raft.Transport.

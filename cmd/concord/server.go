@@ -141,7 +141,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.Uint64Var(&f.maxTrailing, "max-trailing-logs", d.Cluster.MaxTrailingLogs,
 		"a server whose Raft log trails the leader's by more entries is unhealthy (concord operator health; not promoted)")
 	fl.DurationVar(&f.nonvoterPace, "nonvoter-replication-interval", d.Raft.NonvoterReplicationInterval,
-		"on the leader: start at most two log appends per this interval to each non-voter, so each carries more entries "+
+		"on the leader: under steady writes start one log append per this interval to each non-voter, so each carries more entries "+
 			"(less leader CPU per write; a non-voter lags by up to this under steady writes); 0 replicates to non-voters like to voters")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", d.DrainTimeout, "how long concord operator drain waits for this node's sessions to move before it leaves anyway")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
