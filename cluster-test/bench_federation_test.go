@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
 
@@ -39,6 +40,12 @@ func BenchmarkFederation_CrossSystem(b *testing.B) {
 		drivePairs(b, crossNodePairs(b, New(b, 2, WithLogLevel(slog.LevelWarn)), pairs), []byte(`"map/message"`))
 	})
 	b.Run(fmt.Sprintf("ratio/pairs=%d/alternating", pairs), func(b *testing.B) { benchAlternating(b, pairs) })
+	// The same with federation.Config.DirectStreams off: one node per
+	// system never opens a direct stream, so this prices the per-message
+	// choice of stream (federation/direct.go) on the main path.
+	b.Run(fmt.Sprintf("ratio/pairs=%d/alternating/direct-streams=off", pairs), func(b *testing.B) {
+		benchAlternating(b, pairs, WithNodeConfig(func(_ int, c *node.Config) { c.Federation.DirectStreams = false }))
+	})
 }
 
 // alternatingRounds and alternatingMsgs shape benchAlternating: rounds of
@@ -52,9 +59,10 @@ const (
 // baseline pairs once, then runs them alternately, round after round, so
 // that both halves see the same machine (other work on a shared machine
 // moves msgs/s by 2-3x between runs), and reports each side's median and
-// the ratio of the medians. It ignores b.N.
-func benchAlternating(b *testing.B, n int) {
-	fed := federatedPairs(b, n)
+// the ratio of the medians. It ignores b.N. opts apply to both linked
+// systems.
+func benchAlternating(b *testing.B, n int, opts ...Option) {
+	fed := federatedPairs(b, n, opts...)
 	base := crossNodePairs(b, New(b, 2, WithLogLevel(slog.LevelWarn)), n)
 	want := []byte(`"map/message"`)
 	var fr, br, fc, bc []float64
@@ -101,11 +109,12 @@ func benchFederatedSend(b *testing.B, guaranteed bool) {
 }
 
 // federatedPairs links dc1 and dc2 (one node each, TLS on everywhere)
-// and connects n senders in dc1 and their receivers in dc2.
-func federatedPairs(b *testing.B, n int) []benchPair {
+// and connects n senders in dc1 and their receivers in dc2. opts apply
+// to both systems.
+func federatedPairs(b *testing.B, n int, opts ...Option) []benchPair {
 	net := NewNetwork(b, nil)
-	dc1 := New(b, 1, WithSystem("dc1"), WithSharedNetwork(net), WithLogLevel(slog.LevelWarn))
-	dc2 := New(b, 1, WithSystem("dc2"), WithSharedNetwork(net), WithLogLevel(slog.LevelWarn))
+	dc1 := New(b, 1, append([]Option{WithSystem("dc1"), WithSharedNetwork(net), WithLogLevel(slog.LevelWarn)}, opts...)...)
+	dc2 := New(b, 1, append([]Option{WithSystem("dc2"), WithSharedNetwork(net), WithLogLevel(slog.LevelWarn)}, opts...)...)
 	Link(b, dc1, dc2, LinkSpec{FromExport: exportAll, ToExport: exportAll})
 	Eventually(b, 10*time.Second, func() error { return dc1.LinkUp("dc2") })
 	ps := make([]benchPair, n)

@@ -95,6 +95,8 @@ func TestFederation_DirectStreamToHome(t *testing.T) {
 	if st := fedStatus(t, dc1, 0, "dc2"); st.GetDirectStreams() != 1 || st.GetSent() < uint64(seq) {
 		t.Fatalf("dc1 node 0: %d direct streams up, sent %d, want 1 and >= %d", st.GetDirectStreams(), st.GetSent(), seq)
 	}
+	requireDirectLinks(t, dc1, 0, "dc2", func(l fedLinkDirect) bool { return l.DirectStreams == 1 && l.DirectSent >= direct })
+	requireDirectLinks(t, dc2, home, "dc1", func(l fedLinkDirect) bool { return l.DirectReceived >= direct })
 	Eventually(t, 5*time.Second, func() error {
 		if got := received(t, bob); len(got) != seq {
 			return fmt.Errorf("bob received %d of %d", len(got), seq)
@@ -163,4 +165,32 @@ func TestFederation_DirectStreamToHome(t *testing.T) {
 	}
 	gotBack := onceInOrder(t, back, must, may)
 	t.Logf("after the kill: %d delivered, %d refused; bob received %v", len(must), len(may), gotBack)
+}
+
+// fedLinkDirect is the direct-stream part of a link in GET
+// /v1/federation/links.
+type fedLinkDirect struct {
+	PeerSystemID   string `json:"peerSystemId"`
+	DirectStreams  uint32 `json:"directStreams"`
+	DirectSent     uint64 `json:"directSent"`
+	DirectReceived uint64 `json:"directReceived"`
+}
+
+// requireDirectLinks fails t unless node i of c lists its link to peer
+// on GET /v1/federation/links with direct-stream counters that satisfy ok.
+func requireDirectLinks(t *testing.T, c *Cluster, i int, peer string, ok func(fedLinkDirect) bool) {
+	t.Helper()
+	var res struct {
+		Links []fedLinkDirect `json:"links"`
+	}
+	body := getJSON(t, "http://"+c.Node(i).HTTPAddr+"/v1/federation/links", &res)
+	for _, l := range res.Links {
+		if l.PeerSystemID == peer {
+			if !ok(l) {
+				t.Fatalf("%s's link to %s: direct counters %+v", c.Node(i), peer, l)
+			}
+			return
+		}
+	}
+	t.Fatalf("%s lists no link to %s: %s", c.Node(i), peer, body)
 }

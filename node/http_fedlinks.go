@@ -42,6 +42,11 @@ type fedLinkJSON struct {
 	Holder        string `json:"holder,omitempty"`
 	ProxiesUp     uint32 `json:"proxiesUp,omitempty"`
 	InboundErrors uint64 `json:"inboundErrors,omitempty"`
+	// Direct streams from this node to the peer's servers holding target
+	// agents, and the envelopes on direct streams (part of sent/received).
+	DirectStreams  uint32 `json:"directStreams"`
+	DirectSent     uint64 `json:"directSent"`
+	DirectReceived uint64 `json:"directReceived"`
 }
 
 // fedGatewayJSON is one SDK gateway binding in GET /v1/federation/links:
@@ -83,6 +88,7 @@ func (s *Server) handleFedLinks(w http.ResponseWriter, _ *http.Request) {
 			Export: federation.FormatPolicy(l.GetExport()), Import: federation.FormatPolicy(l.GetImport()),
 			Transitive: l.GetTransitive(), MaxHops: l.GetMaxHops(), Initiator: l.GetInitiator(),
 			PeerAddrs: append([]string{}, l.GetPeerAddrs()...), TLS: len(l.GetPeerCaPem()) > 0,
+			DirectStreams: st.GetDirectStreams(), DirectSent: st.GetDirectSent(), DirectReceived: st.GetDirectReceived(),
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"systemId": s.cfg.SystemID, "nodeId": s.cfg.NodeID, "links": out, "gateways": gateways})

@@ -311,21 +311,22 @@ func printLinks(w io.Writer, res admin.Links, detail bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if detail {
 		fmt.Fprintf(tw, "# system %s, node %s\n", res.SystemID, res.NodeID)
-		fmt.Fprintln(tw, "PEER\tKIND\tSTATE\tSTREAMS\tSERVER\tRTT\tQUEUE\tOUTBOX\tSENT\tRECEIVED\tDROPPED\tRECONNECTS\tIMPORTED")
+		fmt.Fprintln(tw, "PEER\tKIND\tSTATE\tSTREAMS\tSERVER\tRTT\tQUEUE\tOUTBOX\tSENT\tRECEIVED\tDROPPED\tRECONNECTS\tDIRECT\tIMPORTED")
 	} else {
 		fmt.Fprintln(tw, "PEER\tKIND\tSERVERS\tEXPORT\tIMPORT\tTRANSITIVE\tMAX_HOPS\tBUFFER\tOUTBOX\tTLS")
 	}
 	for _, st := range res.Links {
 		if detail && st.Kind == "map" {
-			fmt.Fprintf(tw, "%s\tmap\t%s\t%d proxies\t%s (holder %s)\t-\t%d (%d B)\t-\t%d\t%d\t%d\t%d\t%d agents (v%d), %d inbound errors\n",
+			fmt.Fprintf(tw, "%s\tmap\t%s\t%d proxies\t%s (holder %s)\t-\t%d (%d B)\t-\t%d\t%d\t%d\t%d\t-\t%d agents (v%d), %d inbound errors\n",
 				st.PeerSystemID, st.State, st.ProxiesUp, st.URL, orDash(st.Holder), st.QueueDepth, st.QueueBytes, st.Sent, st.Received,
 				st.Dropped, st.Reconnects, st.ImportedAgents, st.ImportedVersion, st.InboundErrors)
 			continue
 		}
 		if detail {
-			fmt.Fprintf(tw, "%s\tconcord\t%s\t%d\t%s\t%s\t%d (%d B)\t%d (%d B)\t%d\t%d\t%d\t%d\t%d agents (v%d)\n", st.PeerSystemID, st.State,
+			fmt.Fprintf(tw, "%s\tconcord\t%s\t%d\t%s\t%s\t%d (%d B)\t%d (%d B)\t%d\t%d\t%d\t%d\t%d up, %d sent, %d received\t%d agents (v%d)\n", st.PeerSystemID, st.State,
 				st.StreamsUp, st.ConnectedTo, st.RTT, st.QueueDepth, st.QueueBytes, st.OutboxDepth, st.OutboxBytes,
-				st.Sent, st.Received, st.Dropped, st.Reconnects, st.ImportedAgents, st.ImportedVersion)
+				st.Sent, st.Received, st.Dropped, st.Reconnects, st.DirectStreams, st.DirectSent, st.DirectReceived,
+				st.ImportedAgents, st.ImportedVersion)
 			continue
 		}
 		b, o := st.Buffer, st.Outbox

@@ -186,3 +186,40 @@ func TestPrintLinks_Gateways(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintLinks_Direct: status shows a concord link's direct streams and
+// the envelopes on them; a map link has none; list does not show them.
+func TestPrintLinks_Direct(t *testing.T) {
+	res := admin.Links{SystemID: "dc1", NodeID: "n1", Links: []admin.LinkStatus{
+		{Link: admin.Link{PeerSystemID: "dc2", Kind: "concord"}, State: "up", StreamsUp: 1,
+			DirectStreams: 2, DirectSent: 345, DirectReceived: 67},
+		{Link: admin.Link{PeerSystemID: "ext", Kind: "map"}, State: "up"},
+	}}
+	for _, tc := range []struct {
+		detail   bool
+		want     []string
+		wantNone []string
+	}{
+		{detail: true, want: []string{"DIRECT", "2 up, 345 sent, 67 received"}},
+		{detail: false, wantNone: []string{"DIRECT", "345 sent"}},
+	} {
+		var b strings.Builder
+		if err := printLinks(&b, res, tc.detail); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("detail=%v: %q lacks %q", tc.detail, out, w)
+			}
+		}
+		for _, w := range tc.wantNone {
+			if strings.Contains(out, w) {
+				t.Errorf("detail=%v: %q shows %q", tc.detail, out, w)
+			}
+		}
+		if tc.detail && strings.Count(out, " up, ") != 1 {
+			t.Errorf("the map link shows direct streams: %q", out)
+		}
+	}
+}

@@ -130,6 +130,11 @@ type LinkStatus struct {
 	// ProxiesUp and InboundErrors are a map link's, on its holder.
 	ProxiesUp     uint32
 	InboundErrors uint64
+	// DirectStreams are this node's direct streams up to the peer's
+	// servers holding target agents; DirectSent and DirectReceived count
+	// the envelopes on direct streams (part of Sent and Received).
+	DirectStreams              uint32
+	DirectSent, DirectReceived uint64
 }
 
 // PendingUnlink is a link removed here whose peer has not yet confirmed
@@ -196,7 +201,8 @@ func (c *Client) ListLinks(ctx context.Context) (Links, error) {
 			QueueDepth: st.GetQueueDepth(), QueueBytes: st.GetQueueBytes(), Sent: st.GetSent(), Received: st.GetReceived(),
 			Dropped: st.GetDropped(), Reconnects: st.GetReconnects(), ImportedAgents: st.GetImportedAgents(),
 			ImportedVersion: st.GetImportedVersion(), OutboxDepth: st.GetOutboxDepth(), OutboxBytes: st.GetOutboxBytes(),
-			ProxiesUp: st.GetProxiesUp(), InboundErrors: st.GetInboundErrors()})
+			ProxiesUp: st.GetProxiesUp(), InboundErrors: st.GetInboundErrors(),
+			DirectStreams: st.GetDirectStreams(), DirectSent: st.GetDirectSent(), DirectReceived: st.GetDirectReceived()})
 	}
 	for _, p := range res.GetPendingUnlinks() {
 		out.PendingUnlinks = append(out.PendingUnlinks, PendingUnlink{PeerSystemID: p.GetLink().GetPeerSystemId(),
