@@ -51,14 +51,10 @@ func (c laggingConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// TestCluster_ReadYourWritesThroughLaggingFollower: a follower answers a
-// forwarded write with the leader's result as soon as the leader commits
-// it, before its own replica applied it. Here the follower's replica lags
-// by design (its Raft traffic arrives 80 ms late), so a read on the same
-// connection, or on another connection to that node, right after the
-// write sees the write only because the node's fence makes it wait for
-// the local apply. It fails without the fence (node/mapsvc/fence.go).
-func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
+// laggingFollower starts a 3-node cluster and returns a follower whose
+// Raft traffic arrives 80 ms late (laggingLayer).
+func laggingFollower(t *testing.T) *node.Server {
+	t.Helper()
 	delays := make([]*atomic.Int64, 3)
 	servers := startCluster(t, 3, func(i int, c *node.Config) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -76,6 +72,18 @@ func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
 			delays[i].Store(int64(80 * time.Millisecond))
 		}
 	}
+	return follower
+}
+
+// TestCluster_ReadYourWritesThroughLaggingFollower: a follower answers a
+// forwarded write with the leader's result as soon as the leader commits
+// it, before its own replica applied it. Here the follower's replica lags
+// by design (its Raft traffic arrives 80 ms late), so a read on the same
+// connection, or on another connection to that node, right after the
+// write sees the write only because the node's fence makes it wait for
+// the local apply. It fails without the fence (node/mapsvc/fence.go).
+func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
+	follower := laggingFollower(t)
 
 	c := dial(t, follower)
 	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent"})
@@ -136,23 +144,7 @@ func agentOf(t *testing.T, res map[string]any) agentView {
 // connection, and a connect that names a participant id another session
 // on this node holds.
 func TestCluster_ConnectsThroughLaggingFollower(t *testing.T) {
-	delays := make([]*atomic.Int64, 3)
-	servers := startCluster(t, 3, func(i int, c *node.Config) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		delays[i] = &atomic.Int64{}
-		c.RaftAddr = ln.Addr().String()
-		c.Raft.StreamLayer = laggingLayer{Listener: ln, delay: delays[i]}
-	})
-	leader := agreedLeader(t, servers)
-	follower := followersOf(servers, leader)[0]
-	for i, s := range servers {
-		if s == follower {
-			delays[i].Store(int64(80 * time.Millisecond))
-		}
-	}
+	follower := laggingFollower(t)
 
 	// A burst of fresh connects, each answered with the leader's result.
 	const burst = 8
