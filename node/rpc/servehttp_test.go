@@ -3,8 +3,6 @@ package rpc
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,22 +28,14 @@ func TestServeHTTP_ServesFirstMessageThenReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	returned := make(chan struct{}, 1)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	url := serveTest(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.ServeHTTP(w, r)
 		returned <- struct{}{}
 	}))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		hs.Close()
-	})
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // runs before the Shutdown above if the test fails early
-	ws := rawDial(t, "ws"+strings.TrimPrefix(hs.URL, "http")+"/map")
+	ws := rawDial(t, url)
 
 	if err := ws.WriteMessage(1, []byte(`{"jsonrpc":"2.0","id":1,"method":"hold"}`)); err != nil {
 		t.Fatal(err)
