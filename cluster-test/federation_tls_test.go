@@ -70,13 +70,40 @@ func TestFederation_OverMTLS(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
-	st, err := concordv1.NewFederationClient(conn).Link(ctx)
-	if err == nil {
-		_ = st.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Hello{Hello: &concordv1.FedHello{SystemId: "dc2", NodeId: "dc2-n1"}}})
-		_, err = st.Recv()
+	// A direct stream (to the server holding target agents) is checked
+	// like the main one; so is a genuine certificate of another system
+	// (dc3, its own CA) claiming dc2.
+	dc3 := tlstest.Server("dc3", "dc3-n1")
+	dc3Pair, err := tls.X509KeyPair(dc3.CertPEM, dc3.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if status.Code(err) != codes.Unauthenticated {
-		t.Fatalf("forged certificate on the link stream: got %v, want Unauthenticated", err)
+	dc3Cfg := &tls.Config{Certificates: []tls.Certificate{dc3Pair}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} //nolint:gosec // as above
+	dc3Conn, err := grpc.NewClient(dc1.Node(0).GRPCAddr, grpc.WithTransportCredentials(credentials.NewTLS(dc3Cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc3Conn.Close()
+	for _, tc := range []struct {
+		name   string
+		conn   *grpc.ClientConn
+		direct bool
+	}{
+		{"forged certificate, main stream", conn, false},
+		{"forged certificate, direct stream", conn, true},
+		{"dc3's certificate claiming dc2, direct stream", dc3Conn, true},
+	} {
+		st, err := concordv1.NewFederationClient(tc.conn).Link(ctx)
+		if err == nil {
+			_ = st.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Hello{Hello: &concordv1.FedHello{SystemId: "dc2", NodeId: "dc2-n1", Direct: tc.direct}}})
+			_, err = st.Recv()
+		}
+		if status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("%s: got %v, want Unauthenticated", tc.name, err)
+		}
+	}
+	if n := dc1.Node(0).Server().Federation().Status()[0].GetDirectReceived(); n != 0 {
+		t.Fatalf("refused streams delivered %d envelopes", n)
 	}
 	// Nor may a certificate of another system call anything else.
 	if _, err := concordv1.NewClusterClient(conn).Members(ctx, &concordv1.MembersRequest{}); status.Code(err) != codes.PermissionDenied {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,13 @@ type WAN struct {
 // systems are not linked yet (Peer does that). It skips like RequireWAN.
 func StartWAN(t testing.TB, n int, shape wannet.Shape, ids ...string) *WAN {
 	t.Helper()
+	return StartWANWith(t, n, shape, nil, ids...)
+}
+
+// StartWANWith is StartWAN with options for every system's processes
+// (WithProcBinary: an older build).
+func StartWANWith(t testing.TB, n int, shape wannet.Shape, opts []ProcOption, ids ...string) *WAN {
+	t.Helper()
 	RequireWAN(t)
 	w := &WAN{systems: map[string]*ProcCluster{}, links: map[[2]string]*wannet.Link{}}
 	var spaces []*wannet.Namespace
@@ -82,7 +90,7 @@ func StartWAN(t testing.TB, n int, shape wannet.Shape, ids ...string) *WAN {
 		}
 	}
 	for k, id := range ids {
-		w.systems[id] = StartProcs(t, n, withProcNamespace(id, spaces[k]))
+		w.systems[id] = StartProcs(t, n, append(slices.Clone(opts), withProcNamespace(id, spaces[k]))...)
 	}
 	return w
 }

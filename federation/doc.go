@@ -20,8 +20,10 @@
 // envelope.go the hop/loop checks and the delivered Message, policy.go the
 // export/import filters, buffer.go the outage buffer, link.go this node's
 // outbound stream to one system (link_send.go: a message that finds it
-// idle is written by its sender's goroutine), inbound.go the streams
-// peers open here,
+// idle is written by its sender's goroutine; direct.go: a best-effort
+// message for a remote agent rides a stream to the peer server holding
+// that agent, skipping the relay inside the peer), inbound.go the
+// streams peers open here,
 // peering.go tokens and the handshake, service.go the gRPC service,
 // trust.go the TLS identity checks, manager.go ties them together.
 // gateway*.go serve MAP gateways of foreign systems (the SDK's
@@ -62,7 +64,15 @@
 // sent but before the peer acknowledged answers 5000 (its outcome is
 // unknown: it may have been delivered) and is never resent, so nothing is
 // delivered twice; messages still buffered drain in order. An unknown
-// remote scope answers 5003 like an unexported one.
+// remote scope answers 5003 like an unexported one. A best-effort
+// message for one remote agent whose home server the peer exported
+// (FedRemoteAgent.home_addr) takes a direct stream to that server when
+// one is up (direct.go; Config.DirectStreams): order per target holds
+// because a target changes streams only when the one its last messages
+// took holds nothing unanswered. Guaranteed messages never take direct
+// streams (they keep the outbox and its strict seq order); a guaranteed
+// and a best-effort message to the same agent were never ordered with
+// each other (the first goes through the Raft outbox and the leader).
 //
 // Guaranteed (meta.delivery "guaranteed", or a link with
 // FedOutboxPolicy.guaranteed): the message is appended to the link's
@@ -129,6 +139,10 @@
 // epoch (the Raft index of its FED_LINK_PUT), a stream's marks and taken
 // messages name the epoch of the link it opened on, and a mark for a
 // replaced link is dropped rather than entered in the new link's inbox.
+// A stream opened on a link since replaced delivers no more guaranteed
+// messages (their marks would be dropped and their acks would leave
+// nothing to dedupe a resend by): it answers 5000 and ends, and the
+// sender resends on a stream of the new link.
 //
 // What guaranteed delivery promises: at-least-once delivery to the
 // agent's connection, each delivery carrying the sender's MAP message id

@@ -321,6 +321,19 @@ func (in *inStream) guaranteedCheck(ctx context.Context, env *concordv1.FedEnvel
 		return &concordv1.FedAck{Seq: seq, Code: CodeInvalidParams, Message: "guaranteed messages cross one link: " +
 			env.GetSourceSystem() + " sent one through " + in.peer}
 	}
+	if e, ok := m.deps.State.LinkEpoch(in.peer); ok && in.epoch != 0 && e != in.epoch {
+		// The link was replaced (a relink) since this stream opened: its
+		// marks name the old link and would be dropped, so a message
+		// delivered here would be acknowledged without a record in the
+		// new link's inbox (no dedupe of a resend). Refuse it, retryably,
+		// and end the stream: the sender resends on a stream of the new
+		// link. (A stream of epoch 0, a link stored by an older binary,
+		// marks without an epoch: its marks apply to whatever link is
+		// there, so nothing is dropped.)
+		in.endStream()
+		return &concordv1.FedAck{Seq: seq, Code: CodeUnavailable, Message: "the link from " + in.peer +
+			" was replaced since this stream opened: send again on a new stream"}
+	}
 	if !in.barriered && m.deps.Barrier != nil {
 		// Marks committed through another node before this stream opened
 		// must be visible before the first dedupe check.

@@ -55,3 +55,38 @@ func TestInbound_GuaranteedRelinkKey(t *testing.T) {
 		t.Fatalf("new link's mark: %v", acks)
 	}
 }
+
+// TestInbound_GuaranteedStaleStreamAfterRelink: a stream opened on a link
+// since replaced (a relink) delivers no guaranteed message (its mark
+// would be dropped, so the message would be acknowledged with no record
+// to dedupe a resend by): it answers 5000 and ends, and the stream of the
+// new link delivers and records the message.
+func TestInbound_GuaranteedStaleStreamAfterRelink(t *testing.T) {
+	m, d, _ := testManager(t, "dc2", "dc1", nil)
+	st := m.deps.State
+	ctx := context.Background()
+	oldLink, _ := st.Link("dc1")
+	old := newInStream(m, "dc1", oldLink.GetEpoch(), nil)
+	ended := false
+	old.end = func() { ended = true }
+
+	deliverNow(ctx, old, guaranteedEnv(1, 1, "bob"))
+	if acks := mustMark(t, old); len(acks) != 1 || acks[0].GetCode() != 0 || ended {
+		t.Fatalf("before the relink: acks %v, ended %v", acks, ended)
+	}
+	if _, err := st.Apply(6, &concordv1.FedLinkPut{Link: link("dc1")}); err != nil {
+		t.Fatal(err)
+	}
+	deliverNow(ctx, old, guaranteedEnv(2, 1, "bob"))
+	if a := old.takeAcks(); len(a) != 1 || a[0].GetCode() != CodeUnavailable || !ended || d.count("bob") != 1 {
+		t.Fatalf("old stream after the relink: acks %v, ended %v, %d deliveries", a, ended, d.count("bob"))
+	}
+	if len(old.takeMarks()) != 0 || st.InboxDone("dc1", 1) {
+		t.Fatal("the old stream marked the new link's seq 1")
+	}
+	cur := newInStream(m, "dc1", 6, nil)
+	deliverNow(ctx, cur, guaranteedEnv(1, 1, "bob"))
+	if acks := mustMark(t, cur); len(acks) != 1 || acks[0].GetCode() != 0 || !st.InboxDone("dc1", 1) || d.count("bob") != 2 {
+		t.Fatalf("new stream: acks %v, %d deliveries", acks, d.count("bob"))
+	}
+}

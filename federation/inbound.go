@@ -40,11 +40,16 @@ func (s *service) Link(stream concordv1.Federation_LinkServer) error {
 		SystemId: m.cfg.SystemID, NodeId: m.cfg.NodeID, Addrs: m.deps.Servers()}}}); err != nil {
 		return err
 	}
-	m.inboundDelta(peer, 1)
-	defer m.inboundDelta(peer, -1)
+	direct := hello.GetDirect()
+	if !direct { // status counts the peer's main streams
+		m.inboundDelta(peer, 1)
+		defer m.inboundDelta(peer, -1)
+	}
 	in := newInStream(m, peer, link.GetEpoch(), stream)
+	in.direct = direct
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
+	in.end = cancel
 	wdone := make(chan error, 1)
 	go func() { wdone <- in.writer(ctx) }()
 	mdone := make(chan struct{})
@@ -83,6 +88,9 @@ type inStream struct {
 	peer   string
 	epoch  uint64 // of the link the stream opened on: its inbox marks name it
 	stream concordv1.Federation_LinkServer
+	direct bool // a direct stream (direct.go): counted apart
+	// end ends the stream's handler (nil in tests without one).
+	end context.CancelFunc
 
 	mu     sync.Mutex
 	outq   []*concordv1.FedFrame
@@ -117,7 +125,7 @@ func (in *inStream) read(ctx context.Context) error {
 			// The link (policies) is read once per batch, not per
 			// envelope: State.Link copies it, CA certificate and all.
 			envs := fr.Batch.GetEnvelopes()
-			in.m.countReceived(in.peer, len(envs))
+			in.m.countReceived(in.peer, len(envs), in.direct)
 			link, ok := in.m.deps.State.Link(in.peer)
 			for _, env := range envs {
 				in.deliver(ctx, env, link, ok)
@@ -316,6 +324,13 @@ func (in *inStream) push(f *concordv1.FedFrame) {
 	in.outq = append(in.outq, f)
 	in.mu.Unlock()
 	in.signal()
+}
+
+// endStream ends the stream (its sender reconnects).
+func (in *inStream) endStream() {
+	if in.end != nil {
+		in.end()
+	}
 }
 
 func (in *inStream) signal() {

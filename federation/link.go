@@ -81,6 +81,15 @@ type outLink struct {
 	cur       concordv1.Federation_LinkClient
 	curCancel context.CancelFunc
 
+	// Direct streams (direct.go). On the main link, dir holds them; on a
+	// direct one home is the peer server it dials, parent the main link,
+	// end stops its session, and lastUse is when a message last came in.
+	dir     *directs
+	home    string
+	parent  *outLink
+	end     context.CancelFunc
+	lastUse time.Time
+
 	// stats
 	sent, reconnects uint64
 	rtt              time.Duration
@@ -99,7 +108,7 @@ func newOutLink(m *Manager, l *concordv1.FedLink) *outLink {
 	return &outLink{
 		m: m, peer: l.GetPeerSystemId(), link: l, log: m.log.With("peer", l.GetPeerSystemId()),
 		inflight: map[uint64]*inflight{}, wake: make(chan struct{}, 1), stopCh: make(chan struct{}),
-		gsent: map[uint64]gsend{}, rwake: make(chan struct{}, 1),
+		gsent: map[uint64]gsend{}, rwake: make(chan struct{}, 1), dir: newDirects(),
 	}
 }
 
@@ -119,6 +128,7 @@ func (l *outLink) update(link *concordv1.FedLink) {
 	l.mu.Lock()
 	l.link = link
 	l.mu.Unlock()
+	l.updateDirects(link)
 }
 
 func (l *outLink) bufferPolicy() *concordv1.FedBufferPolicy {
@@ -142,19 +152,34 @@ func (l *outLink) signal() {
 // enqueue buffers env; the sender hears the outcome from the ack when a
 // stream is up, else "queued" at once (or the overflow refusal).
 func (l *outLink) enqueue(env *concordv1.FedEnvelope, done func(Outcome)) {
-	it := &item{env: env, size: envSize(env), at: l.m.now(), done: done}
+	l.admit(&item{env: env, size: envSize(env), at: l.m.now(), done: done}).finish()
+}
+
+// admission is what admit decided for one item; finish tells its sender
+// and wakes the stream, outside every lock (a sender's done may send
+// again).
+type admission struct {
+	l       *outLink
+	done    func(Outcome)
+	dropped []*item
+	refuse  *CodeError
+	up      bool
+	inline  bool
+}
+
+// admit takes it into the link's queue (or refuses it); the caller runs
+// finish on the result. It takes l.mu: a caller may hold the link's
+// directs.mu (direct.go), never l.mu.
+func (l *outLink) admit(it *item) admission {
+	a := admission{l: l, done: it.done}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.stopped {
-		err := l.stopErr
-		l.mu.Unlock()
-		done(Outcome{Err: err})
-		return
+		a.refuse = l.stopErr
+		return a
 	}
-	up := l.up
-	var dropped []*item
-	var refuse *CodeError
-	inline := false
-	if up {
+	a.up = l.up
+	if a.up {
 		// With a stream up the buffer is only the send queue: the outage
 		// bounds (what may wait for a stream) do not apply, or a burst
 		// larger than MaxMessages would be dropped from a healthy link.
@@ -165,27 +190,35 @@ func (l *outLink) enqueue(env *concordv1.FedEnvelope, done func(Outcome)) {
 		// outage backlog, trimmed by the policy on the next push.
 		if p := l.bufferPolicy(); (p.GetMaxMessages() > 0 && len(l.buf.items) >= upQueueFactor*int(p.GetMaxMessages())) ||
 			(p.GetMaxBytes() > 0 && uint64(l.buf.bytes+it.size) > upQueueFactor*p.GetMaxBytes()) {
-			refuse = codeErr(CodeUnavailable, "Federation link to "+l.peer+" is congested: its send queue is full", map[string]any{"retryable": true, "systemId": l.peer})
+			a.refuse = codeErr(CodeUnavailable, "Federation link to "+l.peer+" is congested: its send queue is full", map[string]any{"retryable": true, "systemId": l.peer})
 		} else {
 			l.buf.items = append(l.buf.items, it)
 			l.buf.bytes += it.size
-			inline = l.idleFor(it)
+			a.inline = l.idleFor(it)
+			l.lastUse = it.at
 		}
-	} else {
-		it.done = nil
-		dropped, refuse = l.buf.push(it, l.bufferPolicy(), it.at)
+		return a
 	}
-	l.mu.Unlock()
-	tellDropped(dropped)
+	it.done = nil
+	a.dropped, a.refuse = l.buf.push(it, l.bufferPolicy(), it.at)
+	return a
+}
+
+func (a admission) finish() {
+	tellDropped(a.dropped)
 	switch {
-	case refuse != nil:
-		done(Outcome{Err: refuse})
-	case !up:
-		done(Outcome{Queued: true})
-	case inline:
-		l.sendNow()
+	case a.refuse != nil:
+		if a.done != nil {
+			a.done(Outcome{Err: a.refuse})
+		}
+	case !a.up:
+		if a.done != nil {
+			a.done(Outcome{Queued: true})
+		}
+	case a.inline:
+		a.l.sendNow()
 	default:
-		l.signal()
+		a.l.signal()
 	}
 }
 
@@ -220,8 +253,9 @@ func (l *outLink) stop(err *CodeError) {
 func (l *outLink) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	var relayWG sync.WaitGroup
-	relayWG.Add(1)
+	relayWG.Add(2)
 	go func() { defer relayWG.Done(); l.relayLoop(ctx) }()
+	go func() { defer relayWG.Done(); l.directLoop(ctx) }()
 	defer func() { cancel(); relayWG.Wait() }()
 	go func() { // stop cancels the session too
 		select {
@@ -318,8 +352,10 @@ func (l *outLink) session(ctx context.Context, link *concordv1.FedLink, addr str
 	l.attach(stream, cancel)
 	l.connected(addr)
 	defer l.disconnected(addr)
-	l.m.wg.Add(1)
-	go func() { defer l.m.wg.Done(); l.refreshAddrs(ctx, welcome.GetAddrs()) }()
+	if l.home == "" {
+		l.m.wg.Add(1)
+		go func() { defer l.m.wg.Done(); l.refreshAddrs(ctx, welcome.GetAddrs()) }()
+	}
 	var lastRecv atomic.Int64
 	lastRecv.Store(time.Now().UnixNano())
 	recvErr := make(chan error, 1)
@@ -367,7 +403,7 @@ func watchSilence(ctx context.Context, cancel context.CancelFunc, last *atomic.I
 // linked system: a peer answering for another system is refused.
 func (l *outLink) handshake(stream concordv1.Federation_LinkClient) (*concordv1.FedWelcome, error) {
 	if err := stream.Send(&concordv1.FedFrame{Frame: &concordv1.FedFrame_Hello{Hello: &concordv1.FedHello{
-		SystemId: l.m.cfg.SystemID, NodeId: l.m.cfg.NodeID}}}); err != nil {
+		SystemId: l.m.cfg.SystemID, NodeId: l.m.cfg.NodeID, Direct: l.home != ""}}}); err != nil {
 		return nil, fmt.Errorf("send hello: %w", err)
 	}
 	f, err := stream.Recv()
@@ -384,7 +420,7 @@ func (l *outLink) handshake(stream concordv1.Federation_LinkClient) (*concordv1.
 // refreshAddrs stores the peer's current server list when it differs
 // from the link's (on the leader only: one proposer per system).
 func (l *outLink) refreshAddrs(ctx context.Context, addrs []string) {
-	if len(addrs) == 0 || !l.m.deps.IsLeader() ||
+	if len(addrs) == 0 || l.home != "" || !l.m.deps.IsLeader() ||
 		slices.Equal(slices.Sorted(slices.Values(addrs)), slices.Sorted(slices.Values(l.policy().GetPeerAddrs()))) {
 		return
 	}
@@ -398,6 +434,10 @@ func (l *outLink) refreshAddrs(ctx context.Context, addrs []string) {
 }
 
 func (l *outLink) connected(addr string) {
+	if l.home != "" {
+		l.directUp()
+		return
+	}
 	l.mu.Lock()
 	l.up, l.connectedTo = true, addr
 	l.reconnects++
@@ -412,6 +452,10 @@ func (l *outLink) connected(addr string) {
 // ones still buffered stay, in order, for the next stream, and their
 // senders hear "queued".
 func (l *outLink) disconnected(addr string) {
+	if l.home != "" {
+		l.retire(directBroken)
+		return
+	}
 	l.mu.Lock()
 	l.up, l.connectedTo = false, ""
 	fl := l.inflight
@@ -468,6 +512,9 @@ func (l *outLink) sendLoop(ctx context.Context, stream concordv1.Federation_Link
 				return err
 			}
 		case <-ping.C:
+			if l.home != "" && l.retire(directIdle) {
+				return errDirectIdle
+			}
 			l.expireInflight()
 			if err := l.sendFrame(stream, &concordv1.FedFrame{Frame: &concordv1.FedFrame_Ping{Ping: &concordv1.FedPing{SentUnixNano: time.Now().UnixNano()}}}); err != nil {
 				return fmt.Errorf("send ping: %w", err)
@@ -489,7 +536,7 @@ const followerDirEvery = 3
 func (l *outLink) requestDirectory(stream concordv1.Federation_LinkClient) error {
 	l.mu.Lock()
 	l.dirTicks++
-	ask := l.m.deps.IsLeader() || l.dirTicks%followerDirEvery == 0
+	ask := l.home == "" && (l.m.deps.IsLeader() || l.dirTicks%followerDirEvery == 0)
 	resync := ask && l.resync
 	if resync {
 		l.resync = false
@@ -513,7 +560,7 @@ func (l *outLink) requestDirectory(stream concordv1.Federation_LinkClient) error
 // flush sends everything buffered, in batches, oldest first, and (on the
 // leader) the guaranteed messages due.
 func (l *outLink) flush(ctx context.Context, stream concordv1.Federation_LinkClient) error {
-	drain := l.mayDrain(ctx)
+	drain := l.home == "" && l.mayDrain(ctx) // a direct stream carries no guaranteed messages
 	l.sendMu.Lock()
 	defer l.sendMu.Unlock()
 	for {
@@ -643,6 +690,7 @@ func (l *outLink) importDirectory(ctx context.Context, u *concordv1.FedDirectory
 
 // fill copies the link's live figures into st.
 func (l *outLink) fill(st *concordv1.FedLinkStatus) {
+	st.DirectStreams, st.DirectSent = l.directStats()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -654,5 +702,5 @@ func (l *outLink) fill(st *concordv1.FedLinkStatus) {
 	}
 	st.ConnectedTo, st.RttUs = l.connectedTo, l.rtt.Microseconds()
 	st.QueueDepth, st.QueueBytes = uint32(len(l.buf.items)), uint64(l.buf.bytes)
-	st.Sent, st.Dropped, st.Reconnects = l.sent, l.buf.dropped, l.reconnects
+	st.Sent, st.Dropped, st.Reconnects = l.sent+st.DirectSent, l.buf.dropped, l.reconnects
 }

@@ -32,7 +32,9 @@ type Manager struct {
 	maps    map[string]*mapLink // links of kind map, by peer system id
 	inbound map[string]int      // open inbound streams per peer system
 	recv    map[string]uint64   // envelopes received per peer system
-	wg      sync.WaitGroup
+	// recvDirect counts those of recv that came on direct streams.
+	recvDirect map[string]uint64
+	wg         sync.WaitGroup
 	// closing is closed by Close: inbound streams end so the gRPC server
 	// can stop gracefully.
 	closing   chan struct{}
@@ -77,7 +79,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, deps: deps, now: now,
 		log: log.With("component", "federation", "node_id", cfg.NodeID, "system_id", cfg.SystemID),
-		out: map[string]*outLink{}, maps: map[string]*mapLink{}, inbound: map[string]int{}, recv: map[string]uint64{},
+		out: map[string]*outLink{}, maps: map[string]*mapLink{}, inbound: map[string]int{}, recv: map[string]uint64{}, recvDirect: map[string]uint64{},
 		closing: make(chan struct{}),
 		gwait:   map[string]chan Outcome{}, gactive: map[gkey]gentry{}, bg: bg, bgCancel: bgCancel,
 	}
@@ -261,7 +263,7 @@ func (m *Manager) sendLinked(msg Message, done func(Outcome)) {
 		m.sendGuaranteed(env, ol, done)
 		return
 	}
-	ol.enqueue(env, done)
+	ol.send(env, done)
 }
 
 // mayAskGuarantee is false when meta cannot hold delivery "guaranteed":
@@ -405,9 +407,12 @@ func (m *Manager) inboundDelta(peer string, d int) {
 	m.mu.Unlock()
 }
 
-func (m *Manager) countReceived(peer string, n int) {
+func (m *Manager) countReceived(peer string, n int, direct bool) {
 	m.mu.Lock()
 	m.recv[peer] += uint64(n)
+	if direct {
+		m.recvDirect[peer] += uint64(n)
+	}
 	m.mu.Unlock()
 }
 
@@ -420,7 +425,7 @@ func (m *Manager) Status() []*concordv1.FedLinkStatus {
 		m.mu.Lock()
 		ol, ml := m.out[p], m.maps[p]
 		st.StreamsUp = uint32(m.inbound[p])
-		st.Received = m.recv[p]
+		st.Received, st.DirectReceived = m.recv[p], m.recvDirect[p]
 		m.mu.Unlock()
 		switch {
 		case ol != nil:

@@ -399,7 +399,7 @@ func (p *proxy) inbound(params json.RawMessage) error {
 	}
 	env := &concordv1.FedEnvelope{SourceSystem: l.peer, TargetSystem: l.m.cfg.SystemID, HopCount: 1, MaxHops: DefaultMaxHops,
 		Path: []string{l.peer}, OriginTsMs: ts, MessageId: id, From: from, ToAgent: p.localID, Payload: msg.Payload, Meta: meta}
-	l.m.countReceived(l.peer, 1)
+	l.m.countReceived(l.peer, 1, false)
 	if isService {
 		p.deliverService(svc, env)
 		return nil

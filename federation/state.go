@@ -308,6 +308,15 @@ func (s *State) Link(peer string) (*concordv1.FedLink, bool) {
 	return proto.CloneOf(l), true
 }
 
+// LinkEpoch returns the epoch of the link to peer (ok false: no link),
+// without Link's copy.
+func (s *State) LinkEpoch(peer string) (uint64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l, ok := s.links[peer]
+	return l.GetEpoch(), ok
+}
+
 // HasLink reports whether a link to peer exists, without Link's copy (a
 // per-message check on the send path).
 func (s *State) HasLink(peer string) bool {
@@ -370,6 +379,22 @@ func (s *State) RemoteAgent(peer, id string) (*concordv1.FedRemoteAgent, bool) {
 		return nil, false
 	}
 	return proto.CloneOf(im.GetAgents()[i]), true
+}
+
+// RemoteHome is the home server address the peer exported for one of
+// its agents ("" when unknown), without RemoteAgent's copy (a per-message
+// look-up on the send path).
+func (s *State) RemoteHome(peer, id string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	agents := s.imported[peer].GetAgents()
+	i, ok := slices.BinarySearchFunc(agents, id, func(a *concordv1.FedRemoteAgent, id string) int {
+		return cmpString(a.GetId(), id)
+	})
+	if !ok {
+		return ""
+	}
+	return agents[i].GetHomeAddr()
 }
 
 // TokenByHash returns a copy of an issued token (for tests and status).

@@ -53,13 +53,18 @@ func (fedSnapshot) Release() {}
 type fedDirectory struct {
 	reg   registry.Reader
 	store *raftstore.Store
+	// homes maps node ids to their gRPC addresses (the servers' list that
+	// peers dial), for FedRemoteAgent.home_addr.
+	homes func() map[string]string
 }
 
 func (d fedDirectory) Agents() []*concordv1.FedRemoteAgent {
 	agents := d.reg.Agents()
+	homes := d.homes()
 	out := make([]*concordv1.FedRemoteAgent, len(agents))
 	for i := range agents {
 		out[i] = remoteAgent(&agents[i])
+		out[i].HomeAddr = homes[agents[i].HomeNode]
 	}
 	return out
 }
@@ -70,6 +75,23 @@ func (d fedDirectory) Agent(id string) (*concordv1.FedRemoteAgent, bool) {
 		return nil, false
 	}
 	return remoteAgent(&a), true
+}
+
+// fedHomes maps this system's server node ids to their gRPC addresses, as
+// fedServers lists them (any status: an address does not move when its
+// node dies, and a peer falls back to its main stream when it cannot
+// reach one).
+func (s *Server) fedHomes() map[string]string {
+	out := map[string]string{}
+	for _, m := range s.members.Members() {
+		if m.Role == membership.RoleServer && m.GRPCAddr != "" {
+			out[m.ID] = m.GRPCAddr
+		}
+	}
+	if _, ok := out[s.cfg.NodeID]; !ok {
+		out[s.cfg.NodeID] = s.grpcAdvertise()
+	}
+	return out
 }
 
 func (d fedDirectory) ScopeMembers(id string) ([]string, bool) {
@@ -143,7 +165,7 @@ func (s *Server) buildFederation() error {
 	}
 	m, err := federation.New(fc, federation.Deps{
 		State: s.fedState, Store: s.store, IsLeader: s.store.IsLeader,
-		Local: fedDirectory{reg: s.registry, store: s.store}, Deliver: s.router, Services: s.router, Sessions: s.router,
+		Local: fedDirectory{reg: s.registry, store: s.store, homes: s.fedHomes}, Deliver: s.router, Services: s.router, Sessions: s.router,
 		Servers: s.fedServers, Events: fedEvents{s}, Barrier: s.readyBarrier, VerifyLeader: s.store.VerifyLeader,
 		Nodes: s.fedNodes, NodeConn: s.cluster.PeerConn, MAPDial: s.mapDialer(),
 		SessionLive: s.gatewaySessionLive,

@@ -31,6 +31,9 @@ var (
 	fedOutboxB    = prometheus.NewDesc("concord_federation_outbox_bytes", "Bytes of guaranteed messages in the replicated outbox.", fedLabels, nil)
 	fedProxies    = prometheus.NewDesc("concord_federation_map_proxies", "Proxy sessions up on the foreign MAP server (map links, on their holder).", fedLabels, nil)
 	fedInErrors   = prometheus.NewDesc("concord_federation_map_inbound_errors_total", "Messages from the foreign MAP server this node dropped (malformed, oversized, not exported, undeliverable).", fedLabels, nil)
+	fedDirect     = prometheus.NewDesc("concord_federation_direct_streams", "Direct streams up from this node to the peer's servers holding target agents.", fedLabels, nil)
+	fedDirectSent = prometheus.NewDesc("concord_federation_direct_sent_total", "Envelopes this node sent to the peer on direct streams (part of sent).", fedLabels, nil)
+	fedDirectRecv = prometheus.NewDesc("concord_federation_direct_received_total", "Envelopes this node received from the peer on its direct streams (part of received).", fedLabels, nil)
 	fedGwBound    = prometheus.NewDesc("concord_federation_gateway_bound", "1 for each foreign system an SDK gateway session serves (replicated bindings).", []string{"peer", "session_id"}, nil)
 	fedGwIn       = prometheus.NewDesc("concord_federation_gateway_routed_in_total", "map/federation/route calls this node accepted from SDK gateways.", nil, nil)
 	fedGwOut      = prometheus.NewDesc("concord_federation_gateway_routed_out_total", "Messages this node handed to SDK gateway sessions.", nil, nil)
@@ -39,7 +42,7 @@ var (
 )
 
 func (c fedCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{fedUp, fedStreams, fedRTT, fedQueue, fedQueueBytes, fedSent, fedReceived, fedDropped, fedReconnects, fedImported, fedOutbox, fedOutboxB, fedProxies, fedInErrors, fedGwBound, fedGwIn, fedGwOut, fedGwRefused, fedGwUnbound} {
+	for _, d := range []*prometheus.Desc{fedUp, fedStreams, fedRTT, fedQueue, fedQueueBytes, fedSent, fedReceived, fedDropped, fedReconnects, fedImported, fedOutbox, fedOutboxB, fedProxies, fedInErrors, fedDirect, fedDirectSent, fedDirectRecv, fedGwBound, fedGwIn, fedGwOut, fedGwRefused, fedGwUnbound} {
 		ch <- d
 	}
 }
@@ -69,6 +72,9 @@ func (c fedCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(fedReceived, st.GetReceived())
 		counter(fedDropped, st.GetDropped())
 		counter(fedReconnects, st.GetReconnects())
+		gauge(fedDirect, float64(st.GetDirectStreams()))
+		counter(fedDirectSent, st.GetDirectSent())
+		counter(fedDirectRecv, st.GetDirectReceived())
 		if federation.IsMapLink(st.GetLink()) {
 			gauge(fedProxies, float64(st.GetProxiesUp()))
 			counter(fedInErrors, st.GetInboundErrors())

@@ -37,6 +37,8 @@ var grpcMethods = map[string]authz.Class{
 	concordv1.Cluster_RaftPeers_FullMethodName:  authz.Read,
 	concordv1.Cluster_Status_FullMethodName:     authz.Read,
 	concordv1.Cluster_RemovePeer_FullMethodName: authz.Admin,
+	// Forward's batched form (node/cluster fwdstream.go).
+	concordv1.Cluster_ForwardStream_FullMethodName: authz.Peer,
 
 	concordv1.Operator_Health_FullMethodName: authz.Read,
 	concordv1.Operator_Drain_FullMethodName:  authz.Admin,

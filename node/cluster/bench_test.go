@@ -2,17 +2,22 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/concordmap/concord/node/router"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
 )
 
 // The relay benchmarks send 256-byte messages from node A to node B over
@@ -198,4 +203,108 @@ func BenchmarkRawGRPCStreamBaseline(b *testing.B) {
 	b.StopTimer()
 	_ = stream.CloseSend()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkForwardedWrites: 64 concurrent writers on a follower, each with
+// one write in flight (issue 10's load), forwarded on the ForwardStream or
+// with one unary Forward call each; run both and compare in one run:
+//
+//	go test -run '^$' -bench ForwardedWrites -benchtime 3s ./node/cluster/
+//
+// leader=echo answers at once (the forwarding cost alone); leader=raft is
+// Store.Apply of a SESSION_OPEN on a follower of a real 3-node cluster
+// (loopback, bolt logs in temporary directories, raft's production
+// timings).
+func BenchmarkForwardedWrites(b *testing.B) {
+	for _, leader := range []string{"echo", "raft"} {
+		for _, writers := range []int{1, 64} {
+			for _, mode := range []string{"unary", "stream"} {
+				b.Run(fmt.Sprintf("leader=%s/writers=%d/%s", leader, writers, mode), func(b *testing.B) {
+					benchForwardedWrites(b, leader, mode, writers)
+				})
+			}
+		}
+	}
+}
+
+func benchForwardedWrites(b *testing.B, leader, mode string, writers int) {
+	unary := func(c *Config) { c.ForwardUnaryOnly = mode == "unary" }
+	var write func(ctx context.Context) error
+	if leader == "echo" {
+		hs := newHookStore("L", func(context.Context, []byte) (raftstore.ForwardReply, error) {
+			return raftstore.ForwardReply{Index: 1, Result: []byte{}, HasResult: true}, nil
+		})
+		srv := startServer(b, quietConfig("L"), ServerDeps{Store: hs}, nil)
+		cfg := quietConfig("origin")
+		unary(&cfg)
+		fwd, err := NewForwarder(cfg, newResolver("L", srv.addr))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer fwd.Close()
+		cmd := numbered(1)
+		write = func(ctx context.Context) error {
+			_, err := fwd.Forward(ctx, "L", "", cmd)
+			return err
+		}
+	} else {
+		nodes, _ := newTestClusterWith(b, 3, true, func(c *Config) {
+			unary(c)
+			c.Logger = nil
+		}, func(rc *raftstore.Config) {
+			// Production timings: a busy shared host must not
+			// look like a dead leader mid-run.
+			def := raftstore.DefaultConfig()
+			rc.HeartbeatTimeout, rc.ElectionTimeout = def.HeartbeatTimeout, def.ElectionTimeout
+			rc.LeaderLeaseTimeout, rc.CommitTimeout = def.LeaderLeaseTimeout, def.CommitTimeout
+			rc.Logger = nil
+		})
+		_, followers := leaderOf(b, nodes)
+		st, node := followers[0].store, followers[0].id
+		var n atomic.Int64
+		write = func(ctx context.Context) error {
+			_, _, err := st.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN,
+				openSession(fmt.Sprintf("s-%d", n.Add(1)), node))
+			return err
+		}
+	}
+	ctx := context.Background()
+	if err := write(ctx); err != nil { // connect, open the stream
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	if writers == 1 {
+		for range b.N {
+			if err := write(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	} else {
+		b.SetParallelism(max(1, writers/runtime.GOMAXPROCS(0)))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := write(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+	// CPU per write (the whole process: every node, both sides) is what
+	// bounds throughput on a saturated host, and unlike writes/s it hardly
+	// moves with the other processes on a shared machine.
+	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/write")
+}
+
+// processCPU is the CPU time (user + system) this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

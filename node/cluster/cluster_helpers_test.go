@@ -32,6 +32,13 @@ type testNode struct {
 // forwarders.
 func newTestCluster(t *testing.T, n int, bootstrapAll bool) ([]*testNode, *staticResolver) {
 	t.Helper()
+	return newTestClusterWith(t, n, bootstrapAll, nil, nil)
+}
+
+// newTestClusterWith is newTestCluster with every node's Config and
+// raftstore.Config changed by mod and rmod (each when not nil).
+func newTestClusterWith(t testing.TB, n int, bootstrapAll bool, mod func(*Config), rmod func(*raftstore.Config)) ([]*testNode, *staticResolver) {
+	t.Helper()
 	res := newResolver()
 	var nodes []*testNode
 	for i := range n {
@@ -43,6 +50,9 @@ func newTestCluster(t *testing.T, n int, bootstrapAll bool) ([]*testNode, *stati
 		}
 		nd.reg = reg
 		cfg := testConfig(t, id)
+		if mod != nil {
+			mod(&cfg)
+		}
 		if nd.fwd, err = NewForwarder(cfg, res); err != nil {
 			t.Fatal(err)
 		}
@@ -52,6 +62,9 @@ func newTestCluster(t *testing.T, n int, bootstrapAll bool) ([]*testNode, *stati
 		// Timings that tolerate three nodes under -race on a loaded host.
 		rcfg.HeartbeatTimeout, rcfg.ElectionTimeout, rcfg.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
 		rcfg.Forwarder = nd.fwd
+		if rmod != nil {
+			rmod(&rcfg)
+		}
 		if nd.store, err = raftstore.New(rcfg); err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +105,7 @@ func newTestCluster(t *testing.T, n int, bootstrapAll bool) ([]*testNode, *stati
 
 // leaderOf waits until all nodes agree on one leader and returns it and
 // the followers.
-func leaderOf(t *testing.T, nodes []*testNode) (*testNode, []*testNode) {
+func leaderOf(t testing.TB, nodes []*testNode) (*testNode, []*testNode) {
 	t.Helper()
 	var leader *testNode
 	var followers []*testNode

@@ -81,6 +81,39 @@ type Config struct {
 	// ForwardMaxBackoff caps the pause between Forward retries.
 	ForwardMaxBackoff time.Duration
 
+	// ForwardUnaryOnly sends every forwarded write as its own
+	// Cluster.Forward call instead of on the ForwardStream to the leader
+	// (the behaviour of older versions; for comparison and as an escape
+	// hatch).
+	ForwardUnaryOnly bool
+
+	// ForwardStreamQueue is how many forwarded writes (count) one stream
+	// to the leader may hold, queued or waiting for the leader's answer;
+	// further writers wait (up to their deadline) for room. It bounds the
+	// follower's memory per leader and what a broken stream fails at once.
+	ForwardStreamQueue int
+
+	// ForwardStreamMaxBatch is the most commands (count) per ForwardBatch:
+	// the sender takes whatever is queued when it wakes, up to this many.
+	ForwardStreamMaxBatch int
+
+	// ForwardStreamMaxBatchBytes closes a ForwardBatch before its command
+	// bytes would pass it (a batch holds at least one command). At most
+	// MaxMessageSize/2, leaving room for a command near the size limit.
+	ForwardStreamMaxBatchBytes int
+
+	// ForwardStreamMaxInFlight is how many commands (count) of one
+	// follower's stream the leader proposes at a time; it stops reading
+	// that stream (HTTP/2 flow control then holds the follower) until
+	// some complete.
+	ForwardStreamMaxInFlight int
+
+	// ForwardStreamIdleTimeout is how long a stream to a node with nothing
+	// queued or in flight stays open before its goroutines close it (the
+	// next write opens a new one): a node that stopped leading does not
+	// keep a stream and two goroutines forever.
+	ForwardStreamIdleTimeout time.Duration
+
 	// ---- message relay ----
 
 	// RelayQueueSize is how many envelopes (count) may wait per peer before
@@ -236,6 +269,12 @@ func DefaultConfig() Config {
 		MaxTrailingLogs:          1000,
 		DetachedSessionTTL:       time.Hour,
 		SessionDetachGrace:       DefaultSessionDetachGrace,
+		// Forwarding on one stream per leader (fwdstream.go).
+		ForwardStreamQueue:         4096,
+		ForwardStreamMaxBatch:      256,
+		ForwardStreamMaxBatchBytes: 1 << 20,
+		ForwardStreamMaxInFlight:   4096,
+		ForwardStreamIdleTimeout:   time.Minute,
 	}
 }
 
@@ -251,6 +290,7 @@ func (c Config) Validate() error {
 		{"DialTimeout", c.DialTimeout}, {"KeepaliveTime", c.KeepaliveTime},
 		{"KeepaliveTimeout", c.KeepaliveTimeout}, {"ForwardRetryTimeout", c.ForwardRetryTimeout}, {"ForwardAttemptTimeout", c.ForwardAttemptTimeout},
 		{"ForwardBackoff", c.ForwardBackoff}, {"ForwardMaxBackoff", c.ForwardMaxBackoff},
+		{"ForwardStreamIdleTimeout", c.ForwardStreamIdleTimeout},
 		{"RelayDeliveryTimeout", c.RelayDeliveryTimeout}, {"RelayReconnectBackoff", c.RelayReconnectBackoff},
 		{"RelayReconnectMaxBackoff", c.RelayReconnectMaxBackoff}, {"RelayIdleTimeout", c.RelayIdleTimeout},
 		{"ReconcileInterval", c.ReconcileInterval}, {"ReconcileTimeout", c.ReconcileTimeout},
@@ -266,6 +306,10 @@ func (c Config) Validate() error {
 		return bad("RelayQueueSize, RelayMaxBatch, RelayMaxBatchBytes and RelayMaxInFlight must be >= 1")
 	case c.RelayMaxInFlight < c.RelayMaxBatch:
 		return bad("RelayMaxInFlight %d must be >= RelayMaxBatch %d", c.RelayMaxInFlight, c.RelayMaxBatch)
+	case c.ForwardStreamQueue < 1, c.ForwardStreamMaxBatch < 1, c.ForwardStreamMaxBatchBytes < 1, c.ForwardStreamMaxInFlight < 1:
+		return bad("ForwardStreamQueue, ForwardStreamMaxBatch, ForwardStreamMaxBatchBytes and ForwardStreamMaxInFlight must be >= 1")
+	case c.ForwardStreamMaxBatchBytes > c.MaxMessageSize/2:
+		return bad("ForwardStreamMaxBatchBytes %d must be <= MaxMessageSize/2 (%d)", c.ForwardStreamMaxBatchBytes, c.MaxMessageSize/2)
 	case c.ForwardMaxBackoff < c.ForwardBackoff:
 		return bad("ForwardMaxBackoff must be >= ForwardBackoff")
 	case c.RelayReconnectMaxBackoff < c.RelayReconnectBackoff:

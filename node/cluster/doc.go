@@ -4,7 +4,9 @@
 //
 // What it does:
 //   - Forwarder: the raftstore.Config.Forwarder hook. A follower's write is
-//     sent to the leader (Cluster.Forward), which proposes the raw command
+//     sent to the leader, batched with concurrent ones on one long-lived
+//     Cluster.ForwardStream per leader (unary Cluster.Forward to a leader
+//     without it), which proposes the raw command
 //     and answers with its log index and, when the module has a result
 //     codec, its encoded outcome; raftstore then answers with that, or
 //     waits for the index locally and returns the result its own FSM
@@ -14,7 +16,8 @@
 //     per peer, with a per-envelope delivery outcome from the peer's ack;
 //     also relays ephemeral message events to the peers that hold
 //     subscriptions (EventBroadcaster).
-//   - Server: the grpc.Server with the Cluster service: Forward, the
+//   - Server: the grpc.Server with the Cluster service: Forward and
+//     ForwardStream, the
 //     receiving side of the Relay stream (LocalDeliverer, EventSink), and the admin
 //     RPCs for the CLI (Members, RaftPeers, RemovePeer, Status); and the
 //     Admin service, whose keyring changes fan out to every alive member

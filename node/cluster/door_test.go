@@ -17,8 +17,8 @@ import (
 // this test) cannot put a command into the log that the leader cannot
 // vouch for: an unknown type (ignorable bit or not), a registry body
 // smuggled under the NOOP byte, or a known type whose body does not decode.
-// Each is refused with INVALID_ARGUMENT and its ForwardError reason, and
-// the log does not move.
+// Each is refused with INVALID_ARGUMENT and its ForwardError reason, by
+// Forward and on a ForwardStream, and the log does not move.
 func TestForward_RefusesWhatTheLeaderCannotVouchFor(t *testing.T) {
 	nodes, _ := newTestCluster(t, 1, true)
 	leader, _ := leaderOf(t, nodes)
@@ -67,6 +67,36 @@ func TestForward_RefusesWhatTheLeaderCannotVouchFor(t *testing.T) {
 				t.Fatalf("reason %s, want %s", got, tt.want)
 			}
 		})
+	}
+	// The same commands in one batch on a ForwardStream: each is answered
+	// by id with the status Forward gave it.
+	stream, err := c.ForwardStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := &concordv1.ForwardBatch{OriginNodeId: "rogue"}
+	for i, tt := range tests {
+		batch.Items = append(batch.Items, &concordv1.ForwardItem{Id: uint64(i + 1), Command: tt.command, TimeoutMs: 5000})
+	}
+	if err := stream.Send(batch); err != nil {
+		t.Fatal(err)
+	}
+	for answered := 0; answered < len(tests); {
+		rep, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		for _, r := range rep.GetReplies() {
+			answered++
+			tt := tests[r.GetId()-1]
+			st := status.Convert(itemStatus(r.GetError()))
+			if r.GetError() == nil || st.Code() != codes.InvalidArgument || forwardReason(st.Err()) != tt.want {
+				t.Errorf("%s on the stream = %v, want InvalidArgument %s", tt.name, st, tt.want)
+			}
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
 	}
 	if after := leader.store.AppliedIndex(); after != before {
 		t.Fatalf("applied index moved from %d to %d: a refused command reached the log", before, after)

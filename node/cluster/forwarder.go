@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,20 +16,36 @@ import (
 	"github.com/concordmap/concord/raftstore"
 )
 
-// Forwarder sends a follower's write to the leader over Cluster.Forward.
+// Forwarder sends a follower's write to the leader.
 // It is the raftstore.Config.Forwarder hook: raftstore calls Forward on a
 // follower and answers with the leader's encoded result when the module
 // has a result codec, else waits until its own FSM has applied the
 // returned index and answers with the result its own FSM computed (see
 // CLUSTER.md).
 //
-// All methods are safe for concurrent use. Close releases the connections.
+// Writes go on one ForwardStream per leader (fwdstream.go), batched with
+// the other writes queued at the same moment; to a leader that does not
+// serve the stream (an older version), or with Config.ForwardUnaryOnly,
+// each is its own Cluster.Forward call. Both answer alike: the same
+// results, errors and retries.
+//
+// All methods are safe for concurrent use. Close stops the streams and
+// releases the connections.
 type Forwarder struct {
 	cfg      Config
 	log      *slog.Logger
 	resolver AddrResolver
 	leader   atomic.Pointer[LeaderSource]
 	pool     *pool
+
+	life context.Context // the streams' parent; Close ends it
+	end  context.CancelFunc
+	wg   sync.WaitGroup // the streams' goroutines
+
+	mu          sync.Mutex
+	streams     map[string]*fwdStream // by node id
+	unsupported map[string]time.Time  // node id -> unary calls until then
+	closed      bool
 }
 
 // NewForwarder returns a Forwarder that maps Raft server ids to gRPC
@@ -40,7 +57,12 @@ func NewForwarder(cfg Config, resolver AddrResolver) (*Forwarder, error) {
 	if resolver == nil {
 		return nil, fmt.Errorf("%w: Forwarder needs an AddrResolver", ErrInvalidConfig)
 	}
-	return &Forwarder{cfg: cfg, log: cfg.logger("cluster.forward"), resolver: resolver, pool: newPool(cfg)}, nil
+	life, end := context.WithCancel(context.Background())
+	return &Forwarder{
+		cfg: cfg, log: cfg.logger("cluster.forward"), resolver: resolver, pool: newPool(cfg),
+		life: life, end: end,
+		streams: make(map[string]*fwdStream), unsupported: make(map[string]time.Time),
+	}, nil
 }
 
 // SetLeaderSource lets Forward re-read the local view of the leader while
@@ -49,8 +71,16 @@ func NewForwarder(cfg Config, resolver AddrResolver) (*Forwarder, error) {
 // only from the old leader's NOT_LEADER answers.
 func (f *Forwarder) SetLeaderSource(ls LeaderSource) { f.leader.Store(&ls) }
 
-// Close closes the pooled connections; a Forward in progress fails.
-func (f *Forwarder) Close() error { return f.pool.close() }
+// Close stops the streams and closes the pooled connections; a Forward
+// in progress fails (ErrLeadershipLost when it was sent). Idempotent.
+func (f *Forwarder) Close() error {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.end()
+	f.wg.Wait()
+	return f.pool.close()
+}
 
 // Forward sends cmd (1 type byte + protobuf body) to the leader and returns
 // the Raft index it was committed at, also when the state module rejected
@@ -130,6 +160,12 @@ func (f *Forwarder) attempt(ctx context.Context, target string, cmd []byte) (rep
 	addr, ok := f.resolver.GRPCAddr(target)
 	if !ok {
 		return raftstore.ForwardReply{}, "", fmt.Errorf("leader %s has no known gRPC address", target), true
+	}
+	if f.streamable(target) {
+		reply, next, err, retry, fallback := f.streamAttempt(ctx, target, addr, cmd)
+		if !fallback {
+			return reply, next, err, retry
+		}
 	}
 	cc, err := f.pool.get(target, addr)
 	if err != nil {

@@ -120,7 +120,8 @@ func mustDeadline(ctx context.Context) time.Time {
 }
 
 // TestForward_ErrorMapping runs every store outcome through the server's
-// translation and the Forwarder's classification.
+// translation and the Forwarder's classification, on the ForwardStream and
+// on unary Forward calls: both must answer alike.
 func TestForward_ErrorMapping(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -141,33 +142,36 @@ func TestForward_ErrorMapping(t *testing.T) {
 		{"invalid command", raftstore.ErrInvalidCommand, 0, raftstore.ErrInvalidCommand, 1},
 		{"other", errTest, 0, raftstore.ErrLeadershipLost, 1},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			fs := &fakeStore{id: "L", err: tc.storeErr}
-			srv := startServer(t, testConfig(t, "L"), ServerDeps{Store: fs}, nil)
-			cfg := testConfig(t, "origin")
-			cfg.ForwardRetryTimeout = 150 * time.Millisecond
-			fwd, err := NewForwarder(cfg, newResolver("L", srv.addr))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fwd.Close()
-			reply, err := fwd.Forward(testCtx(t), "L", "", []byte{1, 2})
-			idx := reply.Index
-			if tc.want == nil && (err != nil || idx != tc.wantIdx) {
-				t.Fatalf("Forward = %d, %v; want %d, nil", idx, err, tc.wantIdx)
-			}
-			if tc.want != nil && !errors.Is(err, tc.want) {
-				t.Fatalf("Forward = %v, want %v", err, tc.want)
-			}
-			calls := fs.calls.Load()
-			if tc.wantCalls > 0 && calls != tc.wantCalls {
-				t.Fatalf("%d calls to the leader, want %d (no retry once proposed)", calls, tc.wantCalls)
-			}
-			if tc.wantCalls == 0 && calls < 2 {
-				t.Fatalf("%d calls to the leader, want retries", calls)
-			}
-		})
+	for _, mode := range []string{"stream", "unary"} {
+		for _, tc := range tests {
+			t.Run(mode+"/"+tc.name, func(t *testing.T) {
+				fs := &fakeStore{id: "L", err: tc.storeErr}
+				srv := startServer(t, testConfig(t, "L"), ServerDeps{Store: fs}, nil)
+				cfg := testConfig(t, "origin")
+				cfg.ForwardRetryTimeout = 150 * time.Millisecond
+				cfg.ForwardUnaryOnly = mode == "unary"
+				fwd, err := NewForwarder(cfg, newResolver("L", srv.addr))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer fwd.Close()
+				reply, err := fwd.Forward(testCtx(t), "L", "", []byte{1, 2})
+				idx := reply.Index
+				if tc.want == nil && (err != nil || idx != tc.wantIdx) {
+					t.Fatalf("Forward = %d, %v; want %d, nil", idx, err, tc.wantIdx)
+				}
+				if tc.want != nil && !errors.Is(err, tc.want) {
+					t.Fatalf("Forward = %v, want %v", err, tc.want)
+				}
+				calls := fs.calls.Load()
+				if tc.wantCalls > 0 && calls != tc.wantCalls {
+					t.Fatalf("%d calls to the leader, want %d (no retry once proposed)", calls, tc.wantCalls)
+				}
+				if tc.wantCalls == 0 && calls < 2 {
+					t.Fatalf("%d calls to the leader, want retries", calls)
+				}
+			})
+		}
 	}
 }
 

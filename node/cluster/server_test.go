@@ -183,6 +183,9 @@ func TestConfig_Validate(t *testing.T) {
 		{"negative cleanup delay", func(c *Config) { c.DeadServerCleanupDelay = -1 }, false},
 		{"no session detach grace", func(c *Config) { c.SessionDetachGrace = 0 }, true},
 		{"negative session detach grace", func(c *Config) { c.SessionDetachGrace = -1 }, false},
+		{"no forward stream queue", func(c *Config) { c.ForwardStreamQueue = 0 }, false},
+		{"forward batch bytes above half a message", func(c *Config) { c.ForwardStreamMaxBatchBytes = c.MaxMessageSize/2 + 1 }, false},
+		{"no forward stream idle timeout", func(c *Config) { c.ForwardStreamIdleTimeout = 0 }, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

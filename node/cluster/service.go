@@ -26,14 +26,7 @@ func (v *service) Forward(ctx context.Context, req *concordv1.ForwardRequest) (*
 		v.s.log.Debug("forwarded command refused", "peer", req.GetOriginNodeId(), "err", err)
 		return nil, v.s.storeStatus(err)
 	}
-	resp := &concordv1.ForwardResponse{Index: reply.Index}
-	if reply.HasResult {
-		resp.Result = reply.Result
-		if resp.Result == nil {
-			resp.Result = []byte{} // present, empty: a valid encoding
-		}
-	}
-	return resp, nil
+	return &concordv1.ForwardResponse{Index: reply.Index, Result: encodedResult(reply)}, nil
 }
 
 // storeStatus translates a raftstore error into a gRPC status carrying a

@@ -10,9 +10,33 @@ import (
 )
 
 // recvResult is one Recv outcome handed from a stream's reader goroutine.
-type recvResult struct {
-	batch *concordv1.RelayBatch
-	err   error
+type recvResult[T any] struct {
+	msg *T
+	err error
+}
+
+// receive runs recv (a server stream's Recv) on a goroutine the Server
+// waits for, so that a handler can wait for Shutdown as well as for the
+// peer's next message. It hands every outcome over until Recv fails, or
+// until ctx (the stream's, ended when the handler returns) ends.
+func receive[T any](ctx context.Context, s *Server, recv func() (*T, error)) <-chan recvResult[T] {
+	in := make(chan recvResult[T])
+	s.wg.Add(1)
+	go func() { // ends when Recv fails, which it does once the handler returned
+		defer s.wg.Done()
+		for {
+			m, err := recv()
+			select {
+			case in <- recvResult[T]{m, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return in
 }
 
 // Relay is the receiving side of a peer's relay stream: every envelope of a
@@ -23,22 +47,7 @@ type recvResult struct {
 // peer's next batch.
 func (v *service) Relay(stream concordv1.Cluster_RelayServer) error {
 	ctx := stream.Context()
-	in := make(chan recvResult)
-	v.s.wg.Add(1)
-	go func() { // ends when Recv fails, which it does once the handler returned
-		defer v.s.wg.Done()
-		for {
-			b, err := stream.Recv()
-			select {
-			case in <- recvResult{b, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	in := receive(ctx, v.s, stream.Recv)
 	var from string
 	for {
 		select {
@@ -52,10 +61,10 @@ func (v *service) Relay(stream concordv1.Cluster_RelayServer) error {
 				return r.err
 			}
 			if from == "" {
-				from = r.batch.GetFromNodeId()
+				from = r.msg.GetFromNodeId()
 				v.s.log.Debug("relay stream from peer", "peer", from)
 			}
-			if err := stream.Send(v.handleBatch(ctx, r.batch)); err != nil {
+			if err := stream.Send(v.handleBatch(ctx, r.msg)); err != nil {
 				return err
 			}
 		}

@@ -1441,6 +1441,305 @@ func (x *StatusResponse) GetRaftStats() map[string]string {
 	return nil
 }
 
+// ForwardBatch is a group of forwarded commands on a ForwardStream.
+type ForwardBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// origin_node_id is the forwarding node (for logs and metrics).
+	OriginNodeId  string         `protobuf:"bytes,1,opt,name=origin_node_id,json=originNodeId,proto3" json:"origin_node_id,omitempty"`
+	Items         []*ForwardItem `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardBatch) Reset() {
+	*x = ForwardBatch{}
+	mi := &file_concord_v1_cluster_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardBatch) ProtoMessage() {}
+
+func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_cluster_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardBatch.ProtoReflect.Descriptor instead.
+func (*ForwardBatch) Descriptor() ([]byte, []int) {
+	return file_concord_v1_cluster_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ForwardBatch) GetOriginNodeId() string {
+	if x != nil {
+		return x.OriginNodeId
+	}
+	return ""
+}
+
+func (x *ForwardBatch) GetItems() []*ForwardItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// ForwardItem is one command of a ForwardBatch.
+type ForwardItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id identifies the command on its stream (unique per stream); the
+	// reply carries it back.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// command is as in ForwardRequest: 1 type byte (CommandType) + body.
+	Command []byte `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	// timeout_ms is how long the caller still waits (its remaining deadline,
+	// rounded up); the leader gives up on the command after it. 0: no
+	// deadline of the caller's, the leader's default applies.
+	TimeoutMs     uint32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardItem) Reset() {
+	*x = ForwardItem{}
+	mi := &file_concord_v1_cluster_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardItem) ProtoMessage() {}
+
+func (x *ForwardItem) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_cluster_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardItem.ProtoReflect.Descriptor instead.
+func (*ForwardItem) Descriptor() ([]byte, []int) {
+	return file_concord_v1_cluster_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ForwardItem) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ForwardItem) GetCommand() []byte {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *ForwardItem) GetTimeoutMs() uint32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// ForwardBatchReply answers one or more ForwardItems of a stream.
+type ForwardBatchReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replies       []*ForwardItemReply    `protobuf:"bytes,1,rep,name=replies,proto3" json:"replies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardBatchReply) Reset() {
+	*x = ForwardBatchReply{}
+	mi := &file_concord_v1_cluster_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardBatchReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardBatchReply) ProtoMessage() {}
+
+func (x *ForwardBatchReply) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_cluster_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardBatchReply.ProtoReflect.Descriptor instead.
+func (*ForwardBatchReply) Descriptor() ([]byte, []int) {
+	return file_concord_v1_cluster_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ForwardBatchReply) GetReplies() []*ForwardItemReply {
+	if x != nil {
+		return x.Replies
+	}
+	return nil
+}
+
+// ForwardItemReply is the answer to one ForwardItem: Forward's response
+// (index, result) or, when error is set, the status Forward would have
+// failed with.
+type ForwardItemReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Result        []byte                 `protobuf:"bytes,3,opt,name=result,proto3,oneof" json:"result,omitempty"`
+	Error         *ForwardItemError      `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardItemReply) Reset() {
+	*x = ForwardItemReply{}
+	mi := &file_concord_v1_cluster_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardItemReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardItemReply) ProtoMessage() {}
+
+func (x *ForwardItemReply) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_cluster_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardItemReply.ProtoReflect.Descriptor instead.
+func (*ForwardItemReply) Descriptor() ([]byte, []int) {
+	return file_concord_v1_cluster_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ForwardItemReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ForwardItemReply) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ForwardItemReply) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ForwardItemReply) GetError() *ForwardItemError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// ForwardItemError is the gRPC status Forward would have returned.
+type ForwardItemError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is the google.golang.org/grpc/codes value.
+	Code          uint32        `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string        `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Detail        *ForwardError `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardItemError) Reset() {
+	*x = ForwardItemError{}
+	mi := &file_concord_v1_cluster_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardItemError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardItemError) ProtoMessage() {}
+
+func (x *ForwardItemError) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_cluster_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardItemError.ProtoReflect.Descriptor instead.
+func (*ForwardItemError) Descriptor() ([]byte, []int) {
+	return file_concord_v1_cluster_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ForwardItemError) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ForwardItemError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ForwardItemError) GetDetail() *ForwardError {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
 var File_concord_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_concord_v1_cluster_proto_rawDesc = "" +
@@ -1530,7 +1829,27 @@ const file_concord_v1_cluster_proto_rawDesc = "" +
 	"raft_stats\x18\a \x03(\v2).concord.v1.StatusResponse.RaftStatsEntryR\traftStats\x1a<\n" +
 	"\x0eRaftStatsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xea\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"c\n" +
+	"\fForwardBatch\x12$\n" +
+	"\x0eorigin_node_id\x18\x01 \x01(\tR\foriginNodeId\x12-\n" +
+	"\x05items\x18\x02 \x03(\v2\x17.concord.v1.ForwardItemR\x05items\"V\n" +
+	"\vForwardItem\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\acommand\x18\x02 \x01(\fR\acommand\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\rR\ttimeoutMs\"K\n" +
+	"\x11ForwardBatchReply\x126\n" +
+	"\areplies\x18\x01 \x03(\v2\x1c.concord.v1.ForwardItemReplyR\areplies\"\x94\x01\n" +
+	"\x10ForwardItemReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x1b\n" +
+	"\x06result\x18\x03 \x01(\fH\x00R\x06result\x88\x01\x01\x122\n" +
+	"\x05error\x18\x04 \x01(\v2\x1c.concord.v1.ForwardItemErrorR\x05errorB\t\n" +
+	"\a_result\"r\n" +
+	"\x10ForwardItemError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x120\n" +
+	"\x06detail\x18\x03 \x01(\v2\x18.concord.v1.ForwardErrorR\x06detail*\xea\x02\n" +
 	"\x12ForwardErrorReason\x12$\n" +
 	" FORWARD_ERROR_REASON_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fFORWARD_ERROR_REASON_NOT_LEADER\x10\x01\x12\"\n" +
@@ -1559,7 +1878,7 @@ const file_concord_v1_cluster_proto_rawDesc = "" +
 	"\fRaftSuffrage\x12\x1d\n" +
 	"\x19RAFT_SUFFRAGE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13RAFT_SUFFRAGE_VOTER\x10\x01\x12\x1a\n" +
-	"\x16RAFT_SUFFRAGE_NONVOTER\x10\x022\xa4\x03\n" +
+	"\x16RAFT_SUFFRAGE_NONVOTER\x10\x022\xf2\x03\n" +
 	"\aCluster\x12B\n" +
 	"\aForward\x12\x1a.concord.v1.ForwardRequest\x1a\x1b.concord.v1.ForwardResponse\x129\n" +
 	"\x05Relay\x12\x16.concord.v1.RelayBatch\x1a\x14.concord.v1.RelayAck(\x010\x01\x12B\n" +
@@ -1567,7 +1886,8 @@ const file_concord_v1_cluster_proto_rawDesc = "" +
 	"\tRaftPeers\x12\x1c.concord.v1.RaftPeersRequest\x1a\x1d.concord.v1.RaftPeersResponse\x12K\n" +
 	"\n" +
 	"RemovePeer\x12\x1d.concord.v1.RemovePeerRequest\x1a\x1e.concord.v1.RemovePeerResponse\x12?\n" +
-	"\x06Status\x12\x19.concord.v1.StatusRequest\x1a\x1a.concord.v1.StatusResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
+	"\x06Status\x12\x19.concord.v1.StatusRequest\x1a\x1a.concord.v1.StatusResponse\x12L\n" +
+	"\rForwardStream\x12\x18.concord.v1.ForwardBatch\x1a\x1d.concord.v1.ForwardBatchReply(\x010\x01B:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (
 	file_concord_v1_cluster_proto_rawDescOnce sync.Once
@@ -1582,7 +1902,7 @@ func file_concord_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_concord_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_concord_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_concord_v1_cluster_proto_goTypes = []any{
 	(ForwardErrorReason)(0),    // 0: concord.v1.ForwardErrorReason
 	(RelayKind)(0),             // 1: concord.v1.RelayKind
@@ -1607,7 +1927,12 @@ var file_concord_v1_cluster_proto_goTypes = []any{
 	(*RemovePeerResponse)(nil), // 20: concord.v1.RemovePeerResponse
 	(*StatusRequest)(nil),      // 21: concord.v1.StatusRequest
 	(*StatusResponse)(nil),     // 22: concord.v1.StatusResponse
-	nil,                        // 23: concord.v1.StatusResponse.RaftStatsEntry
+	(*ForwardBatch)(nil),       // 23: concord.v1.ForwardBatch
+	(*ForwardItem)(nil),        // 24: concord.v1.ForwardItem
+	(*ForwardBatchReply)(nil),  // 25: concord.v1.ForwardBatchReply
+	(*ForwardItemReply)(nil),   // 26: concord.v1.ForwardItemReply
+	(*ForwardItemError)(nil),   // 27: concord.v1.ForwardItemError
+	nil,                        // 28: concord.v1.StatusResponse.RaftStatsEntry
 }
 var file_concord_v1_cluster_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.ForwardError.reason:type_name -> concord.v1.ForwardErrorReason
@@ -1620,24 +1945,30 @@ var file_concord_v1_cluster_proto_depIdxs = []int32{
 	14, // 7: concord.v1.MembersResponse.members:type_name -> concord.v1.ClusterMember
 	4,  // 8: concord.v1.RaftPeer.suffrage:type_name -> concord.v1.RaftSuffrage
 	17, // 9: concord.v1.RaftPeersResponse.peers:type_name -> concord.v1.RaftPeer
-	23, // 10: concord.v1.StatusResponse.raft_stats:type_name -> concord.v1.StatusResponse.RaftStatsEntry
-	5,  // 11: concord.v1.Cluster.Forward:input_type -> concord.v1.ForwardRequest
-	10, // 12: concord.v1.Cluster.Relay:input_type -> concord.v1.RelayBatch
-	13, // 13: concord.v1.Cluster.Members:input_type -> concord.v1.MembersRequest
-	16, // 14: concord.v1.Cluster.RaftPeers:input_type -> concord.v1.RaftPeersRequest
-	19, // 15: concord.v1.Cluster.RemovePeer:input_type -> concord.v1.RemovePeerRequest
-	21, // 16: concord.v1.Cluster.Status:input_type -> concord.v1.StatusRequest
-	6,  // 17: concord.v1.Cluster.Forward:output_type -> concord.v1.ForwardResponse
-	12, // 18: concord.v1.Cluster.Relay:output_type -> concord.v1.RelayAck
-	15, // 19: concord.v1.Cluster.Members:output_type -> concord.v1.MembersResponse
-	18, // 20: concord.v1.Cluster.RaftPeers:output_type -> concord.v1.RaftPeersResponse
-	20, // 21: concord.v1.Cluster.RemovePeer:output_type -> concord.v1.RemovePeerResponse
-	22, // 22: concord.v1.Cluster.Status:output_type -> concord.v1.StatusResponse
-	17, // [17:23] is the sub-list for method output_type
-	11, // [11:17] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	28, // 10: concord.v1.StatusResponse.raft_stats:type_name -> concord.v1.StatusResponse.RaftStatsEntry
+	24, // 11: concord.v1.ForwardBatch.items:type_name -> concord.v1.ForwardItem
+	26, // 12: concord.v1.ForwardBatchReply.replies:type_name -> concord.v1.ForwardItemReply
+	27, // 13: concord.v1.ForwardItemReply.error:type_name -> concord.v1.ForwardItemError
+	7,  // 14: concord.v1.ForwardItemError.detail:type_name -> concord.v1.ForwardError
+	5,  // 15: concord.v1.Cluster.Forward:input_type -> concord.v1.ForwardRequest
+	10, // 16: concord.v1.Cluster.Relay:input_type -> concord.v1.RelayBatch
+	13, // 17: concord.v1.Cluster.Members:input_type -> concord.v1.MembersRequest
+	16, // 18: concord.v1.Cluster.RaftPeers:input_type -> concord.v1.RaftPeersRequest
+	19, // 19: concord.v1.Cluster.RemovePeer:input_type -> concord.v1.RemovePeerRequest
+	21, // 20: concord.v1.Cluster.Status:input_type -> concord.v1.StatusRequest
+	23, // 21: concord.v1.Cluster.ForwardStream:input_type -> concord.v1.ForwardBatch
+	6,  // 22: concord.v1.Cluster.Forward:output_type -> concord.v1.ForwardResponse
+	12, // 23: concord.v1.Cluster.Relay:output_type -> concord.v1.RelayAck
+	15, // 24: concord.v1.Cluster.Members:output_type -> concord.v1.MembersResponse
+	18, // 25: concord.v1.Cluster.RaftPeers:output_type -> concord.v1.RaftPeersResponse
+	20, // 26: concord.v1.Cluster.RemovePeer:output_type -> concord.v1.RemovePeerResponse
+	22, // 27: concord.v1.Cluster.Status:output_type -> concord.v1.StatusResponse
+	25, // 28: concord.v1.Cluster.ForwardStream:output_type -> concord.v1.ForwardBatchReply
+	22, // [22:29] is the sub-list for method output_type
+	15, // [15:22] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_cluster_proto_init() }
@@ -1646,13 +1977,14 @@ func file_concord_v1_cluster_proto_init() {
 		return
 	}
 	file_concord_v1_cluster_proto_msgTypes[1].OneofWrappers = []any{}
+	file_concord_v1_cluster_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_cluster_proto_rawDesc), len(file_concord_v1_cluster_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   19,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

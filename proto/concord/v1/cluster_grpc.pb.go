@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Cluster_Forward_FullMethodName    = "/concord.v1.Cluster/Forward"
-	Cluster_Relay_FullMethodName      = "/concord.v1.Cluster/Relay"
-	Cluster_Members_FullMethodName    = "/concord.v1.Cluster/Members"
-	Cluster_RaftPeers_FullMethodName  = "/concord.v1.Cluster/RaftPeers"
-	Cluster_RemovePeer_FullMethodName = "/concord.v1.Cluster/RemovePeer"
-	Cluster_Status_FullMethodName     = "/concord.v1.Cluster/Status"
+	Cluster_Forward_FullMethodName       = "/concord.v1.Cluster/Forward"
+	Cluster_Relay_FullMethodName         = "/concord.v1.Cluster/Relay"
+	Cluster_Members_FullMethodName       = "/concord.v1.Cluster/Members"
+	Cluster_RaftPeers_FullMethodName     = "/concord.v1.Cluster/RaftPeers"
+	Cluster_RemovePeer_FullMethodName    = "/concord.v1.Cluster/RemovePeer"
+	Cluster_Status_FullMethodName        = "/concord.v1.Cluster/Status"
+	Cluster_ForwardStream_FullMethodName = "/concord.v1.Cluster/ForwardStream"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -65,6 +66,16 @@ type ClusterClient interface {
 	RemovePeer(ctx context.Context, in *RemovePeerRequest, opts ...grpc.CallOption) (*RemovePeerResponse, error)
 	// Status reports this node's Raft view (admin).
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// ForwardStream is Forward for many commands on one long-lived stream
+	// per follower and leader, opened by the follower. Each ForwardBatch
+	// carries commands numbered by the follower; the leader proposes them
+	// concurrently and answers each by its id as it completes (in any
+	// order), with what Forward would have returned for it. A leader
+	// without this RPC answers UNIMPLEMENTED (it never ran anything), and
+	// the follower falls back to Forward.
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	ForwardStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardBatch, ForwardBatchReply], error)
 }
 
 type clusterClient struct {
@@ -138,6 +149,19 @@ func (c *clusterClient) Status(ctx context.Context, in *StatusRequest, opts ...g
 	return out, nil
 }
 
+func (c *clusterClient) ForwardStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardBatch, ForwardBatchReply], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[1], Cluster_ForwardStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ForwardBatch, ForwardBatchReply]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_ForwardStreamClient = grpc.BidiStreamingClient[ForwardBatch, ForwardBatchReply]
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -176,6 +200,16 @@ type ClusterServer interface {
 	RemovePeer(context.Context, *RemovePeerRequest) (*RemovePeerResponse, error)
 	// Status reports this node's Raft view (admin).
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// ForwardStream is Forward for many commands on one long-lived stream
+	// per follower and leader, opened by the follower. Each ForwardBatch
+	// carries commands numbered by the follower; the leader proposes them
+	// concurrently and answers each by its id as it completes (in any
+	// order), with what Forward would have returned for it. A leader
+	// without this RPC answers UNIMPLEMENTED (it never ran anything), and
+	// the follower falls back to Forward.
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	ForwardStream(grpc.BidiStreamingServer[ForwardBatch, ForwardBatchReply]) error
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -203,6 +237,9 @@ func (UnimplementedClusterServer) RemovePeer(context.Context, *RemovePeerRequest
 }
 func (UnimplementedClusterServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedClusterServer) ForwardStream(grpc.BidiStreamingServer[ForwardBatch, ForwardBatchReply]) error {
+	return status.Error(codes.Unimplemented, "method ForwardStream not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -322,6 +359,13 @@ func _Cluster_Status_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_ForwardStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ClusterServer).ForwardStream(&grpc.GenericServerStream[ForwardBatch, ForwardBatchReply]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_ForwardStreamServer = grpc.BidiStreamingServer[ForwardBatch, ForwardBatchReply]
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -354,6 +398,12 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Relay",
 			Handler:       _Cluster_Relay_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "ForwardStream",
+			Handler:       _Cluster_ForwardStream_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

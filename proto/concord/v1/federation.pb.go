@@ -678,13 +678,19 @@ func (x *FedMapAuth) GetToken() string {
 
 // FedRemoteAgent is one agent of a peer system in the imported directory.
 type FedRemoteAgent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
-	State         string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
-	Description   string                 `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
-	Tags          []string               `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Role        string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	State       string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	Description string                 `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	Tags        []string               `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty"`
+	// home_addr is the gRPC address of the exporting system's server that
+	// holds the agent's connection, as that system lists its servers
+	// (FedWelcome.addrs): a sender may open a direct stream there and skip
+	// the relay inside the exporting system. Empty from older exporters
+	// and for agents without a live connection.
+	HomeAddr      string `protobuf:"bytes,7,opt,name=home_addr,json=homeAddr,proto3" json:"home_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -759,6 +765,13 @@ func (x *FedRemoteAgent) GetTags() []string {
 		return x.Tags
 	}
 	return nil
+}
+
+func (x *FedRemoteAgent) GetHomeAddr() string {
+	if x != nil {
+		return x.HomeAddr
+	}
+	return ""
 }
 
 // FedTokenRecord is a peering token issued by this system (only the hash of
@@ -2657,9 +2670,13 @@ func (x *FedAck) GetDuplicate() bool {
 }
 
 type FedHello struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
-	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	SystemId string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	NodeId   string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// direct marks a stream opened to the server that holds the target
+	// agents (federation/direct.go): it carries only best-effort messages,
+	// no directory requests. The receiver checks it like any link stream.
+	Direct        bool `protobuf:"varint,3,opt,name=direct,proto3" json:"direct,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2706,6 +2723,13 @@ func (x *FedHello) GetNodeId() string {
 		return x.NodeId
 	}
 	return ""
+}
+
+func (x *FedHello) GetDirect() bool {
+	if x != nil {
+		return x.Direct
+	}
+	return false
 }
 
 type FedWelcome struct {
@@ -3624,8 +3648,15 @@ type FedLinkStatus struct {
 	HolderNodeId  string `protobuf:"bytes,16,opt,name=holder_node_id,json=holderNodeId,proto3" json:"holder_node_id,omitempty"`
 	ProxiesUp     uint32 `protobuf:"varint,17,opt,name=proxies_up,json=proxiesUp,proto3" json:"proxies_up,omitempty"`
 	InboundErrors uint64 `protobuf:"varint,18,opt,name=inbound_errors,json=inboundErrors,proto3" json:"inbound_errors,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Direct streams (to the peer server holding a message's target
+	// agent): those up from this node, the envelopes this node sent on
+	// them, and the envelopes received here on the peer's direct streams
+	// (the two counters are parts of sent and received).
+	DirectStreams  uint32 `protobuf:"varint,19,opt,name=direct_streams,json=directStreams,proto3" json:"direct_streams,omitempty"`
+	DirectSent     uint64 `protobuf:"varint,20,opt,name=direct_sent,json=directSent,proto3" json:"direct_sent,omitempty"`
+	DirectReceived uint64 `protobuf:"varint,21,opt,name=direct_received,json=directReceived,proto3" json:"direct_received,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FedLinkStatus) Reset() {
@@ -3780,6 +3811,27 @@ func (x *FedLinkStatus) GetProxiesUp() uint32 {
 func (x *FedLinkStatus) GetInboundErrors() uint64 {
 	if x != nil {
 		return x.InboundErrors
+	}
+	return 0
+}
+
+func (x *FedLinkStatus) GetDirectStreams() uint32 {
+	if x != nil {
+		return x.DirectStreams
+	}
+	return 0
+}
+
+func (x *FedLinkStatus) GetDirectSent() uint64 {
+	if x != nil {
+		return x.DirectSent
+	}
+	return 0
+}
+
+func (x *FedLinkStatus) GetDirectReceived() uint64 {
+	if x != nil {
+		return x.DirectReceived
 	}
 	return 0
 }
@@ -4475,14 +4527,15 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\n" +
 	"FedMapAuth\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token\"\x94\x01\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"\xb1\x01\n" +
 	"\x0eFedRemoteAgent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12 \n" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12\x12\n" +
-	"\x04tags\x18\x06 \x03(\tR\x04tags\"\x92\x03\n" +
+	"\x04tags\x18\x06 \x03(\tR\x04tags\x12\x1b\n" +
+	"\thome_addr\x18\a \x01(\tR\bhomeAddr\"\x92\x03\n" +
 	"\x0eFedTokenRecord\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x1f\n" +
 	"\vsecret_hash\x18\x02 \x01(\fR\n" +
@@ -4625,10 +4678,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1c\n" +
 	"\tdelivered\x18\x04 \x03(\tR\tdelivered\x12\x16\n" +
 	"\x06queued\x18\x05 \x01(\bR\x06queued\x12\x1c\n" +
-	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"@\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"X\n" +
 	"\bFedHello\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"X\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x16\n" +
+	"\x06direct\x18\x03 \x01(\bR\x06direct\"X\n" +
 	"\n" +
 	"FedWelcome\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
@@ -4691,7 +4745,7 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06outbox\x18\a \x01(\v2\x1b.concord.v1.FedOutboxPolicyR\x06outbox\"=\n" +
 	"\x12CreateLinkResponse\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\"\x12\n" +
-	"\x10ListLinksRequest\"\xd9\x04\n" +
+	"\x10ListLinksRequest\"\xca\x05\n" +
 	"\rFedLinkStatus\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1d\n" +
@@ -4717,7 +4771,11 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x0eholder_node_id\x18\x10 \x01(\tR\fholderNodeId\x12\x1d\n" +
 	"\n" +
 	"proxies_up\x18\x11 \x01(\rR\tproxiesUp\x12%\n" +
-	"\x0einbound_errors\x18\x12 \x01(\x04R\rinboundErrors\"\xfc\x01\n" +
+	"\x0einbound_errors\x18\x12 \x01(\x04R\rinboundErrors\x12%\n" +
+	"\x0edirect_streams\x18\x13 \x01(\rR\rdirectStreams\x12\x1f\n" +
+	"\vdirect_sent\x18\x14 \x01(\x04R\n" +
+	"directSent\x12'\n" +
+	"\x0fdirect_received\x18\x15 \x01(\x04R\x0edirectReceived\"\xfc\x01\n" +
 	"\x11ListLinksResponse\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12/\n" +
