@@ -1,9 +1,12 @@
 package node_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/rpc"
 )
 
 // laggingLayer is a raft.StreamLayer on loopback TCP whose accepted
@@ -47,14 +51,10 @@ func (c laggingConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// TestCluster_ReadYourWritesThroughLaggingFollower: a follower answers a
-// forwarded write with the leader's result as soon as the leader commits
-// it, before its own replica applied it. Here the follower's replica lags
-// by design (its Raft traffic arrives 80 ms late), so a read on the same
-// connection, or on another connection to that node, right after the
-// write sees the write only because the node's fence makes it wait for
-// the local apply. It fails without the fence (node/mapsvc/fence.go).
-func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
+// laggingFollower starts a 3-node cluster and returns a follower whose
+// Raft traffic arrives 80 ms late (laggingLayer).
+func laggingFollower(t *testing.T) *node.Server {
+	t.Helper()
 	delays := make([]*atomic.Int64, 3)
 	servers := startCluster(t, 3, func(i int, c *node.Config) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -72,6 +72,18 @@ func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
 			delays[i].Store(int64(80 * time.Millisecond))
 		}
 	}
+	return follower
+}
+
+// TestCluster_ReadYourWritesThroughLaggingFollower: a follower answers a
+// forwarded write with the leader's result as soon as the leader commits
+// it, before its own replica applied it. Here the follower's replica lags
+// by design (its Raft traffic arrives 80 ms late), so a read on the same
+// connection, or on another connection to that node, right after the
+// write sees the write only because the node's fence makes it wait for
+// the local apply. It fails without the fence (node/mapsvc/fence.go).
+func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
+	follower := laggingFollower(t)
 
 	c := dial(t, follower)
 	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent"})
@@ -123,4 +135,58 @@ func agentOf(t *testing.T, res map[string]any) agentView {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestCluster_ConnectsThroughLaggingFollower: a fresh map/connect does not
+// wait for the fresh sessions its node answered before it (fence.go,
+// writeFreshSession), yet whatever reads sessions still sees them through
+// a lagging follower: a resume of a session answered a moment ago on a new
+// connection, and a connect that names a participant id another session
+// on this node holds.
+func TestCluster_ConnectsThroughLaggingFollower(t *testing.T) {
+	follower := laggingFollower(t)
+
+	// A burst of fresh connects, each answered with the leader's result.
+	const burst = 8
+	results := make([]map[string]any, burst)
+	var wg sync.WaitGroup
+	for i := range burst {
+		c := dial(t, follower)
+		wg.Go(func() {
+			results[i] = c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client"})
+		})
+	}
+	wg.Wait()
+	lagged := 0
+	for _, r := range results {
+		if _, ok := follower.Registry().Session(r["sessionId"].(string)); !ok {
+			lagged++
+		}
+	}
+
+	// Resume the last of them on a new connection to the same node.
+	last := results[burst-1]
+	res := dial(t, follower).call("map/connect", map[string]any{
+		"protocolVersion": 1, "participantType": "client",
+		"sessionId": last["sessionId"], "resumeToken": last["resumeToken"],
+	})
+	if res["reconnected"] != true || res["sessionId"] != last["sessionId"] {
+		t.Fatalf("resume through the lagging follower: want reconnected session %v, got %v", last["sessionId"], res)
+	}
+
+	// A participant id held by a session this node just answered.
+	held := dial(t, follower).call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "participantId": "ryw-p"})
+	if _, ok := follower.Registry().Session(held["sessionId"].(string)); !ok {
+		lagged++
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := dial(t, follower).conn.Call(ctx, "map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "participantId": "ryw-p"})
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.CodeAuthFailed {
+		t.Fatalf("second connect as ryw-p through the lagging follower: got %v, want error %d (held)", err, rpc.CodeAuthFailed)
+	}
+	if lagged == 0 {
+		t.Fatal("the follower never answered a connect before its own apply: the test does not exercise the fence")
+	}
 }

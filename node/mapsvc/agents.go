@@ -126,7 +126,7 @@ func (s *Service) agentsSpawn(ctx context.Context, _ *rpc.Conn, cs *connState, r
 	}
 	// The router resolves the child in this replica, which may not have
 	// applied the register yet when the leader's result answered it.
-	err = s.awaitFence(ctx, false)
+	err = s.awaitFence(ctx, fenceAll)
 	var msgID string
 	if err == nil {
 		msgID, err = s.sendInitial(ctx, cs, rr.Agent, rp.initialMessage)

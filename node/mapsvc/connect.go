@@ -113,6 +113,11 @@ func (s *Service) connect(ctx context.Context, c *rpc.Conn, raw json.RawMessage)
 	if perr != nil {
 		return nil, perr
 	}
+	if connectReadsRegistry(&cp) {
+		if err := s.awaitFence(ctx, fenceAll); err != nil {
+			return nil, err
+		}
+	}
 	method := cp.authMethod
 	if method == "" {
 		method = AuthNone
@@ -320,7 +325,7 @@ func (s *Service) attach(ctx context.Context, c *rpc.Conn, st *connState, sr reg
 		// session unknown here, and that loses nothing.
 		var err error
 		if sr.Resumed {
-			err = s.awaitFence(ctx, false)
+			err = s.awaitFence(ctx, fenceAll)
 		}
 		if err == nil {
 			err = f.Attach(ctx, sr.Session.ID)

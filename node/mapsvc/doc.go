@@ -92,7 +92,10 @@
 // node applied it. The Service keeps a fence, the index of the writes it
 // answered, and every later request first waits, with
 // Config.WaitApplied, until this node applied it (fence.go), so a
-// participant reads its own writes on the node it is connected to.
+// participant reads its own writes on the node it is connected to. A
+// request skips only writes that cannot change what it reads: neutral
+// agent updates, and for map/connect that reads no session or agent,
+// fresh sessions too (a burst of connects does not wait for each other).
 // map/connect's resume check reads
 // the local replica; the registry re-checks in Apply.
 //

@@ -22,6 +22,11 @@ import (
 // connection, and another participant's write it heard of from the writer
 // — as when every answer waited for the local apply. The fence is raised
 // before the write's answer is sent.
+//
+// A request skips the writes that cannot change what it reads (its
+// fenceLevel): a fenceTolerant method the neutral writes, and map/connect
+// also the fresh sessions, until it reads sessions or agents
+// (connectReadsRegistry).
 
 // fenceWaitLimit bounds a request's wait for its fence. The fence is
 // normally reached within one replication round; a replica that cannot
@@ -31,24 +36,60 @@ import (
 // through a cut-off follower fails within about this time too.
 const fenceWaitLimit = 2 * time.Second
 
-// fence is the node's read-your-writes index, in two parts: all is the
-// highest index of the writes this node answered, strict the highest of
-// those that were not neutral (neutralWrite). Methods marked
-// fenceTolerant wait for strict only.
-type fence struct{ all, strict atomic.Uint64 }
+// writeClass sorts an answered write by the requests that may skip it.
+type writeClass uint8
 
-// raise records an answered write at index; neutral writes leave strict.
-func (f *fence) raise(index uint64, neutral bool) {
+const (
+	// writeOther: every request waits for it.
+	writeOther writeClass = iota
+	// writeNeutral (neutralWrite): fenceTolerant methods and map/connect
+	// skip it.
+	writeNeutral
+	// writeFreshSession: a SESSION_OPEN of a new session that reclaims no
+	// agent. It adds a session and changes nothing else, so only a
+	// request that reads sessions waits for it; map/connect skips it until
+	// it reads sessions (connectReadsRegistry). Under a burst of connects
+	// through a follower, each connect waited here for the previous ones'
+	// commit to reach this replica (a replication round) before its own
+	// write could start.
+	writeFreshSession
+)
+
+// fenceLevel is how much of the fence a request waits for.
+type fenceLevel uint8
+
+const (
+	// fenceAll: every write this node answered.
+	fenceAll fenceLevel = iota
+	// fenceStrict: all but writeNeutral (fenceTolerant methods).
+	fenceStrict
+	// fenceConnect: writeOther only (map/connect before it reads sessions
+	// or agents).
+	fenceConnect
+)
+
+// fence is the node's read-your-writes index, one per fenceLevel: the
+// highest index of the answered writes that level waits for.
+type fence struct{ all, strict, connect atomic.Uint64 }
+
+// raise records an answered write of class c at index.
+func (f *fence) raise(index uint64, c writeClass) {
 	raiseTo(&f.all, index)
-	if !neutral {
+	if c != writeNeutral {
 		raiseTo(&f.strict, index)
+	}
+	if c == writeOther {
+		raiseTo(&f.connect, index)
 	}
 }
 
-// target is the index a request must see applied first.
-func (f *fence) target(tolerant bool) uint64 {
-	if tolerant {
+// target is the index a request at level l must see applied first.
+func (f *fence) target(l fenceLevel) uint64 {
+	switch l {
+	case fenceStrict:
 		return f.strict.Load()
+	case fenceConnect:
+		return f.connect.Load()
 	}
 	return f.all.Load()
 }
@@ -81,6 +122,28 @@ var neutralUpdateFields = map[protoreflect.Name]bool{
 	"environment": true, "capability_descriptor": true, "name": true, "description": true,
 }
 
+// classify returns the writeClass of msg, a command of type t.
+func classify(t concordv1.CommandType, msg proto.Message) writeClass {
+	if neutralWrite(t, msg) {
+		return writeNeutral
+	}
+	if o, ok := msg.(*concordv1.SessionOpenRequest); ok && t == concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN &&
+		!o.GetResume() && len(o.GetReclaimAgents()) == 0 {
+		return writeFreshSession
+	}
+	return writeOther
+}
+
+// connectReadsRegistry reports whether a map/connect with these params
+// reads sessions or agents before it writes: a resume (sessionId,
+// resumeToken), a chosen participantId (is it held?) or agents to
+// reclaim. Such a connect waits for the whole fence first; any other
+// reads only the ACL state (authentication, capability ceilings), so
+// fenceConnect suffices.
+func connectReadsRegistry(cp *connectParams) bool {
+	return cp.sessionID != "" || cp.resumeToken != "" || cp.participantID != "" || len(cp.reclaim) > 0
+}
+
 // neutralWrite reports whether msg, a command of type t, is neutral.
 func neutralWrite(t concordv1.CommandType, msg proto.Message) bool {
 	if t != concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE {
@@ -94,11 +157,10 @@ func neutralWrite(t concordv1.CommandType, msg proto.Message) bool {
 	return neutral
 }
 
-// awaitFence waits until the local replica applied the fence (its strict
-// part for a fenceTolerant method): usually at once (the commit reached
-// this node while the answer travelled to the client and the next request
-// back).
-func (s *Service) awaitFence(ctx context.Context, tolerant bool) error {
+// awaitFence waits until the local replica applied the fence at level l:
+// usually at once (the commit reached this node while the answer travelled
+// to the client and the next request back).
+func (s *Service) awaitFence(ctx context.Context, l fenceLevel) error {
 	wait := s.cfg.WaitFence
 	if wait == nil {
 		wait = s.cfg.WaitApplied
@@ -106,7 +168,7 @@ func (s *Service) awaitFence(ctx context.Context, tolerant bool) error {
 	if wait == nil {
 		return nil
 	}
-	index := s.fence.target(tolerant)
+	index := s.fence.target(l)
 	if index == 0 || (s.cfg.AppliedIndex != nil && s.cfg.AppliedIndex() >= index) {
 		return nil
 	}

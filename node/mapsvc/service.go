@@ -179,7 +179,9 @@ func (s *Service) Sessions() *Sessions { return s.sessions }
 // Handle implements rpc.Handler.
 func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (any, error) {
 	if req.Method == "map/connect" {
-		if err := s.awaitFence(ctx, false); err != nil {
+		// connect waits for the rest of the fence itself if it reads
+		// sessions or agents (connectReadsRegistry).
+		if err := s.awaitFence(ctx, fenceConnect); err != nil {
 			return nil, translate(err)
 		}
 		res, err := s.connect(ctx, c, req.Params)
@@ -195,7 +197,11 @@ func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (an
 	}
 	// Read-your-writes: this replica first applies what this node
 	// already answered (fence.go).
-	if err := s.awaitFence(ctx, m.fenceTolerant); err != nil {
+	lvl := fenceAll
+	if m.fenceTolerant {
+		lvl = fenceStrict
+	}
+	if err := s.awaitFence(ctx, lvl); err != nil {
 		return nil, translate(err)
 	}
 	cs := st.handlerSnapshot()
@@ -345,7 +351,7 @@ func (s *Service) apply(ctx context.Context, fenced bool, t concordv1.CommandTyp
 		return nil, err
 	}
 	if fenced {
-		s.fence.raise(index, neutralWrite(t, msg))
+		s.fence.raise(index, classify(t, msg))
 		return res, nil
 	}
 	if s.cfg.WaitApplied != nil {

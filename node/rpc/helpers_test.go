@@ -104,7 +104,15 @@ func startServer(t *testing.T, cfg Config, h Handler) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(s)
+	return s, serveTest(t, s, s)
+}
+
+// serveTest runs hs (s, or a handler in front of it) behind httptest on
+// 127.0.0.1:0 and returns the ws URL. Cleanup shuts s and the listener
+// down.
+func serveTest(t *testing.T, s *Server, h http.Handler) string {
+	t.Helper()
+	hs := httptest.NewServer(h)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
@@ -113,7 +121,7 @@ func startServer(t *testing.T, cfg Config, h Handler) (*Server, string) {
 		}
 		hs.Close()
 	})
-	return s, "ws" + strings.TrimPrefix(hs.URL, "http") + "/map"
+	return "ws" + strings.TrimPrefix(hs.URL, "http") + "/map"
 }
 
 // rawDial opens a plain gorilla client, for sending arbitrary frames.
