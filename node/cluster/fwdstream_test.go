@@ -5,9 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/concordmap/concord/node/internal/tcpproxy"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
@@ -337,8 +335,8 @@ func TestForwardStream_BreakFailsInFlightWithoutResend(t *testing.T) {
 		return raftstore.ForwardReply{Index: numberOf(cmd)}, nil
 	})
 	srv, cnt := startCountedServer(t, "L", hs)
-	px := startCutProxy(t, srv.addr)
-	fwd := newTestForwarder(t, testConfig(t, "origin"), newResolver("L", px.addr()))
+	px := tcpproxy.Start(t, srv.addr)
+	fwd := newTestForwarder(t, testConfig(t, "origin"), newResolver("L", px.Addr()))
 	ctx := testCtx(t)
 	errs := forwardEach(ctx, fwd, "L", n, nil)
 	eventually(t, 5*time.Second, func() error {
@@ -347,7 +345,7 @@ func TestForwardStream_BreakFailsInFlightWithoutResend(t *testing.T) {
 		}
 		return nil
 	})
-	px.cut()
+	px.Cut()
 	for range n {
 		if err := <-errs; !errors.Is(err, raftstore.ErrLeadershipLost) {
 			t.Fatalf("write cut off at the leader = %v, want ErrLeadershipLost", err)
@@ -592,65 +590,4 @@ func TestFwdStream_FailOutcomes(t *testing.T) {
 			}
 		})
 	}
-}
-
-// cutProxy forwards TCP connections to a target and can cut them all.
-type cutProxy struct {
-	lis    net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func startCutProxy(t *testing.T, target string) *cutProxy {
-	p := &cutProxy{lis: listen(t, ""), target: target}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		_ = p.lis.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *cutProxy) addr() string { return p.lis.Addr().String() }
-
-func (p *cutProxy) accept() {
-	defer p.wg.Done()
-	for {
-		in, err := p.lis.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = in.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, in, out)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(in, out)
-		go p.pipe(out, in)
-	}
-}
-
-func (p *cutProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	_ = dst.Close()
-	_ = src.Close()
-}
-
-// cut closes every proxied connection; new ones are still accepted.
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
 }

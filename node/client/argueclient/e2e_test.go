@@ -19,6 +19,7 @@ import (
 	"github.com/concordmap/concord/node/client/agentbridge"
 	"github.com/concordmap/concord/node/client/argueclient"
 	"github.com/concordmap/concord/node/client/mapclient"
+	"github.com/concordmap/concord/node/internal/tcpproxy"
 )
 
 const runsExtensionURI = "urn:map:ext:x-concord-runs:1"
@@ -297,13 +298,13 @@ func slowPersona(t *testing.T, d time.Duration) agentbridge.Handler {
 // eliminated) and the follower catches up, rendering every event once.
 func TestRemoteRun_ConnectionsCutMidRun(t *testing.T) {
 	srv := startRunsNode(t)
-	agentPath, clientPath := newProxy(t, srv.HTTPAddr()), newProxy(t, srv.HTTPAddr())
+	agentPath, clientPath := tcpproxy.Start(t, srv.HTTPAddr()), tcpproxy.Start(t, srv.HTTPAddr())
 	ids := []string{"alice", "bob", "carol"}
 	hs := map[string]agentbridge.Handler{}
 	for _, id := range ids {
 		hs[id] = slowPersona(t, 150*time.Millisecond)
 	}
-	startAgents(t, srv, hs, agentPath.URL(), srv.MAPURL())
+	startAgents(t, srv, hs, agentPath.MAPURL(), srv.MAPURL())
 	sessions := map[string]string{}
 	for _, id := range ids {
 		a, _ := srv.Registry().Agent(id)
@@ -325,7 +326,7 @@ func TestRemoteRun_ConnectionsCutMidRun(t *testing.T) {
 		agentPath.Close()
 		clientPath.Close()
 	}()
-	oc, err := remote(t, &progress, t.TempDir(), clientPath.URL(), srv.MAPURL()).Run(ctx, raw, req.RequestID)
+	oc, err := remote(t, &progress, t.TempDir(), clientPath.MAPURL(), srv.MAPURL()).Run(ctx, raw, req.RequestID)
 	if err != nil {
 		t.Fatalf("remote run: %v\n%s", err, progress.String())
 	}

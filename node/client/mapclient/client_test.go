@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node/client/mapclient"
+	"github.com/concordmap/concord/node/internal/tcpproxy"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -130,11 +131,11 @@ func TestClient_DialNoServer(t *testing.T) {
 // registered and reachable, the subscription keeps delivering.
 func TestClient_ResumeOnNextURL(t *testing.T) {
 	srv := startNode(t, "n1")
-	p1, p2 := newProxy(t, srv.HTTPAddr()), newProxy(t, srv.HTTPAddr())
+	p1, p2 := tcpproxy.Start(t, srv.HTTPAddr()), tcpproxy.Start(t, srv.HTTPAddr())
 	var msgs collector[mapclient.Message]
 	var events collector[mapclient.Event]
 	reconnected := make(chan mapclient.ReconnectInfo, 1)
-	cfg := fastConfig(t, mapclient.TypeAgent, p1.URL(), p2.URL())
+	cfg := fastConfig(t, mapclient.TypeAgent, p1.MAPURL(), p2.MAPURL())
 	cfg.ParticipantID = "beta"
 	cfg.DisconnectPolicy = &mapclient.DisconnectPolicy{AgentBehavior: "grace-period", GracePeriodMs: 30_000}
 	cfg.OnMessage = msgs.add
@@ -156,8 +157,8 @@ func TestClient_ResumeOnNextURL(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("no reconnect")
 	}
-	if !ri.Resumed || ri.URL != p2.URL() || ri.SessionID != before.SessionID {
-		t.Fatalf("reconnect %+v, want resumed session %s via %s", ri, before.SessionID, p2.URL())
+	if !ri.Resumed || ri.URL != p2.MAPURL() || ri.SessionID != before.SessionID {
+		t.Fatalf("reconnect %+v, want resumed session %s via %s", ri, before.SessionID, p2.MAPURL())
 	}
 	if sub.ID() == "" {
 		t.Fatal("subscription lost its id")
@@ -232,8 +233,8 @@ func TestClient_NewSessionRestores(t *testing.T) {
 
 func TestClient_GivesUpAndCallsFail(t *testing.T) {
 	srv := startNode(t, "n1")
-	p := newProxy(t, srv.HTTPAddr())
-	cfg := fastConfig(t, mapclient.TypeClient, p.URL())
+	p := tcpproxy.Start(t, srv.HTTPAddr())
+	cfg := fastConfig(t, mapclient.TypeClient, p.MAPURL())
 	cfg.ReconnectTimeout = 300 * time.Millisecond
 	c := dial(t, cfg)
 	p.Close()
