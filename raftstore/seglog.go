@@ -82,7 +82,7 @@ const (
 	// their fdatasync flushes data without a journal commit for the file's
 	// new size (DESIGN.md, "Log store": ~40% less CPU per sync on ext4).
 	preallocBytes = 1 << 20
-	recHeader    = 8
+	recHeader     = 8
 	// recFixed is the payload size without data and extensions: index,
 	// term, appended-at (8 each), type (1), two lengths (4 each).
 	recFixed = 8 + 8 + 8 + 1 + 4 + 4
