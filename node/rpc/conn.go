@@ -60,7 +60,7 @@ type Conn struct {
 	// writerStarts counts writer goroutines started (tests: a lone
 	// request or reply is written inline, without one).
 	writerStarts atomic.Int64
-	q         *sendQueue
+	q            *sendQueue
 
 	// ctx is cancelled when the connection starts closing and is what
 	// Handle receives (with the handlerCtxKey marker): connctx.go.
