@@ -438,6 +438,7 @@ func (l *segLog) StoreLogs(logs []*raft.Log) error {
 	}
 	active.offs = append(active.offs, offs...)
 	active.size += int64(len(l.buf))
+	active.alloc = max(active.alloc, active.size) // past the reserve when it could not be filled
 	if l.first == 0 {
 		l.first = logs[0].Index
 	}
@@ -468,11 +469,12 @@ func (l *segLog) undoAppend(seg *segment, fresh bool, err error) error {
 var zeros [64 << 10]byte
 
 // reserve zero-fills seg past its end, preallocBytes at a time, so that
-// the next n bytes land inside the file. The zeros become durable with
-// the append's fdatasync; until then, and after a crash, they read as the
-// end of the log (open stops at a zero length and drops the tail). It is
-// only an optimisation: when the fill fails (a full disk), the file is cut
-// back and the append goes on without it, and reports its own error.
+// the next n bytes land inside the file. The zeros become durable with the
+// append's fdatasync; until then, and after a crash, they read as the end
+// of the log (open stops at a zero length and drops the tail). It is only
+// an optimisation: when the fill fails (a full disk), the file is cut back
+// to alloc (never below a record: alloc >= size always) and the append
+// goes on without it, reporting its own error if it fails too.
 func (l *segLog) reserve(seg *segment, n int64) {
 	if seg.size+n <= seg.alloc {
 		return
