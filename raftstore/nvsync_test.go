@@ -1,14 +1,12 @@
 package raftstore
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -276,16 +274,8 @@ func TestCluster_NonvoterUnsyncedUntilPromoted(t *testing.T) {
 	if err := leader.AddNonvoter(testCtx(t), nv.ID(), nv.Addr()); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(testCtx(t))
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ctx.Err() == nil; i++ {
-				_, _, _ = leader.Apply(ctx, cmdKVPut, put(fmt.Sprintf("w%d=%d", w, i)))
-			}
-		})
-	}
+	stopWrites := steadyWrites(t, leader, 4)
+	defer stopWrites()
 	eventually(t, waitTimeout, func() error {
 		if n := nv.bolt.unsynced.Load(); n < 20 {
 			return fmt.Errorf("non-voter wrote %d batches unsynced", n)
@@ -319,8 +309,7 @@ func TestCluster_NonvoterUnsyncedUntilPromoted(t *testing.T) {
 	if n := nv.bolt.unsynced.Load(); n != n0 || !durable(t, nv.bolt) {
 		t.Fatalf("promoted server wrote %d more batches unsynced", n-n0)
 	}
-	cancel()
-	wg.Wait()
+	stopWrites()
 	// A cancelled Apply may still commit: compare until both settle.
 	eventually(t, waitTimeout, func() error {
 		if got, want := kv.snapshotMap(), c.kvOf(leader).snapshotMap(); !maps.Equal(got, want) {
