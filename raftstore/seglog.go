@@ -28,7 +28,8 @@ import (
 //
 // Crash safety: StoreLogs returns only after the data is synced, so an
 // acknowledged entry survives. A crash during a write leaves a torn or
-// zero-filled tail in the last segment; open drops it (length, CRC and
+// zero-filled tail in the last segment (the active segment is zero-filled
+// ahead of its end on purpose, reserve); open drops it (length, CRC and
 // index checks) and truncates the file there. That tail was never
 // acknowledged. Damage anywhere else is an error: the log is not silently
 // shortened.
@@ -60,11 +61,14 @@ type segLog struct {
 
 // segment is one file: the records of indexes base..base+len(offs)-1, the
 // record at base+i starting at offs[i]; size is the end of the last one.
+// The active segment is zero-filled ahead of size up to alloc (reserve);
+// other segments end at size.
 type segment struct {
-	base uint64
-	offs []int64
-	size int64
-	f    *os.File
+	base  uint64
+	offs  []int64
+	size  int64
+	alloc int64
+	f     *os.File
 	// unsynced: written without fdatasync since the last sync (guarded
 	// by mu; set and cleared by the writer).
 	unsynced bool
@@ -76,7 +80,12 @@ const (
 	// segmentBytes is the size past which a new segment starts; a
 	// compaction frees space in whole segments.
 	segmentBytes = 32 << 20
-	recHeader    = 8
+	// preallocBytes is how far ahead of its end the active segment is
+	// zero-filled (reserve): appends then overwrite allocated blocks, and
+	// their fdatasync flushes data without a journal commit for the file's
+	// new size (DESIGN.md, "Log store": ~40% less CPU per sync on ext4).
+	preallocBytes = 1 << 20
+	recHeader     = 8
 	// recFixed is the payload size without data and extensions: index,
 	// term, appended-at (8 each), type (1), two lengths (4 each).
 	recFixed = 8 + 8 + 8 + 1 + 4 + 4
@@ -235,7 +244,7 @@ func openSegment(dir string, base uint64, tail bool) (*segment, error) {
 		seg.offs = append(seg.offs, off)
 		off += n
 	}
-	seg.size = off
+	seg.size, seg.alloc = off, off
 	if off == int64(len(data)) {
 		return seg, nil
 	}
@@ -407,6 +416,11 @@ func (l *segLog) storeLogs(logs []*raft.Log, sync bool) error {
 	}
 	fresh := active == nil || active.size >= l.maxSeg
 	if fresh {
+		if active != nil {
+			if err := l.seal(active); err != nil {
+				return err
+			}
+		}
 		var err error
 		if active, err = l.createSegment(logs[0].Index); err != nil {
 			return err
@@ -418,6 +432,7 @@ func (l *segLog) storeLogs(logs []*raft.Log, sync bool) error {
 		offs[i] = active.size + int64(len(l.buf))
 		l.buf = appendRecord(l.buf, lg)
 	}
+	l.reserve(active, int64(len(l.buf)))
 	if _, err := active.f.WriteAt(l.buf, active.size); err != nil {
 		return l.undoAppend(active, fresh, fmt.Errorf("raftstore: write raft log: %w", err))
 	}
@@ -433,6 +448,7 @@ func (l *segLog) storeLogs(logs []*raft.Log, sync bool) error {
 	}
 	active.offs = append(active.offs, offs...)
 	active.size += int64(len(l.buf))
+	active.alloc = max(active.alloc, active.size) // past the reserve when it could not be filled
 	if l.first == 0 {
 		l.first = logs[0].Index
 	}
@@ -452,10 +468,55 @@ func (l *segLog) undoAppend(seg *segment, fresh bool, err error) error {
 		_ = os.Remove(segPath(l.dir, seg.base))
 		return err
 	}
+	seg.alloc = seg.size
 	if terr := seg.f.Truncate(seg.size); terr != nil {
 		return fmt.Errorf("%w (and dropping the partial write failed: %v)", err, terr)
 	}
 	return err
+}
+
+// zeros is what reserve writes ahead of the active segment's end.
+var zeros [64 << 10]byte
+
+// reserve zero-fills seg past its end, preallocBytes at a time, so that
+// the next n bytes land inside the file. The zeros become durable with the
+// append's fdatasync; until then, and after a crash, they read as the end
+// of the log (open stops at a zero length and drops the tail). It is only
+// an optimisation: when the fill fails (a full disk), the file is cut back
+// to alloc (never below a record: alloc >= size always) and the append
+// goes on without it, reporting its own error if it fails too.
+func (l *segLog) reserve(seg *segment, n int64) {
+	if seg.size+n <= seg.alloc {
+		return
+	}
+	end := seg.size + n + min(preallocBytes, l.maxSeg)
+	for off := seg.alloc; off < end; off += int64(len(zeros)) {
+		if _, err := seg.f.WriteAt(zeros[:min(int64(len(zeros)), end-off)], off); err != nil {
+			_ = seg.f.Truncate(seg.alloc)
+			return
+		}
+	}
+	seg.alloc = end
+}
+
+// seal cuts the zero-filled reserve off a full segment before the next
+// one is created, synced, so that only the last segment ever ends in
+// zeros (open refuses a bad record anywhere else).
+func (l *segLog) seal(seg *segment) error {
+	if seg.alloc == seg.size {
+		return nil
+	}
+	if err := seg.f.Truncate(seg.size); err != nil {
+		return fmt.Errorf("raftstore: seal log segment: %w", err)
+	}
+	if err := fdatasync(seg.f); err != nil {
+		return fmt.Errorf("raftstore: seal log segment: %w", err)
+	}
+	l.mu.Lock()
+	seg.unsynced = false // that sync covered a non-voter's unsynced appends too
+	l.mu.Unlock()
+	seg.alloc = seg.size
+	return nil
 }
 
 // createSegment creates the file for a segment starting at base and syncs
@@ -564,7 +625,7 @@ func (l *segLog) deleteSuffix(lo uint64) error {
 	if err := fdatasync(seg.f); err != nil {
 		return fmt.Errorf("raftstore: sync raft log: %w", err)
 	}
-	seg.size = seg.offs[k]
+	seg.size, seg.alloc = seg.offs[k], seg.offs[k]
 	seg.offs = seg.offs[:k] // k >= 1: segments starting at lo or later are gone
 	return nil
 }

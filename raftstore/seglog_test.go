@@ -217,13 +217,16 @@ func TestSegLog_TornTail(t *testing.T) {
 			dir := t.TempDir()
 			l := openSegLogT(t, dir, 0)
 			mustStore(t, l, entries(1, 5, 1))
+			end := l.segs[len(l.segs)-1].size
 			_ = l.Close()
 			files := segFiles(t, dir)
-			f, err := os.OpenFile(files[len(files)-1], os.O_WRONLY|os.O_APPEND, 0)
+			f, err := os.OpenFile(files[len(files)-1], os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.Write(tail(appendRecord(nil, entries(6, 6, 1)[0]))); err != nil {
+			// At the log's end, inside the zero-filled reserve, as a
+			// crash during the append would leave it.
+			if _, err := f.WriteAt(tail(appendRecord(nil, entries(6, 6, 1)[0])), end); err != nil {
 				t.Fatal(err)
 			}
 			_ = f.Close()
@@ -232,6 +235,85 @@ func TestSegLog_TornTail(t *testing.T) {
 			mustStore(t, l, entries(6, 7, 1))
 			_ = l.Close()
 			checkLog(t, openSegLogT(t, dir, 0), 1, 7, term1)
+		})
+	}
+}
+
+// TestSegLog_Reserve: the active segment is zero-filled ahead of its end
+// (appends then overwrite allocated blocks); a full segment is cut back to
+// its records before the next one starts, so only the last file ends in
+// zeros; reopening drops the reserve and appends go on.
+func TestSegLog_Reserve(t *testing.T) {
+	fileSize := func(path string) int64 {
+		t.Helper()
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	tests := []struct {
+		name   string
+		maxSeg int64
+		batch  uint64
+	}{
+		{"one segment", 0, 10},
+		{"rotating small segments", 300, 4},
+		{"a batch larger than the reserve step", 64, 40},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openSegLogT(t, dir, tt.maxSeg)
+			for lo := uint64(1); lo <= 120; lo += tt.batch {
+				mustStore(t, l, entries(lo, lo+tt.batch-1, 1))
+			}
+			last := 120 + (tt.batch-120%tt.batch)%tt.batch
+			files := segFiles(t, dir)
+			if len(files) != len(l.segs) {
+				t.Fatalf("%d files for %d segments", len(files), len(l.segs))
+			}
+			for i, seg := range l.segs {
+				got := fileSize(files[i])
+				if i < len(l.segs)-1 && got != seg.size {
+					t.Errorf("sealed segment %d: file is %d bytes, records end at %d", seg.base, got, seg.size)
+				}
+				if i == len(l.segs)-1 {
+					if got <= seg.size || got != seg.alloc {
+						t.Errorf("active segment: file is %d bytes, records end at %d, reserve %d", got, seg.size, seg.alloc)
+					}
+					b, err := os.ReadFile(files[i])
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(b[seg.size:], make([]byte, len(b)-int(seg.size))) {
+						t.Error("the reserve is not all zeros")
+					}
+				}
+			}
+			checkLog(t, l, 1, last, term1)
+			_ = l.Close()
+
+			l = openSegLogT(t, dir, tt.maxSeg)
+			checkLog(t, l, 1, last, term1)
+			act := l.segs[len(l.segs)-1]
+			if got := fileSize(files[len(files)-1]); got != act.size || act.alloc != act.size {
+				t.Errorf("reopened: active file %d bytes, records end at %d, reserve %d", got, act.size, act.alloc)
+			}
+			mustStore(t, l, entries(last+1, last+3, 1))
+			// A conflict truncation inside the active segment cuts the
+			// reserve too; appends after it reserve again.
+			if err := l.DeleteRange(last+2, last+3); err != nil {
+				t.Fatal(err)
+			}
+			mustStore(t, l, entries(last+2, last+5, 2))
+			_ = l.Close()
+			checkLog(t, openSegLogT(t, dir, tt.maxSeg), 1, last+5, func(i uint64) uint64 {
+				if i >= last+2 {
+					return 2
+				}
+				return 1
+			})
 		})
 	}
 }

@@ -88,7 +88,7 @@ install_etcd() {
 wait_http() {
 	local i
 	for i in $(seq 1 150); do
-		curl -fsS "$1" >/dev/null 2>&1 && return 0
+		curl -fsS --max-time 2 "$1" >/dev/null 2>&1 && return 0
 		sleep 0.2
 	done
 	log "no answer from $1"
@@ -135,7 +135,7 @@ concord_roles() {
 	C_LEADER="" C_FOLLOWER=""
 	for i in 1 2 3; do
 		p=$((CONCORD_PORT_BASE + 10 * (i - 1)))
-		st=$(curl -fsS "http://127.0.0.1:$p/v1/status")
+		st=$(curl -fsS --max-time 5 "http://127.0.0.1:$p/v1/status")
 		if [[ $(json_str "$st" nodeId) == "$(json_str "$st" leaderId)" ]]; then
 			C_LEADER="ws://127.0.0.1:$p/map"
 		else
@@ -154,7 +154,7 @@ etcd_roles() {
 	E_LEADER="" E_FOLLOWER=""
 	for i in 1 2 3; do
 		u="http://127.0.0.1:$((ETCD_PORT_BASE + 10 * (i - 1)))"
-		st=$(curl -fsS -X POST "$u/v3/maintenance/status" -d '{}')
+		st=$(curl -fsS --max-time 5 -X POST "$u/v3/maintenance/status" -d '{}')
 		if [[ $(json_str "$st" leader) == "$(json_str "$st" member_id)" ]]; then
 			E_LEADER=$u
 		else

@@ -25,7 +25,9 @@ var errParamsNotObject = errors.New("rpc: params must be a JSON object")
 // context: its reader is busy and would never read the answer. That case
 // returns ErrCallInHandler; use another goroutine.
 func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	p, err := c.Start(ctx, method, params)
+	// The caller waits for the answer anyway: it writes the request itself
+	// when no writer is running (putInline), sparing a hand-off.
+	p, err := c.start(ctx, method, params, true)
 	if err != nil {
 		return nil, err
 	}
@@ -46,6 +48,13 @@ type Pending struct {
 // the send queue (bounded by ctx). The same rules as Call apply; collect
 // the response with Pending.Wait.
 func (c *Conn) Start(ctx context.Context, method string, params any) (*Pending, error) {
+	return c.start(ctx, method, params, false)
+}
+
+// start is Start; inline writes the request on the calling goroutine when
+// no writer is running (Call), else the writer goroutine sends it, so that
+// requests started in a burst leave in one write.
+func (c *Conn) start(ctx context.Context, method string, params any, inline bool) (*Pending, error) {
 	if owner, _ := ctx.Value(handlerCtxKey{}).(*Conn); owner == c {
 		return nil, ErrCallInHandler
 	}
@@ -69,7 +78,11 @@ func (c *Conn) Start(ctx context.Context, method string, params any) (*Pending, 
 	c.pending[id] = ch
 	c.pmu.Unlock()
 
-	if err := c.q.put(ctx, f); err != nil {
+	put := c.q.put
+	if inline {
+		put = c.putInline
+	}
+	if err := put(ctx, f); err != nil {
 		putFrame(f)
 		c.forget(id)
 		return nil, err

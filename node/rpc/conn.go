@@ -57,7 +57,10 @@ type Conn struct {
 	// Beside obsOn so the two bools share a word.
 	keepalive bool
 	tr        transport
-	q         *sendQueue
+	// writerStarts counts writer goroutines started (tests: a lone
+	// request or reply is written inline, without one).
+	writerStarts atomic.Int64
+	q            *sendQueue
 
 	// ctx is cancelled when the connection starts closing and is what
 	// Handle receives (with the handlerCtxKey marker): connctx.go.
@@ -144,7 +147,10 @@ func newConn(base context.Context, cfg *Config, tr transport, h Handler) *Conn {
 		tr:     tr,
 		q:      newSendQueue(cfg.SendQueueLen, cfg.SendQueueBytes, cfg.NotifyQueueBytes),
 	}
-	c.q.startWriter = func() { go c.writeLoop() } // owned by run: it waits on writerDone
+	c.q.startWriter = func() { // owned by run: it waits on writerDone
+		c.writerStarts.Add(1)
+		go c.writeLoop()
+	}
 	c.keepalive = c.kind == kindWebSocket
 	if !c.obsOn {
 		c.obs = nopObserver{}

@@ -88,16 +88,25 @@ func (q *sendQueue) putLocked(f *frame) error {
 // ErrClosed when the queue closes and with ctx.Err() when ctx is done. On
 // failure the caller still owns f.
 func (q *sendQueue) put(ctx context.Context, f *frame) error {
+	own, err := q.putOwn(ctx, f)
+	if own {
+		q.startWriter()
+	}
+	return err
+}
+
+// putOwn is put for a producer that writes the frame itself when no writer
+// is running: own reports that it took the writer's role (the queue was
+// idle) instead of starting the writer goroutine, and must now run
+// Conn.writeInline.
+func (q *sendQueue) putOwn(ctx context.Context, f *frame) (own bool, err error) {
 	for {
 		q.mu.Lock()
 		err := q.putLocked(f)
 		if err != ErrSlowConsumer {
-			start := err == nil && q.kickLocked()
+			own = err == nil && q.kickLocked()
 			q.mu.Unlock()
-			if start {
-				q.startWriter()
-			}
-			return err
+			return own, err
 		}
 		if q.spaceCh == nil {
 			q.spaceCh = make(chan struct{})
@@ -107,7 +116,7 @@ func (q *sendQueue) put(ctx context.Context, f *frame) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }

@@ -101,7 +101,11 @@ func (c *Conn) handleFrame(data []byte) {
 	// Replies wait for room: a peer that does not read its answers stops
 	// being served (backpressure) instead of growing the queue.
 	if f != nil {
-		if err := c.q.put(&c.ctx, f); err != nil {
+		put := c.q.put
+		if c.replyInline() {
+			put = c.putInline
+		}
+		if err := put(&c.ctx, f); err != nil {
 			putFrame(f)
 		}
 	}
@@ -110,6 +114,15 @@ func (c *Conn) handleFrame(data []byte) {
 		code, reason := c.closeState()
 		c.beginClose(code, reason)
 	}
+}
+
+// replyInline reports whether the reader writes a reply itself
+// (putInline): only when it has read everything that arrived, so the
+// replies to a burst of pipelined requests still leave as one write from
+// the writer goroutine.
+func (c *Conn) replyInline() bool {
+	idler, ok := c.tr.(idleReleaser)
+	return ok && !idler.inputBuffered()
 }
 
 // serveMessage handles one decoded object and appends its reply to f.

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -120,6 +121,38 @@ func (c *Conn) writeLoop() {
 			return
 		}
 	}
+}
+
+// writeInline is one writer pass run by the producer that queued a frame
+// into an idle queue (sendQueue.putOwn), on its own goroutine: a request
+// or reply with nothing else to send then costs no writer goroutine and no
+// hand-off to it (on a saturated host each hand-off waits for a CPU;
+// DESIGN.md). Anything left after the pass (frames queued meanwhile, a
+// ping, the close) goes to the writer goroutine as usual; so does the
+// goodbye, which waits for the reader.
+func (c *Conn) writeInline() {
+	if err := c.flush(); err != nil {
+		c.writeFailed(err)
+		c.closeLazy(&c.writerDone)
+		return
+	}
+	if next, finish := c.q.writerIdle(); next || finish {
+		c.q.startWriter()
+	}
+}
+
+// putInline queues f and, when no writer is running, writes it on the
+// calling goroutine (writeInline). Only WebSocket connections do: the
+// other transports keep their writer goroutine.
+func (c *Conn) putInline(ctx context.Context, f *frame) error {
+	if c.kind != kindWebSocket {
+		return c.q.put(ctx, f)
+	}
+	own, err := c.q.putOwn(ctx, f)
+	if own {
+		c.writeInline()
+	}
+	return err
 }
 
 // flush writes everything queued so far.

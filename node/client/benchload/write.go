@@ -2,9 +2,11 @@ package benchload
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -118,15 +120,23 @@ func Write(ctx context.Context, cfg WriteConfig) (WriteResult, error) {
 }
 
 // writeLoop updates agentID until ctx ends. A write cut short by the end of
-// the run is neither a success nor an error.
+// the run is neither a success nor an error. The load generator shares the
+// machine with the nodes it measures, so its own CPU per write is kept low
+// (raftstore/DESIGN.md, issue 10): the params are appended into one buffer
+// instead of going through encoding/json, and one timer bounds each write
+// instead of a context per write; the frames sent are the same.
 func writeLoop(ctx context.Context, c *rpc.Conn, agentID string, timeout time.Duration, h *histogram, cnt *counters) {
+	dl := newCallDeadline(timeout)
+	defer dl.stop()
+	quoted := mustJSON(agentID)
+	var params []byte
 	for n := 0; ctx.Err() == nil; n++ {
-		params := mustJSON(map[string]any{"agentId": agentID, "metadata": map[string]int{"bench": n}})
-		cctx, cancel := context.WithTimeout(context.Background(), timeout)
+		params = updateParams(params[:0], quoted, n)
+		cctx := dl.begin()
 		t0 := time.Now()
-		_, err := c.Call(cctx, "map/agents/update", params)
+		_, err := c.Call(cctx, "map/agents/update", json.RawMessage(params))
 		d := time.Since(t0)
-		cancel()
+		dl.end()
 		switch {
 		case err == nil:
 			h.record(d)
@@ -138,6 +148,57 @@ func writeLoop(ctx context.Context, c *rpc.Conn, agentID string, timeout time.Du
 			cnt.errors.Add(1)
 		}
 	}
+}
+
+// updateParams appends the params of write n: the bytes json.Marshal
+// gives for {"agentId": id, "metadata": {"bench": n}} (keys sorted),
+// quotedID being the id already encoded as a JSON string.
+func updateParams(b, quotedID []byte, n int) []byte {
+	b = append(b, `{"agentId":`...)
+	b = append(b, quotedID...)
+	b = append(b, `,"metadata":{"bench":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, "}}"...)
+}
+
+// callDeadline bounds one call at a time by timeout with one timer: begin
+// arms it and returns the context to call with, end disarms it. Once it
+// fired (a call took too long), the next begin starts a fresh context.
+type callDeadline struct {
+	timeout time.Duration
+	ctx     context.Context
+	cancel  context.CancelFunc
+	t       *time.Timer
+}
+
+func newCallDeadline(timeout time.Duration) *callDeadline {
+	d := &callDeadline{timeout: timeout}
+	d.renew()
+	return d
+}
+
+func (d *callDeadline) renew() {
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.t = time.AfterFunc(time.Hour, d.cancel)
+	d.t.Stop()
+}
+
+func (d *callDeadline) begin() context.Context {
+	d.t.Reset(d.timeout)
+	return d.ctx
+}
+
+func (d *callDeadline) end() {
+	if !d.t.Stop() {
+		// Fired (or firing): its context is cancelled or about to be.
+		d.cancel()
+		d.renew()
+	}
+}
+
+func (d *callDeadline) stop() {
+	d.t.Stop()
+	d.cancel()
 }
 
 func agentName(kind, run string, i int) string { return fmt.Sprintf("bench-%s-%s-%d", kind, run, i) }
