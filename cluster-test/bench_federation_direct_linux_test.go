@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/concordmap/concord/cluster-test/wannet"
 )
@@ -27,9 +28,17 @@ const wanDirectRounds = 3
 // It skips without CONCORD_BENCH_BEFORE, and like every WAN benchmark
 // without root. It ignores b.N: one run is the fixed rounds.
 func BenchmarkFederation_WANDirect(b *testing.B) {
+	alternateBuilds(b, wanDirectRounds, "be534b6: before direct streams", "request-reply/relay-each-leg", wanRelayLegs)
+}
+
+// alternateBuilds runs run for the build at git revision
+// $CONCORD_BENCH_BEFORE and for the current one, alternately, rounds
+// times, as sub-benchmarks named name/<build>/round=<r>. It skips without
+// the variable (hint names a useful revision) and without root.
+func alternateBuilds(b *testing.B, rounds int, hint, name string, run func(b *testing.B, opts []ProcOption)) {
 	rev := os.Getenv("CONCORD_BENCH_BEFORE")
 	if rev == "" {
-		b.Skip("set CONCORD_BENCH_BEFORE to a git revision to compare with (be534b6: before direct streams)")
+		b.Skipf("set CONCORD_BENCH_BEFORE to a git revision to compare with (%s)", hint)
 	}
 	RequireWAN(b)
 	builds := []struct {
@@ -39,21 +48,19 @@ func BenchmarkFederation_WANDirect(b *testing.B) {
 		{"before=" + rev, []ProcOption{WithProcBinary(ConcordBinaryAt(b, rev))}},
 		{"after", nil},
 	}
-	for r := range wanDirectRounds {
+	for r := range rounds {
 		for _, bd := range builds {
-			b.Run(fmt.Sprintf("request-reply/relay-each-leg/%s/round=%d", bd.name, r), func(b *testing.B) {
-				wanRelayLegs(b, bd.opts)
-			})
+			b.Run(fmt.Sprintf("%s/%s/round=%d", name, bd.name, r), func(b *testing.B) { run(b, bd.opts) })
 		}
 	}
 }
 
-// wanRelayLegs starts two linked systems of three processes from opts,
-// measures the raw echo, then request/reply between agents placed with
-// the most relays the streams' spread allows.
-func wanRelayLegs(b *testing.B, opts []ProcOption) {
-	w := StartWANWith(b, 3, wannet.Shape{Delay: wanDelay}, opts, "dc1", "dc2")
-	dc1, dc2 := w.System("dc1"), w.System("dc2")
+// linkedWAN starts two systems of three processes from opts over the
+// 25 ms link, linked with every agent exported both ways and the link up
+// on both sides, and measures the raw echo's p50 over it.
+func linkedWAN(b *testing.B, opts []ProcOption) (w *WAN, dc1, dc2 *ProcCluster, echo time.Duration) {
+	w = StartWANWith(b, 3, wannet.Shape{Delay: wanDelay}, opts, "dc1", "dc2")
+	dc1, dc2 = w.System("dc1"), w.System("dc2")
 	w.Peer(b, "dc1", "dc2", "--export", "all")
 	Eventually(b, ConvergeTimeout, func() error {
 		if err := dc1.LinkUp(dc2); err != nil {
@@ -61,20 +68,41 @@ func wanRelayLegs(b *testing.B, opts []ProcOption) {
 		}
 		return dc2.LinkUp(dc1)
 	})
-	echo, _ := percentiles(tcpEcho(b, dc1.Namespace(), dc2.Namespace()))
-	a, bb, relays := placeAgents(b, dc1, dc2, true)
-	alice, bob := wanAgent(b, dc1, a, "alice"), wanAgent(b, dc2, bb, "bob")
-	sent0 := directSent(b, dc1, a, "dc2") + directSent(b, dc2, bb, "dc1")
-	link := w.Link("dc1", "dc2")
-	link.StartRecording(wanRecordLimit)
-	rs := requestReply(b, alice, "dc2:agent:bob", bob, "dc1:agent:alice", fixedRounds())
-	reportLegs(b, rs, link.StopRecording(), dc1.Namespace().Name, dc2.Namespace().Name)
+	echo, _ = percentiles(tcpEcho(b, dc1.Namespace(), dc2.Namespace()))
+	return w, dc1, dc2, echo
+}
+
+// reportAgainstEcho reports request/reply p50/p99 of rs beside the echo
+// and the injected round trip.
+func reportAgainstEcho(b *testing.B, rs []rrRound, echo time.Duration) {
 	p50, p99 := percentiles(latencies(rs))
 	b.ReportMetric(ms(p50), "p50-ms")
 	b.ReportMetric(ms(p99), "p99-ms")
 	b.ReportMetric(ms(echo), "echo-p50-ms")
 	b.ReportMetric(ms(p50-echo), "p50-minus-echo-ms")
 	b.ReportMetric(ms(p50-2*wanDelay), "p50-minus-injected-rtt-ms")
+}
+
+// recordedRequestReply runs wanRounds request/replies from alice on
+// process a of dc1 to bob on process bb of dc2 with the link's packets
+// recorded, reports reportLegs' split, and returns the rounds.
+func recordedRequestReply(b *testing.B, w *WAN, a, bb int) []rrRound {
+	dc1, dc2 := w.System("dc1"), w.System("dc2")
+	alice, bob := wanAgent(b, dc1, a, "alice"), wanAgent(b, dc2, bb, "bob")
+	link := w.Link("dc1", "dc2")
+	link.StartRecording(wanRecordLimit)
+	rs := requestReply(b, alice, "dc2:agent:bob", bob, "dc1:agent:alice", fixedRounds())
+	reportLegs(b, rs, link.StopRecording(), dc1.Namespace().Name, dc2.Namespace().Name)
+	return rs
+}
+
+// wanRelayLegs measures, in a fresh linked WAN from opts, request/reply
+// between agents placed with the most relays the streams' spread allows.
+func wanRelayLegs(b *testing.B, opts []ProcOption) {
+	w, dc1, dc2, echo := linkedWAN(b, opts)
+	a, bb, relays := placeAgents(b, dc1, dc2, true)
+	sent0 := directSent(b, dc1, a, "dc2") + directSent(b, dc2, bb, "dc1")
+	reportAgainstEcho(b, recordedRequestReply(b, w, a, bb), echo)
 	b.ReportMetric(float64(relays), "relay-hops-by-stream")
 	b.ReportMetric(float64(directSent(b, dc1, a, "dc2")+directSent(b, dc2, bb, "dc1")-sent0), "direct-msgs")
 }

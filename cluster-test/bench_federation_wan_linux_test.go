@@ -34,7 +34,8 @@ const wanDelay = 25 * time.Millisecond
 //     same link (the emulated wire and the kernels' TCP, no Concord), and
 //     the same request/reply between two agents of dc1 on different nodes
 //     (what the systems add at each end), and the same cross-system
-//     request/reply over the link with its delay removed.
+//     request/reply over the link with its delay removed (the references
+//     take wanRounds rounds too, whatever -benchtime).
 //   - drain-after-30s-cut: 1,000 msgs/s (256 B) offered from dc1 to dc2,
 //     the link blackholed for 30 s and restored: the backlog at restore,
 //     the time to the first drained message (the stream's reconnect), the
@@ -81,7 +82,7 @@ func BenchmarkFederation_WAN(b *testing.B) {
 	})
 	b.Run("reference-request-reply/same-system", func(b *testing.B) {
 		carol, dave := wanAgent(b, dc1, 0, "carol"), wanAgent(b, dc1, 1, "dave")
-		lat := latencies(requestReply(b, carol, `{"agent":"dave"}`, dave, `{"agent":"carol"}`, b.Loop))
+		lat := latencies(requestReply(b, carol, `{"agent":"dave"}`, dave, `{"agent":"carol"}`, fixedRounds()))
 		p50, p99 := percentiles(lat)
 		b.ReportMetric(ms(p50), "p50-ms")
 		b.ReportMetric(ms(p99), "p99-ms")
@@ -93,7 +94,7 @@ func BenchmarkFederation_WAN(b *testing.B) {
 		defer w.Link("dc1", "dc2").SetShape(wannet.Shape{Delay: wanDelay})
 		a, bb, _ := fewestRelays(b, dc1, dc2)
 		alice, bob := wanAgent(b, dc1, a, "alice3"), wanAgent(b, dc2, bb, "bob3")
-		lat := latencies(requestReply(b, alice, "dc2:agent:bob3", bob, "dc1:agent:alice3", b.Loop))
+		lat := latencies(requestReply(b, alice, "dc2:agent:bob3", bob, "dc1:agent:alice3", fixedRounds()))
 		p50, p99 := percentiles(lat)
 		b.ReportMetric(ms(p50), "p50-ms")
 		b.ReportMetric(ms(p99), "p99-ms")

@@ -122,11 +122,11 @@ func (in *inStream) read(ctx context.Context) error {
 		}
 		switch fr := f.GetFrame().(type) {
 		case *concordv1.FedFrame_Batch:
-			// The link (policies) is read once per batch, not per
-			// envelope: State.Link copies it, CA certificate and all.
+			// The link's policies are read once per batch, not per
+			// envelope, and without State.Link's deep copy.
 			envs := fr.Batch.GetEnvelopes()
 			in.m.countReceived(in.peer, len(envs), in.direct)
-			link, ok := in.m.deps.State.Link(in.peer)
+			link, ok := in.m.deps.State.LinkPolicies(in.peer)
 			for _, env := range envs {
 				in.deliver(ctx, env, link, ok)
 			}

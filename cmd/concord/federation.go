@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -284,7 +285,10 @@ func (m *mapLinkFlags) spec(st admin.LinkSettings) (admin.MapLinkSpec, error) {
 }
 
 func newFedListCmd(use string, detail bool) *cobra.Command {
-	var f adminFlags
+	var (
+		f      adminFlags
+		asJSON bool
+	)
 	short := "List this system's links"
 	if detail {
 		short = "Show each link as the node sees it: state, streams, RTT, queue, counters"
@@ -295,6 +299,13 @@ func newFedListCmd(use string, detail bool) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				if asJSON {
+					res, err := c.ListLinksJSON(ctx)
+					if err != nil {
+						return err
+					}
+					return printJSON(cmd.OutOrStdout(), res)
+				}
 				res, err := c.ListLinks(ctx)
 				if err != nil {
 					return err
@@ -304,7 +315,20 @@ func newFedListCmd(use string, detail bool) *cobra.Command {
 		},
 	}
 	f.register(cmd)
+	if detail {
+		cmd.Flags().BoolVar(&asJSON, "json", false, "print the links as one JSON object (the body of GET /v1/federation/links, plus pendingUnlinks)")
+	}
 	return cmd
+}
+
+// printJSON writes v as indented JSON and a newline.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 func printLinks(w io.Writer, res admin.Links, detail bool) error {

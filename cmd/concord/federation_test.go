@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,7 +124,8 @@ func TestFederationLinkTokenFile(t *testing.T) {
 // whose token list/status never print, and refuses bad flag sets before
 // calling the node.
 func TestFederationLink_KindMap(t *testing.T) {
-	addr := startDevNode(t).GRPCAddr()
+	srv := startDevNode(t)
+	addr := srv.GRPCAddr()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	run := func(args ...string) (string, error) {
@@ -168,6 +171,7 @@ func TestFederationLink_KindMap(t *testing.T) {
 			t.Fatalf("%s prints a secret: %q", cmd, out)
 		}
 	}
+	checkStatusJSON(t, ctx, srv.HTTPAddr(), run, secret)
 	if out, err := run("federation", "unlink", "ext"); err != nil || !strings.Contains(out, "a MAP server keeps no side") {
 		t.Fatalf("unlink: %q %v", out, err)
 	}
@@ -221,5 +225,53 @@ func TestPrintLinks_Direct(t *testing.T) {
 		if tc.detail && strings.Count(out, " up, ") != 1 {
 			t.Errorf("the map link shows direct streams: %q", out)
 		}
+	}
+}
+
+// checkStatusJSON: `federation status --json` prints the links as GET
+// /v1/federation/links serves them (the one link "ext", redacted, no
+// secret), and `list` takes no --json.
+func checkStatusJSON(t *testing.T, ctx context.Context, httpAddr string, run func(...string) (string, error), secret string) {
+	t.Helper()
+	out, err := run("federation", "status", "--json")
+	if err != nil {
+		t.Fatalf("status --json: %v", err)
+	}
+	if strings.Contains(out, secret) || strings.Contains(out, "pw@") || strings.Contains(out, "k=v") {
+		t.Fatalf("status --json prints a secret: %q", out)
+	}
+	var cli admin.LinksJSON
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cli); err != nil {
+		t.Fatalf("status --json is not the links object: %v\n%s", err, out)
+	}
+	if len(cli.Links) != 1 || cli.NodeID == "" {
+		t.Fatalf("status --json: %+v, want one link and the node's id", cli)
+	}
+	if l := cli.Links[0]; l.PeerSystemID != "ext" || l.Kind != "map" || !strings.Contains(l.URL, "127.0.0.1:1/map") || l.Export != "all" {
+		t.Fatalf("status --json link: %+v", l)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/v1/federation/links", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var api admin.LinksJSON
+	if err := json.NewDecoder(res.Body).Decode(&api); err != nil {
+		t.Fatalf("GET /v1/federation/links: %v", err)
+	}
+	// Counters may move between the two reads; who answered and the
+	// link's identity and policies may not.
+	if api.SystemID != cli.SystemID || api.NodeID != cli.NodeID || len(api.Links) != 1 ||
+		api.Links[0].PeerSystemID != "ext" || api.Links[0].URL != cli.Links[0].URL || api.Links[0].Export != cli.Links[0].Export {
+		t.Fatalf("status --json %+v differs from GET /v1/federation/links %+v", cli, api)
+	}
+	if _, err := run("federation", "list", "--json"); err == nil {
+		t.Fatal("list --json accepted: only status prints JSON")
 	}
 }
