@@ -104,17 +104,21 @@ func (tx *txn) finishOpen(id string, res SessionResult) SessionResult {
 	return res
 }
 
-func connectedPayload(s *Session, reconnected bool) map[string]any {
-	p := map[string]any{
-		"participantId":   s.ParticipantID,
-		"participantType": s.ParticipantType,
-		"sessionId":       s.ID,
-		"reconnected":     reconnected,
-	}
-	if s.Name != "" {
-		p["name"] = s.Name
-	}
-	return p
+// connected is the participant_connected payload, written by every
+// SESSION_OPEN on every replica: a struct in the key order json.Marshal
+// gives a map, so the bytes are those the map form wrote (see stateChange;
+// TestEventPayloads_MatchMapForm).
+type connected struct {
+	Name            string `json:"name,omitempty"`
+	ParticipantID   string `json:"participantId"`
+	ParticipantType string `json:"participantType"`
+	Reconnected     bool   `json:"reconnected"`
+	SessionID       string `json:"sessionId"`
+}
+
+func connectedPayload(s *Session, reconnected bool) *connected {
+	return &connected{Name: s.Name, ParticipantID: s.ParticipantID, ParticipantType: s.ParticipantType,
+		Reconnected: reconnected, SessionID: s.ID}
 }
 
 // applySessionClose handles COMMAND_TYPE_SESSION_CLOSE (map/disconnect).

@@ -88,16 +88,24 @@ func (q *sendQueue) putLocked(f *frame) error {
 // ErrClosed when the queue closes and with ctx.Err() when ctx is done. On
 // failure the caller still owns f.
 func (q *sendQueue) put(ctx context.Context, f *frame) error {
+	start, err := q.putHeld(ctx, f)
+	if start {
+		q.startWriter()
+	}
+	return err
+}
+
+// putHeld is put without starting the writer: run reports that no writer
+// was running and the caller has become it (it must drain the queue and
+// then call writerIdle, or start one).
+func (q *sendQueue) putHeld(ctx context.Context, f *frame) (run bool, err error) {
 	for {
 		q.mu.Lock()
 		err := q.putLocked(f)
 		if err != ErrSlowConsumer {
-			start := err == nil && q.kickLocked()
+			run := err == nil && q.kickLocked()
 			q.mu.Unlock()
-			if start {
-				q.startWriter()
-			}
-			return err
+			return run, err
 		}
 		if q.spaceCh == nil {
 			q.spaceCh = make(chan struct{})
@@ -107,7 +115,7 @@ func (q *sendQueue) put(ctx context.Context, f *frame) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }

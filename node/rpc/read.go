@@ -29,7 +29,10 @@ func (c *Conn) readLoop(mayHop bool) (err error, hop bool) {
 		if c.closeRequested() { // set by Close, and by beginClose before it closes
 			continue // closing: drain until the peer's goodbye or the teardown
 		}
-		c.handleFrame(data)
+		// A hopping reader's first frame (map/connect, usually) is the
+		// connection's first output too: its reply is written here
+		// rather than by a writer goroutine started for it (replyNow).
+		c.handleFrame(data, mayHop && idler != nil && !c.servedOne)
 		if mayHop && idler != nil {
 			// A connection's first message (map/connect, usually) is
 			// often its last for a while: idle sessions hop at once.
@@ -64,8 +67,9 @@ func (c *Conn) reply(id []byte, e *Error) {
 
 // handleFrame decodes one frame and serves its message(s) in order. The
 // replies of a batch go out as one array frame; a frame that needs no reply
-// (notifications, responses) sends nothing.
-func (c *Conn) handleFrame(data []byte) {
+// (notifications, responses) sends nothing. With writeNow the reply is
+// written before handleFrame returns when no writer is running (replyNow).
+func (c *Conn) handleFrame(data []byte, writeNow bool) {
 	df := decodeFrame(data, c.cfg.MaxBatchLen)
 	if df.fatal != nil {
 		c.obs.FrameRejected(rejectReason(df.fatal.code))
@@ -101,7 +105,13 @@ func (c *Conn) handleFrame(data []byte) {
 	// Replies wait for room: a peer that does not read its answers stops
 	// being served (backpressure) instead of growing the queue.
 	if f != nil {
-		if err := c.q.put(&c.ctx, f); err != nil {
+		var err error
+		if writeNow {
+			err = c.replyNow(f)
+		} else {
+			err = c.q.put(&c.ctx, f)
+		}
+		if err != nil {
 			putFrame(f)
 		}
 	}

@@ -122,6 +122,29 @@ func (c *Conn) writeLoop() {
 	}
 }
 
+// replyNow queues f like put and, when no writer is running, writes the
+// queue on the calling goroutine (the reader) instead of starting one: a
+// connection's first reply then costs no goroutine start and no hand-off
+// to it, which under a burst of connects waits for a CPU. Whatever is left
+// after that write (frames queued meanwhile, a ping, the close) goes to a
+// writer goroutine as usual. On failure the caller still owns f.
+func (c *Conn) replyNow(f *frame) error {
+	run, err := c.q.putHeld(&c.ctx, f)
+	if err != nil || !run {
+		return err
+	}
+	// This goroutine is the writer now (the queue's writing flag is set).
+	if err := c.flush(); err != nil {
+		c.writeFailed(err)
+		c.closeLazy(&c.writerDone)
+		return nil
+	}
+	if next, finish := c.q.writerIdle(); next || finish {
+		c.q.startWriter()
+	}
+	return nil
+}
+
 // flush writes everything queued so far.
 func (c *Conn) flush() error {
 	frames := c.q.take(c.spare)
