@@ -68,15 +68,25 @@ func benchOneInFlight(b *testing.B, linger time.Duration) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	spread(b, conns, "call", func(w int) error {
+		_, err := clients[w].Call(context.Background(), "work", payload256)
+		return err
+	})
+}
+
+// spread runs op b.N times in all on workers goroutines (op gets its
+// worker's number), stops at the first error, and reports the process's
+// user+sys CPU per op (cpu-us/<unit>) and the rate (<unit>s/s).
+func spread(b *testing.B, workers int, unit string, op func(worker int) error) {
 	cpu0, start := cpuTime(), time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for _, cli := range clients {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(b.N) {
-				if _, err := cli.Call(context.Background(), "work", payload256); err != nil {
+				if err := op(w); err != nil {
 					b.Error(err)
 					return
 				}
@@ -85,8 +95,8 @@ func benchOneInFlight(b *testing.B, linger time.Duration) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/call")
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/"+unit)
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), unit+"s/s")
 }
 
 // deepStack uses about n KiB of stack and returns a small value from it.
@@ -142,33 +152,17 @@ func BenchmarkWSConnects(b *testing.B) {
 	}()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, start := cpuTime(), time.Now()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range dialers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				cli, err := Dial(context.Background(), url, DefaultClientConfig(), nil)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				mu.Lock()
-				clients = append(clients, cli)
-				mu.Unlock()
-				if _, err := cli.Call(context.Background(), "connect", payload256); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/connect")
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "connects/s")
+	spread(b, dialers, "connect", func(int) error {
+		cli, err := Dial(context.Background(), url, DefaultClientConfig(), nil)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		clients = append(clients, cli)
+		mu.Unlock()
+		_, err = cli.Call(context.Background(), "connect", payload256)
+		return err
+	})
 }
 
 // connectHandler answers "connect" as BenchmarkWSConnects describes.
