@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,6 +22,7 @@ type benchFlags struct {
 	duration   time.Duration
 	tls        clientTLSFlags
 	authMethod string
+	cpuProfile string
 }
 
 func (f *benchFlags) register(cmd *cobra.Command, withDuration bool) {
@@ -36,6 +38,7 @@ func (f *benchFlags) register(cmd *cobra.Command, withDuration bool) {
 			"(concord acl token create; it must allow ids bench-* and types agent for write/send, client for sessions) or a bearer JWT "+
 			"(env CONCORD_CREDENTIAL_FILE); without it they connect anonymously")
 	_ = cmd.Flags().MarkDeprecated("token-file", "use --credential-file")
+	cmd.Flags().StringVar(&f.cpuProfile, "cpu-profile", "", "write the load generator's own CPU profile (go tool pprof) to this file: it shares the machine with the nodes")
 	cmd.Flags().StringVar(&f.authMethod, "auth-method", "", "auth method of --credential-file: api-key or bearer (default: api-key for a map_sk_ key, else bearer)")
 	if withDuration {
 		cmd.Flags().DurationVar(&f.duration, "duration", 10*time.Second, "how long to generate load")
@@ -83,11 +86,41 @@ func runLoad[T any](cmd *cobra.Command, f *benchFlags, rpcCfg *rpc.ClientConfig,
 		return fmt.Errorf("--token-file: %w", err)
 	}
 	*auth = benchload.Credential{Method: f.authMethod, Token: tok}
+	stop, err := startCPUProfile(f.cpuProfile)
+	if err != nil {
+		return err
+	}
 	res, err := load(cmd.Context())
+	if perr := stop(); err == nil && perr != nil {
+		return perr
+	}
 	if err != nil {
 		return err
 	}
 	return f.report(cmd.OutOrStdout(), res)
+}
+
+// startCPUProfile profiles this process into path until the returned stop
+// runs ("" profiles nothing).
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 func newBenchCmd() *cobra.Command {

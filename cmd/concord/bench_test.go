@@ -33,6 +33,7 @@ func TestBench_JSONSummaries(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	url := srv.MAPURL()
+	prof := filepath.Join(t.TempDir(), "bench.pprof")
 
 	tests := []struct {
 		args []string
@@ -40,7 +41,7 @@ func TestBench_JSONSummaries(t *testing.T) {
 	}{
 		{[]string{"bench", "write", "--url", url, "--clients", "2", "--duration", "1100ms", "--json"},
 			[]string{"writes_per_sec", "p50_ms", "p90_ms", "p99_ms", "errors", "total"}},
-		{[]string{"bench", "sessions", "--url", url, "--sessions", "20", "--settle", "0s", "--json"},
+		{[]string{"bench", "sessions", "--url", url, "--sessions", "20", "--settle", "0s", "--json", "--cpu-profile", prof},
 			[]string{"connect_per_sec", "elapsed_ms", "rss_bytes"}},
 		{[]string{"bench", "send", "--url", url, "--url", url, "--pairs", "2", "--size", "128", "--duration", "1100ms", "--json"},
 			[]string{"msgs_per_sec", "p50_ms", "p90_ms", "p99_ms", "lost", "duplicates", "reordered"}},
@@ -68,6 +69,10 @@ func TestBench_JSONSummaries(t *testing.T) {
 				t.Errorf("no progress line on stderr: %q", stderr.String())
 			}
 		})
+	}
+	// --cpu-profile wrote the generator's profile (gzipped protobuf).
+	if b, err := os.ReadFile(prof); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("--cpu-profile left %d bytes (%v), want a gzipped profile", len(b), err)
 	}
 }
 

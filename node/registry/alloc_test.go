@@ -24,8 +24,17 @@ func TestEventPayloads_MatchMapForm(t *testing.T) {
 		}
 		return p
 	}
+	mapConnected := func(s *Session, reconnected bool) map[string]any {
+		p := map[string]any{"participantId": s.ParticipantID, "participantType": s.ParticipantType,
+			"sessionId": s.ID, "reconnected": reconnected}
+		if s.Name != "" {
+			p["name"] = s.Name
+		}
+		return p
+	}
 	for _, a := range texts {
 		for _, b := range texts {
+			sess := &Session{ID: a, ParticipantID: b, ParticipantType: a + b, Name: b}
 			cases := []struct {
 				name      string
 				got, want any
@@ -33,6 +42,7 @@ func TestEventPayloads_MatchMapForm(t *testing.T) {
 				{"state change", stateChangePayload(a, b, a+b, b), mapState(a, b, a+b, b)},
 				{"state change, no reason", stateChangePayload(b, a, b, ""), mapState(b, a, b, "")},
 				{"member", memberPayload(a, b), map[string]any{"scopeId": a, "agentId": b}},
+				{"connected", connectedPayload(sess, a == b), mapConnected(sess, a == b)},
 			}
 			for _, c := range cases {
 				got, err := json.Marshal(c.got)

@@ -104,17 +104,21 @@ func (tx *txn) finishOpen(id string, res SessionResult) SessionResult {
 	return res
 }
 
-func connectedPayload(s *Session, reconnected bool) map[string]any {
-	p := map[string]any{
-		"participantId":   s.ParticipantID,
-		"participantType": s.ParticipantType,
-		"sessionId":       s.ID,
-		"reconnected":     reconnected,
-	}
-	if s.Name != "" {
-		p["name"] = s.Name
-	}
-	return p
+// connected is the participant_connected payload, written by every
+// SESSION_OPEN on every replica: a struct in the key order json.Marshal
+// gives a map, so the bytes are those the map form wrote (see stateChange;
+// TestEventPayloads_MatchMapForm).
+type connected struct {
+	Name            string `json:"name,omitempty"`
+	ParticipantID   string `json:"participantId"`
+	ParticipantType string `json:"participantType"`
+	Reconnected     bool   `json:"reconnected"`
+	SessionID       string `json:"sessionId"`
+}
+
+func connectedPayload(s *Session, reconnected bool) *connected {
+	return &connected{Name: s.Name, ParticipantID: s.ParticipantID, ParticipantType: s.ParticipantType,
+		Reconnected: reconnected, SessionID: s.ID}
 }
 
 // applySessionClose handles COMMAND_TYPE_SESSION_CLOSE (map/disconnect).
@@ -265,28 +269,53 @@ func (tx *txn) removeSession(id string) {
 }
 
 // Expiries lists the pending deadlines of detached sessions, earliest
-// first (then by session id, grace before TTL).
+// first (then by session id, grace before TTL). A grace period counts only
+// for a session that still has agents: its expiry unregisters the ones
+// nobody reclaimed, and with none it would change nothing but mark itself
+// done (an idle client's session, the bulk of them, owns no agent).
 func (s *State) Expiries() []Expiry { return s.expiries(math.MaxInt64) }
 
 // DueExpiries lists the deadlines at or before now (Unix ms), in Expiries'
 // order. The leader's expiry loop proposes SESSION_EXPIRE for them; it
-// walks the detached sessions only and sorts only what is due, so a pass
-// stays cheap with thousands of sessions in their grace period or TTL.
-func (s *State) DueExpiries(now int64) []Expiry { return s.expiries(now) }
+// walks the detached sessions only and sorts only what is due, and not
+// even that while now is before the earliest deadline its last walk saw
+// and no session or agent changed since (the loop runs every second and
+// after every detach, and thousands of sessions may sit in their TTL).
+func (s *State) DueExpiries(now int64) []Expiry {
+	s.mu.RLock()
+	d := s.d
+	skip := d.expGen.Load() == d.gen && now < d.expNext.Load()
+	s.mu.RUnlock()
+	if skip {
+		return nil
+	}
+	return s.expiries(now)
+}
 
 func (s *State) expiries(until int64) []Expiry {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []Expiry
+	next := int64(math.MaxInt64)
 	for id := range s.d.detached {
 		e := s.d.sessions[id]
-		if d := e.s.DetachedAt + e.s.DisconnectPolicy.GracePeriodMs; gracePending(e) && d <= until {
-			out = append(out, Expiry{id, e.epoch, ExpireGrace, d})
+		if d := e.s.DetachedAt + e.s.DisconnectPolicy.GracePeriodMs; gracePending(e) && len(s.d.bySession[id]) > 0 {
+			next = min(next, d)
+			if d <= until {
+				out = append(out, Expiry{id, e.epoch, ExpireGrace, d})
+			}
 		}
-		if d := e.s.DetachedAt + e.ttlMs; e.ttlMs > 0 && d <= until {
-			out = append(out, Expiry{id, e.epoch, ExpireTTL, d})
+		if d := e.s.DetachedAt + e.ttlMs; e.ttlMs > 0 {
+			next = min(next, d)
+			if d <= until {
+				out = append(out, Expiry{id, e.epoch, ExpireTTL, d})
+			}
 		}
 	}
+	// Readers race to store this: all of them computed it from the same
+	// generation (the read lock excludes writers), so any of them is right.
+	s.d.expNext.Store(next)
+	s.d.expGen.Store(s.d.gen)
 	slices.SortFunc(out, func(a, b Expiry) int {
 		return cmp.Or(cmp.Compare(a.Deadline, b.Deadline), strings.Compare(a.SessionID, b.SessionID), strings.Compare(a.Kind, b.Kind))
 	})

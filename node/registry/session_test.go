@@ -276,6 +276,7 @@ func TestState_SessionChangesAndDetachedIndex(t *testing.T) {
 	}{
 		{"open s1", cSessionOpen, func() proto.Message { return openSession("s1", "p1", BehaviorOrphan, 0) }, false, false, 0},
 		{"open s2", cSessionOpen, func() proto.Message { return openSession("s2", "p2", BehaviorGracePeriod, 1_000) }, false, false, 0},
+		{"agent in s2", cAgentRegister, func() proto.Message { return register("a2", inSession("s2", "p2")) }, false, false, 0},
 		{"detach s2", cSessionDetach, func() proto.Message { return detach("s2", 1, 60_000) }, false, true, 2},
 		{"detach s1", cSessionDetach, func() proto.Message { return detach("s1", 1, 0) }, false, true, 2},
 		{"resume s2 elsewhere", cSessionOpen, func() proto.Message { return resume("s2", "n2", "hash-s2") }, true, false, 0},
@@ -336,5 +337,45 @@ func TestState_SessionChangesAndDetachedIndex(t *testing.T) {
 	}
 	if got := restored.s.Expiries(); len(want) != 2 || !slices.Equal(got, want) {
 		t.Fatalf("restored expiries %+v, want %+v", got, want)
+	}
+}
+
+// TestState_DueExpiries_AgentlessAndShortcut: a detached session without
+// agents has no grace expiry to propose, only its TTL; DueExpiries answers
+// from the earliest deadline of its last walk while nothing changed, and a
+// change (a detach with an earlier deadline, an agent's grace to run)
+// makes it walk again.
+func TestState_DueExpiries_AgentlessAndShortcut(t *testing.T) {
+	h := newHarness(t, 100)
+	h.must(cSessionOpen, openSession("idle", "p1", BehaviorGracePeriod, 1_000))
+	h.must(cSessionDetach, detach("idle", 1, 60_000))
+	sess, _ := h.s.Session("idle")
+	at := sess.DetachedAt
+	if exp := h.s.Expiries(); len(exp) != 1 || exp[0].Kind != ExpireTTL || exp[0].Deadline != at+60_000 {
+		t.Fatalf("expiries of a session without agents %+v, want its TTL only", exp)
+	}
+	if due := h.s.DueExpiries(at + 59_999); len(due) != 0 {
+		t.Fatalf("due before the TTL: %+v", due)
+	}
+	// The walk above saw the TTL as the earliest deadline; a session
+	// detached since with an earlier one is found all the same.
+	h.must(cSessionOpen, openSession("busy", "p2", BehaviorGracePeriod, 1_000))
+	h.must(cAgentRegister, register("a1", inSession("busy", "p2")))
+	h.must(cSessionDetach, detach("busy", 1, 30_000))
+	busy, _ := h.s.Session("busy")
+	want := []Expiry{{"busy", 2, ExpireGrace, busy.DetachedAt + 1_000}}
+	if due := h.s.DueExpiries(busy.DetachedAt + 1_000); !slices.Equal(due, want) {
+		t.Fatalf("due at the new grace deadline %+v, want %+v", due, want)
+	}
+	// Nothing changed: the same answer, and nothing before the deadline.
+	if due := h.s.DueExpiries(busy.DetachedAt + 1_000); !slices.Equal(due, want) {
+		t.Fatalf("due again %+v, want %+v", due, want)
+	}
+	if due := h.s.DueExpiries(busy.DetachedAt + 999); len(due) != 0 {
+		t.Fatalf("due before every deadline: %+v", due)
+	}
+	all := h.s.DueExpiries(at + 60_000)
+	if len(all) != 3 {
+		t.Fatalf("due at the last deadline %+v, want the grace and both TTLs", all)
 	}
 }

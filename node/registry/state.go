@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 
@@ -76,6 +77,13 @@ type data struct {
 	// counts entries stored detached (both derived, never persisted; see
 	// SessionChanges).
 	moves, detaches uint64
+	// gen counts changes to sessions and agents (derived, never
+	// persisted): DueExpiries' shortcut holds only while it is unchanged.
+	// expNext is the earliest pending expiry the last walk saw and expGen
+	// the gen it saw; readers store them under the read lock, hence atomic.
+	gen     uint64
+	expNext atomic.Int64
+	expGen  atomic.Uint64
 	// subsOnNode counts the subscriptions of sessions attached to each
 	// node (derived, like bySession): nodes without any need no copy of
 	// ephemeral message events.
@@ -102,6 +110,7 @@ func newData(window int) *data {
 
 // putSession stores a session entry, keeping the derived indexes current.
 func (d *data) putSession(e *sessionEntry) {
+	d.gen++
 	if old, ok := d.sessions[e.s.ID]; ok {
 		d.countSubs(&old.s, -1)
 		d.indexConnected(&old.s, false)
@@ -122,6 +131,7 @@ func (d *data) putSession(e *sessionEntry) {
 
 // delSession removes a session entry, keeping the derived indexes current.
 func (d *data) delSession(id string) {
+	d.gen++
 	if old, ok := d.sessions[id]; ok {
 		d.countSubs(&old.s, -1)
 		d.indexConnected(&old.s, false)
@@ -165,6 +175,7 @@ func (d *data) countSubs(s *Session, sign int) {
 
 // putAgent stores an agent entry and keeps the session index current.
 func (d *data) putAgent(e *agentEntry) {
+	d.gen++
 	if old, ok := d.agents[e.a.ID]; ok && old.a.SessionID != e.a.SessionID {
 		d.unindex(old.a.SessionID, e.a.ID)
 	}
@@ -181,6 +192,7 @@ func (d *data) putAgent(e *agentEntry) {
 
 // delAgent removes an agent entry and its index entry.
 func (d *data) delAgent(id string) {
+	d.gen++
 	if old, ok := d.agents[id]; ok {
 		d.unindex(old.a.SessionID, id)
 		delete(d.agents, id)

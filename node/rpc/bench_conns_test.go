@@ -68,15 +68,25 @@ func benchOneInFlight(b *testing.B, linger time.Duration) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	spread(b, conns, "call", func(w int) error {
+		_, err := clients[w].Call(context.Background(), "work", payload256)
+		return err
+	})
+}
+
+// spread runs op b.N times in all on workers goroutines (op gets its
+// worker's number), stops at the first error, and reports the process's
+// user+sys CPU per op (cpu-us/<unit>) and the rate (<unit>s/s).
+func spread(b *testing.B, workers int, unit string, op func(worker int) error) {
 	cpu0, start := cpuTime(), time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for _, cli := range clients {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(b.N) {
-				if _, err := cli.Call(context.Background(), "work", payload256); err != nil {
+				if err := op(w); err != nil {
 					b.Error(err)
 					return
 				}
@@ -85,8 +95,8 @@ func benchOneInFlight(b *testing.B, linger time.Duration) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/call")
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/"+unit)
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), unit+"s/s")
 }
 
 // deepStack uses about n KiB of stack and returns a small value from it.
@@ -109,3 +119,59 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkWSConnects is the shape of `concord bench sessions`: 64
+// dialers each open a WebSocket and wait for the answer to its first
+// message, to a handler that goes as deep as map/connect (through Raft's
+// forward and gRPC) and waits as long as a forwarded commit on loopback;
+// every connection then stays open, idle, until the end. cpu-us/connect is
+// the process's user+sys CPU per connect, the client side included (the
+// same for every build compared).
+func BenchmarkWSConnects(b *testing.B) {
+	const dialers = 64
+	h := connectHandler{}
+	s, err := NewServer(DefaultConfig(), h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	url := "ws" + strings.TrimPrefix(hs.URL, "http")
+	clients := make([]*Conn, 0, b.N)
+	var mu sync.Mutex
+	defer func() {
+		for _, cli := range clients {
+			_ = cli.Close("bench done")
+		}
+		for _, cli := range clients {
+			<-cli.Done()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		hs.Close()
+	}()
+	b.ReportAllocs()
+	b.ResetTimer()
+	spread(b, dialers, "connect", func(int) error {
+		cli, err := Dial(context.Background(), url, DefaultClientConfig(), nil)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		clients = append(clients, cli)
+		mu.Unlock()
+		_, err = cli.Call(context.Background(), "connect", payload256)
+		return err
+	})
+}
+
+// connectHandler answers "connect" as BenchmarkWSConnects describes.
+type connectHandler struct{}
+
+func (connectHandler) Handle(_ context.Context, c *Conn, req *Request) (any, error) {
+	time.Sleep(300 * time.Microsecond)
+	c.Authenticated() // as map/connect: the pre-auth slot is free again
+	return deepStack(14), nil
+}
+
+func (connectHandler) Closed(*Conn) {}

@@ -75,6 +75,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	growStack()
 	ip := clientIP(r.RemoteAddr)
 	if status, ok := s.pre.acquire(ip); !ok {
 		s.wg.Done()
