@@ -56,11 +56,28 @@ type raftTransport struct {
 	*raft.NetworkTransport
 	pace   *pacer
 	sender *appendSender
+	// appended, when set, learns of each append a follower accepted: its
+	// log then holds the leader's up to match (earlyAppender.appended).
+	// Set before raft runs.
+	appended func(id raft.ServerID, term, match uint64)
 }
 
 // AppendEntries implements raft.Transport. Heartbeats and commit-index
 // updates (no entries) go through raft's transport as they are.
 func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	err := t.appendEntries(id, target, args, resp)
+	if err == nil && resp.Success && t.appended != nil {
+		match := args.PrevLogEntry
+		if n := len(args.Entries); n > 0 {
+			match = args.Entries[n-1].Index
+		}
+		t.appended(id, args.Term, match)
+	}
+	return err
+}
+
+// appendEntries is AppendEntries without the note of success.
+func (t *raftTransport) appendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if len(args.Entries) == 0 {
 		return t.NetworkTransport.AppendEntries(id, target, args, resp)
 	}

@@ -1,0 +1,254 @@
+package raftstore
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Early append: the leader sends new entries to its voters while its own
+// fsync runs, instead of after it.
+//
+// hashicorp/raft's leader writes a batch to its log (one fdatasync) and
+// only then wakes its replication goroutines (dispatchLogs), so a lone
+// write pays the leader's fsync and a follower's fsync in series: about
+// half of a 1-client write's latency here (DESIGN.md, "One write's
+// latency"). The Raft thesis (10.2.1) allows the leader to write its log
+// in parallel with replicating it: an entry still counts as stored on the
+// leader only once its own write returns, so commit needs a majority of
+// synced copies as before.
+//
+// raft has no hook for that, but the log store sees the batch first. When
+// the leader's entries are written to the segment (before their fsync),
+// earlyAppender sends each voter the AppendEntries raft's replication
+// would send for them: the same term, previous entry and entries, and the
+// commit index known now. A follower that holds the previous entry stores
+// them (its fsync now overlapping the leader's) and answers; the answer is
+// dropped. raft's own AppendEntries for the batch follows after the
+// leader's fsync; the follower finds those entries already stored (raft
+// skips duplicates), answers without writing, and the leader commits one
+// network round trip after its own fsync instead of a round trip plus the
+// follower's fsync. A follower that lacks the previous entry refuses the
+// early send and changes nothing; raft's replication then proceeds as
+// always.
+//
+// Safety rests on raft's own follower checks: the request carries the
+// leader's term, so a follower that moved to a later term refuses it, and
+// its previous-entry check keeps the follower's log a prefix of this
+// leader's. Should the leader's fsync then fail, the entries may be on a
+// follower but not on the leader; the leader steps down (raft does so
+// when an append fails), and the next leader either carries them on, as
+// for any entry a leader replicated before failing, or overwrites them.
+// The write's caller sees an error either way, as for a leader lost
+// mid-commit.
+//
+// Cost bounds: only small batches (earlyAppendMaxEntries, the lone writes
+// this is for; under load raft's group commit already overlaps rounds),
+// only command and NOOP entries (configuration changes go raft's way
+// only), at most one early send in flight per voter (one more skips that
+// voter), non-voters never (they are paced, pace.go), and only to a voter
+// known to hold the entry before the batch (from its answers to raft's
+// appends and to early sends), so a lagging voter is not sent requests it
+// must refuse; one that could not be reached gets none for
+// earlyAppendBackoff.
+
+// earlyAppendMaxEntries is the largest batch sent early.
+const earlyAppendMaxEntries = 8
+
+// earlyAppendBackoff is how long a voter that could not be reached gets
+// no early send.
+const earlyAppendBackoff = 100 * time.Millisecond
+
+// earlyAppender sends a leader's new entries to its voters before they
+// are synced locally. It is called on raft's leader goroutine (through
+// the log store) and starts one goroutine per send, owned by wg: raft's
+// shutdown ends the calls, and the transport's close ends the sends.
+type earlyAppender struct {
+	self    raft.ServerID
+	proto   raft.ProtocolVersion
+	addr    []byte // this server's address as raft encodes it in requests
+	send    func(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error
+	r       atomic.Pointer[raft.Raft] // set once raft runs
+	prevLog func(index uint64) (term uint64, ok bool)
+	wg      *sync.WaitGroup
+
+	mu        sync.Mutex
+	term      uint64 // the term the fields below belong to
+	lastIndex uint64 // the last entry written in term, and its term
+	lastTerm  uint64
+	peers     map[raft.ServerID]*earlyPeer
+}
+
+// earlyPeer is one voter's early-send state; guarded by earlyAppender.mu.
+type earlyPeer struct {
+	busy      bool      // a send is in flight
+	quietTill time.Time // no sends before this (the last one failed)
+	// match is the highest index the voter is known to hold in this
+	// term, from its answers to raft's appends (appended) and to early
+	// sends. A batch goes early only when match reaches the entry before
+	// it: otherwise the voter would refuse it, and raft logs each refusal.
+	match uint64
+}
+
+// eligible reports whether logs may be sent early: a small batch of
+// commands and NOOPs.
+func eligible(logs []*raft.Log) bool {
+	if len(logs) == 0 || len(logs) > earlyAppendMaxEntries {
+		return false
+	}
+	for _, l := range logs {
+		if l.Type != raft.LogCommand && l.Type != raft.LogNoop {
+			return false
+		}
+	}
+	return true
+}
+
+// written is called by the log store once logs are written to the
+// segment, before they are synced. On a leader it starts the early sends.
+func (e *earlyAppender) written(logs []*raft.Log) {
+	r := e.r.Load()
+	if r == nil || len(logs) == 0 || r.State() != raft.Leader {
+		return
+	}
+	first, last := logs[0], logs[len(logs)-1]
+	prev := first.Index - 1
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if first.Term != e.term {
+		// What voters held under another leader says nothing now, and
+		// this server's log may have changed while it followed.
+		e.term = first.Term
+		e.lastIndex, e.lastTerm = 0, 0
+		clear(e.peers)
+	}
+	// A leader only appends to its log, so within a term the entry
+	// before this batch is usually the last one of the previous batch.
+	prevTerm, known := e.lastTerm, e.lastIndex == prev
+	e.lastIndex, e.lastTerm = last.Index, last.Term
+	if !eligible(logs) || !e.anyReady(prev, now) {
+		return // peers exist only once raft's appends reached them
+	}
+	if !known && prev > 0 {
+		var ok bool
+		if prevTerm, ok = e.prevLog(prev); !ok {
+			return // compacted away: raft sends a snapshot or reads it itself
+		}
+	}
+	f := r.GetConfiguration() // a cached copy, no trip through raft's loop
+	if f.Error() != nil {
+		return
+	}
+	var req *raft.AppendEntriesRequest
+	for _, srv := range f.Configuration().Servers {
+		p := e.peers[srv.ID]
+		if p == nil || srv.ID == e.self || srv.Suffrage != raft.Voter || !p.ready(prev, now) {
+			continue
+		}
+		if req == nil {
+			req = &raft.AppendEntriesRequest{
+				RPCHeader:         raft.RPCHeader{ProtocolVersion: e.proto, ID: []byte(e.self), Addr: e.addr},
+				Term:              first.Term,
+				Leader:            e.addr,
+				PrevLogEntry:      prev,
+				PrevLogTerm:       prevTerm,
+				Entries:           logs,
+				LeaderCommitIndex: r.CommitIndex(),
+			}
+		}
+		p.busy = true
+		target := srv.Address
+		e.wg.Go(func() { e.sendTo(p, target, req) })
+	}
+}
+
+// anyReady reports whether some peer may be sent a batch after prev now;
+// e.mu must be held.
+func (e *earlyAppender) anyReady(prev uint64, now time.Time) bool {
+	for _, p := range e.peers {
+		if p.ready(prev, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// ready reports whether p may be sent a batch after prev now: no send in
+// flight, not quiet after a failure, and known to hold prev.
+func (p *earlyPeer) ready(prev uint64, now time.Time) bool {
+	return !p.busy && p.match >= prev && !now.Before(p.quietTill)
+}
+
+// peer returns id's state, creating it; e.mu must be held.
+func (e *earlyAppender) peer(id raft.ServerID) *earlyPeer {
+	p := e.peers[id]
+	if p == nil {
+		p = &earlyPeer{}
+		e.peers[id] = p
+	}
+	return p
+}
+
+// sendTo sends req to one voter and notes how it went.
+func (e *earlyAppender) sendTo(p *earlyPeer, target raft.ServerAddress, req *raft.AppendEntriesRequest) {
+	var resp raft.AppendEntriesResponse
+	err := e.send(target, req, &resp)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p.busy = false
+	switch {
+	case err != nil:
+		p.quietTill = time.Now().Add(earlyAppendBackoff)
+	case resp.Success:
+		p.match = max(p.match, req.Entries[len(req.Entries)-1].Index)
+	default:
+		p.match = 0 // its log differs: wait for raft's next append to it
+	}
+}
+
+// appended notes that voter id answered one of raft's own appends of
+// this term with success: it holds the log up to match.
+func (e *earlyAppender) appended(id raft.ServerID, term, match uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if term != e.term {
+		return // written clears the state when the term changes
+	}
+	p := e.peer(id)
+	p.match = max(p.match, match)
+}
+
+// newEarlyAppender returns the Store's early appender; it sends through
+// the transport's appendSender (one encoding per entry for all voters).
+func (s *Store) newEarlyAppender(proto raft.ProtocolVersion) *earlyAppender {
+	self := raft.ServerID(s.cfg.NodeID)
+	return &earlyAppender{
+		self:  self,
+		proto: proto,
+		addr:  s.trans.EncodePeer(self, s.trans.LocalAddr()),
+		send:  s.trans.sender.send,
+		prevLog: func(index uint64) (uint64, bool) {
+			var l raft.Log
+			if err := s.bolt.log.GetLog(index, &l); err != nil {
+				return 0, false
+			}
+			return l.Term, true
+		},
+		wg:    &s.bg,
+		peers: make(map[raft.ServerID]*earlyPeer),
+	}
+}
+
+// logWritten is the log store's written hook: an append is in the file,
+// not yet synced.
+func (s *Store) logWritten(logs []*raft.Log) {
+	if s.early != nil {
+		s.early.written(logs)
+	}
+	if h := s.testHookLogWritten.Load(); h != nil {
+		(*h)(logs)
+	}
+}
