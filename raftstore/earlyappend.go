@@ -25,19 +25,26 @@ import (
 // earlyAppender sends each voter the AppendEntries raft's replication
 // would send for them: the same term, previous entry and entries, and the
 // commit index known now. A follower that holds the previous entry stores
-// them (its fsync now overlapping the leader's) and answers; the answer is
-// dropped. raft's own AppendEntries for the batch follows after the
-// leader's fsync; the follower finds those entries already stored (raft
-// skips duplicates), answers without writing, and the leader commits one
-// network round trip after its own fsync instead of a round trip plus the
-// follower's fsync. A follower that lacks the previous entry refuses the
-// early send and changes nothing; raft's replication then proceeds as
-// always.
+// them (its fsync now overlapping the leader's) and answers. raft's own
+// AppendEntries for the batch comes after the leader's fsync; the
+// transport answers it in the follower's stead from that early answer
+// (answer; waiting for it when it is still in flight), so the leader
+// commits once its own fsync and one follower's early answer are both in,
+// as etcd's leader does, instead of a round trip plus the follower's
+// fsync after its own. Without a successful early answer covering it,
+// raft's append goes out as always (the follower skips entries it
+// already holds). A follower that lacks the previous entry refuses the
+// early send and changes nothing.
 //
 // Safety rests on raft's own follower checks: the request carries the
 // leader's term, so a follower that moved to a later term refuses it, and
 // its previous-entry check keeps the follower's log a prefix of this
-// leader's. Should the leader's fsync then fail, the entries may be on a
+// leader's; a successful answer therefore says what raft's own would (the
+// follower synced the leader's log up to those entries in this term), and
+// raft counts an acknowledgement when it arrives in either case. The
+// leader's own copy still counts only once its fsync returned (raft
+// records its match after StoreLogs). Should the leader's fsync fail, the
+// entries may be on a
 // follower but not on the leader; the leader steps down (raft does so
 // when an append fails), and the next leader either carries them on, as
 // for any entry a leader replicated before failing, or overwrites them.
@@ -83,8 +90,11 @@ type earlyAppender struct {
 
 // earlyPeer is one voter's early-send state; guarded by earlyAppender.mu.
 type earlyPeer struct {
-	busy      bool      // a send is in flight
-	quietTill time.Time // no sends before this (the last one failed)
+	sending   *earlySend // the send in flight, if any
+	quietTill time.Time  // no sends before this (the last one failed)
+	// resp is the voter's last successful answer to an early send in
+	// this term: answer reuses it.
+	resp *raft.AppendEntriesResponse
 	// match is the highest index the voter is known to hold in this
 	// term, from its answers to raft's appends (appended) and to early
 	// sends. A batch goes early only when match reaches the entry before
@@ -159,9 +169,10 @@ func (e *earlyAppender) written(logs []*raft.Log) {
 				LeaderCommitIndex: r.CommitIndex(),
 			}
 		}
-		p.busy = true
+		sent := &earlySend{last: last.Index, done: make(chan struct{})}
+		p.sending = sent
 		target := srv.Address
-		e.wg.Go(func() { e.sendTo(p, target, req) })
+		e.wg.Go(func() { e.sendTo(p, sent, target, req) })
 	}
 }
 
@@ -179,7 +190,7 @@ func (e *earlyAppender) anyReady(prev uint64, now time.Time) bool {
 // ready reports whether p may be sent a batch after prev now: no send in
 // flight, not quiet after a failure, and known to hold prev.
 func (p *earlyPeer) ready(prev uint64, now time.Time) bool {
-	return !p.busy && p.match >= prev && !now.Before(p.quietTill)
+	return p.sending == nil && p.match >= prev && !now.Before(p.quietTill)
 }
 
 // peer returns id's state, creating it; e.mu must be held.
@@ -193,20 +204,66 @@ func (e *earlyAppender) peer(id raft.ServerID) *earlyPeer {
 }
 
 // sendTo sends req to one voter and notes how it went.
-func (e *earlyAppender) sendTo(p *earlyPeer, target raft.ServerAddress, req *raft.AppendEntriesRequest) {
+func (e *earlyAppender) sendTo(p *earlyPeer, sent *earlySend, target raft.ServerAddress, req *raft.AppendEntriesRequest) {
 	var resp raft.AppendEntriesResponse
 	err := e.send(target, req, &resp)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p.busy = false
+	defer close(sent.done)
+	p.sending = nil
 	switch {
 	case err != nil:
 		p.quietTill = time.Now().Add(earlyAppendBackoff)
-	case resp.Success:
-		p.match = max(p.match, req.Entries[len(req.Entries)-1].Index)
+	case resp.Success && resp.Term == req.Term:
+		p.match = max(p.match, sent.last)
+		p.resp = &resp
 	default:
 		p.match = 0 // its log differs: wait for raft's next append to it
 	}
+}
+
+// earlySend is an early send in flight to one voter.
+type earlySend struct {
+	last uint64        // the last entry it carries
+	done chan struct{} // closed once its answer is noted
+}
+
+// answer answers raft's own append of args to voter id without sending
+// it, when the voter already acknowledged every entry of args in this
+// term (an early send's answer, waited for if one carrying them is in
+// flight): that acknowledgement says the voter synced them after checking
+// the entry before them, which is all raft's answer would say, so raft
+// counts it toward the commit one round trip sooner. It reports false
+// when args must go to the voter as usual.
+//
+// The voter misses only the commit index args carries, which raft's next
+// append (or the nudge, nudge.go) brings, as it would for the entry after.
+func (e *earlyAppender) answer(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) bool {
+	if len(args.Entries) == 0 {
+		return false
+	}
+	last := args.Entries[len(args.Entries)-1].Index
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.peers[id]
+	if p == nil || args.Term != e.term {
+		return false
+	}
+	if sent := p.sending; sent != nil && sent.last >= last && p.match < last {
+		e.mu.Unlock()
+		<-sent.done // the transport's timeout bounds the send
+		e.mu.Lock()
+		if e.peers[id] != p || args.Term != e.term {
+			return false
+		}
+	}
+	if p.resp == nil || p.match < last {
+		return false
+	}
+	*resp = *p.resp
+	resp.Success, resp.NoRetryBackoff = true, false
+	resp.LastLog = max(resp.LastLog, last)
+	return true
 }
 
 // appended notes that voter id answered one of raft's own appends of

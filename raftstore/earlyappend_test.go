@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,5 +102,78 @@ func TestEarlyAppend_Eligible(t *testing.T) {
 		if got := eligible(tc.logs); got != tc.want {
 			t.Errorf("%s: eligible = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestEarlyAppend_Answer: raft's own append is answered in the voter's
+// stead only when the voter acknowledged all its entries in this term,
+// waiting for an early send in flight that carries them.
+func TestEarlyAppend_Answer(t *testing.T) {
+	const term = 7
+	entries := func(lo, hi uint64) []*raft.Log {
+		var logs []*raft.Log
+		for i := lo; i <= hi; i++ {
+			logs = append(logs, &raft.Log{Index: i, Term: term, Type: raft.LogCommand})
+		}
+		return logs
+	}
+	ack := &raft.AppendEntriesResponse{RPCHeader: raft.RPCHeader{ID: []byte("v")}, Term: term, LastLog: 5, Success: true}
+	for _, tc := range []struct {
+		name     string
+		peer     earlyPeer
+		inFlight *raft.AppendEntriesResponse // an early send of 4..6 answers this
+		args     *raft.AppendEntriesRequest
+		want     bool
+	}{
+		{"acknowledged", earlyPeer{match: 5, resp: ack}, nil,
+			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: entries(4, 5)}, true},
+		{"acknowledged by raft only", earlyPeer{match: 5}, nil,
+			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: entries(4, 5)}, false},
+		{"beyond the acknowledgement", earlyPeer{match: 5, resp: ack}, nil,
+			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 4, Entries: entries(5, 6)}, false},
+		{"another term", earlyPeer{match: 5, resp: ack}, nil,
+			&raft.AppendEntriesRequest{Term: term + 1, PrevLogEntry: 3, Entries: entries(4, 5)}, false},
+		{"heartbeat", earlyPeer{match: 5, resp: ack}, nil,
+			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 5}, false},
+		{"in flight, accepted", earlyPeer{match: 3}, &raft.AppendEntriesResponse{Term: term, LastLog: 6, Success: true},
+			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: entries(4, 6)}, true},
+		{"in flight, refused", earlyPeer{match: 3}, &raft.AppendEntriesResponse{Term: term, LastLog: 2},
+			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: entries(4, 6)}, false},
+		{"in flight, later term", earlyPeer{match: 3}, &raft.AppendEntriesResponse{Term: term + 1, Success: true},
+			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: entries(4, 6)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			var wg sync.WaitGroup
+			e := &earlyAppender{
+				term: term, wg: &wg, peers: map[raft.ServerID]*earlyPeer{},
+				send: func(_ raft.ServerAddress, _ *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+					<-release
+					*resp = *tc.inFlight
+					return nil
+				},
+			}
+			p := tc.peer
+			e.peers["v"] = &p
+			if tc.inFlight != nil {
+				sent := &earlySend{last: 6, done: make(chan struct{})}
+				p.sending = sent
+				req := &raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: entries(4, 6)}
+				wg.Go(func() { e.sendTo(&p, sent, "addr", req) })
+				time.AfterFunc(10*time.Millisecond, func() { close(release) })
+			}
+			var resp raft.AppendEntriesResponse
+			got := e.answer("v", tc.args, &resp)
+			wg.Wait()
+			if got != tc.want {
+				t.Fatalf("answer = %v, want %v", got, tc.want)
+			}
+			if !got {
+				return
+			}
+			if last := tc.args.Entries[len(tc.args.Entries)-1].Index; !resp.Success || resp.Term != term || resp.LastLog < last {
+				t.Fatalf("answer filled %+v, want success in term %d with LastLog >= %d", resp, term, last)
+			}
+		})
 	}
 }

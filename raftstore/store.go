@@ -140,6 +140,7 @@ func (s *Store) open() error {
 	if !s.cfg.NoEarlyAppend {
 		s.early = s.newEarlyAppender(rc.ProtocolVersion)
 		s.trans.appended = s.early.appended
+		s.trans.answered = s.early.answer
 	}
 	s.bolt.log.written = s.logWritten
 	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.bolt, snaps, s.trans); err != nil {
