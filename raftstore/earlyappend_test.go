@@ -98,6 +98,7 @@ func TestEarlyAppend_Eligible(t *testing.T) {
 		{"batch too large", cmd(earlyAppendMaxEntries + 1), false},
 		{"noop", noop, true},
 		{"configuration change", withConfig, false},
+		{"large entry", []*raft.Log{{Index: 1, Type: raft.LogCommand, Data: make([]byte, earlyAppendMaxBytes+1)}}, false},
 	} {
 		if got := eligible(tc.logs); got != tc.want {
 			t.Errorf("%s: eligible = %v, want %v", tc.name, got, tc.want)
@@ -159,7 +160,9 @@ func TestEarlyAppend_Answer(t *testing.T) {
 				sent := &earlySend{last: 6, done: make(chan struct{})}
 				p.sending = sent
 				req := &raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: entries(4, 6)}
-				wg.Go(func() { e.sendTo(&p, sent, "addr", req) })
+				e.mu.Lock()
+				e.start(&p, sent, "addr", req, time.Now())
+				e.mu.Unlock()
 				time.AfterFunc(10*time.Millisecond, func() { close(release) })
 			}
 			var resp raft.AppendEntriesResponse
