@@ -104,6 +104,7 @@ type earlyAppender struct {
 // earlyPeer is one voter's early-send state; guarded by earlyAppender.mu.
 type earlyPeer struct {
 	sending   *earlySend // the send in flight, if any
+	raftBusy  int        // raft's own appends with entries in flight
 	quietTill time.Time  // no sends before this (the last one failed)
 	// resp is the voter's last successful answer to an early send in
 	// this term: answer reuses it.
@@ -202,9 +203,12 @@ func (e *earlyAppender) anyReady(prev uint64, now time.Time) bool {
 }
 
 // ready reports whether p may be sent a batch after prev now: no send in
-// flight, not quiet after a failure, and known to hold prev.
+// flight (neither early nor raft's own: a voter busy with an append
+// stores the next one only after it, so an early send would gain little
+// and cost a duplicate; this keeps the early append to lone writes), not
+// quiet after a failure, and known to hold prev.
 func (p *earlyPeer) ready(prev uint64, now time.Time) bool {
-	return p.sending == nil && p.match >= prev && !now.Before(p.quietTill)
+	return p.sending == nil && p.raftBusy == 0 && p.match >= prev && !now.Before(p.quietTill)
 }
 
 // peer returns id's state, creating it; e.mu must be held.
@@ -309,6 +313,19 @@ func (e *earlyAppender) answer(id raft.ServerID, args *raft.AppendEntriesRequest
 	resp.Success, resp.NoRetryBackoff = true, false
 	resp.LastLog = max(resp.LastLog, last)
 	return true
+}
+
+// raftSending notes that raft's own append with entries to id starts
+// (on) or ended.
+func (e *earlyAppender) raftSending(id raft.ServerID, on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.peer(id)
+	if on {
+		p.raftBusy++
+	} else if p.raftBusy > 0 {
+		p.raftBusy--
+	}
 }
 
 // appended notes that voter id answered one of raft's own appends of

@@ -180,3 +180,26 @@ func TestEarlyAppend_Answer(t *testing.T) {
 		})
 	}
 }
+
+// TestEarlyAppend_PeerReady: a batch goes early only to a voter known to
+// hold the entry before it, with nothing in flight to it and not quiet.
+func TestEarlyAppend_PeerReady(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		peer earlyPeer
+		want bool
+	}{
+		{"caught up", earlyPeer{match: 9}, true},
+		{"ahead", earlyPeer{match: 12}, true},
+		{"lagging", earlyPeer{match: 8}, false},
+		{"early send in flight", earlyPeer{match: 9, sending: &earlySend{}}, false},
+		{"raft's append in flight", earlyPeer{match: 9, raftBusy: 1}, false},
+		{"quiet after a failure", earlyPeer{match: 9, quietTill: now.Add(time.Second)}, false},
+		{"quiet time over", earlyPeer{match: 9, quietTill: now.Add(-time.Second)}, true},
+	} {
+		if got := tc.peer.ready(9, now); got != tc.want {
+			t.Errorf("%s: ready = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -139,8 +139,7 @@ func (s *Store) open() error {
 	rc := s.cfg.raftConfig(rlog)
 	if !s.cfg.NoEarlyAppend {
 		s.early = s.newEarlyAppender(rc.ProtocolVersion)
-		s.trans.appended = s.early.appended
-		s.trans.answered = s.early.answer
+		s.trans.early = s.early
 	}
 	s.bolt.log.written = s.logWritten
 	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.bolt, snaps, s.trans); err != nil {

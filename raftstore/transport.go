@@ -56,37 +56,33 @@ type raftTransport struct {
 	*raft.NetworkTransport
 	pace   *pacer
 	sender *appendSender
-	// appended, when set, learns of each append a follower accepted: its
-	// log then holds the leader's up to match (earlyAppender.appended).
-	// Set before raft runs.
-	appended func(id raft.ServerID, term, match uint64)
-	// answered, when set, may answer an append carrying entries in the
-	// follower's stead from what it already acknowledged
-	// (earlyAppender.answer). Set before raft runs.
-	answered func(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) bool
+	// early, when set, sees raft's appends to followers and may answer
+	// one in the follower's stead (earlyAppender). Set before raft runs.
+	early *earlyAppender
 }
 
 // AppendEntries implements raft.Transport. Heartbeats and commit-index
 // updates (no entries) go through raft's transport as they are.
 func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if t.early == nil || len(args.Entries) == 0 {
+		return t.appendEntries(id, target, args, resp)
+	}
+	if t.early.answer(id, args, resp) {
+		return nil
+	}
+	t.early.raftSending(id, true)
 	err := t.appendEntries(id, target, args, resp)
-	if err == nil && resp.Success && t.appended != nil {
-		match := args.PrevLogEntry
-		if n := len(args.Entries); n > 0 {
-			match = args.Entries[n-1].Index
-		}
-		t.appended(id, args.Term, match)
+	t.early.raftSending(id, false)
+	if err == nil && resp.Success {
+		t.early.appended(id, args.Term, args.Entries[len(args.Entries)-1].Index)
 	}
 	return err
 }
 
-// appendEntries is AppendEntries without the note of success.
+// appendEntries sends one AppendEntries.
 func (t *raftTransport) appendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if len(args.Entries) == 0 {
 		return t.NetworkTransport.AppendEntries(id, target, args, resp)
-	}
-	if t.answered != nil && t.answered(id, args, resp) {
-		return nil
 	}
 	start := time.Now()
 	err := t.sender.send(target, args, resp)
