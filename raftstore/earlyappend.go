@@ -267,7 +267,7 @@ func (e *earlyAppender) noteLocked(p *earlyPeer, sent *earlySend, req *raft.Appe
 		p.match = max(p.match, sent.last)
 		p.resp = resp
 	default:
-		p.match = 0 // its log differs: wait for raft's next append to it
+		p.match, p.resp = 0, nil // its log differs: wait for raft's next append to it
 	}
 }
 
@@ -328,15 +328,22 @@ func (e *earlyAppender) raftSending(id raft.ServerID, on bool) {
 	}
 }
 
-// appended notes that voter id answered one of raft's own appends of
-// this term with success: it holds the log up to match.
-func (e *earlyAppender) appended(id raft.ServerID, term, match uint64) {
+// appended notes voter id's answer to one of raft's own appends of
+// this term: with ok, it holds the log up to match. A refusal says its
+// log differs from what was known (a server re-added with an empty log,
+// say): forget what it acknowledged, so answer no longer stands in for
+// it, until it acknowledges again.
+func (e *earlyAppender) appended(id raft.ServerID, term, match uint64, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if term != e.term {
 		return // written clears the state when the term changes
 	}
 	p := e.peer(id)
+	if !ok {
+		p.match, p.resp = 0, nil
+		return
+	}
 	p.match = max(p.match, match)
 }
 

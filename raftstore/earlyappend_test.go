@@ -203,3 +203,27 @@ func TestEarlyAppend_PeerReady(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlyAppend_RefusalForgetsAcknowledgement: once a voter refuses one
+// of raft's appends (its log is not what it acknowledged: a server
+// re-added with an empty log under the same id), answer stops standing in
+// for it, or raft's retries of older entries would be answered "stored"
+// and the voter would never catch up.
+func TestEarlyAppend_RefusalForgetsAcknowledgement(t *testing.T) {
+	const term = 3
+	ack := &raft.AppendEntriesResponse{Term: term, LastLog: 5, Success: true}
+	e := &earlyAppender{term: term, peers: map[raft.ServerID]*earlyPeer{"v": {match: 5, resp: ack}}}
+	args := &raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: []*raft.Log{{Index: 4, Term: term}, {Index: 5, Term: term}}}
+	var resp raft.AppendEntriesResponse
+	if !e.answer("v", args, &resp) {
+		t.Fatal("acknowledged entries not answered")
+	}
+	e.appended("v", term, 9, false)
+	if e.answer("v", args, &resp) {
+		t.Fatal("answered for a voter that refused raft's append")
+	}
+	e.appended("v", term, 5, true)
+	if e.answer("v", args, &resp) {
+		t.Fatal("answered without an early acknowledgement to take the header from")
+	}
+}

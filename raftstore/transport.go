@@ -73,8 +73,8 @@ func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddres
 	t.early.raftSending(id, true)
 	err := t.appendEntries(id, target, args, resp)
 	t.early.raftSending(id, false)
-	if err == nil && resp.Success {
-		t.early.appended(id, args.Term, args.Entries[len(args.Entries)-1].Index)
+	if err == nil {
+		t.early.appended(id, args.Term, args.Entries[len(args.Entries)-1].Index, resp.Success)
 	}
 	return err
 }
