@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,6 +224,12 @@ func autopilotKillAndReturn(t *testing.T, killLeader bool) {
 		return nil
 	})
 	t.Logf("promoted %s", promoted)
+	// As a non-voter it wrote its log without fsync; it stored the
+	// promotion synced and syncs every append from then on.
+	unsynced0 := unsyncedAppends(t, c.NodeByID(promoted))
+	if unsynced0 == 0 {
+		t.Fatalf("non-voter %s wrote no append unsynced", promoted)
+	}
 	before := writes.Load()
 	Eventually(t, CallTimeout, func() error {
 		if err, _ := writeErr.Load().(error); err != nil {
@@ -233,6 +240,9 @@ func autopilotKillAndReturn(t *testing.T, killLeader bool) {
 		}
 		return nil
 	})
+	if n := unsyncedAppends(t, c.NodeByID(promoted)); n != unsynced0 {
+		t.Fatalf("promoted %s wrote %d appends unsynced as a voter", promoted, n-unsynced0)
+	}
 
 	c.Restart(t, victim.Index)
 	v, nv := waitSuffrage(t, c, 3, 4)
@@ -247,6 +257,16 @@ func autopilotKillAndReturn(t *testing.T, killLeader bool) {
 	wg.Wait()
 	stop = make(chan struct{}) // the deferred close must not panic
 	c.RequireInvariants(t)
+}
+
+// unsyncedAppends reads n's count of log appends written without fsync.
+func unsyncedAppends(t *testing.T, n *Node) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(n.Store().Stats()["log_store_unsynced_batches"], 10, 64)
+	if err != nil {
+		t.Fatalf("log_store_unsynced_batches of %s: %v", n, err)
+	}
+	return v
 }
 
 // TestAutopilot_RaftVotersMismatchRefused: a server started with another

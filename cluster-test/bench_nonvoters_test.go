@@ -51,8 +51,12 @@ import (
 // same rounds (before/after a change); CONCORD_BENCH_NONVOTERS_ROUNDS sets
 // the rounds (default 3). With CONCORD_BENCH_NONVOTERS_PPROF
 // set to a directory, servers run with --enable-debug and each window
-// saves a CPU profile of the leader and of one non-voter there. The windows have a fixed
-// length, so:
+// saves a CPU profile of the leader and of one non-voter there. Two
+// experiments add arms: CONCORD_BENCH_NONVOTERS_STOPPED=1 measures the
+// 3+4 system once more with its non-voter processes stopped (SIGSTOP) for
+// the window, which takes both their work and the leader's replication to
+// them away; CONCORD_BENCH_NONVOTERS_INTERVAL=D adds a 3+4 system run with
+// --nonvoter-replication-interval D. The windows have a fixed length, so:
 //
 //	go test -run '^$' -bench NonVoters -benchtime 1x ./cluster-test/
 func BenchmarkNonVoters(b *testing.B) {
@@ -67,6 +71,13 @@ func BenchmarkNonVoters(b *testing.B) {
 		systems = append(systems, startNVSystem(b, 7, extra, WithProcBinary(ConcordBinaryAt(b, rev))))
 		labels = append(labels, "voters=3+nonvoters=4@"+rev)
 	}
+	if d := os.Getenv("CONCORD_BENCH_NONVOTERS_INTERVAL"); d != "" {
+		if _, err := time.ParseDuration(d); err != nil {
+			b.Fatalf("CONCORD_BENCH_NONVOTERS_INTERVAL=%q: %v", d, err)
+		}
+		systems = append(systems, startNVSystem(b, 7, append([]string{"--nonvoter-replication-interval", d}, extra...)))
+		labels = append(labels, "voters=3+nonvoters=4,interval="+d)
+	}
 	// Each arm is one system measured one way; the first is the baseline.
 	var arms []nvArm
 	for k, sys := range systems {
@@ -75,12 +86,19 @@ func BenchmarkNonVoters(b *testing.B) {
 			arms = append(arms, nvArm{sys: sys, label: labels[k] + ",nonvoters-nice19", nice: true})
 		}
 	}
+	if os.Getenv("CONCORD_BENCH_NONVOTERS_STOPPED") != "" {
+		arms = append(arms, nvArm{sys: systems[1], label: labels[1] + ",nonvoters-stopped", stop: true})
+	}
 	rounds := nvRoundsFromEnv(b)
 	for _, clients := range []int{8, 64} {
 		results := make([][]nvResult, len(arms))
 		for round := range rounds {
 			for k, arm := range arms {
 				b.Run(fmt.Sprintf("%s/map-update/clients=%d/round=%d", arm.label, clients, round+1), func(b *testing.B) {
+					if arm.stop {
+						arm.sys.stopNonvoters(b)
+						defer arm.sys.contNonvoters(b)
+					}
 					if arm.nice {
 						arm.sys.niceNonvoters(b, 19)
 						defer arm.sys.niceNonvoters(b, 0)
@@ -121,12 +139,13 @@ func BenchmarkNonVoters(b *testing.B) {
 	})
 }
 
-// nvArm is one system measured one way: as is, or with its non-voters
-// at the lowest CPU priority.
+// nvArm is one system measured one way: as is, with its non-voters at
+// the lowest CPU priority, or with them stopped.
 type nvArm struct {
 	sys   *nvSystem
 	label string
 	nice  bool
+	stop  bool
 }
 
 // nvRounds is how many windows each arm gets per load by default
@@ -157,6 +176,8 @@ type nvSystem struct {
 	voters  []int
 	clients []*Client
 	agents  []string
+	// stopped: the non-voters are stopped (SIGSTOP) and answer nothing.
+	stopped bool
 }
 
 // startNVSystem starts n server processes with --raft-voters 3 and
@@ -200,7 +221,7 @@ func (s *nvSystem) measure(b *testing.B, clients int, d time.Duration, prof stri
 	if prof != "" {
 		profiled = append(profiled, s.pc.Leader(b))
 		for i, p := range s.pc.Procs() {
-			if !slices.Contains(s.voters, i) {
+			if !s.stopped && !slices.Contains(s.voters, i) {
 				profiled = append(profiled, p)
 				break
 			}
@@ -266,7 +287,7 @@ func (s *nvSystem) measure(b *testing.B, clients int, d time.Duration, prof stri
 func (s *nvSystem) nonvoterLogWrites(b *testing.B) uint64 {
 	var sum uint64
 	for i := range s.pc.Procs() {
-		if slices.Contains(s.voters, i) {
+		if s.stopped || slices.Contains(s.voters, i) {
 			continue
 		}
 		st, err := s.pc.Status(i)
@@ -318,6 +339,35 @@ func (s *nvSystem) niceNonvoters(b *testing.B, nice int) {
 			if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, syscall.ESRCH) {
 				b.Fatalf("nice %d on thread %d of %s: %v", nice, tid, p, err)
 			}
+		}
+	}
+}
+
+// stopNonvoters stops every non-voter process (SIGSTOP).
+func (s *nvSystem) stopNonvoters(b *testing.B) {
+	s.signalNonvoters(b, syscall.SIGSTOP)
+	s.stopped = true
+}
+
+// contNonvoters resumes the non-voters and waits until each answers
+// /v1/status again.
+func (s *nvSystem) contNonvoters(b *testing.B) {
+	s.signalNonvoters(b, syscall.SIGCONT)
+	s.stopped = false
+	for i := range s.pc.Procs() {
+		if !slices.Contains(s.voters, i) {
+			Eventually(b, MembershipTimeout, func() error { _, err := s.pc.Status(i); return err })
+		}
+	}
+}
+
+func (s *nvSystem) signalNonvoters(b *testing.B, sig syscall.Signal) {
+	for i, p := range s.pc.Procs() {
+		if slices.Contains(s.voters, i) {
+			continue
+		}
+		if err := syscall.Kill(procPID(p), sig); err != nil {
+			b.Fatalf("%v to %s: %v", sig, p, err)
 		}
 	}
 }

@@ -121,3 +121,19 @@ func (m *memSink) Cancel() error {
 }
 
 var _ raft.SnapshotSink = (*memSink)(nil)
+
+// steadyWrites runs writers goroutines putting keys through leader until
+// the returned function is called (it waits for them; calling it again
+// does nothing).
+func steadyWrites(t testing.TB, leader *Store, writers int) func() {
+	ctx, cancel := context.WithCancel(testCtx(t))
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				_, _, _ = leader.Apply(ctx, cmdKVPut, put(fmt.Sprintf("w%d=%d", w, i)))
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }
+}

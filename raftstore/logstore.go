@@ -19,7 +19,8 @@ import (
 // (segLog, DataDir/raft-log/), one fdatasync per append; the stable store
 // (term, vote: written only around elections) is raft-boltdb/v2 on one
 // bbolt file (DataDir/raft.db). Both are synced before a write returns, so
-// an acknowledged entry survives a crash. It counts StoreLogs calls (one
+// an acknowledged entry survives a crash, except the appends of a
+// non-voter, which nobody counts on (nvsync.go). It counts StoreLogs calls (one
 // fsync each) and the entries they carry, so Stats and the benchmarks can
 // show how many commands share an fsync (raft groups concurrent applies;
 // DESIGN.md, "Batching").
@@ -28,6 +29,15 @@ type logStore struct {
 	stable  *raftboltdb.BoltStore
 	batches atomic.Uint64 // StoreLogs calls
 	entries atomic.Uint64 // entries written by them
+	// unsynced counts the StoreLogs calls written without fdatasync.
+	unsynced atomic.Uint64
+
+	// pmu guards policy and serialises appends, deletions and the syncs
+	// of a switch to strict (nvsync.go).
+	pmu    sync.Mutex
+	policy syncPolicy
+	// setAside: open found the unsynced marker and moved the log aside.
+	setAside bool
 
 	// full holds the last write error that said the disk is full (nil
 	// after a write succeeds again); see DiskFull.
@@ -71,7 +81,11 @@ func openLogStore(dir string) (*logStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open stable store: %w", err)
 	}
-	sl, err := openSegLog(filepath.Join(dir, logDirName))
+	aside, err := setAsideUnsynced(dir)
+	var sl *segLog
+	if err == nil {
+		sl, err = openSegLog(filepath.Join(dir, logDirName))
+	}
 	if err == nil {
 		err = migrateBoltLog(bs, sl)
 	}
@@ -82,7 +96,7 @@ func openLogStore(dir string) (*logStore, error) {
 		_ = bs.Close()
 		return nil, fmt.Errorf("raftstore: open log store: %w", err)
 	}
-	return &logStore{log: sl, stable: bs, dir: dir}, nil
+	return &logStore{log: sl, stable: bs, dir: dir, setAside: aside}, nil
 }
 
 // migrateBoltLog moves the log entries in raft.db (written by versions that
@@ -126,21 +140,26 @@ func migrateBoltLog(bs *raftboltdb.BoltStore, sl *segLog) error {
 	return nil
 }
 
-// FirstIndex, LastIndex, GetLog, DeleteRange and IsMonotonic are the
-// segment log's.
+// FirstIndex, LastIndex, GetLog and IsMonotonic are the segment log's;
+// DeleteRange also updates the sync policy.
 func (l *logStore) FirstIndex() (uint64, error)              { return l.log.FirstIndex() }
 func (l *logStore) LastIndex() (uint64, error)               { return l.log.LastIndex() }
 func (l *logStore) GetLog(index uint64, log *raft.Log) error { return l.log.GetLog(index, log) }
-func (l *logStore) DeleteRange(lo, hi uint64) error          { return l.log.DeleteRange(lo, hi) }
+func (l *logStore) DeleteRange(lo, hi uint64) error          { return l.deleteRange(lo, hi) }
 func (l *logStore) IsMonotonic() bool                        { return true }
 
 // Get and GetUint64 read the stable store.
 func (l *logStore) Get(k []byte) ([]byte, error)       { return l.stable.Get(k) }
 func (l *logStore) GetUint64(k []byte) (uint64, error) { return l.stable.GetUint64(k) }
 
-// Close closes the log and the stable store.
+// Close syncs what was appended unsynced, then closes the log and the
+// stable store.
 func (l *logStore) Close() error {
-	return errors.Join(l.log.Close(), l.stable.Close())
+	l.pmu.Lock()
+	l.policy.forget()
+	err := l.settleLocked()
+	l.pmu.Unlock()
+	return errors.Join(err, l.log.Close(), l.stable.Close())
 }
 
 // StoreLog stores one entry.
@@ -148,14 +167,15 @@ func (l *logStore) StoreLog(log *raft.Log) error {
 	return l.StoreLogs([]*raft.Log{log})
 }
 
-// StoreLogs stores a group of entries with one write and one fsync.
+// StoreLogs stores a group of entries with one write and one fsync (none
+// for a non-voter: nvsync.go).
 func (l *logStore) StoreLogs(logs []*raft.Log) error {
 	var err error
 	if l.fault != nil {
 		err = l.fault()
 	}
 	if err == nil {
-		err = l.log.StoreLogs(logs)
+		err = l.appendLogs(logs)
 	}
 	if err != nil {
 		return l.noteFull(err)

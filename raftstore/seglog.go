@@ -70,6 +70,9 @@ type segment struct {
 	offs []int64
 	size int64
 	f    *os.File
+	// unsynced: written without fdatasync since the last sync (guarded
+	// by mu; set and cleared by the writer).
+	unsynced bool
 }
 
 func (s *segment) last() uint64 { return s.base + uint64(len(s.offs)) - 1 }
@@ -384,7 +387,11 @@ func (l *segLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{
 
 // StoreLogs implements raft.LogStore: one write and one fdatasync for the
 // whole group. The entries must continue the log (or start an empty one).
-func (l *segLog) StoreLogs(logs []*raft.Log) error {
+func (l *segLog) StoreLogs(logs []*raft.Log) error { return l.storeLogs(logs, true) }
+
+// storeLogs appends logs, with an fdatasync when sync is set; without, the
+// segment is marked unsynced until syncAll.
+func (l *segLog) storeLogs(logs []*raft.Log, sync bool) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -422,10 +429,13 @@ func (l *segLog) StoreLogs(logs []*raft.Log) error {
 	if l.written != nil {
 		l.written(logs)
 	}
-	if err := fdatasync(active.f); err != nil {
-		return l.undoAppend(active, fresh, fmt.Errorf("raftstore: sync raft log: %w", err))
+	if sync {
+		if err := fdatasync(active.f); err != nil {
+			return l.undoAppend(active, fresh, fmt.Errorf("raftstore: sync raft log: %w", err))
+		}
 	}
 	l.mu.Lock()
+	active.unsynced = active.unsynced || !sync
 	if fresh {
 		l.segs = append(l.segs, active)
 	}
@@ -564,6 +574,30 @@ func (l *segLog) deleteSuffix(lo uint64) error {
 	}
 	seg.size = seg.offs[k]
 	seg.offs = seg.offs[:k] // k >= 1: segments starting at lo or later are gone
+	return nil
+}
+
+// syncAll fdatasyncs every segment written without a sync, so that
+// everything appended so far is durable.
+func (l *segLog) syncAll() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.RLock()
+	var dirty []*segment
+	for _, seg := range l.segs {
+		if seg.unsynced {
+			dirty = append(dirty, seg)
+		}
+	}
+	l.mu.RUnlock()
+	for _, seg := range dirty {
+		if err := fdatasync(seg.f); err != nil {
+			return fmt.Errorf("raftstore: sync raft log: %w", err)
+		}
+		l.mu.Lock()
+		seg.unsynced = false
+		l.mu.Unlock()
+	}
 	return nil
 }
 

@@ -120,6 +120,7 @@ func (s *Store) Stats() map[string]string {
 	st["fsm_applied_index"] = strconv.FormatUint(s.fsm.applied.Load(), 10)
 	st["fsm_applied_term"] = strconv.FormatUint(s.fsm.appliedTerm.Load(), 10)
 	st["log_store_batches"] = strconv.FormatUint(s.bolt.batches.Load(), 10)
+	st["log_store_unsynced_batches"] = strconv.FormatUint(s.bolt.unsynced.Load(), 10)
 	st["log_store_entries"] = strconv.FormatUint(s.bolt.entries.Load(), 10)
 	names := make([]string, 0, len(s.fsm.modules))
 	for _, m := range s.fsm.modules {

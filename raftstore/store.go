@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -124,9 +125,16 @@ func (s *Store) open() error {
 		return err
 	}
 	s.bolt.fault = s.cfg.LogWriteFault
+	if s.bolt.setAside {
+		s.log.Warn("raft log was written unsynced and the server did not stop cleanly: set it aside, starting from the snapshots",
+			"dir", filepath.Join(s.cfg.DataDir, logDirName+setAsideSuffix))
+	}
 	rlog := newHCLogAdapter(s.log, "raft")
 	snaps, err := openSnapshotStore(s.cfg, rlog)
 	if err != nil {
+		return err
+	}
+	if err := s.bolt.initSyncPolicy(raft.ServerID(s.cfg.NodeID), snaps, s.log); err != nil {
 		return err
 	}
 	if s.trans, s.layer, err = newTransport(s.cfg, rlog.Named("net").(*hclogAdapter), s.stopCh); err != nil {
@@ -142,7 +150,7 @@ func (s *Store) open() error {
 		s.trans.early = s.early
 	}
 	s.bolt.log.written = s.logWritten
-	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.bolt, snaps, s.trans); err != nil {
+	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.bolt, policySnapshots{snaps, s.bolt}, s.trans); err != nil {
 		return fmt.Errorf("raftstore: start raft: %w", err)
 	}
 	if s.early != nil {
