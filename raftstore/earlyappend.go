@@ -107,8 +107,13 @@ type earlyPeer struct {
 	raftBusy  int        // raft's own appends with entries in flight
 	quietTill time.Time  // no sends before this (the last one failed)
 	// resp is the voter's last successful answer to an early send in
-	// this term: answer reuses it.
-	resp *raft.AppendEntriesResponse
+	// this term, and acked the last entry it acknowledged: answer stands
+	// in for the voter only up to acked. Early sends go to voters only,
+	// so what they acknowledge is synced; raft's own appends also reach
+	// non-voters, whose log appends skip the fsync, so match does not
+	// count for answer.
+	resp  *raft.AppendEntriesResponse
+	acked uint64
 	// match is the highest index the voter is known to hold in this
 	// term, from its answers to raft's appends (appended) and to early
 	// sends. A batch goes early only when match reaches the entry before
@@ -265,9 +270,10 @@ func (e *earlyAppender) noteLocked(p *earlyPeer, sent *earlySend, req *raft.Appe
 		p.quietTill = time.Now().Add(earlyAppendBackoff)
 	case resp.Success && resp.Term == req.Term:
 		p.match = max(p.match, sent.last)
+		p.acked = max(p.acked, sent.last)
 		p.resp = resp
 	default:
-		p.match, p.resp = 0, nil // its log differs: wait for raft's next append to it
+		p.match, p.acked, p.resp = 0, 0, nil // its log differs: wait for raft's next append to it
 	}
 }
 
@@ -298,7 +304,7 @@ func (e *earlyAppender) answer(id raft.ServerID, args *raft.AppendEntriesRequest
 	if p == nil || args.Term != e.term {
 		return false
 	}
-	if sent := p.sending; sent != nil && sent.last >= last && p.match < last {
+	if sent := p.sending; sent != nil && sent.last >= last && p.acked < last {
 		e.mu.Unlock()
 		<-sent.done // the transport's timeout bounds the send
 		e.mu.Lock()
@@ -306,7 +312,7 @@ func (e *earlyAppender) answer(id raft.ServerID, args *raft.AppendEntriesRequest
 			return false
 		}
 	}
-	if p.resp == nil || p.match < last {
+	if p.resp == nil || p.acked < last {
 		return false
 	}
 	*resp = *p.resp
@@ -341,7 +347,7 @@ func (e *earlyAppender) appended(id raft.ServerID, term, match uint64, ok bool) 
 	}
 	p := e.peer(id)
 	if !ok {
-		p.match, p.resp = 0, nil
+		p.match, p.acked, p.resp = 0, 0, nil
 		return
 	}
 	p.match = max(p.match, match)

@@ -126,17 +126,17 @@ func TestEarlyAppend_Answer(t *testing.T) {
 		args     *raft.AppendEntriesRequest
 		want     bool
 	}{
-		{"acknowledged", earlyPeer{match: 5, resp: ack}, nil,
+		{"acknowledged", earlyPeer{match: 5, acked: 5, resp: ack}, nil,
 			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: entries(4, 5)}, true},
-		{"acknowledged by raft only", earlyPeer{match: 5}, nil,
+		{"acknowledged by raft only", earlyPeer{match: 5, acked: 3, resp: ack}, nil,
 			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: entries(4, 5)}, false},
-		{"beyond the acknowledgement", earlyPeer{match: 5, resp: ack}, nil,
+		{"beyond the acknowledgement", earlyPeer{match: 5, acked: 5, resp: ack}, nil,
 			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 4, Entries: entries(5, 6)}, false},
-		{"another term", earlyPeer{match: 5, resp: ack}, nil,
+		{"another term", earlyPeer{match: 5, acked: 5, resp: ack}, nil,
 			&raft.AppendEntriesRequest{Term: term + 1, PrevLogEntry: 3, Entries: entries(4, 5)}, false},
-		{"heartbeat", earlyPeer{match: 5, resp: ack}, nil,
+		{"heartbeat", earlyPeer{match: 5, acked: 5, resp: ack}, nil,
 			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 5}, false},
-		{"in flight, accepted", earlyPeer{match: 3}, &raft.AppendEntriesResponse{Term: term, LastLog: 6, Success: true},
+		{"in flight, accepted", earlyPeer{match: 3, acked: 3}, &raft.AppendEntriesResponse{Term: term, LastLog: 6, Success: true},
 			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: entries(4, 6)}, true},
 		{"in flight, refused", earlyPeer{match: 3}, &raft.AppendEntriesResponse{Term: term, LastLog: 2},
 			&raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: entries(4, 6)}, false},
@@ -212,7 +212,7 @@ func TestEarlyAppend_PeerReady(t *testing.T) {
 func TestEarlyAppend_RefusalForgetsAcknowledgement(t *testing.T) {
 	const term = 3
 	ack := &raft.AppendEntriesResponse{Term: term, LastLog: 5, Success: true}
-	e := &earlyAppender{term: term, peers: map[raft.ServerID]*earlyPeer{"v": {match: 5, resp: ack}}}
+	e := &earlyAppender{term: term, peers: map[raft.ServerID]*earlyPeer{"v": {match: 5, acked: 5, resp: ack}}}
 	args := &raft.AppendEntriesRequest{Term: term, PrevLogEntry: 3, Entries: []*raft.Log{{Index: 4, Term: term}, {Index: 5, Term: term}}}
 	var resp raft.AppendEntriesResponse
 	if !e.answer("v", args, &resp) {
