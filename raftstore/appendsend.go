@@ -84,21 +84,63 @@ func (s *appendSender) send(target raft.ServerAddress, args *raft.AppendEntriesR
 	if s.timeout > 0 {
 		_ = c.conn.SetDeadline(time.Now().Add(s.timeout))
 	}
-	if err := s.roundTrip(c, args, resp); err != nil {
-		var remote remoteError
-		if errors.As(err, &remote) {
-			s.put(c)
-			return errors.New(string(remote))
-		}
-		if errors.Is(err, errNoSplice) {
-			s.put(c)
-			return err
-		}
-		s.discard(c)
+	err = s.writeRequest(c, args)
+	if err == nil {
+		err = s.readResponse(c, resp)
+	}
+	return s.release(c, err)
+}
+
+// begin writes args to an idle connection to target, by writeBy, and
+// returns it for end to read the answer from; without an idle connection
+// it writes nothing and returns nil. It never dials: a new connection
+// (and its TLS handshake) would hold up the caller, raft's leader
+// goroutine for the early append.
+func (s *appendSender) begin(target raft.ServerAddress, args *raft.AppendEntriesRequest, writeBy time.Time) (*sendConn, error) {
+	s.mu.Lock()
+	var c *sendConn
+	if conns := s.idle[target]; !s.closed && len(conns) > 0 {
+		c = conns[len(conns)-1]
+		s.idle[target] = conns[:len(conns)-1]
+	}
+	s.mu.Unlock()
+	if c == nil {
+		return nil, nil
+	}
+	_ = c.conn.SetWriteDeadline(writeBy)
+	if err := s.writeRequest(c, args); err != nil {
+		return nil, s.release(c, err)
+	}
+	if s.timeout > 0 {
+		_ = c.conn.SetDeadline(time.Now().Add(s.timeout))
+	} else {
+		_ = c.conn.SetDeadline(time.Time{})
+	}
+	return c, nil
+}
+
+// end reads the answer to the request begin wrote on c.
+func (s *appendSender) end(c *sendConn, resp *raft.AppendEntriesResponse) error {
+	return s.release(c, s.readResponse(c, resp))
+}
+
+// release returns c to the pool after an RPC that ended with err, or
+// closes it when the stream may be out of step, and returns err.
+func (s *appendSender) release(c *sendConn, err error) error {
+	var remote remoteError
+	switch {
+	case err == nil:
+		s.put(c)
+		return nil
+	case errors.As(err, &remote):
+		s.put(c)
+		return errors.New(string(remote))
+	case errors.Is(err, errNoSplice):
+		s.put(c)
 		return err
 	}
-	s.put(c)
-	return nil
+	s.discard(c)
+	return err
 }
 
 // remoteError is an error string the follower answered with.
@@ -106,12 +148,8 @@ type remoteError string
 
 func (e remoteError) Error() string { return string(e) }
 
-// roundTrip writes one request and reads its answer, as raft's sendRPC
-// and decodeResponse do.
-func (s *appendSender) roundTrip(c *sendConn, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	if err := s.writeRequest(c, args); err != nil {
-		return err
-	}
+// readResponse reads one answer, as raft's decodeResponse does.
+func (s *appendSender) readResponse(c *sendConn, resp *raft.AppendEntriesResponse) error {
 	var rpcErr string
 	if err := c.dec.Decode(&rpcErr); err != nil {
 		return err

@@ -119,6 +119,12 @@ type Config struct {
 	// show little gain beyond 2. See DESIGN.md, "Pipelined replication".
 	MaxRPCsInFlight int
 
+	// NoEarlyAppend turns off the leader's early append (earlyappend.go):
+	// with it set, the leader sends new entries to followers only after
+	// its own fsync, as hashicorp/raft does, so a lone write pays two
+	// fsyncs in series. For comparisons and tests.
+	NoEarlyAppend bool
+
 	// NonvoterReplicationInterval paces replication to non-voters
 	// (pace.go): under steady writes the leader starts one AppendEntries
 	// carrying entries to a non-voter per interval (two in a row after a

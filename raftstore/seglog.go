@@ -54,6 +54,11 @@ type segLog struct {
 	wmu sync.Mutex
 	buf []byte // record encoding buffer, owned by the writer
 
+	// written, when set, is called with each append's entries once they
+	// are written to the file and before they are synced (the leader's
+	// early append, earlyappend.go). Set before the log is used.
+	written func(logs []*raft.Log)
+
 	mu    sync.RWMutex // guards segs and first
 	segs  []*segment   // by index; the last one is active
 	first uint64       // first index (0: empty log)
@@ -435,6 +440,9 @@ func (l *segLog) storeLogs(logs []*raft.Log, sync bool) error {
 	l.reserve(active, int64(len(l.buf)))
 	if _, err := active.f.WriteAt(l.buf, active.size); err != nil {
 		return l.undoAppend(active, fresh, fmt.Errorf("raftstore: write raft log: %w", err))
+	}
+	if l.written != nil {
+		l.written(logs)
 	}
 	if sync {
 		if err := fdatasync(active.f); err != nil {

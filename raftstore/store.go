@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -30,6 +31,11 @@ type Store struct {
 	trans *raftTransport
 	layer *trackingLayer
 	bolt  *logStore
+	early *earlyAppender // nil with Config.NoEarlyAppend
+
+	// testHookLogWritten, when set, runs after each log append's write,
+	// before its fsync (logWritten).
+	testHookLogWritten atomic.Pointer[func(logs []*raft.Log)]
 
 	observer *raft.Observer
 	obsCh    chan raft.Observation
@@ -138,8 +144,17 @@ func (s *Store) open() error {
 	if err != nil {
 		return fmt.Errorf("raftstore: log cache: %w", err)
 	}
-	if s.raft, err = raft.NewRaft(s.cfg.raftConfig(rlog), s.fsm, logs, s.bolt, policySnapshots{snaps, s.bolt}, s.trans); err != nil {
+	rc := s.cfg.raftConfig(rlog)
+	if !s.cfg.NoEarlyAppend {
+		s.early = s.newEarlyAppender(rc.ProtocolVersion)
+		s.trans.early = s.early
+	}
+	s.bolt.log.written = s.logWritten
+	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.bolt, policySnapshots{snaps, s.bolt}, s.trans); err != nil {
 		return fmt.Errorf("raftstore: start raft: %w", err)
+	}
+	if s.early != nil {
+		s.early.r.Store(s.raft)
 	}
 	s.trans.pace.setConfigSource(s.raft)
 	return nil

@@ -56,11 +56,31 @@ type raftTransport struct {
 	*raft.NetworkTransport
 	pace   *pacer
 	sender *appendSender
+	// early, when set, sees raft's appends to followers and may answer
+	// one in the follower's stead (earlyAppender). Set before raft runs.
+	early *earlyAppender
 }
 
 // AppendEntries implements raft.Transport. Heartbeats and commit-index
 // updates (no entries) go through raft's transport as they are.
 func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if t.early == nil || len(args.Entries) == 0 {
+		return t.appendEntries(id, target, args, resp)
+	}
+	if t.early.answer(id, args, resp) {
+		return nil
+	}
+	t.early.raftSending(id, true)
+	err := t.appendEntries(id, target, args, resp)
+	t.early.raftSending(id, false)
+	if err == nil {
+		t.early.appended(id, args.Term, args.Entries[len(args.Entries)-1].Index, resp.Success)
+	}
+	return err
+}
+
+// appendEntries sends one AppendEntries.
+func (t *raftTransport) appendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if len(args.Entries) == 0 {
 		return t.NetworkTransport.AppendEntries(id, target, args, resp)
 	}
