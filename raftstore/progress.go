@@ -17,9 +17,17 @@ type progress struct {
 	appliedTerm atomic.Uint64
 
 	mu      sync.Mutex
-	waiters map[*waiter]struct{}      // guarded by mu
-	calls   map[*forwardCall]struct{} // forwarded commands in flight; guarded by mu
-	results map[uint64]any            // responses kept while calls exist; guarded by mu
+	waiters map[*waiter]struct{} // guarded by mu
+	// calls are the forwarded commands begun, in the order they began,
+	// so their after values never decrease; ended ones leave the front
+	// lazily. live counts those not ended. Guarded by mu.
+	calls fifo[*forwardCall]
+	live  int
+	// results are the responses kept while calls are live, and kept
+	// their indexes in apply order (increasing), so the ones no live call
+	// can need are cut from the front. Guarded by mu.
+	results map[uint64]any
+	kept    fifo[uint64]
 }
 
 // waiter is one WaitApplied call; ch is closed once applied >= index.
@@ -33,11 +41,11 @@ type waiter struct {
 // FSM had applied at most after.
 type forwardCall struct {
 	after uint64
+	ended bool // guarded by progress.mu
 }
 
 func (p *progress) init() {
 	p.waiters = make(map[*waiter]struct{})
-	p.calls = make(map[*forwardCall]struct{})
 	p.results = make(map[uint64]any)
 }
 
@@ -49,8 +57,9 @@ func (p *progress) init() {
 func (p *progress) advance(index, term uint64, resp any, keep bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if keep && len(p.calls) > 0 {
+	if keep && p.live > 0 {
 		p.results[index] = resp
+		p.kept.push(index)
 	}
 	p.applied.Store(index)
 	p.appliedTerm.Store(term)
@@ -87,7 +96,8 @@ func (p *progress) beginForward() *forwardCall {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := &forwardCall{after: p.applied.Load()}
-	p.calls[c] = struct{}{}
+	p.calls.push(c)
+	p.live++
 	return c
 }
 
@@ -102,22 +112,51 @@ func (p *progress) takeResult(index uint64) (resp any, ok bool) {
 }
 
 // endForward stops keeping responses for c, dropping those no remaining
-// call can need (at or below every remaining call's starting point).
+// call can need (at or below every remaining call's starting point, which
+// is the oldest live call's: calls begin in order of after). Amortized
+// O(1): ended calls and dropped results leave only from the fronts.
 func (p *progress) endForward(c *forwardCall) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.calls, c)
-	if len(p.calls) == 0 {
+	c.ended = true
+	p.live--
+	for p.calls.len() > 0 && p.calls.front().ended {
+		p.calls.pop()
+	}
+	if p.live == 0 {
 		clear(p.results)
+		p.kept.reset()
 		return
 	}
-	floor := ^uint64(0)
-	for other := range p.calls {
-		floor = min(floor, other.after)
+	floor := p.calls.front().after
+	for p.kept.len() > 0 && p.kept.front() <= floor {
+		delete(p.results, p.kept.pop())
 	}
-	for idx := range p.results {
-		if idx <= floor {
-			delete(p.results, idx)
-		}
+}
+
+// fifo is a queue on a slice: push at the back, pop from the front, the
+// popped prefix reclaimed once it is most of the slice.
+type fifo[T any] struct {
+	s    []T
+	head int
+}
+
+func (q *fifo[T]) len() int { return len(q.s) - q.head }
+func (q *fifo[T]) front() T { return q.s[q.head] }
+func (q *fifo[T]) push(v T) { q.s = append(q.s, v) }
+func (q *fifo[T]) reset()   { clear(q.s); q.s, q.head = q.s[:0], 0 }
+
+func (q *fifo[T]) pop() T {
+	v := q.s[q.head]
+	var zero T
+	q.s[q.head] = zero // no reference kept from the dead prefix
+	q.head++
+	if q.head == len(q.s) {
+		q.s, q.head = q.s[:0], 0
+	} else if q.head >= 64 && q.head*2 >= len(q.s) {
+		n := copy(q.s, q.s[q.head:])
+		clear(q.s[n:])
+		q.s, q.head = q.s[:n], 0
 	}
+	return v
 }

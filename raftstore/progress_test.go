@@ -1,6 +1,10 @@
 package raftstore
 
-import "testing"
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
 
 func TestProgress_KeepsResultsOnlyForForwardedCalls(t *testing.T) {
 	var p progress
@@ -31,8 +35,8 @@ func TestProgress_KeepsResultsOnlyForForwardedCalls(t *testing.T) {
 	}
 	p.advance(6, 1, "r6", true)
 	p.endForward(b)
-	if len(p.results) != 0 || len(p.calls) != 0 {
-		t.Fatalf("left %d results, %d calls", len(p.results), len(p.calls))
+	if len(p.results) != 0 || p.calls.len() != 0 || p.kept.len() != 0 || p.live != 0 {
+		t.Fatalf("left %d results (%d indexes), %d calls (%d live)", len(p.results), p.kept.len(), p.calls.len(), p.live)
 	}
 }
 
@@ -60,5 +64,110 @@ func isClosed(ch <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// TestProgress_EndForwardMatchesScan drives random begins, applies and
+// ends (in any order) and checks after every end that exactly the results
+// a live call can need are kept: those above the smallest after of the
+// live calls, as a full scan would keep.
+func TestProgress_EndForwardMatchesScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var p progress
+	p.init()
+	var live []*forwardCall
+	applied := uint64(0)
+	for step := range 20000 {
+		switch op := rng.IntN(3); {
+		case op == 0 || len(live) == 0:
+			live = append(live, p.beginForward())
+		case op == 1:
+			applied++
+			p.advance(applied, 1, applied, rng.IntN(4) != 0)
+		default:
+			k := rng.IntN(len(live))
+			c := live[k]
+			live = append(live[:k], live[k+1:]...)
+			p.endForward(c)
+			floor := ^uint64(0)
+			for _, o := range live {
+				floor = min(floor, o.after)
+			}
+			for idx := range p.results {
+				if len(live) == 0 || idx <= floor {
+					t.Fatalf("step %d: result %d kept, no live call needs it (floor %d, %d live)", step, idx, floor, len(live))
+				}
+			}
+			if p.live != len(live) {
+				t.Fatalf("step %d: live = %d, want %d", step, p.live, len(live))
+			}
+		}
+	}
+	for _, c := range live {
+		p.endForward(c)
+	}
+	if len(p.results) != 0 || p.calls.len() != 0 || p.kept.len() != 0 {
+		t.Fatalf("left %d results, %d calls, %d indexes", len(p.results), p.calls.len(), p.kept.len())
+	}
+}
+
+// TestProgress_KeepsWhatLiveCallsNeed: a result above a live call's start
+// survives the end of older and younger calls alike.
+func TestProgress_KeepsWhatLiveCallsNeed(t *testing.T) {
+	var p progress
+	p.init()
+	old := p.beginForward() // after 0
+	p.advance(1, 1, "r1", true)
+	mid := p.beginForward() // after 1
+	p.advance(2, 1, "r2", true)
+	young := p.beginForward() // after 2
+	p.advance(3, 1, "r3", true)
+	p.endForward(young)
+	p.endForward(old) // mid (after 1) remains: r1 goes, r2 and r3 stay
+	if _, ok := p.results[1]; ok {
+		t.Fatal("r1 kept although only a call begun after it is live")
+	}
+	for _, idx := range []uint64{2, 3} {
+		if r, ok := p.takeResult(idx); !ok || r != fmt.Sprintf("r%d", idx) {
+			t.Fatalf("result %d: %v %v", idx, r, ok)
+		}
+	}
+	p.endForward(mid)
+}
+
+func TestFifo_PopCompacts(t *testing.T) {
+	var q fifo[int]
+	for i := range 1000 {
+		q.push(i)
+	}
+	for i := range 990 {
+		if v := q.pop(); v != i {
+			t.Fatalf("pop %d: got %d", i, v)
+		}
+	}
+	if q.len() != 10 || q.front() != 990 || len(q.s) > 500 {
+		t.Fatalf("len %d front %d backing %d: the popped prefix was not reclaimed", q.len(), q.front(), len(q.s))
+	}
+}
+
+// BenchmarkProgress_EndForward: 64 forwards in flight under steady
+// applies, each ending in turn (the follower's load during a connect
+// burst); the cost per end must not grow with the results kept.
+func BenchmarkProgress_EndForward(b *testing.B) {
+	var p progress
+	p.init()
+	calls := make([]*forwardCall, 0, 64)
+	applied := uint64(0)
+	for range 64 {
+		calls = append(calls, p.beginForward())
+		applied++
+		p.advance(applied, 1, nil, true)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		p.endForward(calls[0])
+		calls = append(calls[1:], p.beginForward())
+		applied++
+		p.advance(applied, 1, nil, true)
 	}
 }
