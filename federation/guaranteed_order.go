@@ -62,6 +62,10 @@ func (in *inStream) deliverGuaranteed(ctx context.Context, env *concordv1.FedEnv
 		in.pushAck(a)
 		return
 	}
+	if a := in.hold(ctx, env); a != nil {
+		in.guaranteedDone(env, a) // releases the local take
+		return
+	}
 	done := make(chan struct{})
 	in.dispatch(ctx, env, link, linked, func(seq uint64, cerr *CodeError, delivered []string) {
 		in.guaranteedDone(env, newAck(seq, cerr, delivered))
