@@ -378,42 +378,6 @@ func (in *inStream) guaranteedCheck(ctx context.Context, env *concordv1.FedEnvel
 	return nil
 }
 
-// hold takes env's seq for this node in this system's inbox before it is
-// delivered (FedInboxMark.take_seqs): nil once this node holds it, else
-// the ack to answer: "duplicate" (recorded meanwhile), 5001 (link
-// removed), or 5000 while another server holds it or the hold could not
-// be stored. The local take (gactive) only orders this node's streams: a
-// sender's resend through another server (a new leader's stream, a
-// relay) may arrive there while this node's mark of it is still on its
-// way, and must not be delivered a second time. A hold lapses after
-// AckTimeout (its server died before marking: the message is delivered
-// again then, the window doc.go names); a delivery refused retryably
-// leaves it to lapse too, or to be renewed by this node's next try.
-func (in *inStream) hold(ctx context.Context, env *concordv1.FedEnvelope) *concordv1.FedAck {
-	m, seq, gseq := in.m, env.GetSeq(), env.GetGuaranteedSeq()
-	now := m.now()
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
-	defer cancel()
-	_, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_INBOX_MARK, &concordv1.FedInboxMark{
-		SourceSystemId: in.peer, LinkEpoch: in.epoch, TakeSeqs: []uint64{gseq}, Holder: m.cfg.NodeID,
-		NowMs: now.UnixMilli(), UntilMs: now.Add(m.cfg.AckTimeout).UnixMilli()})
-	switch {
-	case errors.Is(err, ErrNoLink):
-		return &concordv1.FedAck{Seq: seq, Code: CodeSystemNotFound, Message: "Federation link to " + in.peer + " removed"}
-	case err != nil:
-		return retryAck(seq, "guaranteed message not held for delivery: "+err.Error())
-	}
-	// Store.Apply returns once this node applied the take: the state
-	// says who holds the seq.
-	if m.deps.State.InboxDone(in.peer, gseq) {
-		return &concordv1.FedAck{Seq: seq, Duplicate: true}
-	}
-	if holder, _ := m.deps.State.InboxHolder(in.peer, gseq); holder != m.cfg.NodeID {
-		return retryAck(seq, fmt.Sprintf("guaranteed message %d from %s being delivered by server %q", gseq, in.peer, holder))
-	}
-	return nil
-}
-
 func retryAck(seq uint64, msg string) *concordv1.FedAck {
 	return &concordv1.FedAck{Seq: seq, Code: CodeUnavailable, Message: msg}
 }

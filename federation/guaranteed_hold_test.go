@@ -2,8 +2,11 @@ package federation
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -121,5 +124,62 @@ func TestState_InboxTakes(t *testing.T) {
 	restored := roundTrip(t, s)
 	if h, until := restored.InboxHolder("dc1", 7); h != "d" || until != 99 {
 		t.Fatalf("restored state: seq 7 held by %q until %d", h, until)
+	}
+}
+
+// countingStore counts the holds (takes) it applies.
+type countingStore struct {
+	fsmStore
+	mu    sync.Mutex
+	holds int
+}
+
+func (c *countingStore) Apply(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, uint64, error) {
+	if mark, ok := msg.(*concordv1.FedInboxMark); ok && len(mark.GetTakeSeqs()) > 0 {
+		c.mu.Lock()
+		c.holds++
+		c.mu.Unlock()
+	}
+	return c.fsmStore.Apply(ctx, t, msg)
+}
+
+// TestInbound_GuaranteedHoldBatchAndRelease: one hold covers the
+// guaranteed messages waiting on the stream (one Raft commit per batch,
+// not per message), and what a stream held but did not deliver is
+// released when its sequencer stops, so another server's resend is
+// delivered at once rather than after the hold lapsed.
+func TestInbound_GuaranteedHoldBatchAndRelease(t *testing.T) {
+	m, d, _ := testManager(t, "dc2", "dc1", nil)
+	store := &countingStore{fsmStore: fsmStore{m.deps.State}}
+	m.deps.Store = store
+	m2 := secondServer(t, m, d)
+	a := newInStream(m, "dc1", 0, nil)
+	b := newInStream(m2, "dc1", 0, nil)
+	ctx := context.Background()
+
+	link, _ := m.deps.State.Link("dc1")
+	for q := uint64(2); q <= 4; q++ {
+		a.enqueueGuaranteed(gjob{env: guaranteedEnv(q, q, "bob"), link: link, linked: true})
+	}
+	deliverNow(ctx, a, guaranteedEnv(1, 1, "bob"))
+	for len(a.gnext) > 0 { // as the sequencer does
+		j := a.gnext[0]
+		a.gnext = a.gnext[1:]
+		if j.env.GetGuaranteedSeq() == 4 {
+			break // the stream ends before 4
+		}
+		a.deliverGuaranteed(ctx, j.env, j.link, j.linked)
+	}
+	if d.count("bob") != 3 || store.holds != 1 {
+		t.Fatalf("%d deliveries with %d holds, want 3 with 1", d.count("bob"), store.holds)
+	}
+	if h, _ := m.deps.State.InboxHolder("dc1", 4); h != m.cfg.NodeID {
+		t.Fatalf("seq 4 waiting on the stream held by %q", h)
+	}
+	mustMark(t, a)
+	a.release()
+	deliverNow(ctx, b, guaranteedEnv(1, 4, "bob"))
+	if acks := mustMark(t, b); len(acks) != 1 || acks[0].GetCode() != 0 || d.count("bob") != 4 {
+		t.Fatalf("resend of a released seq through another server: %v, %d deliveries", acks, d.count("bob"))
 	}
 }

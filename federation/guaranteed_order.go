@@ -43,7 +43,14 @@ func (in *inStream) enqueueGuaranteed(j gjob) {
 // sequencer delivers the stream's guaranteed messages in arrival order,
 // one at a time, until ctx ends (the Link handler owns it).
 func (in *inStream) sequencer(ctx context.Context) {
+	defer in.release()
 	for {
+		if len(in.gnext) > 0 {
+			j := in.gnext[0]
+			in.gnext = in.gnext[1:]
+			in.deliverGuaranteed(ctx, j.env, j.link, j.linked)
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
