@@ -49,7 +49,13 @@ func (in *inStream) hold(ctx context.Context, env *concordv1.FedEnvelope) *conco
 			}
 		}
 		err := in.takeSeqs(ctx, seqs, m.now().Add(m.cfg.AckTimeout).UnixMilli())
+		_, linked := m.deps.State.LinkEpoch(in.peer)
 		switch {
+		case errors.Is(err, ErrNoLink) && linked:
+			// Relinked since guaranteedCheck: as there, the sender
+			// resends on a stream of the new link.
+			in.endStream()
+			return retryAck(seq, "the link from "+in.peer+" was replaced since this stream opened: send again on a new stream")
 		case errors.Is(err, ErrNoLink):
 			return &concordv1.FedAck{Seq: seq, Code: CodeSystemNotFound, Message: "Federation link to " + in.peer + " removed"}
 		case err != nil:

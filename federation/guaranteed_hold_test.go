@@ -183,3 +183,23 @@ func TestInbound_GuaranteedHoldBatchAndRelease(t *testing.T) {
 		t.Fatalf("resend of a released seq through another server: %v, %d deliveries", acks, d.count("bob"))
 	}
 }
+
+// TestInbound_GuaranteedHoldAfterRelink: a relink between the order
+// check and the hold (the hold names the old link's epoch and is
+// refused) answers 5000 and ends the stream, as the check would have,
+// rather than refusing the message for good.
+func TestInbound_GuaranteedHoldAfterRelink(t *testing.T) {
+	m, d, _ := testManager(t, "dc2", "dc1", nil)
+	st := m.deps.State
+	oldLink, _ := st.Link("dc1")
+	old := newInStream(m, "dc1", oldLink.GetEpoch(), nil)
+	ended := false
+	old.end = func() { ended = true }
+	if _, err := st.Apply(6, &concordv1.FedLinkPut{Link: link("dc1")}); err != nil {
+		t.Fatal(err)
+	}
+	a := old.hold(context.Background(), guaranteedEnv(1, 1, "bob"))
+	if a.GetCode() != CodeUnavailable || !ended || d.count("bob") != 0 {
+		t.Fatalf("hold on a replaced link: %v, ended %v, %d deliveries", a, ended, d.count("bob"))
+	}
+}
