@@ -139,6 +139,13 @@
 // epoch (the Raft index of its FED_LINK_PUT), a stream's marks and taken
 // messages name the epoch of the link it opened on, and a mark for a
 // replaced link is dropped rather than entered in the new link's inbox.
+// Before delivering, a server holds the seq in the Raft inbox
+// (FED_INBOX_MARK take_seqs, one commit per batch waiting on the
+// stream, guaranteed_hold.go): a resend through another server while
+// the first one's mark is on its way (a new leader's stream after a
+// kill, a relay) answers 5000 instead of being delivered again. A hold
+// lapses after AckTimeout; a stream's unused holds are released when
+// it ends.
 // A stream opened on a link since replaced delivers no more guaranteed
 // messages (their marks would be dropped and their acks would leave
 // nothing to dedupe a resend by): it answers 5000 and ends, and the
@@ -150,9 +157,10 @@
 // the receiving system's inbox, and first deliveries in seq order per
 // source system and link. A duplicate reaches the agent only when the
 // agent's connection took the message and then, before its inbox mark
-// committed, the receiving node died (or lost its system's quorum) or
-// the stream broke and the sender's resend reached another server of
-// the receiving system; it may come after later messages. Recording the
+// committed, the receiving node died (or its mark stayed uncommitted
+// past its hold, AckTimeout, as when it lost its system's quorum) and
+// the sender's resend reached another server of the receiving system;
+// it may come after later messages. Recording the
 // mark before handing the message over would turn that window into a
 // possible loss, and redelivering from the receiving system's own inbox
 // after a node death only moves it (the next deliverer cannot know

@@ -43,7 +43,14 @@ func (in *inStream) enqueueGuaranteed(j gjob) {
 // sequencer delivers the stream's guaranteed messages in arrival order,
 // one at a time, until ctx ends (the Link handler owns it).
 func (in *inStream) sequencer(ctx context.Context) {
+	defer in.release()
 	for {
+		if len(in.gnext) > 0 {
+			j := in.gnext[0]
+			in.gnext = in.gnext[1:]
+			in.deliverGuaranteed(ctx, j.env, j.link, j.linked)
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -60,6 +67,10 @@ func (in *inStream) sequencer(ctx context.Context) {
 func (in *inStream) deliverGuaranteed(ctx context.Context, env *concordv1.FedEnvelope, link *concordv1.FedLink, linked bool) {
 	if a := in.guaranteedCheck(ctx, env); a != nil {
 		in.pushAck(a)
+		return
+	}
+	if a := in.hold(ctx, env); a != nil {
+		in.guaranteedDone(env, a) // releases the local take
 		return
 	}
 	done := make(chan struct{})

@@ -197,7 +197,7 @@ func mark(m *Manager, seqs ...uint64) {
 	}
 }
 
-// flakyStore fails inbox marks while failing is set.
+// flakyStore fails inbox marks (not holds) while failing is set.
 type flakyStore struct {
 	fsmStore
 	mu      sync.Mutex
@@ -208,7 +208,8 @@ func (f *flakyStore) setFailing(v bool) { f.mu.Lock(); f.failing = v; f.mu.Unloc
 
 func (f *flakyStore) Apply(ctx context.Context, t concordv1.CommandType, msg proto.Message) (any, uint64, error) {
 	f.mu.Lock()
-	failing := t == concordv1.CommandType_COMMAND_TYPE_FED_INBOX_MARK && f.failing
+	mark, _ := msg.(*concordv1.FedInboxMark)
+	failing := t == concordv1.CommandType_COMMAND_TYPE_FED_INBOX_MARK && len(mark.GetSeqs()) > 0 && f.failing
 	f.mu.Unlock()
 	if failing {
 		return nil, 0, errors.New("no quorum")

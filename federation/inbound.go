@@ -103,6 +103,8 @@ type inStream struct {
 	// barrier yet, and the processed ones whose acks wait for their inbox
 	// mark.
 	gq        chan gjob
+	gnext     []gjob           // taken from gq by hold, delivered before it (sequencer's own)
+	held      map[uint64]int64 // seqs this node holds in the inbox, until when (ms; sequencer's own)
 	barriered bool
 	gmarks    []gmark
 	markWake  chan struct{} // cap 1: gmarks grew
@@ -111,7 +113,7 @@ type inStream struct {
 
 func newInStream(m *Manager, peer string, epoch uint64, stream concordv1.Federation_LinkServer) *inStream {
 	return &inStream{m: m, peer: peer, epoch: epoch, stream: stream, wake: make(chan struct{}, 1), markWake: make(chan struct{}, 1),
-		gq: make(chan gjob, gQueue)}
+		gq: make(chan gjob, gQueue), held: map[uint64]int64{}}
 }
 
 func (in *inStream) read(ctx context.Context) error {

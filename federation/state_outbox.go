@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -115,6 +116,10 @@ func (s *State) applyInboxMark(m *concordv1.FedInboxMark) error {
 		in = &concordv1.FedInbox{SourceSystemId: src, Floor: 1}
 		s.inbox[src] = in
 	}
+	if len(m.GetSeqs()) == 0 && len(m.GetTakeSeqs()) > 0 {
+		takeInbox(in, m)
+		return nil
+	}
 	in.Floor = max(in.GetFloor(), m.GetFloor())
 	for _, q := range m.GetSeqs() {
 		if i, found := slices.BinarySearch(in.Seen, q); !found && q >= in.GetFloor() {
@@ -135,7 +140,33 @@ func (s *State) applyInboxMark(m *concordv1.FedInboxMark) error {
 		i++
 	}
 	in.Seen = slices.Delete(in.Seen, 0, i)
+	// A recorded seq is no longer held.
+	in.Takes = slices.DeleteFunc(in.Takes, func(t *concordv1.FedInboxTake) bool {
+		_, seen := slices.BinarySearch(in.Seen, t.GetSeq())
+		return t.GetSeq() < in.Floor || seen
+	})
 	return nil
+}
+
+// takeInbox holds m's take_seqs for m's holder until m's until_ms: each
+// one not recorded and not held by another holder past m's now_ms (a
+// holder may renew its own). Holds stay sorted by seq and bounded: past
+// maxInboxSeen of them a new seq is not taken (its server refuses it
+// retryably).
+func takeInbox(in *concordv1.FedInbox, m *concordv1.FedInboxMark) {
+	for _, q := range m.GetTakeSeqs() {
+		if _, seen := slices.BinarySearch(in.Seen, q); seen || q < in.GetFloor() {
+			continue
+		}
+		i, found := slices.BinarySearchFunc(in.Takes, q, func(t *concordv1.FedInboxTake, q uint64) int { return cmp.Compare(t.GetSeq(), q) })
+		switch {
+		case !found && len(in.Takes) >= maxInboxSeen:
+		case !found:
+			in.Takes = slices.Insert(in.Takes, i, &concordv1.FedInboxTake{Seq: q, Holder: m.GetHolder(), UntilMs: m.GetUntilMs()})
+		case in.Takes[i].GetHolder() == m.GetHolder() || in.Takes[i].GetUntilMs() <= m.GetNowMs():
+			in.Takes[i] = &concordv1.FedInboxTake{Seq: q, Holder: m.GetHolder(), UntilMs: m.GetUntilMs()}
+		}
+	}
 }
 
 func (s *State) applyUnlinkDone(m *concordv1.FedUnlinkDone) error {
@@ -270,6 +301,19 @@ func (s *State) InboxDone(source string, seq uint64) bool {
 	}
 	_, found := slices.BinarySearch(in.GetSeen(), seq)
 	return found
+}
+
+// InboxHolder returns the holder of the guaranteed message seq from
+// source (FedInboxMark.take_seqs) and until when; "" when none holds it.
+func (s *State) InboxHolder(source string, seq uint64) (string, int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	takes := s.inbox[source].GetTakes()
+	i, found := slices.BinarySearchFunc(takes, seq, func(t *concordv1.FedInboxTake, q uint64) int { return cmp.Compare(t.GetSeq(), q) })
+	if !found {
+		return "", 0
+	}
+	return takes[i].GetHolder(), takes[i].GetUntilMs()
 }
 
 // InboxGaps returns the seqs in [from, to) from source not recorded in

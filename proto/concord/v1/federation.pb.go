@@ -1103,8 +1103,10 @@ type FedInbox struct {
 	SourceSystemId string                 `protobuf:"bytes,1,opt,name=source_system_id,json=sourceSystemId,proto3" json:"source_system_id,omitempty"`
 	Floor          uint64                 `protobuf:"varint,2,opt,name=floor,proto3" json:"floor,omitempty"`
 	Seen           []uint64               `protobuf:"varint,3,rep,packed,name=seen,proto3" json:"seen,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// takes are the seqs above floor held for delivery by a server, by seq.
+	Takes         []*FedInboxTake `protobuf:"bytes,4,rep,name=takes,proto3" json:"takes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FedInbox) Reset() {
@@ -1154,6 +1156,13 @@ func (x *FedInbox) GetFloor() uint64 {
 func (x *FedInbox) GetSeen() []uint64 {
 	if x != nil {
 		return x.Seen
+	}
+	return nil
+}
+
+func (x *FedInbox) GetTakes() []*FedInboxTake {
+	if x != nil {
+		return x.Takes
 	}
 	return nil
 }
@@ -1774,7 +1783,19 @@ type FedInboxMark struct {
 	// link_epoch is the epoch of the link the messages came over: a mark
 	// for a link since replaced is dropped (as for a removed link). 0 (an
 	// older binary's entry): applied to whatever link is there.
-	LinkEpoch     uint64 `protobuf:"varint,4,opt,name=link_epoch,json=linkEpoch,proto3" json:"link_epoch,omitempty"`
+	LinkEpoch uint64 `protobuf:"varint,4,opt,name=link_epoch,json=linkEpoch,proto3" json:"link_epoch,omitempty"`
+	// take_seqs, with seqs empty, reserves those seqs for holder (a node
+	// id) until until_ms before it delivers them: a server of this system
+	// delivers a guaranteed message only once it holds it, so a resend that
+	// reaches another server while the first one's mark is still on its way
+	// is refused (5000) rather than delivered twice. A seq held by another
+	// holder until after now_ms (the proposer's clock), or recorded, is not
+	// taken; a mark ends the hold. An older binary reads a take as an empty
+	// mark (no change).
+	TakeSeqs      []uint64 `protobuf:"varint,5,rep,packed,name=take_seqs,json=takeSeqs,proto3" json:"take_seqs,omitempty"`
+	Holder        string   `protobuf:"bytes,6,opt,name=holder,proto3" json:"holder,omitempty"`
+	NowMs         int64    `protobuf:"varint,7,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	UntilMs       int64    `protobuf:"varint,8,opt,name=until_ms,json=untilMs,proto3" json:"until_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1837,6 +1858,95 @@ func (x *FedInboxMark) GetLinkEpoch() uint64 {
 	return 0
 }
 
+func (x *FedInboxMark) GetTakeSeqs() []uint64 {
+	if x != nil {
+		return x.TakeSeqs
+	}
+	return nil
+}
+
+func (x *FedInboxMark) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *FedInboxMark) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+func (x *FedInboxMark) GetUntilMs() int64 {
+	if x != nil {
+		return x.UntilMs
+	}
+	return 0
+}
+
+// FedInboxTake is a seq of an inbox held for delivery (FedInboxMark.take_seqs).
+type FedInboxTake struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Holder        string                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	UntilMs       int64                  `protobuf:"varint,3,opt,name=until_ms,json=untilMs,proto3" json:"until_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FedInboxTake) Reset() {
+	*x = FedInboxTake{}
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FedInboxTake) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FedInboxTake) ProtoMessage() {}
+
+func (x *FedInboxTake) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FedInboxTake.ProtoReflect.Descriptor instead.
+func (*FedInboxTake) Descriptor() ([]byte, []int) {
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *FedInboxTake) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *FedInboxTake) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *FedInboxTake) GetUntilMs() int64 {
+	if x != nil {
+		return x.UntilMs
+	}
+	return 0
+}
+
 // FedDirectoryChunk is COMMAND_TYPE_FED_DIRECTORY_CHUNK: one chunk of a
 // directory update (update.chunk, update.more). Chunk 0 starts staging
 // (replacing an unfinished one), the next chunk of the same update
@@ -1851,7 +1961,7 @@ type FedDirectoryChunk struct {
 
 func (x *FedDirectoryChunk) Reset() {
 	*x = FedDirectoryChunk{}
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +1973,7 @@ func (x *FedDirectoryChunk) String() string {
 func (*FedDirectoryChunk) ProtoMessage() {}
 
 func (x *FedDirectoryChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[21]
+	mi := &file_concord_v1_federation_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +1986,7 @@ func (x *FedDirectoryChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryChunk.ProtoReflect.Descriptor instead.
 func (*FedDirectoryChunk) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{21}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FedDirectoryChunk) GetUpdate() *FedDirectoryApply {
@@ -1897,7 +2007,7 @@ type FedUnlinkDone struct {
 
 func (x *FedUnlinkDone) Reset() {
 	*x = FedUnlinkDone{}
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2019,7 @@ func (x *FedUnlinkDone) String() string {
 func (*FedUnlinkDone) ProtoMessage() {}
 
 func (x *FedUnlinkDone) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[22]
+	mi := &file_concord_v1_federation_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2032,7 @@ func (x *FedUnlinkDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedUnlinkDone.ProtoReflect.Descriptor instead.
 func (*FedUnlinkDone) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{22}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FedUnlinkDone) GetPeerSystemId() string {
@@ -1943,7 +2053,7 @@ type FedLinkAddrs struct {
 
 func (x *FedLinkAddrs) Reset() {
 	*x = FedLinkAddrs{}
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2065,7 @@ func (x *FedLinkAddrs) String() string {
 func (*FedLinkAddrs) ProtoMessage() {}
 
 func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[23]
+	mi := &file_concord_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2078,7 @@ func (x *FedLinkAddrs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkAddrs.ProtoReflect.Descriptor instead.
 func (*FedLinkAddrs) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{23}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FedLinkAddrs) GetPeerSystemId() string {
@@ -2009,7 +2119,7 @@ type FedDirectoryApply struct {
 
 func (x *FedDirectoryApply) Reset() {
 	*x = FedDirectoryApply{}
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2131,7 @@ func (x *FedDirectoryApply) String() string {
 func (*FedDirectoryApply) ProtoMessage() {}
 
 func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[24]
+	mi := &file_concord_v1_federation_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2144,7 @@ func (x *FedDirectoryApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryApply.ProtoReflect.Descriptor instead.
 func (*FedDirectoryApply) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{24}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FedDirectoryApply) GetPeerSystemId() string {
@@ -2111,7 +2221,7 @@ type FedGatewayBind struct {
 
 func (x *FedGatewayBind) Reset() {
 	*x = FedGatewayBind{}
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2233,7 @@ func (x *FedGatewayBind) String() string {
 func (*FedGatewayBind) ProtoMessage() {}
 
 func (x *FedGatewayBind) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[25]
+	mi := &file_concord_v1_federation_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2246,7 @@ func (x *FedGatewayBind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedGatewayBind.ProtoReflect.Descriptor instead.
 func (*FedGatewayBind) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{25}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FedGatewayBind) GetBinding() *FedGatewayBinding {
@@ -2157,7 +2267,7 @@ type FedMapLinkPut struct {
 
 func (x *FedMapLinkPut) Reset() {
 	*x = FedMapLinkPut{}
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2279,7 @@ func (x *FedMapLinkPut) String() string {
 func (*FedMapLinkPut) ProtoMessage() {}
 
 func (x *FedMapLinkPut) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[26]
+	mi := &file_concord_v1_federation_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2292,7 @@ func (x *FedMapLinkPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedMapLinkPut.ProtoReflect.Descriptor instead.
 func (*FedMapLinkPut) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{26}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FedMapLinkPut) GetLink() *FedLink {
@@ -2206,7 +2316,7 @@ type FedMapHolder struct {
 
 func (x *FedMapHolder) Reset() {
 	*x = FedMapHolder{}
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2328,7 @@ func (x *FedMapHolder) String() string {
 func (*FedMapHolder) ProtoMessage() {}
 
 func (x *FedMapHolder) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[27]
+	mi := &file_concord_v1_federation_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2341,7 @@ func (x *FedMapHolder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedMapHolder.ProtoReflect.Descriptor instead.
 func (*FedMapHolder) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{27}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FedMapHolder) GetPeerSystemId() string {
@@ -2271,7 +2381,7 @@ type FedMapDirectory struct {
 
 func (x *FedMapDirectory) Reset() {
 	*x = FedMapDirectory{}
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2393,7 @@ func (x *FedMapDirectory) String() string {
 func (*FedMapDirectory) ProtoMessage() {}
 
 func (x *FedMapDirectory) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[28]
+	mi := &file_concord_v1_federation_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2406,7 @@ func (x *FedMapDirectory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedMapDirectory.ProtoReflect.Descriptor instead.
 func (*FedMapDirectory) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{28}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FedMapDirectory) GetPeerSystemId() string {
@@ -2344,7 +2454,7 @@ type FedToken struct {
 
 func (x *FedToken) Reset() {
 	*x = FedToken{}
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2466,7 @@ func (x *FedToken) String() string {
 func (*FedToken) ProtoMessage() {}
 
 func (x *FedToken) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[29]
+	mi := &file_concord_v1_federation_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2479,7 @@ func (x *FedToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedToken.ProtoReflect.Descriptor instead.
 func (*FedToken) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{29}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FedToken) GetSystemId() string {
@@ -2447,7 +2557,7 @@ type FedEnvelope struct {
 
 func (x *FedEnvelope) Reset() {
 	*x = FedEnvelope{}
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2569,7 @@ func (x *FedEnvelope) String() string {
 func (*FedEnvelope) ProtoMessage() {}
 
 func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[30]
+	mi := &file_concord_v1_federation_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2582,7 @@ func (x *FedEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedEnvelope.ProtoReflect.Descriptor instead.
 func (*FedEnvelope) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{30}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FedEnvelope) GetSeq() uint64 {
@@ -2599,7 +2709,7 @@ type FedAck struct {
 
 func (x *FedAck) Reset() {
 	*x = FedAck{}
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2721,7 @@ func (x *FedAck) String() string {
 func (*FedAck) ProtoMessage() {}
 
 func (x *FedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[31]
+	mi := &file_concord_v1_federation_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2734,7 @@ func (x *FedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAck.ProtoReflect.Descriptor instead.
 func (*FedAck) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{31}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FedAck) GetSeq() uint64 {
@@ -2683,7 +2793,7 @@ type FedHello struct {
 
 func (x *FedHello) Reset() {
 	*x = FedHello{}
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +2805,7 @@ func (x *FedHello) String() string {
 func (*FedHello) ProtoMessage() {}
 
 func (x *FedHello) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[32]
+	mi := &file_concord_v1_federation_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +2818,7 @@ func (x *FedHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedHello.ProtoReflect.Descriptor instead.
 func (*FedHello) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{32}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FedHello) GetSystemId() string {
@@ -2744,7 +2854,7 @@ type FedWelcome struct {
 
 func (x *FedWelcome) Reset() {
 	*x = FedWelcome{}
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2866,7 @@ func (x *FedWelcome) String() string {
 func (*FedWelcome) ProtoMessage() {}
 
 func (x *FedWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[33]
+	mi := &file_concord_v1_federation_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2879,7 @@ func (x *FedWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedWelcome.ProtoReflect.Descriptor instead.
 func (*FedWelcome) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{33}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FedWelcome) GetSystemId() string {
@@ -2805,7 +2915,7 @@ type FedDirectoryRequest struct {
 
 func (x *FedDirectoryRequest) Reset() {
 	*x = FedDirectoryRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2817,7 +2927,7 @@ func (x *FedDirectoryRequest) String() string {
 func (*FedDirectoryRequest) ProtoMessage() {}
 
 func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[34]
+	mi := &file_concord_v1_federation_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2830,7 +2940,7 @@ func (x *FedDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*FedDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{34}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FedDirectoryRequest) GetHaveVersion() uint64 {
@@ -2859,7 +2969,7 @@ type FedPing struct {
 
 func (x *FedPing) Reset() {
 	*x = FedPing{}
-	mi := &file_concord_v1_federation_proto_msgTypes[35]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +2981,7 @@ func (x *FedPing) String() string {
 func (*FedPing) ProtoMessage() {}
 
 func (x *FedPing) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[35]
+	mi := &file_concord_v1_federation_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +2994,7 @@ func (x *FedPing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedPing.ProtoReflect.Descriptor instead.
 func (*FedPing) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{35}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FedPing) GetSentUnixNano() int64 {
@@ -2923,7 +3033,7 @@ type FedFrame struct {
 
 func (x *FedFrame) Reset() {
 	*x = FedFrame{}
-	mi := &file_concord_v1_federation_proto_msgTypes[36]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2935,7 +3045,7 @@ func (x *FedFrame) String() string {
 func (*FedFrame) ProtoMessage() {}
 
 func (x *FedFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[36]
+	mi := &file_concord_v1_federation_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2948,7 +3058,7 @@ func (x *FedFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedFrame.ProtoReflect.Descriptor instead.
 func (*FedFrame) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{36}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FedFrame) GetFrame() isFedFrame_Frame {
@@ -3091,7 +3201,7 @@ type FedBatch struct {
 
 func (x *FedBatch) Reset() {
 	*x = FedBatch{}
-	mi := &file_concord_v1_federation_proto_msgTypes[37]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3213,7 @@ func (x *FedBatch) String() string {
 func (*FedBatch) ProtoMessage() {}
 
 func (x *FedBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[37]
+	mi := &file_concord_v1_federation_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3226,7 @@ func (x *FedBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedBatch.ProtoReflect.Descriptor instead.
 func (*FedBatch) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{37}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FedBatch) GetEnvelopes() []*FedEnvelope {
@@ -3135,7 +3245,7 @@ type FedAcks struct {
 
 func (x *FedAcks) Reset() {
 	*x = FedAcks{}
-	mi := &file_concord_v1_federation_proto_msgTypes[38]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3257,7 @@ func (x *FedAcks) String() string {
 func (*FedAcks) ProtoMessage() {}
 
 func (x *FedAcks) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[38]
+	mi := &file_concord_v1_federation_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3270,7 @@ func (x *FedAcks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedAcks.ProtoReflect.Descriptor instead.
 func (*FedAcks) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{38}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FedAcks) GetAcks() []*FedAck {
@@ -3184,7 +3294,7 @@ type PeerRequest struct {
 
 func (x *PeerRequest) Reset() {
 	*x = PeerRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[39]
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3196,7 +3306,7 @@ func (x *PeerRequest) String() string {
 func (*PeerRequest) ProtoMessage() {}
 
 func (x *PeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[39]
+	mi := &file_concord_v1_federation_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3209,7 +3319,7 @@ func (x *PeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerRequest.ProtoReflect.Descriptor instead.
 func (*PeerRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{39}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PeerRequest) GetSecret() []byte {
@@ -3250,7 +3360,7 @@ type PeerResponse struct {
 
 func (x *PeerResponse) Reset() {
 	*x = PeerResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[40]
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3262,7 +3372,7 @@ func (x *PeerResponse) String() string {
 func (*PeerResponse) ProtoMessage() {}
 
 func (x *PeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[40]
+	mi := &file_concord_v1_federation_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3275,7 +3385,7 @@ func (x *PeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerResponse.ProtoReflect.Descriptor instead.
 func (*PeerResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{40}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PeerResponse) GetSystemId() string {
@@ -3311,7 +3421,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[41]
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3323,7 +3433,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[41]
+	mi := &file_concord_v1_federation_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3336,7 +3446,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{41}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateTokenRequest) GetPeerSystemId() string {
@@ -3405,7 +3515,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[42]
+	mi := &file_concord_v1_federation_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3417,7 +3527,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[42]
+	mi := &file_concord_v1_federation_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3430,7 +3540,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{42}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateTokenResponse) GetToken() string {
@@ -3462,7 +3572,7 @@ type CreateLinkRequest struct {
 
 func (x *CreateLinkRequest) Reset() {
 	*x = CreateLinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[43]
+	mi := &file_concord_v1_federation_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3474,7 +3584,7 @@ func (x *CreateLinkRequest) String() string {
 func (*CreateLinkRequest) ProtoMessage() {}
 
 func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[43]
+	mi := &file_concord_v1_federation_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3487,7 +3597,7 @@ func (x *CreateLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkRequest.ProtoReflect.Descriptor instead.
 func (*CreateLinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{43}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateLinkRequest) GetToken() string {
@@ -3548,7 +3658,7 @@ type CreateLinkResponse struct {
 
 func (x *CreateLinkResponse) Reset() {
 	*x = CreateLinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[44]
+	mi := &file_concord_v1_federation_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3560,7 +3670,7 @@ func (x *CreateLinkResponse) String() string {
 func (*CreateLinkResponse) ProtoMessage() {}
 
 func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[44]
+	mi := &file_concord_v1_federation_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3573,7 +3683,7 @@ func (x *CreateLinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLinkResponse.ProtoReflect.Descriptor instead.
 func (*CreateLinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{44}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateLinkResponse) GetLink() *FedLink {
@@ -3591,7 +3701,7 @@ type ListLinksRequest struct {
 
 func (x *ListLinksRequest) Reset() {
 	*x = ListLinksRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[45]
+	mi := &file_concord_v1_federation_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3713,7 @@ func (x *ListLinksRequest) String() string {
 func (*ListLinksRequest) ProtoMessage() {}
 
 func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[45]
+	mi := &file_concord_v1_federation_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3726,7 @@ func (x *ListLinksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksRequest.ProtoReflect.Descriptor instead.
 func (*ListLinksRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{45}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{46}
 }
 
 // FedLinkStatus is one link as seen from the answering node.
@@ -3661,7 +3771,7 @@ type FedLinkStatus struct {
 
 func (x *FedLinkStatus) Reset() {
 	*x = FedLinkStatus{}
-	mi := &file_concord_v1_federation_proto_msgTypes[46]
+	mi := &file_concord_v1_federation_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3673,7 +3783,7 @@ func (x *FedLinkStatus) String() string {
 func (*FedLinkStatus) ProtoMessage() {}
 
 func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[46]
+	mi := &file_concord_v1_federation_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3686,7 +3796,7 @@ func (x *FedLinkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedLinkStatus.ProtoReflect.Descriptor instead.
 func (*FedLinkStatus) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{46}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *FedLinkStatus) GetLink() *FedLink {
@@ -3852,7 +3962,7 @@ type ListLinksResponse struct {
 
 func (x *ListLinksResponse) Reset() {
 	*x = ListLinksResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[47]
+	mi := &file_concord_v1_federation_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3864,7 +3974,7 @@ func (x *ListLinksResponse) String() string {
 func (*ListLinksResponse) ProtoMessage() {}
 
 func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[47]
+	mi := &file_concord_v1_federation_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3877,7 +3987,7 @@ func (x *ListLinksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLinksResponse.ProtoReflect.Descriptor instead.
 func (*ListLinksResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{47}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListLinksResponse) GetSystemId() string {
@@ -3927,7 +4037,7 @@ type UnlinkRequest struct {
 
 func (x *UnlinkRequest) Reset() {
 	*x = UnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[48]
+	mi := &file_concord_v1_federation_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3939,7 +4049,7 @@ func (x *UnlinkRequest) String() string {
 func (*UnlinkRequest) ProtoMessage() {}
 
 func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[48]
+	mi := &file_concord_v1_federation_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3952,7 +4062,7 @@ func (x *UnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkRequest.ProtoReflect.Descriptor instead.
 func (*UnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{48}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UnlinkRequest) GetPeerSystemId() string {
@@ -3987,7 +4097,7 @@ type UnlinkResponse struct {
 
 func (x *UnlinkResponse) Reset() {
 	*x = UnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[49]
+	mi := &file_concord_v1_federation_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4109,7 @@ func (x *UnlinkResponse) String() string {
 func (*UnlinkResponse) ProtoMessage() {}
 
 func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[49]
+	mi := &file_concord_v1_federation_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4122,7 @@ func (x *UnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlinkResponse.ProtoReflect.Descriptor instead.
 func (*UnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{49}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UnlinkResponse) GetPeerNotified() bool {
@@ -4052,7 +4162,7 @@ type PeerUnlinkRequest struct {
 
 func (x *PeerUnlinkRequest) Reset() {
 	*x = PeerUnlinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[50]
+	mi := &file_concord_v1_federation_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4064,7 +4174,7 @@ func (x *PeerUnlinkRequest) String() string {
 func (*PeerUnlinkRequest) ProtoMessage() {}
 
 func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[50]
+	mi := &file_concord_v1_federation_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4077,7 +4187,7 @@ func (x *PeerUnlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkRequest.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{50}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PeerUnlinkRequest) GetSystemId() string {
@@ -4095,7 +4205,7 @@ type PeerUnlinkResponse struct {
 
 func (x *PeerUnlinkResponse) Reset() {
 	*x = PeerUnlinkResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[51]
+	mi := &file_concord_v1_federation_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4107,7 +4217,7 @@ func (x *PeerUnlinkResponse) String() string {
 func (*PeerUnlinkResponse) ProtoMessage() {}
 
 func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[51]
+	mi := &file_concord_v1_federation_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4120,7 +4230,7 @@ func (x *PeerUnlinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerUnlinkResponse.ProtoReflect.Descriptor instead.
 func (*PeerUnlinkResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{51}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{52}
 }
 
 type CreateMapLinkRequest struct {
@@ -4140,7 +4250,7 @@ type CreateMapLinkRequest struct {
 
 func (x *CreateMapLinkRequest) Reset() {
 	*x = CreateMapLinkRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[52]
+	mi := &file_concord_v1_federation_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4152,7 +4262,7 @@ func (x *CreateMapLinkRequest) String() string {
 func (*CreateMapLinkRequest) ProtoMessage() {}
 
 func (x *CreateMapLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[52]
+	mi := &file_concord_v1_federation_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4165,7 +4275,7 @@ func (x *CreateMapLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMapLinkRequest.ProtoReflect.Descriptor instead.
 func (*CreateMapLinkRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{52}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CreateMapLinkRequest) GetSystemId() string {
@@ -4234,7 +4344,7 @@ type MapForwardRequest struct {
 
 func (x *MapForwardRequest) Reset() {
 	*x = MapForwardRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[53]
+	mi := &file_concord_v1_federation_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4246,7 +4356,7 @@ func (x *MapForwardRequest) String() string {
 func (*MapForwardRequest) ProtoMessage() {}
 
 func (x *MapForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[53]
+	mi := &file_concord_v1_federation_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4259,7 +4369,7 @@ func (x *MapForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MapForwardRequest.ProtoReflect.Descriptor instead.
 func (*MapForwardRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{53}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *MapForwardRequest) GetPeerSystemId() string {
@@ -4286,7 +4396,7 @@ type MapForwardResponse struct {
 
 func (x *MapForwardResponse) Reset() {
 	*x = MapForwardResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[54]
+	mi := &file_concord_v1_federation_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4298,7 +4408,7 @@ func (x *MapForwardResponse) String() string {
 func (*MapForwardResponse) ProtoMessage() {}
 
 func (x *MapForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[54]
+	mi := &file_concord_v1_federation_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4311,7 +4421,7 @@ func (x *MapForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MapForwardResponse.ProtoReflect.Descriptor instead.
 func (*MapForwardResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{54}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *MapForwardResponse) GetAcks() []*FedAck {
@@ -4335,7 +4445,7 @@ type FedGatewayUnbind struct {
 
 func (x *FedGatewayUnbind) Reset() {
 	*x = FedGatewayUnbind{}
-	mi := &file_concord_v1_federation_proto_msgTypes[55]
+	mi := &file_concord_v1_federation_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4347,7 +4457,7 @@ func (x *FedGatewayUnbind) String() string {
 func (*FedGatewayUnbind) ProtoMessage() {}
 
 func (x *FedGatewayUnbind) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[55]
+	mi := &file_concord_v1_federation_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4360,7 +4470,7 @@ func (x *FedGatewayUnbind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FedGatewayUnbind.ProtoReflect.Descriptor instead.
 func (*FedGatewayUnbind) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{55}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *FedGatewayUnbind) GetSystemId() string {
@@ -4389,7 +4499,7 @@ type OutboxRelayRequest struct {
 
 func (x *OutboxRelayRequest) Reset() {
 	*x = OutboxRelayRequest{}
-	mi := &file_concord_v1_federation_proto_msgTypes[56]
+	mi := &file_concord_v1_federation_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4401,7 +4511,7 @@ func (x *OutboxRelayRequest) String() string {
 func (*OutboxRelayRequest) ProtoMessage() {}
 
 func (x *OutboxRelayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[56]
+	mi := &file_concord_v1_federation_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4414,7 +4524,7 @@ func (x *OutboxRelayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxRelayRequest.ProtoReflect.Descriptor instead.
 func (*OutboxRelayRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{56}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *OutboxRelayRequest) GetPeerSystemId() string {
@@ -4442,7 +4552,7 @@ type OutboxRelayResponse struct {
 
 func (x *OutboxRelayResponse) Reset() {
 	*x = OutboxRelayResponse{}
-	mi := &file_concord_v1_federation_proto_msgTypes[57]
+	mi := &file_concord_v1_federation_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4454,7 +4564,7 @@ func (x *OutboxRelayResponse) String() string {
 func (*OutboxRelayResponse) ProtoMessage() {}
 
 func (x *OutboxRelayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_federation_proto_msgTypes[57]
+	mi := &file_concord_v1_federation_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4467,7 +4577,7 @@ func (x *OutboxRelayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxRelayResponse.ProtoReflect.Descriptor instead.
 func (*OutboxRelayResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_federation_proto_rawDescGZIP(), []int{57}
+	return file_concord_v1_federation_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *OutboxRelayResponse) GetAcks() []*FedAck {
@@ -4564,11 +4674,12 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12\x19\n" +
 	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\x124\n" +
 	"\aentries\x18\x03 \x03(\v2\x1a.concord.v1.FedOutboxEntryR\aentries\x12\x14\n" +
-	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"^\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"\x8e\x01\n" +
 	"\bFedInbox\x12(\n" +
 	"\x10source_system_id\x18\x01 \x01(\tR\x0esourceSystemId\x12\x14\n" +
 	"\x05floor\x18\x02 \x01(\x04R\x05floor\x12\x12\n" +
-	"\x04seen\x18\x03 \x03(\x04R\x04seen\"_\n" +
+	"\x04seen\x18\x03 \x03(\x04R\x04seen\x12.\n" +
+	"\x05takes\x18\x04 \x03(\v2\x18.concord.v1.FedInboxTakeR\x05takes\"_\n" +
 	"\x10FedPendingUnlink\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\x12\"\n" +
 	"\rremoved_at_ms\x18\x02 \x01(\x03R\vremovedAtMs\"\xcf\x03\n" +
@@ -4608,13 +4719,21 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"\\\n" +
 	"\fFedOutboxAck\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x12&\n" +
-	"\x04acks\x18\x02 \x03(\v2\x12.concord.v1.FedAckR\x04acks\"\x81\x01\n" +
+	"\x04acks\x18\x02 \x03(\v2\x12.concord.v1.FedAckR\x04acks\"\xe8\x01\n" +
 	"\fFedInboxMark\x12(\n" +
 	"\x10source_system_id\x18\x01 \x01(\tR\x0esourceSystemId\x12\x12\n" +
 	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\x12\x14\n" +
 	"\x05floor\x18\x03 \x01(\x04R\x05floor\x12\x1d\n" +
 	"\n" +
-	"link_epoch\x18\x04 \x01(\x04R\tlinkEpoch\"J\n" +
+	"link_epoch\x18\x04 \x01(\x04R\tlinkEpoch\x12\x1b\n" +
+	"\ttake_seqs\x18\x05 \x03(\x04R\btakeSeqs\x12\x16\n" +
+	"\x06holder\x18\x06 \x01(\tR\x06holder\x12\x15\n" +
+	"\x06now_ms\x18\a \x01(\x03R\x05nowMs\x12\x19\n" +
+	"\buntil_ms\x18\b \x01(\x03R\auntilMs\"S\n" +
+	"\fFedInboxTake\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x19\n" +
+	"\buntil_ms\x18\x03 \x01(\x03R\auntilMs\"J\n" +
 	"\x11FedDirectoryChunk\x125\n" +
 	"\x06update\x18\x01 \x01(\v2\x1d.concord.v1.FedDirectoryApplyR\x06update\"5\n" +
 	"\rFedUnlinkDone\x12$\n" +
@@ -4861,7 +4980,7 @@ func file_concord_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_concord_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_concord_v1_federation_proto_goTypes = []any{
 	(FedPolicyKind)(0),           // 0: concord.v1.FedPolicyKind
 	(FedOverflow)(0),             // 1: concord.v1.FedOverflow
@@ -4887,43 +5006,44 @@ var file_concord_v1_federation_proto_goTypes = []any{
 	(*FedOutboxPut)(nil),         // 21: concord.v1.FedOutboxPut
 	(*FedOutboxAck)(nil),         // 22: concord.v1.FedOutboxAck
 	(*FedInboxMark)(nil),         // 23: concord.v1.FedInboxMark
-	(*FedDirectoryChunk)(nil),    // 24: concord.v1.FedDirectoryChunk
-	(*FedUnlinkDone)(nil),        // 25: concord.v1.FedUnlinkDone
-	(*FedLinkAddrs)(nil),         // 26: concord.v1.FedLinkAddrs
-	(*FedDirectoryApply)(nil),    // 27: concord.v1.FedDirectoryApply
-	(*FedGatewayBind)(nil),       // 28: concord.v1.FedGatewayBind
-	(*FedMapLinkPut)(nil),        // 29: concord.v1.FedMapLinkPut
-	(*FedMapHolder)(nil),         // 30: concord.v1.FedMapHolder
-	(*FedMapDirectory)(nil),      // 31: concord.v1.FedMapDirectory
-	(*FedToken)(nil),             // 32: concord.v1.FedToken
-	(*FedEnvelope)(nil),          // 33: concord.v1.FedEnvelope
-	(*FedAck)(nil),               // 34: concord.v1.FedAck
-	(*FedHello)(nil),             // 35: concord.v1.FedHello
-	(*FedWelcome)(nil),           // 36: concord.v1.FedWelcome
-	(*FedDirectoryRequest)(nil),  // 37: concord.v1.FedDirectoryRequest
-	(*FedPing)(nil),              // 38: concord.v1.FedPing
-	(*FedFrame)(nil),             // 39: concord.v1.FedFrame
-	(*FedBatch)(nil),             // 40: concord.v1.FedBatch
-	(*FedAcks)(nil),              // 41: concord.v1.FedAcks
-	(*PeerRequest)(nil),          // 42: concord.v1.PeerRequest
-	(*PeerResponse)(nil),         // 43: concord.v1.PeerResponse
-	(*CreateTokenRequest)(nil),   // 44: concord.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),  // 45: concord.v1.CreateTokenResponse
-	(*CreateLinkRequest)(nil),    // 46: concord.v1.CreateLinkRequest
-	(*CreateLinkResponse)(nil),   // 47: concord.v1.CreateLinkResponse
-	(*ListLinksRequest)(nil),     // 48: concord.v1.ListLinksRequest
-	(*FedLinkStatus)(nil),        // 49: concord.v1.FedLinkStatus
-	(*ListLinksResponse)(nil),    // 50: concord.v1.ListLinksResponse
-	(*UnlinkRequest)(nil),        // 51: concord.v1.UnlinkRequest
-	(*UnlinkResponse)(nil),       // 52: concord.v1.UnlinkResponse
-	(*PeerUnlinkRequest)(nil),    // 53: concord.v1.PeerUnlinkRequest
-	(*PeerUnlinkResponse)(nil),   // 54: concord.v1.PeerUnlinkResponse
-	(*CreateMapLinkRequest)(nil), // 55: concord.v1.CreateMapLinkRequest
-	(*MapForwardRequest)(nil),    // 56: concord.v1.MapForwardRequest
-	(*MapForwardResponse)(nil),   // 57: concord.v1.MapForwardResponse
-	(*FedGatewayUnbind)(nil),     // 58: concord.v1.FedGatewayUnbind
-	(*OutboxRelayRequest)(nil),   // 59: concord.v1.OutboxRelayRequest
-	(*OutboxRelayResponse)(nil),  // 60: concord.v1.OutboxRelayResponse
+	(*FedInboxTake)(nil),         // 24: concord.v1.FedInboxTake
+	(*FedDirectoryChunk)(nil),    // 25: concord.v1.FedDirectoryChunk
+	(*FedUnlinkDone)(nil),        // 26: concord.v1.FedUnlinkDone
+	(*FedLinkAddrs)(nil),         // 27: concord.v1.FedLinkAddrs
+	(*FedDirectoryApply)(nil),    // 28: concord.v1.FedDirectoryApply
+	(*FedGatewayBind)(nil),       // 29: concord.v1.FedGatewayBind
+	(*FedMapLinkPut)(nil),        // 30: concord.v1.FedMapLinkPut
+	(*FedMapHolder)(nil),         // 31: concord.v1.FedMapHolder
+	(*FedMapDirectory)(nil),      // 32: concord.v1.FedMapDirectory
+	(*FedToken)(nil),             // 33: concord.v1.FedToken
+	(*FedEnvelope)(nil),          // 34: concord.v1.FedEnvelope
+	(*FedAck)(nil),               // 35: concord.v1.FedAck
+	(*FedHello)(nil),             // 36: concord.v1.FedHello
+	(*FedWelcome)(nil),           // 37: concord.v1.FedWelcome
+	(*FedDirectoryRequest)(nil),  // 38: concord.v1.FedDirectoryRequest
+	(*FedPing)(nil),              // 39: concord.v1.FedPing
+	(*FedFrame)(nil),             // 40: concord.v1.FedFrame
+	(*FedBatch)(nil),             // 41: concord.v1.FedBatch
+	(*FedAcks)(nil),              // 42: concord.v1.FedAcks
+	(*PeerRequest)(nil),          // 43: concord.v1.PeerRequest
+	(*PeerResponse)(nil),         // 44: concord.v1.PeerResponse
+	(*CreateTokenRequest)(nil),   // 45: concord.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),  // 46: concord.v1.CreateTokenResponse
+	(*CreateLinkRequest)(nil),    // 47: concord.v1.CreateLinkRequest
+	(*CreateLinkResponse)(nil),   // 48: concord.v1.CreateLinkResponse
+	(*ListLinksRequest)(nil),     // 49: concord.v1.ListLinksRequest
+	(*FedLinkStatus)(nil),        // 50: concord.v1.FedLinkStatus
+	(*ListLinksResponse)(nil),    // 51: concord.v1.ListLinksResponse
+	(*UnlinkRequest)(nil),        // 52: concord.v1.UnlinkRequest
+	(*UnlinkResponse)(nil),       // 53: concord.v1.UnlinkResponse
+	(*PeerUnlinkRequest)(nil),    // 54: concord.v1.PeerUnlinkRequest
+	(*PeerUnlinkResponse)(nil),   // 55: concord.v1.PeerUnlinkResponse
+	(*CreateMapLinkRequest)(nil), // 56: concord.v1.CreateMapLinkRequest
+	(*MapForwardRequest)(nil),    // 57: concord.v1.MapForwardRequest
+	(*MapForwardResponse)(nil),   // 58: concord.v1.MapForwardResponse
+	(*FedGatewayUnbind)(nil),     // 59: concord.v1.FedGatewayUnbind
+	(*OutboxRelayRequest)(nil),   // 60: concord.v1.OutboxRelayRequest
+	(*OutboxRelayResponse)(nil),  // 61: concord.v1.OutboxRelayResponse
 }
 var file_concord_v1_federation_proto_depIdxs = []int32{
 	0,  // 0: concord.v1.FedPolicy.kind:type_name -> concord.v1.FedPolicyKind
@@ -4940,82 +5060,83 @@ var file_concord_v1_federation_proto_depIdxs = []int32{
 	4,  // 11: concord.v1.FedTokenRecord.buffer:type_name -> concord.v1.FedBufferPolicy
 	6,  // 12: concord.v1.FedTokenRecord.outbox:type_name -> concord.v1.FedOutboxPolicy
 	9,  // 13: concord.v1.FedImported.agents:type_name -> concord.v1.FedRemoteAgent
-	33, // 14: concord.v1.FedOutboxEntry.envelope:type_name -> concord.v1.FedEnvelope
+	34, // 14: concord.v1.FedOutboxEntry.envelope:type_name -> concord.v1.FedEnvelope
 	12, // 15: concord.v1.FedOutbox.entries:type_name -> concord.v1.FedOutboxEntry
-	5,  // 16: concord.v1.FedPendingUnlink.link:type_name -> concord.v1.FedLink
-	5,  // 17: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
-	10, // 18: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
-	11, // 19: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
-	13, // 20: concord.v1.FedSnapshotRecord.outbox:type_name -> concord.v1.FedOutbox
-	14, // 21: concord.v1.FedSnapshotRecord.inbox:type_name -> concord.v1.FedInbox
-	15, // 22: concord.v1.FedSnapshotRecord.pending_unlink:type_name -> concord.v1.FedPendingUnlink
-	27, // 23: concord.v1.FedSnapshotRecord.staging:type_name -> concord.v1.FedDirectoryApply
-	17, // 24: concord.v1.FedSnapshotRecord.gateway:type_name -> concord.v1.FedGatewayBinding
-	10, // 25: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
-	5,  // 26: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
-	33, // 27: concord.v1.FedOutboxPut.envelope:type_name -> concord.v1.FedEnvelope
-	34, // 28: concord.v1.FedOutboxAck.acks:type_name -> concord.v1.FedAck
-	27, // 29: concord.v1.FedDirectoryChunk.update:type_name -> concord.v1.FedDirectoryApply
-	9,  // 30: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
-	17, // 31: concord.v1.FedGatewayBind.binding:type_name -> concord.v1.FedGatewayBinding
-	5,  // 32: concord.v1.FedMapLinkPut.link:type_name -> concord.v1.FedLink
-	9,  // 33: concord.v1.FedMapDirectory.agents:type_name -> concord.v1.FedRemoteAgent
-	35, // 34: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
-	36, // 35: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
-	40, // 36: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
-	41, // 37: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
-	37, // 38: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
-	27, // 39: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
-	38, // 40: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
-	38, // 41: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
-	33, // 42: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
-	34, // 43: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
-	3,  // 44: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
-	3,  // 45: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
-	4,  // 46: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	6,  // 47: concord.v1.CreateTokenRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
-	3,  // 48: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
-	3,  // 49: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
-	4,  // 50: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	6,  // 51: concord.v1.CreateLinkRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
-	5,  // 52: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
-	5,  // 53: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
-	49, // 54: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
-	15, // 55: concord.v1.ListLinksResponse.pending_unlinks:type_name -> concord.v1.FedPendingUnlink
-	17, // 56: concord.v1.ListLinksResponse.gateways:type_name -> concord.v1.FedGatewayBinding
-	8,  // 57: concord.v1.CreateMapLinkRequest.auth:type_name -> concord.v1.FedMapAuth
-	3,  // 58: concord.v1.CreateMapLinkRequest.export:type_name -> concord.v1.FedPolicy
-	3,  // 59: concord.v1.CreateMapLinkRequest.import:type_name -> concord.v1.FedPolicy
-	4,  // 60: concord.v1.CreateMapLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
-	33, // 61: concord.v1.MapForwardRequest.envelopes:type_name -> concord.v1.FedEnvelope
-	34, // 62: concord.v1.MapForwardResponse.acks:type_name -> concord.v1.FedAck
-	33, // 63: concord.v1.OutboxRelayRequest.envelopes:type_name -> concord.v1.FedEnvelope
-	34, // 64: concord.v1.OutboxRelayResponse.acks:type_name -> concord.v1.FedAck
-	42, // 65: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
-	39, // 66: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
-	53, // 67: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
-	44, // 68: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
-	46, // 69: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
-	48, // 70: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
-	51, // 71: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
-	55, // 72: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
-	56, // 73: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
-	59, // 74: concord.v1.Federation.OutboxRelay:input_type -> concord.v1.OutboxRelayRequest
-	43, // 75: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
-	39, // 76: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
-	54, // 77: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
-	45, // 78: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
-	47, // 79: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
-	50, // 80: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
-	52, // 81: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
-	47, // 82: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
-	57, // 83: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
-	60, // 84: concord.v1.Federation.OutboxRelay:output_type -> concord.v1.OutboxRelayResponse
-	75, // [75:85] is the sub-list for method output_type
-	65, // [65:75] is the sub-list for method input_type
-	65, // [65:65] is the sub-list for extension type_name
-	65, // [65:65] is the sub-list for extension extendee
-	0,  // [0:65] is the sub-list for field type_name
+	24, // 16: concord.v1.FedInbox.takes:type_name -> concord.v1.FedInboxTake
+	5,  // 17: concord.v1.FedPendingUnlink.link:type_name -> concord.v1.FedLink
+	5,  // 18: concord.v1.FedSnapshotRecord.link:type_name -> concord.v1.FedLink
+	10, // 19: concord.v1.FedSnapshotRecord.token:type_name -> concord.v1.FedTokenRecord
+	11, // 20: concord.v1.FedSnapshotRecord.imported:type_name -> concord.v1.FedImported
+	13, // 21: concord.v1.FedSnapshotRecord.outbox:type_name -> concord.v1.FedOutbox
+	14, // 22: concord.v1.FedSnapshotRecord.inbox:type_name -> concord.v1.FedInbox
+	15, // 23: concord.v1.FedSnapshotRecord.pending_unlink:type_name -> concord.v1.FedPendingUnlink
+	28, // 24: concord.v1.FedSnapshotRecord.staging:type_name -> concord.v1.FedDirectoryApply
+	17, // 25: concord.v1.FedSnapshotRecord.gateway:type_name -> concord.v1.FedGatewayBinding
+	10, // 26: concord.v1.FedTokenCreate.token:type_name -> concord.v1.FedTokenRecord
+	5,  // 27: concord.v1.FedLinkPut.link:type_name -> concord.v1.FedLink
+	34, // 28: concord.v1.FedOutboxPut.envelope:type_name -> concord.v1.FedEnvelope
+	35, // 29: concord.v1.FedOutboxAck.acks:type_name -> concord.v1.FedAck
+	28, // 30: concord.v1.FedDirectoryChunk.update:type_name -> concord.v1.FedDirectoryApply
+	9,  // 31: concord.v1.FedDirectoryApply.upserts:type_name -> concord.v1.FedRemoteAgent
+	17, // 32: concord.v1.FedGatewayBind.binding:type_name -> concord.v1.FedGatewayBinding
+	5,  // 33: concord.v1.FedMapLinkPut.link:type_name -> concord.v1.FedLink
+	9,  // 34: concord.v1.FedMapDirectory.agents:type_name -> concord.v1.FedRemoteAgent
+	36, // 35: concord.v1.FedFrame.hello:type_name -> concord.v1.FedHello
+	37, // 36: concord.v1.FedFrame.welcome:type_name -> concord.v1.FedWelcome
+	41, // 37: concord.v1.FedFrame.batch:type_name -> concord.v1.FedBatch
+	42, // 38: concord.v1.FedFrame.acks:type_name -> concord.v1.FedAcks
+	38, // 39: concord.v1.FedFrame.dir_request:type_name -> concord.v1.FedDirectoryRequest
+	28, // 40: concord.v1.FedFrame.dir_update:type_name -> concord.v1.FedDirectoryApply
+	39, // 41: concord.v1.FedFrame.ping:type_name -> concord.v1.FedPing
+	39, // 42: concord.v1.FedFrame.pong:type_name -> concord.v1.FedPing
+	34, // 43: concord.v1.FedBatch.envelopes:type_name -> concord.v1.FedEnvelope
+	35, // 44: concord.v1.FedAcks.acks:type_name -> concord.v1.FedAck
+	3,  // 45: concord.v1.CreateTokenRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 46: concord.v1.CreateTokenRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 47: concord.v1.CreateTokenRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	6,  // 48: concord.v1.CreateTokenRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
+	3,  // 49: concord.v1.CreateLinkRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 50: concord.v1.CreateLinkRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 51: concord.v1.CreateLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	6,  // 52: concord.v1.CreateLinkRequest.outbox:type_name -> concord.v1.FedOutboxPolicy
+	5,  // 53: concord.v1.CreateLinkResponse.link:type_name -> concord.v1.FedLink
+	5,  // 54: concord.v1.FedLinkStatus.link:type_name -> concord.v1.FedLink
+	50, // 55: concord.v1.ListLinksResponse.links:type_name -> concord.v1.FedLinkStatus
+	15, // 56: concord.v1.ListLinksResponse.pending_unlinks:type_name -> concord.v1.FedPendingUnlink
+	17, // 57: concord.v1.ListLinksResponse.gateways:type_name -> concord.v1.FedGatewayBinding
+	8,  // 58: concord.v1.CreateMapLinkRequest.auth:type_name -> concord.v1.FedMapAuth
+	3,  // 59: concord.v1.CreateMapLinkRequest.export:type_name -> concord.v1.FedPolicy
+	3,  // 60: concord.v1.CreateMapLinkRequest.import:type_name -> concord.v1.FedPolicy
+	4,  // 61: concord.v1.CreateMapLinkRequest.buffer:type_name -> concord.v1.FedBufferPolicy
+	34, // 62: concord.v1.MapForwardRequest.envelopes:type_name -> concord.v1.FedEnvelope
+	35, // 63: concord.v1.MapForwardResponse.acks:type_name -> concord.v1.FedAck
+	34, // 64: concord.v1.OutboxRelayRequest.envelopes:type_name -> concord.v1.FedEnvelope
+	35, // 65: concord.v1.OutboxRelayResponse.acks:type_name -> concord.v1.FedAck
+	43, // 66: concord.v1.Federation.Peer:input_type -> concord.v1.PeerRequest
+	40, // 67: concord.v1.Federation.Link:input_type -> concord.v1.FedFrame
+	54, // 68: concord.v1.Federation.PeerUnlink:input_type -> concord.v1.PeerUnlinkRequest
+	45, // 69: concord.v1.Federation.CreateToken:input_type -> concord.v1.CreateTokenRequest
+	47, // 70: concord.v1.Federation.CreateLink:input_type -> concord.v1.CreateLinkRequest
+	49, // 71: concord.v1.Federation.ListLinks:input_type -> concord.v1.ListLinksRequest
+	52, // 72: concord.v1.Federation.Unlink:input_type -> concord.v1.UnlinkRequest
+	56, // 73: concord.v1.Federation.CreateMapLink:input_type -> concord.v1.CreateMapLinkRequest
+	57, // 74: concord.v1.Federation.MapForward:input_type -> concord.v1.MapForwardRequest
+	60, // 75: concord.v1.Federation.OutboxRelay:input_type -> concord.v1.OutboxRelayRequest
+	44, // 76: concord.v1.Federation.Peer:output_type -> concord.v1.PeerResponse
+	40, // 77: concord.v1.Federation.Link:output_type -> concord.v1.FedFrame
+	55, // 78: concord.v1.Federation.PeerUnlink:output_type -> concord.v1.PeerUnlinkResponse
+	46, // 79: concord.v1.Federation.CreateToken:output_type -> concord.v1.CreateTokenResponse
+	48, // 80: concord.v1.Federation.CreateLink:output_type -> concord.v1.CreateLinkResponse
+	51, // 81: concord.v1.Federation.ListLinks:output_type -> concord.v1.ListLinksResponse
+	53, // 82: concord.v1.Federation.Unlink:output_type -> concord.v1.UnlinkResponse
+	48, // 83: concord.v1.Federation.CreateMapLink:output_type -> concord.v1.CreateLinkResponse
+	58, // 84: concord.v1.Federation.MapForward:output_type -> concord.v1.MapForwardResponse
+	61, // 85: concord.v1.Federation.OutboxRelay:output_type -> concord.v1.OutboxRelayResponse
+	76, // [76:86] is the sub-list for method output_type
+	66, // [66:76] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_federation_proto_init() }
@@ -5033,7 +5154,7 @@ func file_concord_v1_federation_proto_init() {
 		(*FedSnapshotRecord_Staging)(nil),
 		(*FedSnapshotRecord_Gateway)(nil),
 	}
-	file_concord_v1_federation_proto_msgTypes[36].OneofWrappers = []any{
+	file_concord_v1_federation_proto_msgTypes[37].OneofWrappers = []any{
 		(*FedFrame_Hello)(nil),
 		(*FedFrame_Welcome)(nil),
 		(*FedFrame_Batch)(nil),
@@ -5049,7 +5170,7 @@ func file_concord_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_federation_proto_rawDesc), len(file_concord_v1_federation_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   58,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
