@@ -75,9 +75,13 @@ func TestPacer_Hold(t *testing.T) {
 			if !tt.paced && took >= interval {
 				t.Fatalf("held %s, want no pause", took)
 			}
-			// So is the third, which a paced goroutine starts less than
-			// an interval after the second was answered.
+			// So is the third, which a paced goroutine starts when the
+			// second's pause ends, less than an interval after the second
+			// was answered.
 			third := time.Now()
+			if tt.paced {
+				third = startAt(second.Add(interval))
+			}
 			p.hold(tt.id, third, tt.entries, tt.resp)
 			if took := time.Since(third); tt.paced && took < interval*9/10 {
 				t.Fatalf("third held %s, want about %s: steady appends go one per interval", took, interval)
@@ -99,29 +103,47 @@ func TestPacer_QuietSpellAllowsTwo(t *testing.T) {
 	tests := []struct {
 		name  string
 		quiet time.Duration // before the append
+		after time.Duration // if set, the append starts this long after the previous one started
 		held  bool
 	}{
-		{"first ever", 0, false},
-		{"its follow-up", 0, true},
-		{"steady, right after the pause", 0, true},
-		{"after a quiet spell", 2 * interval, false},
-		{"its follow-up again", 0, true},
-		{"a late timer (a tenth of an interval)", interval / 10, true},
+		{"first ever", 0, 0, false},
+		{"its follow-up", 0, 0, true},
+		{"steady, right after the pause", 0, interval, true},
+		{"after a quiet spell", 2 * interval, 0, false},
+		{"its follow-up again", 0, 0, true},
+		{"a late timer (a tenth of an interval)", 0, interval + interval/10, true},
 	}
+	var prev time.Time // the previous append's start
 	for _, tt := range tests {
 		if tt.quiet > 0 {
 			time.Sleep(tt.quiet) // the quiet spell is what is tested
 		}
-		start := time.Now()
-		p.hold("nv", start, 3, ok)
-		took := time.Since(start)
-		if tt.held && took < interval*9/10 {
-			t.Fatalf("%s: held %s, want about %s", tt.name, took, interval)
+		called := time.Now()
+		start := called
+		if tt.after > 0 {
+			// Planned from the previous start, so that this test running
+			// late on a loaded machine does not turn a steady append into
+			// one after a quiet spell.
+			start = startAt(prev.Add(tt.after))
+			called = time.Now()
 		}
-		if !tt.held && took >= interval/2 {
+		prev = start
+		p.hold("nv", start, 3, ok)
+		if took := time.Since(start); tt.held && took < interval*9/10 {
+			t.Fatalf("%s: held %s since its start, want about %s", tt.name, took, interval)
+		}
+		if took := time.Since(called); !tt.held && took >= interval/2 {
 			t.Fatalf("%s: held %s, want no pause", tt.name, took)
 		}
 	}
+}
+
+// startAt waits until at, if it is still ahead, and returns it: the start
+// of an append that raft's goroutine begins at a planned moment (when a
+// pause ends), whether or not this test's goroutine runs late.
+func startAt(at time.Time) time.Time {
+	time.Sleep(time.Until(at)) // the time between appends is what is tested
+	return at
 }
 
 // Under steady writes a non-voter gets far fewer, larger appends (log
