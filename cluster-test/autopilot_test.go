@@ -225,7 +225,24 @@ func autopilotKillAndReturn(t *testing.T, killLeader bool) {
 	})
 	t.Logf("promoted %s", promoted)
 	// As a non-voter it wrote its log without fsync; it stored the
-	// promotion synced and syncs every append from then on.
+	// promotion synced and syncs every append from then on. The leader
+	// lists it as a voter once a majority stored the change, which may be
+	// before the promoted server itself has: count from the moment its own
+	// latest configuration names it a voter.
+	Eventually(t, MembershipTimeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		servers, err := c.NodeByID(promoted).Store().Configuration(ctx)
+		if err != nil {
+			return err
+		}
+		for _, sv := range servers {
+			if sv.ID == promoted && sv.Voter {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s has not stored its promotion yet", promoted)
+	})
 	unsynced0 := unsyncedAppends(t, c.NodeByID(promoted))
 	if unsynced0 == 0 {
 		t.Fatalf("non-voter %s wrote no append unsynced", promoted)
