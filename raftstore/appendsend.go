@@ -255,8 +255,22 @@ func (s *appendSender) discard(c *sendConn) {
 	delete(s.open, c)
 	s.mu.Unlock()
 	if ok {
-		_ = c.conn.Close()
+		closeAbruptly(c.conn)
 	}
+}
+
+// closeAbruptly closes a connection dropped after an error without
+// crypto/tls's close_notify: that alert is a write, which toward a peer
+// that stopped reading (a partition) waits up to 5 s, and the caller may
+// be raft's own goroutine (the early append writes there), whose leader
+// loop must go on checking its lease. A dropped connection is out of
+// step anyway; the peer sees it end either way.
+func closeAbruptly(conn net.Conn) {
+	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		_ = tc.NetConn().Close()
+		return
+	}
+	_ = conn.Close()
 }
 
 // closeConns closes every connection, idle or in use (an RPC in flight

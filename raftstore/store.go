@@ -31,7 +31,7 @@ type Store struct {
 	trans *raftTransport
 	layer *trackingLayer
 	bolt  *logStore
-	early *earlyAppender // nil unless Config.EarlyAppend
+	early *earlyAppender // nil with Config.NoEarlyAppend
 
 	// testHookLogWritten, when set, runs after each log append's write,
 	// before its fsync (logWritten).
@@ -145,7 +145,7 @@ func (s *Store) open() error {
 		return fmt.Errorf("raftstore: log cache: %w", err)
 	}
 	rc := s.cfg.raftConfig(rlog)
-	if s.cfg.EarlyAppend {
+	if !s.cfg.NoEarlyAppend {
 		s.early = s.newEarlyAppender(rc.ProtocolVersion)
 		s.trans.early = s.early
 	}
