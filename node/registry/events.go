@@ -29,70 +29,6 @@ const (
 	EventPermissionsAgentUpdated = "permissions_agent_updated"
 )
 
-// eventLog is the retained window of the replicated event log. Positions
-// are dense: events[head+i].Position == first+i. Pruning depends only on
-// the count, so every replica with the same window prunes identically.
-type eventLog struct {
-	limit  int
-	events []Event // live part is events[head:]
-	head   int
-	last   uint64 // position of the newest event ever appended
-	byID   map[string]uint64
-}
-
-func newEventLog(limit int) eventLog {
-	return eventLog{limit: limit, byID: map[string]uint64{}}
-}
-
-func (l *eventLog) live() []Event { return l.events[l.head:] }
-
-func (l *eventLog) oldest() uint64 {
-	if len(l.live()) == 0 {
-		return 0
-	}
-	return l.events[l.head].Position
-}
-
-// appendAll assigns positions to evs, appends them and prunes the window.
-// It returns how many were appended.
-func (l *eventLog) appendAll(evs []Event) int {
-	for i := range evs {
-		l.last++
-		evs[i].Position = l.last
-		l.byID[evs[i].ID] = l.last
-		l.events = append(l.events, evs[i])
-	}
-	for len(l.events)-l.head > l.limit {
-		delete(l.byID, l.events[l.head].ID)
-		l.events[l.head] = Event{} // drop references for the GC
-		l.head++
-	}
-	// Compact once the dead prefix dominates, so memory stays O(limit).
-	if l.head > 0 && l.head >= len(l.events)/2 {
-		l.events = slices.Clone(l.events[l.head:])
-		l.head = 0
-	}
-	return len(evs)
-}
-
-// after returns up to limit events with Position > pos (limit <= 0: all).
-// Event values are copies; their slices are never modified after append.
-func (l *eventLog) after(pos uint64, limit int) []Event {
-	live := l.live()
-	if len(live) == 0 || pos >= l.last {
-		return nil
-	}
-	start := 0
-	if first := live[0].Position; pos >= first {
-		start = int(pos - first + 1)
-	}
-	end := len(live)
-	if limit > 0 && end-start > limit {
-		end = start + limit
-	}
-	return slices.Clone(live[start:end])
-}
-
 // txn is the context of one Apply: the command's time, its event id
 // supply, and the events produced so far (appended only on success).
 type txn struct {
@@ -188,7 +124,7 @@ func (t *txn) used(id string) bool {
 	if _, ok := t.taken[id]; ok {
 		return true
 	}
-	_, ok := t.d.events.byID[id]
+	_, ok := t.d.events.position(id)
 	return ok
 }
 

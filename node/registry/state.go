@@ -585,8 +585,7 @@ func (s *State) EventsAfter(pos uint64, limit int) []Event {
 func (s *State) PositionOf(eventID string) (uint64, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	p, ok := s.d.events.byID[eventID]
-	return p, ok
+	return s.d.events.position(eventID)
 }
 
 // Window reports the oldest retained position and the last position
