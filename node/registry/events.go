@@ -146,19 +146,25 @@ func incEntropy(u *ulid.ULID) {
 	}
 }
 
-// emit records an event; it returns the event id for causedBy links.
+// emit records an event whose Data is json.Marshal of payload; it returns
+// the event id for causedBy links.
 func (t *txn) emit(typ string, payload any, agentIDs, scopeIDs []string, causedBy ...string) string {
 	raw, err := json.Marshal(payload)
 	if err != nil {
 		// Payloads are built from registry types that always marshal.
 		panic(fmt.Sprintf("registry: marshal %s event: %v", typ, err))
 	}
+	return t.emitData(typ, raw, agentIDs, scopeIDs, causedBy...)
+}
+
+// emitData records an event with its Data already encoded (payloads.go).
+func (t *txn) emitData(typ string, data json.RawMessage, agentIDs, scopeIDs []string, causedBy ...string) string {
 	ev := Event{
 		ID:        t.eventID(),
 		Type:      typ,
 		Timestamp: t.ts,
 		Source:    t.source,
-		Data:      raw,
+		Data:      data,
 		AgentIDs:  sortedUnique(agentIDs),
 		ScopeIDs:  sortedUnique(scopeIDs),
 	}
