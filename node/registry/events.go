@@ -176,8 +176,11 @@ func (t *txn) emitData(typ string, data json.RawMessage, agentIDs, scopeIDs []st
 }
 
 func sortedUnique(in []string) []string {
-	if len(in) == 0 {
+	switch len(in) {
+	case 0:
 		return nil
+	case 1: // an event about one agent or scope, the usual case
+		return []string{in[0]}
 	}
 	out := slices.Clone(in)
 	slices.Sort(out)

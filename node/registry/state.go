@@ -176,10 +176,14 @@ func (d *data) countSubs(s *Session, sign int) {
 // putAgent stores an agent entry and keeps the session index current.
 func (d *data) putAgent(e *agentEntry) {
 	d.gen++
-	if old, ok := d.agents[e.a.ID]; ok && old.a.SessionID != e.a.SessionID {
+	old, ok := d.agents[e.a.ID]
+	if ok && old.a.SessionID != e.a.SessionID {
 		d.unindex(old.a.SessionID, e.a.ID)
 	}
 	d.agents[e.a.ID] = e
+	if ok && old.a.SessionID == e.a.SessionID {
+		return // indexed already (an update)
+	}
 	if sid := e.a.SessionID; sid != "" {
 		set := d.bySession[sid]
 		if set == nil {
@@ -282,12 +286,15 @@ type command struct {
 	apply func(*txn, proto.Message) (any, error)
 }
 
-// commandOf erases the message type of an apply function.
-func commandOf[M metaCarrier](fn func(tx *txn, m M) (any, error)) command {
-	var zero M
-	typ := zero.ProtoReflect().Type()
+// commandOf erases the message type of an apply function. Its body
+// constructor is a plain new(T): every replica calls it for every entry,
+// and the protobuf reflection constructor costs a reflect.New on top.
+func commandOf[T any, M interface {
+	*T
+	metaCarrier
+}](fn func(tx *txn, m M) (any, error)) command {
 	return command{
-		new: func() proto.Message { return typ.New().Interface() },
+		new: func() proto.Message { return M(new(T)) },
 		apply: func(tx *txn, msg proto.Message) (any, error) {
 			m, ok := msg.(M)
 			if !ok {
