@@ -111,16 +111,26 @@ func newData(window int) *data {
 // putSession stores a session entry, keeping the derived indexes current.
 func (d *data) putSession(e *sessionEntry) {
 	d.gen++
-	if old, ok := d.sessions[e.s.ID]; ok {
-		d.countSubs(&old.s, -1)
-		d.indexConnected(&old.s, false)
+	old, ok := d.sessions[e.s.ID]
+	// Most changes (a cursor, a subscription's options) leave what the
+	// indexes count alone; undoing and redoing them would be a no-op that
+	// costs map writes (and a new set for a node's only session).
+	reindex := !ok || old.s.HomeNode != e.s.HomeNode || old.s.Connected != e.s.Connected ||
+		len(old.s.Subscriptions) != len(e.s.Subscriptions)
+	if ok {
+		if reindex {
+			d.countSubs(&old.s, -1)
+			d.indexConnected(&old.s, false)
+		}
 		if e.s.Connected && e.epoch != old.epoch {
 			d.moves++
 		}
 	}
 	d.sessions[e.s.ID] = e
-	d.countSubs(&e.s, 1)
-	d.indexConnected(&e.s, true)
+	if reindex {
+		d.countSubs(&e.s, 1)
+		d.indexConnected(&e.s, true)
+	}
 	if e.s.Connected {
 		delete(d.detached, e.s.ID)
 	} else {
