@@ -51,6 +51,16 @@ func TestEventPayloads_MatchMapForm(t *testing.T) {
 				{"orphaned", orphanedData(a, b, a+b, b+a, ts), map[string]any{"agentId": a, "previousOwnerId": b,
 					"previousState": a + b, "sessionId": b + a, "orphanedAt": ts}},
 			}
+			agent := Agent{ID: a, Name: b, Description: a + b, Role: b, Parent: a, Scopes: []string{a, b}, State: b,
+				Visibility: a, OwnerID: b, SessionID: a, HomeNode: b,
+				Lifecycle: Lifecycle{CreatedAt: ts, LastActiveAt: ts + 1, ExitReason: a},
+				Metadata:  json.RawMessage(` { "k" : "<v> \u2028 &" , "n" : [ 1 , 2 ] } `), Capabilities: json.RawMessage(`{"x":"\u003c"}`),
+				Environment: json.RawMessage(`"line\u2028sep"`), PermissionOverrides: json.RawMessage("\" \"")}
+			cases = append(cases, struct {
+				name string
+				got  []byte
+				want any
+			}{"registered", registeredData(&agent), map[string]any{"agent": agent}})
 			for _, c := range cases {
 				want, err := json.Marshal(c.want)
 				if err != nil {

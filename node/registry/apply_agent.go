@@ -35,7 +35,7 @@ func (s *State) applyAgentRegister(tx *txn, m *concordv1.AgentRegisterRequest) (
 	for _, sc := range a.Scopes {
 		d.addMember(sc, id)
 	}
-	regID := tx.emit(EventAgentRegistered, map[string]any{"agent": a}, []string{id}, a.Scopes)
+	regID := tx.emitData(EventAgentRegistered, registeredData(&a), []string{id}, a.Scopes)
 	for _, sc := range a.Scopes {
 		tx.emitData(EventScopeMemberJoined, memberData(sc, id), []string{id}, []string{sc}, regID)
 	}

@@ -26,6 +26,22 @@ func stateChangeData(agentID, prev, cur, reason string) json.RawMessage {
 	return o.done()
 }
 
+// registeredData is the agent_registered payload, {"agent": a}.
+// json.Marshal of that map calls Agent.MarshalJSON and re-compacts its
+// output, which is already compact and HTML-escaped (it is json.Marshal's
+// own), so the bytes are the same without the map, the boxing and the
+// second pass.
+func registeredData(a *Agent) json.RawMessage {
+	agent, err := a.MarshalJSON()
+	if err != nil {
+		panic("registry: marshal agent_registered event: " + err.Error()) // never: agents always marshal
+	}
+	b := make([]byte, 0, len(`{"agent":}`)+len(agent))
+	b = append(b, `{"agent":`...)
+	b = append(b, agent...)
+	return append(b, '}')
+}
+
 // memberData is the scope_member_joined and scope_member_left payload.
 func memberData(scopeID, agentID string) json.RawMessage {
 	o := newObject(len(`{"agentId":"","scopeId":""}`) + len(agentID) + len(scopeID))
