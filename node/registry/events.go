@@ -63,7 +63,9 @@ func (s *State) begin(index uint64, meta *concordv1.CommandMeta) *txn {
 	if cap(pending) > keepPendingCap {
 		pending = nil
 	}
-	clear(pending[:cap(pending)]) // drop the last command's references
+	// Drop the last command's references: its events are pending[:len],
+	// everything past len was cleared by an earlier begin or never used.
+	clear(pending)
 	if len(taken) > keepTakenLen {
 		taken = nil
 	}
