@@ -38,11 +38,17 @@ type txn struct {
 	source  string
 	nodeID  string
 	ids     []string
-	nextID  int
+	nextID  int // ids[:nextID] are consumed
+	parsed  int // ids[:parsed] are accounted for in lastID (lastFromIDs)
 	lastID  ulid.ULID
 	haveID  bool
 	pending []Event
-	taken   map[string]struct{} // ids given out by this txn; made by the first take
+	// The ids given out by this txn: the first few in takenFew (comparing
+	// a handful of strings beats hashing into a map), the rest in taken,
+	// made when needed.
+	takenFew [4]string
+	nFew     int
+	taken    map[string]struct{}
 }
 
 // Bounds on what the State's reused txn keeps between commands: a command
@@ -92,13 +98,11 @@ func (t *txn) eventID() string {
 	for t.nextID < len(t.ids) {
 		id := t.ids[t.nextID]
 		t.nextID++
-		if u, err := ulid.ParseStrict(id); err == nil {
-			t.lastID, t.haveID = u, true
-		}
 		if id != "" && !t.used(id) {
 			return t.take(id)
 		}
 	}
+	t.lastFromIDs()
 	if !t.haveID {
 		var u ulid.ULID
 		ms := max(t.ts, 0)
@@ -122,7 +126,24 @@ func (t *txn) eventID() string {
 	}
 }
 
+// lastFromIDs makes the last consumed proposer id that is a ULID the one
+// later ids derive from, as if each had been parsed when consumed (only
+// a derivation reads lastID, and most commands never need one: they
+// bring enough ids). Call it before reading or setting lastID or haveID.
+func (t *txn) lastFromIDs() {
+	for i := t.nextID - 1; i >= t.parsed; i-- {
+		if u, err := ulid.ParseStrict(t.ids[i]); err == nil {
+			t.lastID, t.haveID = u, true
+			break
+		}
+	}
+	t.parsed = t.nextID
+}
+
 func (t *txn) used(id string) bool {
+	if slices.Contains(t.takenFew[:t.nFew], id) {
+		return true
+	}
 	if _, ok := t.taken[id]; ok {
 		return true
 	}
@@ -131,6 +152,11 @@ func (t *txn) used(id string) bool {
 }
 
 func (t *txn) take(id string) string {
+	if t.nFew < len(t.takenFew) {
+		t.takenFew[t.nFew] = id
+		t.nFew++
+		return id
+	}
 	if t.taken == nil {
 		t.taken = make(map[string]struct{}, 4)
 	}
