@@ -52,13 +52,8 @@
 // parsed only when one must be derived. None of it changes a byte of
 // replicated state: TestReplay_MatchesGolden holds snapshots after random
 // and escape-heavy logs to digests written by fa0db43. BenchmarkApply_*
-// (process CPU per command, 6 alternating runs beside fa0db43, benchstat,
-// load average 9-10 from other sessions): an agent state update 7.3 ->
-// 4.2 us (-43%), 2.76 -> 1.79 KiB and 19 -> 17 allocations; a connection's
-// open, register, detach and expiry -37%, 12.4 -> 6.7 KiB, 103 -> 75
-// allocations; a 16-cursor flush -26%. mapsvc now sends one event id per
-// possible event (1 for a state update, not 3): 4 fewer allocations and
-// 56 fewer bytes per entry on every replica.
+// measures it; the figures are in raftstore/DESIGN.md ("Applying an entry
+// on every replica").
 //
 // Sessions. A session has an epoch that increases at every attach (open,
 // resume) and detach (connection lost, map/disconnect). The node holding
