@@ -178,7 +178,7 @@ func (s *State) applyAgentUpdate(tx *txn, m *concordv1.AgentUpdateRequest) (any,
 		e = d.agents[m.GetAgentId()]
 	}
 	ne := *e
-	a := copyAgent(&e.a)
+	a := e.a // an update never changes Scopes: the stored slice is shared
 	applyFields(&a, m)
 	a.Lifecycle.LastActiveAt = tx.ts
 	prev := a.State
