@@ -28,7 +28,9 @@ var updateReplay = flag.Bool("update-replay", false, "rewrite testdata/replay.go
 // window small enough to wrap many times, a snapshot restored midway (also
 // into a smaller window), and commands whose texts need JSON escapes.
 // Rewrite the file only when replicated state is meant to change, and
-// then only with a new command type or format version.
+// then only with a new command type or format version; a change to
+// randomCommands also changes the digests, so regenerate them then with
+// the previous commit's registry code (the test file copied there).
 func TestReplay_MatchesGolden(t *testing.T) {
 	golden := filepath.Join("testdata", "replay.golden")
 	var got strings.Builder
