@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/rpc"
 )
@@ -115,7 +116,7 @@ func clusterNodeConfig(t *testing.T, id, gossipAddr string, seeds []string, expe
 	c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout = 500*time.Millisecond, 500*time.Millisecond
 	c.Raft.LeaderLeaseTimeout = 500 * time.Millisecond
 	c.ReadyTimeout = 20 * time.Second
-	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", c.NodeID)
+	c.Logger = slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", c.NodeID)
 	return c
 }
 
