@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -51,10 +52,16 @@ func startCluster(t *testing.T, n int, mut ...func(i int, c *node.Config)) []*no
 		}()
 	}
 	wg.Wait()
+	// Every node's error: one that cannot start (a gossip port taken
+	// between freeGossipAddr and the bind, on a busy host) leaves the
+	// others waiting for it, and theirs alone would hide why.
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("start n%d: %v", i+1, err)
+			errs[i] = fmt.Errorf("start n%d: %w", i+1, err)
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	return servers
 }
