@@ -61,7 +61,7 @@ func Save(ctx context.Context, cc grpc.ClientConnInterface, path string) (Info, 
 			_ = os.Remove(tmp.Name())
 		}
 	}()
-	if _, err := withRetry(ctx, func() (struct{}, error) { return struct{}{}, download(ctx, cc, tmp) }); err != nil {
+	if _, err := withRetry(ctx, func(opts ...grpc.CallOption) (struct{}, error) { return struct{}{}, download(ctx, cc, tmp, opts...) }); err != nil {
 		return Info{}, err
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
@@ -86,14 +86,14 @@ func Save(ctx context.Context, cc grpc.ClientConnInterface, path string) (Info, 
 
 // download streams a snapshot into f from its start (truncating what an
 // earlier attempt wrote).
-func download(ctx context.Context, cc grpc.ClientConnInterface, f *os.File) error {
+func download(ctx context.Context, cc grpc.ClientConnInterface, f *os.File, opts ...grpc.CallOption) error {
 	if err := f.Truncate(0); err != nil {
 		return fmt.Errorf("truncate snapshot file: %w", err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("rewind snapshot file: %w", err)
 	}
-	stream, err := concordv1.NewSnapshotsClient(cc).Save(ctx, &concordv1.SnapshotsSaveRequest{})
+	stream, err := concordv1.NewSnapshotsClient(cc).Save(ctx, &concordv1.SnapshotsSaveRequest{}, opts...)
 	if err != nil {
 		return fmt.Errorf("save snapshot: %w", err)
 	}
@@ -130,7 +130,7 @@ func Restore(ctx context.Context, cc grpc.ClientConnInterface, path string) (Res
 	if err != nil {
 		return Restored{}, err
 	}
-	idx, err := withRetry(ctx, func() (uint64, error) { return upload(ctx, cc, path) })
+	idx, err := withRetry(ctx, func(opts ...grpc.CallOption) (uint64, error) { return upload(ctx, cc, path, opts...) })
 	if err != nil {
 		return Restored{}, err
 	}
@@ -139,13 +139,13 @@ func Restore(ctx context.Context, cc grpc.ClientConnInterface, path string) (Res
 
 // upload streams the file at path to Restore and returns the index at
 // which the restored state took effect.
-func upload(ctx context.Context, cc grpc.ClientConnInterface, path string) (uint64, error) {
+func upload(ctx context.Context, cc grpc.ClientConnInterface, path string, opts ...grpc.CallOption) (uint64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("open snapshot: %w", err)
 	}
 	defer f.Close()
-	stream, err := concordv1.NewSnapshotsClient(cc).Restore(ctx)
+	stream, err := concordv1.NewSnapshotsClient(cc).Restore(ctx, opts...)
 	if err != nil {
 		return 0, fmt.Errorf("restore snapshot: %w", err)
 	}
