@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -20,7 +21,10 @@ func newOperatorCmd() *cobra.Command {
 }
 
 func newOperatorHealthCmd() *cobra.Command {
-	var f adminFlags
+	var (
+		f      adminFlags
+		asJSON bool
+	)
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "Show every server as the leader's autopilot sees it, and the system's failure tolerance",
@@ -28,7 +32,8 @@ func newOperatorHealthCmd() *cobra.Command {
 voter or non-voter, gossip status, how long ago it heard from the leader, how
 many log entries it trails by, and whether it is healthy (it is then eligible
 for promotion once stable). The failure tolerance is how many more voters may
-fail with a quorum left. Exit status 1 when a server is unhealthy.`,
+fail with a quorum left. Exit status 1 when a server is unhealthy (with --json
+too, after printing).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var h admin.Health
@@ -40,7 +45,11 @@ fail with a quorum left. Exit status 1 when a server is unhealthy.`,
 			if err != nil {
 				return err
 			}
-			if err := printHealth(cmd.OutOrStdout(), h); err != nil {
+			print := printHealth
+			if asJSON {
+				print = printHealthJSON
+			}
+			if err := print(cmd.OutOrStdout(), h); err != nil {
 				return err
 			}
 			if !h.Healthy {
@@ -50,7 +59,72 @@ fail with a quorum left. Exit status 1 when a server is unhealthy.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object (durations in milliseconds, times RFC 3339)")
 	return cmd
+}
+
+// healthJSON is the --json form of the report: numbers as numbers, times
+// RFC 3339, unknowns null, so scripts need no parsing of the table.
+type healthJSON struct {
+	Leader           string             `json:"leader"`
+	Healthy          bool               `json:"healthy"`
+	FailureTolerance int                `json:"failureTolerance"`
+	TargetVoters     int                `json:"targetVoters"`
+	MinQuorum        int                `json:"minQuorum"`
+	ObservedAt       time.Time          `json:"observedAt"`
+	Servers          []serverHealthJSON `json:"servers"`
+}
+
+type serverHealthJSON struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	// Role is leader, voter or non-voter.
+	Role     string `json:"role"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+	Status   string `json:"status"`
+	Version  string `json:"version"`
+	Healthy  bool   `json:"healthy"`
+	Draining bool   `json:"draining"`
+	// LastContactMs is null when unknown (never heard, unreachable).
+	LastContactMs *int64     `json:"lastContactMs"`
+	LastIndex     uint64     `json:"lastIndex"`
+	TrailingLogs  uint64     `json:"trailingLogs"`
+	StableSince   *time.Time `json:"stableSince"`
+	Reason        string     `json:"reason,omitempty"`
+}
+
+func printHealthJSON(w io.Writer, h admin.Health) error {
+	out := healthJSON{Leader: h.LeaderID, Healthy: h.Healthy, FailureTolerance: h.FailureTolerance,
+		TargetVoters: h.TargetVoters, MinQuorum: h.MinQuorum, ObservedAt: h.ObservedAt.UTC(), Servers: []serverHealthJSON{}}
+	for _, s := range h.Servers {
+		sj := serverHealthJSON{ID: s.ID, Address: s.Address, Role: serverRole(s), Voter: s.Voter, Leader: s.Leader,
+			Status: s.Status, Version: s.Version, Healthy: s.Healthy, Draining: s.Draining,
+			LastIndex: s.LastIndex, TrailingLogs: s.TrailingLogs, Reason: s.Reason}
+		if s.LastContact >= 0 {
+			ms := s.LastContact.Milliseconds()
+			sj.LastContactMs = &ms
+		}
+		if !s.StableSince.IsZero() {
+			t := s.StableSince.UTC()
+			sj.StableSince = &t
+		}
+		out.Servers = append(out.Servers, sj)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// serverRole is leader, voter or non-voter.
+func serverRole(s admin.ServerHealth) string {
+	switch {
+	case s.Leader:
+		return "leader"
+	case s.Voter:
+		return "voter"
+	}
+	return "non-voter"
 }
 
 func printHealth(w io.Writer, h admin.Health) error {
@@ -59,13 +133,7 @@ func printHealth(w io.Writer, h admin.Health) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tROLE\tSTATUS\tLAST CONTACT\tLAST INDEX\tTRAILING\tHEALTHY\tSTABLE SINCE\tNOTE")
 	for _, s := range h.Servers {
-		role := "non-voter"
-		switch {
-		case s.Leader:
-			role = "leader"
-		case s.Voter:
-			role = "voter"
-		}
+		role := serverRole(s)
 		contact := "-"
 		if s.LastContact >= 0 {
 			contact = s.LastContact.String()

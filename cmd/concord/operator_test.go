@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ func TestOperatorCommands(t *testing.T) {
 	}{
 		{"health", []string{"operator", "health", "--addr", addr}, "failure tolerance 0", ""},
 		{"health lists the leader", []string{"operator", "health", "--addr", addr}, "dev-1  leader", ""},
+		{"health as JSON", []string{"operator", "health", "--addr", addr, "--json"}, `"role": "leader"`, ""},
 		{"drain the only server", []string{"operator", "drain", "dev-1", "--addr", addr}, "", "only alive server"},
 		{"drain an unknown node", []string{"operator", "drain", "nope", "--addr", addr}, "", "no known gRPC address"},
 		{"drain needs a node", []string{"operator", "drain", "--addr", addr}, "", "accepts 1 arg"},
@@ -36,6 +38,21 @@ func TestOperatorCommands(t *testing.T) {
 		{"no stabilization", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--server-stabilization-time", "0s"}, "", "must be positive"},
 		{"min quorum above voters", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "3", "--min-quorum", "5"}, "", "--min-quorum 5 exceeds --raft-voters 3"},
 	}
+	t.Run("health JSON decodes", func(t *testing.T) {
+		out, err := execRoot(t, "operator", "health", "--addr", addr, "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h healthJSON
+		dec := json.NewDecoder(strings.NewReader(out))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&h); err != nil {
+			t.Fatalf("decode %q: %v", out, err)
+		}
+		if h.Leader != "dev-1" || !h.Healthy || len(h.Servers) != 1 || h.Servers[0].LastContactMs == nil || h.Servers[0].Role != "leader" {
+			t.Fatalf("report %+v", h)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := execRoot(t, tt.args...)
