@@ -39,6 +39,7 @@ func TestSnapshotInspect(t *testing.T) {
 		wantErr    string
 	}{
 		{"fixture", fixture, nil, []string{"index ", "file version    1", "format version  1", "registry", "runs", "records"}, ""},
+		{"fixture as JSON", fixture, []string{"inspect", "--json"}, []string{`"fileVersion": 1`, `"formatVersion": 1`, `"name": "registry"`, `"records": `}, ""},
 		{"corrupt", bad, nil, nil, "checksum mismatch"},
 		{"missing", filepath.Join(t.TempDir(), "none.snap"), nil, nil, "no such file"},
 		{"future version", future, nil, nil, "version 99 is not supported: this binary reads versions 1 to 1"},
