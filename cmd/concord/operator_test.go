@@ -32,7 +32,7 @@ func TestOperatorCommands(t *testing.T) {
 		{"health lists the leader", []string{"operator", "health", "--addr", addr}, "dev-1  leader", ""},
 		{"health as JSON", []string{"operator", "health", "--addr", addr, "--json"}, `"role": "leader"`, ""},
 		{"drain the only server", []string{"operator", "drain", "dev-1", "--addr", addr}, "", "only alive server"},
-		{"drain an unknown node", []string{"operator", "drain", "nope", "--addr", addr}, "", "no known gRPC address"},
+		{"drain an unknown node", []string{"operator", "drain", "nope", "--addr", addr}, "", "no node \"nope\" in this system"},
 		{"drain needs a node", []string{"operator", "drain", "--addr", addr}, "", "accepts 1 arg"},
 		{"raft voters 4", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "4"}, "", "--raft-voters 4: use 3 or 5"},
 		{"no stabilization", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--server-stabilization-time", "0s"}, "", "must be positive"},
