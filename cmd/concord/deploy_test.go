@@ -252,6 +252,11 @@ func TestDeploy_KubernetesManifests(t *testing.T) {
 		}
 	}
 
+	if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
+		t.Error("StatefulSet: enableServiceLinks must be false (Kubernetes would set CONCORD_* variables for the concord Services)")
+	}
+	checkServiceLinkVars(t, fs, ms)
+
 	peers := find[*corev1.Service](t, ms, "Service", spec.ServiceName)
 	if peers.Spec.ClusterIP != corev1.ClusterIPNone || !peers.Spec.PublishNotReadyAddresses {
 		t.Errorf("Service %s: want headless with publishNotReadyAddresses", spec.ServiceName)
@@ -299,6 +304,56 @@ func TestDeploy_KubernetesManifests(t *testing.T) {
 	}
 	checkPathsMounted(t, pod, c, fromFile, cm)
 	checkKustomizations(t, ms)
+}
+
+// checkServiceLinkVars fails when a variable Kubernetes sets for a Service
+// of these manifests (when service links are on, its default) would set a
+// server flag through CONCORD_<FLAG>.
+func checkServiceLinkVars(t *testing.T, fs *pflag.FlagSet, ms []manifest) {
+	t.Helper()
+	flagEnv := map[string]string{}
+	fs.VisitAll(func(f *pflag.Flag) { flagEnv[envName(f.Name)] = f.Name })
+	for _, m := range ms {
+		svc, ok := m.obj.(*corev1.Service)
+		if !ok {
+			continue
+		}
+		for _, v := range serviceLinkVars(svc) {
+			if flag, ok := flagEnv[v]; ok {
+				t.Errorf("Service %s: Kubernetes sets %s for it, which sets --%s", svc.Name, v, flag)
+			}
+		}
+	}
+}
+
+// serviceLinkVars lists the variables Kubernetes sets in pods for svc.
+func serviceLinkVars(svc *corev1.Service) []string {
+	p := strings.ToUpper(strings.ReplaceAll(svc.Name, "-", "_"))
+	vars := []string{p + "_SERVICE_HOST", p + "_SERVICE_PORT", p + "_PORT"}
+	for _, port := range svc.Spec.Ports {
+		if port.Name != "" {
+			vars = append(vars, p+"_SERVICE_PORT_"+strings.ToUpper(strings.ReplaceAll(port.Name, "-", "_")))
+		}
+		base := fmt.Sprintf("%s_PORT_%d_%s", p, port.Port, port.Protocol)
+		vars = append(vars, base, base+"_PROTO", base+"_PORT", base+"_ADDR")
+	}
+	return vars
+}
+
+func TestDeploy_ServiceLinkVars(t *testing.T) {
+	svc := &corev1.Service{}
+	svc.Name = "concord"
+	svc.Spec.Ports = []corev1.ServicePort{{Name: "map", Port: 7700, Protocol: corev1.ProtocolTCP}}
+	got := serviceLinkVars(svc)
+	for _, want := range []string{"CONCORD_SERVICE_HOST", "CONCORD_SERVICE_PORT_MAP", "CONCORD_PORT", "CONCORD_PORT_7700_TCP_ADDR"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("serviceLinkVars lacks %s: %v", want, got)
+		}
+	}
+	// A flag named --service-host would be set by CONCORD_SERVICE_HOST.
+	if !slices.Contains(got, envName("service-host")) {
+		t.Errorf("serviceLinkVars does not name the variable of a --service-host flag: %v", got)
+	}
 }
 
 // selects reports whether a non-empty label selector matches labels.
