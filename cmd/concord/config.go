@@ -145,7 +145,7 @@ func parseConfig(fs *pflag.FlagSet, raw []byte) (map[string]string, error) {
 		f := fs.Lookup(name)
 		switch {
 		case f == nil || !configurable(f):
-			return nil, fmt.Errorf("line %d: unknown key %q (keys are `concord server` flag names)", k.Line, name)
+			return nil, fmt.Errorf("line %d: unknown key %q (%s)", k.Line, name, unknownKeyHint(fs, name))
 		case hasKey(out, name):
 			return nil, fmt.Errorf("line %d: key %q given twice", k.Line, name)
 		}
@@ -156,6 +156,23 @@ func parseConfig(fs *pflag.FlagSet, raw []byte) (map[string]string, error) {
 		out[name] = val
 	}
 	return out, nil
+}
+
+// unknownKeyHint says what to write instead of an unknown config key: the
+// file of a secret (secrets are never values), or the flag name the key
+// spells another way (node_id, nodeId, NODE-ID for node-id).
+func unknownKeyHint(fs *pflag.FlagSet, name string) string {
+	if f := fs.Lookup(name + "-file"); f != nil && configurable(f) && secretName.MatchString(name) {
+		return fmt.Sprintf("secrets are not accepted as values: put it in a file readable only by the server and set %s-file", name)
+	}
+	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(s)) }
+	hint := "keys are `concord server` flag names"
+	fs.VisitAll(func(f *pflag.Flag) {
+		if configurable(f) && norm(f.Name) == norm(name) {
+			hint = fmt.Sprintf("did you mean %q? keys are `concord server` flag names", f.Name)
+		}
+	})
+	return hint
 }
 
 // nodeValue turns a scalar into its text and a list of scalars into the
@@ -214,13 +231,22 @@ func printConfig(w io.Writer, fs *pflag.FlagSet, sources map[string]source) erro
 	return nil
 }
 
+// secretEnvs are the environment variables that carry a secret's value
+// (no flag or file key does), as print-config names them.
+var secretEnvs = []struct{ env, what string }{
+	{gossipKeyEnv, "gossip key"},
+	{operatorTokenEnv, "operator token"},
+}
+
 // printSecretEnv notes, as comments (no flag or file key sets them), the
 // secrets that come from the environment, redacted: without it an
 // effective config whose gossip key is CONCORD_GOSSIP_KEY would not say so.
 func printSecretEnv(w io.Writer, lookup func(string) (string, bool)) error {
-	if _, ok := lookup(gossipKeyEnv); ok {
-		if _, err := fmt.Fprintf(w, "# gossip key: \"<redacted>\"  # env %s\n", gossipKeyEnv); err != nil {
-			return err
+	for _, s := range secretEnvs {
+		if _, ok := lookup(s.env); ok {
+			if _, err := fmt.Fprintf(w, "# %s: \"<redacted>\"  # env %s\n", s.what, s.env); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -116,12 +116,15 @@ func TestConfig_Errors(t *testing.T) {
 		env        map[string]string
 		wantErr    string
 	}{
-		{"unknown key", "node-id: a\nnode_id: b\n", nil, `line 2: unknown key "node_id"`},
+		{"unknown key", "node-id: a\nnode_id: b\n", nil, `line 2: unknown key "node_id" (did you mean "node-id"?`},
+		{"unknown key in camel case", "dataDir: /d\n", nil, `unknown key "dataDir" (did you mean "data-dir"?`},
+		{"unknown key like no flag", "colour: blue\n", nil, `unknown key "colour" (keys are`},
+		{"operator token as a value", "operator-token: hunter2\n", nil, "secrets are not accepted as values: put it in a file readable only by the server and set operator-token-file"},
 		{"config key in file", "config: other.yaml\n", nil, `unknown key "config"`},
 		{"print-config in file", "print-config: true\n", nil, `unknown key "print-config"`},
 		{"duplicate key", "node-id: a\nnode-id: b\n", nil, "given twice"},
 		{"nested map", "raft:\n  multiplier: 3\n", nil, `unknown key "raft"`},
-		{"removed (hidden) flag", "gossip-key: c2VjcmV0\n", nil, `unknown key "gossip-key"`},
+		{"removed (hidden) flag", "gossip-key: c2VjcmV0\n", nil, `unknown key "gossip-key" (secrets are not accepted as values`},
 		{"map value", "node-id:\n  a: b\n", nil, "node-id: want a value or a list"},
 		{"null value", "node-id:\n", nil, "node-id: no value"},
 		{"bad duration", "dead-server-cleanup: soon\n", nil, "dead-server-cleanup"},
@@ -136,6 +139,11 @@ func TestConfig_Errors(t *testing.T) {
 			_, _, _, err := sourcedServer(t, tt.env, "--config", writeFile(t, tt.file))
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+			for _, secret := range []string{"hunter2", "c2VjcmV0"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Fatalf("the error shows the secret: %v", err)
+				}
 			}
 		})
 	}
@@ -180,8 +188,12 @@ func TestConfig_PrintRedactsSecrets(t *testing.T) {
 			t.Fatalf("print-config leaks a secret:\n%s", got)
 		}
 	}
-	// A gossip key from the environment is named, not shown.
-	for env, want := range map[string]string{gossipKeyEnv: `# gossip key: "<redacted>"  # env CONCORD_GOSSIP_KEY` + "\n", "": ""} {
+	// A gossip key or operator token from the environment is named, not shown.
+	for env, want := range map[string]string{
+		gossipKeyEnv:     `# gossip key: "<redacted>"  # env CONCORD_GOSSIP_KEY` + "\n",
+		operatorTokenEnv: `# operator token: "<redacted>"  # env CONCORD_OPERATOR_TOKEN` + "\n",
+		"":               "",
+	} {
 		out.Reset()
 		if err := printSecretEnv(&out, func(k string) (string, bool) { return "c2VjcmV0LWtleS0xNmJ5dGU=", k == env }); err != nil {
 			t.Fatal(err)
@@ -247,5 +259,21 @@ func TestConfig_SessionDetachGrace(t *testing.T) {
 				t.Fatalf("SessionDetachGrace = %s, want %s", cfg.Cluster.SessionDetachGrace, tt.want)
 			}
 		})
+	}
+}
+
+// The operator token comes from one place: a file and the environment
+// together are refused (one would be silently ignored), as for the gossip key.
+func TestConfig_OperatorTokenGivenTwice(t *testing.T) {
+	tokenFile := writeFile(t, "file-token\n")
+	base := []string{"--node-id", "n1", "--data-dir", t.TempDir(), "--insecure"}
+	t.Setenv(operatorTokenEnv, "env-token")
+	if _, err := serverConfig(t, append(base, "--operator-token-file", tokenFile)...); err == nil ||
+		!strings.Contains(err.Error(), "operator token given twice") || strings.Contains(err.Error(), "token\n") {
+		t.Fatalf("file and env: %v", err)
+	}
+	cfg, err := serverConfig(t, base...)
+	if err != nil || string(cfg.OperatorToken) != "env-token" {
+		t.Fatalf("env only: %q, %v", cfg.OperatorToken, err)
 	}
 }

@@ -15,6 +15,10 @@ import (
 // gossipKeyEnv is the environment variable holding the base64 gossip key.
 const gossipKeyEnv = "CONCORD_GOSSIP_KEY"
 
+// operatorTokenEnv is the environment variable holding the operator token
+// (instead of --operator-token-file).
+const operatorTokenEnv = "CONCORD_OPERATOR_TOKEN"
+
 // errSecretOnCommandLine is returned when a removed secret-valued flag is
 // used.
 var errSecretOnCommandLine = errors.New("secrets are not accepted on the command line")

@@ -36,7 +36,7 @@ func (f *serverTLSFlags) bind(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.httpTLS, "http-tls", d.HTTPTLS, "serve MAP and the HTTP API over TLS (wss://, https://) when TLS material is given")
 	fl.StringVar(&f.httpClientAuth, "http-client-auth", "request", "client certificates on the HTTP port: none, request (an operator certificate counts as a credential) or require")
 	fl.BoolVar(&f.insecure, "insecure", false, "run without TLS: every port plaintext and unauthenticated (logged loudly; for isolated test networks only)")
-	fl.StringVar(&f.tokenFile, "operator-token-file", "", "file holding the operator token accepted as an admin credential (or env CONCORD_OPERATOR_TOKEN)")
+	fl.StringVar(&f.tokenFile, "operator-token-file", "", "file holding the operator token accepted as an admin credential (or env "+operatorTokenEnv+")")
 	fl.BoolVar(&f.openReads, "http-open-reads", false, "serve /metrics and GET /v1/* (status, members, placement, run files: what the console reads) without a credential; always on with --dev (off: a member's or an operator's credential is required)")
 }
 
@@ -52,7 +52,10 @@ func (f *serverTLSFlags) apply(cfg *node.Config, dev bool) error {
 	// Open reads expose run results and agent placement past MAP's
 	// visibility rules, so outside --dev they are an explicit choice.
 	cfg.HTTPTLS, cfg.HTTPClientAuth, cfg.OpenReads = f.httpTLS, auth, f.openReads || dev
-	if cfg.OperatorToken, err = secretFrom(f.tokenFile, "CONCORD_OPERATOR_TOKEN"); err != nil {
+	if _, inEnv := os.LookupEnv(operatorTokenEnv); inEnv && f.tokenFile != "" {
+		return fmt.Errorf("operator token given twice: --operator-token-file and %s; keep one", operatorTokenEnv)
+	}
+	if cfg.OperatorToken, err = secretFrom(f.tokenFile, operatorTokenEnv); err != nil {
 		return fmt.Errorf("operator token: %w", err)
 	}
 	switch {
