@@ -148,8 +148,15 @@ func writeSnapshotFile(w io.Writer, hdr *concordv1.SnapshotFileHeader, stream io
 func readSnapshotFile(r io.Reader, consume func(*concordv1.SnapshotFileHeader, io.Reader) error) (*concordv1.SnapshotFileHeader, error) {
 	hr := &hashingReader{r: bufio.NewReaderSize(r, 64<<10), h: sha256.New()}
 	var prefix [10]byte
-	if _, err := io.ReadFull(hr, prefix[:]); err != nil || !bytes.Equal(prefix[:8], snapshotMagic) {
+	switch n, err := io.ReadFull(hr, prefix[:]); {
+	case errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("%w: empty file", ErrCorruptSnapshotFile)
+	case !bytes.Equal(prefix[:min(n, len(snapshotMagic))], snapshotMagic[:min(n, len(snapshotMagic))]):
 		return nil, fmt.Errorf("%w: not a concord snapshot file (bad magic)", ErrCorruptSnapshotFile)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, fmt.Errorf("%w: truncated (%d bytes)", ErrCorruptSnapshotFile, n)
+	case err != nil:
+		return nil, fmt.Errorf("%w: read: %w", ErrCorruptSnapshotFile, err)
 	}
 	if v := binary.BigEndian.Uint16(prefix[8:]); v == 0 || v > snapshotFileVersion {
 		return nil, &VersionError{What: "snapshot file", Got: uint32(v), Max: snapshotFileVersion}

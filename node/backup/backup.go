@@ -37,6 +37,9 @@ func Inspect(path string) (Info, error) {
 		return Info{}, fmt.Errorf("open snapshot: %w", err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
+		return Info{}, fmt.Errorf("%s: %w: not a regular file (%s)", path, ErrCorrupt, st.Mode().Type())
+	}
 	info, err := raftstore.InspectSnapshot(f)
 	if err != nil {
 		return Info{}, fmt.Errorf("%s: %w", path, err)
@@ -49,6 +52,10 @@ func Inspect(path string) (Info, error) {
 // and renames it into place, so path never holds a partial snapshot. A
 // call cut by a leadership change is retried until ctx ends.
 func Save(ctx context.Context, cc grpc.ClientConnInterface, path string) (Info, error) {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		// Found now, not by the rename after the whole download.
+		return Info{}, fmt.Errorf("save snapshot to %s: not a regular file (%s)", path, st.Mode().Type())
+	}
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

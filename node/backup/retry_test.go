@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +138,14 @@ func TestSave_UnreachableNodeFailsFast(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("files left behind: %v", left)
+	}
+}
+
+// Save onto a directory is refused before any node is asked.
+func TestSave_OntoDirectoryRefused(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Save(context.Background(), nil, dir)
+	if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("save onto a directory: %v", err)
 	}
 }
