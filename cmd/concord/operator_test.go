@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +69,28 @@ func TestOperatorCommands(t *testing.T) {
 				t.Fatalf("out %q err %v, want %q", out, err, tt.wantOut)
 			}
 		})
+	}
+}
+
+// An admin command without --ca-file toward a TLS port says why it failed
+// and what to pass; a refused connection gets no such hint.
+func TestAdminCall_PlaintextToTLSHint(t *testing.T) {
+	t.Setenv("CONCORD_CA_FILE", "")
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	_, err := execRoot(t, "operator", "health", "--addr", addr)
+	if err == nil || !strings.Contains(err.Error(), "pass --ca-file or set CONCORD_CA_FILE") {
+		t.Fatalf("plaintext to TLS: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	_ = ln.Close()
+	_, err = execRoot(t, "operator", "health", "--addr", closed)
+	if err == nil || strings.Contains(err.Error(), "--ca-file") {
+		t.Fatalf("refused connection: %v", err)
 	}
 }
