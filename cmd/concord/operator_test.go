@@ -39,6 +39,12 @@ func TestOperatorCommands(t *testing.T) {
 		{"drain needs a node", []string{"operator", "drain", "--addr", addr}, "", "accepts 1 arg"},
 		{"raft voters 4", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "4"}, "", "--raft-voters 4: use 3 or 5"},
 		{"no stabilization", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--server-stabilization-time", "0s"}, "", "must be positive"},
+		{"min quorum zero", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--min-quorum", "0"}, "", "--min-quorum 0: use 1 up to --raft-voters (5)"},
+		{"min quorum negative", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--min-quorum", "-1"}, "", "--min-quorum -1: use 1 up to"},
+		{"dead server cleanup zero", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--dead-server-cleanup", "0s"}, "", "--dead-server-cleanup 0s: must be positive"},
+		{"drain timeout negative", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--drain-timeout", "-5s"}, "", "--drain-timeout -5s: must be positive"},
+		{"raft voters 2", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "2"}, "", "--raft-voters 2: use 3 or 5"},
+		{"raft voters not a number", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "three"}, "", `invalid argument "three" for "--raft-voters"`},
 		{"min quorum above voters", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "3", "--min-quorum", "5"}, "", "--min-quorum 5 exceeds --raft-voters 3"},
 	}
 	t.Run("health JSON decodes", func(t *testing.T) {

@@ -268,6 +268,15 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	if f.minQuorum > f.raftVoters {
 		return cfg, cleanup, fmt.Errorf("--min-quorum %d exceeds --raft-voters %d", f.minQuorum, f.raftVoters)
 	}
+	if f.minQuorum < 1 {
+		return cfg, cleanup, fmt.Errorf("--min-quorum %d: use 1 up to --raft-voters (%d)", f.minQuorum, f.raftVoters)
+	}
+	if f.deadCleanup <= 0 {
+		return cfg, cleanup, fmt.Errorf("--dead-server-cleanup %s: must be positive", f.deadCleanup)
+	}
+	if f.drainTimeout <= 0 {
+		return cfg, cleanup, fmt.Errorf("--drain-timeout %s: must be positive", f.drainTimeout)
+	}
 	cfg.Cluster.RaftVoters = f.raftVoters
 	if f.stabilization <= 0 || f.lastContact <= 0 {
 		return cfg, cleanup, fmt.Errorf("--server-stabilization-time and --last-contact-threshold must be positive")
