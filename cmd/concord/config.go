@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -223,6 +225,8 @@ func printConfig(w io.Writer, fs *pflag.FlagSet, sources map[string]source) erro
 		val := flagValue(f)
 		if secretName.MatchString(name) && !strings.HasSuffix(name, "-file") && val != `""` && val != "[]" {
 			val = `"<redacted>"`
+		} else if strings.HasSuffix(name, "-url") {
+			val = redactURLValue(f.Value.String(), val)
 		}
 		if _, err := fmt.Fprintf(w, "%s: %s  # %s\n", name, val, sources[name]); err != nil {
 			return err
@@ -236,6 +240,30 @@ func printConfig(w io.Writer, fs *pflag.FlagSet, sources map[string]source) erro
 var secretEnvs = []struct{ env, what string }{
 	{gossipKeyEnv, "gossip key"},
 	{operatorTokenEnv, "operator token"},
+}
+
+// redactURLValue returns the printed value of a URL setting without what
+// may be a secret: user info (https://user:pass@...) and the query (some
+// issuers take an API key there). printed is returned when neither is set.
+func redactURLValue(raw, printed string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if raw == "" {
+			return printed
+		}
+		return `"<redacted: not a URL>"`
+	}
+	if u.User == nil && u.RawQuery == "" && u.Fragment == "" {
+		return printed
+	}
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	if u.User != nil {
+		r.User = url.User("redacted")
+	}
+	if u.RawQuery != "" {
+		r.RawQuery = "redacted"
+	}
+	return strconv.Quote(r.String())
 }
 
 // printSecretEnv notes, as comments (no flag or file key sets them), the

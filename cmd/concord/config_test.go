@@ -168,6 +168,7 @@ func TestConfig_PrintRedactsSecrets(t *testing.T) {
 		}
 	}
 	_ = cmd.Flags().Set("operator-token", "hunter2")
+	_ = cmd.Flags().Set("jwt-jwks-url", "https://svc:pa55word@issuer.example/jwks.json?api_key=k3y")
 	_ = cmd.Flags().Set("tls-key-file", "/etc/concord/key.pem")
 	var out bytes.Buffer
 	if err := printConfig(&out, cmd.Flags(), src); err != nil {
@@ -178,12 +179,13 @@ func TestConfig_PrintRedactsSecrets(t *testing.T) {
 		"gossip-key-file: /etc/concord/gossip.key  # file", "node-id: n1  # file", "system-id: prod  # env", "dev: true  # flag",
 		`join: ['a:1', 'b:2']  # file`, `operator-token: "<redacted>"`, "tls-key-file: /etc/concord/key.pem",
 		"http-addr: 0.0.0.0:7700  # default",
+		`jwt-jwks-url: "https://redacted@issuer.example/jwks.json?redacted"`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("print-config lacks %q:\n%s", want, got)
 		}
 	}
-	for _, leak := range []string{"hunter2"} {
+	for _, leak := range []string{"hunter2", "pa55word", "k3y"} {
 		if strings.Contains(got, leak) {
 			t.Fatalf("print-config leaks a secret:\n%s", got)
 		}
