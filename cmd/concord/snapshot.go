@@ -94,7 +94,8 @@ func newSnapshotInspectCmd() *cobra.Command {
 		Short: "Verify a snapshot file and print its index, term, size, versions and per-module record counts",
 		Long: `Verify a snapshot file (checksum, file and stream format versions, every
 record's framing) and print its index, term, size, versions, when and by which
-node it was saved, and each module's record count. A corrupt, truncated or
+node it was saved, and each module's record count by kind (agents, scopes,
+sessions, events, runs, links, API keys, ...). A corrupt, truncated or
 newer-format file exits 1 with the reason. It reads only the file: no node is
 contacted.`,
 		Args: cobra.ExactArgs(1),
@@ -130,6 +131,8 @@ type snapshotInfoJSON struct {
 type moduleRecordJSON struct {
 	Name    string `json:"name"`
 	Records int    `json:"records"`
+	// Kinds counts the records by kind (agent, session, run, ...).
+	Kinds map[string]int `json:"kinds,omitempty"`
 }
 
 func writeInfoJSON(w io.Writer, info backup.Info) error {
@@ -141,7 +144,14 @@ func writeInfoJSON(w io.Writer, info backup.Info) error {
 		out.Created = &c
 	}
 	for _, m := range info.Modules {
-		out.Modules = append(out.Modules, moduleRecordJSON{Name: m.Name, Records: m.Records})
+		mj := moduleRecordJSON{Name: m.Name, Records: m.Records}
+		for _, k := range m.Kinds {
+			if mj.Kinds == nil {
+				mj.Kinds = map[string]int{}
+			}
+			mj.Kinds[k.Kind] = k.Records
+		}
+		out.Modules = append(out.Modules, mj)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -45,8 +45,8 @@ func TestSnapshotInspect(t *testing.T) {
 		wantOut    []string
 		wantErr    string
 	}{
-		{"fixture", fixture, nil, []string{"index ", "file version    1", "format version  1", "registry", "runs", "records"}, ""},
-		{"fixture as JSON", fixture, []string{"inspect", "--json"}, []string{`"fileVersion": 1`, `"formatVersion": 1`, `"name": "registry"`, `"records": `}, ""},
+		{"fixture", fixture, nil, []string{"index ", "file version    1", "format version  1", "registry", "runs", "records", "agent 3", "run 1"}, ""},
+		{"fixture as JSON", fixture, []string{"inspect", "--json"}, []string{`"fileVersion": 1`, `"formatVersion": 1`, `"name": "registry"`, `"records": `, `"agent": 3`}, ""},
 		{"corrupt", bad, nil, nil, "checksum mismatch"},
 		{"missing", filepath.Join(t.TempDir(), "none.snap"), nil, nil, "no such file"},
 		{"empty", write("empty.snap", nil), nil, nil, "corrupt snapshot file: empty file"},

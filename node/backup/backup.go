@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"google.golang.org/grpc"
 
@@ -40,7 +41,7 @@ func Inspect(path string) (Info, error) {
 	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
 		return Info{}, fmt.Errorf("%s: %w: not a regular file (%s)", path, ErrCorrupt, st.Mode().Type())
 	}
-	info, err := raftstore.InspectSnapshot(f)
+	info, err := raftstore.InspectSnapshotKinds(f, recordKind)
 	if err != nil {
 		return Info{}, fmt.Errorf("%s: %w", path, err)
 	}
@@ -74,7 +75,7 @@ func Save(ctx context.Context, cc grpc.ClientConnInterface, path string) (Info, 
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return Info{}, fmt.Errorf("rewind snapshot file: %w", err)
 	}
-	info, err := raftstore.InspectSnapshot(tmp)
+	info, err := raftstore.InspectSnapshotKinds(tmp, recordKind)
 	if err != nil {
 		return Info{}, fmt.Errorf("verify saved snapshot: %w", err)
 	}
@@ -192,7 +193,15 @@ func WriteInfo(w io.Writer, info Info) error {
 		return err
 	}
 	for _, m := range info.Modules {
-		if _, err := fmt.Fprintf(w, "  %-14s %d records\n", m.Name, m.Records); err != nil {
+		kinds := ""
+		if len(m.Kinds) > 0 {
+			parts := make([]string, 0, len(m.Kinds))
+			for _, k := range m.Kinds {
+				parts = append(parts, fmt.Sprintf("%s %d", k.Kind, k.Records))
+			}
+			kinds = " (" + strings.Join(parts, ", ") + ")"
+		}
+		if _, err := fmt.Fprintf(w, "  %-14s %d records%s\n", m.Name, m.Records, kinds); err != nil {
 			return err
 		}
 	}
