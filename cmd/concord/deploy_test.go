@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -407,10 +408,14 @@ func checkPathsMounted(t *testing.T, pod corev1.PodSpec, c corev1.Container, fro
 }
 
 // checkKustomizations requires every resource a kustomization lists to
-// exist, and the base to list every manifest except the optional ones.
+// exist and to be one kustomize loads: a file inside the kustomization's
+// directory, or a directory (a base) that does not contain it (kustomize
+// refuses that as a cycle: the examples once pointed at deploy/kubernetes
+// itself and `kubectl apply -k` failed). The base lists every manifest of
+// its directory, and deploy/kubernetes uses the base.
 func checkKustomizations(t *testing.T, ms []manifest) {
 	t.Helper()
-	optional := []string{"secrets.example.yaml", "servicemonitor.yaml", "kustomization.yaml"}
+	base := filepath.Join(deployDir, "kubernetes", "base")
 	for _, m := range ms {
 		k, ok := m.obj.(*kustomization)
 		if !ok {
@@ -418,18 +423,81 @@ func checkKustomizations(t *testing.T, ms []manifest) {
 		}
 		dir := filepath.Dir(m.file)
 		for _, r := range k.Resources {
-			if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
+			for _, err := range kustomizeResourceErrs(dir, r) {
 				t.Errorf("%s: resource %s: %v", m.file, r, err)
 			}
 		}
-		if dir != filepath.Join(deployDir, "kubernetes") {
+		if dir == filepath.Join(deployDir, "kubernetes") && !slices.Contains(k.Resources, "base") {
+			t.Errorf("%s does not use the base", m.file)
+		}
+		if dir != base {
 			continue
 		}
 		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, f := range files {
-			if base := filepath.Base(f); !slices.Contains(optional, base) && !slices.Contains(k.Resources, base) {
-				t.Errorf("%s does not list %s", m.file, base)
+			if b := filepath.Base(f); b != "kustomization.yaml" && !slices.Contains(k.Resources, b) {
+				t.Errorf("%s does not list %s", m.file, b)
 			}
+		}
+	}
+}
+
+// kustomizeResourceErrs says why kustomize would refuse resource r of the
+// kustomization in dir (nil when it loads it).
+func kustomizeResourceErrs(dir, r string) []error {
+	path := filepath.Join(dir, r)
+	st, err := os.Stat(path)
+	if err != nil {
+		return []error{err}
+	}
+	absDir, err1 := filepath.Abs(dir)
+	absPath, err2 := filepath.Abs(path)
+	if err := errors.Join(err1, err2); err != nil {
+		return []error{err}
+	}
+	inside := func(parent, child string) bool {
+		rel, err := filepath.Rel(parent, child)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	switch {
+	case !st.IsDir() && !inside(absDir, absPath):
+		return []error{errors.New("a file outside the kustomization's directory (kustomize loads files only under its root)")}
+	case st.IsDir() && inside(absPath, absDir):
+		return []error{errors.New("a directory holding this kustomization: kustomize refuses it as a cycle; use a base directory")}
+	case st.IsDir():
+		if _, err := os.Stat(filepath.Join(path, "kustomization.yaml")); err != nil {
+			return []error{fmt.Errorf("a directory without kustomization.yaml: %w", err)}
+		}
+	}
+	return nil
+}
+
+// With kubectl on the PATH, every kustomization under deploy/kubernetes
+// must also build with kustomize itself (CI images without kubectl rely on
+// the rules checkKustomizations mirrors).
+func TestDeploy_KustomizeBuild(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not on PATH: kustomize builds not run (checkKustomizations checks the same rules)")
+	}
+	var dirs []string
+	_ = filepath.WalkDir(filepath.Join(deployDir, "kubernetes"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "kustomization.yaml" {
+			dirs = append(dirs, filepath.Dir(p))
+		}
+		return nil
+	})
+	if len(dirs) < 3 {
+		t.Fatalf("kustomizations found: %v", dirs)
+	}
+	for _, dir := range dirs {
+		out, err := exec.Command(kubectl, "kustomize", dir).CombinedOutput()
+		if err != nil {
+			t.Errorf("kubectl kustomize %s: %v\n%s", dir, err, out)
+			continue
+		}
+		if !bytes.Contains(out, []byte("kind: StatefulSet")) {
+			t.Errorf("kubectl kustomize %s: no StatefulSet in\n%s", dir, out)
 		}
 	}
 }
