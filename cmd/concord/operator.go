@@ -174,6 +174,12 @@ The command returns once the drain has started.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				// Best effort: an older leader may not report health.
+				if h, err := c.Health(ctx); err == nil {
+					if w := drainWarning(h, args[0]); w != "" {
+						fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+					}
+				}
 				d, err := c.Drain(ctx, args[0], drain)
 				if err != nil {
 					return err
@@ -189,4 +195,32 @@ The command returns once the drain has started.`,
 	f.timeout = 10 * time.Second
 	f.tls.bind(cmd.Flags())
 	return cmd
+}
+
+// drainWarning says what draining id costs when it is a voter that no
+// healthy non-voter can replace and the voters are at --min-quorum: a
+// server that leaves is removed from Raft at once, so the system goes on
+// with fewer voters than the minimum (and tolerates fewer failures) until
+// another server joins. "" when nothing is lost.
+func drainWarning(h admin.Health, id string) string {
+	target, voters, spares := (*admin.ServerHealth)(nil), 0, 0
+	for i, s := range h.Servers {
+		switch {
+		case s.ID == id:
+			target = &h.Servers[i]
+			if s.Voter {
+				voters++
+			}
+		case s.Voter:
+			voters++
+		case s.Healthy && !s.Draining:
+			spares++
+		}
+	}
+	if target == nil || !target.Voter || spares > 0 || voters > h.MinQuorum {
+		return ""
+	}
+	return fmt.Sprintf("%s votes and no healthy non-voter can take its place: once it leaves, the system keeps %d voters, "+
+		"below --min-quorum %d, and tolerates one failure fewer until another server joins (it is then promoted)",
+		id, voters-1, h.MinQuorum)
 }

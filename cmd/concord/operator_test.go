@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/concordmap/concord/node/client/admin"
 )
 
 // The operator commands against a dev node: health lists the lone leader
@@ -98,5 +100,35 @@ func TestAdminCall_PlaintextToTLSHint(t *testing.T) {
 	_, err = execRoot(t, "operator", "health", "--addr", closed)
 	if err == nil || strings.Contains(err.Error(), "--ca-file") {
 		t.Fatalf("refused connection: %v", err)
+	}
+}
+
+func TestDrainWarning(t *testing.T) {
+	voter := func(id string) admin.ServerHealth { return admin.ServerHealth{ID: id, Voter: true, Healthy: true} }
+	spare := func(id string, healthy, draining bool) admin.ServerHealth {
+		return admin.ServerHealth{ID: id, Healthy: healthy, Draining: draining}
+	}
+	three := []admin.ServerHealth{voter("n1"), voter("n2"), voter("n3")}
+	tests := []struct {
+		name    string
+		servers []admin.ServerHealth
+		drain   string
+		warn    bool
+	}{
+		{"voter at the minimum, no spare", three, "n1", true},
+		{"voter with a healthy spare", append(three[:3:3], spare("n4", true, false)), "n1", false},
+		{"voter whose only spare is unhealthy", append(three[:3:3], spare("n4", false, false)), "n1", true},
+		{"voter whose only spare is draining", append(three[:3:3], spare("n4", true, true)), "n1", true},
+		{"voter above the minimum", append(three[:3:3], voter("n4")), "n1", false},
+		{"a non-voter", append(three[:3:3], spare("n4", true, false)), "n4", false},
+		{"unknown node (the server answers)", three, "nope", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := drainWarning(admin.Health{MinQuorum: 3, Servers: tt.servers}, tt.drain)
+			if (w != "") != tt.warn || (tt.warn && !strings.Contains(w, tt.drain+" votes and no healthy non-voter")) {
+				t.Fatalf("warning %q, want one: %v", w, tt.warn)
+			}
+		})
 	}
 }
