@@ -209,10 +209,14 @@ func nodeValue(v *yaml.Node) (string, error) {
 // (…-file) holds a path, which is shown; the file's contents never are.
 var secretName = regexp.MustCompile(`key|token|secret|password`)
 
+// override is a value in effect that the flag does not hold (--dev's own
+// settings), with why.
+type override struct{ value, note string }
+
 // printConfig writes the effective configuration as a config file (YAML,
 // keys = flag names), each line commented with its source, secrets
-// redacted.
-func printConfig(w io.Writer, fs *pflag.FlagSet, sources map[string]source) error {
+// redacted. overrides replace the flags' values (source "dev").
+func printConfig(w io.Writer, fs *pflag.FlagSet, sources map[string]source, overrides map[string]override) error {
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) {
 		if configurable(f) {
@@ -228,7 +232,14 @@ func printConfig(w io.Writer, fs *pflag.FlagSet, sources map[string]source) erro
 		} else if strings.HasSuffix(name, "-url") {
 			val = redactURLValue(f.Value.String(), val)
 		}
-		if _, err := fmt.Fprintf(w, "%s: %s  # %s\n", name, val, sources[name]); err != nil {
+		src := string(sources[name])
+		if o, ok := overrides[name]; ok {
+			val, src = o.value, "dev"
+			if o.note != "" {
+				src += ": " + o.note
+			}
+		}
+		if _, err := fmt.Fprintf(w, "%s: %s  # %s\n", name, val, src); err != nil {
 			return err
 		}
 	}

@@ -171,7 +171,7 @@ func TestConfig_PrintRedactsSecrets(t *testing.T) {
 	_ = cmd.Flags().Set("jwt-jwks-url", "https://svc:pa55word@issuer.example/jwks.json?api_key=k3y")
 	_ = cmd.Flags().Set("tls-key-file", "/etc/concord/key.pem")
 	var out bytes.Buffer
-	if err := printConfig(&out, cmd.Flags(), src); err != nil {
+	if err := printConfig(&out, cmd.Flags(), src, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
@@ -210,7 +210,7 @@ func TestConfig_PrintRedactsSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if err := printConfig(&out, cmd.Flags(), src); err != nil {
+	if err := printConfig(&out, cmd.Flags(), src, nil); err != nil {
 		t.Fatal(err)
 	}
 	again := writeFile(t, strings.ReplaceAll(out.String(), `"<redacted>"`, `""`))
@@ -277,5 +277,41 @@ func TestConfig_OperatorTokenGivenTwice(t *testing.T) {
 	cfg, err := serverConfig(t, base...)
 	if err != nil || string(cfg.OperatorToken) != "env-token" {
 		t.Fatalf("env only: %q, %v", cfg.OperatorToken, err)
+	}
+}
+
+// With --dev, print-config shows what a dev node runs with (loopback
+// addresses, anonymous agents and clients, open reads, no TLS), not the
+// flags' defaults, except where a flag, the environment or the file set
+// a value.
+func TestConfig_PrintDev(t *testing.T) {
+	cmd, f, src, err := sourcedServer(t, map[string]string{"CONCORD_GRPC_ADDR": "127.0.0.1:9701"}, "--dev", "--node-id", "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := printConfig(&out, cmd.Flags(), src, f.devSettings()); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"http-addr: 127.0.0.1:7700  # dev\n", "grpc-addr: 127.0.0.1:9701  # env\n", "node-id: mine  # flag\n",
+		"system-id: dev  # dev\n", "allow-anonymous: [agent, client]  # dev\n", "http-open-reads: true  # dev: always with --dev\n",
+		"insecure: true  # dev: without TLS material\n", "bootstrap: true  # dev", `data-dir: ""  # dev: a temporary directory`,
+		"raft-multiplier: 5  # dev: not applied",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("print-config --dev lacks %q:\n%s", want, got)
+		}
+	}
+	// What it shows is what the node is given.
+	cfg, cleanup, err := f.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	if cfg.HTTPAddr != "127.0.0.1:7700" || cfg.GRPCAddr != "127.0.0.1:9701" || cfg.NodeID != "mine" || cfg.SystemID != "dev" ||
+		!cfg.OpenReads || !cfg.Insecure || !cfg.Bootstrap || strings.Join(cfg.ACL.AnonymousTypes, ",") != "agent,client" {
+		t.Fatalf("dev config %+v", cfg)
 	}
 }

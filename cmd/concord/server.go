@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,7 +90,12 @@ environment, which wins over the file; --print-config shows the result.`,
 				return err
 			}
 			if f.printConfig {
-				if err := printConfig(cmd.OutOrStdout(), cmd.Flags(), sources); err != nil {
+				var dev map[string]override
+				if f.dev {
+					f.changed = cmd.Flags().Changed
+					dev = f.devSettings()
+				}
+				if err := printConfig(cmd.OutOrStdout(), cmd.Flags(), sources, dev); err != nil {
 					return err
 				}
 				return printSecretEnv(cmd.OutOrStdout(), os.LookupEnv)
@@ -217,6 +223,38 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 	return srv.Shutdown(shCtx)
 }
 
+// devAddrs are the listen addresses of a --dev node (flags not given).
+var devAddrs = map[string]string{
+	"http-addr": "127.0.0.1:7700", "grpc-addr": "127.0.0.1:7701",
+	"raft-addr": "127.0.0.1:7702", "gossip-addr": "127.0.0.1:7703",
+}
+
+// devSettings is what --dev makes of the settings config() overrides for
+// it, for --print-config: flag name -> the value in effect (YAML) and why.
+// Without it print-config showed a dev node listening on 0.0.0.0 with no
+// anonymous access, which is not what runs.
+func (f serverFlags) devSettings() map[string]override {
+	out := map[string]override{}
+	dev := node.DevConfig("")
+	set := func(name, val, note string) {
+		if !f.changed(name) {
+			out[name] = override{value: val, note: note}
+		}
+	}
+	for name, addr := range devAddrs {
+		set(name, addr, "")
+	}
+	set("node-id", dev.NodeID, "")
+	set("system-id", dev.SystemID, "")
+	set("data-dir", `""`, "a temporary directory, removed at exit")
+	set("allow-anonymous", "["+strings.Join(dev.ACL.AnonymousTypes, ", ")+"]", "")
+	set("raft-multiplier", fmt.Sprint(f.raftMultiplier), "not applied: quick single-node timings")
+	out["bootstrap"] = override{value: fmt.Sprint(f.bootstrap || f.bootstrapExpect == 0), note: "unless --bootstrap-expect"}
+	out["http-open-reads"] = override{value: "true", note: "always with --dev"}
+	out["insecure"] = override{value: fmt.Sprint(!f.tls.hasMaterial()), note: "without TLS material"}
+	return out
+}
+
 // config turns flags into a node.Config. With --dev, unset identity and
 // addresses get loopback defaults and a temporary data dir that cleanup
 // removes.
@@ -234,8 +272,8 @@ func (f serverFlags) config() (node.Config, func(), error) {
 			cleanup = func() { _ = os.RemoveAll(tmp) }
 		}
 		cfg = node.DevConfig(dir)
-		cfg.HTTPAddr, cfg.GRPCAddr = "127.0.0.1:7700", "127.0.0.1:7701"
-		cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:7702", "127.0.0.1:7703"
+		cfg.HTTPAddr, cfg.GRPCAddr = devAddrs["http-addr"], devAddrs["grpc-addr"]
+		cfg.RaftAddr, cfg.GossipAddr = devAddrs["raft-addr"], devAddrs["gossip-addr"]
 		cfg.ReadyTimeout = 10 * time.Second
 	}
 	apply := func(flag string, dst *string, v string) {

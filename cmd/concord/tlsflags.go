@@ -40,6 +40,11 @@ func (f *serverTLSFlags) bind(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.openReads, "http-open-reads", false, "serve /metrics and GET /v1/* (status, members, placement, run files: what the console reads) without a credential; always on with --dev (off: a member's or an operator's credential is required)")
 }
 
+// hasMaterial reports whether TLS files were given (TLS is then on).
+func (f *serverTLSFlags) hasMaterial() bool {
+	return (tlsconf.Config{CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile}).Enabled()
+}
+
 // apply fills cfg's TLS fields. Outside --dev, TLS material is required
 // unless --insecure; --insecure also lets gossip run unencrypted when no
 // gossip key is given and the data dir holds no keyring.
