@@ -315,3 +315,33 @@ func TestConfig_PrintDev(t *testing.T) {
 		t.Fatalf("dev config %+v", cfg)
 	}
 }
+
+// print-config ends with whether the settings would start a server, as a
+// comment (the output stays a config file) and exit status 0.
+func TestConfig_PrintValidity(t *testing.T) {
+	t.Setenv(gossipKeyEnv, "")
+	os.Unsetenv(gossipKeyEnv)
+	dir := t.TempDir()
+	tests := []struct {
+		args []string
+		last string
+	}{
+		{[]string{"--raft-voters", "4"}, "# not valid: --raft-voters 4: use 3 or 5"},
+		{[]string{"--node-id", "n1", "--data-dir", dir}, "# not valid: TLS material is required"},
+		{[]string{"--node-id", "n1", "--data-dir", dir, "--insecure", "--gossip-key-file", filepath.Join(dir, "none")}, "# not valid: --gossip-key-file: read"},
+		{[]string{"--node-id", "n1", "--data-dir", dir, "--insecure"}, "# valid as far as checked without starting"},
+		{[]string{"--dev"}, "# valid as far as checked without starting"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			out, err := execRoot(t, append([]string{"server", "--print-config"}, tt.args...)...)
+			if err != nil {
+				t.Fatalf("print-config: %v", err)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if last := lines[len(lines)-1]; !strings.HasPrefix(last, tt.last) {
+				t.Fatalf("last line %q, want %q", last, tt.last)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -89,18 +90,20 @@ environment, which wins over the file; --print-config shows the result.`,
 			if err != nil {
 				return err
 			}
+			f.changed = cmd.Flags().Changed
 			if f.printConfig {
 				var dev map[string]override
 				if f.dev {
-					f.changed = cmd.Flags().Changed
 					dev = f.devSettings()
 				}
 				if err := printConfig(cmd.OutOrStdout(), cmd.Flags(), sources, dev); err != nil {
 					return err
 				}
-				return printSecretEnv(cmd.OutOrStdout(), os.LookupEnv)
+				if err := printSecretEnv(cmd.OutOrStdout(), os.LookupEnv); err != nil {
+					return err
+				}
+				return printValidity(cmd.OutOrStdout(), f)
 			}
-			f.changed = cmd.Flags().Changed
 			return runServer(cmd.Context(), cmd, f)
 		},
 	}
@@ -221,6 +224,22 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 		return srv.Leave(shCtx)
 	}
 	return srv.Shutdown(shCtx)
+}
+
+// printValidity ends --print-config with whether a server would start
+// with these settings as far as they can be checked without starting it
+// (flag values and their combinations, the gossip key and role files): a
+// comment, so the output stays a config file, and exit status 0 either
+// way (the settings were printed).
+func printValidity(w io.Writer, f serverFlags) error {
+	_, cleanup, err := f.config()
+	cleanup()
+	line := "# valid as far as checked without starting (addresses, TLS files and peers are checked at start)"
+	if err != nil {
+		line = "# not valid: " + strings.ReplaceAll(err.Error(), "\n", " ")
+	}
+	_, werr := fmt.Fprintln(w, line)
+	return werr
 }
 
 // devAddrs are the listen addresses of a --dev node (flags not given).
