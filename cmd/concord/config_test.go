@@ -278,6 +278,9 @@ func TestConfig_OperatorTokenGivenTwice(t *testing.T) {
 	if err != nil || string(cfg.OperatorToken) != "env-token" {
 		t.Fatalf("env only: %q, %v", cfg.OperatorToken, err)
 	}
+	if v, ok := os.LookupEnv(operatorTokenEnv); ok {
+		t.Fatalf("%s still set after it was read: %q", operatorTokenEnv, v)
+	}
 }
 
 // With --dev, print-config shows what a dev node runs with (loopback

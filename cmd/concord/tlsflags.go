@@ -63,6 +63,7 @@ func (f *serverTLSFlags) apply(cfg *node.Config, dev bool) error {
 	if cfg.OperatorToken, err = secretFrom(f.tokenFile, operatorTokenEnv); err != nil {
 		return fmt.Errorf("operator token: %w", err)
 	}
+	_ = os.Unsetenv(operatorTokenEnv) // read; no child process needs it (as the gossip key)
 	switch {
 	case cfg.TLS.Enabled():
 		cfg.Insecure = false
