@@ -108,6 +108,33 @@ func applySources(fs *pflag.FlagSet, lookup func(string) (string, bool)) (map[st
 
 func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
 
+// envTypos returns, for each CONCORD_* variable of environ that sets
+// nothing but spells a flag's variable another way (CONCORD_NODEID,
+// CONCORD_NODE-ID, concord_node_id), a warning naming the one meant: such
+// a variable is otherwise ignored without a word. Other CONCORD_*
+// variables (the CLI's, secrets) are left alone.
+func envTypos(fs *pflag.FlagSet, environ []string) []string {
+	norm := func(s string) string { return strings.ToUpper(strings.NewReplacer("-", "", "_", "").Replace(s)) }
+	want := map[string]string{} // normalized -> the variable
+	fs.VisitAll(func(f *pflag.Flag) {
+		if configurable(f) || f.Name == configFlag {
+			want[norm(envName(f.Name))] = envName(f.Name)
+		}
+	})
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(strings.ToUpper(name), envPrefix) {
+			continue
+		}
+		if meant, ok := want[norm(name)]; ok && meant != name {
+			out = append(out, fmt.Sprintf("environment variable %s sets nothing: did you mean %s?", name, meant))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // readConfigFile parses a YAML config file into flag name -> the string
 // that flag's Set takes. Unknown keys, nested maps and empty values are
 // errors naming the key and its line.

@@ -348,3 +348,24 @@ func TestConfig_PrintValidity(t *testing.T) {
 		})
 	}
 }
+
+// A CONCORD_ variable that spells a flag's variable another way is named
+// with the one meant; the right ones and unrelated CONCORD_ variables are
+// not.
+func TestConfig_EnvTypos(t *testing.T) {
+	f := &serverFlags{}
+	cmd := &cobra.Command{Use: "server"}
+	f.bind(cmd)
+	got := envTypos(cmd.Flags(), []string{
+		"CONCORD_NODEID=n1", "CONCORD_DATA-DIR=/d", "concord_raft_voters=3", "CONCORD_CONFIGFILE=x",
+		"CONCORD_NODE_ID=n1", "CONCORD_CA_FILE=/ca.pem", "CONCORD_GOSSIP_KEY=k", "CONCORD_OPERATOR_TOKEN=t", "CONCORDX=1", "PATH=/bin",
+	})
+	want := []string{
+		"environment variable CONCORD_DATA-DIR sets nothing: did you mean CONCORD_DATA_DIR?",
+		"environment variable CONCORD_NODEID sets nothing: did you mean CONCORD_NODE_ID?",
+		"environment variable concord_raft_voters sets nothing: did you mean CONCORD_RAFT_VOTERS?",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

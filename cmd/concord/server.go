@@ -91,6 +91,9 @@ environment, which wins over the file; --print-config shows the result.`,
 				return err
 			}
 			f.changed = cmd.Flags().Changed
+			for _, w := range envTypos(cmd.Flags(), os.Environ()) {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+			}
 			if f.printConfig {
 				var dev map[string]override
 				if f.dev {
