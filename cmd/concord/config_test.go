@@ -369,3 +369,39 @@ func TestConfig_EnvTypos(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A URL with a password is refused on the command line (argv is public)
+// and accepted from the environment or the config file.
+func TestConfig_URLCredentialsNotOnArgv(t *testing.T) {
+	const withPass = "https://svc:pa55@issuer.example/jwks.json"
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		wantErr string
+	}{
+		{"flag with a password", nil, []string{"--jwt-jwks-url", withPass}, "--jwt-jwks-url: secrets are not accepted on the command line"},
+		{"flag with a user only", nil, []string{"--jwt-jwks-url", "https://svc@issuer.example/jwks.json"}, ""},
+		{"flag without credentials", nil, []string{"--jwt-jwks-url", "https://issuer.example/jwks.json"}, ""},
+		{"environment", map[string]string{"CONCORD_JWT_JWKS_URL": withPass}, nil, ""},
+		{"config file", nil, []string{"--config", writeFile(t, "jwt-jwks-url: "+withPass+"\n")}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd, _, src, err := sourcedServer(t, tt.env, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = refuseURLCredentialsOnArgv(cmd.Flags(), src)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "pa55") {
+				t.Fatalf("err = %v, want %q without the password", err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -90,6 +90,9 @@ environment, which wins over the file; --print-config shows the result.`,
 			if err != nil {
 				return err
 			}
+			if err := refuseURLCredentialsOnArgv(cmd.Flags(), sources); err != nil {
+				return err
+			}
 			f.changed = cmd.Flags().Changed
 			for _, w := range envTypos(cmd.Flags(), os.Environ()) {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
