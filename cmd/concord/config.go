@@ -278,6 +278,7 @@ func printConfig(w io.Writer, fs *pflag.FlagSet, sources map[string]source, over
 var secretEnvs = []struct{ env, what string }{
 	{gossipKeyEnv, "gossip key"},
 	{operatorTokenEnv, "operator token"},
+	{metricsTokenEnv, "metrics token"},
 }
 
 // redactURLValue returns the printed value of a URL setting without what

@@ -194,6 +194,7 @@ func TestConfig_PrintRedactsSecrets(t *testing.T) {
 	for env, want := range map[string]string{
 		gossipKeyEnv:     `# gossip key: "<redacted>"  # env CONCORD_GOSSIP_KEY` + "\n",
 		operatorTokenEnv: `# operator token: "<redacted>"  # env CONCORD_OPERATOR_TOKEN` + "\n",
+		metricsTokenEnv:  `# metrics token: "<redacted>"  # env CONCORD_METRICS_TOKEN` + "\n",
 		"":               "",
 	} {
 		out.Reset()
@@ -403,5 +404,32 @@ func TestConfig_URLCredentialsNotOnArgv(t *testing.T) {
 				t.Fatalf("err = %v, want %q without the password", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// The metrics token: from a file or the environment (not both), unset
+// once read, and never the operator token.
+func TestConfig_MetricsToken(t *testing.T) {
+	base := []string{"--node-id", "n1", "--data-dir", t.TempDir(), "--insecure"}
+	file := writeFile(t, "scrape-token\n")
+	cfg, err := serverConfig(t, append(base, "--metrics-token-file", file)...)
+	if err != nil || string(cfg.MetricsToken) != "scrape-token" {
+		t.Fatalf("from a file: %q, %v", cfg.MetricsToken, err)
+	}
+	t.Setenv(metricsTokenEnv, "env-scrape")
+	if _, err := serverConfig(t, append(base, "--metrics-token-file", file)...); err == nil || !strings.Contains(err.Error(), "metrics token given twice") {
+		t.Fatalf("file and env: %v", err)
+	}
+	cfg, err = serverConfig(t, base...)
+	if err != nil || string(cfg.MetricsToken) != "env-scrape" {
+		t.Fatalf("from the env: %q, %v", cfg.MetricsToken, err)
+	}
+	if _, ok := os.LookupEnv(metricsTokenEnv); ok {
+		t.Fatalf("%s still set after it was read", metricsTokenEnv)
+	}
+	same := writeFile(t, "same\n")
+	t.Setenv(operatorTokenEnv, "same")
+	if _, err := serverConfig(t, append(base, "--metrics-token-file", same)...); err == nil || !strings.Contains(err.Error(), "the metrics token is the operator token") {
+		t.Fatalf("metrics token = operator token: %v", err)
 	}
 }

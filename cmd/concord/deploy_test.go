@@ -242,7 +242,7 @@ func TestDeploy_KubernetesManifests(t *testing.T) {
 			secrets[v.Secret.SecretName] = mounted[v.Name]
 		}
 	}
-	for _, s := range []string{"concord-tls", "concord-gossip"} {
+	for _, s := range []string{"concord-tls", "concord-gossip", "concord-metrics"} {
 		if !secrets[s] {
 			t.Errorf("StatefulSet: Secret %s is not mounted as files", s)
 		}
@@ -302,6 +302,19 @@ func TestDeploy_KubernetesManifests(t *testing.T) {
 	fromFile, err := parseConfig(fs, []byte(cm.Data["concord.yaml"]))
 	if err != nil {
 		t.Errorf("configmap.yaml concord.yaml: %v", err)
+	}
+	// /metrics needs a credential unless reads are open: the scraper
+	// presents the metrics token the servers read.
+	if fromFile["http-open-reads"] != "true" {
+		if fromFile["metrics-token-file"] == "" {
+			t.Error("configmap.yaml: no metrics-token-file, so Prometheus has no credential for /metrics")
+		}
+		for _, ep := range sm.Spec.Endpoints {
+			a := ep.Authorization
+			if a == nil || a.Credentials == nil || !strings.EqualFold(a.Type, "bearer") || !secrets[a.Credentials.Name] {
+				t.Errorf("ServiceMonitor endpoint %s: no bearer credential from a Secret the servers mount; /metrics answers 401", ep.Port)
+			}
+		}
 	}
 	checkPathsMounted(t, pod, c, fromFile, cm)
 	checkKustomizations(t, ms)

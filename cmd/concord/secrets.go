@@ -22,6 +22,10 @@ const gossipKeyEnv = "CONCORD_GOSSIP_KEY"
 // (instead of --operator-token-file).
 const operatorTokenEnv = "CONCORD_OPERATOR_TOKEN"
 
+// metricsTokenEnv is the environment variable holding the metrics token
+// (instead of --metrics-token-file).
+const metricsTokenEnv = "CONCORD_METRICS_TOKEN"
+
 // errSecretOnCommandLine is returned when a removed secret-valued flag is
 // used.
 var errSecretOnCommandLine = errors.New("secrets are not accepted on the command line")
