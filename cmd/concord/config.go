@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -230,115 +227,4 @@ func nodeValue(v *yaml.Node) (string, error) {
 		return strings.TrimSuffix(b.String(), "\n"), nil
 	}
 	return "", errors.New("want a value or a list of values")
-}
-
-// secretName matches flags whose value is a secret. A flag naming a file
-// (…-file) holds a path, which is shown; the file's contents never are.
-var secretName = regexp.MustCompile(`key|token|secret|password`)
-
-// override is a value in effect that the flag does not hold (--dev's own
-// settings), with why.
-type override struct{ value, note string }
-
-// printConfig writes the effective configuration as a config file (YAML,
-// keys = flag names), each line commented with its source, secrets
-// redacted. overrides replace the flags' values (source "dev").
-func printConfig(w io.Writer, fs *pflag.FlagSet, sources map[string]source, overrides map[string]override) error {
-	var names []string
-	fs.VisitAll(func(f *pflag.Flag) {
-		if configurable(f) {
-			names = append(names, f.Name)
-		}
-	})
-	sort.Strings(names)
-	for _, name := range names {
-		f := fs.Lookup(name)
-		val := flagValue(f)
-		if secretName.MatchString(name) && !strings.HasSuffix(name, "-file") && val != `""` && val != "[]" {
-			val = `"<redacted>"`
-		} else if strings.HasSuffix(name, "-url") {
-			val = redactURLValue(f.Value.String(), val)
-		}
-		src := string(sources[name])
-		if o, ok := overrides[name]; ok {
-			val, src = o.value, "dev"
-			if o.note != "" {
-				src += ": " + o.note
-			}
-		}
-		if _, err := fmt.Fprintf(w, "%s: %s  # %s\n", name, val, src); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// secretEnvs are the environment variables that carry a secret's value
-// (no flag or file key does), as print-config names them.
-var secretEnvs = []struct{ env, what string }{
-	{gossipKeyEnv, "gossip key"},
-	{operatorTokenEnv, "operator token"},
-	{metricsTokenEnv, "metrics token"},
-}
-
-// redactURLValue returns the printed value of a URL setting without what
-// may be a secret: user info (https://user:pass@...) and the query (some
-// issuers take an API key there). printed is returned when neither is set.
-func redactURLValue(raw, printed string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if raw == "" {
-			return printed
-		}
-		return `"<redacted: not a URL>"`
-	}
-	if u.User == nil && u.RawQuery == "" && u.Fragment == "" {
-		return printed
-	}
-	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
-	if u.User != nil {
-		r.User = url.User("redacted")
-	}
-	if u.RawQuery != "" {
-		r.RawQuery = "redacted"
-	}
-	return strconv.Quote(r.String())
-}
-
-// printSecretEnv notes, as comments (no flag or file key sets them), the
-// secrets that come from the environment, redacted: without it an
-// effective config whose gossip key is CONCORD_GOSSIP_KEY would not say so.
-func printSecretEnv(w io.Writer, lookup func(string) (string, bool)) error {
-	for _, s := range secretEnvs {
-		if _, ok := lookup(s.env); ok {
-			if _, err := fmt.Fprintf(w, "# %s: \"<redacted>\"  # env %s\n", s.what, s.env); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// flagValue renders a flag's value as YAML (flow style for lists).
-func flagValue(f *pflag.Flag) string {
-	str := func(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
-	var n *yaml.Node
-	switch v := f.Value.(type) {
-	case pflag.SliceValue:
-		n = &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
-		for _, it := range v.GetSlice() {
-			n.Content = append(n.Content, str(it))
-		}
-	default:
-		switch f.Value.Type() {
-		case "bool", "int", "int64", "uint", "uint64", "float64":
-			return f.Value.String()
-		}
-		n = str(f.Value.String())
-	}
-	b, err := yaml.Marshal(n)
-	if err != nil {
-		return fmt.Sprintf("%q", f.Value.String())
-	}
-	return strings.TrimSpace(string(b))
 }

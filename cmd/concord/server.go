@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -232,52 +230,10 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 	return srv.Shutdown(shCtx)
 }
 
-// printValidity ends --print-config with whether a server would start
-// with these settings as far as they can be checked without starting it
-// (flag values and their combinations, the gossip key and role files): a
-// comment, so the output stays a config file, and exit status 0 either
-// way (the settings were printed).
-func printValidity(w io.Writer, f serverFlags) error {
-	_, cleanup, err := f.config()
-	cleanup()
-	line := "# valid as far as checked without starting (addresses, TLS files and peers are checked at start)"
-	if err != nil {
-		line = "# not valid: " + strings.ReplaceAll(err.Error(), "\n", " ")
-	}
-	_, werr := fmt.Fprintln(w, line)
-	return werr
-}
-
 // devAddrs are the listen addresses of a --dev node (flags not given).
 var devAddrs = map[string]string{
 	"http-addr": "127.0.0.1:7700", "grpc-addr": "127.0.0.1:7701",
 	"raft-addr": "127.0.0.1:7702", "gossip-addr": "127.0.0.1:7703",
-}
-
-// devSettings is what --dev makes of the settings config() overrides for
-// it, for --print-config: flag name -> the value in effect (YAML) and why.
-// Without it print-config showed a dev node listening on 0.0.0.0 with no
-// anonymous access, which is not what runs.
-func (f serverFlags) devSettings() map[string]override {
-	out := map[string]override{}
-	dev := node.DevConfig("")
-	set := func(name, val, note string) {
-		if !f.changed(name) {
-			out[name] = override{value: val, note: note}
-		}
-	}
-	for name, addr := range devAddrs {
-		set(name, addr, "")
-	}
-	set("node-id", dev.NodeID, "")
-	set("system-id", dev.SystemID, "")
-	set("data-dir", `""`, "a temporary directory, removed at exit")
-	set("allow-anonymous", "["+strings.Join(dev.ACL.AnonymousTypes, ", ")+"]", "")
-	set("raft-multiplier", fmt.Sprint(f.raftMultiplier), "not applied: quick single-node timings")
-	out["bootstrap"] = override{value: fmt.Sprint(f.bootstrap || f.bootstrapExpect == 0), note: "unless --bootstrap-expect"}
-	out["http-open-reads"] = override{value: "true", note: "always with --dev"}
-	out["insecure"] = override{value: fmt.Sprint(!f.tls.hasMaterial()), note: "without TLS material"}
-	return out
 }
 
 // config turns flags into a node.Config. With --dev, unset identity and
