@@ -131,7 +131,7 @@ func printHealth(w io.Writer, h admin.Health) error {
 	fmt.Fprintf(w, "leader %s, healthy %v, failure tolerance %d (target voters %d, min quorum %d)\n",
 		h.LeaderID, h.Healthy, h.FailureTolerance, h.TargetVoters, h.MinQuorum)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tROLE\tSTATUS\tLAST CONTACT\tLAST INDEX\tTRAILING\tHEALTHY\tSTABLE SINCE\tNOTE")
+	fmt.Fprintln(tw, "NODE\tROLE\tSTATUS\tLAST CONTACT\tLAST INDEX\tTRAILING\tHEALTHY\tSTABLE SINCE\tVERSION\tNOTE")
 	for _, s := range h.Servers {
 		role := serverRole(s)
 		contact := "-"
@@ -149,8 +149,12 @@ func printHealth(w io.Writer, h admin.Health) error {
 		if s.Reason != "" {
 			note = append(note, s.Reason)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\t%s\t%s\n", s.ID, role, s.Status, contact, s.LastIndex, s.TrailingLogs,
-			s.Healthy, since, strings.Join(note, "; "))
+		version := s.Version
+		if version == "" {
+			version = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\t%s\t%s\t%s\n", s.ID, role, s.Status, contact, s.LastIndex, s.TrailingLogs,
+			s.Healthy, since, version, strings.Join(note, "; "))
 	}
 	return tw.Flush()
 }

@@ -35,6 +35,7 @@ func TestOperatorCommands(t *testing.T) {
 	}{
 		{"health", []string{"operator", "health", "--addr", addr}, "failure tolerance 0", ""},
 		{"health lists the leader", []string{"operator", "health", "--addr", addr}, "dev-1  leader", ""},
+		{"health shows versions", []string{"operator", "health", "--addr", addr}, "VERSION", ""},
 		{"health as JSON", []string{"operator", "health", "--addr", addr, "--json"}, `"role": "leader"`, ""},
 		{"drain the only server", []string{"operator", "drain", "dev-1", "--addr", addr}, "", "only alive server"},
 		{"drain an unknown node", []string{"operator", "drain", "nope", "--addr", addr}, "", "no node \"nope\" in this system"},
