@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"google.golang.org/grpc"
 
@@ -188,7 +190,7 @@ func WriteInfo(w io.Writer, info Info) error {
 	_, err := fmt.Fprintf(w, "index           %d\nterm            %d\nsize            %d bytes\n"+
 		"file version    %d\nformat version  %d\ncreated         %s\nsaved by        node %q, system %q, concord %s\nmodules\n",
 		info.Index, info.Term, info.Size, info.FileVersion, info.FormatVersion, created,
-		info.NodeID, info.SystemID, info.Version)
+		info.NodeID, info.SystemID, printable(info.Version))
 	if err != nil {
 		return err
 	}
@@ -197,13 +199,25 @@ func WriteInfo(w io.Writer, info Info) error {
 		if len(m.Kinds) > 0 {
 			parts := make([]string, 0, len(m.Kinds))
 			for _, k := range m.Kinds {
-				parts = append(parts, fmt.Sprintf("%s %d", k.Kind, k.Records))
+				parts = append(parts, fmt.Sprintf("%s %d", printable(k.Kind), k.Records))
 			}
 			kinds = " (" + strings.Join(parts, ", ") + ")"
 		}
-		if _, err := fmt.Fprintf(w, "  %-14s %d records%s\n", m.Name, m.Records, kinds); err != nil {
+		if _, err := fmt.Fprintf(w, "  %-14s %d records%s\n", printable(m.Name), m.Records, kinds); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// printable returns s as is when every rune prints, else quoted: a file's
+// labels are the file's, and a crafted one must not send escape sequences
+// to the operator's terminal.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

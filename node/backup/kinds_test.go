@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/concordmap/concord/node/backup"
+	"github.com/concordmap/concord/raftstore"
 )
 
 // Inspect counts each fixture's records by kind, and the counts match
@@ -81,5 +82,21 @@ func TestRecordKind_UnknownModule(t *testing.T) {
 	}
 	if got := backup.RecordKindForTest("registry", nil); got != "" {
 		t.Fatalf("empty registry record (no oneof set): %q", got)
+	}
+}
+
+// The labels of a crafted file reach the terminal quoted, never as escape
+// sequences.
+func TestWriteInfo_QuotesUnprintableLabels(t *testing.T) {
+	info := backup.Info{Version: "1.0\x1b[2J", NodeID: "n\x07", Modules: []raftstore.ModuleRecords{{Name: "reg\x1b]0;x\x07", Records: 1}}}
+	var out strings.Builder
+	if err := backup.WriteInfo(&out, info); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(out.String(), "\x1b\x07") {
+		t.Fatalf("escape sequences printed: %q", out.String())
+	}
+	if !strings.Contains(out.String(), `concord "1.0\x1b[2J"`) {
+		t.Fatalf("version not quoted: %q", out.String())
 	}
 }
