@@ -212,7 +212,18 @@ func (s *Service) agentsUpdate(ctx context.Context, _ *rpc.Conn, cs *connState, 
 			return nil, err
 		}
 	}
-	up.Meta = s.meta(cs.participantID, 3)
+	// One id per event the update can produce (a state change, changed
+	// permissions, a changed environment); a state-only update, the usual
+	// write, carries one id rather than three, which every replica would
+	// decode and discard. The registry derives any further id itself.
+	events := 1
+	if up.PermissionOverrides != nil {
+		events++
+	}
+	if up.Environment != nil {
+		events++
+	}
+	up.Meta = s.meta(cs.participantID, events)
 	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, up)
 	if err != nil {
 		return nil, err

@@ -53,6 +53,7 @@ func (s *State) AppendEvents(index uint64, evs []Event) []Event {
 // siblingEventID keeps a caller-supplied id when it is a ULID not used in
 // the window or this call, and otherwise derives one (see AppendEvents).
 func (t *txn) siblingEventID(id string, ts int64) string {
+	t.lastFromIDs()
 	if u, err := ulid.ParseStrict(id); err == nil {
 		t.lastID, t.haveID = u, true
 		if !t.used(id) {

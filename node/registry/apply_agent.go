@@ -35,9 +35,9 @@ func (s *State) applyAgentRegister(tx *txn, m *concordv1.AgentRegisterRequest) (
 	for _, sc := range a.Scopes {
 		d.addMember(sc, id)
 	}
-	regID := tx.emit(EventAgentRegistered, map[string]any{"agent": a}, []string{id}, a.Scopes)
+	regID := tx.emitData(EventAgentRegistered, registeredData(&a), []string{id}, a.Scopes)
 	for _, sc := range a.Scopes {
-		tx.emit(EventScopeMemberJoined, memberPayload(sc, id), []string{id}, []string{sc}, regID)
+		tx.emitData(EventScopeMemberJoined, memberData(sc, id), []string{id}, []string{sc}, regID)
 	}
 	return RegisterResult{Agent: copyAgent(&a)}, nil
 }
@@ -124,7 +124,7 @@ func (tx *txn) reclaim(e *agentEntry, owner, session, home, reason string) Agent
 	ne.a = a
 	tx.d.putAgent(&ne)
 	if a.State != prevState {
-		tx.emit(EventAgentStateChanged, stateChangePayload(a.ID, prevState, a.State, reason), []string{a.ID}, a.Scopes)
+		tx.emitData(EventAgentStateChanged, stateChangeData(a.ID, prevState, a.State, reason), []string{a.ID}, a.Scopes)
 	}
 	return copyAgent(&a)
 }
@@ -140,13 +140,7 @@ func (tx *txn) orphan(e *agentEntry, sessionID string) {
 	a.Lifecycle.OrphanedAt = tx.ts
 	ne.a = a
 	tx.d.putAgent(&ne)
-	tx.emit(EventAgentOrphaned, map[string]any{
-		"agentId":         a.ID,
-		"previousOwnerId": prevOwner,
-		"previousState":   prevState,
-		"sessionId":       sessionID,
-		"orphanedAt":      tx.ts,
-	}, []string{a.ID}, a.Scopes)
+	tx.emitData(EventAgentOrphaned, orphanedData(a.ID, prevOwner, prevState, sessionID, tx.ts), []string{a.ID}, a.Scopes)
 }
 
 // applyAgentUnregister handles COMMAND_TYPE_AGENT_UNREGISTER.
@@ -162,7 +156,7 @@ func (s *State) applyAgentUnregister(tx *txn, m *concordv1.AgentUnregisterReques
 func (tx *txn) removeAgent(e *agentEntry, reason string) {
 	id := e.a.ID
 	tx.d.delAgent(id)
-	unregID := tx.emit(EventAgentUnregistered, map[string]any{"agentId": id, "reason": reason}, []string{id}, e.a.Scopes)
+	unregID := tx.emitData(EventAgentUnregistered, unregisteredData(id, reason), []string{id}, e.a.Scopes)
 	for _, sc := range e.a.Scopes {
 		tx.leaveScope(sc, id, unregID)
 	}
@@ -184,7 +178,7 @@ func (s *State) applyAgentUpdate(tx *txn, m *concordv1.AgentUpdateRequest) (any,
 		e = d.agents[m.GetAgentId()]
 	}
 	ne := *e
-	a := copyAgent(&e.a)
+	a := e.a // an update never changes Scopes: the stored slice is shared
 	applyFields(&a, m)
 	a.Lifecycle.LastActiveAt = tx.ts
 	prev := a.State
@@ -194,7 +188,7 @@ func (s *State) applyAgentUpdate(tx *txn, m *concordv1.AgentUpdateRequest) (any,
 	ne.a = a
 	d.putAgent(&ne)
 	if a.State != prev {
-		tx.emit(EventAgentStateChanged, stateChangePayload(a.ID, prev, a.State, m.GetReason()), []string{a.ID}, a.Scopes)
+		tx.emitData(EventAgentStateChanged, stateChangeData(a.ID, prev, a.State, m.GetReason()), []string{a.ID}, a.Scopes)
 	}
 	if m.PermissionOverrides != nil && !bytes.Equal(m.PermissionOverrides, e.a.PermissionOverrides) {
 		tx.emit(EventPermissionsAgentUpdated, map[string]any{"agentId": a.ID, "changes": a.PermissionOverrides,
@@ -258,31 +252,4 @@ func applyFields(a *Agent, m *concordv1.AgentUpdateRequest) {
 	if m.CapabilityDescriptor != nil {
 		a.CapabilityDescriptor = raw(m.CapabilityDescriptor)
 	}
-}
-
-// stateChange is the agent_state_changed payload and member the
-// scope_member_joined/left one. Both are written by every update or join,
-// so they are structs rather than maps: json.Marshal then needs no map,
-// boxed values or key sort. Their fields are in the order json.Marshal
-// sorts a map's keys, and omitempty drops what the map left out, so an
-// event's Data is byte for byte what the map form wrote (replicas running
-// either binary agree; TestEventPayloads_MatchMapForm).
-type stateChange struct {
-	AgentID  string `json:"agentId"`
-	Current  string `json:"current"`
-	Previous string `json:"previous"`
-	Reason   string `json:"reason,omitempty"`
-}
-
-type member struct {
-	AgentID string `json:"agentId"`
-	ScopeID string `json:"scopeId"`
-}
-
-func stateChangePayload(id, prev, cur, reason string) *stateChange {
-	return &stateChange{AgentID: id, Current: cur, Previous: prev, Reason: reason}
-}
-
-func memberPayload(scopeID, agentID string) *member {
-	return &member{AgentID: agentID, ScopeID: scopeID}
 }

@@ -68,7 +68,7 @@ func (tx *txn) leaveScope(scopeID, agentID string, causedBy ...string) bool {
 	sc := copyScope(cur)
 	sc.Members = removeValue(sc.Members, agentID)
 	tx.d.scopes[scopeID] = &sc
-	leftID := tx.emit(EventScopeMemberLeft, memberPayload(scopeID, agentID), []string{agentID}, []string{scopeID}, causedBy...)
+	leftID := tx.emitData(EventScopeMemberLeft, memberData(scopeID, agentID), []string{agentID}, []string{scopeID}, causedBy...)
 	if sc.AutoDelete && len(sc.Members) == 0 && !tx.d.hasChildScopes(scopeID) {
 		tx.deleteScope(&sc, leftID)
 		return true
@@ -100,7 +100,7 @@ func (s *State) applyScopeJoin(tx *txn, m *concordv1.ScopeJoinRequest) (any, err
 	ne.a = copyAgent(&e.a)
 	ne.a.Scopes = insertSorted(slices.Sorted(slices.Values(e.a.Scopes)), sc.ID)
 	tx.d.putAgent(&ne)
-	tx.emit(EventScopeMemberJoined, memberPayload(sc.ID, e.a.ID), []string{e.a.ID}, []string{sc.ID})
+	tx.emitData(EventScopeMemberJoined, memberData(sc.ID, e.a.ID), []string{e.a.ID}, []string{sc.ID})
 	return MembershipResult{
 		Scope:   copyScope(tx.d.scopes[sc.ID]),
 		Agent:   copyAgent(&ne.a),

@@ -31,7 +31,7 @@ func (s *State) applySessionOpen(tx *txn, m *concordv1.SessionOpenRequest) (any,
 	}
 	e := &sessionEntry{s: sess, epoch: 1}
 	tx.d.putSession(e)
-	tx.emit(EventParticipantConnected, connectedPayload(&sess, false), nil, nil)
+	tx.emitData(EventParticipantConnected, connectedData(&sess, false), nil, nil)
 	res := SessionResult{Epoch: e.epoch}
 	tx.reclaimRequested(&sess, m.GetReclaimAgents(), &res)
 	return tx.finishOpen(sess.ID, res), nil
@@ -62,7 +62,7 @@ func (tx *txn) resumeSession(m *concordv1.SessionOpenRequest) SessionResult {
 	ne.epoch++
 	ne.ttlMs, ne.graceDone = 0, false
 	tx.d.putSession(&ne)
-	tx.emit(EventParticipantConnected, connectedPayload(sess, true), nil, nil)
+	tx.emitData(EventParticipantConnected, connectedData(sess, true), nil, nil)
 
 	res := SessionResult{Epoch: ne.epoch, Resumed: true}
 	for _, id := range tx.d.sessionAgents(sess.ID) {
@@ -104,23 +104,6 @@ func (tx *txn) finishOpen(id string, res SessionResult) SessionResult {
 	return res
 }
 
-// connected is the participant_connected payload, written by every
-// SESSION_OPEN on every replica: a struct in the key order json.Marshal
-// gives a map, so the bytes are those the map form wrote (see stateChange;
-// TestEventPayloads_MatchMapForm).
-type connected struct {
-	Name            string `json:"name,omitempty"`
-	ParticipantID   string `json:"participantId"`
-	ParticipantType string `json:"participantType"`
-	Reconnected     bool   `json:"reconnected"`
-	SessionID       string `json:"sessionId"`
-}
-
-func connectedPayload(s *Session, reconnected bool) *connected {
-	return &connected{Name: s.Name, ParticipantID: s.ParticipantID, ParticipantType: s.ParticipantType,
-		Reconnected: reconnected, SessionID: s.ID}
-}
-
 // applySessionClose handles COMMAND_TYPE_SESSION_CLOSE (map/disconnect).
 func (s *State) applySessionClose(tx *txn, m *concordv1.SessionCloseRequest) (any, error) {
 	return tx.detach(m.GetSessionId(), m.GetEpoch(), "", m.GetReason(), m.GetTtlMs(), true), nil
@@ -160,11 +143,7 @@ func (tx *txn) detach(id string, epoch uint64, homeNode, reason string, ttl int6
 	if reason == "" {
 		reason = "disconnected"
 	}
-	discID := tx.emit(EventParticipantDisconnected, map[string]any{
-		"participantId": sess.ParticipantID,
-		"sessionId":     id,
-		"reason":        reason,
-	}, nil, nil)
+	discID := tx.emitData(EventParticipantDisconnected, disconnectedData(sess.ParticipantID, id, reason), nil, nil)
 
 	res := DetachResult{Applied: true}
 	for _, aid := range tx.d.sessionAgents(id) {
@@ -189,7 +168,7 @@ func (tx *txn) detach(id string, epoch uint64, homeNode, reason string, ttl int6
 func (tx *txn) removeAgentCaused(e *agentEntry, reason, cause string) {
 	id := e.a.ID
 	tx.d.delAgent(id)
-	unregID := tx.emit(EventAgentUnregistered, map[string]any{"agentId": id, "reason": reason}, []string{id}, e.a.Scopes, cause)
+	unregID := tx.emitData(EventAgentUnregistered, unregisteredData(id, reason), []string{id}, e.a.Scopes, cause)
 	for _, sc := range e.a.Scopes {
 		tx.leaveScope(sc, id, unregID)
 	}

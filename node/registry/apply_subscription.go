@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"slices"
+
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -62,8 +64,10 @@ func (s *State) applySubscriptionCursor(tx *txn, m *concordv1.SubscriptionCursor
 		if i < 0 || c.GetSeq() <= e.s.Subscriptions[i].CursorSeq {
 			continue
 		}
+		// Only the subscription list changes: the rest of the entry,
+		// immutable like every stored value, is shared with the old one.
 		ne := *e
-		ne.s = copySession(&e.s)
+		ne.s.Subscriptions = slices.Clone(e.s.Subscriptions)
 		ne.s.Subscriptions[i].CursorSeq = c.GetSeq()
 		ne.s.Subscriptions[i].CursorEventID = c.GetEventId()
 		tx.d.putSession(&ne)

@@ -29,70 +29,6 @@ const (
 	EventPermissionsAgentUpdated = "permissions_agent_updated"
 )
 
-// eventLog is the retained window of the replicated event log. Positions
-// are dense: events[head+i].Position == first+i. Pruning depends only on
-// the count, so every replica with the same window prunes identically.
-type eventLog struct {
-	limit  int
-	events []Event // live part is events[head:]
-	head   int
-	last   uint64 // position of the newest event ever appended
-	byID   map[string]uint64
-}
-
-func newEventLog(limit int) eventLog {
-	return eventLog{limit: limit, byID: map[string]uint64{}}
-}
-
-func (l *eventLog) live() []Event { return l.events[l.head:] }
-
-func (l *eventLog) oldest() uint64 {
-	if len(l.live()) == 0 {
-		return 0
-	}
-	return l.events[l.head].Position
-}
-
-// appendAll assigns positions to evs, appends them and prunes the window.
-// It returns how many were appended.
-func (l *eventLog) appendAll(evs []Event) int {
-	for i := range evs {
-		l.last++
-		evs[i].Position = l.last
-		l.byID[evs[i].ID] = l.last
-		l.events = append(l.events, evs[i])
-	}
-	for len(l.events)-l.head > l.limit {
-		delete(l.byID, l.events[l.head].ID)
-		l.events[l.head] = Event{} // drop references for the GC
-		l.head++
-	}
-	// Compact once the dead prefix dominates, so memory stays O(limit).
-	if l.head > 0 && l.head >= len(l.events)/2 {
-		l.events = slices.Clone(l.events[l.head:])
-		l.head = 0
-	}
-	return len(evs)
-}
-
-// after returns up to limit events with Position > pos (limit <= 0: all).
-// Event values are copies; their slices are never modified after append.
-func (l *eventLog) after(pos uint64, limit int) []Event {
-	live := l.live()
-	if len(live) == 0 || pos >= l.last {
-		return nil
-	}
-	start := 0
-	if first := live[0].Position; pos >= first {
-		start = int(pos - first + 1)
-	}
-	end := len(live)
-	if limit > 0 && end-start > limit {
-		end = start + limit
-	}
-	return slices.Clone(live[start:end])
-}
-
 // txn is the context of one Apply: the command's time, its event id
 // supply, and the events produced so far (appended only on success).
 type txn struct {
@@ -102,11 +38,17 @@ type txn struct {
 	source  string
 	nodeID  string
 	ids     []string
-	nextID  int
+	nextID  int // ids[:nextID] are consumed
+	parsed  int // ids[:parsed] are accounted for in lastID (lastFromIDs)
 	lastID  ulid.ULID
 	haveID  bool
 	pending []Event
-	taken   map[string]struct{} // ids given out by this txn; made by the first take
+	// The ids given out by this txn: the first few in takenFew (comparing
+	// a handful of strings beats hashing into a map), the rest in taken,
+	// made when needed.
+	takenFew [4]string
+	nFew     int
+	taken    map[string]struct{}
 }
 
 // Bounds on what the State's reused txn keeps between commands: a command
@@ -127,7 +69,9 @@ func (s *State) begin(index uint64, meta *concordv1.CommandMeta) *txn {
 	if cap(pending) > keepPendingCap {
 		pending = nil
 	}
-	clear(pending[:cap(pending)]) // drop the last command's references
+	// Drop the last command's references: its events are pending[:len],
+	// everything past len was cleared by an earlier begin or never used.
+	clear(pending)
 	if len(taken) > keepTakenLen {
 		taken = nil
 	}
@@ -154,13 +98,11 @@ func (t *txn) eventID() string {
 	for t.nextID < len(t.ids) {
 		id := t.ids[t.nextID]
 		t.nextID++
-		if u, err := ulid.ParseStrict(id); err == nil {
-			t.lastID, t.haveID = u, true
-		}
 		if id != "" && !t.used(id) {
 			return t.take(id)
 		}
 	}
+	t.lastFromIDs()
 	if !t.haveID {
 		var u ulid.ULID
 		ms := max(t.ts, 0)
@@ -184,15 +126,37 @@ func (t *txn) eventID() string {
 	}
 }
 
+// lastFromIDs makes the last consumed proposer id that is a ULID the one
+// later ids derive from, as if each had been parsed when consumed (only
+// a derivation reads lastID, and most commands never need one: they
+// bring enough ids). Call it before reading or setting lastID or haveID.
+func (t *txn) lastFromIDs() {
+	for i := t.nextID - 1; i >= t.parsed; i-- {
+		if u, err := ulid.ParseStrict(t.ids[i]); err == nil {
+			t.lastID, t.haveID = u, true
+			break
+		}
+	}
+	t.parsed = t.nextID
+}
+
 func (t *txn) used(id string) bool {
+	if slices.Contains(t.takenFew[:t.nFew], id) {
+		return true
+	}
 	if _, ok := t.taken[id]; ok {
 		return true
 	}
-	_, ok := t.d.events.byID[id]
+	_, ok := t.d.events.position(id)
 	return ok
 }
 
 func (t *txn) take(id string) string {
+	if t.nFew < len(t.takenFew) {
+		t.takenFew[t.nFew] = id
+		t.nFew++
+		return id
+	}
 	if t.taken == nil {
 		t.taken = make(map[string]struct{}, 4)
 	}
@@ -210,19 +174,25 @@ func incEntropy(u *ulid.ULID) {
 	}
 }
 
-// emit records an event; it returns the event id for causedBy links.
+// emit records an event whose Data is json.Marshal of payload; it returns
+// the event id for causedBy links.
 func (t *txn) emit(typ string, payload any, agentIDs, scopeIDs []string, causedBy ...string) string {
 	raw, err := json.Marshal(payload)
 	if err != nil {
 		// Payloads are built from registry types that always marshal.
 		panic(fmt.Sprintf("registry: marshal %s event: %v", typ, err))
 	}
+	return t.emitData(typ, raw, agentIDs, scopeIDs, causedBy...)
+}
+
+// emitData records an event with its Data already encoded (payloads.go).
+func (t *txn) emitData(typ string, data json.RawMessage, agentIDs, scopeIDs []string, causedBy ...string) string {
 	ev := Event{
 		ID:        t.eventID(),
 		Type:      typ,
 		Timestamp: t.ts,
 		Source:    t.source,
-		Data:      raw,
+		Data:      data,
 		AgentIDs:  sortedUnique(agentIDs),
 		ScopeIDs:  sortedUnique(scopeIDs),
 	}
@@ -234,8 +204,11 @@ func (t *txn) emit(typ string, payload any, agentIDs, scopeIDs []string, causedB
 }
 
 func sortedUnique(in []string) []string {
-	if len(in) == 0 {
+	switch len(in) {
+	case 0:
 		return nil
+	case 1: // an event about one agent or scope, the usual case
+		return []string{in[0]}
 	}
 	out := slices.Clone(in)
 	slices.Sort(out)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -33,7 +32,7 @@ func (s *State) Snapshot() (raftstore.ModuleSnapshot, error) {
 	defer s.mu.RUnlock()
 	d := s.d
 	snap := &regSnapshot{
-		events: slices.Clone(d.events.live()),
+		events: d.events.all(),
 		last:   d.events.last,
 	}
 	for _, id := range sortedKeys(d.agents) {
@@ -179,12 +178,6 @@ func restoreEvents(nd *data, events []Event) error {
 			return fmt.Errorf("%w: event positions not dense at %d", ErrSnapshotFormat, events[i].Position)
 		}
 	}
-	if len(events) > l.limit {
-		events = events[len(events)-l.limit:]
-	}
-	l.events = events
-	for i := range events {
-		l.byID[events[i].ID] = events[i].Position
-	}
+	l.restore(events)
 	return nil
 }

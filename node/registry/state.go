@@ -111,16 +111,26 @@ func newData(window int) *data {
 // putSession stores a session entry, keeping the derived indexes current.
 func (d *data) putSession(e *sessionEntry) {
 	d.gen++
-	if old, ok := d.sessions[e.s.ID]; ok {
-		d.countSubs(&old.s, -1)
-		d.indexConnected(&old.s, false)
+	old, ok := d.sessions[e.s.ID]
+	// Most changes (a cursor, a subscription's options) leave what the
+	// indexes count alone; undoing and redoing them would be a no-op that
+	// costs map writes (and a new set for a node's only session).
+	reindex := !ok || old.s.HomeNode != e.s.HomeNode || old.s.Connected != e.s.Connected ||
+		len(old.s.Subscriptions) != len(e.s.Subscriptions)
+	if ok {
+		if reindex {
+			d.countSubs(&old.s, -1)
+			d.indexConnected(&old.s, false)
+		}
 		if e.s.Connected && e.epoch != old.epoch {
 			d.moves++
 		}
 	}
 	d.sessions[e.s.ID] = e
-	d.countSubs(&e.s, 1)
-	d.indexConnected(&e.s, true)
+	if reindex {
+		d.countSubs(&e.s, 1)
+		d.indexConnected(&e.s, true)
+	}
 	if e.s.Connected {
 		delete(d.detached, e.s.ID)
 	} else {
@@ -176,10 +186,14 @@ func (d *data) countSubs(s *Session, sign int) {
 // putAgent stores an agent entry and keeps the session index current.
 func (d *data) putAgent(e *agentEntry) {
 	d.gen++
-	if old, ok := d.agents[e.a.ID]; ok && old.a.SessionID != e.a.SessionID {
+	old, ok := d.agents[e.a.ID]
+	if ok && old.a.SessionID != e.a.SessionID {
 		d.unindex(old.a.SessionID, e.a.ID)
 	}
 	d.agents[e.a.ID] = e
+	if ok && old.a.SessionID == e.a.SessionID {
+		return // indexed already (an update)
+	}
 	if sid := e.a.SessionID; sid != "" {
 		set := d.bySession[sid]
 		if set == nil {
@@ -282,12 +296,15 @@ type command struct {
 	apply func(*txn, proto.Message) (any, error)
 }
 
-// commandOf erases the message type of an apply function.
-func commandOf[M metaCarrier](fn func(tx *txn, m M) (any, error)) command {
-	var zero M
-	typ := zero.ProtoReflect().Type()
+// commandOf erases the message type of an apply function. Its body
+// constructor is a plain new(T): every replica calls it for every entry,
+// and the protobuf reflection constructor costs a reflect.New on top.
+func commandOf[T any, M interface {
+	*T
+	metaCarrier
+}](fn func(tx *txn, m M) (any, error)) command {
 	return command{
-		new: func() proto.Message { return typ.New().Interface() },
+		new: func() proto.Message { return M(new(T)) },
 		apply: func(tx *txn, msg proto.Message) (any, error) {
 			m, ok := msg.(M)
 			if !ok {
@@ -585,8 +602,7 @@ func (s *State) EventsAfter(pos uint64, limit int) []Event {
 func (s *State) PositionOf(eventID string) (uint64, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	p, ok := s.d.events.byID[eventID]
-	return p, ok
+	return s.d.events.position(eventID)
 }
 
 // Window reports the oldest retained position and the last position
