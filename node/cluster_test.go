@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 // startCluster starts n nodes that find each other by gossip and bootstrap

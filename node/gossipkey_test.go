@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/membership"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 func newKey(t *testing.T) []byte {

@@ -10,11 +10,12 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 // TestMain fails the run if goroutines outlive the tests. memberlist's
@@ -91,32 +92,11 @@ func consistently(t testing.TB, d time.Duration, f func() error) {
 	}
 }
 
-// testWriter forwards to t.Output until the test's last cleanup ran.
-// memberlist's suspicion timers can fire (and log) after Shutdown, and
-// writing to a finished test's output panics.
-type testWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	done bool
-}
-
-func (tw *testWriter) Write(p []byte) (int, error) {
-	tw.mu.Lock()
-	defer tw.mu.Unlock()
-	if tw.done {
-		return len(p), nil
-	}
-	return tw.w.Write(p)
-}
-
+// testLogger logs to t's output through testlog.Output: memberlist's
+// suspicion timers can fire (and log) after Shutdown, and writing to a
+// finished test's output panics.
 func testLogger(t testing.TB, node string, level slog.Level) *slog.Logger {
-	tw := &testWriter{w: t.Output()}
-	t.Cleanup(func() { // registered first, so it runs after every node's Shutdown
-		tw.mu.Lock()
-		tw.done = true
-		tw.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(tw, &slog.HandlerOptions{Level: level})).With("node", node)
+	return slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: level})).With("node", node)
 }
 
 func testConfig(t testing.TB, id string) Config {
