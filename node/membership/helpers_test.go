@@ -10,6 +10,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,18 +126,49 @@ func testConfig(t testing.TB, id string) Config {
 // mustStart creates and starts a node and shuts it down at cleanup.
 func mustStart(t testing.TB, cfg Config) *Membership {
 	t.Helper()
+	m, err := startNode(t, cfg)
+	if err != nil {
+		t.Fatalf("Start(%s): %v", cfg.NodeID, err)
+	}
+	return m
+}
+
+// startNode creates and starts a node; one that started is shut down at
+// cleanup.
+func startNode(t testing.TB, cfg Config) (*Membership, error) {
+	t.Helper()
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New(%s): %v", cfg.NodeID, err)
 	}
 	if err := m.Start(t.Context()); err != nil {
-		t.Fatalf("Start(%s): %v", cfg.NodeID, err)
+		return nil, err
 	}
 	t.Cleanup(func() {
 		if err := m.Shutdown(); err != nil {
 			t.Errorf("Shutdown(%s): %v", cfg.NodeID, err)
 		}
 	})
+	return m, nil
+}
+
+// startReserved is mustStart for a node on a port from reservePorts. The
+// port was released before the node binds it, and on a busy host another
+// process can take it in between; the node then starts on a port of its
+// own choosing instead (logged), still joining the others through theirs.
+func startReserved(t testing.TB, cfg Config) *Membership {
+	t.Helper()
+	m, err := startNode(t, cfg)
+	// memberlist formats the listen error with %v: errors.Is cannot see
+	// the errno, its text can.
+	if err != nil && strings.Contains(err.Error(), syscall.EADDRINUSE.Error()) {
+		t.Logf("%s: reserved port %d taken before it bound (%v); starting on a free one", cfg.NodeID, cfg.BindPort, err)
+		cfg.BindPort = 0
+		return mustStart(t, cfg)
+	}
+	if err != nil {
+		t.Fatalf("Start(%s): %v", cfg.NodeID, err)
+	}
 	return m
 }
 
