@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
 	"github.com/concordmap/concord/raftstore"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 // NodeState is where a harness node is in its life.
@@ -91,6 +93,7 @@ func (n *Node) String() string { return fmt.Sprintf("%s(#%d)", n.ID, n.Index) }
 // (verbs that take a testing.TB fail it); accessors are safe anywhere.
 type Cluster struct {
 	t    testing.TB
+	out  io.Writer // the test's output, detached once Close (and the rest of t's cleanups) ran
 	opts options
 	rng  *rand.Rand
 	// Net routes every node's Raft and gRPC connections.
@@ -126,6 +129,9 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		fn = NewNetwork(t, o.netConfig)
 	}
 	c := &Cluster{t: t, opts: o, rng: rand.New(rand.NewPCG(o.seed, o.seed^0x5eed)), Net: fn, Ledger: &Ledger{}}
+	// Before Close is registered, so the nodes' shutdown logs still reach
+	// the test and a straggler's later write is dropped, not a panic.
+	c.out = testlog.Output(t)
 	c.issuer = NewIssuer(t)
 	c.token = c.issuer.Token("clustertest", "*")
 	t.Cleanup(c.Close)
@@ -153,7 +159,7 @@ func (c *Cluster) Issuer() *Issuer { return c.issuer }
 func NewNetwork(t testing.TB, adjust func(*faultnet.Config)) *faultnet.Network {
 	t.Helper()
 	ncfg := faultnet.DefaultConfig()
-	ncfg.Logger = testLogger(t, "faultnet")
+	ncfg.Logger = testLogger(testlog.Output(t), "faultnet")
 	if adjust != nil {
 		adjust(&ncfg)
 	}
@@ -226,12 +232,12 @@ func (c *Cluster) config(n *Node, raftLn net.Listener) node.Config {
 	cfg.BootstrapExpect = n.bootstrapExpect
 	cfg.Raft.StreamLayer = c.Net.StreamLayer(n.ID, raftLn)
 	cfg.GRPCDialer = c.Net.Dialer(n.ID)
-	cfg.Logger = testLogger(c.t, n.ID)
+	cfg.Logger = testLogger(c.out, n.ID)
 	cfg.ACL.JWT = c.issuer.JWTConfig()
 	cfg.ACL.AnonymousTypes = []string{"agent", "client"}
 	cfg.TLS = tlstest.Server(cfg.SystemID, n.ID)
 	if c.opts.logLevel != nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(c.t.Output(), &slog.HandlerOptions{Level: *c.opts.logLevel})).With("node", n.ID)
+		cfg.Logger = slog.New(slog.NewTextHandler(c.out, &slog.HandlerOptions{Level: *c.opts.logLevel})).With("node", n.ID)
 	}
 	for _, m := range c.opts.mutate {
 		m(n.Index, &cfg)
@@ -367,11 +373,11 @@ func reserveRange() (lo, hi int) {
 	return lo, hi
 }
 
-// testLogger logs to t.Output() (shown only for failing tests or -v),
-// tagged with the node id. CONCORD_TEST_LOG_LEVEL=debug|info|warn|error
-// sets the level (default info).
-func testLogger(t testing.TB, nodeID string) *slog.Logger {
+// testLogger logs to out (a test's output from testlog.Output: shown only
+// for failing tests or -v), tagged with the node id.
+// CONCORD_TEST_LOG_LEVEL=debug|info|warn|error sets the level (default info).
+func testLogger(out io.Writer, nodeID string) *slog.Logger {
 	level := slog.LevelInfo
 	_ = level.UnmarshalText([]byte(strings.ToUpper(os.Getenv("CONCORD_TEST_LOG_LEVEL"))))
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level})).With("node", nodeID)
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})).With("node", nodeID)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 // readmeJS matches the README's ```js blocks.
@@ -39,7 +40,7 @@ func TestREADME_Snippets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cfg := node.DevConfig(t.TempDir())
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)

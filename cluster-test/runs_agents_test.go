@@ -13,6 +13,7 @@ import (
 	"github.com/concordmap/concord/consensus"
 	"github.com/concordmap/concord/node/client/agentbridge"
 	"github.com/concordmap/concord/node/client/mapclient"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 // Agents of the replicated-run scenarios (issue 5): real agentbridge
@@ -48,7 +49,7 @@ type taskNote struct {
 // runLogger writes a component's warnings to the test output: agents and
 // clients log their failovers there, which explains a failed scenario.
 func runLogger(t testing.TB, who string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})).With("who", who)
+	return slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelInfo})).With("who", who)
 }
 
 // runClientConfig is a mapclient config over urls: the production timings

@@ -14,6 +14,7 @@ import (
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 // sdkInteropDir holds the pinned official TypeScript SDK and the interop
@@ -69,7 +70,7 @@ func TestSDKInterop_SingleNode(t *testing.T) {
 	if err := os.WriteFile(caFile, cfg.TLS.CAPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.Logger = slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatalf("node.New: %v", err)

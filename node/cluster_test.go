@@ -7,29 +7,35 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 // startCluster starts n nodes that find each other by gossip and bootstrap
 // Raft together (bootstrap-expect), started concurrently. Each mut changes
 // node i's config before it is built.
+//
+// Every node's gossip address must be known before any starts (they are
+// each other's seeds), so it is reserved and released, then bound by the
+// node; on a busy host another process can take the port in between. A
+// node whose gossip bind fails that way is replaced at once by one on a
+// port memberlist picks itself: it joins the others through their
+// addresses, while they wait for it in bootstrap-expect.
 func startCluster(t *testing.T, n int, mut ...func(i int, c *node.Config)) []*node.Server {
 	t.Helper()
-	servers := make([]*node.Server, n)
-	cfgs := make([]node.Config, n)
 	seeds := make([]string, n)
 	for i := range seeds {
 		seeds[i] = freeGossipAddr(t)
 	}
-	for i := range cfgs {
-		c := clusterNodeConfig(t, fmt.Sprintf("n%d", i+1), seeds[i], seeds, n)
+	build := func(i int, gossipAddr string) *node.Server {
+		c := clusterNodeConfig(t, fmt.Sprintf("n%d", i+1), gossipAddr, seeds, n)
 		for _, m := range mut {
 			m(i, &c)
 		}
@@ -37,33 +43,62 @@ func startCluster(t *testing.T, n int, mut ...func(i int, c *node.Config)) []*no
 		if err != nil {
 			t.Fatalf("new %s: %v", c.NodeID, err)
 		}
-		servers[i], cfgs[i] = srv, c
 		t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+		return srv
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i, srv := range servers {
-		wg.Add(1)
+	type result struct {
+		i   int
+		err error
+	}
+	// Buffered for every node: a starter never blocks, even if the test
+	// goroutine fails while building a replacement.
+	results := make(chan result, n)
+	start := func(i int, srv *node.Server) {
 		go func() {
-			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 			defer cancel()
-			errs[i] = srv.Start(ctx)
+			results <- result{i, srv.Start(ctx)}
 		}()
 	}
-	wg.Wait()
-	// Every node's error: one that cannot start (a gossip port taken
-	// between freeGossipAddr and the bind, on a busy host) leaves the
-	// others waiting for it, and theirs alone would hide why.
-	for i, err := range errs {
-		if err != nil {
-			errs[i] = fmt.Errorf("start n%d: %w", i+1, err)
+	servers := make([]*node.Server, n)
+	for i := range servers {
+		servers[i] = build(i, seeds[i])
+	}
+	for i, srv := range servers {
+		start(i, srv)
+	}
+	const maxReplacements = 3
+	replaced := 0
+	errs := make([]error, n)
+	for pending := n; pending > 0; {
+		r := <-results
+		if gossipPortTaken(r.err) && replaced < maxReplacements {
+			replaced++
+			t.Logf("n%d: gossip port taken before it bound (%v); replacing it with a node on a port of its own choosing", r.i+1, r.err)
+			_ = servers[r.i].Shutdown(context.Background())
+			servers[r.i] = build(r.i, "127.0.0.1:0")
+			start(r.i, servers[r.i])
+			continue
+		}
+		pending--
+		if r.err != nil {
+			errs[r.i] = fmt.Errorf("start n%d: %w", r.i+1, r.err)
 		}
 	}
+	// Every node's error: one that cannot start leaves the others waiting
+	// for it, and theirs alone would hide why.
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
 	return servers
+}
+
+// gossipPortTaken reports whether a node's Start failed binding its gossip
+// port because something else holds it. memberlist formats the listen
+// error with %v, so errors.Is cannot see the errno; its text can.
+func gossipPortTaken(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "start membership") &&
+		strings.Contains(err.Error(), syscall.EADDRINUSE.Error())
 }
 
 func TestCluster_FormsForwardsAndRoutes(t *testing.T) {
@@ -106,6 +141,32 @@ func TestCluster_FormsForwardsAndRoutes(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("bob never received the message")
+	}
+}
+
+// A node whose reserved gossip port another process took before it bound
+// it is replaced, and the cluster still forms with every node.
+func TestStartCluster_ReplacesNodeWhoseGossipPortWasTaken(t *testing.T) {
+	var taken net.Listener
+	servers := startCluster(t, 3, func(i int, c *node.Config) {
+		if i != 0 || taken != nil {
+			return
+		}
+		ln, err := net.Listen("tcp", c.GossipAddr) // the other process
+		if err != nil {
+			t.Fatalf("take n1's gossip port: %v", err)
+		}
+		taken = ln
+		t.Cleanup(func() { _ = ln.Close() })
+	})
+	if got := servers[0].GossipAddr(); got == taken.Addr().String() {
+		t.Fatalf("n1 gossips on the taken port %s", got)
+	}
+	agreedLeader(t, servers)
+	for _, s := range servers {
+		if n := len(voterIDs(t, s)); n != 3 {
+			t.Fatalf("%s sees %d voters, want 3", s.GossipAddr(), n)
+		}
 	}
 }
 
@@ -153,8 +214,10 @@ func agreedLeader(t *testing.T, servers []*node.Server) *node.Server {
 }
 
 // freeGossipAddr finds a loopback port free for both TCP and UDP, as
-// memberlist binds both; the tiny race with other processes is acceptable
-// in tests.
+// memberlist binds both, for a node whose address others must know before
+// it starts. It is released here and bound later by the node, so another
+// process may take it first: startCluster replaces such a node. A node
+// nobody seeds from takes "127.0.0.1:0" instead.
 func freeGossipAddr(t *testing.T) string {
 	t.Helper()
 	for range 20 {

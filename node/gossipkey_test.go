@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/membership"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 func newKey(t *testing.T) []byte {
@@ -29,7 +29,6 @@ func newKey(t *testing.T) []byte {
 func encryptedConfig(t *testing.T, id string, key []byte) node.Config {
 	c := node.DevConfig(t.TempDir())
 	c.NodeID = id
-	c.GossipAddr = freeGossipAddr(t)
 	c.GossipKey, c.GossipPlaintext = key, false
 	c.Membership.Timings = membership.TestTimings()
 	c.Membership.JoinRetryInterval = 100 * time.Millisecond
@@ -41,12 +40,11 @@ func encryptedConfig(t *testing.T, id string, key []byte) node.Config {
 // seconds, with an error that says it is the gossip key (not after the
 // ready timeout with "wait for servers" or "no raft leader").
 func TestStart_WrongGossipKeyFailsFast(t *testing.T) {
-	seedCfg := encryptedConfig(t, "n1", newKey(t))
-	startConfig(t, seedCfg)
+	seed := startConfig(t, encryptedConfig(t, "n1", newKey(t)))
 
 	cfg := encryptedConfig(t, "n2", newKey(t))
 	cfg.Bootstrap = false
-	cfg.Join = []string{seedCfg.GossipAddr}
+	cfg.Join = []string{seed.GossipAddr()}
 	cfg.ReadyTimeout = time.Minute
 	srv, err := node.New(cfg)
 	if err != nil {
@@ -61,7 +59,7 @@ func TestStart_WrongGossipKeyFailsFast(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("the key error took %s", took)
 	}
-	for _, want := range []string{"gossip", seedCfg.GossipAddr, membership.KeyFingerprint(cfg.GossipKey), node.KeyringFileName} {
+	for _, want := range []string{"gossip", seed.GossipAddr(), membership.KeyFingerprint(cfg.GossipKey), node.KeyringFileName} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

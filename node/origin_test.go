@@ -15,8 +15,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 // testMAPOriginAllowlist (run by TestCluster_Issue12): a browser page from a foreign origin cannot

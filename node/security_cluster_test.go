@@ -31,13 +31,13 @@ func TestSecurity_StrangerWithGossipAccessNeverVotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger := clusterNodeConfig(t, "n4", freeGossipAddr(t), seeds, 0)
+	stranger := clusterNodeConfig(t, "n4", "127.0.0.1:0", seeds, 0)
 	stranger.TLS = tlsconf.Config{CAPEM: fca.CertPEM, CertPEM: sp.CertPEM, KeyPEM: sp.KeyPEM}
 	stranger.ReadyTimeout = 3 * time.Second // it never becomes ready
 	startBackground(t, stranger)
 	waitMember(t, leader, "n4")
 
-	startBackground(t, clusterNodeConfig(t, "n5", freeGossipAddr(t), seeds, 0))
+	startBackground(t, clusterNodeConfig(t, "n5", "127.0.0.1:0", seeds, 0))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ids := voterIDs(t, leader)

@@ -23,11 +23,11 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/cluster"
-	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/pki"
 	"github.com/concordmap/concord/node/tlsconf"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 const testToken = "op-token-for-tests"

@@ -15,9 +15,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/concordmap/concord/node"
-	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/rpc"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 // testReadyTimeout bounds how long NewTestStore waits for its store to
@@ -15,6 +17,9 @@ const testReadyTimeout = 20 * time.Second
 // timings (50 ms heartbeat and election), a transport on 127.0.0.1 with a
 // free port, DataDir in tb.TempDir(), and logs to tb.Output() tagged with
 // a "node" attribute, so they show only for failing tests or with -v.
+// Logs written after tb's cleanups ran (a straggler past Shutdown) are
+// dropped: call it before starting the store, so the store's shutdown,
+// a later cleanup, still logs to the test.
 func TestConfig(tb testing.TB, nodeID string, modules ...Module) Config {
 	tb.Helper()
 	cfg := DefaultConfig()
@@ -22,7 +27,7 @@ func TestConfig(tb testing.TB, nodeID string, modules ...Module) Config {
 	cfg.DataDir = tb.TempDir()
 	cfg.BindAddr = "127.0.0.1:0"
 	cfg.Modules = modules
-	cfg.Logger = slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", nodeID)
+	cfg.Logger = slog.New(slog.NewTextHandler(testlog.Output(tb), &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", nodeID)
 	cfg.HeartbeatTimeout = 50 * time.Millisecond
 	cfg.ElectionTimeout = 50 * time.Millisecond
 	cfg.LeaderLeaseTimeout = 50 * time.Millisecond

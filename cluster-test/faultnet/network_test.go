@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
+
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -20,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func newNet(t *testing.T, mutate ...func(*Config)) *Network {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Logger = slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	for _, m := range mutate {
 		m(&cfg)
 	}

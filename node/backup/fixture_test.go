@@ -19,8 +19,8 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/backup"
-	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 // Snapshot files written by each file/stream format version are committed

@@ -14,11 +14,11 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 func TestMain(m *testing.M) {

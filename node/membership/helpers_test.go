@@ -10,11 +10,14 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 // TestMain fails the run if goroutines outlive the tests. memberlist's
@@ -91,32 +94,11 @@ func consistently(t testing.TB, d time.Duration, f func() error) {
 	}
 }
 
-// testWriter forwards to t.Output until the test's last cleanup ran.
-// memberlist's suspicion timers can fire (and log) after Shutdown, and
-// writing to a finished test's output panics.
-type testWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	done bool
-}
-
-func (tw *testWriter) Write(p []byte) (int, error) {
-	tw.mu.Lock()
-	defer tw.mu.Unlock()
-	if tw.done {
-		return len(p), nil
-	}
-	return tw.w.Write(p)
-}
-
+// testLogger logs to t's output through testlog.Output: memberlist's
+// suspicion timers can fire (and log) after Shutdown, and writing to a
+// finished test's output panics.
 func testLogger(t testing.TB, node string, level slog.Level) *slog.Logger {
-	tw := &testWriter{w: t.Output()}
-	t.Cleanup(func() { // registered first, so it runs after every node's Shutdown
-		tw.mu.Lock()
-		tw.done = true
-		tw.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(tw, &slog.HandlerOptions{Level: level})).With("node", node)
+	return slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: level})).With("node", node)
 }
 
 func testConfig(t testing.TB, id string) Config {
@@ -144,18 +126,49 @@ func testConfig(t testing.TB, id string) Config {
 // mustStart creates and starts a node and shuts it down at cleanup.
 func mustStart(t testing.TB, cfg Config) *Membership {
 	t.Helper()
+	m, err := startNode(t, cfg)
+	if err != nil {
+		t.Fatalf("Start(%s): %v", cfg.NodeID, err)
+	}
+	return m
+}
+
+// startNode creates and starts a node; one that started is shut down at
+// cleanup.
+func startNode(t testing.TB, cfg Config) (*Membership, error) {
+	t.Helper()
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New(%s): %v", cfg.NodeID, err)
 	}
 	if err := m.Start(t.Context()); err != nil {
-		t.Fatalf("Start(%s): %v", cfg.NodeID, err)
+		return nil, err
 	}
 	t.Cleanup(func() {
 		if err := m.Shutdown(); err != nil {
 			t.Errorf("Shutdown(%s): %v", cfg.NodeID, err)
 		}
 	})
+	return m, nil
+}
+
+// startReserved is mustStart for a node on a port from reservePorts. The
+// port was released before the node binds it, and on a busy host another
+// process can take it in between; the node then starts on a port of its
+// own choosing instead (logged), still joining the others through theirs.
+func startReserved(t testing.TB, cfg Config) *Membership {
+	t.Helper()
+	m, err := startNode(t, cfg)
+	// memberlist formats the listen error with %v: errors.Is cannot see
+	// the errno, its text can.
+	if err != nil && strings.Contains(err.Error(), syscall.EADDRINUSE.Error()) {
+		t.Logf("%s: reserved port %d taken before it bound (%v); starting on a free one", cfg.NodeID, cfg.BindPort, err)
+		cfg.BindPort = 0
+		return mustStart(t, cfg)
+	}
+	if err != nil {
+		t.Fatalf("Start(%s): %v", cfg.NodeID, err)
+	}
 	return m
 }
 

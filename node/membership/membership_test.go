@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func startCluster(t *testing.T, ids []string, order []int, tweak func(*Config)) 
 		if tweak != nil {
 			tweak(&cfg)
 		}
-		nodes[i] = mustStart(t, cfg)
+		nodes[i] = startReserved(t, cfg)
 	}
 	return nodes
 }
@@ -344,5 +345,22 @@ func TestMembership_ShutdownBeforeStart(t *testing.T) {
 	}
 	if !slices.Equal([]string{m.LocalMember().ID}, []string{"a"}) {
 		t.Fatal("LocalMember before Start must describe the configured node")
+	}
+}
+
+// A node whose reserved port another process took before it bound it
+// starts on another port instead of failing the test.
+func TestStartReserved_TakenPortFallsBackToAFreeOne(t *testing.T) {
+	port := reservePorts(t, 1)[0]
+	ln, err := net.Listen("tcp", addrOf(port)) // the other process
+	if err != nil {
+		t.Fatalf("take the reserved port: %v", err)
+	}
+	defer ln.Close()
+	cfg := testConfig(t, "a")
+	cfg.BindPort = port
+	m := startReserved(t, cfg)
+	if got := m.LocalMember().GossipAddr; got == addrOf(port) {
+		t.Fatalf("gossips on the taken port %s", got)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
-	"github.com/concordmap/concord/node/internal/testlog"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -17,9 +17,9 @@ import (
 
 	"github.com/concordmap/concord/consensus"
 	"github.com/concordmap/concord/federation"
-	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/registry"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 func TestMain(m *testing.M) {

@@ -20,7 +20,7 @@ import (
 	"github.com/concordmap/concord/node/client/argueclient"
 	"github.com/concordmap/concord/node/client/mapclient"
 	"github.com/concordmap/concord/node/internal/tcpproxy"
-	"github.com/concordmap/concord/node/internal/testlog"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 const runsExtensionURI = "urn:map:ext:x-concord-runs:1"

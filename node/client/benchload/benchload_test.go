@@ -13,7 +13,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/client/benchload"
-	"github.com/concordmap/concord/node/internal/testlog"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

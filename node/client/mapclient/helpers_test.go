@@ -11,7 +11,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/client/mapclient"
-	"github.com/concordmap/concord/node/internal/testlog"
+	"github.com/concordmap/concord/raftstore/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -3,6 +3,11 @@
 // finishing its round after Shutdown) writing to a finished test's
 // t.Output() panics once every test has completed ("Write called after
 // TestX has completed"), taking the whole package's run down.
+//
+// It lives under raftstore, not in an internal folder, because its users
+// span raftstore (TestConfig), node and cluster-test: raftstore is the
+// lowest of them, and no internal folder is visible to all three. It is
+// for tests only; production code never needs it.
 package testlog
 
 import (
