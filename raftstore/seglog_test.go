@@ -321,6 +321,35 @@ func TestSegLog_Reserve(t *testing.T) {
 // TestSegLog_DamageIsAnError: damage that is not a torn tail (a bad record
 // before the last segment, a gap between segments, a stray file) fails
 // open instead of shortening the log.
+// TestSegLog_UnsyncedAppendsSkipTheReserve: appends written without
+// fdatasync (a non-voter's) do not zero-fill ahead, which would write
+// every byte twice for no sync to save; a synced append reserves again,
+// and the log reads back whole either way.
+func TestSegLog_UnsyncedAppendsSkipTheReserve(t *testing.T) {
+	dir := t.TempDir()
+	l := openSegLogT(t, dir, 0)
+	for lo := uint64(1); lo <= 40; lo += 10 {
+		if err := l.storeLogs(entries(lo, lo+9, 1), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seg := l.segs[0]
+	st, err := os.Stat(segFiles(t, dir)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != seg.size || seg.alloc != seg.size {
+		t.Fatalf("unsynced appends: file %d bytes, records end at %d, reserve %d; want no reserve", st.Size(), seg.size, seg.alloc)
+	}
+	mustStore(t, l, entries(41, 45, 1))
+	if seg.alloc <= seg.size {
+		t.Fatalf("synced append: reserve %d, records end at %d; want a reserve", seg.alloc, seg.size)
+	}
+	checkLog(t, l, 1, 45, term1)
+	_ = l.Close()
+	checkLog(t, openSegLogT(t, dir, 0), 1, 45, term1)
+}
+
 func TestSegLog_DamageIsAnError(t *testing.T) {
 	build := func(t *testing.T) (string, []string) {
 		dir := t.TempDir()
