@@ -29,9 +29,9 @@ type rpcServer struct {
 	layer  *trackingLayer
 	logger hclog.Logger
 
-	consume   chan raft.RPC                // raft reads RPCs here (Consumer)
+	consume   chan raft.RPC                  // raft reads RPCs here (Consumer)
 	heartbeat atomic.Pointer[func(raft.RPC)] // raft's fast path, once set
-	shutdown  chan struct{}                // closed by close
+	shutdown  chan struct{}                  // closed by close
 	closeOnce sync.Once
 
 	// streamCtx ends the connections served so far (closeStreams), as
