@@ -179,12 +179,12 @@ func (t *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 }
 
 // trackingLayer remembers accepted connections so Close can close them and
-// Shutdown can wait for their handlers. raft's NetworkTransport does
-// neither: each accepted connection has a goroutine reading it until the
-// remote end hangs up, and that goroutine answers heartbeats itself (raft's
-// fast path), writing the term to the stable store. It would outlive
-// Shutdown while peers keep pooled connections open, and could write to
-// the bolt file after Shutdown closed it.
+// Shutdown can wait for their handlers (rpcServer's, and its accept loop,
+// count in live). Each accepted connection has a goroutine reading it
+// until the remote end hangs up, and that goroutine answers heartbeats
+// itself (raft's fast path), writing the term to the stable store. It
+// would outlive Shutdown while peers keep pooled connections open, and
+// could write to the bolt file after Shutdown closed it.
 type trackingLayer struct {
 	raft.StreamLayer
 
@@ -213,7 +213,7 @@ func (l *trackingLayer) Accept() (net.Conn, error) {
 }
 
 // Close closes the listener and every accepted connection still open. It
-// is idempotent. raft's handler goroutines then return and close their
+// is idempotent. The connections' handler goroutines then return and close their
 // connections, which wait observes.
 func (l *trackingLayer) Close() error {
 	l.mu.Lock()
