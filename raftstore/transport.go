@@ -213,8 +213,8 @@ func (l *trackingLayer) Accept() (net.Conn, error) {
 }
 
 // Close closes the listener and every accepted connection still open. It
-// is idempotent. The connections' handler goroutines then return and close their
-// connections, which wait observes.
+// is idempotent. The connections' handler goroutines then return and
+// close their connections, which wait observes.
 func (l *trackingLayer) Close() error {
 	l.mu.Lock()
 	l.closed = true
