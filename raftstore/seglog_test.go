@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -463,4 +464,34 @@ func FuzzSegLogOpen(f *testing.F) {
 			t.Fatalf("append after open: %v", err)
 		}
 	})
+}
+
+// BenchmarkSegLog_UnsyncedAppend appends a non-voter's paced batch (100
+// entries of ~300 bytes) without fdatasync, as nvsync.go does.
+func BenchmarkSegLog_UnsyncedAppend(b *testing.B) {
+	l, err := openSegLog(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	data := bytes.Repeat([]byte{7}, 300)
+	batch := make([]*raft.Log, 100)
+	next := uint64(1)
+	b.SetBytes(int64(len(batch) * len(data)))
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	defer func() {
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}()
+	for b.Loop() {
+		for i := range batch {
+			batch[i] = &raft.Log{Index: next, Term: 1, Type: raft.LogCommand, Data: data}
+			next++
+		}
+		if err := l.storeLogs(batch, false); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
