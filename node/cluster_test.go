@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/rpc"
 )
@@ -50,10 +52,16 @@ func startCluster(t *testing.T, n int, mut ...func(i int, c *node.Config)) []*no
 		}()
 	}
 	wg.Wait()
+	// Every node's error: one that cannot start (a gossip port taken
+	// between freeGossipAddr and the bind, on a busy host) leaves the
+	// others waiting for it, and theirs alone would hide why.
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("start n%d: %v", i+1, err)
+			errs[i] = fmt.Errorf("start n%d: %w", i+1, err)
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	return servers
 }
@@ -115,7 +123,7 @@ func clusterNodeConfig(t *testing.T, id, gossipAddr string, seeds []string, expe
 	c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout = 500*time.Millisecond, 500*time.Millisecond
 	c.Raft.LeaderLeaseTimeout = 500 * time.Millisecond
 	c.ReadyTimeout = 20 * time.Second
-	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", c.NodeID)
+	c.Logger = slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", c.NodeID)
 	return c
 }
 

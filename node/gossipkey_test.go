@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/membership"
 )
 
@@ -32,7 +33,7 @@ func encryptedConfig(t *testing.T, id string, key []byte) node.Config {
 	c.GossipKey, c.GossipPlaintext = key, false
 	c.Membership.Timings = membership.TestTimings()
 	c.Membership.JoinRetryInterval = 100 * time.Millisecond
-	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", id)
+	c.Logger = slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", id)
 	return c
 }
 

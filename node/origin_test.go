@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
 
@@ -81,7 +82,7 @@ func TestHTTP_AllowedOriginsAndIdleTimeout(t *testing.T) {
 	cfg := node.DevConfig(t.TempDir())
 	cfg.AllowedOrigins = []string{"https://app.example.com"}
 	cfg.HTTPIdleTimeout = 200 * time.Millisecond
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)

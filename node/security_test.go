@@ -23,6 +23,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/cluster"
+	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/pki"
 	"github.com/concordmap/concord/node/tlsconf"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
@@ -57,7 +58,7 @@ func startSecureNode(t *testing.T, mutate func(*node.Config)) (*node.Server, *lo
 	cfg := node.DevConfig(t.TempDir())
 	secure(&cfg)
 	cfg.OperatorToken = []byte(testToken)
-	cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), logs), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(testlog.Output(t), logs), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if mutate != nil {
 		mutate(&cfg)
 	}

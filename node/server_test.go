@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/rpc"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
@@ -34,7 +35,7 @@ func startNode(t *testing.T, dir string) *node.Server {
 func startConfig(t *testing.T, cfg node.Config) *node.Server {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg.Logger = slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	srv, err := node.New(cfg)
 	if err != nil {

@@ -214,7 +214,7 @@ func (s *appendSender) get(target raft.ServerAddress) (*sendConn, error) {
 	}
 	s.mu.Unlock()
 	if closed {
-		_ = conn.Close()
+		_ = closeAbruptly(conn)
 		return nil, raft.ErrTransportShutdown
 	}
 	return c, nil
@@ -245,7 +245,7 @@ func (s *appendSender) put(c *sendConn) {
 	}
 	delete(s.open, c)
 	s.mu.Unlock()
-	_ = c.conn.Close()
+	_ = closeAbruptly(c.conn)
 }
 
 // discard closes c after a failed RPC.
@@ -255,32 +255,17 @@ func (s *appendSender) discard(c *sendConn) {
 	delete(s.open, c)
 	s.mu.Unlock()
 	if ok {
-		closeAbruptly(c.conn)
+		_ = closeAbruptly(c.conn)
 	}
-}
-
-// closeAbruptly closes a connection dropped after an error without
-// crypto/tls's close_notify: that alert is a write, which toward a peer
-// that stopped reading (a partition) waits up to 5 s, and the caller may
-// be raft's own goroutine (the early append writes there), whose leader
-// loop must go on checking its lease. A dropped connection is out of
-// step anyway; the peer sees it end either way.
-func closeAbruptly(conn net.Conn) {
-	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok {
-		_ = tc.NetConn().Close()
-		return
-	}
-	_ = conn.Close()
 }
 
 // closeConns closes every connection, idle or in use (an RPC in flight
 // then fails instead of waiting for its deadline); with shutdown set, no
 // new one is dialled either.
 //
-// Connections are closed outside mu, and all at once: closing a TLS
-// connection first writes a close_notify, which toward a peer that has
-// gone silent waits up to 5 s (crypto/tls's bound); under mu that would
-// stall every other follower's appends (a partition test caught it).
+// Every close here is abrupt (closeAbruptly): a TLS close_notify toward a
+// peer that has gone silent would wait up to 5 s per connection, holding
+// up Shutdown or a reset (and, under mu, every other follower's appends).
 func (s *appendSender) closeConns(shutdown bool) {
 	s.mu.Lock()
 	if shutdown {
@@ -293,9 +278,7 @@ func (s *appendSender) closeConns(shutdown bool) {
 	clear(s.open)
 	clear(s.idle)
 	s.mu.Unlock()
-	var wg sync.WaitGroup
 	for _, c := range conns {
-		wg.Go(func() { _ = c.conn.Close() })
+		_ = closeAbruptly(c.conn)
 	}
-	wg.Wait()
 }

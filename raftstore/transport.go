@@ -226,7 +226,7 @@ func (l *trackingLayer) Close() error {
 	err := l.StreamLayer.Close()
 	for _, c := range conns {
 		c.closing.Store(true)
-		_ = c.Conn.Close()
+		_ = closeAbruptly(c.Conn)
 	}
 	if errors.Is(err, net.ErrClosed) {
 		return nil
@@ -271,5 +271,5 @@ func (c *trackedConn) Close() error {
 		c.layer.mu.Unlock()
 		c.layer.live.Done()
 	})
-	return c.Conn.Close()
+	return closeAbruptly(c.Conn) // connclose.go
 }

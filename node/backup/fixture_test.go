@@ -19,6 +19,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/backup"
+	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -172,7 +173,7 @@ func jsonEqual(a, b json.RawMessage) bool {
 func startDev(t testing.TB) *node.Server {
 	t.Helper()
 	cfg := node.DevConfig(t.TempDir())
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)

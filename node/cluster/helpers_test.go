@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/router"
 )
@@ -56,7 +57,7 @@ func testCtx(t testing.TB) context.Context {
 }
 
 func testLogger(t testing.TB, node string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", node)
+	return slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", node)
 }
 
 // testConfig is a fast Config for loopback tests.

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -31,7 +32,7 @@ func (c *fakeClock) Now() time.Time          { return time.UnixMilli(c.ms.Load()
 func (c *fakeClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 func newClock() *fakeClock                   { c := &fakeClock{}; c.ms.Store(1_750_000_000_000); return c }
 func testLogger(t testing.TB, node string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", node)
+	return slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", node)
 }
 
 // fakeRouter records sends and answers with a message id.

@@ -15,6 +15,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
+
+	"github.com/concordmap/concord/node/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -86,7 +88,7 @@ func (h *testHandler) notifications() []string {
 }
 
 func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func testConfig(t *testing.T) Config {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/concordmap/concord/consensus"
 	"github.com/concordmap/concord/federation"
+	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/registry"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 const t0 = int64(1_750_000_000_000)
 
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // replica is one module with its own registry, fed by hand like the FSM.

@@ -20,12 +20,13 @@ import (
 	"github.com/concordmap/concord/node/client/argueclient"
 	"github.com/concordmap/concord/node/client/mapclient"
 	"github.com/concordmap/concord/node/internal/tcpproxy"
+	"github.com/concordmap/concord/node/internal/testlog"
 )
 
 const runsExtensionURI = "urn:map:ext:x-concord-runs:1"
 
 func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 func clientConfig(t *testing.T, urls ...string) mapclient.Config {

@@ -67,14 +67,16 @@ func (f *Follower) OnEvent(ev mapclient.Event) {
 }
 
 // OnReconnect is mapclient's reconnect hook: the next loop turn re-reads
-// the run, since events may have been missed while disconnected.
+// the run, since events may have been missed while disconnected. The
+// notice is printed before the kick, so it comes before what the catch-up
+// renders.
 func (f *Follower) OnReconnect(mapclient.ReconnectInfo) {
+	if f.progress != nil {
+		f.progress.Printf("(reconnected; catching up)")
+	}
 	select {
 	case f.kick <- struct{}{}:
 	default:
-	}
-	if f.progress != nil {
-		f.progress.Printf("(reconnected; catching up)")
 	}
 }
 

@@ -25,6 +25,8 @@ type fakeRuns struct {
 	runID   string
 	visible int
 	gets    int
+	// firstGet, when set, is closed by the first Get.
+	firstGet chan struct{}
 }
 
 func (f *fakeRuns) setVisible(n int) { f.mu.Lock(); f.visible = n; f.mu.Unlock() }
@@ -36,6 +38,9 @@ func (f *fakeRuns) Call(_ context.Context, method string, params any) (json.RawM
 		return nil, fmt.Errorf("unexpected %s", method)
 	}
 	f.gets++
+	if f.gets == 1 && f.firstGet != nil {
+		close(f.firstGet)
+	}
 	p := params.(map[string]any)
 	inc := map[string]bool{}
 	if l, ok := p["include"].([]string); ok {
@@ -146,17 +151,21 @@ func TestFollower_LiveEventsWithGaps(t *testing.T) {
 
 func TestFollower_ReconnectCatchesUp(t *testing.T) {
 	run := localRun(t, "t")
-	fr := &fakeRuns{run: run, runID: "RUN1"}
+	fr := &fakeRuns{run: run, runID: "RUN1", firstGet: make(chan struct{})}
 	var got bytes.Buffer
 	// A long poll interval: only the reconnect kick can fetch the events.
 	f := NewFollower(FollowConfig{PollInterval: time.Hour, InboxLen: 16}, Runs{C: fr}, NewProgress(&got))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-fr.firstGet: // Follow's first read found no events
+		case <-ctx.Done():
+			return
+		}
 		fr.setVisible(len(run.Events))
 		f.OnReconnect(mapclient.ReconnectInfo{})
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if _, err := f.Follow(ctx, "RUN1", nil, nil); err != nil {
 		t.Fatalf("Follow: %v", err)
 	}

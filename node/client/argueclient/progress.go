@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -14,8 +15,10 @@ import (
 
 // Progress renders a run's events as one readable line each. Colour is
 // used only when the output is a terminal (and NO_COLOR is unset), so
-// redirected output carries no ANSI escape codes.
+// redirected output carries no ANSI escape codes. Safe for concurrent
+// use: a Follower renders events while mapclient's reconnect hook prints.
 type Progress struct {
+	mu    sync.Mutex // one line at a time into w
 	w     io.Writer
 	color bool
 	// SummaryChars caps the participant summary quoted per response.
@@ -60,11 +63,15 @@ func (p *Progress) Event(ev consensus.Event) {
 	if line == "" {
 		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	fmt.Fprintf(p.w, "%s %s\n", clock(ev.At), line)
 }
 
 // Printf writes a free-form line (connection notices and the like).
 func (p *Progress) Printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	fmt.Fprintf(p.w, format+"\n", args...)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/client/benchload"
+	"github.com/concordmap/concord/node/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func startNode(t *testing.T) *node.Server {
 	t.Helper()
 	cfg := node.DevConfig(t.TempDir())
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatalf("new node: %v", err)

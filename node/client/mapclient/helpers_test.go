@@ -11,12 +11,13 @@ import (
 
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/client/mapclient"
+	"github.com/concordmap/concord/node/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func testLogger(t *testing.T, name string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
+	return slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
 }
 
 // startNode starts a single-node dev cluster and stops it at cleanup.

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/concordmap/concord/node/internal/testlog"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -64,7 +65,7 @@ func pushBody(id, n, from int) string {
 }
 
 func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(testlog.Output(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func testServerConfig(t *testing.T) rpc.Config {
