@@ -93,6 +93,9 @@ type Config struct {
 	// (Authorization: Bearer on HTTP, gRPC metadata "authorization").
 	// Read from a file or the environment, never a flag value.
 	OperatorToken []byte
+	// MetricsToken, when set, is accepted (Authorization: Bearer) for
+	// GET /metrics only: a scraper's credential with no other power.
+	MetricsToken []byte
 	// OpenReads serves /metrics and the read-only GET /v1/* endpoints
 	// (status, members, raft peers, placement, run files: what scrapers and
 	// the web console read) without a credential, as MAP itself is open;

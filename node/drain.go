@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"time"
 
@@ -108,10 +109,29 @@ func (s *Server) otherNodes() []reconnectNode {
 		if m.ID == s.cfg.NodeID || m.Status != membership.StatusAlive || m.Draining || m.HTTPAddr == "" {
 			continue
 		}
-		out = append(out, reconnectNode{NodeID: m.ID, URL: scheme + m.HTTPAddr + "/map"})
+		out = append(out, reconnectNode{NodeID: m.ID, URL: scheme + reachableHTTPAddr(m) + "/map"})
 	}
 	slices.SortFunc(out, func(a, b reconnectNode) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	return out
+}
+
+// reachableHTTPAddr is m's HTTP address as a client can dial it. A node
+// listening on all interfaces (--http-addr 0.0.0.0:7700, as on Kubernetes)
+// advertises 0.0.0.0 or [::], which names no host: its HTTP port is then
+// put on the host of an address it advertises for peers (gRPC, else Raft,
+// else gossip: on Kubernetes the pod's DNS name), which is where the node
+// is reachable.
+func reachableHTTPAddr(m membership.Member) string {
+	host, port, err := net.SplitHostPort(m.HTTPAddr)
+	if err != nil || (host != "" && !net.ParseIP(host).IsUnspecified()) {
+		return m.HTTPAddr
+	}
+	for _, a := range []string{m.GRPCAddr, m.RaftAddr, m.GossipAddr} {
+		if h, _, err := net.SplitHostPort(a); err == nil && h != "" && !net.ParseIP(h).IsUnspecified() {
+			return net.JoinHostPort(h, port)
+		}
+	}
+	return m.HTTPAddr
 }
 
 // finishDrain hands leadership away, waits for the sessions to move (or

@@ -98,7 +98,7 @@ func (s *Server) buildSecurity() error {
 		s.tls = m
 	}
 	a, err := authz.New(authz.Config{
-		TLS: s.tls != nil, IsMember: s.isMember, Token: s.cfg.OperatorToken, SystemID: s.cfg.SystemID,
+		TLS: s.tls != nil, IsMember: s.isMember, Token: s.cfg.OperatorToken, MetricsToken: s.cfg.MetricsToken, SystemID: s.cfg.SystemID,
 		Methods: grpcMethods, Logger: s.cfg.Logger,
 	})
 	if err != nil {
@@ -269,7 +269,8 @@ func (s *Server) httpTLS() bool { return s.tls != nil && s.cfg.HTTPTLS }
 
 // httpClass says who may use an HTTP endpoint: MAP (which authenticates
 // in map/connect), health probes and the console's static files are open;
-// /metrics and GET /v1/* as Config.OpenReads says; /debug and every
+// /metrics and GET /v1/* as Config.OpenReads says (/metrics also takes the
+// metrics token); /debug and every
 // write need an operator. CORS preflights carry no credentials by design.
 func (s *Server) httpClass(r *http.Request) authz.Class {
 	p := r.URL.Path
@@ -283,6 +284,8 @@ func (s *Server) httpClass(r *http.Request) authz.Class {
 		return authz.Admin
 	case s.cfg.OpenReads && (p == "/metrics" || strings.HasPrefix(p, "/v1/")):
 		return authz.Open
+	case p == "/metrics":
+		return authz.Metrics
 	}
 	return authz.Read
 }

@@ -32,6 +32,9 @@ import (
 
 const testToken = "op-token-for-tests"
 
+// testMetricsToken is a scraper's token: /metrics only.
+const testMetricsToken = "metrics-token-for-tests"
+
 // logBuffer collects a node's log output for assertions.
 type logBuffer struct {
 	mu sync.Mutex
@@ -243,7 +246,7 @@ func check(t *testing.T, what string, err error, want codes.Code) {
 // /v1/* unless OpenReads is off (then a member's or operator's credential).
 func TestSecurity_HTTPAdmin(t *testing.T) {
 	open, _ := startSecureNode(t, func(c *node.Config) { c.EnableDebug = true })
-	closed, _ := startSecureNode(t, func(c *node.Config) { c.OpenReads = false })
+	closed, _ := startSecureNode(t, func(c *node.Config) { c.OpenReads = false; c.MetricsToken = []byte(testMetricsToken) })
 	anon, op := httpsClient("dev", ""), httpsClient("dev", "alice")
 	member := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: memberTLS()}}
 	tests := []struct {
@@ -260,6 +263,11 @@ func TestSecurity_HTTPAdmin(t *testing.T) {
 		{"metrics without credential", open, anon, "", "/metrics", http.StatusOK},
 		{"status without credential", open, anon, "", "/v1/status", http.StatusOK},
 		{"closed: metrics without credential", closed, anon, "", "/metrics", http.StatusUnauthorized},
+		{"closed: metrics with the metrics token", closed, anon, testMetricsToken, "/metrics", http.StatusOK},
+		{"closed: metrics with a wrong token", closed, anon, "guess", "/metrics", http.StatusForbidden},
+		{"closed: status with the metrics token", closed, anon, testMetricsToken, "/v1/status", http.StatusForbidden},
+		{"closed: pprof with the metrics token", closed, anon, testMetricsToken, "/debug/pprof/cmdline", http.StatusForbidden},
+		{"closed: write with the metrics token", closed, anon, testMetricsToken, "/v1/anything", http.StatusForbidden},
 		{"closed: status without credential", closed, anon, "", "/v1/status", http.StatusUnauthorized},
 		{"closed: status with a member server's certificate", closed, member, "", "/v1/status", http.StatusOK},
 		{"closed: status with the operator certificate", closed, op, "", "/v1/status", http.StatusOK},

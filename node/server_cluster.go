@@ -143,6 +143,7 @@ func (s *Server) buildClusterServer() error {
 	// Every AclAdmin method is an admin method (see acl.AdminMethodPrefix).
 	s.aclAdmin = acl.NewAdminService(s.acl, meteredProposer{store: s.store, m: s.metrics}, s.store.WaitApplied)
 	s.aclAdmin.Register(srv.GRPC())
+	s.metrics.reg.MustRegister(newAutopilotCollector(s.cfg.NodeID, s.store.IsLeader, rec.Health))
 	s.cluster, s.reconciler = srv, rec
 	return nil
 }

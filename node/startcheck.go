@@ -70,12 +70,31 @@ func (s *Server) outOfConfiguration() bool {
 // checkRaftVoters refuses to run beside a server that advertises another
 // target number of voters (--raft-voters): the leader would not add this
 // node (or the other one), and two targets would fight over promotions.
-// Peers of older versions advertise none and are not checked.
 func (s *Server) checkRaftVoters() error {
-	want := s.cfg.Cluster.RaftVoters
-	for _, m := range s.membership.Members() {
-		if m.ID == s.cfg.NodeID || m.Status != membership.StatusAlive || m.RaftVoters == 0 || m.RaftVoters == want {
+	return raftVotersConflict(s.cfg.NodeID, s.cfg.Cluster.RaftVoters, s.membership.Members())
+}
+
+// raftVotersConflict reports the alive peer whose --raft-voters differs
+// from want, as the error this node stops with. Once the system exists
+// (some alive server, this one included, advertises Raft state), only
+// such established servers count: a joining server with the wrong value
+// is the one to stop, and it must not take down a correct server that
+// happens to be starting beside it. Before the system exists nobody can
+// tell who is wrong, so any difference stops the node. Peers of older
+// versions advertise no value and are not checked.
+func raftVotersConflict(self string, want int, members []membership.Member) error {
+	established := false
+	for _, m := range members {
+		if m.Status == membership.StatusAlive && m.Bootstrapped {
+			established = true
+		}
+	}
+	for _, m := range members {
+		if m.ID == self || m.Status != membership.StatusAlive || m.RaftVoters == 0 || m.RaftVoters == want {
 			continue
+		}
+		if established && !m.Bootstrapped {
+			continue // a newcomer: it sees the system's value and stops itself
 		}
 		return fmt.Errorf("node: --raft-voters is %d here but %d on %s: every server of a system must use the same value: %w",
 			want, m.RaftVoters, m.ID, ErrRaftVotersMismatch)

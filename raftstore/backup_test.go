@@ -107,6 +107,8 @@ func TestBackup_BadFilesChangeNothing(t *testing.T) {
 		want error
 	}{
 		{"empty", nil, ErrCorruptSnapshotFile},
+		{"magic only", []byte("CNCDSNAP"), ErrCorruptSnapshotFile},
+		{"short garbage", []byte("xy"), ErrCorruptSnapshotFile},
 		{"not a snapshot", []byte("hello, this is not a snapshot file at all"), ErrCorruptSnapshotFile},
 		{"future file version", version(2), ErrUnsupportedVersion},
 		{"file version zero", version(0), ErrUnsupportedVersion},

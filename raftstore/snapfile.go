@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protodelim"
@@ -60,7 +61,21 @@ type SnapshotInfo struct {
 type ModuleRecords struct {
 	Name    string
 	Records int
+	// Kinds counts the records by kind (agent, session, run, ...) in the
+	// order first seen, when the inspector could tell kinds apart (see
+	// InspectSnapshotKinds); nil otherwise.
+	Kinds []KindCount
 }
+
+// KindCount is the number of records of one kind.
+type KindCount struct {
+	Kind    string
+	Records int
+}
+
+// RecordKind names the kind of one record of a module ("" when it cannot
+// tell). raftstore knows no module's records: the caller supplies it.
+type RecordKind func(module string, data []byte) string
 
 func infoFromHeader(h *concordv1.SnapshotFileHeader) SnapshotInfo {
 	info := SnapshotInfo{
@@ -76,12 +91,16 @@ func infoFromHeader(h *concordv1.SnapshotFileHeader) SnapshotInfo {
 // InspectSnapshot reads a whole snapshot file, verifies its checksum and
 // versions and counts each module's records, without decoding them (it
 // needs no modules, so the CLI can run it anywhere).
-func InspectSnapshot(r io.Reader) (SnapshotInfo, error) {
+func InspectSnapshot(r io.Reader) (SnapshotInfo, error) { return InspectSnapshotKinds(r, nil) }
+
+// InspectSnapshotKinds is InspectSnapshot that also counts each module's
+// records by the kind kind names (nil: no kinds).
+func InspectSnapshotKinds(r io.Reader, kind RecordKind) (SnapshotInfo, error) {
 	var format uint32
 	var modules []ModuleRecords
 	hdr, err := readSnapshotFile(r, func(_ *concordv1.SnapshotFileHeader, stream io.Reader) error {
 		var err error
-		format, modules, err = scanStream(stream)
+		format, modules, err = scanStream(stream, kind)
 		return err
 	})
 	if err != nil {
@@ -92,8 +111,9 @@ func InspectSnapshot(r io.Reader) (SnapshotInfo, error) {
 	return info, nil
 }
 
-// scanStream walks an FSM snapshot stream, counting records per module.
-func scanStream(r io.Reader) (format uint32, modules []ModuleRecords, err error) {
+// scanStream walks an FSM snapshot stream, counting records per module
+// and, with kind, per kind.
+func scanStream(r io.Reader, kind RecordKind) (format uint32, modules []ModuleRecords, err error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	hdr, err := readStreamHeader(br)
 	if err != nil {
@@ -101,14 +121,28 @@ func scanStream(r io.Reader) (format uint32, modules []ModuleRecords, err error)
 	}
 	for _, name := range hdr.Modules {
 		rr := &recordReader{r: br, module: name}
+		var kinds []KindCount
 		for {
-			if _, err := rr.next(); errors.Is(err, io.EOF) {
+			data, err := rr.next()
+			if errors.Is(err, io.EOF) {
 				break
 			} else if err != nil {
 				return 0, nil, err
 			}
+			if kind == nil {
+				continue
+			}
+			k := kind(name, data)
+			if k == "" {
+				k = "unknown"
+			}
+			if i := slices.IndexFunc(kinds, func(c KindCount) bool { return c.Kind == k }); i >= 0 {
+				kinds[i].Records++
+			} else {
+				kinds = append(kinds, KindCount{Kind: k, Records: 1})
+			}
 		}
-		modules = append(modules, ModuleRecords{Name: name, Records: rr.count})
+		modules = append(modules, ModuleRecords{Name: name, Records: rr.count, Kinds: kinds})
 	}
 	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 		return 0, nil, fmt.Errorf("%w: trailing data after last module", ErrBadSnapshot)
@@ -148,8 +182,15 @@ func writeSnapshotFile(w io.Writer, hdr *concordv1.SnapshotFileHeader, stream io
 func readSnapshotFile(r io.Reader, consume func(*concordv1.SnapshotFileHeader, io.Reader) error) (*concordv1.SnapshotFileHeader, error) {
 	hr := &hashingReader{r: bufio.NewReaderSize(r, 64<<10), h: sha256.New()}
 	var prefix [10]byte
-	if _, err := io.ReadFull(hr, prefix[:]); err != nil || !bytes.Equal(prefix[:8], snapshotMagic) {
+	switch n, err := io.ReadFull(hr, prefix[:]); {
+	case errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("%w: empty file", ErrCorruptSnapshotFile)
+	case !bytes.Equal(prefix[:min(n, len(snapshotMagic))], snapshotMagic[:min(n, len(snapshotMagic))]):
 		return nil, fmt.Errorf("%w: not a concord snapshot file (bad magic)", ErrCorruptSnapshotFile)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, fmt.Errorf("%w: truncated (%d bytes)", ErrCorruptSnapshotFile, n)
+	case err != nil:
+		return nil, fmt.Errorf("%w: read: %w", ErrCorruptSnapshotFile, err)
 	}
 	if v := binary.BigEndian.Uint16(prefix[8:]); v == 0 || v > snapshotFileVersion {
 		return nil, &VersionError{What: "snapshot file", Got: uint32(v), Max: snapshotFileVersion}

@@ -6,14 +6,17 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/concordmap/concord/node/client/admin"
 	"github.com/concordmap/concord/node/cluster"
@@ -68,9 +71,22 @@ func (f *adminFlags) callConn(ctx context.Context, fn func(context.Context, grpc
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
 	}
 	if err := fn(cluster.WithAdminMarker(ctx), conn); err != nil {
+		if tc == nil && plaintextRefused(err) {
+			return fmt.Errorf("%s: %w (no --ca-file given, so the CLI spoke plaintext: a node serves TLS unless it runs with --dev or --insecure; "+
+				"pass --ca-file or set CONCORD_CA_FILE)", f.addr, err)
+		}
 		return fmt.Errorf("%s: %w", f.addr, err)
 	}
 	return nil
+}
+
+// plaintextRefused reports whether err looks like a TLS port hanging up on
+// a plaintext client: the connection was made (not refused) and then
+// ended before any gRPC answer.
+func plaintextRefused(err error) bool {
+	return status.Code(err) == codes.Unavailable && !strings.Contains(err.Error(), "connection refused") &&
+		(strings.Contains(err.Error(), "server preface") || strings.Contains(err.Error(), "connection reset") ||
+			strings.Contains(err.Error(), "EOF"))
 }
 
 func newMembersCmd() *cobra.Command {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -106,6 +105,33 @@ func applySources(fs *pflag.FlagSet, lookup func(string) (string, bool)) (map[st
 
 func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
 
+// envTypos returns, for each CONCORD_* variable of environ that sets
+// nothing but spells a flag's variable another way (CONCORD_NODEID,
+// CONCORD_NODE-ID, concord_node_id), a warning naming the one meant: such
+// a variable is otherwise ignored without a word. Other CONCORD_*
+// variables (the CLI's, secrets) are left alone.
+func envTypos(fs *pflag.FlagSet, environ []string) []string {
+	norm := func(s string) string { return strings.ToUpper(strings.NewReplacer("-", "", "_", "").Replace(s)) }
+	want := map[string]string{} // normalized -> the variable
+	fs.VisitAll(func(f *pflag.Flag) {
+		if configurable(f) || f.Name == configFlag {
+			want[norm(envName(f.Name))] = envName(f.Name)
+		}
+	})
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(strings.ToUpper(name), envPrefix) {
+			continue
+		}
+		if meant, ok := want[norm(name)]; ok && meant != name {
+			out = append(out, fmt.Sprintf("environment variable %s sets nothing: did you mean %s?", name, meant))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // readConfigFile parses a YAML config file into flag name -> the string
 // that flag's Set takes. Unknown keys, nested maps and empty values are
 // errors naming the key and its line.
@@ -145,7 +171,7 @@ func parseConfig(fs *pflag.FlagSet, raw []byte) (map[string]string, error) {
 		f := fs.Lookup(name)
 		switch {
 		case f == nil || !configurable(f):
-			return nil, fmt.Errorf("line %d: unknown key %q (keys are `concord server` flag names)", k.Line, name)
+			return nil, fmt.Errorf("line %d: unknown key %q (%s)", k.Line, name, unknownKeyHint(fs, name))
 		case hasKey(out, name):
 			return nil, fmt.Errorf("line %d: key %q given twice", k.Line, name)
 		}
@@ -156,6 +182,23 @@ func parseConfig(fs *pflag.FlagSet, raw []byte) (map[string]string, error) {
 		out[name] = val
 	}
 	return out, nil
+}
+
+// unknownKeyHint says what to write instead of an unknown config key: the
+// file of a secret (secrets are never values), or the flag name the key
+// spells another way (node_id, nodeId, NODE-ID for node-id).
+func unknownKeyHint(fs *pflag.FlagSet, name string) string {
+	if f := fs.Lookup(name + "-file"); f != nil && configurable(f) && secretName.MatchString(name) {
+		return fmt.Sprintf("secrets are not accepted as values: put it in a file readable only by the server and set %s-file", name)
+	}
+	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(s)) }
+	hint := "keys are `concord server` flag names"
+	fs.VisitAll(func(f *pflag.Flag) {
+		if configurable(f) && norm(f.Name) == norm(name) {
+			hint = fmt.Sprintf("did you mean %q? keys are `concord server` flag names", f.Name)
+		}
+	})
+	return hint
 }
 
 // nodeValue turns a scalar into its text and a list of scalars into the
@@ -184,68 +227,4 @@ func nodeValue(v *yaml.Node) (string, error) {
 		return strings.TrimSuffix(b.String(), "\n"), nil
 	}
 	return "", errors.New("want a value or a list of values")
-}
-
-// secretName matches flags whose value is a secret. A flag naming a file
-// (…-file) holds a path, which is shown; the file's contents never are.
-var secretName = regexp.MustCompile(`key|token|secret|password`)
-
-// printConfig writes the effective configuration as a config file (YAML,
-// keys = flag names), each line commented with its source, secrets
-// redacted.
-func printConfig(w io.Writer, fs *pflag.FlagSet, sources map[string]source) error {
-	var names []string
-	fs.VisitAll(func(f *pflag.Flag) {
-		if configurable(f) {
-			names = append(names, f.Name)
-		}
-	})
-	sort.Strings(names)
-	for _, name := range names {
-		f := fs.Lookup(name)
-		val := flagValue(f)
-		if secretName.MatchString(name) && !strings.HasSuffix(name, "-file") && val != `""` && val != "[]" {
-			val = `"<redacted>"`
-		}
-		if _, err := fmt.Fprintf(w, "%s: %s  # %s\n", name, val, sources[name]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// printSecretEnv notes, as comments (no flag or file key sets them), the
-// secrets that come from the environment, redacted: without it an
-// effective config whose gossip key is CONCORD_GOSSIP_KEY would not say so.
-func printSecretEnv(w io.Writer, lookup func(string) (string, bool)) error {
-	if _, ok := lookup(gossipKeyEnv); ok {
-		if _, err := fmt.Fprintf(w, "# gossip key: \"<redacted>\"  # env %s\n", gossipKeyEnv); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// flagValue renders a flag's value as YAML (flow style for lists).
-func flagValue(f *pflag.Flag) string {
-	str := func(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
-	var n *yaml.Node
-	switch v := f.Value.(type) {
-	case pflag.SliceValue:
-		n = &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
-		for _, it := range v.GetSlice() {
-			n.Content = append(n.Content, str(it))
-		}
-	default:
-		switch f.Value.Type() {
-		case "bool", "int", "int64", "uint", "uint64", "float64":
-			return f.Value.String()
-		}
-		n = str(f.Value.String())
-	}
-	b, err := yaml.Marshal(n)
-	if err != nil {
-		return fmt.Sprintf("%q", f.Value.String())
-	}
-	return strings.TrimSpace(string(b))
 }

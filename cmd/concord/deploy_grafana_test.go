@@ -37,9 +37,9 @@ type alertRules struct {
 var synthesized = []string{"up"}
 
 var (
-	metricName = regexp.MustCompile(`\b(?:concord|process|go)_[a-z0-9_]+\b|\bup\b`)
+	metricName = regexp.MustCompile(`\b(?:concord|process|go)_[a-zA-Z0-9_:]+\b|\bup\b`) // metric names may hold upper case and colons
 	// selector finds name{matchers} and each label="value" equality in it.
-	selector = regexp.MustCompile(`\b((?:concord|process|go)_[a-z0-9_]+)\{([^}]*)\}`)
+	selector = regexp.MustCompile(`\b((?:concord|process|go)_[a-zA-Z0-9_:]+)\{([^}]*)\}`)
 	equality = regexp.MustCompile(`([a-z_]+)="([^"]*)"`)
 )
 
@@ -153,7 +153,16 @@ func TestDeploy_GrafanaMetricsExist(t *testing.T) {
 	if err := link.ExecuteContext(ctx); err != nil {
 		t.Fatalf("federation link: %v", err)
 	}
-	series := exposedSeries(t, "http://"+srv.HTTPAddr()+"/metrics")
+	// The autopilot series come with the leader's first health report,
+	// which follows its election closely.
+	var series map[string][]string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		series = exposedSeries(t, "http://"+srv.HTTPAddr()+"/metrics")
+		if _, ok := series["concord_autopilot_healthy"]; ok || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling for the first report
+	}
 
 	for where, expr := range queries {
 		for _, name := range metricName.FindAllString(expr, -1) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -241,7 +242,7 @@ func TestDeploy_KubernetesManifests(t *testing.T) {
 			secrets[v.Secret.SecretName] = mounted[v.Name]
 		}
 	}
-	for _, s := range []string{"concord-tls", "concord-gossip"} {
+	for _, s := range []string{"concord-tls", "concord-gossip", "concord-metrics"} {
 		if !secrets[s] {
 			t.Errorf("StatefulSet: Secret %s is not mounted as files", s)
 		}
@@ -251,6 +252,11 @@ func TestDeploy_KubernetesManifests(t *testing.T) {
 			t.Errorf("StatefulSet: env %s passes a secret as a value; mount it as a file", e.Name)
 		}
 	}
+
+	if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
+		t.Error("StatefulSet: enableServiceLinks must be false (Kubernetes would set CONCORD_* variables for the concord Services)")
+	}
+	checkServiceLinkVars(t, fs, ms)
 
 	peers := find[*corev1.Service](t, ms, "Service", spec.ServiceName)
 	if peers.Spec.ClusterIP != corev1.ClusterIPNone || !peers.Spec.PublishNotReadyAddresses {
@@ -297,8 +303,71 @@ func TestDeploy_KubernetesManifests(t *testing.T) {
 	if err != nil {
 		t.Errorf("configmap.yaml concord.yaml: %v", err)
 	}
+	// /metrics needs a credential unless reads are open: the scraper
+	// presents the metrics token the servers read.
+	if fromFile["http-open-reads"] != "true" {
+		if fromFile["metrics-token-file"] == "" {
+			t.Error("configmap.yaml: no metrics-token-file, so Prometheus has no credential for /metrics")
+		}
+		for _, ep := range sm.Spec.Endpoints {
+			a := ep.Authorization
+			if a == nil || a.Credentials == nil || !strings.EqualFold(a.Type, "bearer") || !secrets[a.Credentials.Name] {
+				t.Errorf("ServiceMonitor endpoint %s: no bearer credential from a Secret the servers mount; /metrics answers 401", ep.Port)
+			}
+		}
+	}
 	checkPathsMounted(t, pod, c, fromFile, cm)
 	checkKustomizations(t, ms)
+}
+
+// checkServiceLinkVars fails when a variable Kubernetes sets for a Service
+// of these manifests (when service links are on, its default) would set a
+// server flag through CONCORD_<FLAG>.
+func checkServiceLinkVars(t *testing.T, fs *pflag.FlagSet, ms []manifest) {
+	t.Helper()
+	flagEnv := map[string]string{}
+	fs.VisitAll(func(f *pflag.Flag) { flagEnv[envName(f.Name)] = f.Name })
+	for _, m := range ms {
+		svc, ok := m.obj.(*corev1.Service)
+		if !ok {
+			continue
+		}
+		for _, v := range serviceLinkVars(svc) {
+			if flag, ok := flagEnv[v]; ok {
+				t.Errorf("Service %s: Kubernetes sets %s for it, which sets --%s", svc.Name, v, flag)
+			}
+		}
+	}
+}
+
+// serviceLinkVars lists the variables Kubernetes sets in pods for svc.
+func serviceLinkVars(svc *corev1.Service) []string {
+	p := strings.ToUpper(strings.ReplaceAll(svc.Name, "-", "_"))
+	vars := []string{p + "_SERVICE_HOST", p + "_SERVICE_PORT", p + "_PORT"}
+	for _, port := range svc.Spec.Ports {
+		if port.Name != "" {
+			vars = append(vars, p+"_SERVICE_PORT_"+strings.ToUpper(strings.ReplaceAll(port.Name, "-", "_")))
+		}
+		base := fmt.Sprintf("%s_PORT_%d_%s", p, port.Port, port.Protocol)
+		vars = append(vars, base, base+"_PROTO", base+"_PORT", base+"_ADDR")
+	}
+	return vars
+}
+
+func TestDeploy_ServiceLinkVars(t *testing.T) {
+	svc := &corev1.Service{}
+	svc.Name = "concord"
+	svc.Spec.Ports = []corev1.ServicePort{{Name: "map", Port: 7700, Protocol: corev1.ProtocolTCP}}
+	got := serviceLinkVars(svc)
+	for _, want := range []string{"CONCORD_SERVICE_HOST", "CONCORD_SERVICE_PORT_MAP", "CONCORD_PORT", "CONCORD_PORT_7700_TCP_ADDR"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("serviceLinkVars lacks %s: %v", want, got)
+		}
+	}
+	// A flag named --service-host would be set by CONCORD_SERVICE_HOST.
+	if !slices.Contains(got, envName("service-host")) {
+		t.Errorf("serviceLinkVars does not name the variable of a --service-host flag: %v", got)
+	}
 }
 
 // selects reports whether a non-empty label selector matches labels.
@@ -352,10 +421,14 @@ func checkPathsMounted(t *testing.T, pod corev1.PodSpec, c corev1.Container, fro
 }
 
 // checkKustomizations requires every resource a kustomization lists to
-// exist, and the base to list every manifest except the optional ones.
+// exist and to be one kustomize loads: a file inside the kustomization's
+// directory, or a directory (a base) that does not contain it (kustomize
+// refuses that as a cycle: the examples once pointed at deploy/kubernetes
+// itself and `kubectl apply -k` failed). The base lists every manifest of
+// its directory, and deploy/kubernetes uses the base.
 func checkKustomizations(t *testing.T, ms []manifest) {
 	t.Helper()
-	optional := []string{"secrets.example.yaml", "servicemonitor.yaml", "kustomization.yaml"}
+	base := filepath.Join(deployDir, "kubernetes", "base")
 	for _, m := range ms {
 		k, ok := m.obj.(*kustomization)
 		if !ok {
@@ -363,18 +436,81 @@ func checkKustomizations(t *testing.T, ms []manifest) {
 		}
 		dir := filepath.Dir(m.file)
 		for _, r := range k.Resources {
-			if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
+			for _, err := range kustomizeResourceErrs(dir, r) {
 				t.Errorf("%s: resource %s: %v", m.file, r, err)
 			}
 		}
-		if dir != filepath.Join(deployDir, "kubernetes") {
+		if dir == filepath.Join(deployDir, "kubernetes") && !slices.Contains(k.Resources, "base") {
+			t.Errorf("%s does not use the base", m.file)
+		}
+		if dir != base {
 			continue
 		}
 		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, f := range files {
-			if base := filepath.Base(f); !slices.Contains(optional, base) && !slices.Contains(k.Resources, base) {
-				t.Errorf("%s does not list %s", m.file, base)
+			if b := filepath.Base(f); b != "kustomization.yaml" && !slices.Contains(k.Resources, b) {
+				t.Errorf("%s does not list %s", m.file, b)
 			}
+		}
+	}
+}
+
+// kustomizeResourceErrs says why kustomize would refuse resource r of the
+// kustomization in dir (nil when it loads it).
+func kustomizeResourceErrs(dir, r string) []error {
+	path := filepath.Join(dir, r)
+	st, err := os.Stat(path)
+	if err != nil {
+		return []error{err}
+	}
+	absDir, err1 := filepath.Abs(dir)
+	absPath, err2 := filepath.Abs(path)
+	if err := errors.Join(err1, err2); err != nil {
+		return []error{err}
+	}
+	inside := func(parent, child string) bool {
+		rel, err := filepath.Rel(parent, child)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	switch {
+	case !st.IsDir() && !inside(absDir, absPath):
+		return []error{errors.New("a file outside the kustomization's directory (kustomize loads files only under its root)")}
+	case st.IsDir() && inside(absPath, absDir):
+		return []error{errors.New("a directory holding this kustomization: kustomize refuses it as a cycle; use a base directory")}
+	case st.IsDir():
+		if _, err := os.Stat(filepath.Join(path, "kustomization.yaml")); err != nil {
+			return []error{fmt.Errorf("a directory without kustomization.yaml: %w", err)}
+		}
+	}
+	return nil
+}
+
+// With kubectl on the PATH, every kustomization under deploy/kubernetes
+// must also build with kustomize itself (CI images without kubectl rely on
+// the rules checkKustomizations mirrors).
+func TestDeploy_KustomizeBuild(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not on PATH: kustomize builds not run (checkKustomizations checks the same rules)")
+	}
+	var dirs []string
+	_ = filepath.WalkDir(filepath.Join(deployDir, "kubernetes"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "kustomization.yaml" {
+			dirs = append(dirs, filepath.Dir(p))
+		}
+		return nil
+	})
+	if len(dirs) < 3 {
+		t.Fatalf("kustomizations found: %v", dirs)
+	}
+	for _, dir := range dirs {
+		out, err := exec.Command(kubectl, "kustomize", dir).CombinedOutput()
+		if err != nil {
+			t.Errorf("kubectl kustomize %s: %v\n%s", dir, err, out)
+			continue
+		}
+		if !bytes.Contains(out, []byte("kind: StatefulSet")) {
+			t.Errorf("kubectl kustomize %s: no StatefulSet in\n%s", dir, out)
 		}
 	}
 }

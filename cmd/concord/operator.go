@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -20,7 +21,10 @@ func newOperatorCmd() *cobra.Command {
 }
 
 func newOperatorHealthCmd() *cobra.Command {
-	var f adminFlags
+	var (
+		f      adminFlags
+		asJSON bool
+	)
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "Show every server as the leader's autopilot sees it, and the system's failure tolerance",
@@ -28,7 +32,8 @@ func newOperatorHealthCmd() *cobra.Command {
 voter or non-voter, gossip status, how long ago it heard from the leader, how
 many log entries it trails by, and whether it is healthy (it is then eligible
 for promotion once stable). The failure tolerance is how many more voters may
-fail with a quorum left. Exit status 1 when a server is unhealthy.`,
+fail with a quorum left. Exit status 1 when a server is unhealthy (with --json
+too, after printing).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var h admin.Health
@@ -40,7 +45,11 @@ fail with a quorum left. Exit status 1 when a server is unhealthy.`,
 			if err != nil {
 				return err
 			}
-			if err := printHealth(cmd.OutOrStdout(), h); err != nil {
+			print := printHealth
+			if asJSON {
+				print = printHealthJSON
+			}
+			if err := print(cmd.OutOrStdout(), h); err != nil {
 				return err
 			}
 			if !h.Healthy {
@@ -50,22 +59,81 @@ fail with a quorum left. Exit status 1 when a server is unhealthy.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object (durations in milliseconds, times RFC 3339)")
 	return cmd
+}
+
+// healthJSON is the --json form of the report: numbers as numbers, times
+// RFC 3339, unknowns null, so scripts need no parsing of the table.
+type healthJSON struct {
+	Leader           string             `json:"leader"`
+	Healthy          bool               `json:"healthy"`
+	FailureTolerance int                `json:"failureTolerance"`
+	TargetVoters     int                `json:"targetVoters"`
+	MinQuorum        int                `json:"minQuorum"`
+	ObservedAt       time.Time          `json:"observedAt"`
+	Servers          []serverHealthJSON `json:"servers"`
+}
+
+type serverHealthJSON struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	// Role is leader, voter or non-voter.
+	Role     string `json:"role"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+	Status   string `json:"status"`
+	Version  string `json:"version"`
+	Healthy  bool   `json:"healthy"`
+	Draining bool   `json:"draining"`
+	// LastContactMs is null when unknown (never heard, unreachable).
+	LastContactMs *int64     `json:"lastContactMs"`
+	LastIndex     uint64     `json:"lastIndex"`
+	TrailingLogs  uint64     `json:"trailingLogs"`
+	StableSince   *time.Time `json:"stableSince"`
+	Reason        string     `json:"reason,omitempty"`
+}
+
+func printHealthJSON(w io.Writer, h admin.Health) error {
+	out := healthJSON{Leader: h.LeaderID, Healthy: h.Healthy, FailureTolerance: h.FailureTolerance,
+		TargetVoters: h.TargetVoters, MinQuorum: h.MinQuorum, ObservedAt: h.ObservedAt.UTC(), Servers: []serverHealthJSON{}}
+	for _, s := range h.Servers {
+		sj := serverHealthJSON{ID: s.ID, Address: s.Address, Role: serverRole(s), Voter: s.Voter, Leader: s.Leader,
+			Status: s.Status, Version: s.Version, Healthy: s.Healthy, Draining: s.Draining,
+			LastIndex: s.LastIndex, TrailingLogs: s.TrailingLogs, Reason: s.Reason}
+		if s.LastContact >= 0 {
+			ms := s.LastContact.Milliseconds()
+			sj.LastContactMs = &ms
+		}
+		if !s.StableSince.IsZero() {
+			t := s.StableSince.UTC()
+			sj.StableSince = &t
+		}
+		out.Servers = append(out.Servers, sj)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// serverRole is leader, voter or non-voter.
+func serverRole(s admin.ServerHealth) string {
+	switch {
+	case s.Leader:
+		return "leader"
+	case s.Voter:
+		return "voter"
+	}
+	return "non-voter"
 }
 
 func printHealth(w io.Writer, h admin.Health) error {
 	fmt.Fprintf(w, "leader %s, healthy %v, failure tolerance %d (target voters %d, min quorum %d)\n",
 		h.LeaderID, h.Healthy, h.FailureTolerance, h.TargetVoters, h.MinQuorum)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tROLE\tSTATUS\tLAST CONTACT\tLAST INDEX\tTRAILING\tHEALTHY\tSTABLE SINCE\tNOTE")
+	fmt.Fprintln(tw, "NODE\tROLE\tSTATUS\tLAST CONTACT\tLAST INDEX\tTRAILING\tHEALTHY\tSTABLE SINCE\tVERSION\tNOTE")
 	for _, s := range h.Servers {
-		role := "non-voter"
-		switch {
-		case s.Leader:
-			role = "leader"
-		case s.Voter:
-			role = "voter"
-		}
+		role := serverRole(s)
 		contact := "-"
 		if s.LastContact >= 0 {
 			contact = s.LastContact.String()
@@ -81,8 +149,12 @@ func printHealth(w io.Writer, h admin.Health) error {
 		if s.Reason != "" {
 			note = append(note, s.Reason)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\t%s\t%s\n", s.ID, role, s.Status, contact, s.LastIndex, s.TrailingLogs,
-			s.Healthy, since, strings.Join(note, "; "))
+		version := s.Version
+		if version == "" {
+			version = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\t%s\t%s\t%s\n", s.ID, role, s.Status, contact, s.LastIndex, s.TrailingLogs,
+			s.Healthy, since, version, strings.Join(note, "; "))
 	}
 	return tw.Flush()
 }
@@ -106,6 +178,12 @@ The command returns once the drain has started.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
+				// Best effort: an older leader may not report health.
+				if h, err := c.Health(ctx); err == nil {
+					if w := drainWarning(h, args[0]); w != "" {
+						fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+					}
+				}
 				d, err := c.Drain(ctx, args[0], drain)
 				if err != nil {
 					return err
@@ -121,4 +199,32 @@ The command returns once the drain has started.`,
 	f.timeout = 10 * time.Second
 	f.tls.bind(cmd.Flags())
 	return cmd
+}
+
+// drainWarning says what draining id costs when it is a voter that no
+// healthy non-voter can replace and the voters are at --min-quorum: a
+// server that leaves is removed from Raft at once, so the system goes on
+// with fewer voters than the minimum (and tolerates fewer failures) until
+// another server joins. "" when nothing is lost.
+func drainWarning(h admin.Health, id string) string {
+	target, voters, spares := (*admin.ServerHealth)(nil), 0, 0
+	for i, s := range h.Servers {
+		switch {
+		case s.ID == id:
+			target = &h.Servers[i]
+			if s.Voter {
+				voters++
+			}
+		case s.Voter:
+			voters++
+		case s.Healthy && !s.Draining:
+			spares++
+		}
+	}
+	if target == nil || !target.Voter || spares > 0 || voters > h.MinQuorum {
+		return ""
+	}
+	return fmt.Sprintf("%s votes and no healthy non-voter can take its place: once it leaves, the system keeps %d voters, "+
+		"below --min-quorum %d, and tolerates one failure fewer until another server joins (it is then promoted)",
+		id, voters-1, h.MinQuorum)
 }

@@ -21,7 +21,34 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServerCmd(), newVersionCmd(), newMembersCmd(), newRaftCmd(), newKeygenCmd(), newKeyringCmd(), newTLSCmd(), newFederationCmd(), newACLCmd())
 	root.AddCommand(newSnapshotCmd(), newHealthCmd(), newOperatorCmd())
 	root.AddCommand(newArgueCmd(), newAgentCmd(), newStdioCmd(), newBenchCmd())
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group (snapshot, operator,
+// raft, ...) fail on an argument that is none of its subcommands. Cobra
+// only does so for the root: `concord snapshot sve backup.snap` printed
+// the group's help and exited 0, so a script's typo passed for a backup.
+// A group given no argument still prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c == c.Root() || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.SuggestionsMinimumDistance = 2 // cobra's default for the root
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", s[0])
+		}
+		return fmt.Errorf("%s (run '%s --help' for its commands)", msg, cmd.CommandPath())
+	}
 }
 
 func newVersionCmd() *cobra.Command {

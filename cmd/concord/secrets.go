@@ -4,8 +4,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // Secrets never travel on the command line: argv is visible to every local
@@ -14,6 +17,14 @@ import (
 
 // gossipKeyEnv is the environment variable holding the base64 gossip key.
 const gossipKeyEnv = "CONCORD_GOSSIP_KEY"
+
+// operatorTokenEnv is the environment variable holding the operator token
+// (instead of --operator-token-file).
+const operatorTokenEnv = "CONCORD_OPERATOR_TOKEN"
+
+// metricsTokenEnv is the environment variable holding the metrics token
+// (instead of --metrics-token-file).
+const metricsTokenEnv = "CONCORD_METRICS_TOKEN"
 
 // errSecretOnCommandLine is returned when a removed secret-valued flag is
 // used.
@@ -54,4 +65,26 @@ func decodeKey(text, from string) ([]byte, error) {
 		return key, nil
 	}
 	return nil, fmt.Errorf("%s: key is %d bytes, want 16, 24 or 32 (make one with concord keygen)", from, len(key))
+}
+
+// refuseURLCredentialsOnArgv refuses a -url flag given on the command line
+// with a password in it (https://user:pass@host/...): argv shows in ps and
+// /debug/pprof/cmdline. The same URL is accepted from the config file or
+// the environment, which are not shown.
+func refuseURLCredentialsOnArgv(fs *pflag.FlagSet, sources map[string]source) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || sources[f.Name] != fromFlag || !strings.HasSuffix(f.Name, "-url") {
+			return
+		}
+		u, perr := url.Parse(f.Value.String())
+		if perr != nil || u.User == nil {
+			return
+		}
+		if _, has := u.User.Password(); has {
+			err = fmt.Errorf("--%s: %w (the URL holds a password, and argv shows in ps and /debug/pprof/cmdline): "+
+				"set it in the config file or %s instead", f.Name, errSecretOnCommandLine, envName(f.Name))
+		}
+	})
+	return err
 }

@@ -88,13 +88,26 @@ environment, which wins over the file; --print-config shows the result.`,
 			if err != nil {
 				return err
 			}
-			if f.printConfig {
-				if err := printConfig(cmd.OutOrStdout(), cmd.Flags(), sources); err != nil {
-					return err
-				}
-				return printSecretEnv(cmd.OutOrStdout(), os.LookupEnv)
+			if err := refuseURLCredentialsOnArgv(cmd.Flags(), sources); err != nil {
+				return err
 			}
 			f.changed = cmd.Flags().Changed
+			for _, w := range envTypos(cmd.Flags(), os.Environ()) {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+			}
+			if f.printConfig {
+				var dev map[string]override
+				if f.dev {
+					dev = f.devSettings()
+				}
+				if err := printConfig(cmd.OutOrStdout(), cmd.Flags(), sources, dev); err != nil {
+					return err
+				}
+				if err := printSecretEnv(cmd.OutOrStdout(), os.LookupEnv); err != nil {
+					return err
+				}
+				return printValidity(cmd.OutOrStdout(), f)
+			}
 			return runServer(cmd.Context(), cmd, f)
 		},
 	}
@@ -217,6 +230,12 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 	return srv.Shutdown(shCtx)
 }
 
+// devAddrs are the listen addresses of a --dev node (flags not given).
+var devAddrs = map[string]string{
+	"http-addr": "127.0.0.1:7700", "grpc-addr": "127.0.0.1:7701",
+	"raft-addr": "127.0.0.1:7702", "gossip-addr": "127.0.0.1:7703",
+}
+
 // config turns flags into a node.Config. With --dev, unset identity and
 // addresses get loopback defaults and a temporary data dir that cleanup
 // removes.
@@ -234,8 +253,8 @@ func (f serverFlags) config() (node.Config, func(), error) {
 			cleanup = func() { _ = os.RemoveAll(tmp) }
 		}
 		cfg = node.DevConfig(dir)
-		cfg.HTTPAddr, cfg.GRPCAddr = "127.0.0.1:7700", "127.0.0.1:7701"
-		cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:7702", "127.0.0.1:7703"
+		cfg.HTTPAddr, cfg.GRPCAddr = devAddrs["http-addr"], devAddrs["grpc-addr"]
+		cfg.RaftAddr, cfg.GossipAddr = devAddrs["raft-addr"], devAddrs["gossip-addr"]
 		cfg.ReadyTimeout = 10 * time.Second
 	}
 	apply := func(flag string, dst *string, v string) {
@@ -267,6 +286,15 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	if f.minQuorum > f.raftVoters {
 		return cfg, cleanup, fmt.Errorf("--min-quorum %d exceeds --raft-voters %d", f.minQuorum, f.raftVoters)
+	}
+	if f.minQuorum < 1 {
+		return cfg, cleanup, fmt.Errorf("--min-quorum %d: use 1 up to --raft-voters (%d)", f.minQuorum, f.raftVoters)
+	}
+	if f.deadCleanup <= 0 {
+		return cfg, cleanup, fmt.Errorf("--dead-server-cleanup %s: must be positive", f.deadCleanup)
+	}
+	if f.drainTimeout <= 0 {
+		return cfg, cleanup, fmt.Errorf("--drain-timeout %s: must be positive", f.drainTimeout)
 	}
 	cfg.Cluster.RaftVoters = f.raftVoters
 	if f.stabilization <= 0 || f.lastContact <= 0 {

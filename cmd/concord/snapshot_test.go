@@ -32,15 +32,28 @@ func TestSnapshotInspect(t *testing.T) {
 	if err := os.WriteFile(future, newer, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	tests := []struct {
 		name, file string
 		verb       []string
 		wantOut    []string
 		wantErr    string
 	}{
-		{"fixture", fixture, nil, []string{"index ", "file version    1", "format version  1", "registry", "runs", "records"}, ""},
+		{"fixture", fixture, nil, []string{"index ", "file version    1", "format version  1", "registry", "runs", "records", "agent 3", "run 1"}, ""},
+		{"fixture as JSON", fixture, []string{"inspect", "--json"}, []string{`"fileVersion": 1`, `"formatVersion": 1`, `"name": "registry"`, `"records": `, `"agent": 3`}, ""},
 		{"corrupt", bad, nil, nil, "checksum mismatch"},
 		{"missing", filepath.Join(t.TempDir(), "none.snap"), nil, nil, "no such file"},
+		{"empty", write("empty.snap", nil), nil, nil, "corrupt snapshot file: empty file"},
+		{"magic only", write("short.snap", good[:9]), nil, nil, "corrupt snapshot file: truncated (9 bytes)"},
+		{"truncated", write("half.snap", good[:len(good)/2]), nil, nil, "corrupt snapshot file: truncated"},
+		{"not a snapshot", write("notes.txt", []byte("hello world, no snapshot here")), nil, nil, "not a concord snapshot file (bad magic)"},
+		{"a directory", t.TempDir(), nil, nil, "not a regular file (d"},
 		{"future version", future, nil, nil, "version 99 is not supported: this binary reads versions 1 to 1"},
 		// restore checks the file before it sends anything (no node here).
 		{"restore future version", future, []string{"restore", "--addr", "127.0.0.1:1"}, nil, "version 99 is not supported"},

@@ -25,6 +25,7 @@ type serverTLSFlags struct {
 	httpClientAuth            string
 	insecure                  bool
 	tokenFile                 string
+	metricsTokenFile          string
 	openReads                 bool
 }
 
@@ -36,8 +37,14 @@ func (f *serverTLSFlags) bind(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.httpTLS, "http-tls", d.HTTPTLS, "serve MAP and the HTTP API over TLS (wss://, https://) when TLS material is given")
 	fl.StringVar(&f.httpClientAuth, "http-client-auth", "request", "client certificates on the HTTP port: none, request (an operator certificate counts as a credential) or require")
 	fl.BoolVar(&f.insecure, "insecure", false, "run without TLS: every port plaintext and unauthenticated (logged loudly; for isolated test networks only)")
-	fl.StringVar(&f.tokenFile, "operator-token-file", "", "file holding the operator token accepted as an admin credential (or env CONCORD_OPERATOR_TOKEN)")
+	fl.StringVar(&f.tokenFile, "operator-token-file", "", "file holding the operator token accepted as an admin credential (or env "+operatorTokenEnv+")")
+	fl.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "file holding a token accepted for GET /metrics only (Authorization: Bearer), a scraper's credential with no other power (or env "+metricsTokenEnv+")")
 	fl.BoolVar(&f.openReads, "http-open-reads", false, "serve /metrics and GET /v1/* (status, members, placement, run files: what the console reads) without a credential; always on with --dev (off: a member's or an operator's credential is required)")
+}
+
+// hasMaterial reports whether TLS files were given (TLS is then on).
+func (f *serverTLSFlags) hasMaterial() bool {
+	return (tlsconf.Config{CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile}).Enabled()
 }
 
 // apply fills cfg's TLS fields. Outside --dev, TLS material is required
@@ -52,8 +59,14 @@ func (f *serverTLSFlags) apply(cfg *node.Config, dev bool) error {
 	// Open reads expose run results and agent placement past MAP's
 	// visibility rules, so outside --dev they are an explicit choice.
 	cfg.HTTPTLS, cfg.HTTPClientAuth, cfg.OpenReads = f.httpTLS, auth, f.openReads || dev
-	if cfg.OperatorToken, err = secretFrom(f.tokenFile, "CONCORD_OPERATOR_TOKEN"); err != nil {
-		return fmt.Errorf("operator token: %w", err)
+	if cfg.OperatorToken, err = tokenFrom("operator token", "--operator-token-file", f.tokenFile, operatorTokenEnv); err != nil {
+		return err
+	}
+	if cfg.MetricsToken, err = tokenFrom("metrics token", "--metrics-token-file", f.metricsTokenFile, metricsTokenEnv); err != nil {
+		return err
+	}
+	if len(cfg.MetricsToken) > 0 && string(cfg.MetricsToken) == string(cfg.OperatorToken) {
+		return fmt.Errorf("the metrics token is the operator token: give the scraper a token of its own")
 	}
 	switch {
 	case cfg.TLS.Enabled():
@@ -70,6 +83,21 @@ func (f *serverTLSFlags) apply(cfg *node.Config, dev bool) error {
 			"(concord tls ca create; concord tls cert create --server), or pass --insecure to run plaintext and unauthenticated")
 	}
 	return nil
+}
+
+// tokenFrom reads a token from file (flag names it) or else the variable
+// env, refusing both at once (one would be silently ignored), and unsets
+// env once read (as the gossip key: no child process needs it).
+func tokenFrom(what, flag, file, env string) ([]byte, error) {
+	if _, inEnv := os.LookupEnv(env); inEnv && file != "" {
+		return nil, fmt.Errorf("%s given twice: %s and %s; keep one", what, flag, env)
+	}
+	tok, err := secretFrom(file, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	_ = os.Unsetenv(env)
+	return tok, nil
 }
 
 // secretFrom reads a secret from file (trailing newline removed) or, when

@@ -220,6 +220,15 @@ type aclSnapshot struct {
 // before ceilings existed restore unchanged.
 const permsTag = 0
 
+// SnapshotRecordKind names the kind of one record of this module's
+// snapshot, as `concord snapshot inspect` counts them.
+func SnapshotRecordKind(data []byte) string {
+	if len(data) > 0 && data[0] == permsTag {
+		return "participant_permissions"
+	}
+	return "api_key"
+}
+
 func (s aclSnapshot) Persist(write func([]byte) error) error {
 	for _, k := range s.keys {
 		b, err := proto.Marshal(k)

@@ -35,10 +35,14 @@ const (
 	// Operator needs an operator certificate or the token; servers are
 	// refused (operator-only HTTP endpoints such as /debug/pprof).
 	Operator
+	// Metrics is Read that also takes the metrics token: a scraper
+	// (Prometheus) gets /metrics without an operator's or a server's
+	// powers.
+	Metrics
 )
 
 func (c Class) String() string {
-	return [...]string{"deny", "open", "peer", "read", "admin", "operator"}[c]
+	return [...]string{"deny", "open", "peer", "read", "admin", "operator", "metrics"}[c]
 }
 
 // Config configures an Authorizer.
@@ -55,6 +59,9 @@ type Config struct {
 	SystemID string
 	// Token is the operator token; empty accepts no token.
 	Token []byte
+	// MetricsToken is accepted for the Metrics class only; empty accepts
+	// none.
+	MetricsToken []byte
 	// Methods maps full gRPC method names ("/pkg.Service/Method") to their
 	// class; unlisted methods are refused.
 	Methods map[string]Class
@@ -100,6 +107,11 @@ var (
 // wrapping errUnauthenticated or errForbidden that says what is missing.
 func (a *Authorizer) Check(cl Class, c Caller) error {
 	tokenOK := c.HasTok && len(a.cfg.Token) > 0 && subtle.ConstantTimeCompare([]byte(c.Token), a.cfg.Token) == 1
+	metricsOK := cl == Metrics && c.HasTok && len(a.cfg.MetricsToken) > 0 &&
+		subtle.ConstantTimeCompare([]byte(c.Token), a.cfg.MetricsToken) == 1
+	if metricsOK {
+		return nil
+	}
 	if c.HasTok && !tokenOK {
 		return fmt.Errorf("%w: the operator token is wrong", errForbidden)
 	}
@@ -125,7 +137,7 @@ func (a *Authorizer) Check(cl Class, c Caller) error {
 		if member {
 			return nil
 		}
-	case Read, Admin:
+	case Read, Admin, Metrics:
 		if member || operator {
 			return nil
 		}
@@ -152,6 +164,8 @@ func need(cl Class) string {
 		return "a member server's certificate"
 	case Operator:
 		return "an operator certificate or the operator token"
+	case Metrics:
+		return "the metrics token, a member server's certificate, an operator certificate or the operator token"
 	default:
 		return "a member server's certificate, an operator certificate or the operator token"
 	}

@@ -12,7 +12,7 @@ import (
 
 func TestAuthorizer_Check(t *testing.T) {
 	member := func(id string) bool { return id == "n1" }
-	tlsA, err := authz.New(authz.Config{TLS: true, IsMember: member, Token: []byte("tok")})
+	tlsA, err := authz.New(authz.Config{TLS: true, IsMember: member, Token: []byte("tok"), MetricsToken: []byte("scrape")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +53,17 @@ func TestAuthorizer_Check(t *testing.T) {
 		{"operator: member server", tlsA, authz.Operator, server("n1"), false},
 		{"operator: token", tlsA, authz.Operator, token("tok"), true},
 		{"open: anonymous", tlsA, authz.Open, anon, true},
+		{"metrics: metrics token", tlsA, authz.Metrics, token("scrape"), true},
+		{"metrics: operator token", tlsA, authz.Metrics, token("tok"), true},
+		{"metrics: member", tlsA, authz.Metrics, server("n1"), true},
+		{"metrics: operator", tlsA, authz.Metrics, operator, true},
+		{"metrics: anonymous", tlsA, authz.Metrics, anon, false},
+		{"metrics: wrong token", tlsA, authz.Metrics, token("nope"), false},
+		{"metrics token for a read", tlsA, authz.Read, token("scrape"), false},
+		{"metrics token for admin", tlsA, authz.Admin, token("scrape"), false},
+		{"metrics token for an operator endpoint", tlsA, authz.Operator, token("scrape"), false},
+		{"metrics token for a peer method", tlsA, authz.Peer, token("scrape"), false},
+		{"insecure metrics: anonymous", open, authz.Metrics, anon, true},
 		{"deny: operator", tlsA, authz.Deny, operator, false},
 		{"insecure peer: anonymous", plainA, authz.Peer, anon, true},
 		{"insecure admin: anonymous with a token set", plainA, authz.Admin, anon, false},

@@ -7,6 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode"
 
 	"google.golang.org/grpc"
 
@@ -37,7 +40,10 @@ func Inspect(path string) (Info, error) {
 		return Info{}, fmt.Errorf("open snapshot: %w", err)
 	}
 	defer f.Close()
-	info, err := raftstore.InspectSnapshot(f)
+	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
+		return Info{}, fmt.Errorf("%s: %w: not a regular file (%s)", path, ErrCorrupt, st.Mode().Type())
+	}
+	info, err := raftstore.InspectSnapshotKinds(f, recordKind)
 	if err != nil {
 		return Info{}, fmt.Errorf("%s: %w", path, err)
 	}
@@ -49,6 +55,10 @@ func Inspect(path string) (Info, error) {
 // and renames it into place, so path never holds a partial snapshot. A
 // call cut by a leadership change is retried until ctx ends.
 func Save(ctx context.Context, cc grpc.ClientConnInterface, path string) (Info, error) {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		// Found now, not by the rename after the whole download.
+		return Info{}, fmt.Errorf("save snapshot to %s: not a regular file (%s)", path, st.Mode().Type())
+	}
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -61,13 +71,13 @@ func Save(ctx context.Context, cc grpc.ClientConnInterface, path string) (Info, 
 			_ = os.Remove(tmp.Name())
 		}
 	}()
-	if _, err := withRetry(ctx, func() (struct{}, error) { return struct{}{}, download(ctx, cc, tmp) }); err != nil {
+	if _, err := withRetry(ctx, func(opts ...grpc.CallOption) (struct{}, error) { return struct{}{}, download(ctx, cc, tmp, opts...) }); err != nil {
 		return Info{}, err
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return Info{}, fmt.Errorf("rewind snapshot file: %w", err)
 	}
-	info, err := raftstore.InspectSnapshot(tmp)
+	info, err := raftstore.InspectSnapshotKinds(tmp, recordKind)
 	if err != nil {
 		return Info{}, fmt.Errorf("verify saved snapshot: %w", err)
 	}
@@ -86,14 +96,14 @@ func Save(ctx context.Context, cc grpc.ClientConnInterface, path string) (Info, 
 
 // download streams a snapshot into f from its start (truncating what an
 // earlier attempt wrote).
-func download(ctx context.Context, cc grpc.ClientConnInterface, f *os.File) error {
+func download(ctx context.Context, cc grpc.ClientConnInterface, f *os.File, opts ...grpc.CallOption) error {
 	if err := f.Truncate(0); err != nil {
 		return fmt.Errorf("truncate snapshot file: %w", err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("rewind snapshot file: %w", err)
 	}
-	stream, err := concordv1.NewSnapshotsClient(cc).Save(ctx, &concordv1.SnapshotsSaveRequest{})
+	stream, err := concordv1.NewSnapshotsClient(cc).Save(ctx, &concordv1.SnapshotsSaveRequest{}, opts...)
 	if err != nil {
 		return fmt.Errorf("save snapshot: %w", err)
 	}
@@ -130,7 +140,7 @@ func Restore(ctx context.Context, cc grpc.ClientConnInterface, path string) (Res
 	if err != nil {
 		return Restored{}, err
 	}
-	idx, err := withRetry(ctx, func() (uint64, error) { return upload(ctx, cc, path) })
+	idx, err := withRetry(ctx, func(opts ...grpc.CallOption) (uint64, error) { return upload(ctx, cc, path, opts...) })
 	if err != nil {
 		return Restored{}, err
 	}
@@ -139,13 +149,13 @@ func Restore(ctx context.Context, cc grpc.ClientConnInterface, path string) (Res
 
 // upload streams the file at path to Restore and returns the index at
 // which the restored state took effect.
-func upload(ctx context.Context, cc grpc.ClientConnInterface, path string) (uint64, error) {
+func upload(ctx context.Context, cc grpc.ClientConnInterface, path string, opts ...grpc.CallOption) (uint64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("open snapshot: %w", err)
 	}
 	defer f.Close()
-	stream, err := concordv1.NewSnapshotsClient(cc).Restore(ctx)
+	stream, err := concordv1.NewSnapshotsClient(cc).Restore(ctx, opts...)
 	if err != nil {
 		return 0, fmt.Errorf("restore snapshot: %w", err)
 	}
@@ -180,14 +190,34 @@ func WriteInfo(w io.Writer, info Info) error {
 	_, err := fmt.Fprintf(w, "index           %d\nterm            %d\nsize            %d bytes\n"+
 		"file version    %d\nformat version  %d\ncreated         %s\nsaved by        node %q, system %q, concord %s\nmodules\n",
 		info.Index, info.Term, info.Size, info.FileVersion, info.FormatVersion, created,
-		info.NodeID, info.SystemID, info.Version)
+		info.NodeID, info.SystemID, printable(info.Version))
 	if err != nil {
 		return err
 	}
 	for _, m := range info.Modules {
-		if _, err := fmt.Fprintf(w, "  %-14s %d records\n", m.Name, m.Records); err != nil {
+		kinds := ""
+		if len(m.Kinds) > 0 {
+			parts := make([]string, 0, len(m.Kinds))
+			for _, k := range m.Kinds {
+				parts = append(parts, fmt.Sprintf("%s %d", printable(k.Kind), k.Records))
+			}
+			kinds = " (" + strings.Join(parts, ", ") + ")"
+		}
+		if _, err := fmt.Fprintf(w, "  %-14s %d records%s\n", printable(m.Name), m.Records, kinds); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// printable returns s as is when every rune prints, else quoted: a file's
+// labels are the file's, and a crafted one must not send escape sequences
+// to the operator's terminal.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/concordmap/concord/node/internal/backoff"
@@ -16,6 +18,11 @@ import (
 // leadership moved (no leader yet, leadership lost while the restore
 // committed, a leader that stepped down) is retried until ctx ends; a
 // restore whose outcome was unknown is then made certain.
+//
+// A node never reached is not waited for: a wrong address or port, or TLS
+// settings the node refuses, fail the same way (Unavailable) as an
+// election does, but no election ends them, and retrying would hold the
+// operator for the whole deadline (5 minutes by default) before saying so.
 
 // retryable reports whether err says only that leadership was in flux.
 func retryable(err error) bool {
@@ -39,11 +46,16 @@ func retryable(err error) bool {
 }
 
 // withRetry runs op until it succeeds, fails for another reason, or ctx
-// ends (then the last error is returned).
-func withRetry[T any](ctx context.Context, op func() (T, error)) (T, error) {
+// ends (then the last error is returned). op passes opts to its call; they
+// record whether the node answered, and until one attempt reached it a
+// connection error (Unavailable) is returned at once.
+func withRetry[T any](ctx context.Context, op func(opts ...grpc.CallOption) (T, error)) (T, error) {
+	reached := false
 	for attempt := 0; ; attempt++ {
-		v, err := op()
-		if err == nil || !retryable(err) {
+		var p peer.Peer
+		v, err := op(grpc.Peer(&p))
+		reached = reached || p.Addr != nil
+		if err == nil || !retryable(err) || (!reached && status.Code(err) == codes.Unavailable) {
 			return v, err
 		}
 		select {

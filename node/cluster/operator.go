@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/concordmap/concord/node/membership"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
@@ -67,6 +68,11 @@ func (o *operatorService) Drain(ctx context.Context, req *concordv1.OperatorDrai
 	case id != o.s.cfg.NodeID && req.GetForwarded():
 		return nil, status.Errorf(codes.FailedPrecondition, "drain for %s reached %s", id, o.s.cfg.NodeID)
 	case id != o.s.cfg.NodeID:
+		if o.s.deps.Members != nil {
+			if err := drainTarget(o.s.deps.Members.Members(), id); err != nil {
+				return nil, err
+			}
+		}
 		cc, err := o.s.PeerConn(id)
 		if err != nil {
 			return nil, err
@@ -84,6 +90,23 @@ func (o *operatorService) Drain(ctx context.Context, req *concordv1.OperatorDrai
 		return nil, status.Errorf(codes.Internal, "drain %s: %v", id, err)
 	}
 	return &concordv1.OperatorDrainResponse{NodeId: id, Sessions: uint32(n), ReconnectTo: urls}, nil
+}
+
+// drainTarget checks that id names an alive member before the drain is
+// passed on, so a typo or a node already gone is answered as what it is
+// (NOT_FOUND, FAILED_PRECONDITION), not as an unreachable node worth a
+// retry.
+func drainTarget(members []membership.Member, id string) error {
+	for _, m := range members {
+		if m.ID != id {
+			continue
+		}
+		if m.Status != membership.StatusAlive {
+			return status.Errorf(codes.FailedPrecondition, "node %s is %s: nothing to drain", id, m.Status)
+		}
+		return nil
+	}
+	return status.Errorf(codes.NotFound, "no node %q in this system (concord members lists them)", id)
 }
 
 func healthResponse(rep HealthReport) *concordv1.OperatorHealthResponse {

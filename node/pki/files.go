@@ -25,9 +25,13 @@ func ClientFiles(systemID, name string) (cert, key string) {
 
 func files(base string) (string, string) { return base + ".pem", base + "-key.pem" }
 
-// WriteFiles writes p into dir as certFile (0644) and keyFile (0600). It
-// refuses with ErrExists when either exists, before writing anything.
+// WriteFiles writes p into dir as certFile (0644) and keyFile (0600),
+// creating dir (0700: it holds keys) when missing. It refuses with
+// ErrExists when either file exists, before writing anything.
 func WriteFiles(dir, certFile, keyFile string, p Pair) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("pki: create directory %s: %w", dir, err)
+	}
 	cp, kp := filepath.Join(dir, certFile), filepath.Join(dir, keyFile)
 	for _, f := range []string{cp, kp} {
 		if _, err := os.Stat(f); err == nil {

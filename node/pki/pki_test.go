@@ -150,6 +150,14 @@ func TestWriteFiles_ModesAndNoOverwrite(t *testing.T) {
 	if err != nil || string(back.CertPEM) != string(p.CertPEM) {
 		t.Fatalf("read back: %v", err)
 	}
+	// A missing directory is created, readable only by its owner.
+	sub := filepath.Join(dir, "new", "tls")
+	if err := pki.WriteFiles(sub, cert, key, p); err != nil {
+		t.Fatalf("write into a missing directory: %v", err)
+	}
+	if fi, err := os.Stat(sub); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("created directory: %v, %v", fi, err)
+	}
 	if c, k := pki.ServerFiles("sys", "n1"); c != "sys-server-n1.pem" || k != "sys-server-n1-key.pem" {
 		t.Errorf("server names %s %s", c, k)
 	}

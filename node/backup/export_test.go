@@ -1,0 +1,4 @@
+package backup
+
+// RecordKindForTest exposes recordKind to the external tests.
+var RecordKindForTest = recordKind
