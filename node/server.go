@@ -230,6 +230,7 @@ func (s *Server) buildMAPService() error {
 	fcfg := fanout.DefaultConfig()
 	fcfg.NodeID = s.cfg.NodeID
 	fcfg.Registry = s.registry
+	fcfg.WaitApplyBatch = s.store.WaitApplyBatch
 	fcfg.Sessions = sessions
 	fcfg.Proposer = proposer
 	fcfg.AfterReply = rpc.AfterReply // first events follow the subscribe reply
@@ -289,6 +290,7 @@ func (s *Server) buildMAPService() error {
 	mcfg.IsLeader = s.store.IsLeader
 	mcfg.WaitApplied = s.store.WaitApplied
 	mcfg.WaitFence = s.store.WaitAppliedSoon
+	mcfg.WaitApplyBatch = s.store.WaitApplyBatch
 	mcfg.AppliedIndex = s.store.AppliedIndex
 	mcfg.LinearizableRead = s.store.LinearizableRead
 	mcfg.Barrier = s.readyBarrier

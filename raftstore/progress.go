@@ -28,6 +28,12 @@ type progress struct {
 	// can need are cut from the front. Guarded by mu.
 	results map[uint64]any
 	kept    fifo[uint64]
+
+	// inBatch is set while the FSM applies a batch raft handed it;
+	// batchEnd, when someone waits, is closed when that batch ends
+	// (WaitApplyBatch). Guarded by mu.
+	inBatch  bool
+	batchEnd chan struct{}
 }
 
 // waiter is one WaitApplied call; ch is closed once applied >= index.
@@ -83,6 +89,37 @@ func (p *progress) addWaiter(index uint64) *waiter {
 	}
 	p.waiters[w] = struct{}{}
 	return w
+}
+
+// beginBatch and endBatch bracket one ApplyBatch call (batchingFSM).
+func (p *progress) beginBatch() {
+	p.mu.Lock()
+	p.inBatch = true
+	p.mu.Unlock()
+}
+
+func (p *progress) endBatch() {
+	p.mu.Lock()
+	p.inBatch = false
+	if p.batchEnd != nil {
+		close(p.batchEnd)
+		p.batchEnd = nil
+	}
+	p.mu.Unlock()
+}
+
+// batchDone returns nil when no batch is being applied, else a channel
+// closed once the current one ends.
+func (p *progress) batchDone() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.inBatch {
+		return nil
+	}
+	if p.batchEnd == nil {
+		p.batchEnd = make(chan struct{})
+	}
+	return p.batchEnd
 }
 
 func (p *progress) removeWaiter(w *waiter) {

@@ -1,9 +1,11 @@
 package raftstore
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 func TestProgress_KeepsResultsOnlyForForwardedCalls(t *testing.T) {
@@ -169,5 +171,52 @@ func BenchmarkProgress_EndForward(b *testing.B) {
 		calls = append(calls[1:], p.beginForward())
 		applied++
 		p.advance(applied, 1, nil, true)
+	}
+}
+
+// WaitApplyBatch returns at once between batches, waits for the end of
+// the batch being applied, and gives up when its context ends.
+func TestWaitApplyBatch(t *testing.T) {
+	f, err := newFSM(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Store{fsm: f, stopCh: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.WaitApplyBatch(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("waited with no batch being applied")
+	}
+
+	b := batchingFSM{f}
+	f.beginBatch() // as ApplyBatch does before applying
+	done := make(chan struct{})
+	go func() {
+		s.WaitApplyBatch(context.Background())
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("returned while a batch was being applied")
+	case <-time.After(20 * time.Millisecond):
+	}
+	f.endBatch()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not return when the batch ended")
+	}
+
+	if out := b.ApplyBatch(nil); len(out) != 0 || f.batchDone() != nil {
+		t.Fatalf("after ApplyBatch: %v results, batch still open: %v", len(out), f.batchDone() != nil)
+	}
+	f.beginBatch()
+	defer f.endBatch()
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	s.WaitApplyBatch(ctx) // returns when ctx ends
+	if ctx.Err() == nil {
+		t.Fatal("returned before its context ended, with a batch open")
 	}
 }

@@ -437,7 +437,12 @@ func (l *segLog) storeLogs(logs []*raft.Log, sync bool) error {
 		offs[i] = active.size + int64(len(l.buf))
 		l.buf = appendRecord(l.buf, lg)
 	}
-	l.reserve(active, int64(len(l.buf)))
+	if sync {
+		// Unsynced (a non-voter's appends, nvsync.go) there is no
+		// fdatasync for the reserve to save a journal commit on, and
+		// filling it would write every byte twice.
+		l.reserve(active, int64(len(l.buf)))
+	}
 	if _, err := active.f.WriteAt(l.buf, active.size); err != nil {
 		return l.undoAppend(active, fresh, fmt.Errorf("raftstore: write raft log: %w", err))
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -321,6 +322,35 @@ func TestSegLog_Reserve(t *testing.T) {
 // TestSegLog_DamageIsAnError: damage that is not a torn tail (a bad record
 // before the last segment, a gap between segments, a stray file) fails
 // open instead of shortening the log.
+// TestSegLog_UnsyncedAppendsSkipTheReserve: appends written without
+// fdatasync (a non-voter's) do not zero-fill ahead, which would write
+// every byte twice for no sync to save; a synced append reserves again,
+// and the log reads back whole either way.
+func TestSegLog_UnsyncedAppendsSkipTheReserve(t *testing.T) {
+	dir := t.TempDir()
+	l := openSegLogT(t, dir, 0)
+	for lo := uint64(1); lo <= 40; lo += 10 {
+		if err := l.storeLogs(entries(lo, lo+9, 1), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seg := l.segs[0]
+	st, err := os.Stat(segFiles(t, dir)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != seg.size || seg.alloc != seg.size {
+		t.Fatalf("unsynced appends: file %d bytes, records end at %d, reserve %d; want no reserve", st.Size(), seg.size, seg.alloc)
+	}
+	mustStore(t, l, entries(41, 45, 1))
+	if seg.alloc <= seg.size {
+		t.Fatalf("synced append: reserve %d, records end at %d; want a reserve", seg.alloc, seg.size)
+	}
+	checkLog(t, l, 1, 45, term1)
+	_ = l.Close()
+	checkLog(t, openSegLogT(t, dir, 0), 1, 45, term1)
+}
+
 func TestSegLog_DamageIsAnError(t *testing.T) {
 	build := func(t *testing.T) (string, []string) {
 		dir := t.TempDir()
@@ -434,4 +464,34 @@ func FuzzSegLogOpen(f *testing.F) {
 			t.Fatalf("append after open: %v", err)
 		}
 	})
+}
+
+// BenchmarkSegLog_UnsyncedAppend appends a non-voter's paced batch (100
+// entries of ~300 bytes) without fdatasync, as nvsync.go does.
+func BenchmarkSegLog_UnsyncedAppend(b *testing.B) {
+	l, err := openSegLog(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	data := bytes.Repeat([]byte{7}, 300)
+	batch := make([]*raft.Log, 100)
+	next := uint64(1)
+	b.SetBytes(int64(len(batch) * len(data)))
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	defer func() {
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}()
+	for b.Loop() {
+		for i := range batch {
+			batch[i] = &raft.Log{Index: next, Term: 1, Type: raft.LogCommand, Data: data}
+			next++
+		}
+		if err := l.storeLogs(batch, false); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -150,7 +150,7 @@ func (s *Store) open() error {
 		s.trans.early = s.early
 	}
 	s.bolt.log.written = s.logWritten
-	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.bolt, policySnapshots{snaps, s.bolt}, s.trans); err != nil {
+	if s.raft, err = raft.NewRaft(rc, batchingFSM{s.fsm}, logs, s.bolt, policySnapshots{snaps, s.bolt}, s.trans); err != nil {
 		return fmt.Errorf("raftstore: start raft: %w", err)
 	}
 	if s.early != nil {

@@ -30,8 +30,9 @@ func newTransport(cfg Config, logger *hclogAdapter, stop <-chan struct{}) (*raft
 		inner = cfg.WrapStreamLayer(inner)
 	}
 	layer := &trackingLayer{StreamLayer: inner, conns: make(map[*trackedConn]struct{})}
+	// raft's transport dials; rpcServer serves what the layer accepts.
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  layer,
+		Stream:  newDialOnlyLayer(layer),
 		MaxPool: cfg.MaxPool,
 		Timeout: cfg.TransportTimeout,
 		Logger:  logger,
@@ -44,18 +45,22 @@ func newTransport(cfg Config, logger *hclogAdapter, stop <-chan struct{}) (*raft
 	// servers decode entries written either way, but the bytes must be
 	// the ones raft writes.
 	sender := newAppendSender(layer, cfg.TransportTimeout, cfg.MaxPool, newEntryCache(false))
-	return &raftTransport{NetworkTransport: trans, pace: pace, sender: sender}, layer, nil
+	server := newRPCServer(layer, logger)
+	server.start()
+	return &raftTransport{NetworkTransport: trans, pace: pace, sender: sender, server: server}, layer, nil
 }
 
 // raftTransport is raft's NetworkTransport whose append pipelines
 // cannot deadlock (safePipeline), whose AppendEntries carrying entries
-// encode each entry once for all followers (appendSender) and whose
-// AppendEntries to non-voters are paced (pace.go). Every other method is
-// the embedded transport's, so raft still sees WithClose and WithPreVote.
+// encode each entry once for all followers (appendSender), whose
+// AppendEntries to non-voters are paced (pace.go) and whose incoming RPCs
+// are served by rpcServer (rpcserve.go). Every other method is the
+// embedded transport's, so raft still sees WithClose and WithPreVote.
 type raftTransport struct {
 	*raft.NetworkTransport
 	pace   *pacer
 	sender *appendSender
+	server *rpcServer
 	// early, when set, sees raft's appends to followers and may answer
 	// one in the follower's stead (earlyAppender). Set before raft runs.
 	early *earlyAppender
@@ -96,17 +101,34 @@ func (t *raftTransport) appendEntries(id raft.ServerID, target raft.ServerAddres
 	return nil
 }
 
+// Consumer implements raft.Transport: the RPCs rpcServer received.
+func (t *raftTransport) Consumer() <-chan raft.RPC { return t.server.consume }
+
+// SetHeartbeatHandler implements raft.Transport: rpcServer answers
+// heartbeats with cb, without waiting for raft's main loop.
+func (t *raftTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
+	if cb == nil {
+		t.server.heartbeat.Store(nil)
+		return
+	}
+	t.server.heartbeat.Store(&cb)
+}
+
 // Close implements raft.WithClose: it closes the sender's connections
-// too, so an append in flight fails instead of waiting for its deadline.
+// too, so an append in flight fails instead of waiting for its deadline,
+// and the server's (through the layer, which raft's transport closes).
 func (t *raftTransport) Close() error {
+	t.server.close()
 	t.sender.closeConns(true)
 	return t.NetworkTransport.Close()
 }
 
 // CloseStreams closes the pooled connections of both raft's transport and
-// the sender.
+// the sender, and ends the connections the server has accepted so far
+// before their next request, as raft's CloseStreams does.
 func (t *raftTransport) CloseStreams() {
 	t.sender.closeConns(false)
+	t.server.closeStreams()
 	t.NetworkTransport.CloseStreams()
 }
 
@@ -157,12 +179,12 @@ func (t *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 }
 
 // trackingLayer remembers accepted connections so Close can close them and
-// Shutdown can wait for their handlers. raft's NetworkTransport does
-// neither: each accepted connection has a goroutine reading it until the
-// remote end hangs up, and that goroutine answers heartbeats itself (raft's
-// fast path), writing the term to the stable store. It would outlive
-// Shutdown while peers keep pooled connections open, and could write to
-// the bolt file after Shutdown closed it.
+// Shutdown can wait for their handlers (rpcServer's, and its accept loop,
+// count in live). Each accepted connection has a goroutine reading it
+// until the remote end hangs up, and that goroutine answers heartbeats
+// itself (raft's fast path), writing the term to the stable store. It
+// would outlive Shutdown while peers keep pooled connections open, and
+// could write to the bolt file after Shutdown closed it.
 type trackingLayer struct {
 	raft.StreamLayer
 
@@ -191,8 +213,8 @@ func (l *trackingLayer) Accept() (net.Conn, error) {
 }
 
 // Close closes the listener and every accepted connection still open. It
-// is idempotent. raft's handler goroutines then return and close their
-// connections, which wait observes.
+// is idempotent. The connections' handler goroutines then return and
+// close their connections, which wait observes.
 func (l *trackingLayer) Close() error {
 	l.mu.Lock()
 	l.closed = true
@@ -210,6 +232,13 @@ func (l *trackingLayer) Close() error {
 		return nil
 	}
 	return err
+}
+
+// isClosed reports whether Close was called.
+func (l *trackingLayer) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // handlers returns the wait group of accepted connections whose handler

@@ -37,6 +37,13 @@ type Config struct {
 	// already holds the change even when the proposal was forwarded.
 	WaitApplied func(ctx context.Context, index uint64) error
 
+	// WaitApplyBatch, optional, waits until the local replica has finished
+	// applying the batch of entries it is in (raftstore's WaitApplyBatch).
+	// The registry wakes the hub per event; after a wake-up the hub waits
+	// for the batch's end before reading, so a batch of many entries wakes
+	// it once rather than once per entry.
+	WaitApplyBatch func(ctx context.Context)
+
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
 

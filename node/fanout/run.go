@@ -47,6 +47,9 @@ func (h *Hub) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-notify:
+			if h.cfg.WaitApplyBatch != nil {
+				h.cfg.WaitApplyBatch(ctx)
+			}
 		case <-h.wake:
 		case <-retryC:
 		}

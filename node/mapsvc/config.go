@@ -105,6 +105,11 @@ type Config struct {
 	// (fence.go): a wait that also asks the leader to send this node the
 	// commit index now (raftstore's WaitAppliedSoon). Nil: WaitApplied.
 	WaitFence func(ctx context.Context, index uint64) error
+	// WaitApplyBatch, optional, waits until the local replica has finished
+	// applying the batch of entries it is in (raftstore's WaitApplyBatch).
+	// Run wakes on every registry event; it waits for the batch's end
+	// before looking, so a batch of many entries wakes it once.
+	WaitApplyBatch func(ctx context.Context)
 	// AppliedIndex, optional, returns the local replica's applied Raft
 	// index (raftstore's AppliedIndex). With it, a request whose fence is
 	// already applied (nearly every one) skips the bounded wait and the

@@ -65,6 +65,9 @@ func (s *Service) Run(ctx context.Context) error {
 			full = true
 		case <-wake:
 			full = false
+			if s.cfg.WaitApplyBatch != nil {
+				s.cfg.WaitApplyBatch(ctx)
+			}
 		case <-creds:
 			s.checkCredentials()
 			ct.Reset(s.nextCredentialDeadline(s.cfg.ExpiryInterval))
