@@ -143,7 +143,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 		"how long a node must stay failed in gossip before the leader moves its MAP sessions off it (clients resume elsewhere); "+
 			"rides out a live node falsely declared failed under load. A node that left is not waited for; 0 detaches at once. "+
 			"Also how long a node waits before detaching a session the state shows connected to it with no connection (restored snapshot, restart)")
-	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many (dead-server cleanup, autopilot demotions)")
+	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many (dead-server cleanup, autopilot demotions, drains unless --force)")
 	fl.IntVar(&f.raftVoters, "raft-voters", d.Cluster.RaftVoters,
 		"number of Raft voters the system keeps, 3 or 5, the same on every server: further servers join as non-voters (replicate and serve, do not vote); "+
 			"the leader promotes the healthiest non-voter when a voter fails or leaves and demotes extras when it returns")
