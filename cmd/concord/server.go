@@ -188,7 +188,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	f.logs.register(cmd)
 	fl.StringVar(&f.configFile, configFlag, "",
 		"YAML file of server settings, keys = flag names (env CONCORD_CONFIG); flags win over CONCORD_<FLAG> environment variables, which win over the file")
-	fl.BoolVar(&f.printConfig, printConfigFlag, false, "print the effective settings (flags, environment, file) as a config file, secrets redacted, and exit")
+	fl.BoolVar(&f.printConfig, printConfigFlag, false, "print the effective settings (flags, environment, file) as a config file, secrets redacted, and exit (status 1 if a start would refuse them)")
 }
 
 func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
