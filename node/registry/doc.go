@@ -69,7 +69,13 @@
 // re-checks epoch, detachment and deadline against the expiry command's
 // own timestamp, so a duplicate from a new leader is a no-op. A resume
 // (SESSION_OPEN with resume) re-homes the session and its agents to the
-// proposing node and gives orphaned agents back their previous state.
+// proposing node and gives orphaned agents back their previous state. A
+// resume that quotes resume_from_epoch applies only while the session is
+// still at that epoch (ErrSessionMoved otherwise, state unchanged): a
+// resume the client was told failed may still reach the log later (its
+// forward was on the wire) and must not take the session from the resume
+// that succeeded elsewhere meanwhile. Proposers quote it only once every
+// server enforces it (levels.go).
 // notifySubscribers of the SDK policy is stored but events are always
 // emitted (subscribers filter by type).
 //

@@ -125,6 +125,9 @@ func checkSessionOpen(d *data, m *concordv1.SessionOpenRequest) error {
 		if len(e.s.ResumeTokenHash) > 0 && !bytes.Equal(e.s.ResumeTokenHash, r.GetResumeTokenHash()) {
 			return errf(CodeAuthFailed, "resumeToken", "resume token does not match session %q", r.GetId())
 		}
+		if want := m.GetResumeFromEpoch(); want != 0 && e.epoch != want {
+			return errf(CodeExhausted, "sessionId", "session %q moved on: epoch %d, the resume was decided at %d", r.GetId(), e.epoch, want)
+		}
 		return nil
 	}
 	if exists {

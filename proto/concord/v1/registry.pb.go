@@ -1215,8 +1215,16 @@ type SessionOpenRequest struct {
 	// reclaim_agents: orphaned agents (or agents of this session) to take
 	// ownership of; unknown ids are skipped and reported as not reclaimed.
 	ReclaimAgents []string `protobuf:"bytes,4,rep,name=reclaim_agents,json=reclaimAgents,proto3" json:"reclaim_agents,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// resume_from_epoch is the session's epoch the proposing node read when it
+	// decided to resume (resume only). When set, the resume applies only while
+	// the session is still at that epoch: a resume that reaches the log after
+	// the session moved on (resumed elsewhere, detached, expired) is refused
+	// with no state change, like a stale SESSION_DETACH. 0 (older proposers,
+	// or a system with a server that does not enforce it; see registry
+	// FSMLevelResumeEpoch) applies the resume unconditionally, as before.
+	ResumeFromEpoch uint64 `protobuf:"varint,5,opt,name=resume_from_epoch,json=resumeFromEpoch,proto3" json:"resume_from_epoch,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SessionOpenRequest) Reset() {
@@ -1275,6 +1283,13 @@ func (x *SessionOpenRequest) GetReclaimAgents() []string {
 		return x.ReclaimAgents
 	}
 	return nil
+}
+
+func (x *SessionOpenRequest) GetResumeFromEpoch() uint64 {
+	if x != nil {
+		return x.ResumeFromEpoch
+	}
+	return 0
 }
 
 // SessionCloseRequest (COMMAND_TYPE_SESSION_CLOSE): map/disconnect. The
@@ -2687,12 +2702,13 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\x05_nameB\x0e\n" +
 	"\f_descriptionB\a\n" +
 	"\x05_roleB\r\n" +
-	"\v_visibility\"\xb5\x01\n" +
+	"\v_visibility\"\xe1\x01\n" +
 	"\x12SessionOpenRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x123\n" +
 	"\asession\x18\x02 \x01(\v2\x19.concord.v1.SessionRecordR\asession\x12\x16\n" +
 	"\x06resume\x18\x03 \x01(\bR\x06resume\x12%\n" +
-	"\x0ereclaim_agents\x18\x04 \x03(\tR\rreclaimAgents\"\xa6\x01\n" +
+	"\x0ereclaim_agents\x18\x04 \x03(\tR\rreclaimAgents\x12*\n" +
+	"\x11resume_from_epoch\x18\x05 \x01(\x04R\x0fresumeFromEpoch\"\xa6\x01\n" +
 	"\x13SessionCloseRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x1d\n" +
 	"\n" +
