@@ -294,6 +294,7 @@ func (s *Server) buildMAPService() error {
 	mcfg.AppliedIndex = s.store.AppliedIndex
 	mcfg.LinearizableRead = s.store.LinearizableRead
 	mcfg.Barrier = s.readyBarrier
+	mcfg.FSMLevel = s.fsmLevel
 	mcfg.Router = rt
 	mcfg.Fanout = hub
 	mcfg.Gateway = fedGateway{hook: s.fedHook, timeout: func() (context.Context, context.CancelFunc) {
