@@ -95,7 +95,7 @@ func TestResume_SessionMovedMeanwhile(t *testing.T) {
 		ep, _ := e.reg.SessionEpoch(sid)
 		s, _ := e.reg.Session(sid)
 		_, _, err := e.store.Apply(context.Background(), concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
-			Meta: &concordv1.CommandMeta{TimestampMs: 1, EventIds: []string{"ev-steal-" + sid + string(rune('a'+ep))}, NodeId: "n9"},
+			Meta:    &concordv1.CommandMeta{TimestampMs: 1, EventIds: []string{"ev-steal-" + sid + string(rune('a'+ep))}, NodeId: "n9"},
 			Session: &concordv1.SessionRecord{Id: sid, HomeNode: "n9", ResumeTokenHash: s.ResumeTokenHash}, Resume: true, ResumeFromEpoch: ep,
 		})
 		if err != nil {
