@@ -257,7 +257,7 @@ func (s *Service) openFresh(ctx context.Context, c *rpc.Conn, st *connState, cp 
 	st.mu.Lock()
 	st.pendingSession, st.pendingEpoch = sid, 1
 	st.mu.Unlock()
-	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
+	req := &concordv1.SessionOpenRequest{
 		Meta: s.meta(pid, 1+len(cp.reclaim)),
 		Session: &concordv1.SessionRecord{
 			Id: sid, ParticipantId: pid, ParticipantType: cp.participantType, Name: cp.name,
@@ -265,7 +265,11 @@ func (s *Service) openFresh(ctx context.Context, c *rpc.Conn, st *connState, cp 
 			ResumeTokenHash: hashToken(token),
 		},
 		ReclaimAgents: cp.reclaim,
-	})
+	}
+	if len(cp.reclaim) > 0 && s.fsmLevel(ctx) >= registry.FSMLevelResumeEpoch {
+		req.ReclaimFromSessions = s.agentSessions(cp.reclaim)
+	}
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, req)
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +333,9 @@ func (s *Service) proposeResume(ctx context.Context, st *connState, cp *connectP
 	}
 	if s.fsmLevel(ctx) >= registry.FSMLevelResumeEpoch {
 		req.ResumeFromEpoch = epoch
+		if len(cp.reclaim) > 0 {
+			req.ReclaimFromSessions = s.agentSessions(cp.reclaim)
+		}
 	}
 	st.mu.Lock()
 	st.pendingSession, st.pendingEpoch = sid, epoch+1
@@ -338,6 +345,20 @@ func (s *Service) proposeResume(ctx context.Context, st *connState, cp *connectP
 		return registry.SessionResult{}, err
 	}
 	return res.(registry.SessionResult), nil
+}
+
+// agentSessions returns the session of each agent as this replica shows
+// it ("" for none, or an unknown agent): a connect's reclaim_from_sessions.
+// A reclaim that reaches the log late (its client told to retry) then
+// leaves alone the agents its client reclaimed elsewhere since.
+func (s *Service) agentSessions(ids []string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		if a, ok := s.reg.Agent(id); ok {
+			out[i] = a.SessionID
+		}
+	}
+	return out
 }
 
 // fsmLevel is Config.FSMLevel, 0 without one.

@@ -2,8 +2,11 @@ package mapsvc
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -13,8 +16,8 @@ import (
 	"github.com/concordmap/concord/raftstore"
 )
 
-// resumeRecorder is the store as a Proposer that records every resume
-// proposed through it and may run a write of its own (another node's,
+// resumeRecorder is the store as a Proposer that records every resume (and
+// open with agents to reclaim) proposed through it and may run a write of its own (another node's,
 // committed first) before passing one on.
 type resumeRecorder struct {
 	store  *raftstore.Store
@@ -24,7 +27,7 @@ type resumeRecorder struct {
 }
 
 func (r *resumeRecorder) Apply(ctx context.Context, t concordv1.CommandType, m proto.Message) (any, uint64, error) {
-	if o, ok := m.(*concordv1.SessionOpenRequest); ok && o.GetResume() {
+	if o, ok := m.(*concordv1.SessionOpenRequest); ok && (o.GetResume() || len(o.GetReclaimAgents()) > 0) {
 		r.mu.Lock()
 		r.seen = append(r.seen, proto.Clone(o).(*concordv1.SessionOpenRequest))
 		n, before := len(r.seen), r.before
@@ -148,4 +151,38 @@ func TestResume_SessionMovedMeanwhile(t *testing.T) {
 			t.Fatalf("session %+v, want it left on n9", s)
 		}
 	})
+}
+
+// TestReclaim_FromSessionsGate: a fresh connect's reclaimAgents quote the
+// session each agent was in (reclaim_from_sessions) only when every server
+// enforces it.
+func TestReclaim_FromSessionsGate(t *testing.T) {
+	for _, level := range []int{0, registry.FSMLevelResumeEpoch} {
+		e, rec := newResumeEnv(t, level)
+		c1 := e.dial()
+		res := connectAs(c1, TypeAgent, map[string]any{"participantId": "agent-a", "disconnectPolicy": map[string]any{"agentBehavior": "orphan"}})
+		sid := res["sessionId"].(string)
+		c1.must("map/agents/register", `{"agentId":"agent-a","name":"A"}`)
+		_ = c1.conn.Close("network down")
+		<-c1.conn.Done()
+		eventually(t, 5*time.Second, func() error {
+			if a, _ := e.reg.Agent("agent-a"); a.OwnerID != "" {
+				return fmt.Errorf("agent-a still owned by %q", a.OwnerID)
+			}
+			return nil
+		})
+		c2 := e.dial()
+		r := connectAs(c2, TypeAgent, map[string]any{"participantId": "agent-b", "reclaimAgents": []string{"agent-a", "nobody"}})
+		if rc, _ := r["reclaimedAgents"].([]any); len(rc) != 1 {
+			t.Fatalf("level %d: reclaimedAgents %v", level, r["reclaimedAgents"])
+		}
+		got := rec.resumes()
+		want := []string(nil)
+		if level > 0 {
+			want = []string{sid, ""}
+		}
+		if len(got) != 1 || !slices.Equal(got[0].GetReclaimFromSessions(), want) {
+			t.Fatalf("level %d: proposed %v, want one open with reclaim_from_sessions %q", level, got, want)
+		}
+	}
 }

@@ -10,7 +10,9 @@ package registry
 // grow; a build enforces every level up to FSMLevel.
 const (
 	// FSMLevelResumeEpoch: SESSION_OPEN's resume_from_epoch is enforced
-	// (checkSessionOpen refuses a resume for an epoch the session left).
+	// (checkSessionOpen refuses a resume for an epoch the session left),
+	// and so is reclaim_from_sessions (an agent that moved to another
+	// session since the proposer read it is not reclaimed).
 	FSMLevelResumeEpoch = 1
 
 	// FSMLevel is the newest level this build enforces.

@@ -150,3 +150,68 @@ func TestState_ResumeFromEpochError(t *testing.T) {
 		t.Fatalf("stale resume matches ErrInvalidRequest: mapsvc would open a fresh session")
 	}
 }
+
+// TestState_ReclaimFromSessions: a connect's reclaim quoting the session
+// each agent was in when its proposer read it takes only the agents still
+// there; one taken by another session of the participant since (a connect
+// that succeeded elsewhere) stays, on every replica. Without the quote
+// (older proposers) the reclaim is as before.
+func TestState_ReclaimFromSessions(t *testing.T) {
+	fresh := func(sid string, from ...string) *concordv1.SessionOpenRequest {
+		m := openSession(sid, "p1", BehaviorOrphan, 0)
+		m.ReclaimAgents, m.ReclaimFromSessions = []string{"a1"}, from
+		return m
+	}
+	// p1's session s1 (its node died) owned a1; the leader detached it.
+	base := func() []logStep {
+		return []logStep{
+			{cSessionOpen, openSession("s1", "p1", BehaviorOrphan, 0)},
+			{cAgentRegister, register("a1", inSession("s1", "p1"))},
+			{cSessionDetach, detach("s1", 1, 60_000)},
+		}
+	}
+	tests := []struct {
+		name      string
+		log       func() []logStep
+		last      func() *concordv1.SessionOpenRequest
+		reclaimed bool
+		session   string // a1's session after the last command
+	}{
+		{"orphan still in the session read", base, func() *concordv1.SessionOpenRequest { return fresh("s2", "s1") }, true, "s2"},
+		{"taken by another connect meanwhile",
+			func() []logStep { return append(base(), logStep{cSessionOpen, fresh("s3", "s1")}) },
+			func() *concordv1.SessionOpenRequest { return fresh("s2", "s1") }, false, "s3"},
+		{"no quote (older proposer): reclaimed as before",
+			func() []logStep { return append(base(), logStep{cSessionOpen, fresh("s3", "s1")}) },
+			func() *concordv1.SessionOpenRequest { return fresh("s2") }, true, "s2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			steps, last := tt.log(), tt.last()
+			var dumps []string
+			for r := range 3 {
+				h := newHarness(t, 100)
+				for _, st := range steps {
+					h.must(st.typ, st.msg)
+				}
+				res := h.must(cSessionOpen, last).(SessionResult)
+				got := len(res.Reclaimed) == 1 && res.Reclaimed[0].ID == "a1"
+				if got != tt.reclaimed || (!tt.reclaimed && (len(res.NotReclaimed) != 1 || res.NotReclaimed[0] != "a1")) {
+					t.Fatalf("replica %d: reclaimed %v, not reclaimed %v; want a1 reclaimed %v", r, res.Reclaimed, res.NotReclaimed, tt.reclaimed)
+				}
+				if a, _ := h.s.Agent("a1"); a.SessionID != tt.session || a.OwnerID != "p1" {
+					t.Fatalf("replica %d: a1 in session %q owner %q, want %q", r, a.SessionID, a.OwnerID, tt.session)
+				}
+				dumps = append(dumps, dump(h.s))
+			}
+			for r := 1; r < len(dumps); r++ {
+				if dumps[r] != dumps[0] {
+					t.Fatalf("replica %d differs from replica 0", r)
+				}
+			}
+		})
+	}
+	h := newHarness(t, 100)
+	m := fresh("s9", "s1", "s2")
+	h.refuse(cSessionOpen, m, CodeInvalidParams)
+}

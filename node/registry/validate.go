@@ -117,6 +117,9 @@ func checkSessionOpen(d *data, m *concordv1.SessionOpenRequest) error {
 	if b := r.GetDisconnectPolicy().GetAgentBehavior(); b != "" && !ValidBehavior(b) {
 		return errf(CodeInvalidParams, "disconnectPolicy.agentBehavior", "unknown agent behavior %q", b)
 	}
+	if from := m.GetReclaimFromSessions(); len(from) > 0 && len(from) != len(m.GetReclaimAgents()) {
+		return errf(CodeInvalidParams, "reclaimFromSessions", "%d sessions for %d agents to reclaim", len(from), len(m.GetReclaimAgents()))
+	}
 	e, exists := d.sessions[r.GetId()]
 	if m.GetResume() {
 		if !exists {

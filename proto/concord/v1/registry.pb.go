@@ -1223,8 +1223,17 @@ type SessionOpenRequest struct {
 	// or a system with a server that does not enforce it; see registry
 	// FSMLevelResumeEpoch) applies the resume unconditionally, as before.
 	ResumeFromEpoch uint64 `protobuf:"varint,5,opt,name=resume_from_epoch,json=resumeFromEpoch,proto3" json:"resume_from_epoch,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// reclaim_from_sessions, when not empty, has one entry per reclaim_agents
+	// entry: the session the agent belonged to (its session_id, "" for none
+	// or an unknown agent) when the proposing node read it. An agent that has
+	// moved to another session since is not reclaimed (reported as not
+	// reclaimed): a connect the client was told failed may reach the log late,
+	// and must not take agents from the session the client connected since.
+	// Empty (older proposers, or a system with a server that does not enforce
+	// it; registry FSMLevelResumeEpoch) reclaims as before.
+	ReclaimFromSessions []string `protobuf:"bytes,6,rep,name=reclaim_from_sessions,json=reclaimFromSessions,proto3" json:"reclaim_from_sessions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *SessionOpenRequest) Reset() {
@@ -1290,6 +1299,13 @@ func (x *SessionOpenRequest) GetResumeFromEpoch() uint64 {
 		return x.ResumeFromEpoch
 	}
 	return 0
+}
+
+func (x *SessionOpenRequest) GetReclaimFromSessions() []string {
+	if x != nil {
+		return x.ReclaimFromSessions
+	}
+	return nil
 }
 
 // SessionCloseRequest (COMMAND_TYPE_SESSION_CLOSE): map/disconnect. The
@@ -2702,13 +2718,14 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\x05_nameB\x0e\n" +
 	"\f_descriptionB\a\n" +
 	"\x05_roleB\r\n" +
-	"\v_visibility\"\xe1\x01\n" +
+	"\v_visibility\"\x95\x02\n" +
 	"\x12SessionOpenRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x123\n" +
 	"\asession\x18\x02 \x01(\v2\x19.concord.v1.SessionRecordR\asession\x12\x16\n" +
 	"\x06resume\x18\x03 \x01(\bR\x06resume\x12%\n" +
 	"\x0ereclaim_agents\x18\x04 \x03(\tR\rreclaimAgents\x12*\n" +
-	"\x11resume_from_epoch\x18\x05 \x01(\x04R\x0fresumeFromEpoch\"\xa6\x01\n" +
+	"\x11resume_from_epoch\x18\x05 \x01(\x04R\x0fresumeFromEpoch\x122\n" +
+	"\x15reclaim_from_sessions\x18\x06 \x03(\tR\x13reclaimFromSessions\"\xa6\x01\n" +
 	"\x13SessionCloseRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x1d\n" +
 	"\n" +
