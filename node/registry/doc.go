@@ -74,8 +74,10 @@
 // still at that epoch (ErrSessionMoved otherwise, state unchanged): a
 // resume the client was told failed may still reach the log later (its
 // forward was on the wire) and must not take the session from the resume
-// that succeeded elsewhere meanwhile. Proposers quote it only once every
-// server enforces it (levels.go).
+// that succeeded elsewhere meanwhile. Likewise reclaim_agents with
+// reclaim_from_sessions takes only the agents still in the session the
+// proposer saw them in. Proposers quote these only once every server
+// enforces them (levels.go).
 // notifySubscribers of the SDK policy is stored but events are always
 // emitted (subscribers filter by type).
 //
