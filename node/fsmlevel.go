@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"time"
 
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/raftstore"
@@ -16,12 +17,32 @@ import (
 // feature on every server meeting a minimum version (the version string
 // cannot do it: builds of one release, and every dev build, share it).
 // 0 while the configuration cannot be read.
+//
+// Every register asks, so the answer is kept for fsmLevelTTL: a server
+// that starts advertising a lower level (an older binary joining, which
+// the limit in raftstore/DESIGN.md "FSM levels" rules out anyway) closes
+// the gate that much later than gossip tells this node.
 func (s *Server) fsmLevel(ctx context.Context) int {
+	now := time.Now()
+	if c := s.fsmLevelCache.Load(); c != nil && now.Before(c.until) {
+		return c.level
+	}
 	servers, err := s.store.Configuration(ctx)
 	if err != nil {
 		return 0
 	}
-	return lowestFSMLevel(servers, s.members.Members())
+	level := lowestFSMLevel(servers, s.members.Members())
+	s.fsmLevelCache.Store(&fsmLevelSample{level: level, until: now.Add(fsmLevelTTL)})
+	return level
+}
+
+// fsmLevelTTL is how long fsmLevel keeps an answer.
+const fsmLevelTTL = 250 * time.Millisecond
+
+// fsmLevelSample is one fsmLevel answer and when it expires.
+type fsmLevelSample struct {
+	level int
+	until time.Time
 }
 
 // lowestFSMLevel is fsmLevel's rule. A server of the configuration that

@@ -23,6 +23,7 @@ type resumeRecorder struct {
 	store  *raftstore.Store
 	mu     sync.Mutex
 	seen   []*concordv1.SessionOpenRequest
+	regs   []*concordv1.AgentRegisterRequest
 	before func(n int) // called before the n-th resume (1-based) goes on
 }
 
@@ -35,6 +36,11 @@ func (r *resumeRecorder) Apply(ctx context.Context, t concordv1.CommandType, m p
 		if before != nil {
 			before(n)
 		}
+	}
+	if o, ok := m.(*concordv1.AgentRegisterRequest); ok {
+		r.mu.Lock()
+		r.regs = append(r.regs, proto.Clone(o).(*concordv1.AgentRegisterRequest))
+		r.mu.Unlock()
 	}
 	return r.store.Apply(ctx, t, m)
 }
@@ -183,6 +189,29 @@ func TestReclaim_FromSessionsGate(t *testing.T) {
 		}
 		if len(got) != 1 || !slices.Equal(got[0].GetReclaimFromSessions(), want) {
 			t.Fatalf("level %d: proposed %v, want one open with reclaim_from_sessions %q", level, got, want)
+		}
+	}
+}
+
+// TestRegister_SessionEpochGate: a register quotes its connection's attach
+// epoch only when every server enforces it.
+func TestRegister_SessionEpochGate(t *testing.T) {
+	for _, level := range []int{0, registry.FSMLevelResumeEpoch} {
+		e, rec := newResumeEnv(t, level)
+		c1 := e.dial()
+		res := connectAs(c1, TypeAgent, map[string]any{"participantId": "agent-a"})
+		c2 := e.dial() // the session moves to c2: epoch 2
+		connectAs(c2, TypeAgent, map[string]any{"participantId": "agent-a", "resumeToken": res["resumeToken"]})
+		c2.must("map/agents/register", `{"agentId":"agent-a","name":"A"}`)
+		want := uint64(0)
+		if level > 0 {
+			want = 2
+		}
+		rec.mu.Lock()
+		regs := rec.regs
+		rec.mu.Unlock()
+		if len(regs) != 1 || regs[0].GetSessionEpoch() != want {
+			t.Fatalf("level %d: registers %v, want one with session_epoch %d", level, regs, want)
 		}
 	}
 }

@@ -76,8 +76,9 @@
 // forward was on the wire) and must not take the session from the resume
 // that succeeded elsewhere meanwhile. Likewise reclaim_agents with
 // reclaim_from_sessions takes only the agents still in the session the
-// proposer saw them in. Proposers quote these only once every server
-// enforces them (levels.go).
+// proposer saw them in, and a register quoting session_epoch applies only
+// while its session is at that epoch. Proposers quote these only once
+// every server enforces them (levels.go).
 // notifySubscribers of the SDK policy is stored but events are always
 // emitted (subscribers filter by type).
 //

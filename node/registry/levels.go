@@ -12,7 +12,9 @@ const (
 	// FSMLevelResumeEpoch: SESSION_OPEN's resume_from_epoch is enforced
 	// (checkSessionOpen refuses a resume for an epoch the session left),
 	// and so is reclaim_from_sessions (an agent that moved to another
-	// session since the proposer read it is not reclaimed).
+	// session since the proposer read it is not reclaimed), and
+	// AGENT_REGISTER's session_epoch (a register from a connection whose
+	// session moved on is refused).
 	FSMLevelResumeEpoch = 1
 
 	// FSMLevel is the newest level this build enforces.

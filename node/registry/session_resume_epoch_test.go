@@ -215,3 +215,56 @@ func TestState_ReclaimFromSessions(t *testing.T) {
 	m := fresh("s9", "s1", "s2")
 	h.refuse(cSessionOpen, m, CodeInvalidParams)
 }
+
+// TestState_RegisterSessionEpoch: a register quoting its connection's
+// attach epoch applies only while the session is still at that epoch; a
+// late one from a connection whose session was resumed elsewhere since
+// would re-home the agent to a node that no longer holds the session.
+func TestState_RegisterSessionEpoch(t *testing.T) {
+	reg := func(home string, epoch uint64) *concordv1.AgentRegisterRequest {
+		m := register("a1", inSession("s1", "p1"), func(r *concordv1.AgentRecord) { r.HomeNode = home })
+		m.SessionEpoch = epoch
+		return m
+	}
+	// s1 attached on n1 (epoch 1), then resumed on n3 (epoch 2), where the
+	// client registered a1 again.
+	moved := []logStep{
+		{cSessionOpen, openSession("s1", "p1", BehaviorOrphan, 0)},
+		{cAgentRegister, reg("n1", 1)},
+		{cSessionOpen, resumeFrom("s1", "n3", 1)},
+		{cAgentRegister, reg("n3", 2)},
+	}
+	tests := []struct {
+		name string
+		last *concordv1.AgentRegisterRequest
+		code int
+		home string
+	}{
+		{"from the connection holding the session", reg("n3", 2), 0, "n3"},
+		{"late, from the connection on n1", reg("n1", 1), CodeExhausted, "n3"},
+		{"no epoch (older proposer): re-homed as before", reg("n1", 0), 0, "n1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var dumps []string
+			for range 3 {
+				h := newHarness(t, 100)
+				for _, st := range moved {
+					h.must(st.typ, st.msg)
+				}
+				if tt.code != 0 {
+					h.refuse(cAgentRegister, tt.last, tt.code)
+				} else {
+					h.must(cAgentRegister, tt.last)
+				}
+				if a, _ := h.s.Agent("a1"); a.HomeNode != tt.home {
+					t.Fatalf("a1 homed on %q, want %q", a.HomeNode, tt.home)
+				}
+				dumps = append(dumps, dump(h.s))
+			}
+			if dumps[1] != dumps[0] || dumps[2] != dumps[0] {
+				t.Fatal("replicas differ")
+			}
+		})
+	}
+}

@@ -48,6 +48,11 @@ func checkAgentRegister(d *data, m *concordv1.AgentRegisterRequest) error {
 	if sid := r.GetSessionId(); sid != "" && d.sessions[sid] == nil {
 		return errf(CodeInvalidRequest, "", "session %q not found", sid)
 	}
+	if ep := m.GetSessionEpoch(); ep != 0 {
+		if se := d.sessions[r.GetSessionId()]; se == nil || se.epoch != ep {
+			return errf(CodeExhausted, "sessionId", "session %q moved on since the registering connection attached at epoch %d", r.GetSessionId(), ep)
+		}
+	}
 	if m.GetResumePersistentIdentity() && m.GetPersistentId() != "" && d.orphanByPersistentID(m.GetPersistentId()) != nil {
 		return nil
 	}

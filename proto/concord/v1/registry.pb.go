@@ -892,7 +892,15 @@ type AgentRegisterRequest struct {
 	ResumePersistentIdentity bool `protobuf:"varint,3,opt,name=resume_persistent_identity,json=resumePersistentIdentity,proto3" json:"resume_persistent_identity,omitempty"`
 	// persistent_id is persistentIdentity.persistentId, extracted by the
 	// proposer (Apply does not parse JSON).
-	PersistentId  string `protobuf:"bytes,4,opt,name=persistent_id,json=persistentId,proto3" json:"persistent_id,omitempty"`
+	PersistentId string `protobuf:"bytes,4,opt,name=persistent_id,json=persistentId,proto3" json:"persistent_id,omitempty"`
+	// session_epoch is the attach epoch of the registering connection's
+	// session (agent.session_id). When set, the register applies only while
+	// the session is still at that epoch: a register that reaches the log
+	// after the session moved on (resumed on another node) must not re-home
+	// the agent to a node that no longer holds its session. 0 (older
+	// proposers, or a system with a server that does not enforce it; registry
+	// FSMLevelResumeEpoch) applies as before.
+	SessionEpoch  uint64 `protobuf:"varint,5,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -953,6 +961,13 @@ func (x *AgentRegisterRequest) GetPersistentId() string {
 		return x.PersistentId
 	}
 	return ""
+}
+
+func (x *AgentRegisterRequest) GetSessionEpoch() uint64 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
 }
 
 // AgentUnregisterRequest (COMMAND_TYPE_AGENT_UNREGISTER).
@@ -2674,12 +2689,13 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\x05epoch\x18\x0e \x01(\x04R\x05epoch\x12\x15\n" +
 	"\x06ttl_ms\x18\x0f \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
-	"grace_done\x18\x10 \x01(\bR\tgraceDone\"\xd5\x01\n" +
+	"grace_done\x18\x10 \x01(\bR\tgraceDone\"\xfa\x01\n" +
 	"\x14AgentRegisterRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12-\n" +
 	"\x05agent\x18\x02 \x01(\v2\x17.concord.v1.AgentRecordR\x05agent\x12<\n" +
 	"\x1aresume_persistent_identity\x18\x03 \x01(\bR\x18resumePersistentIdentity\x12#\n" +
-	"\rpersistent_id\x18\x04 \x01(\tR\fpersistentId\"x\n" +
+	"\rpersistent_id\x18\x04 \x01(\tR\fpersistentId\x12#\n" +
+	"\rsession_epoch\x18\x05 \x01(\x04R\fsessionEpoch\"x\n" +
 	"\x16AgentUnregisterRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
