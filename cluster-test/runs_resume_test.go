@@ -94,6 +94,14 @@ func TestRuns_LateResumeForwardRefused(t *testing.T) {
 	// A write through f[1] opens its forward stream to the leader: the
 	// resume below goes on that live connection, which the cut holds.
 	c.Connect(t, f[1].Index, map[string]any{"participantType": "client"})
+	// ... and f[1] applies it before the cut: the resume must not wait for
+	// its read-your-writes fence there (it would time out, never sent).
+	Eventually(t, ConvergeTimeout, func() error {
+		if got, want := f[1].Store().AppliedIndex(), l.Store().AppliedIndex(); got < want {
+			return fmt.Errorf("%s applied %d, the leader %d", f[1], got, want)
+		}
+		return nil
+	})
 	a1, err := Dial(t, f[1].MAPURL(), c.Ledger)
 	if err != nil {
 		t.Fatal(err)
