@@ -158,8 +158,8 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 		}
 		panic(fmt.Sprintf("raftstore: unknown command type %d at index %d", l.Data[0], l.Index))
 	}
-	msg := r.handler.New()
-	if err := proto.Unmarshal(l.Data[1:], msg); err != nil {
+	msg, err := r.decode(l.Data[1:])
+	if err != nil {
 		panic(fmt.Sprintf("raftstore: corrupt %s body at index %d: %v", t, l.Index, err))
 	}
 	if f.observe == nil {
@@ -170,6 +170,19 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 	v, err := r.handler.Apply(l.Index, msg)
 	f.observe(t, time.Since(start))
 	return &applyResult{value: v, err: err}
+}
+
+// decode decodes a body of the route's command type: with the handler's
+// Decode when it has one.
+func (r *route) decode(body []byte) (proto.Message, error) {
+	if r.handler.Decode != nil {
+		return r.handler.Decode(body)
+	}
+	msg := r.handler.New()
+	if err := proto.Unmarshal(body, msg); err != nil {
+		return nil, err
+	}
+	return msg, nil
 }
 
 // checkProposal refuses, before it reaches the log, a command forwarded by

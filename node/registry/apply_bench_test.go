@@ -67,11 +67,12 @@ func (b *benchState) encode(typ concordv1.CommandType, msg proto.Message) encode
 	return encoded{typ, body}
 }
 
-// apply decodes and applies one command the way the FSM does.
+// apply decodes and applies one command the way the FSM does (with the
+// handler's Decode when it has one).
 func (b *benchState) apply(c encoded) any {
 	h := b.s.handlers[c.typ]
-	msg := h.New()
-	if err := proto.Unmarshal(c.body, msg); err != nil {
+	msg, err := decodeBody(h, c.body)
+	if err != nil {
 		b.tb.Fatal(err)
 	}
 	b.index++

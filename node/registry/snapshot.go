@@ -134,8 +134,7 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 		// Any session may have moved or detached.
 		nd.moves, nd.detaches = s.d.moves+1, s.d.detaches+1
 		s.d = nd
-		close(s.notify)
-		s.notify = make(chan struct{})
+		s.wake()
 	}, nil
 }
 
