@@ -57,6 +57,15 @@ type applyResult struct {
 	err   error
 }
 
+// result is the handler's result value, built now if it returned a
+// LazyResult.
+func (r *applyResult) result() any {
+	if l, ok := r.value.(LazyResult); ok {
+		return l.Value()
+	}
+	return r.value
+}
+
 // newFSM builds the dispatch table. The table is explicit (no init-time
 // registration) so a duplicate claim is a constructor error, not a silent
 // override.

@@ -52,8 +52,20 @@ type Handler struct {
 	// be deterministic: no clock, no randomness, no map-order dependence,
 	// no I/O. A domain error (unknown agent, conflict, ...) is returned as
 	// err and travels back to the proposer as a value; it must leave the
-	// state unchanged. The result is returned to the proposer as is.
+	// state unchanged. The result is returned to the proposer as is, or,
+	// when it is a LazyResult, as its Value.
 	Apply func(index uint64, msg proto.Message) (result any, err error)
+}
+
+// LazyResult is a result a Handler's Apply may return in place of the
+// value, when building the value costs more than keeping what it is built
+// from: every replica applies every command, but only the node that
+// proposed one reads its result. Value is called each time the result is
+// read (the proposer's Apply or forward), on the reader's goroutine, after
+// Apply returned and possibly while later commands apply: it must read
+// only data that no later Apply changes.
+type LazyResult interface {
+	Value() any
 }
 
 // ModuleSnapshot is a captured point-in-time view of a Module.

@@ -81,7 +81,11 @@ func (h *harness) apply(typ T, msg proto.Message) (any, error) {
 		h.t.Fatal(err)
 	}
 	h.index++
-	return hd.Apply(h.index, m)
+	res, err := hd.Apply(h.index, m)
+	if l, ok := res.(raftstore.LazyResult); ok {
+		res = l.Value() // as raftstore hands it to the proposer
+	}
+	return res, err
 }
 
 func (h *harness) must(typ T, msg proto.Message) any {
