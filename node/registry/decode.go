@@ -20,6 +20,31 @@ import (
 // proto.Unmarshal, so what is accepted, refused and produced never
 // changes (TestDecode_MatchesUnmarshal, FuzzDecodeAgentUpdate).
 
+// bodyDecoders are the hand decoders by command type (the rest are
+// decoded by proto.Unmarshal).
+var bodyDecoders = map[concordv1.CommandType]func([]byte) (proto.Message, error){
+	concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE: func(b []byte) (proto.Message, error) {
+		return decodeOrUnmarshal(b, decodeAgentUpdate, newMsg[concordv1.AgentUpdateRequest])
+	},
+	concordv1.CommandType_COMMAND_TYPE_AGENT_REGISTER: func(b []byte) (proto.Message, error) {
+		return decodeOrUnmarshal(b, decodeRegister, newMsg[concordv1.AgentRegisterRequest])
+	},
+	concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN: func(b []byte) (proto.Message, error) {
+		return decodeOrUnmarshal(b, decodeOpen, newMsg[concordv1.SessionOpenRequest])
+	},
+	concordv1.CommandType_COMMAND_TYPE_SESSION_DETACH: func(b []byte) (proto.Message, error) {
+		return decodeOrUnmarshal(b, decodeDetach, newMsg[concordv1.SessionDetachRequest])
+	},
+	concordv1.CommandType_COMMAND_TYPE_SESSION_EXPIRE: func(b []byte) (proto.Message, error) {
+		return decodeOrUnmarshal(b, decodeExpire, newMsg[concordv1.SessionExpireRequest])
+	},
+	concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_CURSOR: func(b []byte) (proto.Message, error) {
+		return decodeOrUnmarshal(b, decodeCursor, newMsg[concordv1.SubscriptionCursorRequest])
+	},
+}
+
+func newMsg[T any]() *T { return new(T) }
+
 // decodeOrUnmarshal returns what decode made of body, or, when decode
 // declined it, proto.Unmarshal's result in a message from newMsg.
 func decodeOrUnmarshal[M proto.Message](body []byte, decode func([]byte) (M, bool), newMsg func() M) (proto.Message, error) {

@@ -2,6 +2,9 @@ package registry
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -106,9 +109,123 @@ func sameAsUnmarshal(t testing.TB, decode func([]byte) (proto.Message, error), n
 	if g, w := got.ProtoReflect().GetUnknown(), want.ProtoReflect().GetUnknown(); !bytes.Equal(g, w) {
 		t.Fatalf("body %x: unknown fields %x, proto.Unmarshal's %x", body, g, w)
 	}
+	// And what Go code sees: nil against empty slices, nil pointers.
+	if path, ok := sameGo(reflect.ValueOf(got), reflect.ValueOf(want), ""); !ok {
+		t.Fatalf("body %x: decoded %v differs from proto.Unmarshal's at %s", body, got, path)
+	}
+}
+
+// sameGo compares the exported fields of two generated messages as Go
+// values: proto.Equal takes an empty bytes field for an unset one, Go code
+// that tests for nil does not.
+func sameGo(a, b reflect.Value, path string) (string, bool) {
+	switch a.Kind() {
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			return path, a.IsNil() == b.IsNil()
+		}
+		return sameGo(a.Elem(), b.Elem(), path)
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if f := a.Type().Field(i); f.IsExported() {
+				if p, ok := sameGo(a.Field(i), b.Field(i), path+"."+f.Name); !ok {
+					return p, false
+				}
+			}
+		}
+		return path, true
+	case reflect.Slice:
+		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+			return path, false
+		}
+		for i := range a.Len() {
+			if p, ok := sameGo(a.Index(i), b.Index(i), fmt.Sprintf("%s[%d]", path, i)); !ok {
+				return p, false
+			}
+		}
+		return path, true
+	default:
+		return path, a.Equal(b)
+	}
 }
 
 func newAgentUpdate() proto.Message { return new(concordv1.AgentUpdateRequest) }
+
+// decodedTypes are the command types with a hand decoder, each with the
+// constructor proto.Unmarshal decodes into.
+var decodedTypes = []struct {
+	typ    T
+	newMsg func() proto.Message
+}{
+	{cAgentUpdate, newAgentUpdate},
+	{cAgentRegister, func() proto.Message { return new(concordv1.AgentRegisterRequest) }},
+	{cSessionOpen, func() proto.Message { return new(concordv1.SessionOpenRequest) }},
+	{cSessionDetach, func() proto.Message { return new(concordv1.SessionDetachRequest) }},
+	{cSessionExpire, func() proto.Message { return new(concordv1.SessionExpireRequest) }},
+	{cSubCursor, func() proto.Message { return new(concordv1.SubscriptionCursorRequest) }},
+}
+
+// tableBodies are bodies of the table-decoded types: fast ones (the hand
+// decoder must take them) and others (it must decline them).
+func tableBodies(t testing.TB) (fast, other map[T][][]byte) {
+	enc := func(m proto.Message) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	meta := &concordv1.CommandMeta{TimestampMs: 1_700_000_000_123, EventIds: []string{"01HZX3J5V6Q7R8S9T0V1W2X3Y4", "x"},
+		NodeId: "node-1", Source: "participant-7"}
+	agent := &concordv1.AgentRecord{Id: "a", Name: "n", Description: "d", Role: "r", Parent: "p", Scopes: []string{"s1", "s2"},
+		State: "busy", OwnerId: "o", Visibility: "v", SessionId: "sid", HomeNode: "h",
+		Lifecycle:    &concordv1.LifecycleRecord{CreatedAt: 1, StartedAt: -2, StoppedAt: 3, LastActiveAt: 4, OrphanedAt: 5, ExitReason: "x"},
+		Capabilities: []byte(`{}`), CapabilityDescriptor: []byte(`1`), Environment: []byte(`2`), Metadata: []byte(`3`),
+		PermissionOverrides: []byte(`4`), PersistentIdentity: []byte(`5`), Relationships: []byte(`6`), Meta: []byte(`7`),
+		StateBeforeOrphan: "idle", PersistentId: "pid"}
+	session := &concordv1.SessionRecord{Id: "s", ParticipantId: "p", ParticipantType: "agent", Name: "n", HomeNode: "h",
+		Connected: true, CreatedAt: 1, LastActiveAt: 2, ClosedAt: 3,
+		DisconnectPolicy: &concordv1.DisconnectPolicyRecord{AgentBehavior: "orphan", GracePeriodMs: 5, NotifySubscribers: true},
+		DetachedAt:       4, ResumeTokenHash: []byte("hash"), Subscriptions: []*concordv1.SubscriptionRecord{
+			{Id: "sub1", SessionId: "s", Filter: []byte(`{}`), Options: []byte(`{"a":1}`), CreatedAt: 6, CursorEventId: "e", CursorSeq: 7},
+			{Id: "sub2"},
+		}, Epoch: 8, TtlMs: 9, GraceDone: true}
+	// An empty bytes field written out: proto.Unmarshal leaves it unset.
+	emptyBytes := cat(field(2, string(cat(field(1, "a"), field(16, "")))))
+	fast = map[T][][]byte{
+		cAgentRegister: {{}, enc(&concordv1.AgentRegisterRequest{Meta: meta, Agent: agent, ResumePersistentIdentity: true, PersistentId: "pid"}),
+			enc(&concordv1.AgentRegisterRequest{Meta: &concordv1.CommandMeta{}, Agent: &concordv1.AgentRecord{}}), emptyBytes},
+		cSessionOpen: {{}, enc(&concordv1.SessionOpenRequest{Meta: meta, Session: session, Resume: true, ReclaimAgents: []string{"a", "b", ""}}),
+			// Any varint but 0 is true.
+			cat(protowire.AppendTag(nil, 3, protowire.VarintType), []byte{0x80, 0x01}),
+			enc(&concordv1.SessionOpenRequest{Session: &concordv1.SessionRecord{DisconnectPolicy: &concordv1.DisconnectPolicyRecord{}}})},
+		cSessionDetach: {{}, enc(&concordv1.SessionDetachRequest{Meta: meta, SessionId: "s", Reason: "r", Epoch: 1 << 40, TtlMs: -1, HomeNode: "h"})},
+		cSessionExpire: {{}, enc(&concordv1.SessionExpireRequest{Meta: meta, SessionId: "s", Epoch: 3, Kind: "ttl"})},
+		cSubCursor: {{}, enc(&concordv1.SubscriptionCursorRequest{Meta: meta, Cursors: []*concordv1.SubscriptionCursor{
+			{SessionId: "s", SubscriptionId: "sub", EventId: "e", Seq: 1}, {}, {Seq: 1 << 63}}})},
+	}
+	other = map[T][][]byte{}
+	for typ := range fast {
+		other[typ] = [][]byte{
+			{0x0a},                          // truncated
+			cat(field(99, "unknown")),       // unknown field
+			cat(field(2, "\xff")),           // invalid UTF-8 (or a broken nested message)
+			cat(field(1, ""), field(1, "")), // meta twice: merged
+			cat(protowire.AppendTag(nil, 1, protowire.VarintType), []byte{1}), // wrong wire type
+			cat(field(1, string(field(9, "x")))),                              // unknown field in meta
+			append(bytes.Clone(fast[typ][1]), 0x10),                           // trailing garbage
+		}
+	}
+	other[cAgentRegister] = append(other[cAgentRegister],
+		cat(field(2, string(cat(field(12, ""), field(12, ""))))), // lifecycle twice
+		cat(field(2, string(field(6, "\xc3")))),                  // bad UTF-8 in a repeated string
+		cat(field(2, string(cat(protowire.AppendTag(nil, 12, protowire.VarintType), []byte{0})))))
+	other[cSessionOpen] = append(other[cSessionOpen],
+		cat(field(2, string(field(13, string(field(8, "x")))))), // unknown field in a subscription
+		cat(field(2, string(field(10, string(field(1, "\xff")))))))
+	other[cSubCursor] = append(other[cSubCursor], cat(field(2, string(cat(field(4, "x"))))))
+	return fast, other
+}
 
 // agentUpdateDecode is the registry's Decode for AGENT_UPDATE.
 func agentUpdateDecode(t testing.TB) func([]byte) (proto.Message, error) {
@@ -117,6 +234,59 @@ func agentUpdateDecode(t testing.TB) func([]byte) (proto.Message, error) {
 		t.Fatal(err)
 	}
 	return s.Handlers()[cAgentUpdate].Decode
+}
+
+func TestDecode_TablesMatchUnmarshal(t *testing.T) {
+	s, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, other := tableBodies(t)
+	for _, dt := range decodedTypes[1:] {
+		decode := s.Handlers()[dt.typ].Decode
+		if decode == nil {
+			t.Fatalf("%v has no Decode", dt.typ)
+		}
+		strict := func(b []byte) (proto.Message, error) {
+			m, ok := strictDecode(dt.typ, b)
+			if !ok {
+				return nil, errors.New("declined")
+			}
+			return m, nil
+		}
+		for _, b := range fast[dt.typ] {
+			if _, ok := strictDecode(dt.typ, b); !ok {
+				t.Errorf("%v body %x: the hand decoder declined it", dt.typ, b)
+			}
+			sameAsUnmarshal(t, decode, dt.newMsg, b)
+			sameAsUnmarshal(t, strict, dt.newMsg, b)
+		}
+		for _, b := range other[dt.typ] {
+			if _, ok := strictDecode(dt.typ, b); ok {
+				t.Errorf("%v body %x: the hand decoder took it; proto.Unmarshal should decide", dt.typ, b)
+			}
+			sameAsUnmarshal(t, decode, dt.newMsg, b)
+		}
+	}
+}
+
+// strictDecode is the hand decoder of typ alone, without the fallback.
+func strictDecode(typ T, b []byte) (proto.Message, bool) {
+	switch typ {
+	case cAgentUpdate:
+		return decodeAgentUpdate(b)
+	case cAgentRegister:
+		return decodeRegister(b)
+	case cSessionOpen:
+		return decodeOpen(b)
+	case cSessionDetach:
+		return decodeDetach(b)
+	case cSessionExpire:
+		return decodeExpire(b)
+	case cSubCursor:
+		return decodeCursor(b)
+	}
+	return nil, false
 }
 
 func TestDecode_MatchesUnmarshal(t *testing.T) {
@@ -165,17 +335,28 @@ func TestDecode_CopiesItsInput(t *testing.T) {
 
 // FuzzDecodeAgentUpdate: whatever the bytes, decoding them as the FSM
 // does matches proto.Unmarshal; whatever the hand decoder takes,
-// proto.Unmarshal takes and decodes identically.
+// proto.Unmarshal takes and decodes identically. The first byte picks
+// the command type among those with a hand decoder (AGENT_UPDATE for 0).
 func FuzzDecodeAgentUpdate(f *testing.F) {
 	fast, other := agentUpdateBodies(f)
 	for _, b := range append(fast, other...) {
-		f.Add(b)
+		f.Add(byte(0), b)
 	}
-	decode := agentUpdateDecode(f)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		sameAsUnmarshal(t, decode, newAgentUpdate, body)
-		if m, ok := decodeAgentUpdate(body); ok {
-			sameAsUnmarshal(t, func([]byte) (proto.Message, error) { return m, nil }, newAgentUpdate, body)
+	tfast, tother := tableBodies(f)
+	for k, dt := range decodedTypes {
+		for _, b := range append(tfast[dt.typ], tother[dt.typ]...) {
+			f.Add(byte(k), b)
+		}
+	}
+	s, err := New(DefaultConfig())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, k byte, body []byte) {
+		dt := decodedTypes[int(k)%len(decodedTypes)]
+		sameAsUnmarshal(t, s.Handlers()[dt.typ].Decode, dt.newMsg, body)
+		if m, ok := strictDecode(dt.typ, body); ok {
+			sameAsUnmarshal(t, func([]byte) (proto.Message, error) { return m, nil }, dt.newMsg, body)
 		}
 	})
 }

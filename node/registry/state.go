@@ -286,11 +286,7 @@ func New(cfg Config) (*State, error) {
 		concordv1.CommandType_COMMAND_TYPE_SCOPE_JOIN:          commandOf(s.applyScopeJoin),
 		concordv1.CommandType_COMMAND_TYPE_SCOPE_LEAVE:         commandOf(s.applyScopeLeave),
 	} {
-		if t == concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE {
-			c.decode = func(body []byte) (proto.Message, error) {
-				return decodeOrUnmarshal(body, decodeAgentUpdate, func() *concordv1.AgentUpdateRequest { return new(concordv1.AgentUpdateRequest) })
-			}
-		}
+		c.decode = bodyDecoders[t]
 		s.handlers[t] = s.handler(t, c)
 	}
 	return s, nil
