@@ -18,7 +18,7 @@ import (
 // accepts (every known field with its declared wire type, each singular
 // field at most once, valid UTF-8 strings) and gives any other body to
 // proto.Unmarshal, so what is accepted, refused and produced never
-// changes (TestDecode_MatchesUnmarshal, FuzzDecodeAgentUpdate).
+// changes (TestDecode_MatchesUnmarshal, FuzzDecodeCommands).
 
 // bodyDecoders are the hand decoders by command type (the rest are
 // decoded by proto.Unmarshal).

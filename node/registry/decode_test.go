@@ -333,11 +333,11 @@ func TestDecode_CopiesItsInput(t *testing.T) {
 	}
 }
 
-// FuzzDecodeAgentUpdate: whatever the bytes, decoding them as the FSM
+// FuzzDecodeCommands: whatever the bytes, decoding them as the FSM
 // does matches proto.Unmarshal; whatever the hand decoder takes,
 // proto.Unmarshal takes and decodes identically. The first byte picks
 // the command type among those with a hand decoder (AGENT_UPDATE for 0).
-func FuzzDecodeAgentUpdate(f *testing.F) {
+func FuzzDecodeCommands(f *testing.F) {
 	fast, other := agentUpdateBodies(f)
 	for _, b := range append(fast, other...) {
 		f.Add(byte(0), b)
