@@ -50,10 +50,11 @@
 // json.Marshal wrote for the maps they replaced (payloads.go); command
 // bodies are made by new(T), not protobuf reflection; event ids are
 // parsed only when one must be derived. AGENT_UPDATE, the command most
-// often applied, has a hand decoder that gives any body it does not
-// fully understand to proto.Unmarshal (decode.go), and returns its Agent
-// as a raftstore.LazyResult, copied only on the node that reads it; the
-// Notify channel is closed only when someone took it. None of it changes
+// often applied, and the session, register and cursor commands have hand
+// decoders that give any body they do not fully understand to
+// proto.Unmarshal (decode.go, decode_table.go); AGENT_UPDATE returns its
+// Agent as a raftstore.LazyResult, copied only on the node that reads
+// it; the Notify channel is closed only when someone took it. None of it changes
 // a byte of replicated state: TestReplay_MatchesGolden holds snapshots
 // after random and escape-heavy logs to digests written by fa0db43.
 // BenchmarkApply_* measures it; the figures are in raftstore/DESIGN.md
