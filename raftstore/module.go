@@ -71,7 +71,8 @@ type LazyResult interface {
 // ModuleSnapshot is a captured point-in-time view of a Module.
 type ModuleSnapshot interface {
 	// Persist encodes the view as a sequence of records, calling write
-	// once per record. It may run concurrently with Apply.
+	// once per record. It may run concurrently with Apply. write keeps
+	// nothing of record once it returns, so Persist may reuse the buffer.
 	Persist(write func(record []byte) error) error
 
 	// Release is called when the snapshot is no longer needed.
