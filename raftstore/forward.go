@@ -107,7 +107,7 @@ func (s *Store) forward(ctx context.Context, t concordv1.CommandType, data []byt
 		return nil, index, ErrResultUnavailable
 	}
 	if r, ok := resp.(*applyResult); ok {
-		return commandResult(t, index, r.value, r.err)
+		return commandResult(t, index, r.result(), r.err)
 	}
 	return nil, index, nil
 }
