@@ -66,6 +66,8 @@ func TestProcs_KillLeader(t *testing.T) {
 
 // requireProcAgents waits until map/agents/list on every running
 // process returns the same agents and they include every id in want.
+// It reads every page: a list holds at most the server's MaxPageSize
+// (1000) agents, and a writer running for a while acknowledges more.
 func requireProcAgents(t *testing.T, pc *ProcCluster, want []string) {
 	t.Helper()
 	clients := map[*Proc]*Client{}
@@ -75,22 +77,13 @@ func requireProcAgents(t *testing.T, pc *ProcCluster, want []string) {
 	Eventually(t, ConvergeTimeout, func() error {
 		var first []string
 		for p, cl := range clients {
-			var res struct {
-				Agents []struct {
-					ID string `json:"id"`
-				} `json:"agents"`
+			ids, err := listAgentIDs(cl)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
 			}
-			if err := cl.CallInto("map/agents/list", map[string]any{"limit": 1000}, &res); err != nil {
-				return fmt.Errorf("%s: %s", p, Describe(err))
-			}
-			var ids []string
-			for _, a := range res.Agents {
-				ids = append(ids, a.ID)
-			}
-			slices.Sort(ids)
 			for _, w := range want {
 				if _, found := slices.BinarySearch(ids, w); !found {
-					return fmt.Errorf("%s lacks acknowledged agent %s", p, w)
+					return fmt.Errorf("%s lacks acknowledged agent %s (it lists %d agents)", p, w, len(ids))
 				}
 			}
 			if first == nil {
@@ -101,4 +94,37 @@ func requireProcAgents(t *testing.T, pc *ProcCluster, want []string) {
 		}
 		return nil
 	})
+}
+
+// listAgentIDs reads every page of map/agents/list and returns the ids,
+// sorted.
+func listAgentIDs(cl *Client) ([]string, error) {
+	var ids []string
+	cursor := ""
+	for {
+		params := map[string]any{"limit": 1000}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		var res struct {
+			Agents []struct {
+				ID string `json:"id"`
+			} `json:"agents"`
+			NextCursor string `json:"nextCursor"`
+		}
+		if err := cl.CallInto("map/agents/list", params, &res); err != nil {
+			return nil, fmt.Errorf("map/agents/list after %q: %s", cursor, Describe(err))
+		}
+		for _, a := range res.Agents {
+			ids = append(ids, a.ID)
+		}
+		if res.NextCursor == "" {
+			slices.Sort(ids)
+			return ids, nil
+		}
+		if res.NextCursor <= cursor {
+			return nil, fmt.Errorf("map/agents/list: cursor %q does not advance past %q", res.NextCursor, cursor)
+		}
+		cursor = res.NextCursor
+	}
 }
