@@ -65,31 +65,44 @@ func TestProcs_KillLeader(t *testing.T) {
 }
 
 // requireProcAgents waits until map/agents/list on every running
-// process returns the same agents and they include every id in want.
-// It reads every page: a list holds at most the server's MaxPageSize
-// (1000) agents, and a writer running for a while acknowledges more.
+// process returns the same agents and they include every id in want. It
+// reads every page: a list holds at most the server's MaxPageSize (1000)
+// agents, and a writer running for a while acknowledges more. The
+// callers' agents are never unregistered (their owners connect with the
+// orphan disconnect policy), so a missing one is a lost write; the error
+// says on which nodes it is missing and on which it is present.
 func requireProcAgents(t *testing.T, pc *ProcCluster, want []string) {
 	t.Helper()
-	clients := map[*Proc]*Client{}
-	for _, p := range pc.Running() {
-		clients[p] = pc.Connect(t, p.Index, map[string]any{"participantType": "client"})
+	procs := pc.Running()
+	clients := make([]*Client, len(procs))
+	for k, p := range procs {
+		clients[k] = pc.Connect(t, p.Index, map[string]any{"participantType": "client"})
 	}
 	Eventually(t, ConvergeTimeout, func() error {
-		var first []string
-		for p, cl := range clients {
+		lists := make([][]string, len(procs))
+		for k, cl := range clients {
 			ids, err := listAgentIDs(cl)
 			if err != nil {
-				return fmt.Errorf("%s: %w", p, err)
+				return fmt.Errorf("%s: %w", procs[k], err)
 			}
-			for _, w := range want {
-				if _, found := slices.BinarySearch(ids, w); !found {
-					return fmt.Errorf("%s lacks acknowledged agent %s (it lists %d agents)", p, w, len(ids))
+			lists[k] = ids
+		}
+		for _, w := range want {
+			var on, off []string
+			for k, ids := range lists {
+				if _, found := slices.BinarySearch(ids, w); found {
+					on = append(on, procs[k].ID)
+				} else {
+					off = append(off, fmt.Sprintf("%s (%d agents)", procs[k].ID, len(ids)))
 				}
 			}
-			if first == nil {
-				first = ids
-			} else if !slices.Equal(first, ids) {
-				return fmt.Errorf("%s lists %d agents, another node %d", p, len(ids), len(first))
+			if len(off) > 0 {
+				return fmt.Errorf("acknowledged agent %s missing on %v, present on %v", w, off, on)
+			}
+		}
+		for k := 1; k < len(lists); k++ {
+			if !slices.Equal(lists[0], lists[k]) {
+				return fmt.Errorf("%s lists %d agents, %s %d", procs[k], len(lists[k]), procs[0], len(lists[0]))
 			}
 		}
 		return nil
