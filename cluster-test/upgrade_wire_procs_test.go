@@ -55,7 +55,7 @@ func TestProcs_NewLeaderOldFollowers(t *testing.T) {
 	w.waitProgress(t, 10)
 
 	resume := w.pause(t)
-	waitLevelLogs(t, pc)
+	level := waitLevelLogs(t, pc)
 	pc.Stop(t, old.Index) // graceful: hands leadership to a follower
 	if l := pc.Leader(t); l != upgraded {
 		t.Fatalf("leadership went to %s, not to the upgraded %s (first follower in the configuration, logs level): %s",
@@ -70,6 +70,7 @@ func TestProcs_NewLeaderOldFollowers(t *testing.T) {
 	defer direct.stop()
 	w.waitProgress(t, 100)
 	direct.waitProgress(t, 100)
+	t.Logf("restarting %s on %s %d entries behind the leader", old, from, raftLastIndex(t, pc, upgraded)-level)
 	pc.Restart(t, old.Index) // the same old build, behind the new leader
 	w.waitProgress(t, 150)
 	direct.waitProgress(t, 150)
@@ -112,8 +113,8 @@ var raftServerID = regexp.MustCompile(`ID:(\S+) Address:`)
 // waitLevelLogs waits until every running process has the same last log
 // index, all of it committed on the leader, and the same again at the
 // next look: nothing in flight, so the leader's view of each follower
-// (raft's nextIndex) is the same.
-func waitLevelLogs(t *testing.T, pc *ProcCluster) {
+// (raft's nextIndex) is the same. It returns that index.
+func waitLevelLogs(t *testing.T, pc *ProcCluster) uint64 {
 	t.Helper()
 	prev := ""
 	Eventually(t, ConvergeTimeout, func() error {
@@ -142,20 +143,37 @@ func waitLevelLogs(t *testing.T, pc *ProcCluster) {
 		}
 		return nil
 	})
+	level, err := strconv.ParseUint(prev, 10, 64)
+	if err != nil {
+		t.Fatalf("last log index %q: %v", prev, err)
+	}
+	return level
 }
 
 // raftTerm returns process p's current Raft term.
 func raftTerm(t *testing.T, pc *ProcCluster, p *Proc) uint64 {
 	t.Helper()
+	return raftStat(t, pc, p, "term")
+}
+
+// raftLastIndex returns the index of the last entry in p's Raft log.
+func raftLastIndex(t *testing.T, pc *ProcCluster, p *Proc) uint64 {
+	t.Helper()
+	return raftStat(t, pc, p, "last_log_index")
+}
+
+// raftStat returns one of p's numeric Raft statistics.
+func raftStat(t *testing.T, pc *ProcCluster, p *Proc, key string) uint64 {
+	t.Helper()
 	st, err := pc.Status(p.Index)
 	if err != nil {
 		t.Fatalf("status of %s: %v", p, err)
 	}
-	term, err := strconv.ParseUint(st.Raft["term"], 10, 64)
+	v, err := strconv.ParseUint(st.Raft[key], 10, 64)
 	if err != nil {
-		t.Fatalf("term of %s: %q: %v", p, st.Raft["term"], err)
+		t.Fatalf("%s of %s: %q: %v", key, p, st.Raft[key], err)
 	}
-	return term
+	return v
 }
 
 // raftSummary lists each running process's Raft state, term, last log
