@@ -136,6 +136,17 @@ type Config struct {
 	// off (non-voters replicate like voters).
 	NonvoterReplicationInterval time.Duration
 
+	// NonvoterBackgroundInterval paces replication to a non-voter none of
+	// whose clients is waiting (it forwarded no write and no
+	// read-your-write fence to the leader in the last second; pace.go):
+	// under steady writes such a non-voter lags by up to about this much
+	// (its subscribers' events and plain reads trail by it), and gets
+	// fewer, larger appends (less CPU per write on it and on the leader).
+	// A non-voter whose clients wait is paced at
+	// NonvoterReplicationInterval. At most NonvoterReplicationInterval
+	// (or 0) turns the distinction off.
+	NonvoterBackgroundInterval time.Duration
+
 	// TransportTimeout is the I/O deadline for one raft RPC (scaled up for
 	// snapshot installs by raft).
 	TransportTimeout time.Duration
@@ -187,6 +198,7 @@ func DefaultConfig() Config {
 	}
 	c.MaxRPCsInFlight = 1 // pipelining off: no gain measured (DESIGN.md)
 	c.NonvoterReplicationInterval = 20 * time.Millisecond
+	c.NonvoterBackgroundInterval = 100 * time.Millisecond
 	// 500 ms heartbeat and election, 250 ms lease, 50 ms commit.
 	c.SetTimings(mustLANTimings(DefaultRaftMultiplier))
 	return c
@@ -225,6 +237,9 @@ func (c Config) Validate() error {
 	}
 	if c.NonvoterReplicationInterval < 0 || c.NonvoterReplicationInterval > time.Second {
 		errs = append(errs, errors.New("NonvoterReplicationInterval must be within 0..1s"))
+	}
+	if c.NonvoterBackgroundInterval < 0 || c.NonvoterBackgroundInterval > time.Second {
+		errs = append(errs, errors.New("NonvoterBackgroundInterval must be within 0..1s"))
 	}
 	if c.TransportTimeout <= 0 {
 		errs = append(errs, errors.New("TransportTimeout must be positive"))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/hashicorp/raft"
+
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -60,6 +62,21 @@ func (s *Store) ApplyForwarded(ctx context.Context, cmd []byte) (ForwardReply, e
 		reply.Result, reply.HasResult = codec.EncodeResult(concordv1.CommandType(cmd[0]), Result{Value: res, Err: err})
 	}
 	return reply, nil
+}
+
+// ApplyForwardedFrom is ApplyForwarded for a command forwarded by the
+// server origin (its raft server ID). When the reply carries no encoded
+// result (a read-your-write fence's NOOP, or a command whose result the
+// origin computes itself) a client there waits for the entry to reach
+// it: if origin is a non-voter, the leader's pacing then sends it the
+// commit within NonvoterReplicationInterval instead of the background
+// interval (pace.go).
+func (s *Store) ApplyForwardedFrom(ctx context.Context, origin string, cmd []byte) (ForwardReply, error) {
+	reply, err := s.ApplyForwarded(ctx, cmd)
+	if err == nil && !reply.HasResult && origin != "" && s.trans != nil {
+		s.trans.pace.hurry(raft.ServerID(origin))
+	}
+	return reply, err
 }
 
 // forward sends data to the leader through the Forwarder. When the leader

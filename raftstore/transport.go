@@ -40,7 +40,7 @@ func newTransport(cfg Config, logger *hclogAdapter, stop <-chan struct{}) (*raft
 		// caught up; raftTransport makes that safe (pipeline.go).
 		MaxRPCsInFlight: cfg.MaxRPCsInFlight,
 	})
-	pace := &pacer{interval: cfg.NonvoterReplicationInterval, maxBatch: cfg.MaxApplyBatch, stop: stop}
+	pace := &pacer{interval: cfg.NonvoterReplicationInterval, background: cfg.NonvoterBackgroundInterval, maxBatch: cfg.MaxApplyBatch, stop: stop}
 	// The new time format stays off, as in raft's transport above: old
 	// servers decode entries written either way, but the bytes must be
 	// the ones raft writes.
