@@ -65,15 +65,25 @@ func (s *Store) ApplyForwarded(ctx context.Context, cmd []byte) (ForwardReply, e
 }
 
 // ApplyForwardedFrom is ApplyForwarded for a command forwarded by the
-// server origin (its raft server ID). When the reply carries no encoded
-// result (a read-your-write fence's NOOP, or a command whose result the
-// origin computes itself) a client there waits for the entry to reach
-// it: if origin is a non-voter, the leader's pacing then sends it the
-// commit within NonvoterReplicationInterval instead of the background
-// interval (pace.go).
+// server origin (its raft server ID). Two forwards mean that a client
+// there waits for entries to reach it; if origin is a non-voter, the
+// leader's pacing then sends it an append within
+// NonvoterReplicationInterval instead of the background interval
+// (pace.go). A NOOP is a read-your-write fence (WaitAppliedSoon): what it
+// waits for is committed already, so the next append brings it, and the
+// hurry comes at once rather than after the NOOP's own commit. A command
+// answered without an encoded result is applied by the origin before it
+// answers, so that hurry comes once it is committed.
 func (s *Store) ApplyForwardedFrom(ctx context.Context, origin string, cmd []byte) (ForwardReply, error) {
+	if origin == "" || s.trans == nil {
+		return s.ApplyForwarded(ctx, cmd)
+	}
+	fence := len(cmd) > 0 && concordv1.CommandType(cmd[0]) == concordv1.CommandType_COMMAND_TYPE_NOOP
+	if fence {
+		s.trans.pace.hurry(raft.ServerID(origin))
+	}
 	reply, err := s.ApplyForwarded(ctx, cmd)
-	if err == nil && !reply.HasResult && origin != "" && s.trans != nil {
+	if err == nil && !reply.HasResult && !fence {
 		s.trans.pace.hurry(raft.ServerID(origin))
 	}
 	return reply, err

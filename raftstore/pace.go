@@ -54,12 +54,13 @@ import (
 // is paced at the background interval (NonvoterBackgroundInterval, 100
 // ms), which bounds how far it lags under steady writes (what its
 // subscribers' events and plain reads trail by), except around such a
-// forward: once the leader has committed it, the pause in progress ends
-// as soon as the interval (NonvoterReplicationInterval, 20 ms) has passed
-// since the paused append started (hurry), and the next append carries
-// the entry and its commit index. Writes answered with the leader's
+// forward: the pause in progress ends as soon as the interval
+// (NonvoterReplicationInterval, 20 ms) has passed since the paused append
+// started (hurry), and the next append carries what the client waits for
+// and the commit index (for a fence at once, since what it waits for is
+// committed; for a command once it is). Writes answered with the leader's
 // encoded result (node's map writes) do not hurry: their client already
-// has its answer.
+// has its answer, and a read after one sends a fence.
 
 // pacer decides how long the replication goroutine of one follower waits
 // after an AppendEntries.
@@ -176,8 +177,8 @@ func (p *pacer) pause(pp *pacedPeer, start time.Time) {
 	}
 }
 
-// hurry records that a command id forwarded has committed and a client
-// there waits for it to arrive: a background pause in progress ends as
+// hurry records that a client of id waits for committed entries to
+// arrive there (ApplyForwardedFrom): a background pause in progress ends as
 // soon as the interval has passed since its append started, and the
 // append after it gets the short pause too. Cheap enough per forwarded
 // command: a map lookup under a lock and a non-blocking send.

@@ -239,9 +239,10 @@ func TestCluster_NonvoterBackgroundPaceUntilAClientWaits(t *testing.T) {
 }
 
 // Only a forward whose origin waits for its own apply hurries the
-// origin's replication: a NOOP (a read-your-write fence) or a command
-// without an encoded result; one answered with the leader's encoded
-// result does not, and neither does a refused one.
+// origin's replication: a NOOP (a read-your-write fence, hurried on
+// arrival) or a command without an encoded result (once committed); one
+// answered with the leader's encoded result does not, and neither does a
+// refused one.
 func TestApplyForwardedFrom_HurriesOnlyWaitingOrigins(t *testing.T) {
 	var decoded atomic.Int64
 	c := newTestCluster(t, 1, func(cfg *Config) {
