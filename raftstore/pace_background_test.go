@@ -276,3 +276,14 @@ func TestApplyForwardedFrom_HurriesOnlyWaitingOrigins(t *testing.T) {
 		})
 	}
 }
+
+// The leader's log cache holds a background interval of writes at 10,000
+// writes/s (more than this machine's 3 voters reach), so a paced
+// non-voter's append is read from memory, not the log store.
+func TestLogCacheCoversABackgroundInterval(t *testing.T) {
+	const rate = 10_000 // writes/s
+	bg := DefaultConfig().NonvoterBackgroundInterval
+	if need := int(rate * bg / time.Second); logCacheEntries < need {
+		t.Fatalf("log cache of %d entries, want at least %d: %s of writes at %d/s", logCacheEntries, need, bg, rate)
+	}
+}
