@@ -125,15 +125,17 @@ type Config struct {
 	// fsyncs in series. For comparisons and tests.
 	NoEarlyAppend bool
 
-	// NonvoterReplicationInterval paces replication to non-voters
-	// (pace.go): under steady writes the leader starts one AppendEntries
-	// carrying entries to a non-voter per interval (two in a row after a
-	// quiet spell, for a lone write's commit index). Longer means fewer, larger
-	// RPCs and fsyncs for each non-voter (less leader CPU per write), at
-	// the price of non-voters lagging by up to about this much under
-	// steady writes: a write or read-your-write through a non-voter then
-	// waits for it (a write after a quiet spell does not). 0 turns pacing
-	// off (non-voters replicate like voters).
+	// NonvoterReplicationInterval paces replication to a non-voter whose
+	// clients wait for it (pace.go): after it forwarded a read-your-write
+	// fence or a command whose result it computes itself, the leader sends
+	// it an append within this interval (two in a row after a quiet
+	// spell, for a lone write's commit index). Otherwise
+	// NonvoterBackgroundInterval applies. Longer means fewer, larger RPCs
+	// for each non-voter (less CPU per write on it and on the leader), at
+	// the price of a write or read-your-write through a non-voter waiting
+	// up to about this much under steady writes (a write after a quiet
+	// spell does not). 0 turns pacing off (non-voters replicate like
+	// voters).
 	NonvoterReplicationInterval time.Duration
 
 	// NonvoterBackgroundInterval paces replication to a non-voter none of
