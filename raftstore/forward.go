@@ -70,21 +70,21 @@ func (s *Store) ApplyForwarded(ctx context.Context, cmd []byte) (ForwardReply, e
 // leader's pacing then sends it an append within
 // NonvoterReplicationInterval instead of the background interval
 // (pace.go). A NOOP is a read-your-write fence (WaitAppliedSoon): what it
-// waits for is committed already, so the next append brings it, and the
-// hurry comes at once rather than after the NOOP's own commit. A command
-// answered without an encoded result is applied by the origin before it
-// answers, so that hurry comes once it is committed.
+// waits for is committed already, so it hurries at once, for this
+// leader's commit index, rather than after the NOOP's own commit. A
+// command answered without an encoded result is applied by the origin
+// before it answers, so it hurries once committed, for its index.
 func (s *Store) ApplyForwardedFrom(ctx context.Context, origin string, cmd []byte) (ForwardReply, error) {
 	if origin == "" || s.trans == nil {
 		return s.ApplyForwarded(ctx, cmd)
 	}
 	fence := len(cmd) > 0 && concordv1.CommandType(cmd[0]) == concordv1.CommandType_COMMAND_TYPE_NOOP
-	if fence {
-		s.trans.pace.hurry(raft.ServerID(origin))
+	if fence && s.raft.State() == raft.Leader {
+		s.trans.pace.hurry(raft.ServerID(origin), s.raft.CommitIndex())
 	}
 	reply, err := s.ApplyForwarded(ctx, cmd)
 	if err == nil && !reply.HasResult && !fence {
-		s.trans.pace.hurry(raft.ServerID(origin))
+		s.trans.pace.hurry(raft.ServerID(origin), reply.Index)
 	}
 	return reply, err
 }

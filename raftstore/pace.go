@@ -54,13 +54,15 @@ import (
 // is paced at the background interval (NonvoterBackgroundInterval, 100
 // ms), which bounds how far it lags under steady writes (what its
 // subscribers' events and plain reads trail by), except around such a
-// forward: the pause in progress ends as soon as the interval
-// (NonvoterReplicationInterval, 20 ms) has passed since the paused append
-// started (hurry), and the next append carries what the client waits for
-// and the commit index (for a fence at once, since what it waits for is
-// committed; for a command once it is). Writes answered with the leader's
-// encoded result (node's map writes) do not hurry: their client already
-// has its answer, and a read after one sends a fence.
+// forward: until an append has delivered what the client waits for (the
+// entries and a commit index covering it), the non-voter is paced at the
+// interval (NonvoterReplicationInterval, 20 ms), so a background pause in
+// progress ends as soon as the interval has passed since its append
+// started (hurry). A fence hurries at once, for the leader's commit index
+// (what it waits for is committed already); a command once it is
+// committed, for its index. Writes answered with the leader's encoded
+// result (node's map writes) do not hurry: their client already has its
+// answer, and a read after one sends a fence.
 
 // pacer decides how long the replication goroutine of one follower waits
 // after an AppendEntries.
@@ -79,11 +81,12 @@ type pacer struct {
 }
 
 // pacedPeer is what the pacer knows of one follower; the pacer's mu
-// guards answered and wanted.
+// guards answered, wanted and delivered.
 type pacedPeer struct {
-	answered time.Time     // when its last paced-eligible RPC was answered
-	wanted   time.Time     // when a forward from it last committed (hurry)
-	wake     chan struct{} // buffered (1): hurry wakes a pause to look again
+	answered  time.Time     // when its last paced-eligible RPC was answered
+	wanted    uint64        // the highest index a client there waits for (hurry)
+	delivered uint64        // the highest index it holds and knows committed
+	wake      chan struct{} // buffered (1): hurry wakes a pause to look again
 }
 
 // configSource is what pacer needs from raft.
@@ -108,15 +111,32 @@ func (p *pacer) peer(id raft.ServerID) *pacedPeer {
 	return pp
 }
 
-// intervalOf is pp's interval for a pause after an append that started
-// at start; p.mu must be held. An append that started less than an
-// interval after a hurry gets the short pause too: its request may have
-// been built just before the hurried commit.
-func (p *pacer) intervalOf(pp *pacedPeer, start time.Time) time.Duration {
-	if p.background <= p.interval || pp.wanted.Add(p.interval).After(start) {
+// intervalOf is pp's interval now: the short one while an index a client
+// of pp waits for has not been delivered to it; p.mu must be held.
+func (p *pacer) intervalOf(pp *pacedPeer) time.Duration {
+	if p.background <= p.interval || pp.delivered < pp.wanted {
 		return p.interval
 	}
 	return p.background
+}
+
+// delivered records that an AppendEntries to id succeeded: id now holds
+// every entry up to the request's last (its previous entry when it
+// carried none) and knows the commit index it carried.
+func (p *pacer) delivered(id raft.ServerID, args *raft.AppendEntriesRequest) {
+	if p.interval <= 0 || p.background <= p.interval {
+		return
+	}
+	last := args.PrevLogEntry
+	if n := len(args.Entries); n > 0 {
+		last = args.Entries[n-1].Index
+	}
+	d := min(last, args.LeaderCommitIndex)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pp := p.peers[id]; pp != nil && d > pp.delivered {
+		pp.delivered = d
+	}
 }
 
 // hold pauses the caller (raft's replication goroutine for id), after an
@@ -133,7 +153,7 @@ func (p *pacer) hold(id raft.ServerID, start time.Time, entries int, resp *raft.
 	pp := p.peer(id)
 	prev := pp.answered
 	pp.answered = now
-	quiet := quietSpell(p.intervalOf(pp, start))
+	quiet := quietSpell(p.intervalOf(pp))
 	p.mu.Unlock()
 	if !prev.IsZero() && start.Sub(prev) < quiet {
 		p.pause(pp, start)
@@ -157,7 +177,7 @@ func (p *pacer) pause(pp *pacedPeer, start time.Time) {
 	for {
 		now := time.Now()
 		p.mu.Lock()
-		d := p.intervalOf(pp, start) - now.Sub(start)
+		d := p.intervalOf(pp) - now.Sub(start)
 		p.mu.Unlock()
 		if d <= 0 {
 			return
@@ -177,19 +197,24 @@ func (p *pacer) pause(pp *pacedPeer, start time.Time) {
 	}
 }
 
-// hurry records that a client of id waits for committed entries to
-// arrive there (ApplyForwardedFrom): a background pause in progress ends as
-// soon as the interval has passed since its append started, and the
-// append after it gets the short pause too. Cheap enough per forwarded
-// command: a map lookup under a lock and a non-blocking send.
-func (p *pacer) hurry(id raft.ServerID) {
+// hurry records that a client of id waits for index (committed on this
+// leader) to arrive there (ApplyForwardedFrom): until an append delivers
+// it, id is paced at the interval, and a background pause in progress
+// ends as soon as the interval has passed since its append started.
+// Cheap enough per forwarded command: a map lookup under a lock and a
+// non-blocking send.
+func (p *pacer) hurry(id raft.ServerID, index uint64) {
 	if p.interval <= 0 || p.background <= p.interval {
 		return
 	}
 	p.mu.Lock()
 	pp := p.peer(id)
-	pp.wanted = time.Now()
+	pp.wanted = max(pp.wanted, index)
+	waiting := pp.delivered < pp.wanted
 	p.mu.Unlock()
+	if !waiting {
+		return
+	}
 	select {
 	case pp.wake <- struct{}{}:
 	default:

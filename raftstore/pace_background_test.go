@@ -11,10 +11,9 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// A non-voter nobody waits on is paced at the background interval; after
-// an append that started less than an interval after a hurry (a forward
-// from it committed), at the interval; voters and an off switch are
-// unaffected.
+// A non-voter nobody waits on is paced at the background interval; one
+// with an index a client there waits for (hurry) not yet delivered, at the
+// interval; voters and an off switch are unaffected.
 func TestPacer_BackgroundInterval(t *testing.T) {
 	const interval, background = 30 * time.Millisecond, 150 * time.Millisecond
 	servers := []raft.Server{{ID: "v", Suffrage: raft.Voter}, {ID: "nv", Suffrage: raft.Nonvoter}}
@@ -23,27 +22,32 @@ func TestPacer_BackgroundInterval(t *testing.T) {
 		name       string
 		background time.Duration
 		id         raft.ServerID
-		wanted     time.Duration // > 0: hurried this long ago
-		want       time.Duration // the pause after a steady append; 0: none
+		wanted     uint64 // > 0: hurried for this index
+		delivered  uint64 // an append delivered up to this index
+		want       time.Duration
 	}{
-		{"nobody waits", background, "nv", 0, background},
-		{"hurried just now", background, "nv", time.Millisecond, interval},
-		{"hurried an interval before the append", background, "nv", interval + 5*time.Millisecond, background},
-		{"background off (0)", 0, "nv", 0, interval},
-		{"background not above the interval", interval / 2, "nv", 0, interval},
-		{"voter", background, "v", 0, 0},
+		{"nobody waits", background, "nv", 0, 0, background},
+		{"hurried, not delivered yet", background, "nv", 10, 9, interval},
+		{"hurried, delivered", background, "nv", 10, 10, background},
+		{"background off (0)", 0, "nv", 0, 0, interval},
+		{"background not above the interval", interval / 2, "nv", 0, 0, interval},
+		{"voter", background, "v", 10, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &pacer{interval: interval, background: tt.background, maxBatch: 16, stop: make(chan struct{})}
 			p.setConfigSource(fixedConfig{servers: servers})
-			if tt.wanted > 0 {
-				p.hurry(tt.id)
-				p.mu.Lock()
-				p.peer(tt.id).wanted = time.Now().Add(-tt.wanted)
-				p.mu.Unlock()
-			}
 			p.hold(tt.id, time.Now(), 3, ok) // the first is never paced
+			if tt.wanted > 0 {
+				p.hurry(tt.id, tt.wanted)
+			}
+			if tt.delivered > 0 {
+				// What raft's append would carry: entries up to
+				// delivered+5, the commit index at delivered.
+				p.delivered(tt.id, &raft.AppendEntriesRequest{
+					PrevLogEntry: tt.delivered, Entries: []*raft.Log{{Index: tt.delivered + 5}}, LeaderCommitIndex: tt.delivered,
+				})
+			}
 			start := time.Now()
 			p.hold(tt.id, start, 3, ok)
 			took := time.Since(start)
@@ -62,8 +66,37 @@ func TestPacer_BackgroundInterval(t *testing.T) {
 	}
 }
 
-// A forward from a non-voter in a background pause ends the pause once
-// the interval has passed since the paused append started: the first write
+// What an append delivers is the lower of its last entry (its previous
+// entry when it carries none) and its commit index.
+func TestPacer_Delivered(t *testing.T) {
+	p := &pacer{interval: time.Millisecond, background: time.Second}
+	p.hurry("nv", 100)
+	for _, tc := range []struct {
+		name string
+		args raft.AppendEntriesRequest
+		want uint64
+	}{
+		{"entries past the commit", raft.AppendEntriesRequest{PrevLogEntry: 80, Entries: []*raft.Log{{Index: 81}, {Index: 99}}, LeaderCommitIndex: 90}, 90},
+		{"commit past the entries", raft.AppendEntriesRequest{PrevLogEntry: 90, Entries: []*raft.Log{{Index: 95}}, LeaderCommitIndex: 120}, 95},
+		{"commit-index update (no entries)", raft.AppendEntriesRequest{PrevLogEntry: 99, LeaderCommitIndex: 120}, 99},
+		{"an older one never lowers it", raft.AppendEntriesRequest{PrevLogEntry: 10, LeaderCommitIndex: 10}, 99},
+		{"delivered", raft.AppendEntriesRequest{PrevLogEntry: 99, Entries: []*raft.Log{{Index: 130}}, LeaderCommitIndex: 101}, 101},
+	} {
+		p.delivered("nv", &tc.args)
+		p.mu.Lock()
+		got, iv := p.peers["nv"].delivered, p.intervalOf(p.peers["nv"])
+		p.mu.Unlock()
+		if got != tc.want {
+			t.Fatalf("%s: delivered %d, want %d", tc.name, got, tc.want)
+		}
+		if wantIv := map[bool]time.Duration{true: time.Millisecond, false: time.Second}[tc.want < 100]; iv != wantIv {
+			t.Fatalf("%s: interval %s, want %s", tc.name, iv, wantIv)
+		}
+	}
+}
+
+// A hurry for a non-voter in a background pause ends the pause once the
+// interval has passed since the paused append started: the first write
 // through it waits no longer than at the interval.
 func TestPacer_HurryEndsBackgroundPause(t *testing.T) {
 	const interval, background = 30 * time.Millisecond, time.Second
@@ -72,17 +105,13 @@ func TestPacer_HurryEndsBackgroundPause(t *testing.T) {
 	ok := &raft.AppendEntriesResponse{Success: true}
 	p.hold("nv", time.Now(), 3, ok)
 
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		name    string
 		hurryAt time.Duration // after the paused append started
 	}{
 		{"hurried after the interval passed: ends at once", 2 * interval},
 		{"hurried before: ends when the interval has passed", interval / 3},
 	} {
-		// Back to the background interval.
-		p.mu.Lock()
-		p.peer("nv").wanted = time.Time{}
-		p.mu.Unlock()
 		start := time.Now()
 		done := make(chan time.Duration, 1)
 		go func() {
@@ -90,7 +119,8 @@ func TestPacer_HurryEndsBackgroundPause(t *testing.T) {
 			done <- time.Since(start)
 		}()
 		time.Sleep(tc.hurryAt) // the hurry's moment in the pause is what is tested
-		p.hurry("nv")
+		index := uint64(10 * (i + 1))
+		p.hurry("nv", index)
 		select {
 		case took := <-done:
 			if took < interval*9/10 || took < tc.hurryAt {
@@ -99,6 +129,8 @@ func TestPacer_HurryEndsBackgroundPause(t *testing.T) {
 		case <-time.After(background / 2):
 			t.Fatalf("%s: still paused %s after the hurry: the background pause (%s) ran on", tc.name, background/2, background)
 		}
+		// The next append delivers it: back to the background interval.
+		p.delivered("nv", &raft.AppendEntriesRequest{PrevLogEntry: index, LeaderCommitIndex: index})
 	}
 }
 
@@ -199,32 +231,31 @@ func TestCluster_NonvoterBackgroundPaceUntilAClientWaits(t *testing.T) {
 	if p50 >= background/2 {
 		t.Fatalf("writes through the non-voter took p50 %s: still paced at the background interval %s", p50, background)
 	}
-	if len(took) < int(window/background)*2 {
-		t.Fatalf("only %d writes through the non-voter in %s: paced at the background interval %s", len(took), window, background)
-	}
 
 	// A read-your-write fence on the non-voter for the leader's latest
 	// commit (WaitAppliedSoon forwards a NOOP from it) waits about the
 	// interval too, not the background interval.
+	// Only fences the non-voter had not reached yet count; under steady
+	// writes most are (a paced non-voter trails by up to the background
+	// interval).
 	var fenced []time.Duration
-	behind := 0
-	for range 10 {
+	for try := 0; try < 40 && len(fenced) < 8; try++ {
 		time.Sleep(background / 3) // leave the short interval's reach: a background pause is running
 		idx := leader.AppliedIndex()
-		if nv.AppliedIndex() < idx {
-			behind++
-		}
+		behind := nv.AppliedIndex() < idx
 		t0 := time.Now()
 		if err := nv.WaitAppliedSoon(testCtx(t), idx); err != nil {
 			t.Fatal(err)
 		}
-		fenced = append(fenced, time.Since(t0))
+		if behind {
+			fenced = append(fenced, time.Since(t0))
+		}
+	}
+	if len(fenced) < 3 {
+		t.Fatalf("the non-voter was behind the leader at %d fences of 40 under steady writes: the fences tested nothing", len(fenced))
 	}
 	slices.Sort(fenced)
-	t.Logf("fences on the non-voter (behind the leader at %d of 10): p50 %s, max %s", behind, fenced[len(fenced)/2], fenced[len(fenced)-1])
-	if behind == 0 {
-		t.Fatal("the non-voter was never behind the leader under steady writes: the fences tested nothing")
-	}
+	t.Logf("fences on the non-voter while behind: %d, p50 %s, max %s", len(fenced), fenced[len(fenced)/2], fenced[len(fenced)-1])
 	if p50 := fenced[len(fenced)/2]; p50 >= background/2 {
 		t.Fatalf("read-your-write fences on the non-voter took p50 %s: paced at the background interval %s", p50, background)
 	}
@@ -270,7 +301,7 @@ func TestApplyForwardedFrom_HurriesOnlyWaitingOrigins(t *testing.T) {
 			leader.trans.pace.mu.Lock()
 			pp := leader.trans.pace.peers[raft.ServerID(tc.origin)]
 			leader.trans.pace.mu.Unlock()
-			if got := pp != nil && !pp.wanted.IsZero(); got != tc.hurry {
+			if got := pp != nil && pp.wanted > 0; got != tc.hurry {
 				t.Fatalf("hurried %v, want %v", got, tc.hurry)
 			}
 		})

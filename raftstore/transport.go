@@ -87,7 +87,13 @@ func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddres
 // appendEntries sends one AppendEntries.
 func (t *raftTransport) appendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if len(args.Entries) == 0 {
-		return t.NetworkTransport.AppendEntries(id, target, args, resp)
+		// A commit-index update (or a heartbeat) may deliver what a
+		// client of a paced non-voter waits for.
+		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+		if err == nil && resp.Success {
+			t.pace.delivered(id, args)
+		}
+		return err
 	}
 	start := time.Now()
 	err := t.sender.send(target, args, resp)
@@ -96,6 +102,9 @@ func (t *raftTransport) appendEntries(id raft.ServerID, target raft.ServerAddres
 	}
 	if err != nil {
 		return err
+	}
+	if resp.Success {
+		t.pace.delivered(id, args)
 	}
 	t.pace.hold(id, start, len(args.Entries), resp)
 	return nil
