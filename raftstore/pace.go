@@ -120,11 +120,21 @@ func (p *pacer) intervalOf(pp *pacedPeer) time.Duration {
 	return p.background
 }
 
-// delivered records that an AppendEntries to id succeeded: id now holds
-// every entry up to the request's last (its previous entry when it
-// carried none) and knows the commit index it carried.
-func (p *pacer) delivered(id raft.ServerID, args *raft.AppendEntriesRequest) {
+// delivered records the answer to an AppendEntries to id. A success says
+// id now holds every entry up to the request's last (its previous entry
+// when it carried none) and knows the commit index it carried. A refusal
+// says it lacks entries (a restart that set its unsynced log aside, a new
+// term): what it was delivered before no longer counts.
+func (p *pacer) delivered(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
 	if p.interval <= 0 || p.background <= p.interval {
+		return
+	}
+	if !resp.Success {
+		p.mu.Lock()
+		if pp := p.peers[id]; pp != nil {
+			pp.delivered = 0
+		}
+		p.mu.Unlock()
 		return
 	}
 	last := args.PrevLogEntry

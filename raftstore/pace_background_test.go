@@ -46,7 +46,7 @@ func TestPacer_BackgroundInterval(t *testing.T) {
 				// delivered+5, the commit index at delivered.
 				p.delivered(tt.id, &raft.AppendEntriesRequest{
 					PrevLogEntry: tt.delivered, Entries: []*raft.Log{{Index: tt.delivered + 5}}, LeaderCommitIndex: tt.delivered,
-				})
+				}, ok)
 			}
 			start := time.Now()
 			p.hold(tt.id, start, 3, ok)
@@ -67,22 +67,26 @@ func TestPacer_BackgroundInterval(t *testing.T) {
 }
 
 // What an append delivers is the lower of its last entry (its previous
-// entry when it carries none) and its commit index.
+// entry when it carries none) and its commit index; a refused one means
+// the follower lacks entries, and what it was delivered no longer counts.
 func TestPacer_Delivered(t *testing.T) {
 	p := &pacer{interval: time.Millisecond, background: time.Second}
 	p.hurry("nv", 100)
+	ok, refused := &raft.AppendEntriesResponse{Success: true}, &raft.AppendEntriesResponse{}
 	for _, tc := range []struct {
 		name string
 		args raft.AppendEntriesRequest
+		resp *raft.AppendEntriesResponse
 		want uint64
 	}{
-		{"entries past the commit", raft.AppendEntriesRequest{PrevLogEntry: 80, Entries: []*raft.Log{{Index: 81}, {Index: 99}}, LeaderCommitIndex: 90}, 90},
-		{"commit past the entries", raft.AppendEntriesRequest{PrevLogEntry: 90, Entries: []*raft.Log{{Index: 95}}, LeaderCommitIndex: 120}, 95},
-		{"commit-index update (no entries)", raft.AppendEntriesRequest{PrevLogEntry: 99, LeaderCommitIndex: 120}, 99},
-		{"an older one never lowers it", raft.AppendEntriesRequest{PrevLogEntry: 10, LeaderCommitIndex: 10}, 99},
-		{"delivered", raft.AppendEntriesRequest{PrevLogEntry: 99, Entries: []*raft.Log{{Index: 130}}, LeaderCommitIndex: 101}, 101},
+		{"entries past the commit", raft.AppendEntriesRequest{PrevLogEntry: 80, Entries: []*raft.Log{{Index: 81}, {Index: 99}}, LeaderCommitIndex: 90}, ok, 90},
+		{"commit past the entries", raft.AppendEntriesRequest{PrevLogEntry: 90, Entries: []*raft.Log{{Index: 95}}, LeaderCommitIndex: 120}, ok, 95},
+		{"commit-index update (no entries)", raft.AppendEntriesRequest{PrevLogEntry: 99, LeaderCommitIndex: 120}, ok, 99},
+		{"an older one never lowers it", raft.AppendEntriesRequest{PrevLogEntry: 10, LeaderCommitIndex: 10}, ok, 99},
+		{"refused: it lacks entries", raft.AppendEntriesRequest{PrevLogEntry: 99, LeaderCommitIndex: 120}, refused, 0},
+		{"delivered again", raft.AppendEntriesRequest{PrevLogEntry: 99, Entries: []*raft.Log{{Index: 130}}, LeaderCommitIndex: 101}, ok, 101},
 	} {
-		p.delivered("nv", &tc.args)
+		p.delivered("nv", &tc.args, tc.resp)
 		p.mu.Lock()
 		got, iv := p.peers["nv"].delivered, p.intervalOf(p.peers["nv"])
 		p.mu.Unlock()
@@ -130,7 +134,7 @@ func TestPacer_HurryEndsBackgroundPause(t *testing.T) {
 			t.Fatalf("%s: still paused %s after the hurry: the background pause (%s) ran on", tc.name, background/2, background)
 		}
 		// The next append delivers it: back to the background interval.
-		p.delivered("nv", &raft.AppendEntriesRequest{PrevLogEntry: index, LeaderCommitIndex: index})
+		p.delivered("nv", &raft.AppendEntriesRequest{PrevLogEntry: index, LeaderCommitIndex: index}, ok)
 	}
 }
 

@@ -90,8 +90,8 @@ func (t *raftTransport) appendEntries(id raft.ServerID, target raft.ServerAddres
 		// A commit-index update (or a heartbeat) may deliver what a
 		// client of a paced non-voter waits for.
 		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
-		if err == nil && resp.Success {
-			t.pace.delivered(id, args)
+		if err == nil && !isHeartbeat(args) {
+			t.pace.delivered(id, args, resp)
 		}
 		return err
 	}
@@ -103,9 +103,7 @@ func (t *raftTransport) appendEntries(id raft.ServerID, target raft.ServerAddres
 	if err != nil {
 		return err
 	}
-	if resp.Success {
-		t.pace.delivered(id, args)
-	}
+	t.pace.delivered(id, args, resp)
 	t.pace.hold(id, start, len(args.Entries), resp)
 	return nil
 }
