@@ -175,21 +175,43 @@ type procWriter struct {
 	ids     []string
 	count   atomic.Int64
 	changed chan struct{}
+	// pauses hands the loop, between two writes, a channel to wait on
+	// until it is closed (pause).
+	pauses chan chan struct{}
 }
 
+// startProcWriter writes agents up-00000, up-00001, ... through the first
+// three processes in turn.
 func startProcWriter(t *testing.T, pc *ProcCluster) *procWriter {
-	w := &procWriter{done: make(chan struct{}), changed: make(chan struct{}, 1)}
+	return startProcWriterVia(t, pc, "up-", pc.Procs()[:min(3, len(pc.Procs()))]...)
+}
+
+// startProcWriterVia writes agents named prefix + a counter through the
+// processes via, in turn.
+func startProcWriterVia(t *testing.T, pc *ProcCluster, prefix string, via ...*Proc) *procWriter {
+	w := &procWriter{done: make(chan struct{}), changed: make(chan struct{}, 1), pauses: make(chan chan struct{})}
 	w.wg.Go(func() {
 		var cl *Client
+		defer func() {
+			if cl != nil {
+				cl.Close()
+			}
+		}()
 		next := 0
 		for k := 0; ; k++ {
 			select {
 			case <-w.done:
 				return
+			case resume := <-w.pauses:
+				select {
+				case <-resume:
+				case <-w.done:
+					return
+				}
 			default:
 			}
 			if cl == nil {
-				p := pc.Proc(next % 3)
+				p := via[next%len(via)]
 				next++
 				c, err := Dial(t, p.MAPURL(), pc.Ledger)
 				if err == nil {
@@ -205,7 +227,7 @@ func startProcWriter(t *testing.T, pc *ProcCluster) *procWriter {
 				}
 				cl = c
 			}
-			id := fmt.Sprintf("up-%05d", k)
+			id := fmt.Sprintf("%s%05d", prefix, k)
 			if err := cl.Register(id, nil); err != nil {
 				if !IsRetryable(err) {
 					cl.Close()
@@ -224,6 +246,20 @@ func startProcWriter(t *testing.T, pc *ProcCluster) *procWriter {
 		}
 	})
 	return w
+}
+
+// pause waits until the writer is between two writes (none in flight)
+// and holds it there, its connection open, until resume is called (or
+// stop).
+func (w *procWriter) pause(t *testing.T) (resume func()) {
+	t.Helper()
+	r := make(chan struct{})
+	select {
+	case w.pauses <- r:
+	case <-time.After(2 * CallTimeout): // a write in flight ends within its call timeout
+		t.Fatalf("the writer did not pause within %v", 2*CallTimeout)
+	}
+	return sync.OnceFunc(func() { close(r) })
 }
 
 func (w *procWriter) acked() int64 { return w.count.Load() }

@@ -18,7 +18,7 @@ import (
 	"github.com/concordmap/concord/raftstore"
 )
 
-// hookStore is a fakeStore whose ApplyForwarded is the test's.
+// hookStore is a fakeStore whose ApplyForwardedFrom is the test's.
 type hookStore struct {
 	*fakeStore
 	apply func(ctx context.Context, cmd []byte) (raftstore.ForwardReply, error)
@@ -28,7 +28,7 @@ func newHookStore(id string, apply func(context.Context, []byte) (raftstore.Forw
 	return &hookStore{fakeStore: &fakeStore{id: id}, apply: apply}
 }
 
-func (h *hookStore) ApplyForwarded(ctx context.Context, cmd []byte) (raftstore.ForwardReply, error) {
+func (h *hookStore) ApplyForwardedFrom(ctx context.Context, _ string, cmd []byte) (raftstore.ForwardReply, error) {
 	h.calls.Add(1)
 	return h.apply(ctx, cmd)
 }
