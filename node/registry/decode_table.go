@@ -222,6 +222,8 @@ var openTable = table(map[protowire.Number]wireField[openReq]{
 	2: msgField(func(m *openReq) **sessionRec { return &m.Session }, &sessionTable),
 	3: boolField(func(m *openReq) *bool { return &m.Resume }),
 	4: strsField(func(m *openReq) *[]string { return &m.ReclaimAgents }),
+	5: uint64Field(func(m *openReq) *uint64 { return &m.ResumeFromEpoch }),
+	6: strsField(func(m *openReq) *[]string { return &m.ReclaimFromSessions }),
 })
 
 var lifeTable = table(map[protowire.Number]wireField[lifeRec]{
@@ -263,6 +265,7 @@ var registerTable = table(map[protowire.Number]wireField[registerReq]{
 	2: msgField(func(m *registerReq) **agentRec { return &m.Agent }, &agentTable),
 	3: boolField(func(m *registerReq) *bool { return &m.ResumePersistentIdentity }),
 	4: strField(func(m *registerReq) *string { return &m.PersistentId }),
+	5: uint64Field(func(m *registerReq) *uint64 { return &m.SessionEpoch }),
 })
 
 var cursorTable = table(map[protowire.Number]wireField[cursorRec]{

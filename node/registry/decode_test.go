@@ -193,9 +193,10 @@ func tableBodies(t testing.TB) (fast, other map[T][][]byte) {
 	// An empty bytes field written out: proto.Unmarshal leaves it unset.
 	emptyBytes := cat(field(2, string(cat(field(1, "a"), field(16, "")))))
 	fast = map[T][][]byte{
-		cAgentRegister: {{}, enc(&concordv1.AgentRegisterRequest{Meta: meta, Agent: agent, ResumePersistentIdentity: true, PersistentId: "pid"}),
+		cAgentRegister: {{}, enc(&concordv1.AgentRegisterRequest{Meta: meta, Agent: agent, ResumePersistentIdentity: true, PersistentId: "pid", SessionEpoch: 1 << 40}),
 			enc(&concordv1.AgentRegisterRequest{Meta: &concordv1.CommandMeta{}, Agent: &concordv1.AgentRecord{}}), emptyBytes},
-		cSessionOpen: {{}, enc(&concordv1.SessionOpenRequest{Meta: meta, Session: session, Resume: true, ReclaimAgents: []string{"a", "b", ""}}),
+		cSessionOpen: {{}, enc(&concordv1.SessionOpenRequest{Meta: meta, Session: session, Resume: true, ReclaimAgents: []string{"a", "b", ""},
+			ResumeFromEpoch: 7, ReclaimFromSessions: []string{"s1", "", "s2"}}),
 			// Any varint but 0 is true.
 			cat(protowire.AppendTag(nil, 3, protowire.VarintType), []byte{0x80, 0x01}),
 			enc(&concordv1.SessionOpenRequest{Session: &concordv1.SessionRecord{DisconnectPolicy: &concordv1.DisconnectPolicyRecord{}}})},

@@ -74,7 +74,16 @@
 // re-checks epoch, detachment and deadline against the expiry command's
 // own timestamp, so a duplicate from a new leader is a no-op. A resume
 // (SESSION_OPEN with resume) re-homes the session and its agents to the
-// proposing node and gives orphaned agents back their previous state.
+// proposing node and gives orphaned agents back their previous state. A
+// resume that quotes resume_from_epoch applies only while the session is
+// still at that epoch (ErrSessionMoved otherwise, state unchanged): a
+// resume the client was told failed may still reach the log later (its
+// forward was on the wire) and must not take the session from the resume
+// that succeeded elsewhere meanwhile. Likewise reclaim_agents with
+// reclaim_from_sessions takes only the agents still in the session the
+// proposer saw them in, and a register quoting session_epoch applies only
+// while its session is at that epoch. Proposers quote these only once
+// every server enforces them (levels.go).
 // notifySubscribers of the SDK policy is stored but events are always
 // emitted (subscribers filter by type).
 //
