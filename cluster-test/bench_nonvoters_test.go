@@ -56,7 +56,20 @@ import (
 // 3+4 system once more with its non-voter processes stopped (SIGSTOP) for
 // the window, which takes both their work and the leader's replication to
 // them away; CONCORD_BENCH_NONVOTERS_INTERVAL=D adds a 3+4 system run with
-// --nonvoter-replication-interval D. The windows have a fixed length, so:
+// --nonvoter-replication-interval D (a comma-separated list adds one system
+// per interval). On a shared machine a fixed offered rate compares builds
+// doing the same work: CONCORD_BENCH_NONVOTERS_RATE=R has the clients of
+// each window send R writes/s in all (each client its share, on a
+// schedule; a window that cannot keep up reports its lower rate), and the
+// CPU per 1000 writes then says what each build spends for the same
+// writes whatever else the machine runs. CONCORD_BENCH_NONVOTERS_CLIENTS
+// (a comma-separated list, default 8,64) picks the loads and
+// CONCORD_BENCH_NONVOTERS_NICE=0 drops the nice-19 arms. Each system also
+// has one client on every non-voter that writes through it and reads its
+// own write back there (map/agents/update, then map/agents/get: the
+// read-your-writes fence) every 100 ms; "nv-rw" is that pair's latency, what
+// pacing makes a non-voter's own clients wait. The windows have a fixed
+// length, so:
 //
 //	go test -run '^$' -bench NonVoters -benchtime 1x ./cluster-test/
 func BenchmarkNonVoters(b *testing.B) {
@@ -71,18 +84,22 @@ func BenchmarkNonVoters(b *testing.B) {
 		systems = append(systems, startNVSystem(b, 7, extra, WithProcBinary(ConcordBinaryAt(b, rev))))
 		labels = append(labels, "voters=3+nonvoters=4@"+rev)
 	}
-	if d := os.Getenv("CONCORD_BENCH_NONVOTERS_INTERVAL"); d != "" {
-		if _, err := time.ParseDuration(d); err != nil {
-			b.Fatalf("CONCORD_BENCH_NONVOTERS_INTERVAL=%q: %v", d, err)
+	if ds := os.Getenv("CONCORD_BENCH_NONVOTERS_INTERVAL"); ds != "" {
+		for d := range strings.SplitSeq(ds, ",") {
+			if _, err := time.ParseDuration(d); err != nil {
+				b.Fatalf("CONCORD_BENCH_NONVOTERS_INTERVAL=%q: %v", ds, err)
+			}
+			systems = append(systems, startNVSystem(b, 7, append([]string{"--nonvoter-replication-interval", d}, extra...)))
+			labels = append(labels, "voters=3+nonvoters=4,interval="+d)
 		}
-		systems = append(systems, startNVSystem(b, 7, append([]string{"--nonvoter-replication-interval", d}, extra...)))
-		labels = append(labels, "voters=3+nonvoters=4,interval="+d)
 	}
+	rate := nvEnvFloat(b, "CONCORD_BENCH_NONVOTERS_RATE")
+	nice := os.Getenv("CONCORD_BENCH_NONVOTERS_NICE") != "0"
 	// Each arm is one system measured one way; the first is the baseline.
 	var arms []nvArm
 	for k, sys := range systems {
 		arms = append(arms, nvArm{sys: sys, label: labels[k]})
-		if len(sys.pc.Procs()) > len(sys.voters) {
+		if nice && len(sys.pc.Procs()) > len(sys.voters) {
 			arms = append(arms, nvArm{sys: sys, label: labels[k] + ",nonvoters-nice19", nice: true})
 		}
 	}
@@ -90,7 +107,7 @@ func BenchmarkNonVoters(b *testing.B) {
 		arms = append(arms, nvArm{sys: systems[1], label: labels[1] + ",nonvoters-stopped", stop: true})
 	}
 	rounds := nvRoundsFromEnv(b)
-	for _, clients := range []int{8, 64} {
+	for _, clients := range nvClientsFromEnv(b) {
 		results := make([][]nvResult, len(arms))
 		for round := range rounds {
 			for k, arm := range arms {
@@ -108,7 +125,7 @@ func BenchmarkNonVoters(b *testing.B) {
 						prof = filepath.Join(pprofDir, strings.NewReplacer("=", "", "+", "-", ",", "-", "@", "-").Replace(
 							fmt.Sprintf("leader-%s-c%d-r%d.pprof", arm.label, clients, round+1)))
 					}
-					r := arm.sys.measure(b, clients, nvWindow, prof)
+					r := arm.sys.measure(b, clients, rate, nvWindow, prof)
 					results[k] = append(results[k], r)
 					b.ReportMetric(r.rate, "writes/s")
 					b.ReportMetric(ms(r.p50), "p50-ms")
@@ -116,6 +133,10 @@ func BenchmarkNonVoters(b *testing.B) {
 					b.ReportMetric(r.leaderCPU, "leader-cpu-ms/kwrite")
 					b.ReportMetric(r.nonvoterCPU, "nonvoters-cpu-ms/kwrite")
 					b.ReportMetric(r.nonvoterAppends, "nonvoter-appends/kwrite")
+					if r.nvRW50 > 0 {
+						b.ReportMetric(ms(r.nvRW50), "nv-rw-p50-ms")
+						b.ReportMetric(ms(r.nvRW99), "nv-rw-p99-ms")
+					}
 				})
 			}
 		}
@@ -124,9 +145,9 @@ func BenchmarkNonVoters(b *testing.B) {
 		for k, arm := range arms {
 			m := medianResult(results[k])
 			summary = append(summary, fmt.Sprintf(
-				"  %-48s %6.0f writes/s (x%.2f)  p50 %6.2f ms (x%.2f)  p99 %6.2f ms (x%.2f)  leader %4.0f cpu-ms/kwrite (x%.2f)  non-voters %4.0f cpu-ms/kwrite, %4.0f appends/kwrite each",
+				"  %-48s %6.0f writes/s (x%.2f)  p50 %6.2f ms (x%.2f)  p99 %6.2f ms (x%.2f)  leader %4.0f cpu-ms/kwrite (x%.2f)  non-voters %4.1f cpu-ms/kwrite, %4.1f appends/kwrite each  nv-rw p50 %5.1f p99 %5.1f ms",
 				arm.label, m.rate, m.rate/base.rate, ms(m.p50), ms(m.p50)/ms(base.p50), ms(m.p99), ms(m.p99)/ms(base.p99),
-				m.leaderCPU, m.leaderCPU/base.leaderCPU, m.nonvoterCPU, m.nonvoterAppends))
+				m.leaderCPU, m.leaderCPU/base.leaderCPU, m.nonvoterCPU, m.nonvoterAppends, ms(m.nvRW50), ms(m.nvRW99)))
 		}
 		// One sub-benchmark per summary: the testing package cuts a
 		// benchmark's log after a few lines.
@@ -169,6 +190,36 @@ func nvRoundsFromEnv(b *testing.B) int {
 	return n
 }
 
+// nvClientsFromEnv returns the loads (clients per window) to run.
+func nvClientsFromEnv(b *testing.B) []int {
+	v := os.Getenv("CONCORD_BENCH_NONVOTERS_CLIENTS")
+	if v == "" {
+		return []int{8, 64}
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 64 {
+			b.Fatalf("CONCORD_BENCH_NONVOTERS_CLIENTS=%q: want counts of 1..64", v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// nvEnvFloat returns the positive number in env var name, or 0 if unset.
+func nvEnvFloat(b *testing.B, name string) float64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 {
+		b.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return f
+}
+
 // nvSystem is one running system with its clients, each registered as
 // its own agent.
 type nvSystem struct {
@@ -176,6 +227,10 @@ type nvSystem struct {
 	voters  []int
 	clients []*Client
 	agents  []string
+	// nvClients has one client per non-voter, connected to it, and
+	// nvAgents their agents: the read-your-writes probes.
+	nvClients []*Client
+	nvAgents  []string
 	// stopped: the non-voters are stopped (SIGSTOP) and answer nothing.
 	stopped bool
 }
@@ -199,6 +254,17 @@ func startNVSystem(b *testing.B, n int, extra []string, opts ...ProcOption) *nvS
 		}
 		sys.clients, sys.agents = append(sys.clients, c), append(sys.agents, agent)
 	}
+	for i := range pc.Procs() {
+		if slices.Contains(sys.voters, i) {
+			continue
+		}
+		c := pc.Connect(b, i, map[string]any{"participantType": "system"})
+		agent := fmt.Sprintf("nv-probe-%d", i)
+		if err := c.Register(agent, nil); err != nil {
+			b.Fatalf("register through a non-voter: %s", Describe(err))
+		}
+		sys.nvClients, sys.nvAgents = append(sys.nvClients, c), append(sys.nvAgents, agent)
+	}
 	return sys
 }
 
@@ -208,12 +274,14 @@ func startNVSystem(b *testing.B, n int, extra []string, opts ...ProcOption) *nvS
 type nvResult struct {
 	rate, leaderCPU, nonvoterCPU, nonvoterAppends float64
 	p50, p99                                      time.Duration
+	nvRW50, nvRW99                                time.Duration // read-your-writes probes through non-voters
 }
 
-// measure runs the first clients doing writes for d; with prof set it
+// measure runs the first clients doing writes for d, rate writes/s in all
+// when rate > 0 (else as fast as they go); with prof set it
 // saves a CPU profile of the leader over the window there, and one of a
 // non-voter beside it (leader- in the name replaced by nonvoter-).
-func (s *nvSystem) measure(b *testing.B, clients int, d time.Duration, prof string) nvResult {
+func (s *nvSystem) measure(b *testing.B, clients int, rate float64, d time.Duration, prof string) nvResult {
 	states := []string{"busy", "idle"}
 	lat := make([][]time.Duration, clients)
 	var failed atomic.Int64
@@ -242,6 +310,14 @@ func (s *nvSystem) measure(b *testing.B, clients int, d time.Duration, prof stri
 	for w := range clients {
 		wg.Go(func() {
 			for i := 0; time.Now().Before(deadline); i++ {
+				if rate > 0 {
+					// Client w's i-th write is due at (i*clients+w)/rate.
+					due := start.Add(time.Duration(float64(i*clients+w) / rate * float64(time.Second)))
+					if !due.Before(deadline) {
+						break
+					}
+					time.Sleep(time.Until(due))
+				}
 				t0 := time.Now()
 				if _, err := s.clients[w].Call("map/agents/update", map[string]any{"agentId": s.agents[w], "state": states[i%2]}); err != nil {
 					failed.Add(1)
@@ -250,6 +326,26 @@ func (s *nvSystem) measure(b *testing.B, clients int, d time.Duration, prof stri
 				lat[w] = append(lat[w], time.Since(t0))
 			}
 		})
+	}
+	nvLat := make([][]time.Duration, len(s.nvClients))
+	if !s.stopped {
+		for k, c := range s.nvClients {
+			wg.Go(func() {
+				for i := 0; time.Now().Before(deadline); i++ {
+					t0 := time.Now()
+					if _, err := c.Call("map/agents/update", map[string]any{"agentId": s.nvAgents[k], "state": states[i%2]}); err != nil {
+						failed.Add(1)
+						continue
+					}
+					if _, err := c.Call("map/agents/get", map[string]any{"agentId": s.nvAgents[k]}); err != nil {
+						failed.Add(1)
+						continue
+					}
+					nvLat[k] = append(nvLat[k], time.Since(t0))
+					time.Sleep(100 * time.Millisecond)
+				}
+			})
+		}
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -262,6 +358,13 @@ func (s *nvSystem) measure(b *testing.B, clients int, d time.Duration, prof stri
 	}
 	r := nvResult{rate: float64(len(all)) / elapsed.Seconds()}
 	r.p50, r.p99 = percentiles(all)
+	var nvAll []time.Duration
+	for _, l := range nvLat {
+		nvAll = append(nvAll, l...)
+	}
+	if len(nvAll) > 0 {
+		r.nvRW50, r.nvRW99 = percentiles(nvAll)
+	}
 	// The busiest voter is the leader; CPU per write is what the design
 	// costs whatever the shared machine does to the rates.
 	var leader, nonvoters time.Duration
@@ -405,6 +508,8 @@ func medianResult(rs []nvResult) nvResult {
 		nonvoterAppends: med(func(r nvResult) float64 { return r.nonvoterAppends }),
 		p50:             time.Duration(med(func(r nvResult) float64 { return float64(r.p50) })),
 		p99:             time.Duration(med(func(r nvResult) float64 { return float64(r.p99) })),
+		nvRW50:          time.Duration(med(func(r nvResult) float64 { return float64(r.nvRW50) })),
+		nvRW99:          time.Duration(med(func(r nvResult) float64 { return float64(r.nvRW99) })),
 	}
 }
 

@@ -65,40 +65,79 @@ func TestProcs_KillLeader(t *testing.T) {
 }
 
 // requireProcAgents waits until map/agents/list on every running
-// process returns the same agents and they include every id in want.
+// process returns the same agents and they include every id in want. It
+// reads every page: a list holds at most the server's MaxPageSize (1000)
+// agents, and a writer running for a while acknowledges more. The
+// callers' agents are never unregistered (their owners connect with the
+// orphan disconnect policy), so a missing one is a lost write; the error
+// says on which nodes it is missing and on which it is present.
 func requireProcAgents(t *testing.T, pc *ProcCluster, want []string) {
 	t.Helper()
-	clients := map[*Proc]*Client{}
-	for _, p := range pc.Running() {
-		clients[p] = pc.Connect(t, p.Index, map[string]any{"participantType": "client"})
+	procs := pc.Running()
+	clients := make([]*Client, len(procs))
+	for k, p := range procs {
+		clients[k] = pc.Connect(t, p.Index, map[string]any{"participantType": "client"})
 	}
 	Eventually(t, ConvergeTimeout, func() error {
-		var first []string
-		for p, cl := range clients {
-			var res struct {
-				Agents []struct {
-					ID string `json:"id"`
-				} `json:"agents"`
+		lists := make([][]string, len(procs))
+		for k, cl := range clients {
+			ids, err := listAgentIDs(cl)
+			if err != nil {
+				return fmt.Errorf("%s: %w", procs[k], err)
 			}
-			if err := cl.CallInto("map/agents/list", map[string]any{"limit": 1000}, &res); err != nil {
-				return fmt.Errorf("%s: %s", p, Describe(err))
-			}
-			var ids []string
-			for _, a := range res.Agents {
-				ids = append(ids, a.ID)
-			}
-			slices.Sort(ids)
-			for _, w := range want {
-				if _, found := slices.BinarySearch(ids, w); !found {
-					return fmt.Errorf("%s lacks acknowledged agent %s", p, w)
+			lists[k] = ids
+		}
+		for _, w := range want {
+			var on, off []string
+			for k, ids := range lists {
+				if _, found := slices.BinarySearch(ids, w); found {
+					on = append(on, procs[k].ID)
+				} else {
+					off = append(off, fmt.Sprintf("%s (%d agents)", procs[k].ID, len(ids)))
 				}
 			}
-			if first == nil {
-				first = ids
-			} else if !slices.Equal(first, ids) {
-				return fmt.Errorf("%s lists %d agents, another node %d", p, len(ids), len(first))
+			if len(off) > 0 {
+				return fmt.Errorf("acknowledged agent %s missing on %v, present on %v", w, off, on)
+			}
+		}
+		for k := 1; k < len(lists); k++ {
+			if !slices.Equal(lists[0], lists[k]) {
+				return fmt.Errorf("%s lists %d agents, %s %d", procs[k], len(lists[k]), procs[0], len(lists[0]))
 			}
 		}
 		return nil
 	})
+}
+
+// listAgentIDs reads every page of map/agents/list and returns the ids,
+// sorted.
+func listAgentIDs(cl *Client) ([]string, error) {
+	var ids []string
+	cursor := ""
+	for {
+		params := map[string]any{"limit": 1000}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		var res struct {
+			Agents []struct {
+				ID string `json:"id"`
+			} `json:"agents"`
+			NextCursor string `json:"nextCursor"`
+		}
+		if err := cl.CallInto("map/agents/list", params, &res); err != nil {
+			return nil, fmt.Errorf("map/agents/list after %q: %s", cursor, Describe(err))
+		}
+		for _, a := range res.Agents {
+			ids = append(ids, a.ID)
+		}
+		if res.NextCursor == "" {
+			slices.Sort(ids)
+			return ids, nil
+		}
+		if res.NextCursor <= cursor {
+			return nil, fmt.Errorf("map/agents/list: cursor %q does not advance past %q", res.NextCursor, cursor)
+		}
+		cursor = res.NextCursor
+	}
 }

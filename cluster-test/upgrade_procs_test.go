@@ -3,6 +3,7 @@
 package clustertest
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node/client/argueclient"
+	"github.com/concordmap/concord/node/registry"
 )
 
 // upgradeFrom is the build a rolling upgrade starts from: the last commit
@@ -67,10 +69,15 @@ func TestProcs_RollingUpgrade(t *testing.T) {
 		}
 	}
 	order = append(order, leader.Index)
+	upgraded := map[int]bool{}
 	for k, i := range order {
 		w.waitProgress(t, 10)
 		pc.Upgrade(t, i, newBin)
+		upgraded[i] = true
 		requireHealthEndpoint(t, pc, i, true)
+		// Level-gated command fields (registry.FSMLevel) stay off until
+		// the last server advertises the level: the old ones show 0.
+		requireFSMLevels(t, pc, i, upgraded)
 		t.Logf("upgraded %s (%d/3); %d writes acknowledged so far", pc.Proc(i), k+1, w.acked())
 		if k == 0 {
 			gate.open() // the debate goes on through the remaining upgrades
@@ -93,6 +100,48 @@ func TestProcs_RollingUpgrade(t *testing.T) {
 	}
 	requireProcAgents(t, pc, acked)
 	t.Logf("rolling upgrade from %s: %d acknowledged writes kept, debate %s, in %s", from, len(acked), info.Status, time.Since(start).Round(time.Second))
+}
+
+// requireFSMLevels checks the FSM level every process advertises in
+// gossip, as process i (of the current build) lists them in /v1/members:
+// registry.FSMLevel for the upgraded ones, 0 for those on the old build
+// (which advertise none), so node.fsmLevel keeps level-gated fields off
+// until the last one is upgraded.
+func requireFSMLevels(t *testing.T, pc *ProcCluster, i int, upgraded map[int]bool) {
+	t.Helper()
+	Eventually(t, ConvergeTimeout, func() error {
+		code, body, err := pc.get(pc.Proc(i).HTTPAddr, "/v1/members")
+		if err != nil || code != 200 {
+			return fmt.Errorf("%s: /v1/members %d %s %v", pc.Proc(i), code, body, err)
+		}
+		type member struct {
+			ID       string `json:"id"`
+			Status   string `json:"status"`
+			FSMLevel *int   `json:"fsmLevel"`
+		}
+		var out struct {
+			Members []member `json:"members"`
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			return err
+		}
+		for _, p := range pc.Procs() {
+			want := 0
+			if upgraded[p.Index] {
+				want = registry.FSMLevel
+			}
+			k := slices.IndexFunc(out.Members, func(m member) bool { return m.ID == p.ID })
+			switch {
+			case k < 0:
+				return fmt.Errorf("%s does not list %s", pc.Proc(i), p)
+			case out.Members[k].FSMLevel == nil:
+				t.Fatalf("%s (current build) lists no fsmLevel for %s", pc.Proc(i), p)
+			case *out.Members[k].FSMLevel != want || out.Members[k].Status != "alive":
+				return fmt.Errorf("%s lists %s %s at FSM level %d, want alive at %d", pc.Proc(i), p, out.Members[k].Status, *out.Members[k].FSMLevel, want)
+			}
+		}
+		return nil
+	})
 }
 
 // requireHealthEndpoint checks whether process i serves
@@ -126,21 +175,43 @@ type procWriter struct {
 	ids     []string
 	count   atomic.Int64
 	changed chan struct{}
+	// pauses hands the loop, between two writes, a channel to wait on
+	// until it is closed (pause).
+	pauses chan chan struct{}
 }
 
+// startProcWriter writes agents up-00000, up-00001, ... through the first
+// three processes in turn.
 func startProcWriter(t *testing.T, pc *ProcCluster) *procWriter {
-	w := &procWriter{done: make(chan struct{}), changed: make(chan struct{}, 1)}
+	return startProcWriterVia(t, pc, "up-", pc.Procs()[:min(3, len(pc.Procs()))]...)
+}
+
+// startProcWriterVia writes agents named prefix + a counter through the
+// processes via, in turn.
+func startProcWriterVia(t *testing.T, pc *ProcCluster, prefix string, via ...*Proc) *procWriter {
+	w := &procWriter{done: make(chan struct{}), changed: make(chan struct{}, 1), pauses: make(chan chan struct{})}
 	w.wg.Go(func() {
 		var cl *Client
+		defer func() {
+			if cl != nil {
+				cl.Close()
+			}
+		}()
 		next := 0
 		for k := 0; ; k++ {
 			select {
 			case <-w.done:
 				return
+			case resume := <-w.pauses:
+				select {
+				case <-resume:
+				case <-w.done:
+					return
+				}
 			default:
 			}
 			if cl == nil {
-				p := pc.Proc(next % 3)
+				p := via[next%len(via)]
 				next++
 				c, err := Dial(t, p.MAPURL(), pc.Ledger)
 				if err == nil {
@@ -156,7 +227,7 @@ func startProcWriter(t *testing.T, pc *ProcCluster) *procWriter {
 				}
 				cl = c
 			}
-			id := fmt.Sprintf("up-%05d", k)
+			id := fmt.Sprintf("%s%05d", prefix, k)
 			if err := cl.Register(id, nil); err != nil {
 				if !IsRetryable(err) {
 					cl.Close()
@@ -175,6 +246,20 @@ func startProcWriter(t *testing.T, pc *ProcCluster) *procWriter {
 		}
 	})
 	return w
+}
+
+// pause waits until the writer is between two writes (none in flight)
+// and holds it there, its connection open, until resume is called (or
+// stop).
+func (w *procWriter) pause(t *testing.T) (resume func()) {
+	t.Helper()
+	r := make(chan struct{})
+	select {
+	case w.pauses <- r:
+	case <-time.After(2 * CallTimeout): // a write in flight ends within its call timeout
+		t.Fatalf("the writer did not pause within %v", 2*CallTimeout)
+	}
+	return sync.OnceFunc(func() { close(r) })
 }
 
 func (w *procWriter) acked() int64 { return w.count.Load() }

@@ -34,11 +34,14 @@ func (s *Server) routeConsole(mux *http.ServeMux) {
 
 // memberJSON is one gossip member in GET /v1/members.
 type memberJSON struct {
-	ID         string `json:"id"`
-	SystemID   string `json:"systemId"`
-	Status     string `json:"status"` // alive, left or dead
-	Role       string `json:"role"`
-	Version    string `json:"version"`
+	ID       string `json:"id"`
+	SystemID string `json:"systemId"`
+	Status   string `json:"status"` // alive, left or dead
+	Role     string `json:"role"`
+	Version  string `json:"version"`
+	// FSMLevel is the replicated-state behaviour the member's build
+	// enforces (registry.FSMLevel; 0 from older versions).
+	FSMLevel   int    `json:"fsmLevel"`
 	HTTPAddr   string `json:"httpAddr"`
 	GRPCAddr   string `json:"grpcAddr"`
 	RaftAddr   string `json:"raftAddr"`
@@ -51,7 +54,7 @@ func (s *Server) handleMembers(w http.ResponseWriter, _ *http.Request) {
 	out := make([]memberJSON, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, memberJSON{ID: m.ID, SystemID: m.SystemID, Status: m.Status.String(), Role: string(m.Role),
-			Version: m.Version, HTTPAddr: m.HTTPAddr, GRPCAddr: m.GRPCAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr})
+			Version: m.Version, FSMLevel: m.FSMLevel, HTTPAddr: m.HTTPAddr, GRPCAddr: m.GRPCAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"nodeId": s.cfg.NodeID, "members": out})
 }

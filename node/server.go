@@ -54,14 +54,16 @@ type Server struct {
 	rpc      *rpc.Server
 
 	// Cluster parts (node/cluster, node/membership).
-	members    lateMembers
-	membership *membership.Membership
-	memberSub  *membership.Subscription
-	directory  *cluster.Directory
-	forwarder  *cluster.Forwarder
-	peers      *cluster.PeerStreams
-	cluster    *cluster.Server
-	reconciler *cluster.Reconciler
+	members lateMembers
+	// fsmLevelCache is fsmLevel's last answer (fsmlevel.go).
+	fsmLevelCache atomic.Pointer[fsmLevelSample]
+	membership    *membership.Membership
+	memberSub     *membership.Subscription
+	directory     *cluster.Directory
+	forwarder     *cluster.Forwarder
+	peers         *cluster.PeerStreams
+	cluster       *cluster.Server
+	reconciler    *cluster.Reconciler
 
 	// Security (security.go): tls is nil without TLS.
 	tls       *tlsconf.Manager
@@ -294,6 +296,7 @@ func (s *Server) buildMAPService() error {
 	mcfg.AppliedIndex = s.store.AppliedIndex
 	mcfg.LinearizableRead = s.store.LinearizableRead
 	mcfg.Barrier = s.readyBarrier
+	mcfg.FSMLevel = s.fsmLevel
 	mcfg.Router = rt
 	mcfg.Fanout = hub
 	mcfg.Gateway = fedGateway{hook: s.fedHook, timeout: func() (context.Context, context.CancelFunc) {

@@ -15,6 +15,7 @@ import (
 	"github.com/concordmap/concord/node/acl"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/membership"
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/raftstore"
 )
 
@@ -95,6 +96,7 @@ func (s *Server) buildMembership() error {
 		Version:    s.cfg.Version,
 		Role:       membership.RoleServer,
 		RaftVoters: s.cfg.Cluster.RaftVoters,
+		FSMLevel:   registry.FSMLevel,
 	}
 	mc.GossipKey, mc.AllowPlaintext = s.cfg.GossipKey, s.cfg.GossipPlaintext
 	if !s.cfg.GossipPlaintext {

@@ -160,9 +160,9 @@ func (s *Store) proposeUntil(ctx context.Context, deadline time.Time, t concordv
 	switch r := f.Response().(type) {
 	case *applyResult:
 		if r.err != nil {
-			return r.value, index, &CommandError{Type: t, Index: index, Err: r.err}
+			return r.result(), index, &CommandError{Type: t, Index: index, Err: r.err}
 		}
-		return r.value, index, nil
+		return r.result(), index, nil
 	case nil:
 		return nil, index, nil // NOOP or an ignorable type this node skips
 	default:

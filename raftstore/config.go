@@ -125,16 +125,29 @@ type Config struct {
 	// fsyncs in series. For comparisons and tests.
 	NoEarlyAppend bool
 
-	// NonvoterReplicationInterval paces replication to non-voters
-	// (pace.go): under steady writes the leader starts one AppendEntries
-	// carrying entries to a non-voter per interval (two in a row after a
-	// quiet spell, for a lone write's commit index). Longer means fewer, larger
-	// RPCs and fsyncs for each non-voter (less leader CPU per write), at
-	// the price of non-voters lagging by up to about this much under
-	// steady writes: a write or read-your-write through a non-voter then
-	// waits for it (a write after a quiet spell does not). 0 turns pacing
-	// off (non-voters replicate like voters).
+	// NonvoterReplicationInterval paces replication to a non-voter whose
+	// clients wait for it (pace.go): after it forwarded a read-your-write
+	// fence or a command whose result it computes itself, the leader sends
+	// it an append within this interval (two in a row after a quiet
+	// spell, for a lone write's commit index). Otherwise
+	// NonvoterBackgroundInterval applies. Longer means fewer, larger RPCs
+	// for each non-voter (less CPU per write on it and on the leader), at
+	// the price of a write or read-your-write through a non-voter waiting
+	// up to about this much under steady writes (a write after a quiet
+	// spell does not). 0 turns pacing off (non-voters replicate like
+	// voters).
 	NonvoterReplicationInterval time.Duration
+
+	// NonvoterBackgroundInterval paces replication to a non-voter none of
+	// whose clients is waiting (it forwarded no write and no
+	// read-your-write fence to the leader in the last second; pace.go):
+	// under steady writes such a non-voter lags by up to about this much
+	// (its subscribers' events and plain reads trail by it), and gets
+	// fewer, larger appends (less CPU per write on it and on the leader).
+	// A non-voter whose clients wait is paced at
+	// NonvoterReplicationInterval. At most NonvoterReplicationInterval
+	// (or 0) turns the distinction off.
+	NonvoterBackgroundInterval time.Duration
 
 	// TransportTimeout is the I/O deadline for one raft RPC (scaled up for
 	// snapshot installs by raft).
@@ -187,6 +200,7 @@ func DefaultConfig() Config {
 	}
 	c.MaxRPCsInFlight = 1 // pipelining off: no gain measured (DESIGN.md)
 	c.NonvoterReplicationInterval = 20 * time.Millisecond
+	c.NonvoterBackgroundInterval = 100 * time.Millisecond
 	// 500 ms heartbeat and election, 250 ms lease, 50 ms commit.
 	c.SetTimings(mustLANTimings(DefaultRaftMultiplier))
 	return c
@@ -225,6 +239,9 @@ func (c Config) Validate() error {
 	}
 	if c.NonvoterReplicationInterval < 0 || c.NonvoterReplicationInterval > time.Second {
 		errs = append(errs, errors.New("NonvoterReplicationInterval must be within 0..1s"))
+	}
+	if c.NonvoterBackgroundInterval < 0 || c.NonvoterBackgroundInterval > time.Second {
+		errs = append(errs, errors.New("NonvoterBackgroundInterval must be within 0..1s"))
 	}
 	if c.TransportTimeout <= 0 {
 		errs = append(errs, errors.New("TransportTimeout must be positive"))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/hashicorp/raft"
+
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -62,6 +64,31 @@ func (s *Store) ApplyForwarded(ctx context.Context, cmd []byte) (ForwardReply, e
 	return reply, nil
 }
 
+// ApplyForwardedFrom is ApplyForwarded for a command forwarded by the
+// server origin (its raft server ID). Two forwards mean that a client
+// there waits for entries to reach it; if origin is a non-voter, the
+// leader's pacing then sends it an append within
+// NonvoterReplicationInterval instead of the background interval
+// (pace.go). A NOOP is a read-your-write fence (WaitAppliedSoon): what it
+// waits for is committed already, so it hurries at once, for this
+// leader's commit index, rather than after the NOOP's own commit. A
+// command answered without an encoded result is applied by the origin
+// before it answers, so it hurries once committed, for its index.
+func (s *Store) ApplyForwardedFrom(ctx context.Context, origin string, cmd []byte) (ForwardReply, error) {
+	if origin == "" || s.trans == nil {
+		return s.ApplyForwarded(ctx, cmd)
+	}
+	fence := len(cmd) > 0 && concordv1.CommandType(cmd[0]) == concordv1.CommandType_COMMAND_TYPE_NOOP
+	if fence && s.raft.State() == raft.Leader {
+		s.trans.pace.hurry(raft.ServerID(origin), s.raft.CommitIndex())
+	}
+	reply, err := s.ApplyForwarded(ctx, cmd)
+	if err == nil && !reply.HasResult && !fence {
+		s.trans.pace.hurry(raft.ServerID(origin), reply.Index)
+	}
+	return reply, err
+}
+
 // forward sends data to the leader through the Forwarder. When the leader
 // returned the result encoded by the module's ResultCodec, forward answers
 // with it at once: the command is committed, and this replica will compute
@@ -107,7 +134,7 @@ func (s *Store) forward(ctx context.Context, t concordv1.CommandType, data []byt
 		return nil, index, ErrResultUnavailable
 	}
 	if r, ok := resp.(*applyResult); ok {
-		return commandResult(t, index, r.value, r.err)
+		return commandResult(t, index, r.result(), r.err)
 	}
 	return nil, index, nil
 }

@@ -42,18 +42,37 @@ type Handler struct {
 	// New returns an empty message of the command's body type.
 	New func() proto.Message
 
+	// Decode, optional, decodes an entry's body in place of New and
+	// proto.Unmarshal: a module's faster decoder for a command every
+	// replica applies often. It must accept, refuse and produce exactly
+	// what proto.Unmarshal into New's message would.
+	Decode func(body []byte) (proto.Message, error)
+
 	// Apply applies the decoded body at the given Raft log index. It must
 	// be deterministic: no clock, no randomness, no map-order dependence,
 	// no I/O. A domain error (unknown agent, conflict, ...) is returned as
 	// err and travels back to the proposer as a value; it must leave the
-	// state unchanged. The result is returned to the proposer as is.
+	// state unchanged. The result is returned to the proposer as is, or,
+	// when it is a LazyResult, as its Value.
 	Apply func(index uint64, msg proto.Message) (result any, err error)
+}
+
+// LazyResult is a result a Handler's Apply may return in place of the
+// value, when building the value costs more than keeping what it is built
+// from: every replica applies every command, but only the node that
+// proposed one reads its result. Value is called each time the result is
+// read (the proposer's Apply or forward), on the reader's goroutine, after
+// Apply returned and possibly while later commands apply: it must read
+// only data that no later Apply changes.
+type LazyResult interface {
+	Value() any
 }
 
 // ModuleSnapshot is a captured point-in-time view of a Module.
 type ModuleSnapshot interface {
 	// Persist encodes the view as a sequence of records, calling write
-	// once per record. It may run concurrently with Apply.
+	// once per record. It may run concurrently with Apply. write keeps
+	// nothing of record once it returns, so Persist may reuse the buffer.
 	Persist(write func(record []byte) error) error
 
 	// Release is called when the snapshot is no longer needed.

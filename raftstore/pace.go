@@ -41,20 +41,52 @@ import (
 // another goroutine anyway). A full batch (MaxAppendEntries) is not paced
 // either, so a lagging non-voter catches up at full speed. Pipelined
 // replication (MaxRPCsInFlight > 1) is not paced.
+//
+// Two intervals. Each append costs a non-voter a fixed amount besides its
+// entries (the RPC, the answer, raft's follower loop and log write, the
+// FSM batch and the watchers it wakes, the wake-ups between them), so the
+// longer the interval, the less a non-voter spends per write. What a
+// longer interval delays is what a non-voter's own clients see. Only the
+// leader paces, and it learns when a client of a non-voter waits for an
+// entry to reach it: the non-voter forwards a read-your-write fence's NOOP
+// (hurry.go), or a command whose result it must compute itself (no
+// encoded result comes back), and waits for its own apply. So a non-voter
+// is paced at the background interval (NonvoterBackgroundInterval, 100
+// ms), which bounds how far it lags under steady writes (what its
+// subscribers' events and plain reads trail by), except around such a
+// forward: until an append has delivered what the client waits for (the
+// entries and a commit index covering it), the non-voter is paced at the
+// interval (NonvoterReplicationInterval, 20 ms), so a background pause in
+// progress ends as soon as the interval has passed since its append
+// started (hurry). A fence hurries at once, for the leader's commit index
+// (what it waits for is committed already); a command once it is
+// committed, for its index. Writes answered with the leader's encoded
+// result (node's map writes) do not hurry: their client already has its
+// answer, and a read after one sends a fence.
 
 // pacer decides how long the replication goroutine of one follower waits
 // after an AppendEntries.
 type pacer struct {
-	interval time.Duration   // 0: off
-	maxBatch int             // raft's MaxAppendEntries
-	config   atomic.Value    // configSource: raft, once it exists
-	stop     <-chan struct{} // a closed stop ends every pause at once
+	interval   time.Duration   // 0: off
+	background time.Duration   // for a non-voter nobody waits on; <= interval: interval
+	maxBatch   int             // raft's MaxAppendEntries
+	config     atomic.Value    // configSource: raft, once it exists
+	stop       <-chan struct{} // a closed stop ends every pause at once
 
 	// mu guards the fields below.
 	mu        sync.Mutex
-	answered  map[raft.ServerID]time.Time // when the last paced-eligible RPC per server was answered
-	nonvoters map[raft.ServerID]bool      // from the configuration read at checked
+	peers     map[raft.ServerID]*pacedPeer
+	nonvoters map[raft.ServerID]bool // from the configuration read at checked
 	checked   time.Time
+}
+
+// pacedPeer is what the pacer knows of one follower; the pacer's mu
+// guards answered, wanted and delivered.
+type pacedPeer struct {
+	answered  time.Time     // when its last paced-eligible RPC was answered
+	wanted    uint64        // the highest index a client there waits for (hurry)
+	delivered uint64        // the highest index it holds and knows committed
+	wake      chan struct{} // buffered (1): hurry wakes a pause to look again
 }
 
 // configSource is what pacer needs from raft.
@@ -66,41 +98,136 @@ type configSource interface {
 // nothing is paced.
 func (p *pacer) setConfigSource(c configSource) { p.config.Store(c) }
 
+// peer returns id's state, created on first use; p.mu must be held.
+func (p *pacer) peer(id raft.ServerID) *pacedPeer {
+	pp := p.peers[id]
+	if pp == nil {
+		if p.peers == nil {
+			p.peers = make(map[raft.ServerID]*pacedPeer)
+		}
+		pp = &pacedPeer{wake: make(chan struct{}, 1)}
+		p.peers[id] = pp
+	}
+	return pp
+}
+
+// intervalOf is pp's interval now: the short one while an index a client
+// of pp waits for has not been delivered to it; p.mu must be held.
+func (p *pacer) intervalOf(pp *pacedPeer) time.Duration {
+	if p.background <= p.interval || pp.delivered < pp.wanted {
+		return p.interval
+	}
+	return p.background
+}
+
+// delivered records the answer to an AppendEntries to id. A success says
+// id now holds every entry up to the request's last (its previous entry
+// when it carried none) and knows the commit index it carried. A refusal
+// says it lacks entries (a restart that set its unsynced log aside, a new
+// term): what it was delivered before no longer counts.
+func (p *pacer) delivered(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+	if p.interval <= 0 || p.background <= p.interval {
+		return
+	}
+	if !resp.Success {
+		p.mu.Lock()
+		if pp := p.peers[id]; pp != nil {
+			pp.delivered = 0
+		}
+		p.mu.Unlock()
+		return
+	}
+	last := args.PrevLogEntry
+	if n := len(args.Entries); n > 0 {
+		last = args.Entries[n-1].Index
+	}
+	d := min(last, args.LeaderCommitIndex)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pp := p.peers[id]; pp != nil && d > pp.delivered {
+		pp.delivered = d
+	}
+}
+
 // hold pauses the caller (raft's replication goroutine for id), after an
-// RPC that started at start, until interval has passed since start, if id
-// is a non-voter, the RPC carried a partial batch and succeeded, and it
-// started less than quietSpell after the previous such RPC was answered.
+// RPC that started at start, until id's interval has passed since start,
+// if id is a non-voter, the RPC carried a partial batch and succeeded, and
+// it started less than a quiet spell after the previous such RPC was
+// answered.
 func (p *pacer) hold(id raft.ServerID, start time.Time, entries int, resp *raft.AppendEntriesResponse) {
 	if p.interval <= 0 || entries == 0 || entries >= p.maxBatch || !resp.Success || !p.nonvoter(id) {
 		return
 	}
 	now := time.Now()
 	p.mu.Lock()
-	prev, seen := p.answered[id]
-	if p.answered == nil {
-		p.answered = make(map[raft.ServerID]time.Time)
-	}
-	p.answered[id] = now
+	pp := p.peer(id)
+	prev := pp.answered
+	pp.answered = now
+	quiet := quietSpell(p.intervalOf(pp))
 	p.mu.Unlock()
-	if seen && start.Sub(prev) < p.quietSpell() {
-		p.pause(p.interval - now.Sub(start))
+	if !prev.IsZero() && start.Sub(prev) < quiet {
+		p.pause(pp, start)
 	}
 }
 
 // quietSpell is how long after an answer the next RPC must start to count
-// as the first after a quiet spell.
-func (p *pacer) quietSpell() time.Duration { return p.interval + p.interval/4 }
+// as the first after a quiet spell, for a follower paced at interval.
+func quietSpell(interval time.Duration) time.Duration { return interval + interval/4 }
 
-// pause waits for d, or until the store stops.
-func (p *pacer) pause(d time.Duration) {
-	if d <= 0 {
+// pause waits until pp's interval has passed since start, or until the
+// store stops. A hurry (a forward from pp) makes it look again: pp may
+// have gone from the background interval to the shorter one.
+func (p *pacer) pause(pp *pacedPeer, start time.Time) {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		now := time.Now()
+		p.mu.Lock()
+		d := p.intervalOf(pp) - now.Sub(start)
+		p.mu.Unlock()
+		if d <= 0 {
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(d)
+		} else {
+			t.Reset(d)
+		}
+		select {
+		case <-t.C:
+			return
+		case <-pp.wake:
+		case <-p.stop:
+			return
+		}
+	}
+}
+
+// hurry records that a client of id waits for index (committed on this
+// leader) to arrive there (ApplyForwardedFrom): until an append delivers
+// it, id is paced at the interval, and a background pause in progress
+// ends as soon as the interval has passed since its append started.
+// Cheap enough per forwarded command: a map lookup under a lock and a
+// non-blocking send.
+func (p *pacer) hurry(id raft.ServerID, index uint64) {
+	if p.interval <= 0 || p.background <= p.interval {
 		return
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+	p.mu.Lock()
+	pp := p.peer(id)
+	pp.wanted = max(pp.wanted, index)
+	waiting := pp.delivered < pp.wanted
+	p.mu.Unlock()
+	if !waiting {
+		return
+	}
 	select {
-	case <-t.C:
-	case <-p.stop:
+	case pp.wake <- struct{}{}:
+	default:
 	}
 }
 

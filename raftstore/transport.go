@@ -40,7 +40,7 @@ func newTransport(cfg Config, logger *hclogAdapter, stop <-chan struct{}) (*raft
 		// caught up; raftTransport makes that safe (pipeline.go).
 		MaxRPCsInFlight: cfg.MaxRPCsInFlight,
 	})
-	pace := &pacer{interval: cfg.NonvoterReplicationInterval, maxBatch: cfg.MaxApplyBatch, stop: stop}
+	pace := &pacer{interval: cfg.NonvoterReplicationInterval, background: cfg.NonvoterBackgroundInterval, maxBatch: cfg.MaxApplyBatch, stop: stop}
 	// The new time format stays off, as in raft's transport above: old
 	// servers decode entries written either way, but the bytes must be
 	// the ones raft writes.
@@ -87,7 +87,13 @@ func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddres
 // appendEntries sends one AppendEntries.
 func (t *raftTransport) appendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if len(args.Entries) == 0 {
-		return t.NetworkTransport.AppendEntries(id, target, args, resp)
+		// A commit-index update (or a heartbeat) may deliver what a
+		// client of a paced non-voter waits for.
+		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+		if err == nil && !isHeartbeat(args) {
+			t.pace.delivered(id, args, resp)
+		}
+		return err
 	}
 	start := time.Now()
 	err := t.sender.send(target, args, resp)
@@ -97,6 +103,7 @@ func (t *raftTransport) appendEntries(id raft.ServerID, target raft.ServerAddres
 	if err != nil {
 		return err
 	}
+	t.pace.delivered(id, args, resp)
 	t.pace.hold(id, start, len(args.Entries), resp)
 	return nil
 }

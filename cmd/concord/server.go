@@ -51,6 +51,7 @@ type serverFlags struct {
 	lastContact     time.Duration
 	maxTrailing     uint64
 	nonvoterPace    time.Duration
+	nonvoterBgPace  time.Duration
 	leaveOnShutdown bool
 	raftMultiplier  int
 	runRetention    time.Duration
@@ -155,7 +156,10 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 		"a server whose Raft log trails the leader's by more entries is unhealthy (concord operator health; not promoted)")
 	fl.DurationVar(&f.nonvoterPace, "nonvoter-replication-interval", d.Raft.NonvoterReplicationInterval,
 		"on the leader: under steady writes start one log append per this interval to each non-voter, so each carries more entries "+
-			"(less leader CPU per write; a non-voter lags by up to this under steady writes); 0 replicates to non-voters like to voters")
+			"(less leader CPU per write; a non-voter whose clients write or read their writes lags by up to this under steady writes); 0 replicates to non-voters like to voters")
+	fl.DurationVar(&f.nonvoterBgPace, "nonvoter-background-interval", d.Raft.NonvoterBackgroundInterval,
+		"on the leader: the same for a non-voter none of whose clients wrote through it in the last second (its subscribers' events and reads "+
+			"lag by up to this under steady writes; fewer, larger appends cost it less CPU per write); at most --nonvoter-replication-interval turns it off")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", d.DrainTimeout, "how long concord operator drain waits for this node's sessions to move before it leaves anyway")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
 	fl.IntVar(&f.raftMultiplier, "raft-multiplier", node.DefaultRaftMultiplier,
@@ -344,6 +348,10 @@ func (f serverFlags) config() (node.Config, func(), error) {
 		return cfg, cleanup, fmt.Errorf("--nonvoter-replication-interval %s: use 0 (off) up to 1s", f.nonvoterPace)
 	}
 	cfg.Raft.NonvoterReplicationInterval = f.nonvoterPace
+	if f.nonvoterBgPace < 0 || f.nonvoterBgPace > time.Second {
+		return cfg, cleanup, fmt.Errorf("--nonvoter-background-interval %s: use 0 (off) up to 1s", f.nonvoterBgPace)
+	}
+	cfg.Raft.NonvoterBackgroundInterval = f.nonvoterBgPace
 	cfg.RunService.FinishedRetention, cfg.RunService.MaxFinishedRuns = f.runRetention, f.maxFinishedRuns
 	// --dev keeps DevConfig's quick single-node timings unless asked.
 	if !f.dev || f.changed("raft-multiplier") {

@@ -62,11 +62,13 @@ type EventSink interface {
 // Implemented by *raftstore.Store.
 type RaftStore interface {
 	ID() string
-	// ApplyForwarded (raftstore's ApplyRaw plus the encoded outcome) must
-	// not forward to the leader itself: a Forward reaching a node that is
-	// no longer leader answers NOT_LEADER and the origin retries, instead
-	// of hopping on.
-	ApplyForwarded(ctx context.Context, cmd []byte) (raftstore.ForwardReply, error)
+	// ApplyForwardedFrom (raftstore's ApplyRaw plus the encoded outcome)
+	// must not forward to the leader itself: a Forward reaching a node
+	// that is no longer leader answers NOT_LEADER and the origin retries,
+	// instead of hopping on. origin is the forwarding node's ID: a client
+	// there waits for the command to come back, which the leader's pacing
+	// of replication to non-voters takes into account.
+	ApplyForwardedFrom(ctx context.Context, origin string, cmd []byte) (raftstore.ForwardReply, error)
 	Leader() (id, addr string)
 	State() raftstore.State
 	AppliedIndex() uint64

@@ -22,7 +22,7 @@
 //     RPCs for the CLI (Members, RaftPeers, RemovePeer, Status); and the
 //     Admin service, whose keyring changes fan out to every alive member
 //     (admin_keyring.go). Both are doors: Forward refuses commands the
-//     leader cannot vouch for (raftstore.ApplyRaw, through ApplyForwarded), the Relay receiver
+//     leader cannot vouch for (raftstore.ApplyRaw, through ApplyForwardedFrom), the Relay receiver
 //     refuses frames that are not MAP messages (relay_check.go), and a
 //     forced RemovePeer needs the admin marker (admin.go, which also names
 //     the admin methods for an authorization layer). LeaderConfiguration

@@ -112,6 +112,11 @@ func (f *Forwarder) Forward(ctx context.Context, leaderID, leaderAddr string, cm
 		target = f.localLeader()
 	}
 	for {
+		if ctx.Err() != nil {
+			// The caller gave up (a redirect comes back without a pause):
+			// nothing may be sent for it any more.
+			return raftstore.ForwardReply{}, fmt.Errorf("forward: %w: %w", raftstore.ErrTimeout, ctx.Err())
+		}
 		reply, next, err, retry := f.attempt(ctx, target, cmd)
 		if !retry {
 			return reply, err

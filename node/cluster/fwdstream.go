@@ -31,7 +31,7 @@ const (
 // fwdReq is one forwarded command on a stream.
 type fwdReq struct {
 	cmd      []byte
-	deadline time.Time // the caller's; zero when it has none
+	deadline time.Time // its attempt's (at most the caller's); zero only in tests
 	id       uint64
 	state    reqState
 	done     chan fwdOutcome // capacity 1, written once
@@ -98,8 +98,14 @@ func newFwdStream(f *Forwarder, target, addr string) *fwdStream {
 // says that target does not serve the stream: nothing was run, send the
 // command with Forward instead.
 func (f *Forwarder) streamAttempt(ctx context.Context, target, addr string, cmd []byte) (reply raftstore.ForwardReply, next string, err error, retry, fallback bool) {
-	r := &fwdReq{cmd: cmd, done: make(chan fwdOutcome, 1)}
-	r.deadline, _ = ctx.Deadline()
+	// The request's deadline is its attempt's: the caller stops waiting
+	// then (the timer below) and answers its own caller. The leader gets
+	// only what is left of it, and a request still queued at that point is
+	// never sent: it must not commit after its caller was told it failed.
+	r := &fwdReq{cmd: cmd, done: make(chan fwdOutcome, 1), deadline: time.Now().Add(f.cfg.ForwardAttemptTimeout)}
+	if d, ok := ctx.Deadline(); ok && d.Before(r.deadline) {
+		r.deadline = d
+	}
 	var s *fwdStream
 	for tries := 0; ; tries++ {
 		if s, err = f.streamTo(target, addr); err != nil {
@@ -109,6 +115,10 @@ func (f *Forwarder) streamAttempt(ctx context.Context, target, addr string, cmd 
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
 			return reply, "", fmt.Errorf("forward to %s: waiting for room on the stream: %w: %w", target, raftstore.ErrTimeout, ctx.Err()), false, false
+		}
+		if ctx.Err() != nil { // both were ready: select picked at random
+			<-s.slots
+			return reply, "", fmt.Errorf("forward to %s: %w: %w", target, raftstore.ErrTimeout, ctx.Err()), false, false
 		}
 		if s.enqueue(r) {
 			break
@@ -227,8 +237,9 @@ func (s *fwdStream) abandon(r *fwdReq) (out fwdOutcome, done, sent bool) {
 
 // takeBatch moves the next batch from the queue to inflight and returns
 // it as wire items (nil when nothing is queued), and the shortest deadline
-// among them. Abandoned requests are dropped on the way. Call with s.mu
-// held.
+// among them. Abandoned requests are dropped on the way, and so are those
+// whose deadline passed (failed as never sent: their callers are giving up
+// now, and the leader must not run them after). Call with s.mu held.
 func (s *fwdStream) takeBatch() (items []*concordv1.ForwardItem, wait time.Duration) {
 	cfg := &s.f.cfg
 	n, bytes := 0, 0
@@ -239,6 +250,13 @@ func (s *fwdStream) takeBatch() (items []*concordv1.ForwardItem, wait time.Durat
 			<-s.slots
 			continue
 		}
+		d := s.timeout(r)
+		if d <= 0 {
+			r.state = reqDone
+			r.done <- fwdOutcome{err: fmt.Errorf("forward stream to %s: deadline passed before sending: %w", s.target, raftstore.ErrTimeout)}
+			<-s.slots
+			continue
+		}
 		if len(items) > 0 && bytes+len(r.cmd) > cfg.ForwardStreamMaxBatchBytes {
 			break
 		}
@@ -246,7 +264,6 @@ func (s *fwdStream) takeBatch() (items []*concordv1.ForwardItem, wait time.Durat
 		s.nextID++
 		r.id, r.state = s.nextID, reqSent
 		s.inflight[r.id] = r
-		d := s.timeout(r)
 		wait = min(wait, d)
 		ms := max((d+time.Millisecond-1)/time.Millisecond, 1) // rounded up, never "none"
 		items = append(items, &concordv1.ForwardItem{Id: r.id, Command: r.cmd, TimeoutMs: uint32(ms)})
@@ -255,8 +272,8 @@ func (s *fwdStream) takeBatch() (items []*concordv1.ForwardItem, wait time.Durat
 	return items, wait
 }
 
-// timeout is the deadline the leader gets for r: what is left of the
-// caller's, at most ForwardAttemptTimeout (a unary Forward's deadline).
+// timeout is the deadline the leader gets for r: what is left of its
+// attempt's, at most ForwardAttemptTimeout (a unary Forward's deadline).
 func (s *fwdStream) timeout(r *fwdReq) time.Duration {
 	d := s.f.cfg.ForwardAttemptTimeout
 	if !r.deadline.IsZero() {

@@ -18,7 +18,7 @@ import (
 	"github.com/concordmap/concord/raftstore"
 )
 
-// hookStore is a fakeStore whose ApplyForwarded is the test's.
+// hookStore is a fakeStore whose ApplyForwardedFrom is the test's.
 type hookStore struct {
 	*fakeStore
 	apply func(ctx context.Context, cmd []byte) (raftstore.ForwardReply, error)
@@ -28,7 +28,7 @@ func newHookStore(id string, apply func(context.Context, []byte) (raftstore.Forw
 	return &hookStore{fakeStore: &fakeStore{id: id}, apply: apply}
 }
 
-func (h *hookStore) ApplyForwarded(ctx context.Context, cmd []byte) (raftstore.ForwardReply, error) {
+func (h *hookStore) ApplyForwardedFrom(ctx context.Context, _ string, cmd []byte) (raftstore.ForwardReply, error) {
 	h.calls.Add(1)
 	return h.apply(ctx, cmd)
 }
@@ -526,6 +526,47 @@ func TestFwdStream_TakeBatch(t *testing.T) {
 			}
 			s.cancel()
 		})
+	}
+}
+
+// TestFwdStream_TakeBatchDropsExpired: a request still queued when its
+// deadline (its attempt's) passes is never sent: its caller is answering
+// its own caller with an error now, and the leader must not run it after.
+// It ends as never sent (ErrTimeout, retryable while the caller waits)
+// and frees its slot.
+func TestFwdStream_TakeBatchDropsExpired(t *testing.T) {
+	fwd := newTestForwarder(t, testConfig(t, "origin"), newResolver())
+	s := newFwdStream(fwd, "L", "addr")
+	defer s.cancel()
+	past, future := time.Now().Add(-time.Millisecond), time.Now().Add(time.Minute)
+	var reqs []*fwdReq
+	for _, d := range []time.Time{past, future, past} {
+		r := &fwdReq{cmd: []byte{1}, done: make(chan fwdOutcome, 1), deadline: d}
+		s.slots <- struct{}{}
+		if !s.enqueue(r) {
+			t.Fatal("enqueue refused")
+		}
+		reqs = append(reqs, r)
+	}
+	s.mu.Lock()
+	items, _ := s.takeBatch()
+	left := len(s.queue)
+	s.mu.Unlock()
+	if len(items) != 1 || items[0].GetId() != reqs[1].id || left != 0 {
+		t.Fatalf("took %d items (%v), %d left queued; want only the request with time left", len(items), items, left)
+	}
+	for _, i := range []int{0, 2} {
+		r := reqs[i]
+		if r.state != reqDone || r.id != 0 {
+			t.Fatalf("expired request %d: state %d id %d, want done, never sent", i, r.state, r.id)
+		}
+		out := <-r.done
+		if out.sent || !errors.Is(out.err, raftstore.ErrTimeout) {
+			t.Fatalf("expired request %d ended %+v, want a never-sent ErrTimeout", i, out)
+		}
+	}
+	if held := len(s.slots); held != 1 {
+		t.Fatalf("%d slots held, want 1 (the request on the wire)", held)
 	}
 }
 

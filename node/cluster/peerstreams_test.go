@@ -367,7 +367,7 @@ type localSink struct{ n atomic.Int64 }
 func (s *localSink) PublishEphemeral(registry.Event) { s.n.Add(1) }
 func (s *localSink) HasSubscribers() bool            { return false }
 
-// fakeStore is a RaftStore whose ApplyForwarded answers with err (or index 7).
+// fakeStore is a RaftStore whose ApplyForwardedFrom answers with err (or index 7).
 type fakeStore struct {
 	id      string
 	err     error
@@ -375,12 +375,12 @@ type fakeStore struct {
 	servers []raftstore.Server
 	removed []string
 	calls   atomic.Int64
-	block   chan struct{} // when non-nil, ApplyForwarded waits for it or ctx
+	block   chan struct{} // when non-nil, ApplyForwardedFrom waits for it or ctx
 	mu      sync.Mutex
 }
 
 func (f *fakeStore) ID() string { return f.id }
-func (f *fakeStore) ApplyForwarded(ctx context.Context, _ []byte) (raftstore.ForwardReply, error) {
+func (f *fakeStore) ApplyForwardedFrom(ctx context.Context, _ string, _ []byte) (raftstore.ForwardReply, error) {
 	f.calls.Add(1)
 	if f.block != nil {
 		select {

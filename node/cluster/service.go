@@ -21,7 +21,7 @@ type service struct {
 // Forward applies a command forwarded by a follower (see cluster.proto)
 // and returns its index and, when the module encodes it, its outcome.
 func (v *service) Forward(ctx context.Context, req *concordv1.ForwardRequest) (*concordv1.ForwardResponse, error) {
-	reply, err := v.s.deps.Store.ApplyForwarded(ctx, req.GetCommand())
+	reply, err := v.s.deps.Store.ApplyForwardedFrom(ctx, req.GetOriginNodeId(), req.GetCommand())
 	if err != nil {
 		v.s.log.Debug("forwarded command refused", "peer", req.GetOriginNodeId(), "err", err)
 		return nil, v.s.storeStatus(err)

@@ -176,7 +176,7 @@ func (v *service) forwardItem(ctx context.Context, origin string, it *concordv1.
 		defer cancel()
 	}
 	rep := &concordv1.ForwardItemReply{Id: it.GetId()}
-	reply, err := v.s.deps.Store.ApplyForwarded(ctx, it.GetCommand())
+	reply, err := v.s.deps.Store.ApplyForwardedFrom(ctx, origin, it.GetCommand())
 	if err != nil {
 		v.s.log.Debug("forwarded command refused", "peer", origin, "err", err)
 		st := status.Convert(v.s.storeStatus(err))

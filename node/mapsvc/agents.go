@@ -83,10 +83,17 @@ func (s *Service) register(ctx context.Context, cs *connState, rp *registerParam
 		return registry.RegisterResult{}, err
 	}
 	rec.OwnerId, rec.SessionId, rec.HomeNode = cs.participantID, cs.sessionID, s.cfg.NodeID
-	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_REGISTER, &concordv1.AgentRegisterRequest{
+	req := &concordv1.AgentRegisterRequest{
 		Meta: s.meta(cs.participantID, 1+len(rec.Scopes)), Agent: rec,
 		ResumePersistentIdentity: rp.resumePI, PersistentId: rp.persistentID,
-	})
+	}
+	if s.fsmLevel(ctx) >= registry.FSMLevelResumeEpoch {
+		// Should this request fail before it commits and its session then
+		// move (resumed elsewhere), a late commit must not re-home the
+		// agent here.
+		req.SessionEpoch = cs.epoch
+	}
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_REGISTER, req)
 	if err != nil {
 		return registry.RegisterResult{}, err
 	}

@@ -118,6 +118,12 @@ type Config struct {
 	// IsLeader reports whether the local store leads; Run proposes expiries
 	// only then (required by Run).
 	IsLeader func() bool
+	// FSMLevel, optional, returns the registry FSM level every server of
+	// the system enforces (see registry.FSMLevel): a command field an
+	// older FSM would ignore is proposed only once it reaches the field's
+	// level, so every replica applies the log alike. Nil counts as 0
+	// (nothing level-gated is proposed).
+	FSMLevel func(ctx context.Context) int
 	// NodeAlive, optional, reports whether a node is a live member. When
 	// set, the leader detaches sessions still marked connected to a node
 	// that is gone, so their disconnect policies apply.

@@ -256,7 +256,7 @@ func (s *Service) openFresh(ctx context.Context, c *rpc.Conn, st *connState, cp 
 	st.mu.Lock()
 	st.pendingSession, st.pendingEpoch = sid, 1
 	st.mu.Unlock()
-	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
+	req := &concordv1.SessionOpenRequest{
 		Meta: s.meta(pid, 1+len(cp.reclaim)),
 		Session: &concordv1.SessionRecord{
 			Id: sid, ParticipantId: pid, ParticipantType: cp.participantType, Name: cp.name,
@@ -264,7 +264,11 @@ func (s *Service) openFresh(ctx context.Context, c *rpc.Conn, st *connState, cp 
 			ResumeTokenHash: hashToken(token),
 		},
 		ReclaimAgents: cp.reclaim,
-	})
+	}
+	if len(cp.reclaim) > 0 && s.fsmLevel(ctx) >= registry.FSMLevelResumeEpoch {
+		req.ReclaimFromSessions = s.agentSessions(cp.reclaim)
+	}
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, req)
 	if err != nil {
 		return nil, err
 	}
@@ -278,27 +282,6 @@ func (s *Service) fillPolicy(p registry.DisconnectPolicy) registry.DisconnectPol
 		p.GracePeriodMs = s.cfg.DefaultDisconnectPolicy.GracePeriodMs
 	}
 	return p
-}
-
-// resume proposes the re-attachment of an existing session to this node.
-func (s *Service) resume(ctx context.Context, c *rpc.Conn, st *connState, cp *connectParams, sid string, caps Capabilities) (any, error) {
-	sess, _ := s.reg.Session(sid)
-	epoch, _ := s.reg.SessionEpoch(sid)
-	rec := &concordv1.SessionRecord{Id: sid, HomeNode: s.cfg.NodeID, ResumeTokenHash: hashToken(cp.resumeToken)}
-	if cp.policy != nil {
-		rec.DisconnectPolicy = registry.PolicyRecord(s.fillPolicy(*cp.policy))
-	}
-	defer s.sessions.beginOpen(sid)() // until attach put it in the table (detachOrphans)
-	st.mu.Lock()
-	st.pendingSession, st.pendingEpoch = sid, epoch+1
-	st.mu.Unlock()
-	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
-		Meta: s.meta(sess.ParticipantID, 1+len(cp.reclaim)), Session: rec, Resume: true, ReclaimAgents: cp.reclaim,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.attach(ctx, c, st, res.(registry.SessionResult), cp.participantType, caps, cp.resumeToken)
 }
 
 // attach records a successful SESSION_OPEN on the connection and in the

@@ -11,6 +11,11 @@ import (
 // ErrInvalidConfig wraps every Config.Validate failure.
 var ErrInvalidConfig = errors.New("mapsvc: invalid config")
 
+// ReasonSessionMoved is details.reason of the retryable 4000 a resume
+// gets when the session was resumed, detached or closed between this
+// node's read and the resume's commit (registry.ErrSessionMoved).
+const ReasonSessionMoved = "session_moved"
+
 // Errors sent to participants for conditions of this layer.
 var (
 	// errNotConnected: any method but map/connect before map/connect.
@@ -44,6 +49,11 @@ func translate(err error) error {
 	if errors.As(err, &re) {
 		if re.Code == registry.CodeInvalidParams {
 			return rpc.InvalidParams(re.Field, re.Message)
+		}
+		if errors.Is(re, registry.ErrSessionMoved) {
+			// Retryable 4000, with a reason like the store's (storeerr).
+			return rpc.NewError(rpc.CodeExhausted, "Session moved on, retry").
+				WithDetails(map[string]any{"reason": ReasonSessionMoved, "error": re.Message})
 		}
 		e := rpc.NewError(re.Code, re.Message)
 		if re.Field != "" {

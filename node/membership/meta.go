@@ -43,6 +43,10 @@ type NodeMeta struct {
 	// the same on every server); 0 when a peer runs an older version that
 	// does not advertise it.
 	RaftVoters int
+	// FSMLevel is the newest replicated-state behaviour the node's FSM
+	// enforces (registry.FSMLevel); 0 when a peer runs an older version
+	// that does not advertise it.
+	FSMLevel int
 }
 
 const (
@@ -56,6 +60,7 @@ const (
 	maxHostLen         = 253
 	maxBootstrapExpect = 1 << 16
 	maxRaftVoters      = 255
+	maxFSMLevel        = 1 << 16
 	bootIDLen          = 16 // hex of 8 random bytes
 )
 
@@ -88,6 +93,7 @@ func encodeMeta(w wireMeta) []byte {
 		BootId:          w.bootID,
 		RaftVoters:      uint32(w.meta.RaftVoters),
 		Draining:        w.draining,
+		FsmLevel:        uint32(w.meta.FSMLevel),
 	}
 	if w.meta.Role == RoleServer {
 		pb.Role = concordv1.GossipRole_GOSSIP_ROLE_SERVER
@@ -120,6 +126,9 @@ func decodeMeta(b []byte) (wireMeta, error) {
 	if pb.RaftVoters > maxRaftVoters {
 		return wireMeta{}, fmt.Errorf("%w: raft_voters %d too large", ErrInvalidMeta, pb.RaftVoters)
 	}
+	if pb.FsmLevel > maxFSMLevel {
+		return wireMeta{}, fmt.Errorf("%w: fsm_level %d too large", ErrInvalidMeta, pb.FsmLevel)
+	}
 	if pb.BootstrapExpect > maxBootstrapExpect {
 		return wireMeta{}, fmt.Errorf("%w: bootstrap_expect %d too large", ErrInvalidMeta, pb.BootstrapExpect)
 	}
@@ -133,6 +142,7 @@ func decodeMeta(b []byte) (wireMeta, error) {
 			Version:    pb.Version,
 			Role:       RoleServer,
 			RaftVoters: int(pb.RaftVoters),
+			FSMLevel:   int(pb.FsmLevel),
 		},
 		bootstrapExpect: int(pb.BootstrapExpect),
 		leaving:         pb.Leaving,
@@ -178,6 +188,9 @@ func (m NodeMeta) validate() error {
 	}
 	if m.RaftVoters < 0 || m.RaftVoters > maxRaftVoters {
 		return fmt.Errorf("RaftVoters %d outside 0..%d", m.RaftVoters, maxRaftVoters)
+	}
+	if m.FSMLevel < 0 || m.FSMLevel > maxFSMLevel {
+		return fmt.Errorf("FSMLevel %d outside 0..%d", m.FSMLevel, maxFSMLevel)
 	}
 	if len(m.Version) > maxVersionLen {
 		return fmt.Errorf("Version longer than %d bytes", maxVersionLen)

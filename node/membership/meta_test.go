@@ -37,6 +37,7 @@ func TestMeta_RoundTrip(t *testing.T) {
 		{"leaving", func(w *wireMeta) { w.leaving = true }},
 		{"bootstrapped", func(w *wireMeta) { w.bootstrapped = true }},
 		{"raft voters", func(w *wireMeta) { w.meta.RaftVoters = 5 }},
+		{"fsm level", func(w *wireMeta) { w.meta.FSMLevel = 1 }},
 		{"ipv6 and names", func(w *wireMeta) {
 			w.meta.RaftAddr = "[fd00::1]:7702"
 			w.meta.GRPCAddr = "node-1.dc1.internal:7701"
@@ -122,6 +123,7 @@ func TestMeta_DecodeRejects(t *testing.T) {
 		{"version with newline", with(func(p *concordv1.GossipMeta) { p.Version = "v1\n" }), false},
 		{"huge bootstrap expect", with(func(p *concordv1.GossipMeta) { p.BootstrapExpect = 1 << 30 }), false},
 		{"huge raft voters", with(func(p *concordv1.GossipMeta) { p.RaftVoters = 1 << 20 }), false},
+		{"huge fsm level", with(func(p *concordv1.GossipMeta) { p.FsmLevel = 1 << 20 }), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,8 +45,7 @@ func (s *State) AppendEvents(index uint64, evs []Event) []Event {
 		out[i] = ev
 	}
 	s.d.events.appendAll(out)
-	close(s.notify)
-	s.notify = make(chan struct{})
+	s.wake()
 	return slices.Clone(out)
 }
 

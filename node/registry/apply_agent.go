@@ -197,8 +197,18 @@ func (s *State) applyAgentUpdate(tx *txn, m *concordv1.AgentUpdateRequest) (any,
 	if m.Environment != nil && !bytes.Equal(m.Environment, e.a.Environment) {
 		tx.emit(EventAgentEnvironmentChanged, map[string]any{"agentId": a.ID, "environment": a.Environment}, []string{a.ID}, a.Scopes)
 	}
-	return copyAgent(&a), nil
+	return agentResult{&ne}, nil
 }
+
+// agentResult is an Agent result built only when read (raftstore's
+// LazyResult): most replicas applying an update never read its result,
+// and the copy costs an allocation the size of an Agent. The entry it
+// points to is never changed once stored (copy-on-write), so Value may
+// run after later commands.
+type agentResult struct{ e *agentEntry }
+
+// Value implements raftstore.LazyResult.
+func (r agentResult) Value() any { return copyAgent(&r.e.a) }
 
 // updateTarget validates the transition/state part of an update and
 // returns the target state ("" = unchanged).

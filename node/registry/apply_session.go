@@ -33,7 +33,7 @@ func (s *State) applySessionOpen(tx *txn, m *concordv1.SessionOpenRequest) (any,
 	tx.d.putSession(e)
 	tx.emitData(EventParticipantConnected, connectedData(&sess, false), nil, nil)
 	res := SessionResult{Epoch: e.epoch}
-	tx.reclaimRequested(&sess, m.GetReclaimAgents(), &res)
+	tx.reclaimRequested(&sess, m, &res)
 	return tx.finishOpen(sess.ID, res), nil
 }
 
@@ -73,16 +73,27 @@ func (tx *txn) resumeSession(m *concordv1.SessionOpenRequest) SessionResult {
 			res.Reclaimed = append(res.Reclaimed, a)
 		}
 	}
-	tx.reclaimRequested(sess, m.GetReclaimAgents(), &res)
+	tx.reclaimRequested(sess, m, &res)
 	return tx.finishOpen(sess.ID, res)
 }
 
 // reclaimRequested handles reclaim_agents: an agent is reclaimable when it
-// is orphaned or already owned by the same participant.
-func (tx *txn) reclaimRequested(sess *Session, ids []string, res *SessionResult) {
+// is orphaned or already owned by the same participant, and, when the
+// proposer quoted reclaim_from_sessions, still in the session it was in
+// when the proposer read it.
+func (tx *txn) reclaimRequested(sess *Session, m *concordv1.SessionOpenRequest, res *SessionResult) {
+	ids := m.GetReclaimAgents()
+	var seen map[string]string
+	if from := m.GetReclaimFromSessions(); len(from) > 0 {
+		seen = make(map[string]string, len(ids))
+		for i, id := range ids {
+			seen[id] = from[i] // checkSessionOpen: as many as ids
+		}
+	}
 	for _, id := range sortedUnique(ids) {
 		ae := tx.d.agents[id]
-		if ae == nil || (ae.a.OwnerID != "" && ae.a.OwnerID != sess.ParticipantID) {
+		if ae == nil || (ae.a.OwnerID != "" && ae.a.OwnerID != sess.ParticipantID) ||
+			(seen != nil && ae.a.SessionID != seen[id]) {
 			res.NotReclaimed = append(res.NotReclaimed, id)
 			continue
 		}

@@ -49,11 +49,16 @@
 // common event payloads are appended by hand, byte for byte what
 // json.Marshal wrote for the maps they replaced (payloads.go); command
 // bodies are made by new(T), not protobuf reflection; event ids are
-// parsed only when one must be derived. None of it changes a byte of
-// replicated state: TestReplay_MatchesGolden holds snapshots after random
-// and escape-heavy logs to digests written by fa0db43. BenchmarkApply_*
-// measures it; the figures are in raftstore/DESIGN.md ("Applying an entry
-// on every replica").
+// parsed only when one must be derived. AGENT_UPDATE, the command most
+// often applied, and the session, register and cursor commands have hand
+// decoders that give any body they do not fully understand to
+// proto.Unmarshal (decode.go, decode_table.go); AGENT_UPDATE returns its
+// Agent as a raftstore.LazyResult, copied only on the node that reads
+// it; the Notify channel is closed only when someone took it. None of it changes
+// a byte of replicated state: TestReplay_MatchesGolden holds snapshots
+// after random and escape-heavy logs to digests written by fa0db43.
+// BenchmarkApply_* measures it; the figures are in raftstore/DESIGN.md
+// ("Applying an entry on every replica", "Ninth round: apply").
 //
 // Sessions. A session has an epoch that increases at every attach (open,
 // resume) and detach (connection lost, map/disconnect). The node holding
@@ -69,7 +74,16 @@
 // re-checks epoch, detachment and deadline against the expiry command's
 // own timestamp, so a duplicate from a new leader is a no-op. A resume
 // (SESSION_OPEN with resume) re-homes the session and its agents to the
-// proposing node and gives orphaned agents back their previous state.
+// proposing node and gives orphaned agents back their previous state. A
+// resume that quotes resume_from_epoch applies only while the session is
+// still at that epoch (ErrSessionMoved otherwise, state unchanged): a
+// resume the client was told failed may still reach the log later (its
+// forward was on the wire) and must not take the session from the resume
+// that succeeded elsewhere meanwhile. Likewise reclaim_agents with
+// reclaim_from_sessions takes only the agents still in the session the
+// proposer saw them in, and a register quoting session_epoch applies only
+// while its session is at that epoch. Proposers quote these only once
+// every server enforces them (levels.go).
 // notifySubscribers of the SDK policy is stored but events are always
 // emitted (subscribers filter by type).
 //

@@ -15,6 +15,10 @@ const (
 	CodeScopeNotFound  = 2002
 	CodeAgentExists    = 3000
 	CodeStateInvalid   = 3001
+	// CodeExhausted is MAP's retryable 4000; the registry uses it for a
+	// resume whose session moved on (ErrSessionMoved): a retry reads the
+	// session afresh.
+	CodeExhausted = 4000
 )
 
 // Error is a domain error returned by Apply as a value: the command was
@@ -64,6 +68,10 @@ var (
 	// ErrInvalidRequest: the command conflicts with state in a way MAP has
 	// no code for (duplicate session or subscription id, unknown session).
 	ErrInvalidRequest = &Error{Code: CodeInvalidRequest, Message: "invalid request"}
+	// ErrSessionMoved: a resume quoted an epoch the session has left (it
+	// was resumed elsewhere, detached or closed since the proposer read
+	// it). Retryable.
+	ErrSessionMoved = &Error{Code: CodeExhausted, Message: "session moved on"}
 
 	// ErrInvalidConfig wraps every Config.Validate failure.
 	ErrInvalidConfig = errors.New("registry: invalid config")

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+	"github.com/concordmap/concord/raftstore"
 )
 
 type T = concordv1.CommandType
@@ -50,6 +51,19 @@ func newHarness(t *testing.T, window int) *harness {
 	return &harness{t: t, s: s}
 }
 
+// decodeBody decodes a command body as raftstore's FSM does: with the
+// handler's Decode when it has one.
+func decodeBody(hd raftstore.Handler, body []byte) (proto.Message, error) {
+	if hd.Decode != nil {
+		return hd.Decode(body)
+	}
+	m := hd.New()
+	if err := proto.Unmarshal(body, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // apply runs one command: the message goes through a proto round trip, as
 // it would through the Raft log.
 func (h *harness) apply(typ T, msg proto.Message) (any, error) {
@@ -62,12 +76,16 @@ func (h *harness) apply(typ T, msg proto.Message) (any, error) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	m := hd.New()
-	if err := proto.Unmarshal(b, m); err != nil {
+	m, err := decodeBody(hd, b)
+	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.index++
-	return hd.Apply(h.index, m)
+	res, err := hd.Apply(h.index, m)
+	if l, ok := res.(raftstore.LazyResult); ok {
+		res = l.Value() // as raftstore hands it to the proposer
+	}
+	return res, err
 }
 
 func (h *harness) must(typ T, msg proto.Message) any {

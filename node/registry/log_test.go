@@ -313,6 +313,57 @@ func TestState_Notify(t *testing.T) {
 	}
 }
 
+// TestState_NotifyUntakenStaysOpen: a channel nobody took is kept across
+// events (nobody can be waiting on it) and closed by the first event after
+// someone takes it, whichever path appends (a command, AppendEvents, a
+// restore).
+func TestState_NotifyUntakenStaysOpen(t *testing.T) {
+	h := newHarness(t, 10)
+	ch := h.s.Notify()
+	h.must(cScopeCreate, scope("a"))
+	fresh := h.s.Notify()
+	if fresh == ch {
+		t.Fatal("Notify returned the closed channel")
+	}
+	// The channel is taken: a second call before an event returns it again.
+	if h.s.Notify() != fresh {
+		t.Fatal("Notify made a new channel without an event")
+	}
+	wakes := []func(){
+		func() { h.must(cScopeCreate, scope("b")) },
+		func() { h.s.AppendEvents(100, []Event{{Type: "run_started", Timestamp: 1}}) },
+		func() {
+			commit, err := h.s.Restore(reader(snapshotBytes(t, h.s)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			commit()
+		},
+	}
+	for i, wake := range wakes {
+		ch := h.s.Notify()
+		wake()
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("wake %d: the taken channel was not closed", i)
+		}
+		// Untaken, the next channel survives events.
+		untaken := h.s.notify
+		h.must(cScopeCreate, scope(fmt.Sprintf("untaken-%d", i)))
+		next := h.s.Notify()
+		if next != untaken {
+			t.Fatalf("wake %d: a channel nobody took was replaced", i)
+		}
+		h.must(cScopeCreate, scope(fmt.Sprintf("taken-%d", i)))
+		select {
+		case <-next:
+		default:
+			t.Fatalf("wake %d: the channel taken after untaken events was not closed", i)
+		}
+	}
+}
+
 func TestConfig_Validate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)

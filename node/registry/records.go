@@ -211,18 +211,10 @@ func sessionRecord(e *sessionEntry) *concordv1.SessionRecord {
 	return r
 }
 
-func eventRecord(ev *Event) *concordv1.EventRecord {
-	return &concordv1.EventRecord{
-		Position:  ev.Position,
-		Id:        ev.ID,
-		Type:      ev.Type,
-		Timestamp: ev.Timestamp,
-		Source:    ev.Source,
-		Data:      ev.Data,
-		CausedBy:  ev.CausedBy,
-		AgentIds:  ev.AgentIDs,
-		ScopeIds:  ev.ScopeIDs,
-	}
+// setEventRecord sets every field of r from ev (Persist reuses one r).
+func setEventRecord(r *concordv1.EventRecord, ev *Event) {
+	r.Position, r.Id, r.Type, r.Timestamp, r.Source = ev.Position, ev.ID, ev.Type, ev.Timestamp, ev.Source
+	r.Data, r.CausedBy, r.AgentIds, r.ScopeIds = ev.Data, ev.CausedBy, ev.AgentIDs, ev.ScopeIDs
 }
 
 func eventFromRecord(r *concordv1.EventRecord) Event {

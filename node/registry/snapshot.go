@@ -48,14 +48,18 @@ func (s *State) Snapshot() (raftstore.ModuleSnapshot, error) {
 }
 
 // Persist writes the header, then agents, scopes, sessions (with their
-// subscriptions) and events, each as one RegistryRecord.
+// subscriptions) and events, each as one RegistryRecord. Every record is
+// encoded into one reused buffer (write keeps no record), and the events,
+// the bulk of a snapshot, into one reused record.
 func (p *regSnapshot) Persist(write func([]byte) error) error {
+	var buf []byte
 	put := func(r *concordv1.RegistryRecord) error {
-		b, err := proto.Marshal(r)
+		var err error
+		buf, err = proto.MarshalOptions{}.MarshalAppend(buf[:0], r)
 		if err != nil {
 			return fmt.Errorf("marshal registry record: %w", err)
 		}
-		return write(b)
+		return write(buf)
 	}
 	if err := put(&concordv1.RegistryRecord{Record: &concordv1.RegistryRecord_Header{Header: &concordv1.RegistryHeader{
 		FormatVersion: snapshotFormat, LastPosition: p.last,
@@ -79,8 +83,11 @@ func (p *regSnapshot) Persist(write func([]byte) error) error {
 			return err
 		}
 	}
+	ev := &concordv1.EventRecord{}
+	rec := &concordv1.RegistryRecord{Record: &concordv1.RegistryRecord_Event{Event: ev}}
 	for i := range p.events {
-		if err := put(&concordv1.RegistryRecord{Record: &concordv1.RegistryRecord_Event{Event: eventRecord(&p.events[i])}}); err != nil {
+		setEventRecord(ev, &p.events[i])
+		if err := put(rec); err != nil {
 			return err
 		}
 	}
@@ -134,8 +141,7 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 		// Any session may have moved or detached.
 		nd.moves, nd.detaches = s.d.moves+1, s.d.detaches+1
 		s.d = nd
-		close(s.notify)
-		s.notify = make(chan struct{})
+		s.wake()
 	}, nil
 }
 

@@ -39,7 +39,14 @@ type State struct {
 	mu     sync.RWMutex // guards d, notify and tx
 	d      *data
 	notify chan struct{} // closed and replaced when events are appended
-	tx     txn           // the command being applied (begin)
+	// notifyTaken: Notify handed out notify since it was made. Until
+	// then nobody can be waiting on it, so wake leaves it open: raft
+	// applies a batch of entries in a row, and the watchers take a new
+	// channel only after the batch (WaitApplyBatch), so most applies
+	// would close and make a channel nobody holds. Set under the read
+	// lock by any reader, hence atomic.
+	notifyTaken atomic.Bool
+	tx          txn // the command being applied (begin)
 }
 
 // agentEntry is an Agent plus the replicated fields the contract type does
@@ -279,6 +286,7 @@ func New(cfg Config) (*State, error) {
 		concordv1.CommandType_COMMAND_TYPE_SCOPE_JOIN:          commandOf(s.applyScopeJoin),
 		concordv1.CommandType_COMMAND_TYPE_SCOPE_LEAVE:         commandOf(s.applyScopeLeave),
 	} {
+		c.decode = bodyDecoders[t]
 		s.handlers[t] = s.handler(t, c)
 	}
 	return s, nil
@@ -294,6 +302,8 @@ type metaCarrier interface {
 type command struct {
 	new   func() proto.Message
 	apply func(*txn, proto.Message) (any, error)
+	// decode, when set, is the type's hand decoder (decode.go).
+	decode func([]byte) (proto.Message, error)
 }
 
 // commandOf erases the message type of an apply function. Its body
@@ -325,7 +335,8 @@ func commandOf[T any, M interface {
 func (s *State) handler(t concordv1.CommandType, c command) raftstore.Handler {
 	check := s.checks[t]
 	return raftstore.Handler{
-		New: c.new,
+		New:    c.new,
+		Decode: c.decode,
 		Apply: func(index uint64, msg proto.Message) (any, error) {
 			mc, ok := msg.(metaCarrier)
 			if !ok {
@@ -344,8 +355,7 @@ func (s *State) handler(t concordv1.CommandType, c command) raftstore.Handler {
 				return nil, err
 			}
 			if s.d.events.appendAll(tx.pending) > 0 {
-				close(s.notify)
-				s.notify = make(chan struct{})
+				s.wake()
 			}
 			return res, nil
 		},
@@ -634,7 +644,19 @@ func (s *State) SessionChanges() (moves, detaches uint64) {
 func (s *State) Notify() <-chan struct{} {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	s.notifyTaken.Store(true)
 	return s.notify
+}
+
+// wake closes the Notify channel, if anyone took it, and makes the next
+// one. Must be called with s.mu held for writing.
+func (s *State) wake() {
+	if !s.notifyTaken.Load() {
+		return
+	}
+	close(s.notify)
+	s.notify = make(chan struct{})
+	s.notifyTaken.Store(false)
 }
 
 // ---- helpers ----------------------------------------------------------

@@ -48,6 +48,11 @@ func checkAgentRegister(d *data, m *concordv1.AgentRegisterRequest) error {
 	if sid := r.GetSessionId(); sid != "" && d.sessions[sid] == nil {
 		return errf(CodeInvalidRequest, "", "session %q not found", sid)
 	}
+	if ep := m.GetSessionEpoch(); ep != 0 {
+		if se := d.sessions[r.GetSessionId()]; se == nil || se.epoch != ep {
+			return errf(CodeExhausted, "sessionId", "session %q moved on since the registering connection attached at epoch %d", r.GetSessionId(), ep)
+		}
+	}
 	if m.GetResumePersistentIdentity() && m.GetPersistentId() != "" && d.orphanByPersistentID(m.GetPersistentId()) != nil {
 		return nil
 	}
@@ -117,6 +122,9 @@ func checkSessionOpen(d *data, m *concordv1.SessionOpenRequest) error {
 	if b := r.GetDisconnectPolicy().GetAgentBehavior(); b != "" && !ValidBehavior(b) {
 		return errf(CodeInvalidParams, "disconnectPolicy.agentBehavior", "unknown agent behavior %q", b)
 	}
+	if from := m.GetReclaimFromSessions(); len(from) > 0 && len(from) != len(m.GetReclaimAgents()) {
+		return errf(CodeInvalidParams, "reclaimFromSessions", "%d sessions for %d agents to reclaim", len(from), len(m.GetReclaimAgents()))
+	}
 	e, exists := d.sessions[r.GetId()]
 	if m.GetResume() {
 		if !exists {
@@ -124,6 +132,9 @@ func checkSessionOpen(d *data, m *concordv1.SessionOpenRequest) error {
 		}
 		if len(e.s.ResumeTokenHash) > 0 && !bytes.Equal(e.s.ResumeTokenHash, r.GetResumeTokenHash()) {
 			return errf(CodeAuthFailed, "resumeToken", "resume token does not match session %q", r.GetId())
+		}
+		if want := m.GetResumeFromEpoch(); want != 0 && e.epoch != want {
+			return errf(CodeExhausted, "sessionId", "session %q moved on: epoch %d, the resume was decided at %d", r.GetId(), e.epoch, want)
 		}
 		return nil
 	}

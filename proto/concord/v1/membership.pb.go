@@ -110,7 +110,13 @@ type GossipMeta struct {
 	RaftVoters uint32 `protobuf:"varint,12,opt,name=raft_voters,json=raftVoters,proto3" json:"raft_voters,omitempty"`
 	// draining is set while an operator drains the node (concord operator
 	// drain): it takes no new sessions and is never promoted to voter.
-	Draining      bool `protobuf:"varint,13,opt,name=draining,proto3" json:"draining,omitempty"`
+	Draining bool `protobuf:"varint,13,opt,name=draining,proto3" json:"draining,omitempty"`
+	// fsm_level is the newest replicated-state behaviour the node's FSM
+	// enforces (registry.FSMLevel): a proposer sets a command field whose
+	// apply older FSMs would ignore only once every server advertises the
+	// level that enforces it, so all replicas apply the log alike. 0 from
+	// older nodes.
+	FsmLevel      uint32 `protobuf:"varint,14,opt,name=fsm_level,json=fsmLevel,proto3" json:"fsm_level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -236,12 +242,19 @@ func (x *GossipMeta) GetDraining() bool {
 	return false
 }
 
+func (x *GossipMeta) GetFsmLevel() uint32 {
+	if x != nil {
+		return x.FsmLevel
+	}
+	return 0
+}
+
 var File_concord_v1_membership_proto protoreflect.FileDescriptor
 
 const file_concord_v1_membership_proto_rawDesc = "" +
 	"\n" +
 	"\x1bconcord/v1/membership.proto\x12\n" +
-	"concord.v1\"\x9e\x03\n" +
+	"concord.v1\"\xbb\x03\n" +
 	"\n" +
 	"GossipMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
@@ -258,7 +271,8 @@ const file_concord_v1_membership_proto_rawDesc = "" +
 	"\aboot_id\x18\v \x01(\tR\x06bootId\x12\x1f\n" +
 	"\vraft_voters\x18\f \x01(\rR\n" +
 	"raftVoters\x12\x1a\n" +
-	"\bdraining\x18\r \x01(\bR\bdraining*A\n" +
+	"\bdraining\x18\r \x01(\bR\bdraining\x12\x1b\n" +
+	"\tfsm_level\x18\x0e \x01(\rR\bfsmLevel*A\n" +
 	"\n" +
 	"GossipRole\x12\x1b\n" +
 	"\x17GOSSIP_ROLE_UNSPECIFIED\x10\x00\x12\x16\n" +

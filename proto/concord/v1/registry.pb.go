@@ -892,7 +892,15 @@ type AgentRegisterRequest struct {
 	ResumePersistentIdentity bool `protobuf:"varint,3,opt,name=resume_persistent_identity,json=resumePersistentIdentity,proto3" json:"resume_persistent_identity,omitempty"`
 	// persistent_id is persistentIdentity.persistentId, extracted by the
 	// proposer (Apply does not parse JSON).
-	PersistentId  string `protobuf:"bytes,4,opt,name=persistent_id,json=persistentId,proto3" json:"persistent_id,omitempty"`
+	PersistentId string `protobuf:"bytes,4,opt,name=persistent_id,json=persistentId,proto3" json:"persistent_id,omitempty"`
+	// session_epoch is the attach epoch of the registering connection's
+	// session (agent.session_id). When set, the register applies only while
+	// the session is still at that epoch: a register that reaches the log
+	// after the session moved on (resumed on another node) must not re-home
+	// the agent to a node that no longer holds its session. 0 (older
+	// proposers, or a system with a server that does not enforce it; registry
+	// FSMLevelResumeEpoch) applies as before.
+	SessionEpoch  uint64 `protobuf:"varint,5,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -953,6 +961,13 @@ func (x *AgentRegisterRequest) GetPersistentId() string {
 		return x.PersistentId
 	}
 	return ""
+}
+
+func (x *AgentRegisterRequest) GetSessionEpoch() uint64 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
 }
 
 // AgentUnregisterRequest (COMMAND_TYPE_AGENT_UNREGISTER).
@@ -1215,8 +1230,25 @@ type SessionOpenRequest struct {
 	// reclaim_agents: orphaned agents (or agents of this session) to take
 	// ownership of; unknown ids are skipped and reported as not reclaimed.
 	ReclaimAgents []string `protobuf:"bytes,4,rep,name=reclaim_agents,json=reclaimAgents,proto3" json:"reclaim_agents,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// resume_from_epoch is the session's epoch the proposing node read when it
+	// decided to resume (resume only). When set, the resume applies only while
+	// the session is still at that epoch: a resume that reaches the log after
+	// the session moved on (resumed elsewhere, detached, expired) is refused
+	// with no state change, like a stale SESSION_DETACH. 0 (older proposers,
+	// or a system with a server that does not enforce it; see registry
+	// FSMLevelResumeEpoch) applies the resume unconditionally, as before.
+	ResumeFromEpoch uint64 `protobuf:"varint,5,opt,name=resume_from_epoch,json=resumeFromEpoch,proto3" json:"resume_from_epoch,omitempty"`
+	// reclaim_from_sessions, when not empty, has one entry per reclaim_agents
+	// entry: the session the agent belonged to (its session_id, "" for none
+	// or an unknown agent) when the proposing node read it. An agent that has
+	// moved to another session since is not reclaimed (reported as not
+	// reclaimed): a connect the client was told failed may reach the log late,
+	// and must not take agents from the session the client connected since.
+	// Empty (older proposers, or a system with a server that does not enforce
+	// it; registry FSMLevelResumeEpoch) reclaims as before.
+	ReclaimFromSessions []string `protobuf:"bytes,6,rep,name=reclaim_from_sessions,json=reclaimFromSessions,proto3" json:"reclaim_from_sessions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *SessionOpenRequest) Reset() {
@@ -1273,6 +1305,20 @@ func (x *SessionOpenRequest) GetResume() bool {
 func (x *SessionOpenRequest) GetReclaimAgents() []string {
 	if x != nil {
 		return x.ReclaimAgents
+	}
+	return nil
+}
+
+func (x *SessionOpenRequest) GetResumeFromEpoch() uint64 {
+	if x != nil {
+		return x.ResumeFromEpoch
+	}
+	return 0
+}
+
+func (x *SessionOpenRequest) GetReclaimFromSessions() []string {
+	if x != nil {
+		return x.ReclaimFromSessions
 	}
 	return nil
 }
@@ -2643,12 +2689,13 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\x05epoch\x18\x0e \x01(\x04R\x05epoch\x12\x15\n" +
 	"\x06ttl_ms\x18\x0f \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
-	"grace_done\x18\x10 \x01(\bR\tgraceDone\"\xd5\x01\n" +
+	"grace_done\x18\x10 \x01(\bR\tgraceDone\"\xfa\x01\n" +
 	"\x14AgentRegisterRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12-\n" +
 	"\x05agent\x18\x02 \x01(\v2\x17.concord.v1.AgentRecordR\x05agent\x12<\n" +
 	"\x1aresume_persistent_identity\x18\x03 \x01(\bR\x18resumePersistentIdentity\x12#\n" +
-	"\rpersistent_id\x18\x04 \x01(\tR\fpersistentId\"x\n" +
+	"\rpersistent_id\x18\x04 \x01(\tR\fpersistentId\x12#\n" +
+	"\rsession_epoch\x18\x05 \x01(\x04R\fsessionEpoch\"x\n" +
 	"\x16AgentUnregisterRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -2687,12 +2734,14 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\x05_nameB\x0e\n" +
 	"\f_descriptionB\a\n" +
 	"\x05_roleB\r\n" +
-	"\v_visibility\"\xb5\x01\n" +
+	"\v_visibility\"\x95\x02\n" +
 	"\x12SessionOpenRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x123\n" +
 	"\asession\x18\x02 \x01(\v2\x19.concord.v1.SessionRecordR\asession\x12\x16\n" +
 	"\x06resume\x18\x03 \x01(\bR\x06resume\x12%\n" +
-	"\x0ereclaim_agents\x18\x04 \x03(\tR\rreclaimAgents\"\xa6\x01\n" +
+	"\x0ereclaim_agents\x18\x04 \x03(\tR\rreclaimAgents\x12*\n" +
+	"\x11resume_from_epoch\x18\x05 \x01(\x04R\x0fresumeFromEpoch\x122\n" +
+	"\x15reclaim_from_sessions\x18\x06 \x03(\tR\x13reclaimFromSessions\"\xa6\x01\n" +
 	"\x13SessionCloseRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x1d\n" +
 	"\n" +

@@ -1,0 +1,22 @@
+package registry
+
+// FSM levels. A command field whose apply changes what an older FSM would
+// do with the same entry (it ignores fields it does not know) must not
+// reach the log while a server that ignores it may apply it: the replicas
+// would diverge. Each such behaviour gets a level; a node advertises the
+// level its build enforces in gossip (membership.NodeMeta.FSMLevel), and a
+// proposer sets the field only once every server of the Raft configuration
+// advertises at least that level (node: Server.fsmLevel). Levels only
+// grow; a build enforces every level up to FSMLevel.
+const (
+	// FSMLevelResumeEpoch: SESSION_OPEN's resume_from_epoch is enforced
+	// (checkSessionOpen refuses a resume for an epoch the session left),
+	// and so is reclaim_from_sessions (an agent that moved to another
+	// session since the proposer read it is not reclaimed), and
+	// AGENT_REGISTER's session_epoch (a register from a connection whose
+	// session moved on is refused).
+	FSMLevelResumeEpoch = 1
+
+	// FSMLevel is the newest level this build enforces.
+	FSMLevel = FSMLevelResumeEpoch
+)

@@ -1,0 +1,324 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// A non-voter nobody waits on is paced at the background interval; one
+// with an index a client there waits for (hurry) not yet delivered, at the
+// interval; voters and an off switch are unaffected.
+func TestPacer_BackgroundInterval(t *testing.T) {
+	const interval, background = 30 * time.Millisecond, 150 * time.Millisecond
+	servers := []raft.Server{{ID: "v", Suffrage: raft.Voter}, {ID: "nv", Suffrage: raft.Nonvoter}}
+	ok := &raft.AppendEntriesResponse{Success: true}
+	tests := []struct {
+		name       string
+		background time.Duration
+		id         raft.ServerID
+		wanted     uint64 // > 0: hurried for this index
+		delivered  uint64 // an append delivered up to this index
+		want       time.Duration
+	}{
+		{"nobody waits", background, "nv", 0, 0, background},
+		{"hurried, not delivered yet", background, "nv", 10, 9, interval},
+		{"hurried, delivered", background, "nv", 10, 10, background},
+		{"background off (0)", 0, "nv", 0, 0, interval},
+		{"background not above the interval", interval / 2, "nv", 0, 0, interval},
+		{"voter", background, "v", 10, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &pacer{interval: interval, background: tt.background, maxBatch: 16, stop: make(chan struct{})}
+			p.setConfigSource(fixedConfig{servers: servers})
+			p.hold(tt.id, time.Now(), 3, ok) // the first is never paced
+			if tt.wanted > 0 {
+				p.hurry(tt.id, tt.wanted)
+			}
+			if tt.delivered > 0 {
+				// What raft's append would carry: entries up to
+				// delivered+5, the commit index at delivered.
+				p.delivered(tt.id, &raft.AppendEntriesRequest{
+					PrevLogEntry: tt.delivered, Entries: []*raft.Log{{Index: tt.delivered + 5}}, LeaderCommitIndex: tt.delivered,
+				}, ok)
+			}
+			start := time.Now()
+			p.hold(tt.id, start, 3, ok)
+			took := time.Since(start)
+			if tt.want == 0 {
+				if took >= interval {
+					t.Fatalf("held %s, want no pause", took)
+				}
+				return
+			}
+			// Late by a loaded machine's scheduling, never early; and
+			// clearly short of the other interval.
+			if took < tt.want*9/10 || (tt.want == interval && took >= background*2/3) {
+				t.Fatalf("held %s, want about %s", took, tt.want)
+			}
+		})
+	}
+}
+
+// What an append delivers is the lower of its last entry (its previous
+// entry when it carries none) and its commit index; a refused one means
+// the follower lacks entries, and what it was delivered no longer counts.
+func TestPacer_Delivered(t *testing.T) {
+	p := &pacer{interval: time.Millisecond, background: time.Second}
+	p.hurry("nv", 100)
+	ok, refused := &raft.AppendEntriesResponse{Success: true}, &raft.AppendEntriesResponse{}
+	for _, tc := range []struct {
+		name string
+		args raft.AppendEntriesRequest
+		resp *raft.AppendEntriesResponse
+		want uint64
+	}{
+		{"entries past the commit", raft.AppendEntriesRequest{PrevLogEntry: 80, Entries: []*raft.Log{{Index: 81}, {Index: 99}}, LeaderCommitIndex: 90}, ok, 90},
+		{"commit past the entries", raft.AppendEntriesRequest{PrevLogEntry: 90, Entries: []*raft.Log{{Index: 95}}, LeaderCommitIndex: 120}, ok, 95},
+		{"commit-index update (no entries)", raft.AppendEntriesRequest{PrevLogEntry: 99, LeaderCommitIndex: 120}, ok, 99},
+		{"an older one never lowers it", raft.AppendEntriesRequest{PrevLogEntry: 10, LeaderCommitIndex: 10}, ok, 99},
+		{"refused: it lacks entries", raft.AppendEntriesRequest{PrevLogEntry: 99, LeaderCommitIndex: 120}, refused, 0},
+		{"delivered again", raft.AppendEntriesRequest{PrevLogEntry: 99, Entries: []*raft.Log{{Index: 130}}, LeaderCommitIndex: 101}, ok, 101},
+	} {
+		p.delivered("nv", &tc.args, tc.resp)
+		p.mu.Lock()
+		got, iv := p.peers["nv"].delivered, p.intervalOf(p.peers["nv"])
+		p.mu.Unlock()
+		if got != tc.want {
+			t.Fatalf("%s: delivered %d, want %d", tc.name, got, tc.want)
+		}
+		if wantIv := map[bool]time.Duration{true: time.Millisecond, false: time.Second}[tc.want < 100]; iv != wantIv {
+			t.Fatalf("%s: interval %s, want %s", tc.name, iv, wantIv)
+		}
+	}
+}
+
+// A hurry for a non-voter in a background pause ends the pause once the
+// interval has passed since the paused append started: the first write
+// through it waits no longer than at the interval.
+func TestPacer_HurryEndsBackgroundPause(t *testing.T) {
+	const interval, background = 30 * time.Millisecond, time.Second
+	p := &pacer{interval: interval, background: background, maxBatch: 16, stop: make(chan struct{})}
+	p.setConfigSource(fixedConfig{servers: []raft.Server{{ID: "nv", Suffrage: raft.Nonvoter}}})
+	ok := &raft.AppendEntriesResponse{Success: true}
+	p.hold("nv", time.Now(), 3, ok)
+
+	for i, tc := range []struct {
+		name    string
+		hurryAt time.Duration // after the paused append started
+	}{
+		{"hurried after the interval passed: ends at once", 2 * interval},
+		{"hurried before: ends when the interval has passed", interval / 3},
+	} {
+		start := time.Now()
+		done := make(chan time.Duration, 1)
+		go func() {
+			p.hold("nv", start, 3, ok)
+			done <- time.Since(start)
+		}()
+		time.Sleep(tc.hurryAt) // the hurry's moment in the pause is what is tested
+		index := uint64(10 * (i + 1))
+		p.hurry("nv", index)
+		select {
+		case took := <-done:
+			if took < interval*9/10 || took < tc.hurryAt {
+				t.Fatalf("%s: pause ended after %s, before the interval (%s) or the hurry (%s)", tc.name, took, interval, tc.hurryAt)
+			}
+		case <-time.After(background / 2):
+			t.Fatalf("%s: still paused %s after the hurry: the background pause (%s) ran on", tc.name, background/2, background)
+		}
+		// The next append delivers it: back to the background interval.
+		p.delivered("nv", &raft.AppendEntriesRequest{PrevLogEntry: index, LeaderCommitIndex: index}, ok)
+	}
+}
+
+// Shutdown ends a background pause at once too.
+func TestPacer_StopEndsBackgroundPause(t *testing.T) {
+	stop := make(chan struct{})
+	p := &pacer{interval: 10 * time.Millisecond, background: time.Minute, maxBatch: 16, stop: stop}
+	p.setConfigSource(fixedConfig{servers: []raft.Server{{ID: "nv", Suffrage: raft.Nonvoter}}})
+	ok := &raft.AppendEntriesResponse{Success: true}
+	p.hold("nv", time.Now(), 3, ok)
+	done := make(chan struct{})
+	go func() {
+		p.hold("nv", time.Now(), 3, ok)
+		close(done)
+	}()
+	close(stop)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a background pause outlived the store's stop")
+	}
+}
+
+// originForwarder forwards one store's commands to the leader the way
+// node/cluster does: with the origin's ID, so the leader's pacing knows
+// a client of that store waits.
+type originForwarder struct {
+	c      *testCluster
+	origin string
+}
+
+func (f *originForwarder) Forward(ctx context.Context, leaderID, _ string, cmd []byte) (ForwardReply, error) {
+	for _, s := range f.c.stores {
+		if s.ID() == leaderID {
+			return s.ApplyForwardedFrom(ctx, f.origin, cmd)
+		}
+	}
+	return ForwardReply{}, ErrNoLeader
+}
+
+// Under steady writes a non-voter nobody waits on gets one append per
+// background interval; once a client writes through it, its writes come
+// back within about the (short) interval, and it gets appends at that
+// pace; every entry reaches it either way.
+func TestCluster_NonvoterBackgroundPaceUntilAClientWaits(t *testing.T) {
+	const interval, background = 20 * time.Millisecond, 200 * time.Millisecond
+	pacing := func(cfg *Config) {
+		cfg.NonvoterReplicationInterval, cfg.NonvoterBackgroundInterval = interval, background
+	}
+	c := newTestCluster(t, 3, pacing)
+	kv := newKV()
+	cfg := clusterConfig(t, "nv", kv)
+	pacing(&cfg)
+	cfg.Forwarder = &originForwarder{c: c, origin: "nv"}
+	nv := mustNew(t, cfg)
+	t.Cleanup(func() { mustShutdown(t, nv) })
+	leader := c.requireOneLeader(t, c.stores)
+	if err := leader.AddNonvoter(testCtx(t), nv.ID(), nv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, func() error {
+		if !leader.trans.pace.nonvoter(raft.ServerID(nv.ID())) {
+			return fmt.Errorf("leader's pacer does not know %s is a non-voter yet", nv.ID())
+		}
+		return nil
+	})
+	stopWrites := steadyWrites(t, leader, 4)
+	defer stopWrites()
+
+	window := 8 * background
+	appendsOver := func(d time.Duration) (batches, entries uint64) {
+		b0, e0 := nv.bolt.batches.Load(), nv.bolt.entries.Load()
+		time.Sleep(d) // counting what arrives in a window is what is tested
+		return nv.bolt.batches.Load() - b0, nv.bolt.entries.Load() - e0
+	}
+	nb, ne := appendsOver(window)
+	t.Logf("nobody waiting, over %s: non-voter %d log writes carrying %d entries", window, nb, ne)
+	limit := uint64(window/background) + 3 + ne/uint64(nv.cfg.MaxApplyBatch)
+	if nb == 0 || nb > limit {
+		t.Fatalf("non-voter had %d log writes in %s, want 1..%d (paced every %s)", nb, window, limit, background)
+	}
+
+	// A client of the non-voter writes in a loop; each write returns once
+	// the non-voter applied it (the test module has no result codec), so
+	// its latency is what pacing makes a non-voter's client wait.
+	var took []time.Duration
+	deadline := time.Now().Add(window)
+	for i := 0; time.Now().Before(deadline); i++ {
+		t0 := time.Now()
+		if _, _, err := nv.Apply(testCtx(t), cmdKVPut, put(fmt.Sprintf("mine=%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		took = append(took, time.Since(t0))
+	}
+	slices.Sort(took)
+	p50 := took[len(took)/2]
+	t.Logf("a client writing through the non-voter: %d writes, p50 %s, max %s", len(took), p50, took[len(took)-1])
+	if p50 >= background/2 {
+		t.Fatalf("writes through the non-voter took p50 %s: still paced at the background interval %s", p50, background)
+	}
+
+	// A read-your-write fence on the non-voter for the leader's latest
+	// commit (WaitAppliedSoon forwards a NOOP from it) waits about the
+	// interval too, not the background interval.
+	// Only fences the non-voter had not reached yet count; under steady
+	// writes most are (a paced non-voter trails by up to the background
+	// interval).
+	var fenced []time.Duration
+	for try := 0; try < 40 && len(fenced) < 8; try++ {
+		time.Sleep(background / 3) // leave the short interval's reach: a background pause is running
+		idx := leader.AppliedIndex()
+		behind := nv.AppliedIndex() < idx
+		t0 := time.Now()
+		if err := nv.WaitAppliedSoon(testCtx(t), idx); err != nil {
+			t.Fatal(err)
+		}
+		if behind {
+			fenced = append(fenced, time.Since(t0))
+		}
+	}
+	if len(fenced) < 3 {
+		t.Fatalf("the non-voter was behind the leader at %d fences of 40 under steady writes: the fences tested nothing", len(fenced))
+	}
+	slices.Sort(fenced)
+	t.Logf("fences on the non-voter while behind: %d, p50 %s, max %s", len(fenced), fenced[len(fenced)/2], fenced[len(fenced)-1])
+	if p50 := fenced[len(fenced)/2]; p50 >= background/2 {
+		t.Fatalf("read-your-write fences on the non-voter took p50 %s: paced at the background interval %s", p50, background)
+	}
+
+	stopWrites()
+	eventually(t, waitTimeout, func() error {
+		if got, want := nv.AppliedIndex(), leader.AppliedIndex(); got != want {
+			return fmt.Errorf("non-voter applied %d, leader %d", got, want)
+		}
+		return nil
+	})
+}
+
+// Only a forward whose origin waits for its own apply hurries the
+// origin's replication: a NOOP (a read-your-write fence, hurried on
+// arrival) or a command without an encoded result (once committed); one
+// answered with the leader's encoded result does not, and neither does a
+// refused one.
+func TestApplyForwardedFrom_HurriesOnlyWaitingOrigins(t *testing.T) {
+	var decoded atomic.Int64
+	c := newTestCluster(t, 1, func(cfg *Config) {
+		cfg.Modules[0] = codecKV{kvModule: cfg.Modules[0].(*kvModule), decoded: &decoded}
+		cfg.NonvoterReplicationInterval, cfg.NonvoterBackgroundInterval = 20*time.Millisecond, 100*time.Millisecond
+	})
+	leader := c.requireOneLeader(t, c.stores)
+	for _, tc := range []struct {
+		name   string
+		cmd    []byte
+		hurry  bool
+		origin string
+	}{
+		{"encoded result", encode(cmdKVPut, put("a=1")), false, "nv"},
+		{"fence NOOP", nudgeBody, true, "nv"},
+		{"declined type (the origin applies it to answer)", encode(cmdKVDelete, put("a")), true, "nv"},
+		{"unknown command type (refused)", []byte{0xee}, false, "nv"},
+		{"no origin", nudgeBody, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leader.trans.pace.mu.Lock()
+			clear(leader.trans.pace.peers)
+			leader.trans.pace.mu.Unlock()
+			_, _ = leader.ApplyForwardedFrom(testCtx(t), tc.origin, tc.cmd)
+			leader.trans.pace.mu.Lock()
+			pp := leader.trans.pace.peers[raft.ServerID(tc.origin)]
+			leader.trans.pace.mu.Unlock()
+			if got := pp != nil && pp.wanted > 0; got != tc.hurry {
+				t.Fatalf("hurried %v, want %v", got, tc.hurry)
+			}
+		})
+	}
+}
+
+// The leader's log cache holds a background interval of writes at 10,000
+// writes/s (more than this machine's 3 voters reach), so a paced
+// non-voter's append is read from memory, not the log store.
+func TestLogCacheCoversABackgroundInterval(t *testing.T) {
+	const rate = 10_000 // writes/s
+	bg := DefaultConfig().NonvoterBackgroundInterval
+	if need := int(rate * bg / time.Second); logCacheEntries < need {
+		t.Fatalf("log cache of %d entries, want at least %d: %s of writes at %d/s", logCacheEntries, need, bg, rate)
+	}
+}
