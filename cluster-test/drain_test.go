@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestDrain_ParticipantsResumeOnOtherNodes drains a node holding 200
@@ -57,7 +60,8 @@ func TestDrain_ParticipantsResumeOnOtherNodes(t *testing.T) {
 	stopWriter := sync.OnceFunc(func() { close(stop); wg.Wait() })
 	defer stopWriter()
 
-	res := c.StartDrain(t, d.Index, l.Index, 30*time.Second)
+	// Three voters and --min-quorum 3: draining one is refused unless forced.
+	res := c.StartForcedDrain(t, d.Index, l.Index, 30*time.Second)
 	if res.GetSessions() != participants {
 		t.Errorf("drain asked %d connections to move, want %d", res.GetSessions(), participants)
 	}
@@ -93,6 +97,30 @@ func TestDrain_ParticipantsResumeOnOtherNodes(t *testing.T) {
 	stopWriter()
 	t.Logf("%d writes acknowledged on %s during the drain", acked.Load(), l)
 	c.RequireInvariants(t)
+}
+
+// TestDrain_VoterBelowMinQuorumRefused asks, through the leader, for the
+// drain of a voter of three with --min-quorum 3 and no non-voter: refused
+// (FAILED_PRECONDITION naming --min-quorum and --force) and the node does
+// not start draining; forced, it drains and leaves two voters.
+func TestDrain_VoterBelowMinQuorumRefused(t *testing.T) {
+	c := New(t, 3)
+	l := c.Leader(t)
+	d := others(c.Running(), l)[0]
+	_, err := c.Drain(d.Index, l.Index, 10*time.Second, false)
+	if status.Code(errors.Unwrap(err)) != codes.FailedPrecondition ||
+		!strings.Contains(err.Error(), "below --min-quorum 3") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("drain of a voter below --min-quorum: %v, want FAILED_PRECONDITION naming --min-quorum 3 and --force", err)
+	}
+	if d.Server().Draining() {
+		t.Fatalf("%s is draining after the refusal", d)
+	}
+	c.StartForcedDrain(t, d.Index, l.Index, 10*time.Second)
+	c.FinishDrain(t, d.Index, 60*time.Second)
+	rest := c.Running()
+	Eventually(t, MembershipTimeout, func() error {
+		return eachNode(rest, func(n *Node) error { return votersAre(n, idsOf(rest)) })
+	})
 }
 
 // resumeFromHint waits for cl's connection to close after the reconnect

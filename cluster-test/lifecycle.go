@@ -290,22 +290,43 @@ func goroutineDump() string {
 
 // StartDrain asks node via's Operator service (as concord operator drain
 // does, so the call is passed on to node i) to drain node i with timeout
-// (0: the node's default); it returns once the drain started.
+// (0: the node's default); it returns once the drain started. A voter the
+// system cannot spare (--min-quorum) is refused: see StartForcedDrain.
 func (c *Cluster) StartDrain(t testing.TB, i, via int, timeout time.Duration) *concordv1.OperatorDrainResponse {
 	t.Helper()
+	res, err := c.Drain(i, via, timeout, false)
+	if err != nil {
+		t.Fatalf("clustertest: %v", err)
+	}
+	return res
+}
+
+// StartForcedDrain is StartDrain with force (concord operator drain
+// --force): a voter is drained even below --min-quorum.
+func (c *Cluster) StartForcedDrain(t testing.TB, i, via int, timeout time.Duration) *concordv1.OperatorDrainResponse {
+	t.Helper()
+	res, err := c.Drain(i, via, timeout, true)
+	if err != nil {
+		t.Fatalf("clustertest: %v", err)
+	}
+	return res
+}
+
+// Drain is StartDrain's call, its error returned (a gRPC status).
+func (c *Cluster) Drain(i, via int, timeout time.Duration, force bool) (*concordv1.OperatorDrainResponse, error) {
 	n, v := c.Node(i), c.Node(via)
 	conn, err := adminConn(v.GRPCAddr)
 	if err != nil {
-		t.Fatalf("clustertest: %v", err)
+		return nil, err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
-	res, err := concordv1.NewOperatorClient(conn).Drain(ctx, &concordv1.OperatorDrainRequest{NodeId: n.ID, TimeoutMs: timeout.Milliseconds()})
+	res, err := concordv1.NewOperatorClient(conn).Drain(ctx, &concordv1.OperatorDrainRequest{NodeId: n.ID, TimeoutMs: timeout.Milliseconds(), Force: force})
 	if err != nil {
-		t.Fatalf("clustertest: drain %s via %s: %v", n, v, err)
+		return nil, fmt.Errorf("drain %s via %s: %w", n, v, err)
 	}
-	return res
+	return res, nil
 }
 
 // FinishDrain waits (up to budget) until node i, being drained, has left

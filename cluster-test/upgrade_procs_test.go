@@ -285,7 +285,8 @@ func (w *procWriter) stop() []string {
 }
 
 // TestProcs_DrainCLI drains a server process with `concord operator
-// drain` sent to another one: its participant gets the reconnect hint and
+// drain` sent to another one (refused without --force: the voters would
+// go below --min-quorum): its participant gets the reconnect hint and
 // a close, resumes on a node the hint names, the drained process exits 0
 // by itself, and `concord operator health` then lists the two others.
 func TestProcs_DrainCLI(t *testing.T) {
@@ -294,8 +295,13 @@ func TestProcs_DrainCLI(t *testing.T) {
 	op := OperatorEnv(t)
 	drained, via := pc.Proc(1), pc.Proc(0)
 	cl := pc.Connect(t, drained.Index, map[string]any{"participantType": "agent", "participantId": "mover"})
+	// Three voters and --min-quorum 3: refused (exit 1) unless forced.
 	out, err := runBin(t, bin, op, "operator", "drain", drained.ID, "--addr", via.GRPCAddr, "--timeout", "20s")
-	if err != nil || !strings.Contains(out, "draining "+drained.ID+": 1 connections asked to reconnect") {
+	if err == nil || !strings.Contains(out, "below --min-quorum 3") || !strings.Contains(out, "--force") {
+		t.Fatalf("operator drain of a voter below --min-quorum: %v, want exit 1 naming --min-quorum 3 and --force\n%s", err, out)
+	}
+	out, err = runBin(t, bin, op, "operator", "drain", drained.ID, "--addr", via.GRPCAddr, "--timeout", "20s", "--force")
+	if err != nil || !strings.Contains(out, "draining "+drained.ID+": 1 connections asked to reconnect") || !strings.Contains(out, "warning: ") {
 		t.Fatalf("operator drain: %v\n%s", err, out)
 	}
 	select {

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/concordmap/concord/internal/connclose"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
@@ -301,38 +303,62 @@ func hashString(s string) uint32 {
 	return h.Sum32()
 }
 
-// dialOptions are the transport credentials for link: TLS from the node,
-// or plaintext in dev mode; nothing else.
-func (m *Manager) dialOptions(link *concordv1.FedLink) ([]grpc.DialOption, error) {
-	var opts []grpc.DialOption
+// transportCredentials are link's: TLS from the node, or plaintext in dev
+// mode; nothing else.
+func (m *Manager) transportCredentials(link *concordv1.FedLink) (credentials.TransportCredentials, error) {
 	switch {
 	case m.cfg.Credentials != nil:
 		c, err := m.cfg.Credentials(link)
 		if err != nil {
 			return nil, fmt.Errorf("federation credentials for %s: %w", link.GetPeerSystemId(), err)
 		}
-		opts = append(opts, grpc.WithTransportCredentials(c))
+		return c, nil
 	case m.cfg.Plaintext:
-		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		return insecure.NewCredentials(), nil
 	default:
 		return nil, ErrTLSRequired
 	}
+}
+
+// peerClient is a client connection to a server of a peer system. Its
+// Close is prompt even when that server stopped reading: gRPC's own waits
+// up to 5 s for a GOAWAY it never takes (and TLS's close_notify as long),
+// holding a link's reconnect or the Manager's Close; past connclose.Grace
+// the sockets are cut.
+type peerClient struct {
+	*grpc.ClientConn
+	creds *connclose.Credentials
+}
+
+// Close implements io.Closer.
+func (c peerClient) Close() error {
+	return connclose.CloseWithin(c.ClientConn.Close, connclose.Grace, c.creds.Abort)
+}
+
+// dial opens a client connection to addr, a server of link's system.
+func (m *Manager) dial(link *concordv1.FedLink, addr string) (peerClient, error) {
+	inner, err := m.transportCredentials(link)
+	if err != nil {
+		return peerClient{}, err
+	}
+	creds := connclose.NewCredentials(inner)
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	if d := m.cfg.Dialer; d != nil {
 		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d(ctx, a) }))
 	}
-	return opts, nil
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return peerClient{}, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return peerClient{ClientConn: cc, creds: creds}, nil
 }
 
 // session runs one stream to addr until it breaks. wasUp reports whether
 // the handshake succeeded.
 func (l *outLink) session(ctx context.Context, link *concordv1.FedLink, addr string) (wasUp bool, err error) {
-	opts, err := l.m.dialOptions(link)
+	conn, err := l.m.dial(link, addr)
 	if err != nil {
 		return false, err
-	}
-	conn, err := grpc.NewClient(addr, opts...)
-	if err != nil {
-		return false, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	defer conn.Close()
 	sctx, cancel := context.WithCancel(ctx)

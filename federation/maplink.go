@@ -295,27 +295,44 @@ func (l *mapLink) acceptForward(ctx context.Context, envs []*concordv1.FedEnvelo
 		return nil, errNotHolder
 	}
 	acks := make([]*concordv1.FedAck, len(envs))
-	var wg sync.WaitGroup
+	// The last outcome closes waited: no goroutine is left waiting for
+	// outcomes (a requeued envelope's may come much later) once this
+	// returns on ctx. pending starts at one, the loop's own hold.
+	var mu sync.Mutex
+	pending := 1
+	waited := make(chan struct{})
+	release := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if pending--; pending == 0 {
+			close(waited)
+		}
+	}
 	for i, env := range envs {
 		seq := env.GetSeq()
 		if cerr := checkForwarded(env, l.m.cfg.SystemID, l.peer, l.m.cfg.MaxEnvelopeBytes); cerr != nil {
 			acks[i] = &concordv1.FedAck{Seq: seq, Code: int32(cerr.Code), Message: cerr.Message}
 			continue
 		}
-		wg.Add(1)
+		mu.Lock()
+		pending++
+		mu.Unlock()
 		h.enqueue(env, func(o Outcome) {
-			defer wg.Done()
 			a := &concordv1.FedAck{Seq: seq, Delivered: o.Delivered, Queued: o.Queued}
 			if o.Err != nil {
 				a.Code, a.Message = int32(o.Err.Code), o.Err.Message
 			}
+			mu.Lock()
 			acks[i] = a
+			mu.Unlock()
+			release()
 		})
 	}
-	waited := make(chan struct{})
-	go func() { wg.Wait(); close(waited) }()
+	release()
 	select {
 	case <-waited:
+		mu.Lock()
+		defer mu.Unlock()
 		return acks, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()

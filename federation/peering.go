@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -109,14 +108,13 @@ func (m *Manager) CreateLink(ctx context.Context, req *concordv1.CreateLinkReque
 	if link.MaxHops == 0 {
 		link.MaxHops = DefaultMaxHops
 	}
-	opts, err := m.dialOptions(link)
-	if err != nil {
+	if _, err := m.transportCredentials(link); err != nil {
 		return nil, err
 	}
 	if _, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_LINK_PUT, &concordv1.FedLinkPut{Link: link}); err != nil {
 		return nil, fmt.Errorf("store link to %s: %w", link.GetPeerSystemId(), err)
 	}
-	if err := m.handshake(ctx, link, tok.GetSecret(), opts); err != nil {
+	if err := m.handshake(ctx, link, tok.GetSecret()); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CallTimeout)
 		defer cancel()
 		if _, _, rerr := m.deps.Store.Apply(rctx, concordv1.CommandType_COMMAND_TYPE_FED_LINK_REMOVE,
@@ -131,11 +129,11 @@ func (m *Manager) CreateLink(ctx context.Context, req *concordv1.CreateLinkReque
 
 // handshake calls Peer on the issuer's servers in turn until one answers.
 // A refusal (bad token, wrong identity) ends it at once.
-func (m *Manager) handshake(ctx context.Context, link *concordv1.FedLink, secret []byte, opts []grpc.DialOption) error {
+func (m *Manager) handshake(ctx context.Context, link *concordv1.FedLink, secret []byte) error {
 	req := &concordv1.PeerRequest{Secret: secret, SystemId: m.cfg.SystemID, Addrs: m.deps.Servers(), CaPem: m.cfg.CAPEM}
 	var errs []error
 	for _, addr := range link.GetPeerAddrs() {
-		resp, err := m.callPeer(ctx, addr, req, opts)
+		resp, err := m.callPeer(ctx, link, addr, req)
 		if err == nil {
 			if resp.GetSystemId() != link.GetPeerSystemId() {
 				return fmt.Errorf("%w: %s answered as system %q", ErrInvalidCommand, addr, resp.GetSystemId())
@@ -150,8 +148,8 @@ func (m *Manager) handshake(ctx context.Context, link *concordv1.FedLink, secret
 	return fmt.Errorf("no server of %s answered the handshake: %w", link.GetPeerSystemId(), errors.Join(errs...))
 }
 
-func (m *Manager) callPeer(ctx context.Context, addr string, req *concordv1.PeerRequest, opts []grpc.DialOption) (resp *concordv1.PeerResponse, err error) {
-	err = m.withPeer(ctx, addr, opts, func(ctx context.Context, c concordv1.FederationClient) error {
+func (m *Manager) callPeer(ctx context.Context, link *concordv1.FedLink, addr string, req *concordv1.PeerRequest) (resp *concordv1.PeerResponse, err error) {
+	err = m.withPeer(ctx, link, addr, func(ctx context.Context, c concordv1.FederationClient) error {
 		resp, err = c.Peer(ctx, req)
 		return err
 	})
@@ -159,8 +157,8 @@ func (m *Manager) callPeer(ctx context.Context, addr string, req *concordv1.Peer
 }
 
 // withPeer runs one call against a peer server, bounded by CallTimeout.
-func (m *Manager) withPeer(ctx context.Context, addr string, opts []grpc.DialOption, fn func(context.Context, concordv1.FederationClient) error) error {
-	conn, err := grpc.NewClient(addr, opts...)
+func (m *Manager) withPeer(ctx context.Context, link *concordv1.FedLink, addr string, fn func(context.Context, concordv1.FederationClient) error) error {
+	conn, err := m.dial(link, addr)
 	if err != nil {
 		return err
 	}
@@ -173,13 +171,12 @@ func (m *Manager) withPeer(ctx context.Context, addr string, opts []grpc.DialOpt
 // notifyUnlink tells link's system, on its servers in turn, that this
 // system removed the link. A peer that no longer has it counts as told.
 func (m *Manager) notifyUnlink(ctx context.Context, link *concordv1.FedLink) error {
-	opts, err := m.dialOptions(link)
-	if err != nil {
+	if _, err := m.transportCredentials(link); err != nil {
 		return err
 	}
 	var errs []error
 	for _, addr := range link.GetPeerAddrs() {
-		err := m.withPeer(ctx, addr, opts, func(ctx context.Context, c concordv1.FederationClient) error {
+		err := m.withPeer(ctx, link, addr, func(ctx context.Context, c concordv1.FederationClient) error {
 			_, err := c.PeerUnlink(ctx, &concordv1.PeerUnlinkRequest{SystemId: m.cfg.SystemID})
 			return err
 		})

@@ -11,6 +11,7 @@ import (
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/mapsvc"
 	"github.com/concordmap/concord/node/membership"
+	"github.com/concordmap/concord/raftstore"
 )
 
 // Draining a node (concord operator drain) moves its participants to the
@@ -50,7 +51,8 @@ const drainPoll = 100 * time.Millisecond
 
 // Drain implements cluster.Drainer (see above). It returns once the
 // connections were asked to move; the rest runs on a loop the server owns.
-func (s *Server) Drain(_ context.Context, timeout time.Duration) (int, []string, error) {
+func (s *Server) Drain(ctx context.Context, req cluster.DrainRequest) (int, []string, error) {
+	timeout := req.Timeout
 	if timeout <= 0 {
 		timeout = s.cfg.DrainTimeout
 	}
@@ -60,6 +62,9 @@ func (s *Server) Drain(_ context.Context, timeout time.Duration) (int, []string,
 	others := s.otherNodes()
 	if len(others) == 0 {
 		return 0, nil, fmt.Errorf("%w: %s is the only alive server; there is nowhere to move its sessions", cluster.ErrDrainRefused, s.cfg.NodeID)
+	}
+	if err := s.checkVoterFloor(ctx, req.Force); err != nil {
+		return 0, nil, err
 	}
 	if err := s.startDrain(timeout); err != nil {
 		return 0, nil, err
@@ -72,6 +77,56 @@ func (s *Server) Drain(_ context.Context, timeout time.Duration) (int, []string,
 	n := s.rpc.Drain(mapsvc.ReconnectNotification,
 		reconnectHint{Reason: "draining", NodeID: s.cfg.NodeID, Nodes: others}, "node draining: reconnect to another node")
 	return n, urls, nil
+}
+
+// checkVoterFloor refuses, unless force, the drain of a voter whose
+// leaving would take the voters below --min-quorum with no healthy
+// non-voter to promote in its place: a server that leaves is removed from
+// Raft at once (the floor holds for demotions and dead-server cleanup, and
+// the drain must not go around it silently). With force the drain goes on,
+// logged as a warning.
+func (s *Server) checkVoterFloor(ctx context.Context, force bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	servers, err := s.store.Configuration(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %s cannot read the raft configuration to count the voters left: %v", cluster.ErrDrainRefused, s.cfg.NodeID, err)
+	}
+	left, short := votersAfterLeaving(servers, s.membership.Members(), s.cfg.NodeID, s.cfg.Cluster.MinQuorum)
+	if !short {
+		return nil
+	}
+	if force {
+		s.log.Warn("draining a voter below --min-quorum (forced): the system tolerates one failure fewer until another server joins",
+			"voters_left", left, "min_quorum", s.cfg.Cluster.MinQuorum)
+		return nil
+	}
+	return fmt.Errorf("%w: %s votes and no healthy non-voter can take its place: leaving would leave %d alive voters, below --min-quorum %d "+
+		"(start another server first, or drain with --force to accept one failure fewer tolerated until one joins)",
+		cluster.ErrDrainRefused, s.cfg.NodeID, left, s.cfg.Cluster.MinQuorum)
+}
+
+// votersAfterLeaving counts the voters left once self leaves (voters
+// already draining leave too, so they are not counted) and reports whether
+// that is below minQuorum with no spare: a non-voter alive and not draining
+// that the autopilot can promote. A non-voter self never falls short.
+func votersAfterLeaving(servers []raftstore.Server, members []membership.Member, self string, minQuorum int) (left int, short bool) {
+	usable := map[string]bool{} // alive and not draining, by gossip
+	for _, m := range members {
+		usable[m.ID] = m.Status == membership.StatusAlive && !m.Draining
+	}
+	selfVotes, spare := false, false
+	for _, sv := range servers {
+		switch {
+		case sv.ID == self:
+			selfVotes = sv.Voter
+		case sv.Voter && usable[sv.ID]:
+			left++
+		case !sv.Voter && usable[sv.ID]:
+			spare = true
+		}
+	}
+	return left, selfVotes && !spare && left < minQuorum
 }
 
 // startDrain marks the node draining and starts the loop that finishes

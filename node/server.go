@@ -588,7 +588,13 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// runs while Raft and the forwarder still work, because closing a
 	// connection proposes the session's detach.
 	if s.httpSrv != nil {
-		add("shutdown http", s.httpSrv.Shutdown(ctx))
+		if err := s.httpSrv.Shutdown(ctx); err != nil {
+			add("shutdown http", err)
+			// Requests still running when ctx ended (a response written to a
+			// client that stopped reading has no deadline) are cut, not left
+			// running past the node.
+			_ = s.httpSrv.Close()
+		}
 	} else {
 		_ = s.httpLn.Close()
 	}

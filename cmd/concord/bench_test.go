@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,7 +19,7 @@ import (
 // scripts depend on.
 func TestBench_JSONSummaries(t *testing.T) {
 	cfg := node.DevConfig(t.TempDir())
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = testLogger(t)
 	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)

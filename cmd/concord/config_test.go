@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -321,26 +322,36 @@ func TestConfig_PrintDev(t *testing.T) {
 }
 
 // print-config ends with whether the settings would start a server, as a
-// comment (the output stays a config file) and exit status 0.
+// comment (the output stays a config file); settings a start would refuse
+// also make it fail (exit status 1) after printing them, with the reason.
 func TestConfig_PrintValidity(t *testing.T) {
 	t.Setenv(gossipKeyEnv, "")
 	os.Unsetenv(gossipKeyEnv)
 	dir := t.TempDir()
 	tests := []struct {
-		args []string
-		last string
+		args    []string
+		last    string
+		invalid bool
 	}{
-		{[]string{"--raft-voters", "4"}, "# not valid: --raft-voters 4: use 3 or 5"},
-		{[]string{"--node-id", "n1", "--data-dir", dir}, "# not valid: TLS material is required"},
-		{[]string{"--node-id", "n1", "--data-dir", dir, "--insecure", "--gossip-key-file", filepath.Join(dir, "none")}, "# not valid: --gossip-key-file: read"},
-		{[]string{"--node-id", "n1", "--data-dir", dir, "--insecure"}, "# valid as far as checked without starting"},
-		{[]string{"--dev"}, "# valid as far as checked without starting"},
+		{[]string{"--raft-voters", "4"}, "# not valid: --raft-voters 4: use 3 or 5", true},
+		{[]string{"--node-id", "n1", "--data-dir", dir}, "# not valid: TLS material is required", true},
+		{[]string{"--node-id", "n1", "--data-dir", dir, "--insecure", "--gossip-key-file", filepath.Join(dir, "none")}, "# not valid: --gossip-key-file: read", true},
+		{[]string{"--node-id", "n1", "--data-dir", dir, "--insecure"}, "# valid as far as checked without starting", false},
+		{[]string{"--dev"}, "# valid as far as checked without starting", false},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			out, err := execRoot(t, append([]string{"server", "--print-config"}, tt.args...)...)
-			if err != nil {
+			switch {
+			case tt.invalid && !errors.Is(err, errSettingsInvalid):
+				t.Fatalf("print-config of invalid settings: error %v, want %v\n%s", err, errSettingsInvalid, out)
+			case tt.invalid && !strings.Contains(err.Error(), strings.TrimPrefix(tt.last, "# not valid: ")):
+				t.Fatalf("error %q lacks the reason %q", err, tt.last)
+			case !tt.invalid && err != nil:
 				t.Fatalf("print-config: %v", err)
+			}
+			if !strings.Contains(out, "node-id: ") {
+				t.Fatalf("print-config did not print the settings:\n%s", out)
 			}
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			if last := lines[len(lines)-1]; !strings.HasPrefix(last, tt.last) {

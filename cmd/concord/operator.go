@@ -163,6 +163,7 @@ func newOperatorDrainCmd() *cobra.Command {
 	var (
 		f     adminFlags
 		drain time.Duration
+		force bool
 	)
 	cmd := &cobra.Command{
 		Use:   "drain NODE_ID",
@@ -174,17 +175,26 @@ nodes and closes its connection with WebSocket 1012; clients resume their
 sessions (subscriptions included) on another node. Once no session is left
 on it, or --timeout passed, the node hands leadership away if it has it,
 leaves the cluster (the leader removes it from Raft at once) and shuts down.
-The command returns once the drain has started.`,
+The command returns once the drain has started.
+
+Draining a voter that no healthy non-voter can replace, when the voters
+left would be fewer than the servers' --min-quorum, is refused: start
+another server first, or pass --force to accept tolerating one failure
+fewer until another server joins.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
-				// Best effort: an older leader may not report health.
-				if h, err := c.Health(ctx); err == nil {
-					if w := drainWarning(h, args[0]); w != "" {
-						fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+				// The node refuses a drain below --min-quorum unless forced;
+				// a forced one says what it costs (best effort: an older
+				// leader may not report health).
+				if force {
+					if h, err := c.Health(ctx); err == nil {
+						if w := drainWarning(h, args[0]); w != "" {
+							fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+						}
 					}
 				}
-				d, err := c.Drain(ctx, args[0], drain)
+				d, err := c.Drain(ctx, args[0], admin.DrainOptions{Timeout: drain, Force: force})
 				if err != nil {
 					return err
 				}
@@ -196,6 +206,7 @@ The command returns once the drain has started.`,
 	}
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:7701", "gRPC address of any node of the system")
 	cmd.Flags().DurationVar(&drain, "timeout", 0, "how long the node waits for its sessions to move before it leaves anyway (default: the node's, 2m)")
+	cmd.Flags().BoolVar(&force, "force", false, "drain a voter even when that leaves fewer voters than --min-quorum and no healthy non-voter can replace it")
 	f.timeout = 10 * time.Second
 	f.tls.bind(cmd.Flags())
 	return cmd

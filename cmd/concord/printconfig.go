@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -156,11 +157,18 @@ func (f serverFlags) devSettings() map[string]override {
 	return out
 }
 
+// errSettingsInvalid is what --print-config returns, after printing, for
+// settings a start would refuse: a non-zero exit, so a script or a CI step
+// (`concord server --config f --print-config >/dev/null`) can validate a
+// config the way `consul validate` does.
+var errSettingsInvalid = errors.New("settings not valid")
+
 // printValidity ends --print-config with whether a server would start
 // with these settings as far as they can be checked without starting it
 // (flag values and their combinations, the gossip key and role files): a
-// comment, so the output stays a config file, and exit status 0 either
-// way (the settings were printed).
+// comment, so the output stays a config file. Invalid settings also return
+// an error wrapping errSettingsInvalid with the reason (exit status 1, the
+// reason on stderr too); the settings have been printed either way.
 func printValidity(w io.Writer, f serverFlags) error {
 	_, cleanup, err := f.config()
 	cleanup()
@@ -168,6 +176,11 @@ func printValidity(w io.Writer, f serverFlags) error {
 	if err != nil {
 		line = "# not valid: " + strings.ReplaceAll(err.Error(), "\n", " ")
 	}
-	_, werr := fmt.Fprintln(w, line)
-	return werr
+	if _, werr := fmt.Fprintln(w, line); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errSettingsInvalid, err)
+	}
+	return nil
 }

@@ -144,7 +144,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 		"how long a node must stay failed in gossip before the leader moves its MAP sessions off it (clients resume elsewhere); "+
 			"rides out a live node falsely declared failed under load. A node that left is not waited for; 0 detaches at once. "+
 			"Also how long a node waits before detaching a session the state shows connected to it with no connection (restored snapshot, restart)")
-	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many (dead-server cleanup, autopilot demotions)")
+	fl.IntVar(&f.minQuorum, "min-quorum", d.Cluster.MinQuorum, "never shrink the Raft voters below this many (dead-server cleanup, autopilot demotions, drains unless --force)")
 	fl.IntVar(&f.raftVoters, "raft-voters", d.Cluster.RaftVoters,
 		"number of Raft voters the system keeps, 3 or 5, the same on every server: further servers join as non-voters (replicate and serve, do not vote); "+
 			"the leader promotes the healthiest non-voter when a voter fails or leaves and demotes extras when it returns")
@@ -192,7 +192,7 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	f.logs.register(cmd)
 	fl.StringVar(&f.configFile, configFlag, "",
 		"YAML file of server settings, keys = flag names (env CONCORD_CONFIG); flags win over CONCORD_<FLAG> environment variables, which win over the file")
-	fl.BoolVar(&f.printConfig, printConfigFlag, false, "print the effective settings (flags, environment, file) as a config file, secrets redacted, and exit")
+	fl.BoolVar(&f.printConfig, printConfigFlag, false, "print the effective settings (flags, environment, file) as a config file, secrets redacted, and exit (status 1 if a start would refuse them)")
 }
 
 func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -28,7 +27,7 @@ func startDevNode(t *testing.T) *node.Server {
 func startDevNodeWith(t *testing.T, edit func(*node.Config)) *node.Server {
 	t.Helper()
 	cfg := node.DevConfig(t.TempDir())
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = testLogger(t)
 	if edit != nil {
 		edit(&cfg)
 	}

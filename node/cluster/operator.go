@@ -20,15 +20,25 @@ type HealthSource interface {
 
 // Drainer drains this node: it stops taking MAP sessions, asks the
 // connected ones to reconnect elsewhere and leaves the cluster when empty
-// or after timeout (0: its default). It returns once the drain started,
+// or after req.Timeout (0: its default). It returns once the drain started,
 // with the number of connections asked to move and the MAP URLs offered.
 // Implemented by node.
 type Drainer interface {
-	Drain(ctx context.Context, timeout time.Duration) (sessions int, reconnectTo []string, err error)
+	Drain(ctx context.Context, req DrainRequest) (sessions int, reconnectTo []string, err error)
+}
+
+// DrainRequest is an operator's drain as the drained node receives it.
+type DrainRequest struct {
+	// Timeout bounds the wait for sessions to move; 0 is the node's default.
+	Timeout time.Duration
+	// Force drains a voter even when its leaving takes the voters below
+	// MinQuorum with no healthy non-voter to replace it (refused otherwise).
+	Force bool
 }
 
 // ErrDrainRefused wraps a drain the node cannot start (already draining,
-// the last voter); answered FAILED_PRECONDITION.
+// the only server, a voter the system cannot spare without Force);
+// answered FAILED_PRECONDITION.
 var ErrDrainRefused = errors.New("cluster: drain refused")
 
 // operatorService implements concordv1.OperatorServer for a Server.
@@ -77,12 +87,12 @@ func (o *operatorService) Drain(ctx context.Context, req *concordv1.OperatorDrai
 		if err != nil {
 			return nil, err
 		}
-		fwd := &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: req.GetTimeoutMs(), Forwarded: true}
+		fwd := &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: req.GetTimeoutMs(), Force: req.GetForce(), Forwarded: true}
 		return concordv1.NewOperatorClient(cc).Drain(passOnAdmin(ctx), fwd)
 	case o.s.deps.Drainer == nil:
 		return nil, status.Error(codes.Unimplemented, "this node cannot be drained")
 	}
-	n, urls, err := o.s.deps.Drainer.Drain(ctx, time.Duration(req.GetTimeoutMs())*time.Millisecond)
+	n, urls, err := o.s.deps.Drainer.Drain(ctx, DrainRequest{Timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond, Force: req.GetForce()})
 	if errors.Is(err, ErrDrainRefused) {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/concordmap/concord/internal/connclose"
 )
 
 // pool keeps one gRPC client connection per peer node. A connection is
@@ -32,8 +34,17 @@ type pool struct {
 }
 
 type peerConn struct {
-	addr string
-	cc   *grpc.ClientConn
+	addr  string
+	cc    *grpc.ClientConn
+	creds *connclose.Credentials // this connection's, to cut its sockets
+}
+
+// close closes the connection promptly even when the peer stopped reading:
+// gRPC's Close waits up to 5 s for a GOAWAY such a peer never takes (and
+// TLS's close_notify as long again), so past connclose.Grace its sockets
+// are cut.
+func (pc *peerConn) close() error {
+	return connclose.CloseWithin(pc.cc.Close, connclose.Grace, pc.creds.Abort)
 }
 
 func newPool(cfg Config) *pool {
@@ -67,6 +78,14 @@ func newPool(cfg Config) *pool {
 // get returns the connection to nodeID at addr, creating it (or replacing
 // one to an older address) as needed.
 func (p *pool) get(nodeID, addr string) (*grpc.ClientConn, error) {
+	var stale *peerConn
+	// The connection to the peer's old address closes after the lock is
+	// released: every caller of get waits on it.
+	defer func() {
+		if stale != nil {
+			_ = stale.close()
+		}
+	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -78,31 +97,42 @@ func (p *pool) get(nodeID, addr string) (*grpc.ClientConn, error) {
 		}
 		// The peer moved (restart on a new port): streams on the old
 		// connection fail and their owners reconnect through here.
-		_ = pc.cc.Close()
+		stale = pc
 		delete(p.conns, nodeID)
 	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(p.creds(nodeID))}, p.opts...)
+	creds := connclose.NewCredentials(p.creds(nodeID))
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, p.opts...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s at %s: %w", nodeID, addr, err)
 	}
-	p.conns[nodeID] = &peerConn{addr: addr, cc: cc}
+	p.conns[nodeID] = &peerConn{addr: addr, cc: cc, creds: creds}
 	return cc, nil
 }
 
-// close closes every connection; get fails afterwards.
+// close closes every connection, at once (each within connclose.Grace
+// of a stalled peer); get fails afterwards.
 func (p *pool) close() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
-	var errs []error
-	for id, pc := range p.conns {
-		if err := pc.cc.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close connection to %s: %w", id, err))
-		}
-		delete(p.conns, id)
+	conns := p.conns
+	p.conns = map[string]*peerConn{}
+	p.mu.Unlock()
+	errs := make(chan error, len(conns))
+	for id, pc := range conns {
+		go func() { // waited for below
+			if err := pc.close(); err != nil {
+				errs <- fmt.Errorf("close connection to %s: %w", id, err)
+				return
+			}
+			errs <- nil
+		}()
 	}
-	return errors.Join(errs...)
+	var all []error
+	for range conns {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }
 
 // waitReady waits up to d (and ctx) for cc to be connected, starting the

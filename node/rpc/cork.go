@@ -4,6 +4,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/concordmap/concord/internal/connclose"
 )
 
 // corkLimit is the most a corked write accumulates before it is pushed to
@@ -69,6 +71,11 @@ func (c *corkConn) flushLocked() error {
 	c.buf = c.buf[:0]
 	return err
 }
+
+// Close closes the socket promptly: on a server, corkConn sits above TLS,
+// whose close_notify would wait 5 s for a peer that stopped reading
+// (internal/connclose).
+func (c *corkConn) Close() error { return connclose.Close(c.Conn, connclose.Grace) }
 
 // SetWriteDeadline is ignored: see the type comment.
 func (c *corkConn) SetWriteDeadline(time.Time) error { return nil }

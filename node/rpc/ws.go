@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/concordmap/concord/internal/connclose"
 )
 
 const (
@@ -141,7 +143,12 @@ func (t *wsTransport) sendClose(code int, reason string) error {
 	return t.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(t.timeout))
 }
 
-func (t *wsTransport) close() error { return t.ws.Close() }
+// close closes the connection promptly whatever the peer does. On a
+// client, TLS sits above the corkConn and its close_notify goes through
+// the corkConn's own write deadline (WriteTimeout); connclose cuts the
+// socket under it after a grace. A server's corkConn is above TLS and
+// closes so itself.
+func (t *wsTransport) close() error { return connclose.Close(t.ws.NetConn(), connclose.Grace) }
 
 // hijackCorker wraps the ResponseWriter given to the upgrader so that the
 // hijacked socket is a corkConn.

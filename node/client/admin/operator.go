@@ -69,10 +69,18 @@ type Drained struct {
 	ReconnectTo []string
 }
 
-// Drain starts draining node id (see concord operator drain); timeout 0
-// uses the node's default.
-func (c *Client) Drain(ctx context.Context, id string, timeout time.Duration) (Drained, error) {
-	res, err := c.operator.Drain(ctx, &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: timeout.Milliseconds()})
+// DrainOptions are a drain's settings (see concord operator drain).
+type DrainOptions struct {
+	// Timeout bounds the wait for sessions to move; 0 is the node's default.
+	Timeout time.Duration
+	// Force drains a voter even when that takes the voters below
+	// --min-quorum with no healthy non-voter to replace it.
+	Force bool
+}
+
+// Drain starts draining node id (see concord operator drain).
+func (c *Client) Drain(ctx context.Context, id string, opts DrainOptions) (Drained, error) {
+	res, err := c.operator.Drain(ctx, &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: opts.Timeout.Milliseconds(), Force: opts.Force})
 	if err != nil {
 		return Drained{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/concordmap/concord/internal/connclose"
 	"github.com/concordmap/concord/node/internal/backoff"
 	"github.com/concordmap/concord/node/rpc"
 	"github.com/gorilla/websocket"
@@ -78,7 +79,7 @@ func (b *Bridge) dial(ctx context.Context, url string, deadline time.Time) (*ups
 // with its session's credentials (Config.Resume) and tells the subprocess
 // the outcome. An error means this connection failed too.
 func (b *Bridge) resume(ctx context.Context, up *upstream) error {
-	stop := context.AfterFunc(ctx, func() { _ = up.ws.Close() }) // unblocks the replay
+	stop := context.AfterFunc(ctx, func() { _ = up.close() }) // unblocks the replay
 	defer stop()
 	notice := map[string]any{"server": up.url, "resumed": false, "reconnected": false}
 	if sess := b.trk.current(); b.cfg.Resume && sess != nil {
@@ -165,18 +166,18 @@ func (up *upstream) pump(ctx context.Context, lines <-chan []byte) error {
 			up.b.trk.sent(msg) // before the write: the answer may beat us back
 			_ = up.ws.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 			if err := up.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-				_ = up.ws.Close()
+				_ = up.close()
 				<-readErr
 				return err
 			}
 		case <-tick.C:
 			if err := up.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout)); err != nil {
-				_ = up.ws.Close()
+				_ = up.close()
 				<-readErr
 				return err
 			}
 		case err := <-readErr:
-			_ = up.ws.Close()
+			_ = up.close()
 			return err
 		case <-ctx.Done():
 			up.goodbye(readErr)
@@ -184,6 +185,11 @@ func (up *upstream) pump(ctx context.Context, lines <-chan []byte) error {
 		}
 	}
 }
+
+// close closes the connection promptly: after a write timed out toward a
+// node that stopped reading, crypto/tls's close_notify would hold the
+// bridge's reconnect 5 s more (internal/connclose).
+func (up *upstream) close() error { return connclose.Close(up.ws.NetConn(), connclose.Grace) }
 
 // readLoop writes every frame from the node to stdout as one line.
 func (up *upstream) readLoop() error {
@@ -221,8 +227,8 @@ func (up *upstream) goodbye(readErr chan error) {
 	select {
 	case <-readErr:
 	case <-t.C:
-		_ = up.ws.Close()
+		_ = up.close()
 		<-readErr
 	}
-	_ = up.ws.Close()
+	_ = up.close()
 }

@@ -5,7 +5,11 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
+
+// dialTimeout bounds a dial of the target.
+const dialTimeout = 5 * time.Second
 
 // Proxy accepts connections on 127.0.0.1 and forwards each to its
 // target. Every goroutine it starts ends by Close, which Start registers
@@ -46,7 +50,9 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		out, err := net.Dial("tcp", p.target)
+		// Bounded: a target that swallows SYNs must not stall the accept
+		// loop, nor Close, which waits for it.
+		out, err := net.DialTimeout("tcp", p.target, dialTimeout)
 		if err != nil {
 			_ = in.Close()
 			continue

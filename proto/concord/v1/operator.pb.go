@@ -323,7 +323,11 @@ type OperatorDrainRequest struct {
 	// when it passes even if sessions remain. 0 uses the node's default.
 	TimeoutMs int64 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// forwarded is set by a node passing the call on to node_id.
-	Forwarded     bool `protobuf:"varint,3,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
+	Forwarded bool `protobuf:"varint,3,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
+	// force drains a voter even when its leaving takes the voters below
+	// --min-quorum with no healthy non-voter to take its place (refused,
+	// FAILED_PRECONDITION, without it). Older nodes ignore it and drain.
+	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +379,13 @@ func (x *OperatorDrainRequest) GetTimeoutMs() int64 {
 func (x *OperatorDrainRequest) GetForwarded() bool {
 	if x != nil {
 		return x.Forwarded
+	}
+	return false
+}
+
+func (x *OperatorDrainRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
 	}
 	return false
 }
@@ -473,12 +484,13 @@ const file_concord_v1_operator_proto_rawDesc = "" +
 	"\n" +
 	"min_quorum\x18\x05 \x01(\rR\tminQuorum\x122\n" +
 	"\aservers\x18\x06 \x03(\v2\x18.concord.v1.ServerHealthR\aservers\x12$\n" +
-	"\x0eobserved_at_ms\x18\a \x01(\x03R\fobservedAtMs\"l\n" +
+	"\x0eobserved_at_ms\x18\a \x01(\x03R\fobservedAtMs\"\x82\x01\n" +
 	"\x14OperatorDrainRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12\x1c\n" +
-	"\tforwarded\x18\x03 \x01(\bR\tforwarded\"o\n" +
+	"\tforwarded\x18\x03 \x01(\bR\tforwarded\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"o\n" +
 	"\x15OperatorDrainResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
 	"\bsessions\x18\x02 \x01(\rR\bsessions\x12!\n" +
