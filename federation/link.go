@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/concordmap/concord/internal/connclose"
+	"github.com/concordmap/concord/federation/connclose"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 

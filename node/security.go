@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/concordmap/concord/internal/connclose"
+	"github.com/concordmap/concord/federation/connclose"
 	"github.com/concordmap/concord/node/authz"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/membership"
@@ -192,7 +192,7 @@ func (s *Server) securityOptions() ([]grpc.ServerOption, func(string) credential
 	} // else the CA was unreadable: peer systems are refused at the handshake
 
 	// Connections close promptly even toward a peer that stopped reading
-	// (internal/connclose): grpc.Server.Stop closes them one by one.
+	// (federation/connclose): grpc.Server.Stop closes them one by one.
 	opts = append(opts, grpc.Creds(connclose.NewCredentials(credentials.NewTLS(srv))))
 	peer := func(nodeID string) credentials.TransportCredentials {
 		return credentials.NewTLS(s.tls.ClientConfig(tlsconf.Expect{Role: pki.RoleServer, NodeID: nodeID}))

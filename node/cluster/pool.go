@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/concordmap/concord/internal/connclose"
+	"github.com/concordmap/concord/federation/connclose"
 )
 
 // pool keeps one gRPC client connection per peer node. A connection is

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/concordmap/concord/internal/connclose"
+	"github.com/concordmap/concord/federation/connclose"
 )
 
 // corkLimit is the most a corked write accumulates before it is pushed to
@@ -74,7 +74,7 @@ func (c *corkConn) flushLocked() error {
 
 // Close closes the socket promptly: on a server, corkConn sits above TLS,
 // whose close_notify would wait 5 s for a peer that stopped reading
-// (internal/connclose).
+// (federation/connclose).
 func (c *corkConn) Close() error { return connclose.Close(c.Conn, connclose.Grace) }
 
 // SetWriteDeadline is ignored: see the type comment.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/concordmap/concord/internal/connclose"
+	"github.com/concordmap/concord/federation/connclose"
 )
 
 const (

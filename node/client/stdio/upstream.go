@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/concordmap/concord/internal/connclose"
+	"github.com/concordmap/concord/federation/connclose"
 	"github.com/concordmap/concord/node/internal/backoff"
 	"github.com/concordmap/concord/node/rpc"
 	"github.com/gorilla/websocket"
@@ -188,7 +188,7 @@ func (up *upstream) pump(ctx context.Context, lines <-chan []byte) error {
 
 // close closes the connection promptly: after a write timed out toward a
 // node that stopped reading, crypto/tls's close_notify would hold the
-// bridge's reconnect 5 s more (internal/connclose).
+// bridge's reconnect 5 s more (federation/connclose).
 func (up *upstream) close() error { return connclose.Close(up.ws.NetConn(), connclose.Grace) }
 
 // readLoop writes every frame from the node to stdout as one line.

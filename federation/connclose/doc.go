@@ -1,5 +1,6 @@
 // Package connclose closes network connections promptly whatever the peer
-// does.
+// does. It lives under federation, the lowest layer with gRPC links, so that
+// federation and node (node/cluster, node/rpc, the stdio bridge) share it.
 //
 // crypto/tls's Close first sends a close_notify alert, a write that it
 // bounds by its own 5 s deadline (a shorter one set before Close has no
