@@ -2,8 +2,6 @@ package federation
 
 import (
 	"context"
-	"encoding/binary"
-	"net"
 	"testing"
 	"time"
 
@@ -11,45 +9,15 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/concordmap/concord/federation/connclose/stalltest"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
-// stalledH2Server answers the HTTP/2 preface with SETTINGS (a window that
-// never stops the client) and then never reads: a peer server that froze
-// or was cut off, its socket buffers filling. Plaintext: gRPC's own close
-// wait is not TLS's.
+// stalledH2Server answers the HTTP/2 preface with SETTINGS and then never
+// reads: a peer server that froze or was cut off. Plaintext: gRPC's own
+// close wait is not TLS's.
 func stalledH2Server(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const window = 1<<31 - 1
-	frames := binary.BigEndian.AppendUint32([]byte{0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x4}, window)
-	frames = binary.BigEndian.AppendUint32(append(frames, 0, 0, 4, 0x8, 0, 0, 0, 0, 0), window-65535)
-	conns := make(chan net.Conn, 8)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
-			conns <- c
-			_, _ = c.Write(frames)
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		close(conns)
-		for c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
+	return stalltest.Peer(t, nil, stalltest.H2Settings())
 }
 
 // A link's connection to a peer server that stopped reading closes well

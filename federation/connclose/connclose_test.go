@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concordmap/concord/federation/connclose/stalltest"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/credentials"
 )
@@ -54,40 +55,10 @@ func testTLS(t *testing.T) (server, client *tls.Config) {
 		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
 }
 
-// stalledPeer listens on loopback with small socket buffers and completes
-// the TLS handshake of each connection, then never reads again; its
-// connections close when the test ends.
+// stalledPeer completes the TLS handshake of each connection and then
+// never reads again (stalltest.Peer).
 func stalledPeer(t *testing.T, cfg *tls.Config) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted := make(chan net.Conn, 4)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
-			tc := tls.Server(c, cfg)
-			_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
-			_ = tc.Handshake()
-			accepted <- c
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		close(accepted)
-		for c := range accepted {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
+	return stalltest.Peer(t, cfg, nil)
 }
 
 // dialSmall dials addr with a small send buffer.

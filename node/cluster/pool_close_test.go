@@ -2,9 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/tls"
-	"encoding/binary"
-	"net"
 	"testing"
 	"time"
 
@@ -13,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/concordmap/concord/federation/connclose/stalltest"
 	"github.com/concordmap/concord/node/tlsconf"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
@@ -30,44 +28,7 @@ func stalledH2Peer(t *testing.T) string {
 	}
 	cfg := m.ServerConfig("grpc", tlsconf.ClientAuthRequest, tlsconf.Expect{})
 	cfg.NextProtos = []string{"h2"}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// SETTINGS{INITIAL_WINDOW_SIZE: 2^31-1}, then WINDOW_UPDATE on the
-	// connection by as much.
-	const window = 1<<31 - 1
-	frames := []byte{0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x4}
-	frames = binary.BigEndian.AppendUint32(frames, window)
-	frames = append(frames, 0, 0, 4, 0x8, 0, 0, 0, 0, 0)
-	frames = binary.BigEndian.AppendUint32(frames, window-65535)
-	conns := make(chan net.Conn, 8)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
-			conns <- c
-			tc := tls.Server(c, cfg)
-			_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
-			if tc.Handshake() == nil {
-				_, _ = tc.Write(frames)
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		close(conns)
-		for c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
+	return stalltest.Peer(t, cfg, stalltest.H2Settings())
 }
 
 // Closing the pool while a stream is blocked writing to a peer that
