@@ -48,6 +48,9 @@ type memberView struct {
 	raftVoters int
 	draining   bool
 	version    string
+	// fsmLevel is the replicated-state behaviour the member's build
+	// enforces (registry.FSMLevel; 0 from versions before levels).
+	fsmLevel int
 }
 
 const statusUnknown membership.Status = 0
@@ -96,6 +99,11 @@ type planInput struct {
 // promotions and demotions follow the autopilot rules (autopilot.go),
 // planned after the removals.
 //
+// A server missing from the configuration whose FSM level is below every
+// configured server's (fsmFloor) is not added: entries proposed once the
+// whole system enforced a level may carry fields an older build would
+// apply differently (README "Upgrades"); the reconciler logs it.
+//
 // This node (the leader) is never removed or detached.
 func plan(in planInput) []action {
 	var out []action
@@ -112,6 +120,9 @@ func plan(in planInput) []action {
 			continue
 		}
 		s, ok := byID[m.id]
+		if !ok && m.fsmLevel < fsmFloor(in) {
+			continue
+		}
 		if in.target > 0 {
 			if a, add := addUnderTarget(in.target, m, s, ok); add {
 				out = append(out, a)
@@ -241,7 +252,7 @@ func (t *tracker) update(members []membership.Member, extra []string, now time.T
 	next := make(map[string]memberView, len(members)+len(extra))
 	for _, m := range members {
 		v := memberView{id: m.ID, raftAddr: m.RaftAddr, bootID: m.BootID, server: m.Role == membership.RoleServer, status: m.Status, since: now,
-			raftVoters: m.RaftVoters, draining: m.Draining, version: m.Version}
+			raftVoters: m.RaftVoters, draining: m.Draining, version: m.Version, fsmLevel: m.FSMLevel}
 		if old, ok := t.seen[m.ID]; ok && old.status == m.Status && (old.bootID == "" || m.BootID == "" || old.bootID == m.BootID) {
 			v.since = old.since
 		}
@@ -259,4 +270,21 @@ func (t *tracker) update(members []membership.Member, extra []string, now time.T
 	}
 	t.seen = next
 	return next
+}
+
+// fsmFloor is the lowest FSM level the configured servers advertise, 0
+// when gossip does not know one of them: a system all of whose servers
+// enforce level L may have proposed level-L fields (node/fsmlevel.go).
+func fsmFloor(in planInput) int {
+	floor := -1
+	for _, s := range in.servers {
+		m, ok := in.members[s.ID]
+		if !ok || m.status == statusUnknown {
+			return 0
+		}
+		if floor < 0 || m.fsmLevel < floor {
+			floor = m.fsmLevel
+		}
+	}
+	return max(floor, 0)
 }

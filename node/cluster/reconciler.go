@@ -57,6 +57,8 @@ type Reconciler struct {
 	// warned holds the members whose --raft-voters mismatch was logged,
 	// so it is logged once per member and value, not every pass.
 	warned map[string]int
+	// lowLevel holds the members whose low FSM level was logged, with it.
+	lowLevel map[string]int
 }
 
 // NewReconciler validates its inputs and returns a Reconciler; Run starts it.
@@ -68,7 +70,7 @@ func NewReconciler(cfg Config, deps ReconcilerDeps) (*Reconciler, error) {
 		return nil, fmt.Errorf("%w: Reconciler needs Store and Members", ErrInvalidConfig)
 	}
 	log := cfg.logger("cluster.reconciler")
-	r := &Reconciler{cfg: cfg, log: log, deps: deps, track: newTracker(), removed: newRemovedAlive(log), warned: map[string]int{}}
+	r := &Reconciler{cfg: cfg, log: log, deps: deps, track: newTracker(), removed: newRemovedAlive(log), warned: map[string]int{}, lowLevel: map[string]int{}}
 	fetch := deps.Stats
 	if fetch == nil && deps.Resolver != nil {
 		r.pool = newPool(cfg)
@@ -196,6 +198,7 @@ func (r *Reconciler) pass(ctx context.Context) time.Duration {
 	}
 	in.health = r.health.check(ctx, in, r.deps.Store.Stats())
 	r.warnMismatch(in.members)
+	r.warnFSMLevel(in)
 	for _, a := range plan(in) {
 		if err := r.do(ctx, a, in.now); err != nil {
 			// The other steps still run: one server that cannot be added
@@ -257,6 +260,30 @@ func (r *Reconciler) warnMismatch(members map[string]memberView) {
 		r.warned[id] = m.raftVoters
 		r.log.Error("server refused: --raft-voters differs; every server of a system must use the same value",
 			"peer", id, "peer_raft_voters", m.raftVoters, "raft_voters", r.cfg.RaftVoters)
+	}
+}
+
+// warnFSMLevel logs, once per member and level, an alive server that plan
+// leaves out of the configuration because its FSM level is below every
+// configured server's (fsmFloor). A configured server on an older build
+// is the normal middle of a rolling upgrade and is not logged.
+func (r *Reconciler) warnFSMLevel(in planInput) {
+	floor := fsmFloor(in)
+	configured := make(map[string]bool, len(in.servers))
+	for _, s := range in.servers {
+		configured[s.ID] = true
+	}
+	for id, m := range in.members {
+		if configured[id] || !m.server || m.status != membership.StatusAlive || m.raftAddr == "" || m.fsmLevel >= floor {
+			delete(r.lowLevel, id)
+			continue
+		}
+		if lvl, ok := r.lowLevel[id]; ok && lvl == m.fsmLevel {
+			continue
+		}
+		r.lowLevel[id] = m.fsmLevel
+		r.log.Error("server refused: its build enforces an older FSM level than every server of the system; upgrade it (downgrades are not supported)",
+			"peer", id, "peer_fsm_level", m.fsmLevel, "system_fsm_level", floor, "peer_version", m.version)
 	}
 }
 
