@@ -64,7 +64,8 @@ import (
 // CPU per 1000 writes then says what each build spends for the same
 // writes whatever else the machine runs. CONCORD_BENCH_NONVOTERS_CLIENTS
 // (a comma-separated list, default 8,64) picks the loads and
-// CONCORD_BENCH_NONVOTERS_NICE=0 drops the nice-19 arms. Each system also
+// CONCORD_BENCH_NONVOTERS_NICE=0 drops the nice-19 arms
+// (CONCORD_BENCH_NONVOTERS_WINDOW sets a window's length, default 5s). Each system also
 // has one client on every non-voter that writes through it and reads its
 // own write back there (map/agents/update, then map/agents/get: the
 // read-your-writes fence) every 100 ms; "nv-rw" is that pair's latency, what
@@ -107,6 +108,7 @@ func BenchmarkNonVoters(b *testing.B) {
 		arms = append(arms, nvArm{sys: systems[1], label: labels[1] + ",nonvoters-stopped", stop: true})
 	}
 	rounds := nvRoundsFromEnv(b)
+	window := nvWindowFromEnv(b)
 	for _, clients := range nvClientsFromEnv(b) {
 		results := make([][]nvResult, len(arms))
 		for round := range rounds {
@@ -125,7 +127,7 @@ func BenchmarkNonVoters(b *testing.B) {
 						prof = filepath.Join(pprofDir, strings.NewReplacer("=", "", "+", "-", ",", "-", "@", "-").Replace(
 							fmt.Sprintf("leader-%s-c%d-r%d.pprof", arm.label, clients, round+1)))
 					}
-					r := arm.sys.measure(b, clients, rate, nvWindow, prof)
+					r := arm.sys.measure(b, clients, rate, window, prof)
 					results[k] = append(results[k], r)
 					b.ReportMetric(r.rate, "writes/s")
 					b.ReportMetric(ms(r.p50), "p50-ms")
@@ -188,6 +190,22 @@ func nvRoundsFromEnv(b *testing.B) int {
 		b.Fatalf("CONCORD_BENCH_NONVOTERS_ROUNDS=%q: want a positive count", v)
 	}
 	return n
+}
+
+// nvWindowFromEnv returns one window's length:
+// CONCORD_BENCH_NONVOTERS_WINDOW (a duration, at least 2s) or nvWindow.
+// Longer windows give CPU profiles (CONCORD_BENCH_NONVOTERS_PPROF) enough
+// samples to read a non-voter's parts.
+func nvWindowFromEnv(b *testing.B) time.Duration {
+	v := os.Getenv("CONCORD_BENCH_NONVOTERS_WINDOW")
+	if v == "" {
+		return nvWindow
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 2*time.Second {
+		b.Fatalf("CONCORD_BENCH_NONVOTERS_WINDOW=%q: want a duration of at least 2s", v)
+	}
+	return d
 }
 
 // nvClientsFromEnv returns the loads (clients per window) to run.

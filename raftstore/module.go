@@ -53,7 +53,9 @@ type Handler struct {
 	// no I/O. A domain error (unknown agent, conflict, ...) is returned as
 	// err and travels back to the proposer as a value; it must leave the
 	// state unchanged. The result is returned to the proposer as is, or,
-	// when it is a LazyResult, as its Value.
+	// when it is a LazyResult, as its Value. The FSM does not read msg
+	// after Apply returns, so a module may reuse a message its Decode
+	// made once Apply is done with it.
 	Apply func(index uint64, msg proto.Message) (result any, err error)
 }
 

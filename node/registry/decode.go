@@ -94,33 +94,41 @@ const (
 // handles (see above), proto.Unmarshal decides.
 func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 	body := &agentUpdateBody{}
+	if !decodeAgentUpdateInto(body, b) {
+		return nil, false
+	}
+	return &body.req, true
+}
+
+// decodeAgentUpdateInto is decodeAgentUpdate into a zeroed body.
+func decodeAgentUpdateInto(body *agentUpdateBody, b []byte) bool {
 	m := &body.req
 	var seen uint32 // bit n: field n seen
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || num > fUpdHomeNode || seen&(1<<num) != 0 {
-			return nil, false
+			return false
 		}
 		seen |= 1 << num
 		b = b[n:]
 		if num == fUpdSetOwner {
 			if typ != protowire.VarintType {
-				return nil, false
+				return false
 			}
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
-				return nil, false
+				return false
 			}
 			m.SetOwner = v != 0
 			b = b[n:]
 			continue
 		}
 		if typ != protowire.BytesType {
-			return nil, false // includes field numbers not in the message
+			return false // includes field numbers not in the message
 		}
 		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return nil, false
+			return false
 		}
 		b = b[n:]
 		var ok bool
@@ -162,10 +170,10 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 			m.HomeNode, ok = str(v)
 		}
 		if !ok {
-			return nil, false
+			return false
 		}
 	}
-	return m, true
+	return true
 }
 
 // Field numbers of CommandMeta.
