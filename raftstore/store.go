@@ -220,7 +220,9 @@ func (s *Store) leave() { s.inflight.Done() }
 //     its FSM goroutine once it shuts down, and a waiter on one of those
 //     would never return;
 //  3. shut raft down and wait for its goroutines (this also closes the
-//     transport's listener);
+//     transport's listener); if raft has not stopped within shutdownGrace
+//     (an RPC to a frozen peer holds a goroutine), cut the transport's
+//     dialled connections and refuse new dials (dialcut.go);
 //  4. release any caller still waiting (ErrShutdown) and close the pooled
 //     and accepted connections, so no transport goroutine lingers;
 //  5. stop the leadership goroutine and close subscribers' channels;
@@ -257,7 +259,7 @@ func (s *Store) Shutdown(ctx context.Context) error {
 		drainErr = fmt.Errorf("raftstore: in-flight operations did not finish: %w", drainErr)
 	}
 	s.raft.DeregisterObserver(s.observer)
-	raftErr := s.raft.Shutdown().Error()
+	raftErr := s.shutdownRaft() // dialcut.go: bounded toward a frozen peer
 	close(s.raftDown)
 	s.trans.CloseStreams()
 	_ = s.layer.Close()
