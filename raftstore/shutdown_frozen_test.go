@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -206,4 +207,38 @@ func (c *freezeConn) Write(p []byte) (int, error) {
 func (c *freezeConn) Close() error {
 	c.once.Do(func() { close(c.closed) })
 	return closeAbruptly(c.Conn)
+}
+
+// With every peer healthy a leader's stop stays graceful: leadership is
+// handed off first, as a node's stop does, raft stops on its own within
+// shutdownGrace under writes, and nothing is cut.
+func TestShutdown_HealthyLeaderStopsWithoutCut(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.TransportTimeout = 10 * time.Second })
+	ctx := testCtx(t)
+	leader := c.requireOneLeader(t, c.stores)
+	stop := steadyWrites(t, leader, 4)
+	eventually(t, waitTimeout, func() error {
+		err := leader.LeadershipTransfer(ctx)
+		if errors.Is(err, ErrNotLeader) && !leader.IsLeader() {
+			return nil
+		}
+		return err
+	})
+	stop()
+	if err := leader.Shutdown(ctx); err != nil {
+		t.Fatalf("old leader's shutdown: %v", err)
+	}
+	if err := leader.layer.dials.refused(); err != nil {
+		t.Fatalf("a healthy stop cut the transport's connections: %v", err)
+	}
+	var live []*Store
+	for _, s := range c.stores {
+		if s != leader {
+			live = append(live, s)
+		}
+	}
+	next := c.requireOneLeader(t, live)
+	if _, _, err := next.Apply(ctx, cmdKVPut, put("after=1")); err != nil {
+		t.Fatalf("write on the new leader after the old one stopped: %v", err)
+	}
 }
