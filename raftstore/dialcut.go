@@ -97,13 +97,6 @@ func (d *dialSet) cutAll() int {
 	return len(conns)
 }
 
-// open returns how many tracked connections are open.
-func (d *dialSet) open() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.conns)
-}
-
 // dialledConn is a tracked dialled connection; Close leaves the set and
 // closes abruptly (connclose.go). It deliberately has no NetConn method:
 // closeAbruptly must reach this Close, not the socket under it.

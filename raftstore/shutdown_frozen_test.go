@@ -107,7 +107,7 @@ func testShutdownWithFrozenFollower(t *testing.T, useTLS bool) {
 		t.Fatalf("leader shutdown took %s (err %v) with a follower frozen, want under %s",
 			time.Since(start).Round(time.Millisecond), err, frozenShutdownBound)
 	}
-	if n := leader.layer.dials.open(); n != 0 {
+	if n := openDials(leader.layer.dials); n != 0 {
 		t.Fatalf("%d dialled connections still open after shutdown", n)
 	}
 }
@@ -241,4 +241,11 @@ func TestShutdown_HealthyLeaderStopsWithoutCut(t *testing.T) {
 	if _, _, err := next.Apply(ctx, cmdKVPut, put("after=1")); err != nil {
 		t.Fatalf("write on the new leader after the old one stopped: %v", err)
 	}
+}
+
+// openDials returns how many of d's connections are open.
+func openDials(d *dialSet) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.conns)
 }
