@@ -130,6 +130,7 @@ func (s *Store) shutdownRaft() error {
 		return err
 	case <-grace.C:
 	}
+	s.graceCut = true
 	n := s.layer.dials.cutAll()
 	s.trans.sender.closeConns(true)
 	s.log.Info("raft still stopping after the grace: cut the transport's dialled connections",

@@ -55,6 +55,7 @@ type Store struct {
 	raftDown     chan struct{} // closed once raft has shut down
 	shutdownDone chan struct{} // closed when Shutdown has finished
 	shutdownErr  error         // written before shutdownDone is closed
+	graceCut     bool          // Shutdown cut the transport to stop raft (dialcut.go); set before shutdownDone
 	bg           sync.WaitGroup
 	nudgeCh      chan struct{} // 1 slot: a commit index to propagate (nudge.go)
 	nudgeNowCh   chan struct{} // 1 slot: ... and an origin waits for it
@@ -262,6 +263,9 @@ func (s *Store) Shutdown(ctx context.Context) error {
 	raftErr := s.shutdownRaft() // dialcut.go: bounded toward a frozen peer
 	close(s.raftDown)
 	s.trans.CloseStreams()
+	// Connections still in use, by an RPC raft abandoned (a leadership
+	// transfer's TimeoutNow runs outside raft's goroutines), end now.
+	s.layer.dials.cutAll()
 	_ = s.layer.Close()
 	s.bg.Wait()
 	s.closeSubscribers()
