@@ -224,8 +224,8 @@ func (s *Store) leave() { s.inflight.Done() }
 //     transport's listener); if raft has not stopped within shutdownGrace
 //     (an RPC to a frozen peer holds a goroutine), cut the transport's
 //     dialled connections and refuse new dials (dialcut.go);
-//  4. release any caller still waiting (ErrShutdown) and close the pooled
-//     and accepted connections, so no transport goroutine lingers;
+//  4. release any caller still waiting (ErrShutdown) and close the pooled,
+//     dialled and accepted connections, so no transport goroutine lingers;
 //  5. stop the leadership goroutine and close subscribers' channels;
 //  6. wait for the accepted connections' handlers to return (raft answers
 //     heartbeats there and writes the term to bolt), then close the bolt
