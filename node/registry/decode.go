@@ -88,6 +88,8 @@ const (
 	fUpdOwnerID
 	fUpdSessionID
 	fUpdHomeNode
+	fUpdOriginSessionID
+	fUpdOriginSessionEpoch
 )
 
 // decodeAgentUpdate decodes an AgentUpdateRequest; false: not one it
@@ -98,12 +100,12 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 	var seen uint32 // bit n: field n seen
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num > fUpdHomeNode || seen&(1<<num) != 0 {
+		if n < 0 || num > fUpdOriginSessionEpoch || seen&(1<<num) != 0 {
 			return nil, false
 		}
 		seen |= 1 << num
 		b = b[n:]
-		if num == fUpdSetOwner {
+		if num == fUpdSetOwner || num == fUpdOriginSessionEpoch {
 			if typ != protowire.VarintType {
 				return nil, false
 			}
@@ -111,7 +113,11 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 			if n < 0 {
 				return nil, false
 			}
-			m.SetOwner = v != 0
+			if num == fUpdSetOwner {
+				m.SetOwner = v != 0
+			} else {
+				m.OriginSessionEpoch = v
+			}
 			b = b[n:]
 			continue
 		}
@@ -160,6 +166,8 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 			m.SessionId, ok = str(v)
 		case fUpdHomeNode:
 			m.HomeNode, ok = str(v)
+		case fUpdOriginSessionID:
+			m.OriginSessionId, ok = str(v)
 		}
 		if !ok {
 			return nil, false
