@@ -80,10 +80,10 @@ func agentUpdateBodies(t testing.TB) (fast, other [][]byte) {
 		cat(protowire.AppendTag(nil, fUpdSetOwner, protowire.VarintType), []byte{1}, protowire.AppendTag(nil, fUpdSetOwner, protowire.VarintType), []byte{0}),
 		cat(protowire.AppendTag(nil, fUpdOriginSessionEpoch, protowire.VarintType), []byte{1},
 			protowire.AppendTag(nil, fUpdOriginSessionEpoch, protowire.VarintType), []byte{2}), // repeated epoch: the last wins
-		cat(protowire.AppendTag(nil, fUpdOriginSessionEpoch, protowire.BytesType), []byte{0}), // wrong wire type
+		cat(protowire.AppendTag(nil, fUpdOriginSessionEpoch, protowire.BytesType), []byte{0}),     // wrong wire type
 		cat(protowire.AppendTag(nil, fUpdOriginSessionEpoch, protowire.VarintType), []byte{0x80}), // truncated varint
-		cat(field(fUpdOriginSessionID, "\xff")), // invalid UTF-8
-		cat(field(fUpdOriginSessionEpoch+1, "next")), // the first field number after the known ones
+		cat(field(fUpdOriginSessionID, "\xff")),                                                   // invalid UTF-8
+		cat(field(fUpdOriginSessionEpoch+1, "next")),                                              // the first field number after the known ones
 		append(enc(full), 0x08), // trailing garbage
 	}
 	return fast, other
