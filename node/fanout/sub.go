@@ -11,9 +11,9 @@ type sub struct {
 	participantType              string // with participantID, who Config.Visible decides for
 	// epoch is the attach epoch of the session's connection delivering
 	// here: its cursor and removal writes quote it (Hub.sessionEpoch).
-	epoch uint64
-	filter                       *filter
-	opts                         options
+	epoch  uint64
+	filter *filter
+	opts   options
 
 	// Registry events are read from the replicated log: pos is the last
 	// log position this subscription has handled (delivered or filtered
