@@ -10,7 +10,7 @@ type sub struct {
 	id, sessionID, participantID string
 	participantType              string // with participantID, who Config.Visible decides for
 	// epoch is the attach epoch of the session's connection delivering
-	// here: its cursor and removal writes quote it (Hub.sessionEpoch).
+	// here: its cursor and removal writes quote it (Hub.quoteEpochs).
 	epoch  uint64
 	filter *filter
 	opts   options
