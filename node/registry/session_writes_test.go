@@ -214,3 +214,37 @@ func TestState_CursorSessionEpoch(t *testing.T) {
 		})
 	}
 }
+
+// TestDecode_OriginCostsNoAllocation: the hand decoder reads an update's
+// origin session into the same allocation as its agent id, whatever their
+// lengths: the hot write keeps its allocation count once every server
+// enforces FSMLevelSessionWrites.
+func TestDecode_OriginCostsNoAllocation(t *testing.T) {
+	long := "agent-" + string(make([]byte, 40)) // past any small-string buffer
+	body := func(origin bool) []byte {
+		m := &concordv1.AgentUpdateRequest{Meta: meta("01HZX3J5V6Q7R8S9T0V1W2X3Y4"), AgentId: long, State: proto.String(StateBusy)}
+		if origin {
+			m.OriginSessionId, m.OriginSessionEpoch = "session-"+long, 7
+		}
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	allocs := func(b []byte) float64 {
+		return testing.AllocsPerRun(100, func() {
+			if _, ok := decodeAgentUpdate(b); !ok {
+				t.Fatal("declined")
+			}
+		})
+	}
+	without, with := allocs(body(false)), allocs(body(true))
+	if with != without {
+		t.Fatalf("decoding an update takes %.0f allocations with its origin, %.0f without", with, without)
+	}
+	m, _ := decodeAgentUpdate(body(true))
+	if m.GetAgentId() != long || m.GetOriginSessionId() != "session-"+long || m.GetOriginSessionEpoch() != 7 {
+		t.Fatalf("decoded %v", m)
+	}
+}
