@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -93,7 +94,13 @@ func (h *Hub) flushCursors(ctx context.Context) {
 		err := h.propose(ctx, concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_REMOVE,
 			&concordv1.SubscriptionRemoveRequest{Meta: h.meta(""), SessionId: r.sessionID, SubscriptionId: r.subID,
 				SessionEpoch: quoted(quote, r.epoch)})
-		if err != nil {
+		switch {
+		case errors.Is(err, registry.ErrSessionMoved):
+			// The session was attached again (or detached) before the
+			// removal committed: it is no longer this connection's to
+			// change, and its new connection restored the subscription.
+			h.log.Info("closed subscription not removed: its session moved on", "subscription_id", r.subID, "session_id", r.sessionID)
+		case err != nil:
 			h.log.Warn("remove closed subscription failed", "subscription_id", r.subID, "err", err)
 		}
 	}
