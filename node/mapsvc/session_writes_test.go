@@ -2,6 +2,7 @@ package mapsvc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -209,4 +210,18 @@ func registryDump(reg *registry.State) registryState {
 		out.scopes += fmt.Sprintf("%s:%v;", sc.ID, sc.Members)
 	}
 	return out
+}
+
+// TestSessionWrites_FanoutRefusalShape: a subscribe or unsubscribe the
+// registry refused because the session moved on reaches the participant
+// as the same retryable 4000 (the fanout wraps the store's error).
+func TestSessionWrites_FanoutRefusalShape(t *testing.T) {
+	refusal := &registry.Error{Code: registry.CodeExhausted, Field: "sessionId", Message: `session "s1" moved on since the writing connection attached at epoch 1`}
+	for _, wrap := range []string{"propose subscription add", "propose subscription remove"} {
+		err := translate(fmt.Errorf("%s: %w", wrap, &raftstore.CommandError{Index: 9, Err: refusal}))
+		var re *rpc.Error
+		if !errors.As(err, &re) || re.Code != rpc.CodeExhausted || !re.Data.Retryable || re.Data.Details["reason"] != ReasonSessionMoved {
+			t.Fatalf("%s: translated to %#v, want a retryable 4000 with reason %s", wrap, err, ReasonSessionMoved)
+		}
+	}
 }
