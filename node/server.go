@@ -237,6 +237,7 @@ func (s *Server) buildMAPService() error {
 	fcfg.Proposer = proposer
 	fcfg.AfterReply = rpc.AfterReply // first events follow the subscribe reply
 	fcfg.Visible = s.eventVisible
+	fcfg.FSMLevel = s.fsmLevel
 	fcfg.Logger = s.cfg.Logger
 	hub, err := fanout.New(fcfg)
 	if err != nil {
