@@ -29,6 +29,8 @@ func TestUpdateBodyReuse_NothingKeptPointsIntoBody(t *testing.T) {
 			Description: proto.String("d"), Role: proto.String("r"), Metadata: []byte(`{"k":2}`)},
 		{Meta: meta("01HZZZZZZZZZZZZZZZZZZZZZZ3"), AgentId: "a1", Transition: TransitionResume},
 		{Meta: meta(), AgentId: "a1", State: proto.String(StateIdle), Reason: "no ids: derived"},
+		{Meta: meta("01HZZZZZZZZZZZZZZZZZZZZZZ4"), AgentId: "a1", State: proto.String(StateBusy),
+			OriginSessionId: "sess1", OriginSessionEpoch: 1},
 	} {
 		b, err := proto.Marshal(upd)
 		if err != nil {
@@ -71,6 +73,7 @@ func poisonUpdateBody(b *agentUpdateBody) {
 	b.req.Name, b.req.Description, b.req.Role, b.req.Visibility = &p, &p, &p, &p
 	b.req.Metadata, b.req.Environment = []byte(p), []byte(p)
 	b.req.OwnerId, b.req.SessionId, b.req.HomeNode = p, p, p
+	b.req.OriginSessionId, b.req.OriginSessionEpoch = p, 1<<40
 	b.meta.TimestampMs, b.meta.NodeId, b.meta.Source = 1, p, p
 	b.ids[0] = p
 	b.state = p
