@@ -68,8 +68,24 @@ import (
 // has one client on every non-voter that writes through it and reads its
 // own write back there (map/agents/update, then map/agents/get: the
 // read-your-writes fence) every 100 ms; "nv-rw" is that pair's latency, what
-// pacing makes a non-voter's own clients wait. The windows have a fixed
-// length, so:
+// pacing makes a non-voter's own clients wait;
+// CONCORD_BENCH_NONVOTERS_NOPROBES=1 adds, per system with non-voters, an
+// arm with those probes idle (what the clients waiting on non-voters cost).
+//
+// Host load drifts on a shared machine: single 5 s windows of the same
+// arm have differed by x1.8 within one run. CONCORD_BENCH_NONVOTERS_PAIRS=N
+// (in place of ROUNDS) runs short windows (2 s) with the baseline, the 3
+// voters alone, between every two others: A B A C A B A C ... A, N
+// windows per other arm. Each such window's ratio is taken against the
+// mean of the two baseline windows beside it, so a drift slower than a
+// few windows cancels, and the summary gives the median paired ratio with
+// its spread (min, quartiles, max) over the N pairs (both systems are up
+// throughout; the idle one costs little). The paired ratios are printed
+// in any mode (against the nearest baseline windows), and beside them the
+// ratio to the one baseline window before (the old method's per-window
+// ratio) for comparison. CONCORD_BENCH_NONVOTERS_WINDOW=D sets the window
+// length (default 5 s, 2 s with PAIRS). The windows have a fixed length,
+// so:
 //
 //	go test -run '^$' -bench NonVoters -benchtime 1x ./cluster-test/
 func BenchmarkNonVoters(b *testing.B) {
@@ -103,45 +119,54 @@ func BenchmarkNonVoters(b *testing.B) {
 			arms = append(arms, nvArm{sys: sys, label: labels[k] + ",nonvoters-nice19", nice: true})
 		}
 	}
+	if os.Getenv("CONCORD_BENCH_NONVOTERS_NOPROBES") == "1" {
+		for k, sys := range systems {
+			if len(sys.nvClients) > 0 {
+				arms = append(arms, nvArm{sys: sys, label: labels[k] + ",no-probes", noProbes: true})
+			}
+		}
+	}
 	if os.Getenv("CONCORD_BENCH_NONVOTERS_STOPPED") != "" {
 		arms = append(arms, nvArm{sys: systems[1], label: labels[1] + ",nonvoters-stopped", stop: true})
 	}
-	rounds := nvRoundsFromEnv(b)
+	rounds, paired := nvRoundsFromEnv(b)
+	window := nvWindowFromEnv(b, paired)
 	for _, clients := range nvClientsFromEnv(b) {
 		results := make([][]nvResult, len(arms))
-		for round := range rounds {
-			for k, arm := range arms {
-				b.Run(fmt.Sprintf("%s/map-update/clients=%d/round=%d", arm.label, clients, round+1), func(b *testing.B) {
-					if arm.stop {
-						arm.sys.stopNonvoters(b)
-						defer arm.sys.contNonvoters(b)
-					}
-					if arm.nice {
-						arm.sys.niceNonvoters(b, 19)
-						defer arm.sys.niceNonvoters(b, 0)
-					}
-					var prof string
-					if pprofDir != "" {
-						prof = filepath.Join(pprofDir, strings.NewReplacer("=", "", "+", "-", ",", "-", "@", "-").Replace(
-							fmt.Sprintf("leader-%s-c%d-r%d.pprof", arm.label, clients, round+1)))
-					}
-					r := arm.sys.measure(b, clients, rate, nvWindow, prof)
-					results[k] = append(results[k], r)
-					b.ReportMetric(r.rate, "writes/s")
-					b.ReportMetric(ms(r.p50), "p50-ms")
-					b.ReportMetric(ms(r.p99), "p99-ms")
-					b.ReportMetric(r.leaderCPU, "leader-cpu-ms/kwrite")
-					b.ReportMetric(r.nonvoterCPU, "nonvoters-cpu-ms/kwrite")
-					b.ReportMetric(r.nonvoterAppends, "nonvoter-appends/kwrite")
-					if r.nvRW50 > 0 {
-						b.ReportMetric(ms(r.nvRW50), "nv-rw-p50-ms")
-						b.ReportMetric(ms(r.nvRW99), "nv-rw-p99-ms")
-					}
-				})
-			}
+		var windows []nvWindowResult // in the order run
+		for _, slot := range nvSchedule(len(arms), rounds, paired) {
+			k, round, arm := slot.arm, slot.round, arms[slot.arm]
+			b.Run(fmt.Sprintf("%s/map-update/clients=%d/round=%d", arm.label, clients, round+1), func(b *testing.B) {
+				if arm.stop {
+					arm.sys.stopNonvoters(b)
+					defer arm.sys.contNonvoters(b)
+				}
+				if arm.nice {
+					arm.sys.niceNonvoters(b, 19)
+					defer arm.sys.niceNonvoters(b, 0)
+				}
+				var prof string
+				if pprofDir != "" {
+					prof = filepath.Join(pprofDir, strings.NewReplacer("=", "", "+", "-", ",", "-", "@", "-").Replace(
+						fmt.Sprintf("leader-%s-c%d-r%d.pprof", arm.label, clients, round+1)))
+				}
+				r := arm.sys.measure(b, clients, rate, window, prof, !arm.noProbes)
+				results[k] = append(results[k], r)
+				windows = append(windows, nvWindowResult{arm: k, r: r})
+				b.ReportMetric(r.rate, "writes/s")
+				b.ReportMetric(ms(r.p50), "p50-ms")
+				b.ReportMetric(ms(r.p99), "p99-ms")
+				b.ReportMetric(r.leaderCPU, "leader-cpu-ms/kwrite")
+				b.ReportMetric(r.nonvoterCPU, "nonvoters-cpu-ms/kwrite")
+				b.ReportMetric(r.nonvoterAppends, "nonvoter-appends/kwrite")
+				if r.nvRW50 > 0 {
+					b.ReportMetric(ms(r.nvRW50), "nv-rw-p50-ms")
+					b.ReportMetric(ms(r.nvRW99), "nv-rw-p99-ms")
+				}
+			})
 		}
 		base := medianResult(results[0])
-		summary := []string{fmt.Sprintf("medians of %d windows:", rounds)}
+		summary := []string{fmt.Sprintf("medians of %d windows of %s (baseline: %d):", rounds, window, len(results[0]))}
 		for k, arm := range arms {
 			m := medianResult(results[k])
 			summary = append(summary, fmt.Sprintf(
@@ -152,6 +177,11 @@ func BenchmarkNonVoters(b *testing.B) {
 		// One sub-benchmark per summary: the testing package cuts a
 		// benchmark's log after a few lines.
 		b.Run(fmt.Sprintf("summary/clients=%d", clients), func(b *testing.B) { b.Log("\n" + strings.Join(summary, "\n")) })
+		paired := []string{"ratios to the mean of the baseline windows beside each window (paired), and to the one before (single): median [min q1 q3 max] over n"}
+		for k, arm := range arms[1:] {
+			paired = append(paired, "  "+arm.label+": "+nvPairedSummary(windows, k+1))
+		}
+		b.Run(fmt.Sprintf("summary-paired/clients=%d", clients), func(b *testing.B) { b.Log("\n" + strings.Join(paired, "\n")) })
 	}
 	b.Run("summary/rss", func(b *testing.B) {
 		for k, sys := range systems {
@@ -163,31 +193,11 @@ func BenchmarkNonVoters(b *testing.B) {
 // nvArm is one system measured one way: as is, with its non-voters at
 // the lowest CPU priority, or with them stopped.
 type nvArm struct {
-	sys   *nvSystem
-	label string
-	nice  bool
-	stop  bool
-}
-
-// nvRounds is how many windows each arm gets per load by default
-// (CONCORD_BENCH_NONVOTERS_ROUNDS overrides it: more rounds, steadier
-// medians on a shared machine); nvWindow is one window's length.
-const (
-	nvRounds = 3
-	nvWindow = 5 * time.Second
-)
-
-// nvRoundsFromEnv returns the number of rounds to run.
-func nvRoundsFromEnv(b *testing.B) int {
-	v := os.Getenv("CONCORD_BENCH_NONVOTERS_ROUNDS")
-	if v == "" {
-		return nvRounds
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("CONCORD_BENCH_NONVOTERS_ROUNDS=%q: want a positive count", v)
-	}
-	return n
+	sys      *nvSystem
+	label    string
+	nice     bool
+	stop     bool
+	noProbes bool // the read-your-writes probes on the non-voters stay idle
 }
 
 // nvClientsFromEnv returns the loads (clients per window) to run.
@@ -278,10 +288,11 @@ type nvResult struct {
 }
 
 // measure runs the first clients doing writes for d, rate writes/s in all
-// when rate > 0 (else as fast as they go); with prof set it
+// when rate > 0 (else as fast as they go), and the read-your-writes
+// probes on the non-voters when probes is set; with prof set it
 // saves a CPU profile of the leader over the window there, and one of a
 // non-voter beside it (leader- in the name replaced by nonvoter-).
-func (s *nvSystem) measure(b *testing.B, clients int, rate float64, d time.Duration, prof string) nvResult {
+func (s *nvSystem) measure(b *testing.B, clients int, rate float64, d time.Duration, prof string, probes bool) nvResult {
 	states := []string{"busy", "idle"}
 	lat := make([][]time.Duration, clients)
 	var failed atomic.Int64
@@ -328,7 +339,7 @@ func (s *nvSystem) measure(b *testing.B, clients int, rate float64, d time.Durat
 		})
 	}
 	nvLat := make([][]time.Duration, len(s.nvClients))
-	if !s.stopped {
+	if probes && !s.stopped {
 		for k, c := range s.nvClients {
 			wg.Go(func() {
 				for i := 0; time.Now().Before(deadline); i++ {
