@@ -12,8 +12,9 @@ import (
 )
 
 // A non-voter nobody waits on is paced at the background interval; one
-// with an index a client there waits for (hurry) not yet delivered, at the
-// interval; voters and an off switch are unaffected.
+// with an index a client there waits for (hurry) not yet delivered gets
+// its next append at once, or at the interval right after a hurried one
+// (hurries coalesce); voters and an off switch are unaffected.
 func TestPacer_BackgroundInterval(t *testing.T) {
 	const interval, background = 30 * time.Millisecond, 150 * time.Millisecond
 	servers := []raft.Server{{ID: "v", Suffrage: raft.Voter}, {ID: "nv", Suffrage: raft.Nonvoter}}
@@ -24,14 +25,17 @@ func TestPacer_BackgroundInterval(t *testing.T) {
 		id         raft.ServerID
 		wanted     uint64 // > 0: hurried for this index
 		delivered  uint64 // an append delivered up to this index
+		afterHurry bool   // the append held was itself a hurried one
 		want       time.Duration
 	}{
-		{"nobody waits", background, "nv", 0, 0, background},
-		{"hurried, not delivered yet", background, "nv", 10, 9, interval},
-		{"hurried, delivered", background, "nv", 10, 10, background},
-		{"background off (0)", 0, "nv", 0, 0, interval},
-		{"background not above the interval", interval / 2, "nv", 0, 0, interval},
-		{"voter", background, "v", 10, 0, 0},
+		{"nobody waits", background, "nv", 0, 0, false, background},
+		{"hurried, not delivered yet: at once", background, "nv", 10, 9, false, 0},
+		{"hurried again right after a hurried append: coalesced", background, "nv", 10, 9, true, interval},
+		{"hurried, delivered", background, "nv", 10, 10, false, background},
+		{"hurried append delivered it", background, "nv", 10, 10, true, background},
+		{"background off (0)", 0, "nv", 0, 0, false, interval},
+		{"background not above the interval", interval / 2, "nv", 0, 0, false, interval},
+		{"voter", background, "v", 10, 0, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,6 +51,11 @@ func TestPacer_BackgroundInterval(t *testing.T) {
 				p.delivered(tt.id, &raft.AppendEntriesRequest{
 					PrevLogEntry: tt.delivered, Entries: []*raft.Log{{Index: tt.delivered + 5}}, LeaderCommitIndex: tt.delivered,
 				}, ok)
+			}
+			if tt.afterHurry {
+				p.mu.Lock()
+				p.peer(tt.id).hurried = true
+				p.mu.Unlock()
 			}
 			start := time.Now()
 			p.hold(tt.id, start, 3, ok)
@@ -99,42 +108,65 @@ func TestPacer_Delivered(t *testing.T) {
 	}
 }
 
-// A hurry for a non-voter in a background pause ends the pause once the
-// interval has passed since the paused append started: the first write
-// through it waits no longer than at the interval.
+// A hurry for a non-voter in a background pause ends the pause at once,
+// however soon after the paused append started: the client waits for one
+// append, not for a 20 ms pace. Hurries that the hurried append does not
+// deliver (several clients of one non-voter) coalesce: the next append
+// goes once the interval has passed since the hurried one started.
 func TestPacer_HurryEndsBackgroundPause(t *testing.T) {
-	const interval, background = 30 * time.Millisecond, time.Second
-	p := &pacer{interval: interval, background: background, maxBatch: 16, stop: make(chan struct{})}
-	p.setConfigSource(fixedConfig{servers: []raft.Server{{ID: "nv", Suffrage: raft.Nonvoter}}})
+	const interval, background = 80 * time.Millisecond, 2 * time.Second
 	ok := &raft.AppendEntriesResponse{Success: true}
-	p.hold("nv", time.Now(), 3, ok)
+	newPacer := func() *pacer {
+		p := &pacer{interval: interval, background: background, maxBatch: 16, stop: make(chan struct{})}
+		p.setConfigSource(fixedConfig{servers: []raft.Server{{ID: "nv", Suffrage: raft.Nonvoter}}})
+		p.hold("nv", time.Now(), 3, ok) // the first is never paced
+		return p
+	}
 
-	for i, tc := range []struct {
-		name    string
-		hurryAt time.Duration // after the paused append started
-	}{
-		{"hurried after the interval passed: ends at once", 2 * interval},
-		{"hurried before: ends when the interval has passed", interval / 3},
-	} {
+	for i, hurryAt := range []time.Duration{interval / 8, 2 * interval} {
+		p := newPacer()
 		start := time.Now()
 		done := make(chan time.Duration, 1)
 		go func() {
 			p.hold("nv", start, 3, ok)
 			done <- time.Since(start)
 		}()
-		time.Sleep(tc.hurryAt) // the hurry's moment in the pause is what is tested
-		index := uint64(10 * (i + 1))
-		p.hurry("nv", index)
+		time.Sleep(hurryAt) // the hurry's moment in the pause is what is tested
+		p.hurry("nv", uint64(10*(i+1)))
 		select {
 		case took := <-done:
-			if took < interval*9/10 || took < tc.hurryAt {
-				t.Fatalf("%s: pause ended after %s, before the interval (%s) or the hurry (%s)", tc.name, took, interval, tc.hurryAt)
+			if took < hurryAt {
+				t.Fatalf("hurried after %s: pause ended after %s, before the hurry", hurryAt, took)
+			}
+			if late := took - hurryAt; late >= interval/2 {
+				t.Fatalf("hurried after %s: pause ended %s after the hurry, want at once (the interval is %s)", hurryAt, late, interval)
 			}
 		case <-time.After(background / 2):
-			t.Fatalf("%s: still paused %s after the hurry: the background pause (%s) ran on", tc.name, background/2, background)
+			t.Fatalf("hurried after %s: still paused %s later: the background pause (%s) ran on", hurryAt, background/2, background)
 		}
-		// The next append delivers it: back to the background interval.
-		p.delivered("nv", &raft.AppendEntriesRequest{PrevLogEntry: index, LeaderCommitIndex: index}, ok)
+	}
+
+	// A hurried append on its way; another client's hurry arrives, which
+	// it does not deliver: the next append waits for the interval after
+	// the hurried one started, no longer.
+	p := newPacer()
+	start := time.Now() // a background pause, ended by a hurry
+	done := make(chan time.Duration, 1)
+	go func() {
+		p.hold("nv", start, 3, ok)
+		done <- time.Since(start)
+	}()
+	time.Sleep(interval / 8) // the pause has begun
+	p.hurry("nv", 30)
+	if took := <-done; took >= interval/8+interval/2 {
+		t.Fatalf("pause ended %s after it began, %s after a hurry: want at once", took, interval/8)
+	}
+	hurried := time.Now() // the hurried append starts
+	p.hurry("nv", 40)
+	p.delivered("nv", &raft.AppendEntriesRequest{PrevLogEntry: 30, LeaderCommitIndex: 30}, ok)
+	p.hold("nv", hurried, 3, ok)
+	if took := time.Since(hurried); took < interval*9/10 || took >= background/2 {
+		t.Fatalf("after a hurried append that left a hurry undelivered, held %s, want about the interval %s", took, interval)
 	}
 }
 
