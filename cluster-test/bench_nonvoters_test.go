@@ -177,11 +177,12 @@ func BenchmarkNonVoters(b *testing.B) {
 		// One sub-benchmark per summary: the testing package cuts a
 		// benchmark's log after a few lines.
 		b.Run(fmt.Sprintf("summary/clients=%d", clients), func(b *testing.B) { b.Log("\n" + strings.Join(summary, "\n")) })
-		paired := []string{"ratios to the mean of the baseline windows beside each window (paired), and to the one before (single): median [min q1 q3 max] over n"}
 		for k, arm := range arms[1:] {
-			paired = append(paired, "  "+arm.label+": "+nvPairedSummary(windows, k+1))
+			b.Run(fmt.Sprintf("summary-paired/clients=%d/%s", clients, arm.label), func(b *testing.B) {
+				b.Log("\nratios to the mean of the baseline windows beside each window (paired), and to the one before (single): median [min q1 q3 max] over n" +
+					nvPairedSummary(windows, k+1))
+			})
 		}
-		b.Run(fmt.Sprintf("summary-paired/clients=%d", clients), func(b *testing.B) { b.Log("\n" + strings.Join(paired, "\n")) })
 	}
 	b.Run("summary/rss", func(b *testing.B) {
 		for k, sys := range systems {
