@@ -103,6 +103,13 @@ var nvFigures = []struct {
 	{"p50", func(r nvResult) float64 { return float64(r.p50) }},
 	{"p99", func(r nvResult) float64 { return float64(r.p99) }},
 	{"leader cpu/write", func(r nvResult) float64 { return r.leaderCPU }},
+	// Its inverse: the rate ratio when the servers' CPU limits the rate.
+	{"writes/servers-cpu", func(r nvResult) float64 {
+		if r.serversCPU == 0 {
+			return 0
+		}
+		return 1 / r.serversCPU
+	}},
 }
 
 // nvPairRatios returns, for every window of arm in ws (in the order run),

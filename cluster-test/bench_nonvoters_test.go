@@ -83,7 +83,11 @@ import (
 // throughout; the idle one costs little). The paired ratios are printed
 // in any mode (against the nearest baseline windows), and beside them the
 // ratio to the one baseline window before (the old method's per-window
-// ratio) for comparison. CONCORD_BENCH_NONVOTERS_WINDOW=D sets the window
+// ratio) for comparison. Besides writes/s, p50/p99 and the leader's CPU
+// per write they include writes per CPU-second of all servers together
+// ("writes/servers-cpu", servers-cpu-ms/kwrite per window): while the
+// servers' CPU limits the rate, that is the rate ratio a machine given to
+// them alone would show, whatever share of this one other work takes. CONCORD_BENCH_NONVOTERS_WINDOW=D sets the window
 // length (default 5 s, 2 s with PAIRS). The windows have a fixed length,
 // so:
 //
@@ -157,6 +161,7 @@ func BenchmarkNonVoters(b *testing.B) {
 				b.ReportMetric(ms(r.p50), "p50-ms")
 				b.ReportMetric(ms(r.p99), "p99-ms")
 				b.ReportMetric(r.leaderCPU, "leader-cpu-ms/kwrite")
+				b.ReportMetric(r.serversCPU, "servers-cpu-ms/kwrite")
 				b.ReportMetric(r.nonvoterCPU, "nonvoters-cpu-ms/kwrite")
 				b.ReportMetric(r.nonvoterAppends, "nonvoter-appends/kwrite")
 				if r.nvRW50 > 0 {
@@ -284,8 +289,13 @@ func startNVSystem(b *testing.B, n int, extra []string, opts ...ProcOption) *nvS
 // AppendEntries from the leader and one fsync on the non-voter).
 type nvResult struct {
 	rate, leaderCPU, nonvoterCPU, nonvoterAppends float64
-	p50, p99                                      time.Duration
-	nvRW50, nvRW99                                time.Duration // read-your-writes probes through non-voters
+	// serversCPU is every server's CPU together per 1000 writes: when the
+	// servers are what limits the rate, its inverse ratio is the rate
+	// ratio a machine given to them alone would show, whatever share of
+	// this one other work took during the window.
+	serversCPU     float64
+	p50, p99       time.Duration
+	nvRW50, nvRW99 time.Duration // read-your-writes probes through non-voters
 }
 
 // measure runs the first clients doing writes for d, rate writes/s in all
@@ -379,9 +389,11 @@ func (s *nvSystem) measure(b *testing.B, clients int, rate float64, d time.Durat
 	}
 	// The busiest voter is the leader; CPU per write is what the design
 	// costs whatever the shared machine does to the rates.
-	var leader, nonvoters time.Duration
+	var leader, nonvoters, servers time.Duration
 	for i := range cpu1 {
-		if dt := cpu1[i] - cpu0[i]; slices.Contains(s.voters, i) {
+		dt := cpu1[i] - cpu0[i]
+		servers += dt
+		if slices.Contains(s.voters, i) {
 			leader = max(leader, dt)
 		} else {
 			nonvoters += dt
@@ -390,6 +402,7 @@ func (s *nvSystem) measure(b *testing.B, clients int, rate float64, d time.Durat
 	if k := float64(len(all)) / 1000; k > 0 {
 		r.leaderCPU = float64(leader.Milliseconds()) / k
 		r.nonvoterCPU = float64(nonvoters.Milliseconds()) / k
+		r.serversCPU = float64(servers.Milliseconds()) / k
 		if n := len(s.pc.Procs()) - len(s.voters); n > 0 {
 			r.nonvoterAppends = float64(logs1-logs0) / float64(n) / k
 		}
@@ -516,6 +529,7 @@ func medianResult(rs []nvResult) nvResult {
 	return nvResult{
 		rate:            med(func(r nvResult) float64 { return r.rate }),
 		leaderCPU:       med(func(r nvResult) float64 { return r.leaderCPU }),
+		serversCPU:      med(func(r nvResult) float64 { return r.serversCPU }),
 		nonvoterCPU:     med(func(r nvResult) float64 { return r.nonvoterCPU }),
 		nonvoterAppends: med(func(r nvResult) float64 { return r.nonvoterAppends }),
 		p50:             time.Duration(med(func(r nvResult) float64 { return float64(r.p50) })),
