@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -352,5 +353,88 @@ func TestLogCacheCoversABackgroundInterval(t *testing.T) {
 	bg := DefaultConfig().NonvoterBackgroundInterval
 	if need := int(rate * bg / time.Second); logCacheEntries < need {
 		t.Fatalf("log cache of %d entries, want at least %d: %s of writes at %d/s", logCacheEntries, need, bg, rate)
+	}
+}
+
+// Several clients of one non-voter fencing all the time (read-your-write
+// fences for the leader's latest commit): every fence is satisfied, about
+// as fast as a lone one, and their hurries coalesce, so the non-voter gets
+// at most about one append per interval beyond the background ones and
+// full batches, not one per fence.
+func TestCluster_NonvoterConcurrentFencesCoalesce(t *testing.T) {
+	const interval, background = 20 * time.Millisecond, 200 * time.Millisecond
+	pacing := func(cfg *Config) {
+		cfg.NonvoterReplicationInterval, cfg.NonvoterBackgroundInterval = interval, background
+	}
+	c := newTestCluster(t, 3, pacing)
+	cfg := clusterConfig(t, "nv", newKV())
+	pacing(&cfg)
+	cfg.Forwarder = &originForwarder{c: c, origin: "nv"}
+	nv := mustNew(t, cfg)
+	t.Cleanup(func() { mustShutdown(t, nv) })
+	leader := c.requireOneLeader(t, c.stores)
+	if err := leader.AddNonvoter(testCtx(t), nv.ID(), nv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, func() error {
+		if !leader.trans.pace.nonvoter(raft.ServerID(nv.ID())) {
+			return fmt.Errorf("leader's pacer does not know %s is a non-voter yet", nv.ID())
+		}
+		return nil
+	})
+	stopWrites := steadyWrites(t, leader, 4)
+	defer stopWrites()
+
+	const clients = 4
+	window := 8 * background
+	b0, e0 := nv.bolt.batches.Load(), nv.bolt.entries.Load()
+	start := time.Now()
+	var mu sync.Mutex
+	var fenced []time.Duration // fences that found the non-voter behind
+	var wg sync.WaitGroup
+	for k := range clients {
+		wg.Go(func() {
+			for time.Since(start) < window {
+				idx := leader.AppliedIndex()
+				behind := nv.AppliedIndex() < idx
+				t0 := time.Now()
+				if err := nv.WaitAppliedSoon(testCtx(t), idx); err != nil {
+					t.Errorf("client %d: fence for %d: %v", k, idx, err)
+					return
+				}
+				if got := nv.AppliedIndex(); got < idx {
+					t.Errorf("client %d: fence for %d returned with %d applied", k, idx, got)
+					return
+				}
+				if behind {
+					mu.Lock()
+					fenced = append(fenced, time.Since(t0))
+					mu.Unlock()
+				}
+				// Each client's think time differs, so their fences
+				// arrive at different moments of an append.
+				time.Sleep(time.Duration(k+1) * 3 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	batches, entries := nv.bolt.batches.Load()-b0, nv.bolt.entries.Load()-e0
+	if t.Failed() {
+		return
+	}
+	if len(fenced) < 20 {
+		t.Fatalf("only %d fences found the non-voter behind in %s: the test tested nothing", len(fenced), took)
+	}
+	slices.Sort(fenced)
+	t.Logf("%d clients: %d fences while behind, p50 %s, max %s; non-voter %d log writes carrying %d entries in %s",
+		clients, len(fenced), fenced[len(fenced)/2], fenced[len(fenced)-1], batches, entries, took)
+	if p50 := fenced[len(fenced)/2]; p50 >= background/2 {
+		t.Fatalf("fences took p50 %s: paced at the background interval %s", p50, background)
+	}
+	limit := uint64(took/interval) + uint64(took/background) + 3 + entries/uint64(nv.cfg.MaxApplyBatch)
+	if batches > limit || batches >= uint64(len(fenced)) {
+		t.Fatalf("non-voter had %d log writes for %d fences in %s, want at most %d (one per interval) and fewer than the fences",
+			batches, len(fenced), took, limit)
 	}
 }
