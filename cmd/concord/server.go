@@ -155,10 +155,10 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.Uint64Var(&f.maxTrailing, "max-trailing-logs", d.Cluster.MaxTrailingLogs,
 		"a server whose Raft log trails the leader's by more entries is unhealthy (concord operator health; not promoted)")
 	fl.DurationVar(&f.nonvoterPace, "nonvoter-replication-interval", d.Raft.NonvoterReplicationInterval,
-		"on the leader: under steady writes start one log append per this interval to each non-voter, so each carries more entries "+
-			"(less leader CPU per write; a non-voter whose clients write or read their writes lags by up to this under steady writes); 0 replicates to non-voters like to voters")
+		"on the leader: a non-voter whose client waits for an entry (a read of its own write, a write it answers itself) gets one append at once, "+
+			"and further waits it does not cover one per this interval; with the background interval off, every non-voter gets one append per this interval under steady writes; 0 replicates to non-voters like to voters")
 	fl.DurationVar(&f.nonvoterBgPace, "nonvoter-background-interval", d.Raft.NonvoterBackgroundInterval,
-		"on the leader: the same for a non-voter none of whose clients wrote through it in the last second (its subscribers' events and reads "+
+		"on the leader: under steady writes start one log append per this interval to a non-voter none of whose clients waits (its subscribers' events and reads "+
 			"lag by up to this under steady writes; fewer, larger appends cost it less CPU per write); at most --nonvoter-replication-interval turns it off")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", d.DrainTimeout, "how long concord operator drain waits for this node's sessions to move before it leaves anyway")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
