@@ -137,6 +137,7 @@ func (s *Server) buildClusterServer() error {
 		Keyring:   s.membership,
 		Health:    rec,
 		Drainer:   s,
+		Admitter:  rec,
 	})
 	if err != nil {
 		return fmt.Errorf("build cluster server: %w", err)

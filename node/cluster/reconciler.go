@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -59,6 +60,10 @@ type Reconciler struct {
 	warned map[string]int
 	// lowLevel holds the members whose low FSM level was logged, with it.
 	lowLevel map[string]int
+	// drains are the drain admissions of this leader (drainadmit.go);
+	// leading is whether Run last saw this node lead.
+	drains  drainLeases
+	leading atomic.Bool
 }
 
 // NewReconciler validates its inputs and returns a Reconciler; Run starts it.
@@ -70,7 +75,8 @@ func NewReconciler(cfg Config, deps ReconcilerDeps) (*Reconciler, error) {
 		return nil, fmt.Errorf("%w: Reconciler needs Store and Members", ErrInvalidConfig)
 	}
 	log := cfg.logger("cluster.reconciler")
-	r := &Reconciler{cfg: cfg, log: log, deps: deps, track: newTracker(), removed: newRemovedAlive(log), warned: map[string]int{}, lowLevel: map[string]int{}}
+	r := &Reconciler{cfg: cfg, log: log, deps: deps, track: newTracker(), removed: newRemovedAlive(log), warned: map[string]int{}, lowLevel: map[string]int{},
+		drains: drainLeases{leases: map[string]time.Time{}}}
 	fetch := deps.Stats
 	if fetch == nil && deps.Resolver != nil {
 		r.pool = newPool(cfg)
@@ -91,6 +97,7 @@ func (r *Reconciler) Health() (HealthReport, bool) { return r.health.latest() }
 func (r *Reconciler) Run(ctx context.Context) error {
 	leaderCh, unsubscribe := r.deps.Store.SubscribeLeadership()
 	defer unsubscribe()
+	defer r.leading.Store(false)
 	if r.pool != nil {
 		defer func() { _ = r.pool.close() }()
 	}
@@ -126,6 +133,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				r.health.invalidate()
 			}
 			leader = l
+			r.leading.Store(l)
 		case _, ok := <-changes:
 			if !ok {
 				changes = nil

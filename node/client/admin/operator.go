@@ -73,6 +73,9 @@ type Drained struct {
 type DrainOptions struct {
 	// Timeout bounds the wait for sessions to move; 0 is the node's default.
 	Timeout time.Duration
+	// PromotionTimeout bounds a voter's separate wait for its replacement
+	// to be promoted (after Timeout); 0 is the node's default.
+	PromotionTimeout time.Duration
 	// Force drains a voter even when that takes the voters below
 	// --min-quorum with no healthy non-voter to replace it.
 	Force bool
@@ -80,7 +83,8 @@ type DrainOptions struct {
 
 // Drain starts draining node id (see concord operator drain).
 func (c *Client) Drain(ctx context.Context, id string, opts DrainOptions) (Drained, error) {
-	res, err := c.operator.Drain(ctx, &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: opts.Timeout.Milliseconds(), Force: opts.Force})
+	res, err := c.operator.Drain(ctx, &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: opts.Timeout.Milliseconds(),
+		PromotionTimeoutMs: opts.PromotionTimeout.Milliseconds(), Force: opts.Force})
 	if err != nil {
 		return Drained{}, err
 	}
