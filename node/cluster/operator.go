@@ -170,12 +170,13 @@ func healthResponse(rep HealthReport) *concordv1.OperatorHealthResponse {
 	out := &concordv1.OperatorHealthResponse{
 		LeaderId: rep.LeaderID, Healthy: rep.Healthy, FailureTolerance: int32(rep.FailureTolerance),
 		TargetVoters: uint32(rep.TargetVoters), MinQuorum: uint32(rep.MinQuorum), ObservedAtMs: rep.ObservedAt.UnixMilli(),
+		SystemFsmLevel: uint32(max(rep.SystemFSMLevel, 0)),
 	}
 	for _, sv := range rep.Servers {
 		p := &concordv1.ServerHealth{
 			Id: sv.ID, Address: sv.Address, Voter: sv.Voter, Leader: sv.Leader, Status: sv.Status, Version: sv.Version,
 			LastContactMs: sv.LastContact.Milliseconds(), LastIndex: sv.LastIndex, TrailingLogs: sv.TrailingLogs,
-			Healthy: sv.Healthy, Reason: sv.Reason, Draining: sv.Draining,
+			Healthy: sv.Healthy, Reason: sv.Reason, Draining: sv.Draining, FsmLevel: uint32(max(sv.FSMLevel, 0)),
 		}
 		if sv.LastContact < 0 {
 			p.LastContactMs = -1

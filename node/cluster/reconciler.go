@@ -32,6 +32,11 @@ type ReconcilerDeps struct {
 	Resolver AddrResolver
 	// Stats, optional, overrides how the stats are fetched (tests).
 	Stats StatusFetcher
+	// Levels, optional, is the FSM level recorded in replicated state and
+	// the one this build enforces: with it the leader records the level
+	// every server advertises (fsmrecord.go) and refuses servers below the
+	// recorded one. Implemented by *registry.State.
+	Levels LevelRecorder
 }
 
 // Reconciler keeps the Raft configuration and the registry in line with
@@ -161,6 +166,9 @@ func (r *Reconciler) view(ctx context.Context) (planInput, error) {
 		return in, fmt.Errorf("read raft configuration: %w", err)
 	}
 	in.servers = servers
+	if r.deps.Levels != nil {
+		in.recorded = r.deps.Levels.SystemFSMLevel()
+	}
 	var homes []string
 	if r.deps.Sessions != nil {
 		homes = r.deps.Sessions.ConnectedHomes()
@@ -216,6 +224,7 @@ func (r *Reconciler) pass(ctx context.Context) time.Duration {
 			continue
 		}
 	}
+	r.recordFSMLevel(ctx, in)
 	if next := nextDetach(in); !next.IsZero() {
 		return next.Sub(in.now)
 	}

@@ -22,6 +22,11 @@ type Config struct {
 	// table, or nodes decide differently.
 	RolePermissions map[string]json.RawMessage
 
+	// BuildFSMLevel, when set, is the FSM level this State enforces in
+	// place of FSMLevel: for tests that play an older build (a level
+	// above FSMLevel is refused).
+	BuildFSMLevel int
+
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -35,6 +40,9 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.EventWindow < 1 {
 		return fmt.Errorf("%w: EventWindow must be >= 1, got %d", ErrInvalidConfig, c.EventWindow)
+	}
+	if c.BuildFSMLevel < 0 || c.BuildFSMLevel > FSMLevel {
+		return fmt.Errorf("%w: BuildFSMLevel %d outside 0..%d", ErrInvalidConfig, c.BuildFSMLevel, FSMLevel)
 	}
 	return nil
 }
