@@ -84,12 +84,28 @@ func TestProcs_RollingUpgrade(t *testing.T) {
 		}
 	}
 	pc.Leader(t)
-	Eventually(t, ConvergeTimeout, func() error { // every node current: the leader's autopilot answers
+	// Every node current: the leader's autopilot answers, and it has
+	// recorded the FSM level every server now advertises in replicated
+	// state (registry.FSMLevelSystemRecord), which the old build never
+	// saw: it was proposed only once the last server was upgraded.
+	Eventually(t, ConvergeTimeout, func() error {
 		code, body, err := httpGet(pc.Proc(0).HTTPAddr, "/v1/operator/health")
 		if err == nil && code != 200 {
 			err = fmt.Errorf("/v1/operator/health %d %s", code, body)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		var h struct {
+			SystemFSMLevel int `json:"systemFsmLevel"`
+		}
+		if err := json.Unmarshal(body, &h); err != nil {
+			return err
+		}
+		if h.SystemFSMLevel != registry.FSMLevel {
+			return fmt.Errorf("health reports system FSM level %d, want %d", h.SystemFSMLevel, registry.FSMLevel)
+		}
+		return nil
 	})
 	w.waitProgress(t, 10)
 	acked := w.stop()

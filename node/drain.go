@@ -30,11 +30,14 @@ import (
 //     connection does, so the client resumes it on another node with its
 //     sessionId and resumeToken: subscriptions and cursors are replicated.
 //  3. A leader hands leadership away first. Once no session is homed here
-//     any more and, for a voter that a non-voter can replace, the autopilot
-//     has demoted it (or the timeout passed), the node leaves gossip
-//     gracefully; the leader removes it from the Raft configuration at
-//     once. Drained then closes and the owner (concord server) shuts the
-//     node down.
+//     any more (or the timeout passed) and then, for a voter that a
+//     non-voter can replace, the autopilot has demoted it (or the separate
+//     promotion timeout passed), the node leaves gossip gracefully; the
+//     leader removes it from the Raft configuration at once. Drained then
+//     closes and the owner (concord server) shuts the node down.
+//
+// Before step 1 the leader admits the drain (admitDrain): it decides the
+// drains one at a time, counting those in flight against --min-quorum.
 
 // reconnectHint is the params of the x-concord/reconnect notification.
 type reconnectHint struct {
