@@ -37,7 +37,9 @@ func (h *haltModule) Handlers() map[concordv1.CommandType]Handler {
 
 func (*haltModule) Snapshot() (ModuleSnapshot, error) { return nil, errors.New("not used") }
 
-func (*haltModule) Restore(func() ([]byte, error)) (func(), error) { return nil, errors.New("not used") }
+func (*haltModule) Restore(func() ([]byte, error)) (func(), error) {
+	return nil, errors.New("not used")
+}
 
 // A handler's ErrHalt stops the FSM: that entry and every later one are
 // not applied (the applied index stays before it), no snapshot is taken,
