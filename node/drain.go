@@ -103,9 +103,17 @@ const drainLeaveSlack = 30 * time.Second
 // the decision to this node's own view, as before; a leader that cannot be
 // reached refuses the drain unless force.
 func (s *Server) admitDrain(ctx context.Context, force bool, lease time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, admitDrainTimeout)
 	defer cancel()
-	_, err := s.cluster.AdmitDrain(ctx, s.cfg.NodeID, force, lease)
+	var err error
+	// An election, or a connection to the leader not yet up on a loaded
+	// host, answers UNAVAILABLE: retried until the caller's deadline.
+	for {
+		_, err = s.cluster.AdmitDrain(ctx, s.cfg.NodeID, force, lease)
+		if status.Code(err) != codes.Unavailable || !sleepCtx(ctx, drainPoll) {
+			break
+		}
+	}
 	switch status.Code(err) {
 	case codes.OK:
 		return nil
@@ -121,6 +129,22 @@ func (s *Server) admitDrain(ctx context.Context, force bool, lease time.Duration
 	}
 	return fmt.Errorf("%w: %s cannot ask the leader to admit its drain (%v): retry once a leader answers, or drain with --force",
 		cluster.ErrDrainRefused, s.cfg.NodeID, err)
+}
+
+// admitDrainTimeout bounds admitDrain (the caller's deadline may be
+// shorter).
+const admitDrainTimeout = 15 * time.Second
+
+// sleepCtx waits d, or reports false when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // checkVoterFloor refuses, unless force, the drain of a voter whose
