@@ -56,6 +56,5 @@ func (s *State) SystemFSMLevel() int {
 	return int(s.d.systemLevel)
 }
 
-// BuildFSMLevel is the FSM level this State enforces: FSMLevel, or
-// Config.BuildFSMLevel when set (tests playing an older build).
+// BuildFSMLevel is the FSM level this State enforces (Config.BuildFSMLevel).
 func (s *State) BuildFSMLevel() int { return s.build }

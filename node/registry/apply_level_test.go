@@ -65,9 +65,11 @@ func TestSystemFSMLevel_LowerBuildHalts(t *testing.T) {
 	if _, err := older.Restore(reader(snapshotBytes(t, newer.s))); !errors.Is(err, raftstore.ErrHalt) {
 		t.Fatalf("restore of a snapshot recording a higher level: %v, want ErrHalt", err)
 	}
-	cfg.BuildFSMLevel = FSMLevel + 1
-	if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("BuildFSMLevel above FSMLevel: %v, want ErrInvalidConfig", err)
+	for _, bad := range []int{0, FSMLevel + 1} {
+		cfg.BuildFSMLevel = bad
+		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("BuildFSMLevel %d: %v, want ErrInvalidConfig", bad, err)
+		}
 	}
 }
 

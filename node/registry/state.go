@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -256,7 +255,7 @@ func New(cfg Config) (*State, error) {
 		log:    lg.With("component", "registry"),
 		window: cfg.EventWindow,
 		roles:  maps.Clone(cfg.RolePermissions),
-		build:  cmp.Or(cfg.BuildFSMLevel, FSMLevel),
+		build:  cfg.BuildFSMLevel,
 		d:      newData(cfg.EventWindow),
 		notify: make(chan struct{}),
 	}
