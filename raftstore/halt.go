@@ -1,20 +1,6 @@
 package raftstore
 
-import (
-	"errors"
-	"sync"
-)
-
-// ErrHalt, wrapped in the error of a Handler's Apply or a Module's Restore,
-// says that this build cannot apply the log from here on the way the other
-// replicas do (a replicated record says the system already relies on
-// behaviour this build lacks, as after a downgrade in place): carrying on
-// would diverge silently. The FSM halts: it applies no later entry (nor the
-// halting one: the applied index stays before it), takes no snapshot (one
-// would persist state this build could not complete), and Halted closes, so
-// the owner reports the error and stops the node. The log itself is kept;
-// a build that understands it applies it all on restart.
-var ErrHalt = errors.New("raftstore: this build cannot apply the log")
+import "sync"
 
 // halt records the FSM's halt; the first cause wins.
 type halt struct {

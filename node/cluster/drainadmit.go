@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -25,10 +24,6 @@ import (
 // covers once it spreads. Replicating them would close that window at the
 // cost of a Raft command per drain; a drain is an operator's act, rare
 // and watched.
-
-// ErrNotLeader is returned by Reconciler.AdmitDrain on a node that does
-// not lead: the caller asks the leader.
-var ErrNotLeader = errors.New("cluster: not the leader")
 
 // DrainAdmitter decides drain admissions. Implemented by *Reconciler.
 type DrainAdmitter interface {

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -9,11 +8,6 @@ import (
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
-
-// ErrFSMLevelAhead is the halt (raftstore.ErrHalt) of a replica whose build
-// enforces a lower FSM level than the one recorded in replicated state: it
-// was downgraded in place below what the system relies on.
-var ErrFSMLevelAhead = errors.New("registry: the system's recorded FSM level is above this build's")
 
 // levelHandler applies COMMAND_TYPE_SYSTEM_FSM_LEVEL: the recorded level
 // becomes the larger of the two (it never goes down), or, above this
