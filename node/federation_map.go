@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/concordmap/concord/federation"
+	"github.com/concordmap/concord/federation/connclose"
 	"github.com/concordmap/concord/node/membership"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -74,9 +75,12 @@ func (m mapConn) Call(ctx context.Context, method string, params any) (json.RawM
 
 func (m mapConn) Done() <-chan struct{} { return m.c.Done() }
 
+// Close says goodbye if the close frame goes out within connclose.Grace,
+// and otherwise cuts the socket: a foreign server that stopped reading
+// would hold it WriteTimeout (10 s), and with it the link's stop and the
+// node's shutdown.
 func (m mapConn) Close() {
-	_ = m.c.Close("map link closed")
-	<-m.c.Done()
+	_ = m.c.CloseWithin("map link closed", connclose.Grace)
 }
 
 // fedNodes lists this system's live servers' node ids: where the leader

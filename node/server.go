@@ -241,6 +241,7 @@ func (s *Server) buildMAPService() error {
 	fcfg.Proposer = proposer
 	fcfg.AfterReply = rpc.AfterReply // first events follow the subscribe reply
 	fcfg.Visible = s.eventVisible
+	fcfg.FSMLevel = s.fsmLevel
 	fcfg.Logger = s.cfg.Logger
 	hub, err := fanout.New(fcfg)
 	if err != nil {
@@ -599,12 +600,13 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// runs while Raft and the forwarder still work, because closing a
 	// connection proposes the session's detach.
 	if s.httpSrv != nil {
-		if err := s.httpSrv.Shutdown(ctx); err != nil {
-			add("shutdown http", err)
-			// Requests still running when ctx ended (a response written to a
-			// client that stopped reading has no deadline) are cut, not left
-			// running past the node.
-			_ = s.httpSrv.Close()
+		// Requests still running after httpDrainTimeout (a response written
+		// to a client that stopped reading has no deadline) are cut, so the
+		// steps below keep their share of ctx (httpstop.go).
+		cut, err := shutdownHTTP(ctx, s.httpSrv, httpDrainTimeout)
+		add("shutdown http", err)
+		if cut {
+			s.log.Info("http requests still running at shutdown were cut", "after", httpDrainTimeout)
 		}
 	} else {
 		_ = s.httpLn.Close()

@@ -29,20 +29,17 @@ func closeAbruptly(conn net.Conn) error {
 	return conn.Close()
 }
 
-// abruptConn is a dialled connection whose Close is closeAbruptly: raft's
-// NetworkTransport closes the connections it dialled (pool overflow,
-// failed RPCs, CloseStreams, pipelines) with a plain Close.
-type abruptConn struct{ net.Conn }
-
-// Close implements net.Conn.
-func (c abruptConn) Close() error { return closeAbruptly(c.Conn) }
-
-// Dial implements raft.StreamLayer: the inner layer's connection, closed
-// abruptly.
+// Dial implements raft.StreamLayer: the inner layer's connection,
+// tracked so that Shutdown can cut it (dialcut.go) and closed abruptly.
+// raft's NetworkTransport closes the connections it dialled (pool
+// overflow, failed RPCs, CloseStreams, pipelines) with a plain Close.
 func (l *trackingLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if err := l.dials.refused(); err != nil {
+		return nil, err
+	}
 	c, err := l.StreamLayer.Dial(address, timeout)
 	if err != nil {
 		return nil, err
 	}
-	return abruptConn{c}, nil
+	return l.dials.track(c)
 }

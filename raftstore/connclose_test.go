@@ -223,7 +223,7 @@ func TestAppendSender_CloseConnsPromptTowardStuckPeer(t *testing.T) {
 // Store.Shutdown waits for the accepted ones' handlers.
 func TestTrackingLayer_ClosePromptTowardStuckPeer(t *testing.T) {
 	inner := newTLSLayer(t)
-	layer := &trackingLayer{StreamLayer: inner, conns: make(map[*trackedConn]struct{})}
+	layer := newTrackingLayer(inner, newDialSet())
 	t.Cleanup(func() { _ = layer.Close() })
 
 	// Dialled, as raft's pool and pipelines dial.

@@ -55,6 +55,7 @@ type Store struct {
 	raftDown     chan struct{} // closed once raft has shut down
 	shutdownDone chan struct{} // closed when Shutdown has finished
 	shutdownErr  error         // written before shutdownDone is closed
+	graceCut     bool          // Shutdown cut the transport to stop raft (dialcut.go); set before shutdownDone
 	bg           sync.WaitGroup
 	nudgeCh      chan struct{} // 1 slot: a commit index to propagate (nudge.go)
 	nudgeNowCh   chan struct{} // 1 slot: ... and an origin waits for it
@@ -223,9 +224,11 @@ func (s *Store) leave() { s.inflight.Done() }
 //     its FSM goroutine once it shuts down, and a waiter on one of those
 //     would never return;
 //  3. shut raft down and wait for its goroutines (this also closes the
-//     transport's listener);
-//  4. release any caller still waiting (ErrShutdown) and close the pooled
-//     and accepted connections, so no transport goroutine lingers;
+//     transport's listener); if raft has not stopped within shutdownGrace
+//     (an RPC to a frozen peer holds a goroutine), cut the transport's
+//     dialled connections and refuse new dials (dialcut.go);
+//  4. release any caller still waiting (ErrShutdown) and close the pooled,
+//     dialled and accepted connections, so no transport goroutine lingers;
 //  5. stop the leadership goroutine and close subscribers' channels;
 //  6. wait for the accepted connections' handlers to return (raft answers
 //     heartbeats there and writes the term to bolt), then close the bolt
@@ -260,9 +263,12 @@ func (s *Store) Shutdown(ctx context.Context) error {
 		drainErr = fmt.Errorf("raftstore: in-flight operations did not finish: %w", drainErr)
 	}
 	s.raft.DeregisterObserver(s.observer)
-	raftErr := s.raft.Shutdown().Error()
+	raftErr := s.shutdownRaft() // dialcut.go: bounded toward a frozen peer
 	close(s.raftDown)
 	s.trans.CloseStreams()
+	// Connections still in use, by an RPC raft abandoned (a leadership
+	// transfer's TimeoutNow runs outside raft's goroutines), end now.
+	s.layer.dials.cutAll()
 	_ = s.layer.Close()
 	s.bg.Wait()
 	s.closeSubscribers()

@@ -18,18 +18,20 @@ import (
 // that closing it also closes accepted connections (see trackingLayer).
 // Closing stop ends any pause in pacing replication to a non-voter.
 func newTransport(cfg Config, logger *hclogAdapter, stop <-chan struct{}) (*raftTransport, *trackingLayer, error) {
+	dials := newDialSet()
 	var inner raft.StreamLayer = cfg.StreamLayer
 	if inner == nil {
 		tcp, err := newTCPStreamLayer(cfg.BindAddr, cfg.AdvertiseAddr)
 		if err != nil {
 			return nil, nil, err
 		}
+		tcp.dials = dials // raw sockets too, so a cut ends a TLS handshake
 		inner = tcp
 	}
 	if cfg.WrapStreamLayer != nil {
 		inner = cfg.WrapStreamLayer(inner)
 	}
-	layer := &trackingLayer{StreamLayer: inner, conns: make(map[*trackedConn]struct{})}
+	layer := newTrackingLayer(inner, dials)
 	// raft's transport dials; rpcServer serves what the layer accepts.
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  newDialOnlyLayer(layer),
@@ -154,6 +156,7 @@ func (t *raftTransport) AppendEntriesPipeline(id raft.ServerID, target raft.Serv
 type tcpStreamLayer struct {
 	net.Listener
 	advertise net.Addr
+	dials     *dialSet // when set, tracks the sockets dialled (dialcut.go)
 }
 
 func newTCPStreamLayer(bind, advertise string) (*tcpStreamLayer, error) {
@@ -182,10 +185,18 @@ func (t *tcpStreamLayer) Addr() net.Addr { return t.advertise }
 // Dial implements raft.StreamLayer.
 func (t *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
-	return d.Dial("tcp", string(address))
+	if t.dials == nil {
+		return d.Dial("tcp", string(address))
+	}
+	c, err := d.DialContext(t.dials.ctx, "tcp", string(address))
+	if err != nil {
+		return nil, err
+	}
+	return t.dials.track(c)
 }
 
-// trackingLayer remembers accepted connections so Close can close them and
+// trackingLayer remembers dialled connections so Shutdown can cut them
+// (dialcut.go), and accepted connections so Close can close them and
 // Shutdown can wait for their handlers (rpcServer's, and its accept loop,
 // count in live). Each accepted connection has a goroutine reading it
 // until the remote end hangs up, and that goroutine answers heartbeats
@@ -194,11 +205,16 @@ func (t *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 // could write to the bolt file after Shutdown closed it.
 type trackingLayer struct {
 	raft.StreamLayer
+	dials *dialSet // the connections dialled through the layer (dialcut.go)
 
 	mu     sync.Mutex
 	closed bool
 	conns  map[*trackedConn]struct{} // open accepted connections; guarded by mu
 	live   sync.WaitGroup            // accepted connections not yet closed by their handler
+}
+
+func newTrackingLayer(inner raft.StreamLayer, dials *dialSet) *trackingLayer {
+	return &trackingLayer{StreamLayer: inner, dials: dials, conns: make(map[*trackedConn]struct{})}
 }
 
 // Accept implements net.Listener.

@@ -60,6 +60,7 @@ type Server struct {
 	pool *pool // RemovePeer's hop to the leader
 
 	stopping chan struct{} // closed by Shutdown: relay handlers return
+	handlers *handlerCount // RPC handlers running (server_stop.go)
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 	mu       sync.Mutex
@@ -80,7 +81,12 @@ func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
 	if deps.Store == nil {
 		return nil, fmt.Errorf("%w: Server needs a Store", ErrInvalidConfig)
 	}
+	handlers := &handlerCount{}
 	opts := []grpc.ServerOption{
+		// Outermost: Shutdown tells RPCs in progress from idle
+		// connections (server_stop.go).
+		grpc.ChainUnaryInterceptor(handlers.unary),
+		grpc.ChainStreamInterceptor(handlers.stream),
 		// Credentials and authorization interceptors (mTLS, node/authz)
 		// come in through cfg.ServerOptions.
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
@@ -104,6 +110,7 @@ func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
 		cfg: cfg, log: cfg.logger("cluster.server"), deps: deps,
 		grpc:     grpc.NewServer(append(opts, cfg.ServerOptions...)...),
 		pool:     newPool(cfg),
+		handlers: handlers,
 		stopping: make(chan struct{}),
 	}
 	concordv1.RegisterClusterServer(s.grpc, &service{s: s})
@@ -130,7 +137,9 @@ func (s *Server) Serve(lis net.Listener) error {
 // they are handling (peers see the stream close and reconnect elsewhere or
 // fail their messages), new RPCs are refused, and it waits for the RPCs in
 // progress (GracefulStop). When ctx ends first, it stops hard: connections
-// are closed and handlers see their contexts cancelled. It waits for every
+// are closed and handlers see their contexts cancelled. Once no RPC runs,
+// connections still open after connclose.Grace (a frozen peer's) are
+// closed too (server_stop.go). It waits for every
 // goroutine the Server started. Idempotent; later calls wait for the first.
 func (s *Server) Shutdown(ctx context.Context) error {
 	// Once.Do makes concurrent callers wait until the first finishes.
@@ -148,12 +157,12 @@ func (s *Server) shutdown(ctx context.Context) {
 		s.grpc.GracefulStop()
 	}()
 	var err error
-	select {
-	case <-graceful:
-	case <-ctx.Done():
+	if !s.awaitGraceful(ctx, graceful) {
 		s.grpc.Stop()
 		<-graceful
-		err = fmt.Errorf("cluster server: graceful stop: %w", ctx.Err())
+		if ctx.Err() != nil {
+			err = fmt.Errorf("cluster server: graceful stop: %w", ctx.Err())
+		}
 	}
 	s.wg.Wait() // relay stream readers end with their streams
 	if perr := s.pool.close(); perr != nil {

@@ -35,7 +35,10 @@ type ClosedSubscription struct {
 // replicated, so it survives the loss of this node) and starts delivering.
 // Replayed events come first, in log order, then live ones, with no gap
 // and no duplicate between them: both are read from the same log position.
-func (h *Hub) Subscribe(ctx context.Context, sessionID string, params json.RawMessage) (any, error) {
+// epoch is the attach epoch of the calling connection (0: unknown): the
+// subscription's writes quote it, so one that reaches the log after the
+// session moved on is refused (Config.FSMLevel).
+func (h *Hub) Subscribe(ctx context.Context, sessionID string, epoch uint64, params json.RawMessage) (any, error) {
 	sp, err := parseSubscribe(params)
 	if err != nil {
 		return nil, err
@@ -54,11 +57,11 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string, params json.RawMe
 		CreatedAt: h.now().UnixMilli(), CursorEventId: cursorID,
 	}
 	err = h.proposeWait(ctx, concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_ADD,
-		&concordv1.SubscriptionAddRequest{Meta: h.meta(sess.ParticipantID), Subscription: rec})
+		&concordv1.SubscriptionAddRequest{Meta: h.meta(sess.ParticipantID), Subscription: rec, SessionEpoch: quoted(h.quoteEpochs(ctx), epoch)})
 	if err != nil {
 		return nil, fmt.Errorf("propose subscription add: %w", err)
 	}
-	s := &sub{id: id, sessionID: sessionID, participantID: sess.ParticipantID, participantType: sess.ParticipantType, filter: sp.filter,
+	s := &sub{id: id, sessionID: sessionID, epoch: epoch, participantID: sess.ParticipantID, participantType: sess.ParticipantType, filter: sp.filter,
 		opts: sp.opts, pos: pos, lastRegID: cursorID}
 	h.mu.Lock()
 	h.addLocked(s)
@@ -70,7 +73,8 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string, params json.RawMe
 
 // Unsubscribe handles map/unsubscribe {subscriptionId}: SUBSCRIPTION_REMOVE,
 // then local delivery stops. An id the session does not own is -32602.
-func (h *Hub) Unsubscribe(ctx context.Context, sessionID string, params json.RawMessage) (any, error) {
+// epoch: as in Subscribe.
+func (h *Hub) Unsubscribe(ctx context.Context, sessionID string, epoch uint64, params json.RawMessage) (any, error) {
 	obj, err := rpc.ParseParams(params)
 	if err != nil {
 		return nil, err
@@ -83,7 +87,8 @@ func (h *Hub) Unsubscribe(ctx context.Context, sessionID string, params json.Raw
 		return nil, rpc.InvalidParams("subscriptionId", "unknown subscription "+id)
 	}
 	err = h.proposeWait(ctx, concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_REMOVE,
-		&concordv1.SubscriptionRemoveRequest{Meta: h.meta(""), SessionId: sessionID, SubscriptionId: id})
+		&concordv1.SubscriptionRemoveRequest{Meta: h.meta(""), SessionId: sessionID, SubscriptionId: id,
+			SessionEpoch: quoted(h.quoteEpochs(ctx), epoch)})
 	if err != nil {
 		return nil, fmt.Errorf("propose subscription remove: %w", err)
 	}
@@ -183,8 +188,10 @@ func (h *Hub) Ack(_ context.Context, sessionID string, params json.RawMessage) e
 // eventIds for deduplication). A cursor that aged out of the retained log
 // resumes at the oldest retained event and the client gets an overflow
 // warning with reason "replay_window_exceeded". Subscriptions already
-// delivering here are left alone.
-func (h *Hub) Attach(ctx context.Context, sessionID string) error {
+// delivering here are left alone, but for their epoch: epoch is the attach
+// epoch of the connection now holding the session (see Subscribe), which
+// their later cursor and removal writes quote.
+func (h *Hub) Attach(ctx context.Context, sessionID string, epoch uint64) error {
 	sess, ok := h.reg.Session(sessionID)
 	if !ok {
 		return fmt.Errorf("attach: %w: %s", ErrUnknownSession, sessionID)
@@ -193,7 +200,8 @@ func (h *Hub) Attach(ctx context.Context, sessionID string) error {
 	var added []*sub
 	h.mu.Lock()
 	for _, rec := range sess.Subscriptions {
-		if h.subs[rec.ID] != nil {
+		if s := h.subs[rec.ID]; s != nil {
+			s.epoch = max(s.epoch, epoch)
 			continue
 		}
 		f, err := parseFilter(rec.Filter)
@@ -206,7 +214,7 @@ func (h *Hub) Attach(ctx context.Context, sessionID string) error {
 			h.log.Warn("stored subscription options invalid; not restored", "subscription_id", rec.ID, "err", err)
 			continue
 		}
-		s := &sub{id: rec.ID, sessionID: sessionID, participantID: sess.ParticipantID, participantType: sess.ParticipantType, filter: f, opts: opts,
+		s := &sub{id: rec.ID, sessionID: sessionID, epoch: epoch, participantID: sess.ParticipantID, participantType: sess.ParticipantType, filter: f, opts: opts,
 			seq: rec.CursorSeq, flushedSeq: rec.CursorSeq, lastRegID: rec.CursorEventID}
 		if d, ok := h.detached[rec.ID]; ok {
 			s.seq = max(s.seq, d.seq) // the flush from Detach may not be applied yet
@@ -234,7 +242,7 @@ func (h *Hub) Detach(sessionID string) {
 	h.mu.Lock()
 	for _, s := range h.bySession[sessionID] {
 		if id, seq := s.cursor(); seq > s.flushedSeq {
-			h.pending[s.id] = pendingCursor{sessionID: sessionID, eventID: id, seq: seq}
+			h.pending[s.id] = pendingCursor{sessionID: sessionID, eventID: id, seq: seq, epoch: s.epoch}
 		}
 		h.detached[s.id] = detachedSub{seq: s.seq, at: now}
 		h.removeLocked(s)

@@ -42,7 +42,7 @@ func TestAttach_NodeChangeContinuesNumbering(t *testing.T) {
 
 	nodeB := newHarness(t, reg, func(c *Config) { c.NodeID = "n2" })
 	cb := nodeB.conn("s1")
-	if err := nodeB.hub.Attach(context.Background(), "s1"); err != nil {
+	if err := nodeB.hub.Attach(context.Background(), "s1", 1); err != nil {
 		t.Fatal(err)
 	}
 	all = append(all, reg.appendEvent("agent_state_changed", "a")) // live after the replay
@@ -51,7 +51,7 @@ func TestAttach_NodeChangeContinuesNumbering(t *testing.T) {
 		t.Errorf("detached node A delivered %d events, want 5", n)
 	}
 	// Attaching again is a no-op for subscriptions already delivering.
-	if err := nodeB.hub.Attach(context.Background(), "s1"); err != nil {
+	if err := nodeB.hub.Attach(context.Background(), "s1", 1); err != nil {
 		t.Fatal(err)
 	}
 	reg.appendEvent("agent_state_changed", "a")
@@ -83,7 +83,7 @@ func TestAttach_AfterNodeLossIsAtLeastOnce(t *testing.T) {
 
 	nodeB := newHarness(t, reg, nil)
 	cb := nodeB.conn("s1")
-	if err := nodeB.hub.Attach(context.Background(), "s1"); err != nil {
+	if err := nodeB.hub.Attach(context.Background(), "s1", 1); err != nil {
 		t.Fatal(err)
 	}
 	checkDense(t, waitEvents(t, cb, id, 2), 4, ids(all[3:]))
@@ -109,14 +109,14 @@ func TestAttach_CursorAgedOut(t *testing.T) {
 	}
 	nodeB := newHarness(t, reg, nil)
 	cb := nodeB.conn("s1")
-	if err := nodeB.hub.Attach(context.Background(), "s1"); err != nil {
+	if err := nodeB.hub.Attach(context.Background(), "s1", 1); err != nil {
 		t.Fatal(err)
 	}
 	checkDense(t, waitEvents(t, cb, id, 5), 2, ids(all[7:]))
 	if o := overflows(t, cb); len(o) != 1 || o[0].Reason != "replay_window_exceeded" {
 		t.Errorf("overflow notices %+v", o)
 	}
-	if err := nodeB.hub.Attach(context.Background(), "nope"); !errors.Is(err, ErrUnknownSession) {
+	if err := nodeB.hub.Attach(context.Background(), "nope", 1); !errors.Is(err, ErrUnknownSession) {
 		t.Errorf("unknown session: %v", err)
 	}
 }
@@ -138,7 +138,7 @@ func TestDetach_QuickReattachKeepsNumbering(t *testing.T) {
 	hs.prop.mu.Lock()
 	hs.prop.err = nil
 	hs.prop.mu.Unlock()
-	if err := hs.hub.Attach(context.Background(), "s1"); err != nil {
+	if err := hs.hub.Attach(context.Background(), "s1", 1); err != nil {
 		t.Fatal(err)
 	}
 	ev := reg.appendEvent("agent_registered", "a")

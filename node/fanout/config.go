@@ -44,6 +44,13 @@ type Config struct {
 	// it once rather than once per entry.
 	WaitApplyBatch func(ctx context.Context)
 
+	// FSMLevel, optional, returns the registry FSM level every server of
+	// the system enforces (registry.FSMLevel). The hub's subscription
+	// writes quote the attach epoch of the connection they are made for
+	// (session_epoch) only once it reaches registry.FSMLevelSessionWrites.
+	// nil counts as 0: nothing is quoted.
+	FSMLevel func(ctx context.Context) int
+
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
 

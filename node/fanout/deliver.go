@@ -205,7 +205,7 @@ func (h *Hub) closeOverflowed(s *sub, now time.Time) {
 	if c, ok := h.conns(s.sessionID); !ok || c.NotifyRaw(MethodOverflow, params) != nil {
 		h.notices = append(h.notices, notice{sessionID: s.sessionID, params: params})
 	}
-	h.removals = append(h.removals, removal{sessionID: s.sessionID, subID: s.id})
+	h.removals = append(h.removals, removal{sessionID: s.sessionID, subID: s.id, epoch: s.epoch})
 	h.log.Warn("subscription closed: consumer stays behind", "subscription_id", s.id, "session_id", s.sessionID, "dropped", s.ovf.total)
 	select {
 	case h.flush <- struct{}{}:

@@ -340,7 +340,7 @@ func newHarness(t *testing.T, reg *fakeRegistry, tweak func(*Config)) *harness {
 
 func (hs *harness) subscribe(t *testing.T, session, params string) string {
 	t.Helper()
-	res, err := hs.hub.Subscribe(context.Background(), session, json.RawMessage(params))
+	res, err := hs.hub.Subscribe(context.Background(), session, 1, json.RawMessage(params))
 	if err != nil {
 		t.Fatalf("Subscribe(%s): %v", params, err)
 	}

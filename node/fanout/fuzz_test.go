@@ -34,7 +34,7 @@ func FuzzSubscribeParams(f *testing.F) {
 		if !json.Valid([]byte(params)) {
 			t.Skip() // the rpc layer only hands over valid JSON
 		}
-		res, err := h.Subscribe(context.Background(), "s1", json.RawMessage(params))
+		res, err := h.Subscribe(context.Background(), "s1", 1, json.RawMessage(params))
 		if err != nil {
 			var e *rpc.Error
 			if !errors.As(err, &e) || (e.Code != rpc.CodeInvalidParams && e.Code != rpc.CodeExhausted) {
@@ -43,7 +43,7 @@ func FuzzSubscribeParams(f *testing.F) {
 			return
 		}
 		id := res.(SubscribeResult).SubscriptionID
-		if _, err := h.Unsubscribe(context.Background(), "s1", json.RawMessage(`{"subscriptionId":"`+id+`"}`)); err != nil {
+		if _, err := h.Unsubscribe(context.Background(), "s1", 1, json.RawMessage(`{"subscriptionId":"`+id+`"}`)); err != nil {
 			t.Fatalf("unsubscribe: %v", err)
 		}
 	})

@@ -53,11 +53,14 @@ type notice struct {
 }
 
 // removal is a subscription closed by the hub, to be removed in the registry.
-type removal struct{ sessionID, subID string }
+type removal struct {
+	sessionID, subID string
+	epoch            uint64 // sub.epoch
+}
 
 type pendingCursor struct {
 	sessionID, eventID string
-	seq                uint64
+	seq, epoch         uint64 // epoch: sub.epoch
 }
 
 // detachedSub remembers where a detached subscription stood, so that a

@@ -42,7 +42,7 @@ func TestHub_RealConnection(t *testing.T) {
 	go func() { defer close(done); _ = h.Run(rctx) }()
 	defer func() { stop(); <-done }()
 
-	res, err := h.Subscribe(ctx, "s1", json.RawMessage(`{"filter":{"eventTypes":["agent.registered"]}}`))
+	res, err := h.Subscribe(ctx, "s1", 1, json.RawMessage(`{"filter":{"eventTypes":["agent.registered"]}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,11 @@ import (
 type sub struct {
 	id, sessionID, participantID string
 	participantType              string // with participantID, who Config.Visible decides for
-	filter                       *filter
-	opts                         options
+	// epoch is the attach epoch of the session's connection delivering
+	// here: its cursor and removal writes quote it (Hub.quoteEpochs).
+	epoch  uint64
+	filter *filter
+	opts   options
 
 	// Registry events are read from the replicated log: pos is the last
 	// log position this subscription has handled (delivered or filtered

@@ -108,7 +108,7 @@ func TestSubscribe_ReplayWindowExceeded(t *testing.T) {
 		{`{"replayFrom":1,"fromEventId":"x"}`, rpc.CodeInvalidParams, ""},
 	}
 	for _, tc := range cases {
-		_, err := hs.hub.Subscribe(context.Background(), "s1", json.RawMessage(tc.params))
+		_, err := hs.hub.Subscribe(context.Background(), "s1", 1, json.RawMessage(tc.params))
 		var e *rpc.Error
 		if !errors.As(err, &e) || e.Code != tc.code {
 			t.Errorf("%s: err = %v, want code %d", tc.params, err, tc.code)
@@ -133,13 +133,13 @@ func TestSubscribe_InvalidParams(t *testing.T) {
 		`[1]`: "params", `{"filter":{"colour":1}}`: "filter.colour", `{"options":[]}`: "options",
 		`{"options":{"excludeOwnEvents":"yes"}}`: "options.excludeOwnEvents", `{"fromEventId":7}`: "fromEventId",
 	} {
-		_, err := hs.hub.Subscribe(context.Background(), "s1", json.RawMessage(params))
+		_, err := hs.hub.Subscribe(context.Background(), "s1", 1, json.RawMessage(params))
 		var e *rpc.Error
 		if !errors.As(err, &e) || e.Code != rpc.CodeInvalidParams || e.Data.Details["field"] != field {
 			t.Errorf("%s: err = %v, want -32602 on %s", params, err, field)
 		}
 	}
-	if _, err := hs.hub.Subscribe(context.Background(), "nope", nil); !errors.Is(err, ErrUnknownSession) {
+	if _, err := hs.hub.Subscribe(context.Background(), "nope", 1, nil); !errors.Is(err, ErrUnknownSession) {
 		t.Errorf("unknown session: %v", err)
 	}
 }
@@ -154,16 +154,16 @@ func TestUnsubscribe(t *testing.T) {
 	reg.appendEvent("agent_registered", "a")
 	waitEvents(t, c, id, 1)
 
-	if _, err := hs.hub.Unsubscribe(context.Background(), "s2", json.RawMessage(`{"subscriptionId":"`+id+`"}`)); rpcCode(err) != rpc.CodeInvalidParams {
+	if _, err := hs.hub.Unsubscribe(context.Background(), "s2", 1, json.RawMessage(`{"subscriptionId":"`+id+`"}`)); rpcCode(err) != rpc.CodeInvalidParams {
 		t.Errorf("other session's subscription: %v", err)
 	}
-	if _, err := hs.hub.Unsubscribe(context.Background(), "s1", json.RawMessage(`{"subscriptionId":"nope"}`)); rpcCode(err) != rpc.CodeInvalidParams {
+	if _, err := hs.hub.Unsubscribe(context.Background(), "s1", 1, json.RawMessage(`{"subscriptionId":"nope"}`)); rpcCode(err) != rpc.CodeInvalidParams {
 		t.Errorf("unknown id: %v", err)
 	}
-	if _, err := hs.hub.Unsubscribe(context.Background(), "s1", json.RawMessage(`{}`)); rpcCode(err) != rpc.CodeInvalidParams {
+	if _, err := hs.hub.Unsubscribe(context.Background(), "s1", 1, json.RawMessage(`{}`)); rpcCode(err) != rpc.CodeInvalidParams {
 		t.Errorf("missing id: %v", err)
 	}
-	res, err := hs.hub.Unsubscribe(context.Background(), "s1", json.RawMessage(`{"subscriptionId":"`+id+`"}`))
+	res, err := hs.hub.Unsubscribe(context.Background(), "s1", 1, json.RawMessage(`{"subscriptionId":"`+id+`"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestSubscribe_WaitsForLocalApply(t *testing.T) {
 		}
 	})
 	id := hs.subscribe(t, "s1", `{}`)
-	if _, err := hs.hub.Unsubscribe(context.Background(), "s1", json.RawMessage(`{"subscriptionId":"`+id+`"}`)); err != nil {
+	if _, err := hs.hub.Unsubscribe(context.Background(), "s1", 1, json.RawMessage(`{"subscriptionId":"`+id+`"}`)); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

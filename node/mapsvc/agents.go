@@ -193,9 +193,9 @@ func (s *Service) agentsUnregister(ctx context.Context, _ *rpc.Conn, cs *connSta
 	if err := s.mayControl(cs, id); err != nil {
 		return nil, err
 	}
-	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UNREGISTER, &concordv1.AgentUnregisterRequest{
-		Meta: s.meta(cs.participantID, 1), AgentId: id, Reason: reason,
-	})
+	req := &concordv1.AgentUnregisterRequest{Meta: s.meta(cs.participantID, 1), AgentId: id, Reason: reason}
+	req.OriginSessionId, req.OriginSessionEpoch = s.origin(ctx, cs)
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UNREGISTER, req)
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +231,7 @@ func (s *Service) agentsUpdate(ctx context.Context, _ *rpc.Conn, cs *connState, 
 		events++
 	}
 	up.Meta = s.meta(cs.participantID, events)
+	up.OriginSessionId, up.OriginSessionEpoch = s.origin(ctx, cs)
 	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, up)
 	if err != nil {
 		return nil, err
@@ -289,9 +290,9 @@ func (s *Service) lifecycleVerb(verb string) func(context.Context, *rpc.Conn, *c
 		if err := s.mayControl(cs, id); err != nil {
 			return nil, err
 		}
-		res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, &concordv1.AgentUpdateRequest{
-			Meta: s.meta(cs.participantID, 1), AgentId: id, Transition: verb, Reason: reason,
-		})
+		up := &concordv1.AgentUpdateRequest{Meta: s.meta(cs.participantID, 1), AgentId: id, Transition: verb, Reason: reason}
+		up.OriginSessionId, up.OriginSessionEpoch = s.origin(ctx, cs)
+		res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE, up)
 		if err != nil {
 			return nil, err
 		}

@@ -37,13 +37,16 @@ type Router interface {
 // Fanout is what the service needs from node/fanout; *fanout.Hub
 // satisfies it.
 type Fanout interface {
-	Subscribe(ctx context.Context, sessionID string, params json.RawMessage) (any, error)
-	Unsubscribe(ctx context.Context, sessionID string, params json.RawMessage) (any, error)
+	// Subscribe and Unsubscribe get the attach epoch of the calling
+	// connection, which their writes quote (registry.FSMLevelSessionWrites).
+	Subscribe(ctx context.Context, sessionID string, epoch uint64, params json.RawMessage) (any, error)
+	Unsubscribe(ctx context.Context, sessionID string, epoch uint64, params json.RawMessage) (any, error)
 	Replay(ctx context.Context, sessionID string, params json.RawMessage) (any, error)
 	Ack(ctx context.Context, sessionID string, params json.RawMessage) error
 	// Attach restores a session's subscriptions on this node after
-	// connect/resume; Detach drops them when the connection is gone.
-	Attach(ctx context.Context, sessionID string) error
+	// connect/resume, for the connection attached at epoch; Detach drops
+	// them when the connection is gone.
+	Attach(ctx context.Context, sessionID string, epoch uint64) error
 	Detach(sessionID string)
 }
 

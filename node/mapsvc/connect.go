@@ -311,7 +311,7 @@ func (s *Service) attach(ctx context.Context, c *rpc.Conn, st *connState, sr reg
 			err = s.awaitFence(ctx, fenceAll)
 		}
 		if err == nil {
-			err = f.Attach(ctx, sr.Session.ID)
+			err = f.Attach(ctx, sr.Session.ID, sr.Epoch)
 		}
 		switch {
 		case err != nil && sr.Resumed:

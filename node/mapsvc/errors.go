@@ -11,9 +11,10 @@ import (
 // ErrInvalidConfig wraps every Config.Validate failure.
 var ErrInvalidConfig = errors.New("mapsvc: invalid config")
 
-// ReasonSessionMoved is details.reason of the retryable 4000 a resume
-// gets when the session was resumed, detached or closed between this
-// node's read and the resume's commit (registry.ErrSessionMoved).
+// ReasonSessionMoved is details.reason of the retryable 4000 a resume,
+// or a write a connection makes for its session, gets when the session
+// was resumed, detached or closed between this node's read (the
+// connection's attach) and the commit (registry.ErrSessionMoved).
 const ReasonSessionMoved = "session_moved"
 
 // Errors sent to participants for conditions of this layer.

@@ -117,9 +117,13 @@ func raiseTo(v *atomic.Uint64, index uint64) {
 // loop does not wait for the previous one's commit to reach this node. Any other request, and any request
 // after a non-neutral write, waits as before. A field added to the
 // message later is not neutral until listed here.
+//
+// The origin session's epoch (origin_session_id, origin_session_epoch)
+// is neutral too: it only decides whether the update applies at all.
 var neutralUpdateFields = map[protoreflect.Name]bool{
 	"meta": true, "agent_id": true, "state": true, "reason": true, "metadata": true,
 	"environment": true, "capability_descriptor": true, "name": true, "description": true,
+	"origin_session_id": true, "origin_session_epoch": true,
 }
 
 // classify returns the writeClass of msg, a command of type t.

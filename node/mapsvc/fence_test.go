@@ -24,6 +24,7 @@ func TestNeutralWrite(t *testing.T) {
 		{"metadata", update, &concordv1.AgentUpdateRequest{AgentId: "a", Meta: &concordv1.CommandMeta{}, Metadata: []byte(`{}`)}, true},
 		{"state and name", update, &concordv1.AgentUpdateRequest{AgentId: "a", State: str("busy"), Name: str("n"), Description: str("d")}, true},
 		{"environment, descriptor, reason", update, &concordv1.AgentUpdateRequest{AgentId: "a", Environment: []byte(`{}`), CapabilityDescriptor: []byte(`{}`), Reason: "r"}, true},
+		{"state, from a connection at its epoch", update, &concordv1.AgentUpdateRequest{AgentId: "a", State: str("busy"), OriginSessionId: "s", OriginSessionEpoch: 3}, true},
 		{"permission overrides", update, &concordv1.AgentUpdateRequest{AgentId: "a", PermissionOverrides: []byte(`{}`)}, false},
 		{"capabilities", update, &concordv1.AgentUpdateRequest{AgentId: "a", Capabilities: []byte(`{}`)}, false},
 		{"role", update, &concordv1.AgentUpdateRequest{AgentId: "a", Role: str("r")}, false},

@@ -74,6 +74,7 @@ type fakeFanout struct {
 	mu       sync.Mutex
 	log      []string
 	attached map[string]int
+	epochs   []uint64 // the connection epoch of each Subscribe, Unsubscribe and Attach
 }
 
 func (f *fakeFanout) rec(s string) {
@@ -82,11 +83,19 @@ func (f *fakeFanout) rec(s string) {
 	f.log = append(f.log, s)
 }
 
-func (f *fakeFanout) Subscribe(_ context.Context, sid string, p json.RawMessage) (any, error) {
+func (f *fakeFanout) epoch(e uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.epochs = append(f.epochs, e)
+}
+
+func (f *fakeFanout) Subscribe(_ context.Context, sid string, epoch uint64, p json.RawMessage) (any, error) {
+	f.epoch(epoch)
 	f.rec("subscribe " + sid + " " + string(p))
 	return map[string]any{"subscriptionId": "sub-1"}, nil
 }
-func (f *fakeFanout) Unsubscribe(_ context.Context, sid string, p json.RawMessage) (any, error) {
+func (f *fakeFanout) Unsubscribe(_ context.Context, sid string, epoch uint64, p json.RawMessage) (any, error) {
+	f.epoch(epoch)
 	f.rec("unsubscribe " + sid)
 	return map[string]any{"unsubscribed": true}, nil
 }
@@ -98,7 +107,8 @@ func (f *fakeFanout) Ack(_ context.Context, sid string, p json.RawMessage) error
 	f.rec("ack " + sid)
 	return nil
 }
-func (f *fakeFanout) Attach(_ context.Context, sid string) error {
+func (f *fakeFanout) Attach(_ context.Context, sid string, epoch uint64) error {
+	f.epoch(epoch)
 	f.rec("attach " + sid)
 	return nil
 }

@@ -105,3 +105,17 @@ func (s *Service) awaitCommitted(ctx context.Context, err error) error {
 	}
 	return s.cfg.WaitApplied(ctx, ce.Index)
 }
+
+// origin is the session and attach epoch a write made for the connection
+// cs quotes (origin_session_id, origin_session_epoch): should the request
+// fail before its proposal commits (its forward held, the client told the
+// outcome is unknown) and the session then move on (resumed elsewhere,
+// detached, closed), a late commit is refused rather than applied behind
+// the connection now holding the session. Nothing while some server does
+// not enforce it (registry.FSMLevelSessionWrites): old behaviour.
+func (s *Service) origin(ctx context.Context, cs *connState) (string, uint64) {
+	if cs.epoch == 0 || s.fsmLevel(ctx) < registry.FSMLevelSessionWrites {
+		return "", 0
+	}
+	return cs.sessionID, cs.epoch
+}

@@ -98,9 +98,9 @@ func (s *Service) scopesCreate(ctx context.Context, _ *rpc.Conn, cs *connState, 
 		rec.Id = "scope-" + strings.ToLower(s.newID())
 	}
 	rec.OwnerId = cs.participantID
-	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_CREATE, &concordv1.ScopeCreateRequest{
-		Meta: s.meta(cs.participantID, 1), Scope: rec,
-	})
+	req := &concordv1.ScopeCreateRequest{Meta: s.meta(cs.participantID, 1), Scope: rec}
+	req.OriginSessionId, req.OriginSessionEpoch = s.origin(ctx, cs)
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_CREATE, req)
 	if err != nil {
 		return nil, err
 	}
@@ -117,9 +117,9 @@ func (s *Service) scopesDelete(ctx context.Context, _ *rpc.Conn, cs *connState, 
 	if sc, ok := s.reg.Scope(id); ok && !s.managesScope(cs, &sc) {
 		return nil, permissionDenied("scope " + id + " belongs to another participant")
 	}
-	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_DELETE, &concordv1.ScopeDeleteRequest{
-		Meta: s.meta(cs.participantID, 1), ScopeId: id,
-	})
+	req := &concordv1.ScopeDeleteRequest{Meta: s.meta(cs.participantID, 1), ScopeId: id}
+	req.OriginSessionId, req.OriginSessionEpoch = s.origin(ctx, cs)
+	res, err := s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_DELETE, req)
 	if err != nil {
 		return nil, err
 	}
@@ -149,13 +149,14 @@ func (s *Service) membership(ctx context.Context, cs *connState, raw json.RawMes
 	}
 	var res any
 	var err error
+	osid, oep := s.origin(ctx, cs)
 	if join {
 		res, err = s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_JOIN, &concordv1.ScopeJoinRequest{
-			Meta: s.meta(cs.participantID, 1), ScopeId: scopeID, AgentId: agentID,
+			Meta: s.meta(cs.participantID, 1), ScopeId: scopeID, AgentId: agentID, OriginSessionId: osid, OriginSessionEpoch: oep,
 		})
 	} else {
 		res, err = s.proposeFenced(ctx, concordv1.CommandType_COMMAND_TYPE_SCOPE_LEAVE, &concordv1.ScopeLeaveRequest{
-			Meta: s.meta(cs.participantID, 2), ScopeId: scopeID, AgentId: agentID,
+			Meta: s.meta(cs.participantID, 2), ScopeId: scopeID, AgentId: agentID, OriginSessionId: osid, OriginSessionEpoch: oep,
 		})
 	}
 	if err != nil {

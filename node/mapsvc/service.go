@@ -147,24 +147,28 @@ func (s *Service) methodTable() map[string]method {
 		m["map/federation/route"] = method{fn: s.federationRoute, callers: callersG, capability: canFederate, capName: "federation.canFederate"}
 	}
 	if f := s.cfg.Fanout; f != nil {
-		obs := func(fn func(context.Context, string, json.RawMessage) (any, error)) method {
+		// obs: the observation methods. Subscribe and Unsubscribe write
+		// for the session, quoting the connection's attach epoch.
+		obs := func(fn func(ctx context.Context, cs *connState, raw json.RawMessage) (any, error)) method {
 			return method{fn: func(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
-				return fn(ctx, cs.sessionID, raw)
+				return fn(ctx, cs, raw)
 			}, callers: callersCAG, capability: canObserve, capName: "observation.canObserve"}
 		}
 		ack := method{fn: func(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
 			return nil, f.Ack(ctx, cs.sessionID, raw)
 		}, callers: callersCAG}
-		sub := obs(f.Subscribe)
-		sub.fn = func(ctx context.Context, _ *rpc.Conn, cs *connState, raw json.RawMessage) (any, error) {
+		m["map/subscribe"] = obs(func(ctx context.Context, cs *connState, raw json.RawMessage) (any, error) {
 			if err := s.subscriptionLimitRefusal(cs); err != nil {
 				return nil, err
 			}
-			return f.Subscribe(ctx, cs.sessionID, raw)
-		}
-		m["map/subscribe"] = sub
-		m["map/unsubscribe"] = obs(f.Unsubscribe)
-		m["map/replay"] = obs(f.Replay)
+			return f.Subscribe(ctx, cs.sessionID, cs.epoch, raw)
+		})
+		m["map/unsubscribe"] = obs(func(ctx context.Context, cs *connState, raw json.RawMessage) (any, error) {
+			return f.Unsubscribe(ctx, cs.sessionID, cs.epoch, raw)
+		})
+		m["map/replay"] = obs(func(ctx context.Context, cs *connState, raw json.RawMessage) (any, error) {
+			return f.Replay(ctx, cs.sessionID, raw)
+		})
 		m["map/subscribe.ack"] = ack
 		m["map/ack"] = ack
 	}

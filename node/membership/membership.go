@@ -46,6 +46,7 @@ type Membership struct {
 	// held while calling into memberlist and never taken by a callback.
 	lifeMu sync.Mutex
 	ml     *memberlist.Memberlist // set by Start; used under lifeMu
+	trans  *cutTransport          // ml's transport (transport.go); set by Start
 
 	mu      sync.Mutex
 	state   lifecycle
@@ -130,11 +131,18 @@ func (m *Membership) Start(ctx context.Context) error {
 	case stateShut:
 		return ErrShutdown
 	}
-	ml, err := memberlist.Create(m.memberlistConfig())
+	mc := m.memberlistConfig()
+	trans, err := newCutTransport(mc)
 	if err != nil {
+		return err
+	}
+	mc.Transport = trans
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		_ = trans.Shutdown()
 		return fmt.Errorf("create memberlist: %w", err)
 	}
-	m.ml = ml
+	m.ml, m.trans = ml, trans
 	m.mu.Lock()
 	m.state = stateStarted
 	m.mu.Unlock()
@@ -295,9 +303,9 @@ func (m *Membership) leave(ml *memberlist.Memberlist, timeout time.Duration) err
 // Shutdown stops gossip without announcing a leave (peers will detect the
 // node as dead; call Leave first for a graceful exit), stops the join loop,
 // closes every subscription and waits for all goroutines it started. It is
-// idempotent and may be called before Start. It can wait up to TCPTimeout
-// for an in-flight join attempt and up to LeaveTimeout for an interrupted
-// Leave.
+// idempotent and may be called before Start. An in-flight join attempt
+// ends at once (its TCP connections are cut, transport.go); an
+// interrupted Leave is waited for up to LeaveTimeout.
 //
 // Every goroutine this package starts has ended when Shutdown returns.
 // memberlist's own Shutdown stops its listeners and tickers but does not
@@ -318,6 +326,11 @@ func (m *Membership) Shutdown() error {
 	m.mu.Unlock()
 
 	close(m.stop)
+	// A join's exchange with a frozen seed would hold the wait below
+	// TCPTimeout per seed: cut memberlist's TCP connections (transport.go).
+	if m.trans != nil {
+		m.trans.cutAll()
+	}
 	// Wait before shutting memberlist down: memberlist panics on a Leave
 	// after Shutdown, and an interrupted Leave may still be running.
 	m.wg.Wait()

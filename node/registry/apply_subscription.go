@@ -52,12 +52,15 @@ func (s *State) applySubscriptionRemove(tx *txn, m *concordv1.SubscriptionRemove
 
 // applySubscriptionCursor handles COMMAND_TYPE_SUBSCRIPTION_CURSOR. A
 // cursor only moves forward; unknown sessions or subscriptions (removed
-// while the batch was in flight) are skipped. Result: cursors moved.
+// while the batch was in flight), and cursors of a connection whose
+// session was attached again since (cursorCurrent), are skipped: the
+// batch carries many sessions' cursors, and one stale cursor must not
+// hold back the others. Result: cursors moved.
 func (s *State) applySubscriptionCursor(tx *txn, m *concordv1.SubscriptionCursorRequest) (any, error) {
 	moved := 0
 	for _, c := range m.GetCursors() {
 		e, ok := tx.d.sessions[c.GetSessionId()]
-		if !ok {
+		if !ok || !cursorCurrent(e, c.GetSessionEpoch()) {
 			continue
 		}
 		i := subIndex(&e.s, c.GetSubscriptionId())

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -88,6 +89,8 @@ const (
 	fUpdOwnerID
 	fUpdSessionID
 	fUpdHomeNode
+	fUpdOriginSessionID
+	fUpdOriginSessionEpoch
 )
 
 // decodeAgentUpdate decodes an AgentUpdateRequest; false: not one it
@@ -96,14 +99,17 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 	body := &agentUpdateBody{}
 	m := &body.req
 	var seen uint32 // bit n: field n seen
+	// The agent and origin session ids are read only while the update
+	// applies: both are cut from one copy, made at the end.
+	var agentID, originID []byte
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num > fUpdHomeNode || seen&(1<<num) != 0 {
+		if n < 0 || num > fUpdOriginSessionEpoch || seen&(1<<num) != 0 {
 			return nil, false
 		}
 		seen |= 1 << num
 		b = b[n:]
-		if num == fUpdSetOwner {
+		if num == fUpdSetOwner || num == fUpdOriginSessionEpoch {
 			if typ != protowire.VarintType {
 				return nil, false
 			}
@@ -111,7 +117,11 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 			if n < 0 {
 				return nil, false
 			}
-			m.SetOwner = v != 0
+			if num == fUpdSetOwner {
+				m.SetOwner = v != 0
+			} else {
+				m.OriginSessionEpoch = v
+			}
 			b = b[n:]
 			continue
 		}
@@ -128,7 +138,7 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 		case fUpdMeta:
 			m.Meta, ok = &body.meta, decodeMeta(v, &body.meta, body.ids[:0:1])
 		case fUpdAgentID:
-			m.AgentId, ok = str(v)
+			agentID, ok = v, utf8.Valid(v)
 		case fUpdTransition:
 			m.Transition, ok = str(v)
 		case fUpdState:
@@ -160,10 +170,20 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 			m.SessionId, ok = str(v)
 		case fUpdHomeNode:
 			m.HomeNode, ok = str(v)
+		case fUpdOriginSessionID:
+			originID, ok = v, utf8.Valid(v)
 		}
 		if !ok {
 			return nil, false
 		}
+	}
+	if len(agentID)+len(originID) > 0 {
+		var sb strings.Builder // one allocation, whatever the lengths
+		sb.Grow(len(agentID) + len(originID))
+		sb.Write(agentID)
+		sb.Write(originID)
+		ids := sb.String()
+		m.AgentId, m.OriginSessionId = ids[:len(agentID)], ids[len(agentID):]
 	}
 	return m, true
 }

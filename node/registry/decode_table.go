@@ -273,6 +273,7 @@ var cursorTable = table(map[protowire.Number]wireField[cursorRec]{
 	2: strField(func(m *cursorRec) *string { return &m.SubscriptionId }),
 	3: strField(func(m *cursorRec) *string { return &m.EventId }),
 	4: uint64Field(func(m *cursorRec) *uint64 { return &m.Seq }),
+	5: uint64Field(func(m *cursorRec) *uint64 { return &m.SessionEpoch }),
 })
 
 var cursorReqTable = table(map[protowire.Number]wireField[cursorReq]{

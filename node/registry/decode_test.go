@@ -37,6 +37,7 @@ func agentUpdateBodies(t testing.TB) (fast, other [][]byte) {
 		Metadata: []byte(`{"a":1}`), Environment: []byte{}, PermissionOverrides: []byte(`{}`), Capabilities: []byte(`[1]`),
 		CapabilityDescriptor: []byte(`{"x":"y"}`), Name: proto.String(""), Description: proto.String("d"), Role: proto.String("r"),
 		Visibility: proto.String("public"), SetOwner: true, OwnerId: "o", SessionId: "sid", HomeNode: "node-2",
+		OriginSessionId: "origin-ü", OriginSessionEpoch: 1 << 40,
 	}
 	fast = [][]byte{
 		{}, // an empty body: every field unset
@@ -46,6 +47,11 @@ func agentUpdateBodies(t testing.TB) (fast, other [][]byte) {
 		enc(&concordv1.AgentUpdateRequest{Meta: &concordv1.CommandMeta{}, AgentId: "a"}),
 		enc(&concordv1.AgentUpdateRequest{Meta: &concordv1.CommandMeta{EventIds: []string{"x", "y", "z", "w"}}}),
 		enc(&concordv1.AgentUpdateRequest{Metadata: []byte{}, Capabilities: []byte{}}),
+		// As mapsvc proposes it once every server enforces FSMLevelSessionWrites.
+		enc(&concordv1.AgentUpdateRequest{Meta: meta, AgentId: "agent-0001", State: proto.String("busy"),
+			OriginSessionId: "01HZX3J5V6Q7R8S9T0V1W2X3Y5", OriginSessionEpoch: 3}),
+		enc(&concordv1.AgentUpdateRequest{OriginSessionId: "", OriginSessionEpoch: 1 << 63}),
+		cat(field(fUpdOriginSessionID, "")), // an empty string written out
 		enc(full),
 		// The same fields in another order, an explicit zero set_owner, a
 		// non-minimal varint: proto.Unmarshal takes them, so must we.
@@ -72,6 +78,12 @@ func agentUpdateBodies(t testing.TB) (fast, other [][]byte) {
 		cat(field(fUpdMeta, string(cat(protowire.AppendTag(nil, fMetaTimestamp, protowire.VarintType), []byte{1},
 			protowire.AppendTag(nil, fMetaTimestamp, protowire.VarintType), []byte{2})))), // repeated timestamp
 		cat(protowire.AppendTag(nil, fUpdSetOwner, protowire.VarintType), []byte{1}, protowire.AppendTag(nil, fUpdSetOwner, protowire.VarintType), []byte{0}),
+		cat(protowire.AppendTag(nil, fUpdOriginSessionEpoch, protowire.VarintType), []byte{1},
+			protowire.AppendTag(nil, fUpdOriginSessionEpoch, protowire.VarintType), []byte{2}), // repeated epoch: the last wins
+		cat(protowire.AppendTag(nil, fUpdOriginSessionEpoch, protowire.BytesType), []byte{0}),     // wrong wire type
+		cat(protowire.AppendTag(nil, fUpdOriginSessionEpoch, protowire.VarintType), []byte{0x80}), // truncated varint
+		cat(field(fUpdOriginSessionID, "\xff")),                                                   // invalid UTF-8
+		cat(field(fUpdOriginSessionEpoch+1, "next")),                                              // the first field number after the known ones
 		append(enc(full), 0x08), // trailing garbage
 	}
 	return fast, other
@@ -203,7 +215,9 @@ func tableBodies(t testing.TB) (fast, other map[T][][]byte) {
 		cSessionDetach: {{}, enc(&concordv1.SessionDetachRequest{Meta: meta, SessionId: "s", Reason: "r", Epoch: 1 << 40, TtlMs: -1, HomeNode: "h"})},
 		cSessionExpire: {{}, enc(&concordv1.SessionExpireRequest{Meta: meta, SessionId: "s", Epoch: 3, Kind: "ttl"})},
 		cSubCursor: {{}, enc(&concordv1.SubscriptionCursorRequest{Meta: meta, Cursors: []*concordv1.SubscriptionCursor{
-			{SessionId: "s", SubscriptionId: "sub", EventId: "e", Seq: 1}, {}, {Seq: 1 << 63}}})},
+			{SessionId: "s", SubscriptionId: "sub", EventId: "e", Seq: 1}, {}, {Seq: 1 << 63}}}),
+			enc(&concordv1.SubscriptionCursorRequest{Meta: meta, Cursors: []*concordv1.SubscriptionCursor{
+				{SessionId: "s", SubscriptionId: "sub", EventId: "e", Seq: 9, SessionEpoch: 3}, {SessionEpoch: 1 << 63}}})},
 	}
 	other = map[T][][]byte{}
 	for typ := range fast {
@@ -224,7 +238,11 @@ func tableBodies(t testing.TB) (fast, other map[T][][]byte) {
 	other[cSessionOpen] = append(other[cSessionOpen],
 		cat(field(2, string(field(13, string(field(8, "x")))))), // unknown field in a subscription
 		cat(field(2, string(field(10, string(field(1, "\xff")))))))
-	other[cSubCursor] = append(other[cSubCursor], cat(field(2, string(cat(field(4, "x"))))))
+	other[cSubCursor] = append(other[cSubCursor], cat(field(2, string(cat(field(4, "x"))))),
+		cat(field(2, string(field(5, "x")))), // session_epoch with the wrong wire type
+		cat(field(2, string(cat(protowire.AppendTag(nil, 5, protowire.VarintType), []byte{1},
+			protowire.AppendTag(nil, 5, protowire.VarintType), []byte{2})))), // session_epoch twice
+		cat(field(2, string(field(6, "x"))))) // a field after session_epoch
 	return fast, other
 }
 

@@ -82,8 +82,12 @@
 // that succeeded elsewhere meanwhile. Likewise reclaim_agents with
 // reclaim_from_sessions takes only the agents still in the session the
 // proposer saw them in, and a register quoting session_epoch applies only
-// while its session is at that epoch. Proposers quote these only once
-// every server enforces them (levels.go).
+// while its session is at that epoch. So does every other write a
+// connection makes for its session (agent update and unregister, scope
+// writes, subscription add and remove: origin_session_epoch or
+// session_epoch; checkOrigin), and a cursor quoting session_epoch is
+// skipped once the session was attached again since. Proposers quote
+// these only once every server enforces them (levels.go).
 // notifySubscribers of the SDK policy is stored but events are always
 // emitted (subscribers filter by type).
 //

@@ -16,8 +16,8 @@ const (
 	CodeAgentExists    = 3000
 	CodeStateInvalid   = 3001
 	// CodeExhausted is MAP's retryable 4000; the registry uses it for a
-	// resume whose session moved on (ErrSessionMoved): a retry reads the
-	// session afresh.
+	// resume, or a connection's write, whose session moved on
+	// (ErrSessionMoved): a retry reads the session afresh.
 	CodeExhausted = 4000
 )
 
@@ -68,9 +68,10 @@ var (
 	// ErrInvalidRequest: the command conflicts with state in a way MAP has
 	// no code for (duplicate session or subscription id, unknown session).
 	ErrInvalidRequest = &Error{Code: CodeInvalidRequest, Message: "invalid request"}
-	// ErrSessionMoved: a resume quoted an epoch the session has left (it
-	// was resumed elsewhere, detached or closed since the proposer read
-	// it). Retryable.
+	// ErrSessionMoved: a resume, or a write a connection made for its
+	// session, quoted an epoch the session has left (it was resumed
+	// elsewhere, detached or closed since the proposer read it).
+	// Retryable.
 	ErrSessionMoved = &Error{Code: CodeExhausted, Message: "session moved on"}
 
 	// ErrInvalidConfig wraps every Config.Validate failure.

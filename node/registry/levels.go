@@ -26,11 +26,20 @@ const (
 	// session moved on is refused).
 	FSMLevelResumeEpoch = 1
 
+	// FSMLevelSessionWrites: the other writes a MAP connection makes for
+	// its session quote the attach epoch it holds, and apply refuses them
+	// once the session left it (ErrSessionMoved; checkOrigin): AGENT_UPDATE,
+	// AGENT_UNREGISTER and SCOPE_CREATE / _DELETE / _JOIN / _LEAVE
+	// (origin_session_id, origin_session_epoch), SUBSCRIPTION_ADD and
+	// _REMOVE (session_epoch). A SUBSCRIPTION_CURSOR entry's session_epoch
+	// skips that cursor once the session was attached again since.
+	FSMLevelSessionWrites = 2
+
 	// FSMLevelSystemRecord: COMMAND_TYPE_SYSTEM_FSM_LEVEL is understood
 	// (an older build panics on the unknown type, so it is proposed only
 	// once every server advertises this level), and a level above the
 	// build's halts the FSM.
-	FSMLevelSystemRecord = FSMLevelResumeEpoch + 1
+	FSMLevelSystemRecord = FSMLevelSessionWrites + 1
 
 	// FSMLevel is the newest level this build enforces.
 	FSMLevel = FSMLevelSystemRecord

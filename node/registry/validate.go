@@ -91,7 +91,34 @@ func (d *data) existingAllowed(ex *agentEntry, r *concordv1.AgentRecord) bool {
 	return false
 }
 
+// checkOrigin refuses a write a MAP connection proposed for its session
+// (sid) at attach epoch ep once the session has left that epoch: resumed
+// elsewhere, detached, closed or gone. ep 0 (an older proposer, or the
+// system does not enforce FSMLevelSessionWrites yet) passes. It runs
+// before the command's other checks: whatever else the write would meet,
+// its connection is no longer the session's.
+func checkOrigin(d *data, sid string, ep uint64) error {
+	if ep == 0 {
+		return nil
+	}
+	if se := d.sessions[sid]; se != nil && se.epoch == ep {
+		return nil
+	}
+	return errf(CodeExhausted, "sessionId", "session %q moved on since the writing connection attached at epoch %d", sid, ep)
+}
+
+// cursorCurrent reports whether a cursor its connection delivered at
+// attach epoch ep may still move the session's cursor: the session was
+// not attached again since (at ep, or one detach or close of that very
+// connection later). ep 0 (older proposers) always may.
+func cursorCurrent(e *sessionEntry, ep uint64) bool {
+	return ep == 0 || e.epoch == ep || (e.epoch == ep+1 && !e.s.Connected)
+}
+
 func checkAgentUnregister(d *data, m *concordv1.AgentUnregisterRequest) error {
+	if err := checkOrigin(d, m.GetOriginSessionId(), m.GetOriginSessionEpoch()); err != nil {
+		return err
+	}
 	if d.agents[m.GetAgentId()] == nil {
 		return agentNotFound(m.GetAgentId())
 	}
@@ -99,6 +126,9 @@ func checkAgentUnregister(d *data, m *concordv1.AgentUnregisterRequest) error {
 }
 
 func checkAgentUpdate(d *data, m *concordv1.AgentUpdateRequest) error {
+	if err := checkOrigin(d, m.GetOriginSessionId(), m.GetOriginSessionEpoch()); err != nil {
+		return err
+	}
 	e, ok := d.agents[m.GetAgentId()]
 	if !ok {
 		return agentNotFound(m.GetAgentId())
@@ -159,6 +189,9 @@ func checkSubscriptionAdd(d *data, m *concordv1.SubscriptionAddRequest) error {
 	if r.GetId() == "" {
 		return errf(CodeInvalidParams, "subscriptionId", "subscription id is required")
 	}
+	if err := checkOrigin(d, r.GetSessionId(), m.GetSessionEpoch()); err != nil {
+		return err
+	}
 	e, ok := d.sessions[r.GetSessionId()]
 	if !ok {
 		return errf(CodeInvalidRequest, "sessionId", "session %q not found", r.GetSessionId())
@@ -170,6 +203,9 @@ func checkSubscriptionAdd(d *data, m *concordv1.SubscriptionAddRequest) error {
 }
 
 func checkSubscriptionRemove(d *data, m *concordv1.SubscriptionRemoveRequest) error {
+	if err := checkOrigin(d, m.GetSessionId(), m.GetSessionEpoch()); err != nil {
+		return err
+	}
 	e, ok := d.sessions[m.GetSessionId()]
 	if !ok {
 		return errf(CodeInvalidRequest, "sessionId", "session %q not found", m.GetSessionId())
@@ -181,6 +217,9 @@ func checkSubscriptionRemove(d *data, m *concordv1.SubscriptionRemoveRequest) er
 }
 
 func checkScopeCreate(d *data, m *concordv1.ScopeCreateRequest) error {
+	if err := checkOrigin(d, m.GetOriginSessionId(), m.GetOriginSessionEpoch()); err != nil {
+		return err
+	}
 	r := m.GetScope()
 	id := r.GetId()
 	if id == "" {
@@ -201,6 +240,9 @@ func checkScopeCreate(d *data, m *concordv1.ScopeCreateRequest) error {
 }
 
 func checkScopeDelete(d *data, m *concordv1.ScopeDeleteRequest) error {
+	if err := checkOrigin(d, m.GetOriginSessionId(), m.GetOriginSessionEpoch()); err != nil {
+		return err
+	}
 	id := m.GetScopeId()
 	if _, ok := d.scopes[id]; !ok {
 		return scopeNotFound(id)
@@ -212,11 +254,17 @@ func checkScopeDelete(d *data, m *concordv1.ScopeDeleteRequest) error {
 }
 
 func checkScopeJoin(d *data, m *concordv1.ScopeJoinRequest) error {
+	if err := checkOrigin(d, m.GetOriginSessionId(), m.GetOriginSessionEpoch()); err != nil {
+		return err
+	}
 	_, _, err := d.lookupMembership(m.GetScopeId(), m.GetAgentId())
 	return err
 }
 
 func checkScopeLeave(d *data, m *concordv1.ScopeLeaveRequest) error {
+	if err := checkOrigin(d, m.GetOriginSessionId(), m.GetOriginSessionEpoch()); err != nil {
+		return err
+	}
 	_, _, err := d.lookupMembership(m.GetScopeId(), m.GetAgentId())
 	return err
 }

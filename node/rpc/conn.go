@@ -103,6 +103,9 @@ type Conn struct {
 	readExited chan struct{}
 	writerDone chan struct{}
 	done       chan struct{}
+	// goodbyeOut: the queued frames and the close frame were written
+	// (CloseWithin waits for it).
+	goodbyeOut chan struct{}
 
 	nextID atomic.Uint64
 	pmu    sync.Mutex
@@ -262,6 +265,28 @@ func (c *Conn) enqueueNow(f *frame) error {
 // ErrClosed if the connection was already closing.
 func (c *Conn) Close(reason string) error { return c.closeWith(closeNormal, reason) }
 
+// CloseWithin is Close for a peer that may have stopped reading (a
+// foreign server that froze): the frames queued before it and the close
+// frame get grace to go out, and if they have not, the socket is cut
+// (federation/connclose) instead of waiting WriteTimeout for them. Once
+// the close frame is out, the peer's answer is awaited CloseGracePeriod,
+// as Close does. It returns when the connection has ended (Done).
+func (c *Conn) CloseWithin(reason string, grace time.Duration) error {
+	err := c.Close(reason)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-c.lazyChan(&c.goodbyeOut):
+	case <-c.Done():
+		return err
+	case <-t.C:
+		c.debug("close frame not out within the grace: cutting the connection", "grace", grace)
+		c.abort()
+	}
+	<-c.Done()
+	return err
+}
+
 func (c *Conn) closeWith(code int, reason string) error {
 	if len(reason) > maxReasonLength {
 		reason = reason[:maxReasonLength]
@@ -298,7 +323,8 @@ func (c *Conn) beginClose(code int, reason string) {
 	c.q.close()
 }
 
-// abort closes without the goodbye: used when Shutdown's context expired.
+// abort closes without the goodbye: used when Shutdown's context expired
+// and by CloseWithin.
 func (c *Conn) abort() {
 	c.beginClose(closeGoingAway, "server shutting down")
 	_ = c.tr.close()

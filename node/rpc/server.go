@@ -208,7 +208,9 @@ func (s *Server) unregister(c *Conn) {
 
 // Shutdown closes every connection with 1001 "going away" (each flushes
 // what it has queued and finishes its current request first) and waits for
-// all connection goroutines. When ctx ends first, connections are torn down
+// all connection goroutines. A connection whose goodbye (its queued frames
+// and the close frame) has not gone out shutdownGoodbyeGrace after its
+// close began is cut: its client stopped reading (shutdown.go). When ctx ends first, connections are torn down
 // hard and ctx.Err() is returned. New connections are refused from the
 // start. Idempotent.
 func (s *Server) Shutdown(ctx context.Context) error {
@@ -220,11 +222,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.wg.Wait()
 		close(allDone)
 	}()
-	select {
-	case <-allDone:
+	if s.awaitGoodbyes(ctx, allDone) {
 		s.cancel()
 		return nil
-	case <-ctx.Done():
 	}
 	s.cancel()
 	s.mu.Lock()

@@ -90,3 +90,41 @@ func (l *smallSendBuffers) Accept() (net.Conn, error) {
 	}
 	return c, err
 }
+
+// A server's Shutdown does not wait WriteTimeout (10 s, the default) for
+// a client that stopped reading with frames queued to it: its goodbye
+// gets shutdownGoodbyeGrace, then the socket is cut. A client that reads
+// still gets its queued frames and the close frame (lifecycle tests).
+func TestServer_ShutdownPromptWithStalledClient(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.WriteTimeout = 10 * time.Second
+	h := newTestHandler()
+	s, err := NewServer(cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(s)
+	hs.Listener = &smallSendBuffers{hs.Listener}
+	hs.StartTLS()
+	t.Cleanup(hs.Close)
+	stalledWSClient(t, "wss"+strings.TrimPrefix(hs.URL, "https")+"/map")
+	c := recvConn(t, h.conns)
+	payload := map[string]string{"pad": strings.Repeat("x", 8<<10)}
+	for start := time.Now(); c.Notify("x-test/fill", payload) == nil; {
+		if time.Since(start) > testTimeout {
+			t.Fatal("the stalled client's queue never filled")
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	took := time.Since(start)
+	t.Logf("shut down in %s with a stalled client", took.Round(time.Millisecond))
+	if bound := shutdownGoodbyeGrace + 2*time.Second; took > bound {
+		t.Fatalf("Shutdown took %s with a stalled client, want under %s", took.Round(time.Millisecond), bound)
+	}
+}

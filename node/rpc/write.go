@@ -180,6 +180,7 @@ func (c *Conn) finish() {
 	}
 	code, reason := c.closeState()
 	if err := c.tr.sendClose(code, reason); err == nil {
+		c.closeLazy(&c.goodbyeOut)
 		t := time.NewTimer(c.cfg.CloseGracePeriod)
 		select {
 		case <-c.lazyChan(&c.readExited):

@@ -1,9 +1,14 @@
 package stalltest
 
 import (
+	"bufio"
+	"crypto/sha1"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/binary"
+	"fmt"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -26,6 +31,39 @@ func H2Settings() []byte {
 // nothing is ever read. Its listener and connections close when the test
 // ends.
 func Peer(t testing.TB, cfg *tls.Config, greeting []byte) string {
+	t.Helper()
+	return serve(t, cfg, func(c net.Conn) {
+		if len(greeting) > 0 {
+			_, _ = c.Write(greeting)
+		}
+	})
+}
+
+// WebSocket is Peer for a WebSocket server: it reads the client's
+// opening handshake, accepts the upgrade (whatever the path), and then
+// never reads again. Its address is host:port; dial ws://addr/... (wss
+// with cfg).
+func WebSocket(t testing.TB, cfg *tls.Config) string {
+	t.Helper()
+	return serve(t, cfg, func(c net.Conn) {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		_ = req.Body.Close()
+		sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + wsKeyGUID))
+		_, _ = fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+			base64.StdEncoding.EncodeToString(sum[:]))
+	})
+}
+
+// wsKeyGUID is RFC 6455's constant for the Sec-WebSocket-Accept answer.
+const wsKeyGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+// serve accepts connections as Peer says and runs greet on each (after
+// the TLS handshake, with cfg); then nothing more is read.
+func serve(t testing.TB, cfg *tls.Config, greet func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,9 +89,7 @@ func Peer(t testing.TB, cfg *tls.Config, greeting []byte) string {
 				}
 				w = tc
 			}
-			if len(greeting) > 0 {
-				_, _ = w.Write(greeting)
-			}
+			greet(w)
 		}
 	}()
 	t.Cleanup(func() {

@@ -972,12 +972,23 @@ func (x *AgentRegisterRequest) GetSessionEpoch() uint64 {
 
 // AgentUnregisterRequest (COMMAND_TYPE_AGENT_UNREGISTER).
 type AgentUnregisterRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Meta          *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
-	AgentId       string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Meta    *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	AgentId string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Reason  string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// origin_session_id and origin_session_epoch name the session of the
+	// MAP connection that proposed this write and the attach epoch it
+	// held. When the epoch is set, the write applies only while that
+	// session is still at that epoch: one that reaches the log after the
+	// session moved on (resumed elsewhere, detached, closed; the client was
+	// told the outcome is unknown and may have retried) is refused with no
+	// state change. 0 (older proposers, writes not made for a connection,
+	// or a system with a server that does not enforce it; registry
+	// FSMLevelSessionWrites) applies as before.
+	OriginSessionId    string `protobuf:"bytes,4,opt,name=origin_session_id,json=originSessionId,proto3" json:"origin_session_id,omitempty"`
+	OriginSessionEpoch uint64 `protobuf:"varint,5,opt,name=origin_session_epoch,json=originSessionEpoch,proto3" json:"origin_session_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AgentUnregisterRequest) Reset() {
@@ -1031,6 +1042,20 @@ func (x *AgentUnregisterRequest) GetReason() string {
 	return ""
 }
 
+func (x *AgentUnregisterRequest) GetOriginSessionId() string {
+	if x != nil {
+		return x.OriginSessionId
+	}
+	return ""
+}
+
+func (x *AgentUnregisterRequest) GetOriginSessionEpoch() uint64 {
+	if x != nil {
+		return x.OriginSessionEpoch
+	}
+	return 0
+}
+
 // AgentUpdateRequest (COMMAND_TYPE_AGENT_UPDATE) changes one agent. Unset
 // optional fields are left alone.
 type AgentUpdateRequest struct {
@@ -1052,12 +1077,15 @@ type AgentUpdateRequest struct {
 	Role                 *string `protobuf:"bytes,13,opt,name=role,proto3,oneof" json:"role,omitempty"`
 	Visibility           *string `protobuf:"bytes,14,opt,name=visibility,proto3,oneof" json:"visibility,omitempty"`
 	// Ownership change (reclaim, re-home): applied when set_owner is true.
-	SetOwner      bool   `protobuf:"varint,15,opt,name=set_owner,json=setOwner,proto3" json:"set_owner,omitempty"`
-	OwnerId       string `protobuf:"bytes,16,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
-	SessionId     string `protobuf:"bytes,17,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	HomeNode      string `protobuf:"bytes,18,opt,name=home_node,json=homeNode,proto3" json:"home_node,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SetOwner  bool   `protobuf:"varint,15,opt,name=set_owner,json=setOwner,proto3" json:"set_owner,omitempty"`
+	OwnerId   string `protobuf:"bytes,16,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	SessionId string `protobuf:"bytes,17,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	HomeNode  string `protobuf:"bytes,18,opt,name=home_node,json=homeNode,proto3" json:"home_node,omitempty"`
+	// origin_session_id, origin_session_epoch: as in AgentUnregisterRequest.
+	OriginSessionId    string `protobuf:"bytes,19,opt,name=origin_session_id,json=originSessionId,proto3" json:"origin_session_id,omitempty"`
+	OriginSessionEpoch uint64 `protobuf:"varint,20,opt,name=origin_session_epoch,json=originSessionEpoch,proto3" json:"origin_session_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AgentUpdateRequest) Reset() {
@@ -1214,6 +1242,20 @@ func (x *AgentUpdateRequest) GetHomeNode() string {
 		return x.HomeNode
 	}
 	return ""
+}
+
+func (x *AgentUpdateRequest) GetOriginSessionId() string {
+	if x != nil {
+		return x.OriginSessionId
+	}
+	return ""
+}
+
+func (x *AgentUpdateRequest) GetOriginSessionEpoch() uint64 {
+	if x != nil {
+		return x.OriginSessionEpoch
+	}
+	return 0
 }
 
 // SessionOpenRequest (COMMAND_TYPE_SESSION_OPEN) creates a session or, with
@@ -1578,7 +1620,15 @@ type SubscriptionAddRequest struct {
 	Meta  *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
 	// subscription: id, session_id, filter, options; created_at defaults to
 	// the command time; the cursor may be preset (replay start).
-	Subscription  *SubscriptionRecord `protobuf:"bytes,2,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	Subscription *SubscriptionRecord `protobuf:"bytes,2,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	// session_epoch is the attach epoch of the connection that proposed
+	// this write for the session. When set, the write applies only while
+	// the session is still at that epoch (refused otherwise, with no state
+	// change): one that reaches the log after the session moved on must not
+	// change what the connection holding it now serves. 0 (older proposers,
+	// or a system with a server that does not enforce it; registry
+	// FSMLevelSessionWrites) applies as before.
+	SessionEpoch  uint64 `protobuf:"varint,3,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1627,14 +1677,23 @@ func (x *SubscriptionAddRequest) GetSubscription() *SubscriptionRecord {
 	return nil
 }
 
+func (x *SubscriptionAddRequest) GetSessionEpoch() uint64 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
+}
+
 // SubscriptionRemoveRequest (COMMAND_TYPE_SUBSCRIPTION_REMOVE).
 type SubscriptionRemoveRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Meta           *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
 	SessionId      string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	SubscriptionId string                 `protobuf:"bytes,3,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// session_epoch: as in SubscriptionAddRequest.
+	SessionEpoch  uint64 `protobuf:"varint,4,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscriptionRemoveRequest) Reset() {
@@ -1688,6 +1747,13 @@ func (x *SubscriptionRemoveRequest) GetSubscriptionId() string {
 	return ""
 }
 
+func (x *SubscriptionRemoveRequest) GetSessionEpoch() uint64 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
+}
+
 // SubscriptionCursor is one subscription's delivery position.
 type SubscriptionCursor struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1695,8 +1761,18 @@ type SubscriptionCursor struct {
 	SubscriptionId string                 `protobuf:"bytes,2,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
 	EventId        string                 `protobuf:"bytes,3,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	Seq            uint64                 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// session_epoch is the attach epoch of the connection that delivered
+	// the events. When set, the cursor is skipped (like one of an unknown
+	// subscription) once the session was attached again since: the
+	// connection now holding it replays from the cursor it finds, and a
+	// late cursor from the old connection would skip events that one has
+	// not delivered. The detach or close of that connection itself does
+	// not count (its last cursors are flushed as it goes). 0 (older
+	// proposers, or a system with a server that does not enforce it;
+	// registry FSMLevelSessionWrites) moves the cursor as before.
+	SessionEpoch  uint64 `protobuf:"varint,5,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscriptionCursor) Reset() {
@@ -1753,6 +1829,13 @@ func (x *SubscriptionCursor) GetEventId() string {
 func (x *SubscriptionCursor) GetSeq() uint64 {
 	if x != nil {
 		return x.Seq
+	}
+	return 0
+}
+
+func (x *SubscriptionCursor) GetSessionEpoch() uint64 {
+	if x != nil {
+		return x.SessionEpoch
 	}
 	return 0
 }
@@ -1814,11 +1897,14 @@ func (x *SubscriptionCursorRequest) GetCursors() []*SubscriptionCursor {
 
 // ScopeCreateRequest (COMMAND_TYPE_SCOPE_CREATE).
 type ScopeCreateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Meta          *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
-	Scope         *ScopeRecord           `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Meta  *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	Scope *ScopeRecord           `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	// origin_session_id, origin_session_epoch: as in AgentUnregisterRequest.
+	OriginSessionId    string `protobuf:"bytes,3,opt,name=origin_session_id,json=originSessionId,proto3" json:"origin_session_id,omitempty"`
+	OriginSessionEpoch uint64 `protobuf:"varint,4,opt,name=origin_session_epoch,json=originSessionEpoch,proto3" json:"origin_session_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ScopeCreateRequest) Reset() {
@@ -1865,13 +1951,30 @@ func (x *ScopeCreateRequest) GetScope() *ScopeRecord {
 	return nil
 }
 
+func (x *ScopeCreateRequest) GetOriginSessionId() string {
+	if x != nil {
+		return x.OriginSessionId
+	}
+	return ""
+}
+
+func (x *ScopeCreateRequest) GetOriginSessionEpoch() uint64 {
+	if x != nil {
+		return x.OriginSessionEpoch
+	}
+	return 0
+}
+
 // ScopeDeleteRequest (COMMAND_TYPE_SCOPE_DELETE).
 type ScopeDeleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Meta          *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
-	ScopeId       string                 `protobuf:"bytes,2,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Meta    *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	ScopeId string                 `protobuf:"bytes,2,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
+	// origin_session_id, origin_session_epoch: as in AgentUnregisterRequest.
+	OriginSessionId    string `protobuf:"bytes,3,opt,name=origin_session_id,json=originSessionId,proto3" json:"origin_session_id,omitempty"`
+	OriginSessionEpoch uint64 `protobuf:"varint,4,opt,name=origin_session_epoch,json=originSessionEpoch,proto3" json:"origin_session_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ScopeDeleteRequest) Reset() {
@@ -1918,14 +2021,31 @@ func (x *ScopeDeleteRequest) GetScopeId() string {
 	return ""
 }
 
+func (x *ScopeDeleteRequest) GetOriginSessionId() string {
+	if x != nil {
+		return x.OriginSessionId
+	}
+	return ""
+}
+
+func (x *ScopeDeleteRequest) GetOriginSessionEpoch() uint64 {
+	if x != nil {
+		return x.OriginSessionEpoch
+	}
+	return 0
+}
+
 // ScopeJoinRequest (COMMAND_TYPE_SCOPE_JOIN).
 type ScopeJoinRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Meta          *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
-	ScopeId       string                 `protobuf:"bytes,2,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
-	AgentId       string                 `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Meta    *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	ScopeId string                 `protobuf:"bytes,2,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
+	AgentId string                 `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// origin_session_id, origin_session_epoch: as in AgentUnregisterRequest.
+	OriginSessionId    string `protobuf:"bytes,4,opt,name=origin_session_id,json=originSessionId,proto3" json:"origin_session_id,omitempty"`
+	OriginSessionEpoch uint64 `protobuf:"varint,5,opt,name=origin_session_epoch,json=originSessionEpoch,proto3" json:"origin_session_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ScopeJoinRequest) Reset() {
@@ -1979,14 +2099,31 @@ func (x *ScopeJoinRequest) GetAgentId() string {
 	return ""
 }
 
+func (x *ScopeJoinRequest) GetOriginSessionId() string {
+	if x != nil {
+		return x.OriginSessionId
+	}
+	return ""
+}
+
+func (x *ScopeJoinRequest) GetOriginSessionEpoch() uint64 {
+	if x != nil {
+		return x.OriginSessionEpoch
+	}
+	return 0
+}
+
 // ScopeLeaveRequest (COMMAND_TYPE_SCOPE_LEAVE).
 type ScopeLeaveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Meta          *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
-	ScopeId       string                 `protobuf:"bytes,2,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
-	AgentId       string                 `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Meta    *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	ScopeId string                 `protobuf:"bytes,2,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
+	AgentId string                 `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// origin_session_id, origin_session_epoch: as in AgentUnregisterRequest.
+	OriginSessionId    string `protobuf:"bytes,4,opt,name=origin_session_id,json=originSessionId,proto3" json:"origin_session_id,omitempty"`
+	OriginSessionEpoch uint64 `protobuf:"varint,5,opt,name=origin_session_epoch,json=originSessionEpoch,proto3" json:"origin_session_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ScopeLeaveRequest) Reset() {
@@ -2038,6 +2175,20 @@ func (x *ScopeLeaveRequest) GetAgentId() string {
 		return x.AgentId
 	}
 	return ""
+}
+
+func (x *ScopeLeaveRequest) GetOriginSessionId() string {
+	if x != nil {
+		return x.OriginSessionId
+	}
+	return ""
+}
+
+func (x *ScopeLeaveRequest) GetOriginSessionEpoch() uint64 {
+	if x != nil {
+		return x.OriginSessionEpoch
+	}
+	return 0
 }
 
 // EventRecord is one retained event of the event log window.
@@ -2761,11 +2912,13 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\x05agent\x18\x02 \x01(\v2\x17.concord.v1.AgentRecordR\x05agent\x12<\n" +
 	"\x1aresume_persistent_identity\x18\x03 \x01(\bR\x18resumePersistentIdentity\x12#\n" +
 	"\rpersistent_id\x18\x04 \x01(\tR\fpersistentId\x12#\n" +
-	"\rsession_epoch\x18\x05 \x01(\x04R\fsessionEpoch\"x\n" +
+	"\rsession_epoch\x18\x05 \x01(\x04R\fsessionEpoch\"\xd6\x01\n" +
 	"\x16AgentUnregisterRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xa0\x06\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
+	"\x11origin_session_id\x18\x04 \x01(\tR\x0foriginSessionId\x120\n" +
+	"\x14origin_session_epoch\x18\x05 \x01(\x04R\x12originSessionEpoch\"\xfe\x06\n" +
 	"\x12AgentUpdateRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1e\n" +
@@ -2790,7 +2943,9 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\bowner_id\x18\x10 \x01(\tR\aownerId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x11 \x01(\tR\tsessionId\x12\x1b\n" +
-	"\thome_node\x18\x12 \x01(\tR\bhomeNodeB\b\n" +
+	"\thome_node\x18\x12 \x01(\tR\bhomeNode\x12*\n" +
+	"\x11origin_session_id\x18\x13 \x01(\tR\x0foriginSessionId\x120\n" +
+	"\x14origin_session_epoch\x18\x14 \x01(\x04R\x12originSessionEpochB\b\n" +
 	"\x06_stateB\v\n" +
 	"\t_metadataB\x0e\n" +
 	"\f_environmentB\x17\n" +
@@ -2828,38 +2983,49 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x12\n" +
-	"\x04kind\x18\x04 \x01(\tR\x04kind\"\x89\x01\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\"\xae\x01\n" +
 	"\x16SubscriptionAddRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12B\n" +
-	"\fsubscription\x18\x02 \x01(\v2\x1e.concord.v1.SubscriptionRecordR\fsubscription\"\x90\x01\n" +
+	"\fsubscription\x18\x02 \x01(\v2\x1e.concord.v1.SubscriptionRecordR\fsubscription\x12#\n" +
+	"\rsession_epoch\x18\x03 \x01(\x04R\fsessionEpoch\"\xb5\x01\n" +
 	"\x19SubscriptionRemoveRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12'\n" +
-	"\x0fsubscription_id\x18\x03 \x01(\tR\x0esubscriptionId\"\x89\x01\n" +
+	"\x0fsubscription_id\x18\x03 \x01(\tR\x0esubscriptionId\x12#\n" +
+	"\rsession_epoch\x18\x04 \x01(\x04R\fsessionEpoch\"\xae\x01\n" +
 	"\x12SubscriptionCursor\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12'\n" +
 	"\x0fsubscription_id\x18\x02 \x01(\tR\x0esubscriptionId\x12\x19\n" +
 	"\bevent_id\x18\x03 \x01(\tR\aeventId\x12\x10\n" +
-	"\x03seq\x18\x04 \x01(\x04R\x03seq\"\x82\x01\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12#\n" +
+	"\rsession_epoch\x18\x05 \x01(\x04R\fsessionEpoch\"\x82\x01\n" +
 	"\x19SubscriptionCursorRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x128\n" +
-	"\acursors\x18\x02 \x03(\v2\x1e.concord.v1.SubscriptionCursorR\acursors\"p\n" +
+	"\acursors\x18\x02 \x03(\v2\x1e.concord.v1.SubscriptionCursorR\acursors\"\xce\x01\n" +
 	"\x12ScopeCreateRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12-\n" +
-	"\x05scope\x18\x02 \x01(\v2\x17.concord.v1.ScopeRecordR\x05scope\"\\\n" +
+	"\x05scope\x18\x02 \x01(\v2\x17.concord.v1.ScopeRecordR\x05scope\x12*\n" +
+	"\x11origin_session_id\x18\x03 \x01(\tR\x0foriginSessionId\x120\n" +
+	"\x14origin_session_epoch\x18\x04 \x01(\x04R\x12originSessionEpoch\"\xba\x01\n" +
 	"\x12ScopeDeleteRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x19\n" +
-	"\bscope_id\x18\x02 \x01(\tR\ascopeId\"u\n" +
+	"\bscope_id\x18\x02 \x01(\tR\ascopeId\x12*\n" +
+	"\x11origin_session_id\x18\x03 \x01(\tR\x0foriginSessionId\x120\n" +
+	"\x14origin_session_epoch\x18\x04 \x01(\x04R\x12originSessionEpoch\"\xd3\x01\n" +
 	"\x10ScopeJoinRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x19\n" +
 	"\bscope_id\x18\x02 \x01(\tR\ascopeId\x12\x19\n" +
-	"\bagent_id\x18\x03 \x01(\tR\aagentId\"v\n" +
+	"\bagent_id\x18\x03 \x01(\tR\aagentId\x12*\n" +
+	"\x11origin_session_id\x18\x04 \x01(\tR\x0foriginSessionId\x120\n" +
+	"\x14origin_session_epoch\x18\x05 \x01(\x04R\x12originSessionEpoch\"\xd4\x01\n" +
 	"\x11ScopeLeaveRequest\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x19\n" +
 	"\bscope_id\x18\x02 \x01(\tR\ascopeId\x12\x19\n" +
-	"\bagent_id\x18\x03 \x01(\tR\aagentId\"\xee\x01\n" +
+	"\bagent_id\x18\x03 \x01(\tR\aagentId\x12*\n" +
+	"\x11origin_session_id\x18\x04 \x01(\tR\x0foriginSessionId\x120\n" +
+	"\x14origin_session_epoch\x18\x05 \x01(\x04R\x12originSessionEpoch\"\xee\x01\n" +
 	"\vEventRecord\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\x04R\bposition\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +

@@ -1,0 +1,138 @@
+package clustertest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/concordmap/concord/node/rpc"
+)
+
+// TestSessionWrites_LateUpdateForwardRefused: an agent's state update
+// from its connection on a node cut off from the leader is on the wire
+// (the forward stream blackholed, not closed), so the client is told
+// "outcome unknown, retry" while the bytes wait; the client resumes its
+// session on the leader and sets the state it wants now; then the network
+// heals and the held update reaches the leader and commits, after both.
+// It quotes the attach epoch of its connection, which the session has
+// left: every replica refuses it, and the agent keeps the state its
+// client set last (without the precondition it would flip back to the
+// stale one).
+func TestSessionWrites_LateUpdateForwardRefused(t *testing.T) {
+	c := New(t, 3)
+	l, a2 := lateWriteAfterResume(t, c, "agent", func(x *Client) error {
+		_, err := x.Call("map/agents/update", map[string]any{"agentId": "x", "state": "busy"})
+		return err
+	})
+	if _, err := a2.Call("map/agents/update", map[string]any{"agentId": "x", "state": "idle"}); err != nil {
+		t.Fatalf("update on %s: %s", l, Describe(err))
+	}
+	healAndWaitCommit(t, c, l)
+	idle := func() error {
+		for _, n := range c.Running() {
+			a, ok := n.Server().Registry().Agent("x")
+			if !ok || a.State != "idle" || a.HomeNode != l.ID || a.OwnerID != "x" {
+				return fmt.Errorf("%s: agent x registered %v, state %q, home %q, owner %q; want idle on %s", n, ok, a.State, a.HomeNode, a.OwnerID, l)
+			}
+		}
+		return nil
+	}
+	Eventually(t, ConvergeTimeout, idle)
+	consistently(t, 3*time.Second, idle)
+	c.RequireInvariants(t)
+}
+
+// TestSessionWrites_LateSubscribeForwardRefused: the same with a
+// map/subscribe. The client, told the outcome is unknown, resumed on the
+// leader without subscribing again; the held SUBSCRIPTION_ADD must not give
+// its session a subscription nobody delivers and the client never got an
+// id for.
+func TestSessionWrites_LateSubscribeForwardRefused(t *testing.T) {
+	c := New(t, 3)
+	var sid string
+	l, _ := lateWriteAfterResume(t, c, "client", func(x *Client) error {
+		sid = x.Session().SessionID
+		_, err := x.Subscribe(map[string]any{"filter": map[string]any{"eventTypes": []string{"agent_registered"}}})
+		return err
+	})
+	healAndWaitCommit(t, c, l)
+	none := func() error {
+		for _, n := range c.Running() {
+			s, ok := n.Server().Registry().Session(sid)
+			if !ok || !s.Connected || s.HomeNode != l.ID || len(s.Subscriptions) != 0 {
+				return fmt.Errorf("%s: session %s found %v, connected %v on %q, subscriptions %v; want attached to %s with none",
+					n, sid, ok, s.Connected, s.HomeNode, s.Subscriptions, l)
+			}
+		}
+		return nil
+	}
+	Eventually(t, ConvergeTimeout, none)
+	consistently(t, 3*time.Second, none)
+	c.RequireInvariants(t)
+}
+
+// lateWriteAfterResume connects a participant x (an agent registers
+// itself) through a follower, cuts that follower from the leader while
+// write (x's request there) is forwarded, so the client is told "outcome
+// unknown" while the bytes wait on the cut, and resumes x's session on the
+// leader. It returns the leader and the resumed client; the network is
+// still cut.
+func lateWriteAfterResume(t *testing.T, c *Cluster, ptype string, write func(x *Client) error) (*Node, *Client) {
+	t.Helper()
+	l := c.Leader(t)
+	f := c.Followers(t)
+	grace := map[string]any{"agentBehavior": "grace-period", "gracePeriodMs": time.Minute.Milliseconds()}
+	params := map[string]any{"participantType": ptype, "participantId": "x", "disconnectPolicy": grace}
+	// x connects through f[1] (and writes there): f[1]'s forward stream
+	// to the leader is live, so the write below goes on it and the cut
+	// holds it.
+	x := c.Connect(t, f[1].Index, params)
+	if ptype == "agent" {
+		registerRetry(t, x, "x", nil)
+	}
+	sess := x.Session()
+	// f[1] applies what it wrote before the cut: the write must not wait
+	// for its read-your-writes fence there (it would time out, never sent).
+	Eventually(t, ConvergeTimeout, func() error {
+		if got, want := f[1].Store().AppliedIndex(), l.Store().AppliedIndex(); got < want {
+			return fmt.Errorf("%s applied %d, the leader %d", f[1], got, want)
+		}
+		return nil
+	})
+
+	c.Net.Cut(f[1].ID, l.ID)
+	err := write(x)
+	var re *rpc.Error
+	if !errors.As(err, &re) || !IsRetryable(err) || re.Data.Details["reason"] != "outcome_unknown" {
+		// no_leader: f[1] lost the leader before it forwarded (a machine
+		// too slow for the raft timings), so nothing is on the wire.
+		t.Fatalf("write on %s, its forward held: want retryable %s, got %s", f[1], "outcome_unknown", Describe(err))
+	}
+	// The client gives up on f[1] and resumes on the leader.
+	a2, err := Dial(t, l.MAPURL(), c.Ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2.SetToken(c.Token())
+	params["sessionId"], params["resumeToken"] = sess.SessionID, sess.ResumeToken
+	res, err := a2.Connect(params)
+	if err != nil || !res.Reconnected {
+		t.Fatalf("resume on %s: %+v, %s", l, res, Describe(err))
+	}
+	return l, a2
+}
+
+// healAndWaitCommit heals the network (the held write reaches the leader)
+// and waits until the leader committed something since.
+func healAndWaitCommit(t *testing.T, c *Cluster, l *Node) {
+	t.Helper()
+	before := l.Store().AppliedIndex()
+	c.Net.Heal()
+	Eventually(t, ConvergeTimeout, func() error {
+		if n := l.Store().AppliedIndex(); n <= before {
+			return fmt.Errorf("%s: nothing committed since the heal (applied %d)", l, n)
+		}
+		return nil
+	})
+}
