@@ -64,13 +64,32 @@ import (
 // CPU per 1000 writes then says what each build spends for the same
 // writes whatever else the machine runs. CONCORD_BENCH_NONVOTERS_CLIENTS
 // (a comma-separated list, default 8,64) picks the loads and
-// CONCORD_BENCH_NONVOTERS_NICE=0 drops the nice-19 arms
-// (CONCORD_BENCH_NONVOTERS_WINDOW sets a window's length, default 5s). Each system also
+// CONCORD_BENCH_NONVOTERS_NICE=0 drops the nice-19 arms. Each system also
 // has one client on every non-voter that writes through it and reads its
 // own write back there (map/agents/update, then map/agents/get: the
 // read-your-writes fence) every 100 ms; "nv-rw" is that pair's latency, what
-// pacing makes a non-voter's own clients wait. The windows have a fixed
-// length, so:
+// pacing makes a non-voter's own clients wait;
+// CONCORD_BENCH_NONVOTERS_NOPROBES=1 adds, per system with non-voters, an
+// arm with those probes idle (what the clients waiting on non-voters cost).
+//
+// Host load drifts on a shared machine: single 5 s windows of the same
+// arm have differed by x1.8 within one run. CONCORD_BENCH_NONVOTERS_PAIRS=N
+// (in place of ROUNDS) runs short windows (2 s) with the baseline, the 3
+// voters alone, between every two others: A B A C A B A C ... A, N
+// windows per other arm. Each such window's ratio is taken against the
+// mean of the two baseline windows beside it, so a drift slower than a
+// few windows cancels, and the summary gives the median paired ratio with
+// its spread (min, quartiles, max) over the N pairs (both systems are up
+// throughout; the idle one costs little). The paired ratios are printed
+// in any mode (against the nearest baseline windows), and beside them the
+// ratio to the one baseline window before (the old method's per-window
+// ratio) for comparison. Besides writes/s, p50/p99 and the leader's CPU
+// per write they include writes per CPU-second of all servers together
+// ("writes/servers-cpu", servers-cpu-ms/kwrite per window): while the
+// servers' CPU limits the rate, that is the rate ratio a machine given to
+// them alone would show, whatever share of this one other work takes. CONCORD_BENCH_NONVOTERS_WINDOW=D sets the window
+// length (default 5 s, 2 s with PAIRS). The windows have a fixed length,
+// so:
 //
 //	go test -run '^$' -bench NonVoters -benchtime 1x ./cluster-test/
 func BenchmarkNonVoters(b *testing.B) {
@@ -104,46 +123,55 @@ func BenchmarkNonVoters(b *testing.B) {
 			arms = append(arms, nvArm{sys: sys, label: labels[k] + ",nonvoters-nice19", nice: true})
 		}
 	}
+	if os.Getenv("CONCORD_BENCH_NONVOTERS_NOPROBES") == "1" {
+		for k, sys := range systems {
+			if len(sys.nvClients) > 0 {
+				arms = append(arms, nvArm{sys: sys, label: labels[k] + ",no-probes", noProbes: true})
+			}
+		}
+	}
 	if os.Getenv("CONCORD_BENCH_NONVOTERS_STOPPED") != "" {
 		arms = append(arms, nvArm{sys: systems[1], label: labels[1] + ",nonvoters-stopped", stop: true})
 	}
-	rounds := nvRoundsFromEnv(b)
-	window := nvWindowFromEnv(b)
+	rounds, paired := nvRoundsFromEnv(b)
+	window := nvWindowFromEnv(b, paired)
 	for _, clients := range nvClientsFromEnv(b) {
 		results := make([][]nvResult, len(arms))
-		for round := range rounds {
-			for k, arm := range arms {
-				b.Run(fmt.Sprintf("%s/map-update/clients=%d/round=%d", arm.label, clients, round+1), func(b *testing.B) {
-					if arm.stop {
-						arm.sys.stopNonvoters(b)
-						defer arm.sys.contNonvoters(b)
-					}
-					if arm.nice {
-						arm.sys.niceNonvoters(b, 19)
-						defer arm.sys.niceNonvoters(b, 0)
-					}
-					var prof string
-					if pprofDir != "" {
-						prof = filepath.Join(pprofDir, strings.NewReplacer("=", "", "+", "-", ",", "-", "@", "-").Replace(
-							fmt.Sprintf("leader-%s-c%d-r%d.pprof", arm.label, clients, round+1)))
-					}
-					r := arm.sys.measure(b, clients, rate, window, prof)
-					results[k] = append(results[k], r)
-					b.ReportMetric(r.rate, "writes/s")
-					b.ReportMetric(ms(r.p50), "p50-ms")
-					b.ReportMetric(ms(r.p99), "p99-ms")
-					b.ReportMetric(r.leaderCPU, "leader-cpu-ms/kwrite")
-					b.ReportMetric(r.nonvoterCPU, "nonvoters-cpu-ms/kwrite")
-					b.ReportMetric(r.nonvoterAppends, "nonvoter-appends/kwrite")
-					if r.nvRW50 > 0 {
-						b.ReportMetric(ms(r.nvRW50), "nv-rw-p50-ms")
-						b.ReportMetric(ms(r.nvRW99), "nv-rw-p99-ms")
-					}
-				})
-			}
+		var windows []nvWindowResult // in the order run
+		for _, slot := range nvSchedule(len(arms), rounds, paired) {
+			k, round, arm := slot.arm, slot.round, arms[slot.arm]
+			b.Run(fmt.Sprintf("%s/map-update/clients=%d/round=%d", arm.label, clients, round+1), func(b *testing.B) {
+				if arm.stop {
+					arm.sys.stopNonvoters(b)
+					defer arm.sys.contNonvoters(b)
+				}
+				if arm.nice {
+					arm.sys.niceNonvoters(b, 19)
+					defer arm.sys.niceNonvoters(b, 0)
+				}
+				var prof string
+				if pprofDir != "" {
+					prof = filepath.Join(pprofDir, strings.NewReplacer("=", "", "+", "-", ",", "-", "@", "-").Replace(
+						fmt.Sprintf("leader-%s-c%d-r%d.pprof", arm.label, clients, round+1)))
+				}
+				r := arm.sys.measure(b, clients, rate, window, prof, !arm.noProbes)
+				results[k] = append(results[k], r)
+				windows = append(windows, nvWindowResult{arm: k, r: r})
+				b.ReportMetric(r.rate, "writes/s")
+				b.ReportMetric(ms(r.p50), "p50-ms")
+				b.ReportMetric(ms(r.p99), "p99-ms")
+				b.ReportMetric(r.leaderCPU, "leader-cpu-ms/kwrite")
+				b.ReportMetric(r.serversCPU, "servers-cpu-ms/kwrite")
+				b.ReportMetric(r.nonvoterCPU, "nonvoters-cpu-ms/kwrite")
+				b.ReportMetric(r.nonvoterAppends, "nonvoter-appends/kwrite")
+				if r.nvRW50 > 0 {
+					b.ReportMetric(ms(r.nvRW50), "nv-rw-p50-ms")
+					b.ReportMetric(ms(r.nvRW99), "nv-rw-p99-ms")
+				}
+			})
 		}
 		base := medianResult(results[0])
-		summary := []string{fmt.Sprintf("medians of %d windows:", rounds)}
+		summary := []string{fmt.Sprintf("medians of %d windows of %s (baseline: %d):", rounds, window, len(results[0]))}
 		for k, arm := range arms {
 			m := medianResult(results[k])
 			summary = append(summary, fmt.Sprintf(
@@ -154,6 +182,12 @@ func BenchmarkNonVoters(b *testing.B) {
 		// One sub-benchmark per summary: the testing package cuts a
 		// benchmark's log after a few lines.
 		b.Run(fmt.Sprintf("summary/clients=%d", clients), func(b *testing.B) { b.Log("\n" + strings.Join(summary, "\n")) })
+		for k, arm := range arms[1:] {
+			b.Run(fmt.Sprintf("summary-paired/clients=%d/%s", clients, arm.label), func(b *testing.B) {
+				b.Log("\nratios to the mean of the baseline windows beside each window (paired), and to the one before (single): median [min q1 q3 max] over n" +
+					nvPairedSummary(windows, k+1))
+			})
+		}
 	}
 	b.Run("summary/rss", func(b *testing.B) {
 		for k, sys := range systems {
@@ -165,47 +199,11 @@ func BenchmarkNonVoters(b *testing.B) {
 // nvArm is one system measured one way: as is, with its non-voters at
 // the lowest CPU priority, or with them stopped.
 type nvArm struct {
-	sys   *nvSystem
-	label string
-	nice  bool
-	stop  bool
-}
-
-// nvRounds is how many windows each arm gets per load by default
-// (CONCORD_BENCH_NONVOTERS_ROUNDS overrides it: more rounds, steadier
-// medians on a shared machine); nvWindow is one window's length.
-const (
-	nvRounds = 3
-	nvWindow = 5 * time.Second
-)
-
-// nvRoundsFromEnv returns the number of rounds to run.
-func nvRoundsFromEnv(b *testing.B) int {
-	v := os.Getenv("CONCORD_BENCH_NONVOTERS_ROUNDS")
-	if v == "" {
-		return nvRounds
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("CONCORD_BENCH_NONVOTERS_ROUNDS=%q: want a positive count", v)
-	}
-	return n
-}
-
-// nvWindowFromEnv returns one window's length:
-// CONCORD_BENCH_NONVOTERS_WINDOW (a duration, at least 2s) or nvWindow.
-// Longer windows give CPU profiles (CONCORD_BENCH_NONVOTERS_PPROF) enough
-// samples to read a non-voter's parts.
-func nvWindowFromEnv(b *testing.B) time.Duration {
-	v := os.Getenv("CONCORD_BENCH_NONVOTERS_WINDOW")
-	if v == "" {
-		return nvWindow
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 2*time.Second {
-		b.Fatalf("CONCORD_BENCH_NONVOTERS_WINDOW=%q: want a duration of at least 2s", v)
-	}
-	return d
+	sys      *nvSystem
+	label    string
+	nice     bool
+	stop     bool
+	noProbes bool // the read-your-writes probes on the non-voters stay idle
 }
 
 // nvClientsFromEnv returns the loads (clients per window) to run.
@@ -291,15 +289,21 @@ func startNVSystem(b *testing.B, n int, extra []string, opts ...ProcOption) *nvS
 // AppendEntries from the leader and one fsync on the non-voter).
 type nvResult struct {
 	rate, leaderCPU, nonvoterCPU, nonvoterAppends float64
-	p50, p99                                      time.Duration
-	nvRW50, nvRW99                                time.Duration // read-your-writes probes through non-voters
+	// serversCPU is every server's CPU together per 1000 writes: when the
+	// servers are what limits the rate, its inverse ratio is the rate
+	// ratio a machine given to them alone would show, whatever share of
+	// this one other work took during the window.
+	serversCPU     float64
+	p50, p99       time.Duration
+	nvRW50, nvRW99 time.Duration // read-your-writes probes through non-voters
 }
 
 // measure runs the first clients doing writes for d, rate writes/s in all
-// when rate > 0 (else as fast as they go); with prof set it
+// when rate > 0 (else as fast as they go), and the read-your-writes
+// probes on the non-voters when probes is set; with prof set it
 // saves a CPU profile of the leader over the window there, and one of a
 // non-voter beside it (leader- in the name replaced by nonvoter-).
-func (s *nvSystem) measure(b *testing.B, clients int, rate float64, d time.Duration, prof string) nvResult {
+func (s *nvSystem) measure(b *testing.B, clients int, rate float64, d time.Duration, prof string, probes bool) nvResult {
 	states := []string{"busy", "idle"}
 	lat := make([][]time.Duration, clients)
 	var failed atomic.Int64
@@ -346,7 +350,7 @@ func (s *nvSystem) measure(b *testing.B, clients int, rate float64, d time.Durat
 		})
 	}
 	nvLat := make([][]time.Duration, len(s.nvClients))
-	if !s.stopped {
+	if probes && !s.stopped {
 		for k, c := range s.nvClients {
 			wg.Go(func() {
 				for i := 0; time.Now().Before(deadline); i++ {
@@ -385,9 +389,11 @@ func (s *nvSystem) measure(b *testing.B, clients int, rate float64, d time.Durat
 	}
 	// The busiest voter is the leader; CPU per write is what the design
 	// costs whatever the shared machine does to the rates.
-	var leader, nonvoters time.Duration
+	var leader, nonvoters, servers time.Duration
 	for i := range cpu1 {
-		if dt := cpu1[i] - cpu0[i]; slices.Contains(s.voters, i) {
+		dt := cpu1[i] - cpu0[i]
+		servers += dt
+		if slices.Contains(s.voters, i) {
 			leader = max(leader, dt)
 		} else {
 			nonvoters += dt
@@ -396,6 +402,7 @@ func (s *nvSystem) measure(b *testing.B, clients int, rate float64, d time.Durat
 	if k := float64(len(all)) / 1000; k > 0 {
 		r.leaderCPU = float64(leader.Milliseconds()) / k
 		r.nonvoterCPU = float64(nonvoters.Milliseconds()) / k
+		r.serversCPU = float64(servers.Milliseconds()) / k
 		if n := len(s.pc.Procs()) - len(s.voters); n > 0 {
 			r.nonvoterAppends = float64(logs1-logs0) / float64(n) / k
 		}
@@ -522,6 +529,7 @@ func medianResult(rs []nvResult) nvResult {
 	return nvResult{
 		rate:            med(func(r nvResult) float64 { return r.rate }),
 		leaderCPU:       med(func(r nvResult) float64 { return r.leaderCPU }),
+		serversCPU:      med(func(r nvResult) float64 { return r.serversCPU }),
 		nonvoterCPU:     med(func(r nvResult) float64 { return r.nonvoterCPU }),
 		nonvoterAppends: med(func(r nvResult) float64 { return r.nonvoterAppends }),
 		p50:             time.Duration(med(func(r nvResult) float64 { return float64(r.p50) })),

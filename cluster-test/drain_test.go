@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/concordmap/concord/node"
 )
 
 // TestDrain_ParticipantsResumeOnOtherNodes drains a node holding 200
@@ -175,5 +178,88 @@ func requireUnready(t *testing.T, n *Node) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "draining") {
 		t.Fatalf("ready of %s while draining: %d %s", n, resp.StatusCode, body)
+	}
+}
+
+// TestDrain_ConcurrentVotersOneSpare asks for the drains of two voters of
+// three (--min-quorum 3) at the same moment, with one non-voter to promote:
+// each drained node alone would see the spare and pass, but the leader
+// admits drains one at a time and counts the first, so exactly one is
+// admitted and the other is refused naming --min-quorum. The admitted one
+// drains and the spare takes its place: the voters never drop below 3.
+func TestDrain_ConcurrentVotersOneSpare(t *testing.T) {
+	c := New(t, 4, WithNodeConfig(func(_ int, cfg *node.Config) { cfg.Cluster.RaftVoters = 3 }))
+	voters, _ := waitSuffrage(t, c, 3, 1)
+	l := c.Leader(t)
+	var drained []*Node
+	for _, id := range voters {
+		if id != l.ID {
+			drained = append(drained, c.NodeByID(id))
+		}
+	}
+	minVoters := watchMinVoters(c)
+	defer minVoters()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for k, d := range drained {
+		wg.Go(func() {
+			<-start
+			_, errs[k] = c.Drain(d.Index, l.Index, MembershipTimeout, false)
+		})
+	}
+	close(start)
+	wg.Wait()
+	admitted := -1
+	for k, err := range errs {
+		switch {
+		case err == nil && admitted < 0:
+			admitted = k
+		case err == nil:
+			t.Fatalf("both drains admitted (%s and %s): together they leave 2 voters with one spare, below --min-quorum 3", drained[0], drained[1])
+		case status.Code(errors.Unwrap(err)) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--min-quorum 3"):
+			t.Fatalf("drain of %s: %v, want admitted or FAILED_PRECONDITION naming --min-quorum 3", drained[k], err)
+		}
+	}
+	if admitted < 0 {
+		t.Fatalf("both drains refused: %v; %v", errs[0], errs[1])
+	}
+	if refused := drained[1-admitted]; refused.Server().Draining() {
+		t.Fatalf("%s is draining after its refusal", refused)
+	}
+	c.FinishDrain(t, drained[admitted].Index, 2*MembershipTimeout)
+	waitSuffrage(t, c, 3, 0)
+	if m := minVoters(); m < 3 {
+		t.Fatalf("the configuration held %d voters during the drain, below MinQuorum 3", m)
+	}
+}
+
+// TestDrain_VoterWaitsForSlowPromotion drains a voter with a sessions
+// timeout of 1ms while its only replacement, a non-voter that just joined,
+// is not yet stable (ServerStabilizationTime 4s): the sessions' timeout
+// has passed at once, but the voter waits, on its own promotion bound, for
+// the autopilot to promote the replacement and demote it before it
+// leaves, so the configuration never holds fewer than 3 voters.
+func TestDrain_VoterWaitsForSlowPromotion(t *testing.T) {
+	c := New(t, 4, WithNodeConfig(func(_ int, cfg *node.Config) {
+		cfg.Cluster.RaftVoters = 3
+		cfg.Cluster.ServerStabilizationTime = scaled(4 * time.Second)
+	}))
+	voters, nonvoters := waitSuffrage(t, c, 3, 1)
+	l := c.Leader(t)
+	d := c.NodeByID(voters[0])
+	if d == l {
+		d = c.NodeByID(voters[1])
+	}
+	minVoters := watchMinVoters(c)
+	defer minVoters()
+	c.StartDrain(t, d.Index, l.Index, time.Millisecond)
+	c.FinishDrain(t, d.Index, 2*MembershipTimeout)
+	v, _ := waitSuffrage(t, c, 3, 0)
+	if !slices.Contains(v, nonvoters[0]) {
+		t.Fatalf("voters %v after the drain, want the promoted %s among them", v, nonvoters[0])
+	}
+	if m := minVoters(); m < 3 {
+		t.Fatalf("the configuration held %d voters during the drain (the voter left before its replacement was promoted), below MinQuorum 3", m)
 	}
 }

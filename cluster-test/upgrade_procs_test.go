@@ -57,8 +57,12 @@ func TestProcs_RollingUpgrade(t *testing.T) {
 	gate.waitHeld(t, len(runParticipants))
 
 	// The old build has no autopilot health endpoint; each upgraded
-	// process serves it: proof that the binary really changed.
-	requireHealthEndpoint(t, pc, 0, false)
+	// process serves it: proof that the binary really changed. A newer
+	// starting build (CONCORD_UPGRADE_FROM) may serve it; the FSM levels
+	// the processes advertise (requireFSMLevels) are the proof then.
+	if from == upgradeFrom {
+		requireHealthEndpoint(t, pc, 0, false)
+	}
 	w := startProcWriter(t, pc)
 	defer w.stop()
 	leader := pc.Leader(t)
@@ -84,12 +88,28 @@ func TestProcs_RollingUpgrade(t *testing.T) {
 		}
 	}
 	pc.Leader(t)
-	Eventually(t, ConvergeTimeout, func() error { // every node current: the leader's autopilot answers
+	// Every node current: the leader's autopilot answers, and it has
+	// recorded the FSM level every server now advertises in replicated
+	// state (registry.FSMLevelSystemRecord), which the old build never
+	// saw: it was proposed only once the last server was upgraded.
+	Eventually(t, ConvergeTimeout, func() error {
 		code, body, err := httpGet(pc.Proc(0).HTTPAddr, "/v1/operator/health")
 		if err == nil && code != 200 {
 			err = fmt.Errorf("/v1/operator/health %d %s", code, body)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		var h struct {
+			SystemFSMLevel int `json:"systemFsmLevel"`
+		}
+		if err := json.Unmarshal(body, &h); err != nil {
+			return err
+		}
+		if h.SystemFSMLevel != registry.FSMLevel {
+			return fmt.Errorf("health reports system FSM level %d, want %d", h.SystemFSMLevel, registry.FSMLevel)
+		}
+		return nil
 	})
 	w.waitProgress(t, 10)
 	acked := w.stop()
@@ -104,9 +124,9 @@ func TestProcs_RollingUpgrade(t *testing.T) {
 
 // requireFSMLevels checks the FSM level every process advertises in
 // gossip, as process i (of the current build) lists them in /v1/members:
-// registry.FSMLevel for the upgraded ones, 0 for those on the old build
-// (which advertise none), so node.fsmLevel keeps level-gated fields off
-// until the last one is upgraded.
+// registry.FSMLevel for the upgraded ones, a lower one for those on the old
+// build (0 from a build before levels), so node.fsmLevel keeps the fields
+// of the new level off until the last one is upgraded.
 func requireFSMLevels(t *testing.T, pc *ProcCluster, i int, upgraded map[int]bool) {
 	t.Helper()
 	Eventually(t, ConvergeTimeout, func() error {
@@ -126,18 +146,20 @@ func requireFSMLevels(t *testing.T, pc *ProcCluster, i int, upgraded map[int]boo
 			return err
 		}
 		for _, p := range pc.Procs() {
-			want := 0
-			if upgraded[p.Index] {
-				want = registry.FSMLevel
-			}
 			k := slices.IndexFunc(out.Members, func(m member) bool { return m.ID == p.ID })
 			switch {
 			case k < 0:
 				return fmt.Errorf("%s does not list %s", pc.Proc(i), p)
 			case out.Members[k].FSMLevel == nil:
 				t.Fatalf("%s (current build) lists no fsmLevel for %s", pc.Proc(i), p)
-			case *out.Members[k].FSMLevel != want || out.Members[k].Status != "alive":
-				return fmt.Errorf("%s lists %s %s at FSM level %d, want alive at %d", pc.Proc(i), p, out.Members[k].Status, *out.Members[k].FSMLevel, want)
+			case out.Members[k].Status != "alive":
+				return fmt.Errorf("%s lists %s %s, want alive", pc.Proc(i), p, out.Members[k].Status)
+			}
+			// The old build advertises a lower level (none, 0, before
+			// levels existed).
+			got := *out.Members[k].FSMLevel
+			if upgraded[p.Index] != (got == registry.FSMLevel) || got > registry.FSMLevel {
+				return fmt.Errorf("%s lists %s at FSM level %d, want %d upgraded, lower on the old build", pc.Proc(i), p, got, registry.FSMLevel)
 			}
 		}
 		return nil

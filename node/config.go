@@ -135,6 +135,12 @@ type Config struct {
 	// the node's sessions to move to other nodes before it leaves anyway,
 	// when the operator gives no --timeout.
 	DrainTimeout time.Duration
+	// DrainPromotionTimeout bounds a drained voter's separate wait, once
+	// its sessions moved or DrainTimeout passed, for the autopilot to
+	// promote a replacement and demote it, so the voters stay at the
+	// target during a slow promotion; when the operator gives no
+	// --promotion-timeout.
+	DrainPromotionTimeout time.Duration
 
 	// Version is reported by map/connect systemInfo and /v1/health.
 	Version string
@@ -186,6 +192,7 @@ func DefaultConfig() Config {
 		ReadyTimeout:          30 * time.Second,
 		ShutdownTimeout:       10 * time.Second,
 		DrainTimeout:          2 * time.Minute,
+		DrainPromotionTimeout: time.Minute,
 		HTTPReadHeaderTimeout: 10 * time.Second,
 		HTTPIdleTimeout:       90 * time.Second,
 		Version:               Version,
@@ -263,8 +270,8 @@ func (c Config) Validate() error {
 		return errors.New("node: ReadyTimeout must be positive")
 	case c.ShutdownTimeout <= 0:
 		return errors.New("node: ShutdownTimeout must be positive")
-	case c.DrainTimeout <= 0:
-		return errors.New("node: DrainTimeout must be positive")
+	case c.DrainTimeout <= 0 || c.DrainPromotionTimeout <= 0:
+		return errors.New("node: DrainTimeout and DrainPromotionTimeout must be positive")
 	case c.HTTPReadHeaderTimeout <= 0 || c.HTTPIdleTimeout <= 0:
 		return errors.New("node: HTTPReadHeaderTimeout and HTTPIdleTimeout must be positive")
 	}

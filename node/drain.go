@@ -8,10 +8,12 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/mapsvc"
 	"github.com/concordmap/concord/node/membership"
-	"github.com/concordmap/concord/raftstore"
 )
 
 // Draining a node (concord operator drain) moves its participants to the
@@ -28,11 +30,14 @@ import (
 //     connection does, so the client resumes it on another node with its
 //     sessionId and resumeToken: subscriptions and cursors are replicated.
 //  3. A leader hands leadership away first. Once no session is homed here
-//     any more and, for a voter that a non-voter can replace, the autopilot
-//     has demoted it (or the timeout passed), the node leaves gossip
-//     gracefully; the leader removes it from the Raft configuration at
-//     once. Drained then closes and the owner (concord server) shuts the
-//     node down.
+//     any more (or the timeout passed) and then, for a voter that a
+//     non-voter can replace, the autopilot has demoted it (or the separate
+//     promotion timeout passed), the node leaves gossip gracefully; the
+//     leader removes it from the Raft configuration at once. Drained then
+//     closes and the owner (concord server) shuts the node down.
+//
+// Before step 1 the leader admits the drain (admitDrain): it decides the
+// drains one at a time, counting those in flight against --min-quorum.
 
 // reconnectHint is the params of the x-concord/reconnect notification.
 type reconnectHint struct {
@@ -52,9 +57,12 @@ const drainPoll = 100 * time.Millisecond
 // Drain implements cluster.Drainer (see above). It returns once the
 // connections were asked to move; the rest runs on a loop the server owns.
 func (s *Server) Drain(ctx context.Context, req cluster.DrainRequest) (int, []string, error) {
-	timeout := req.Timeout
+	timeout, promotion := req.Timeout, req.PromotionTimeout
 	if timeout <= 0 {
 		timeout = s.cfg.DrainTimeout
+	}
+	if promotion <= 0 {
+		promotion = s.cfg.DrainPromotionTimeout
 	}
 	if !s.caughtUp.Load() {
 		return 0, nil, fmt.Errorf("%w: %s has not finished starting", cluster.ErrDrainRefused, s.cfg.NodeID)
@@ -63,36 +71,93 @@ func (s *Server) Drain(ctx context.Context, req cluster.DrainRequest) (int, []st
 	if len(others) == 0 {
 		return 0, nil, fmt.Errorf("%w: %s is the only alive server; there is nowhere to move its sessions", cluster.ErrDrainRefused, s.cfg.NodeID)
 	}
-	if err := s.checkVoterFloor(ctx, req.Force); err != nil {
+	if s.draining.Load() {
+		return 0, nil, fmt.Errorf("%w: %s is already draining", cluster.ErrDrainRefused, s.cfg.NodeID)
+	}
+	// The lease covers the whole drain: the sessions' wait, the
+	// promotion's, and the leave.
+	if err := s.admitDrain(ctx, req.Force, timeout+promotion+drainLeaveSlack); err != nil {
 		return 0, nil, err
 	}
-	if err := s.startDrain(timeout); err != nil {
+	if err := s.startDrain(timeout, promotion); err != nil {
 		return 0, nil, err
 	}
 	urls := make([]string, 0, len(others))
 	for _, n := range others {
 		urls = append(urls, n.URL)
 	}
-	s.log.Info("draining: moving sessions to other nodes", "timeout", timeout, "others", urls)
+	s.log.Info("draining: moving sessions to other nodes", "timeout", timeout, "promotion_timeout", promotion, "others", urls)
 	n := s.rpc.Drain(mapsvc.ReconnectNotification,
 		reconnectHint{Reason: "draining", NodeID: s.cfg.NodeID, Nodes: others}, "node draining: reconnect to another node")
 	return n, urls, nil
 }
 
+// drainLeaveSlack is added to a drain's lease for the hand-off and the
+// leave after its waits.
+const drainLeaveSlack = 30 * time.Second
+
+// admitDrain asks the leader to admit this node's drain (cluster
+// drainadmit.go): the leader decides drains one at a time, counting those
+// in flight, so two drains asked at once cannot both pass the --min-quorum
+// check. A leader of a version without admissions (UNIMPLEMENTED) leaves
+// the decision to this node's own view, as before; a leader that cannot be
+// reached refuses the drain unless force.
+func (s *Server) admitDrain(ctx context.Context, force bool, lease time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, admitDrainTimeout)
+	defer cancel()
+	var err error
+	// An election, or a connection to the leader not yet up on a loaded
+	// host, answers UNAVAILABLE: retried until the caller's deadline.
+	for {
+		_, err = s.cluster.AdmitDrain(ctx, s.cfg.NodeID, force, lease)
+		if status.Code(err) != codes.Unavailable || !sleepCtx(ctx, drainPoll) {
+			break
+		}
+	}
+	switch status.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.FailedPrecondition:
+		return fmt.Errorf("%w: %s", cluster.ErrDrainRefused, status.Convert(err).Message())
+	case codes.Unimplemented:
+		s.log.Info("the leader does not admit drains (an older version): checking --min-quorum from this node's view")
+		return s.checkVoterFloor(ctx, force)
+	}
+	if force {
+		s.log.Warn("drain not admitted by the leader (forced: draining anyway)", "err", err)
+		return nil
+	}
+	return fmt.Errorf("%w: %s cannot ask the leader to admit its drain (%v): retry once a leader answers, or drain with --force",
+		cluster.ErrDrainRefused, s.cfg.NodeID, err)
+}
+
+// admitDrainTimeout bounds admitDrain (the caller's deadline may be
+// shorter).
+const admitDrainTimeout = 15 * time.Second
+
+// sleepCtx waits d, or reports false when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // checkVoterFloor refuses, unless force, the drain of a voter whose
 // leaving would take the voters below --min-quorum with no healthy
-// non-voter to promote in its place: a server that leaves is removed from
-// Raft at once (the floor holds for demotions and dead-server cleanup, and
-// the drain must not go around it silently). With force the drain goes on,
-// logged as a warning.
+// non-voter to promote in its place, as this node sees the system: the
+// fallback of admitDrain under a leader that does not admit drains. With
+// force the drain goes on, logged as a warning.
 func (s *Server) checkVoterFloor(ctx context.Context, force bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
 	servers, err := s.store.Configuration(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %s cannot read the raft configuration to count the voters left: %v", cluster.ErrDrainRefused, s.cfg.NodeID, err)
 	}
-	left, short := votersAfterLeaving(servers, s.membership.Members(), s.cfg.NodeID, s.cfg.Cluster.MinQuorum)
+	left, short := cluster.DrainFloor(servers, s.membership.Members(), nil, s.cfg.NodeID, s.cfg.Cluster.MinQuorum)
 	if !short {
 		return nil
 	}
@@ -106,32 +171,9 @@ func (s *Server) checkVoterFloor(ctx context.Context, force bool) error {
 		cluster.ErrDrainRefused, s.cfg.NodeID, left, s.cfg.Cluster.MinQuorum)
 }
 
-// votersAfterLeaving counts the voters left once self leaves (voters
-// already draining leave too, so they are not counted) and reports whether
-// that is below minQuorum with no spare: a non-voter alive and not draining
-// that the autopilot can promote. A non-voter self never falls short.
-func votersAfterLeaving(servers []raftstore.Server, members []membership.Member, self string, minQuorum int) (left int, short bool) {
-	usable := map[string]bool{} // alive and not draining, by gossip
-	for _, m := range members {
-		usable[m.ID] = m.Status == membership.StatusAlive && !m.Draining
-	}
-	selfVotes, spare := false, false
-	for _, sv := range servers {
-		switch {
-		case sv.ID == self:
-			selfVotes = sv.Voter
-		case sv.Voter && usable[sv.ID]:
-			left++
-		case !sv.Voter && usable[sv.ID]:
-			spare = true
-		}
-	}
-	return left, selfVotes && !spare && left < minQuorum
-}
-
 // startDrain marks the node draining and starts the loop that finishes
 // the drain, unless it is shutting down or already draining.
-func (s *Server) startDrain(timeout time.Duration) error {
+func (s *Server) startDrain(timeout, promotion time.Duration) error {
 	s.loopMu.Lock()
 	defer s.loopMu.Unlock()
 	switch {
@@ -141,7 +183,7 @@ func (s *Server) startDrain(timeout time.Duration) error {
 		return fmt.Errorf("%w: %s is already draining", cluster.ErrDrainRefused, s.cfg.NodeID)
 	}
 	s.draining.Store(true)
-	s.goLoopLocked("drain", func() error { return s.finishDrain(s.runCtx, timeout) })
+	s.goLoopLocked("drain", func() error { return s.finishDrain(s.runCtx, timeout, promotion) })
 	return nil
 }
 
@@ -189,23 +231,23 @@ func reachableHTTPAddr(m membership.Member) string {
 	return m.HTTPAddr
 }
 
-// finishDrain hands leadership away, waits for the sessions to move (or
-// the timeout) and for the autopilot to replace this node if it votes,
-// then leaves.
-func (s *Server) finishDrain(ctx context.Context, timeout time.Duration) error {
+// finishDrain hands leadership away, waits for the sessions to move (up to
+// timeout), then, separately and up to promotion, for the autopilot to
+// replace this node if it votes, then leaves.
+func (s *Server) finishDrain(ctx context.Context, timeout, promotion time.Duration) error {
 	if err := s.membership.SetDraining(ctx); err != nil {
 		s.log.Warn("draining flag not yet acknowledged by gossip; it spreads with the next rounds", "err", err)
 	}
-	deadline := time.Now().Add(timeout)
 	// First, so that the new leader's autopilot, seeing this node
 	// draining, promotes a replacement while the sessions move.
 	s.handOffLeadership(ctx)
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
-	wait := func(what string, done func() bool) error {
+	wait := func(what string, bound time.Duration, done func() bool) error {
+		deadline := time.Now().Add(bound)
 		for !done() {
 			if time.Now().After(deadline) {
-				s.log.Warn("drain timeout: leaving anyway", "waiting_for", what,
+				s.log.Warn("drain timeout: going on", "waited_for", what, "bound", bound,
 					"sessions", s.homedSessions(), "connections", s.rpc.NumConns())
 				return nil
 			}
@@ -217,12 +259,15 @@ func (s *Server) finishDrain(ctx context.Context, timeout time.Duration) error {
 		}
 		return nil
 	}
-	if err := wait("sessions to move", func() bool { return s.homedSessions() == 0 && s.rpc.NumConns() == 0 }); err != nil {
+	if err := wait("sessions to move", timeout, func() bool { return s.homedSessions() == 0 && s.rpc.NumConns() == 0 }); err != nil {
 		return err
 	}
 	// A voter leaves only once demoted: its removal then never takes the
-	// voters below the target while a non-voter could replace it.
-	if err := wait("demotion to non-voter", s.replacedOrIrreplaceable); err != nil {
+	// voters below the target while a non-voter could replace it. This
+	// wait has its own bound, so a drain whose sessions took all of
+	// timeout still gives a slow promotion (a replacement that must first
+	// be stable for ServerStabilizationTime) its time.
+	if err := wait("demotion to non-voter (a replacement's promotion)", promotion, s.replacedOrIrreplaceable); err != nil {
 		return err
 	}
 	s.handOffLeadership(ctx)

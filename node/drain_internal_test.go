@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/concordmap/concord/node/membership"
-	"github.com/concordmap/concord/raftstore"
 )
 
 // The reconnect hint of a drain names a host clients can dial, also for
@@ -32,52 +31,6 @@ func TestReachableHTTPAddr(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := reachableHTTPAddr(tt.m); got != tt.want {
 				t.Fatalf("reachableHTTPAddr = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-// A voter's drain falls short of --min-quorum when the voters still alive
-// and not draining are fewer than it without it and no usable non-voter
-// can be promoted; a non-voter's never does.
-func TestVotersAfterLeaving(t *testing.T) {
-	voter := func(id string) raftstore.Server { return raftstore.Server{ID: id, Voter: true} }
-	spare := func(id string) raftstore.Server { return raftstore.Server{ID: id} }
-	alive := func(id string) membership.Member { return membership.Member{ID: id, Status: membership.StatusAlive} }
-	draining := func(id string) membership.Member {
-		m := alive(id)
-		m.Draining = true
-		return m
-	}
-	dead := func(id string) membership.Member { return membership.Member{ID: id, Status: membership.StatusDead} }
-	three := []raftstore.Server{voter("a"), voter("b"), voter("c")}
-	tests := []struct {
-		name      string
-		servers   []raftstore.Server
-		members   []membership.Member
-		minQuorum int
-		left      int
-		short     bool
-	}{
-		{"three voters, floor 3", three, []membership.Member{alive("a"), alive("b"), alive("c")}, 3, 2, true},
-		{"three voters, floor 2", three, []membership.Member{alive("a"), alive("b"), alive("c")}, 2, 2, false},
-		{"a healthy non-voter to promote", append(three, spare("d")), []membership.Member{alive("a"), alive("b"), alive("c"), alive("d")}, 3, 2, false},
-		{"the non-voter is draining", append(three, spare("d")), []membership.Member{alive("a"), alive("b"), alive("c"), draining("d")}, 3, 2, true},
-		{"the non-voter is dead", append(three, spare("d")), []membership.Member{alive("a"), alive("b"), alive("c"), dead("d")}, 3, 2, true},
-		{"five voters, one draining already", []raftstore.Server{voter("a"), voter("b"), voter("c"), voter("d"), voter("e")},
-			[]membership.Member{alive("a"), alive("b"), alive("c"), draining("d"), alive("e")}, 3, 3, false},
-		{"five voters, two draining already", []raftstore.Server{voter("a"), voter("b"), voter("c"), voter("d"), voter("e")},
-			[]membership.Member{alive("a"), alive("b"), draining("c"), draining("d"), alive("e")}, 3, 2, true},
-		{"a non-voter drains", []raftstore.Server{spare("a"), voter("b"), voter("c"), voter("d")},
-			[]membership.Member{alive("a"), alive("b"), alive("c"), alive("d")}, 3, 3, false},
-		{"a non-voter drains, voters short already", []raftstore.Server{spare("a"), voter("b"), voter("c")},
-			[]membership.Member{alive("a"), alive("b"), alive("c")}, 3, 2, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			left, short := votersAfterLeaving(tt.servers, tt.members, "a", tt.minQuorum)
-			if left != tt.left || short != tt.short {
-				t.Fatalf("votersAfterLeaving = %d, %v; want %d, %v", left, short, tt.left, tt.short)
 			}
 		})
 	}

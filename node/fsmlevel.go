@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node/membership"
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/raftstore"
 )
 
@@ -12,7 +13,10 @@ import (
 // the system enforces: the lowest level advertised in gossip by the
 // servers of the Raft configuration, voters and non-voters, and by the
 // alive servers gossip knows that are not in it yet (the reconciler is
-// about to add them). mapsvc proposes a level-gated command field only
+// about to add them); from registry.FSMLevelSystemRecord on, also no more
+// than the level recorded in replicated state (registry.GateLevel), so a
+// level's fields reach the log only after the record that makes a build
+// below it halt. mapsvc proposes a level-gated command field only
 // when this reaches the field's level, the way Nomad and Consul gate a
 // feature on every server meeting a minimum version (the version string
 // cannot do it: builds of one release, and every dev build, share it).
@@ -31,7 +35,7 @@ func (s *Server) fsmLevel(ctx context.Context) int {
 	if err != nil {
 		return 0
 	}
-	level := lowestFSMLevel(servers, s.members.Members())
+	level := registry.GateLevel(lowestFSMLevel(servers, s.members.Members()), s.registry.SystemFSMLevel())
 	s.fsmLevelCache.Store(&fsmLevelSample{level: level, until: now.Add(fsmLevelTTL)})
 	return level
 }

@@ -43,6 +43,8 @@ var grpcMethods = map[string]authz.Class{
 
 	concordv1.Operator_Health_FullMethodName: authz.Read,
 	concordv1.Operator_Drain_FullMethodName:  authz.Admin,
+	// A drained node asks the leader, with the operator's credential.
+	concordv1.Operator_AdmitDrain_FullMethodName: authz.Admin,
 	// Participant credentials (node/acl): operators only, never a peer node.
 	concordv1.AclAdmin_CreateToken_FullMethodName: authz.Operator,
 	concordv1.AclAdmin_ListTokens_FullMethodName:  authz.Operator,

@@ -89,6 +89,10 @@ type Server struct {
 	// drain started during a shutdown adds no loop Shutdown misses.
 	draining atomic.Bool
 	drained  chan struct{}
+	// fatal closes when the node cannot go on (its FSM halted: halt.go);
+	// fatalErr says why and is set before.
+	fatal    chan struct{}
+	fatalErr error
 	loopMu   sync.Mutex
 	stopping bool
 	runCtx   context.Context
@@ -111,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "node", "node_id", cfg.NodeID), drained: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "node", "node_id", cfg.NodeID), drained: make(chan struct{}), fatal: make(chan struct{})}
 
 	if err := s.build(); err != nil {
 		s.closeBuilt()
@@ -369,6 +373,7 @@ func (s *Server) start(joinCtx, ctx context.Context) error {
 	if err := s.bootstrap(ctx); err != nil {
 		return err
 	}
+	s.goLoop("fsm-halt", func() error { return s.watchHalt(runCtx) })
 	s.goLoop("reconciler", func() error { return s.reconciler.Run(runCtx) })
 	s.goLoop("fanout", func() error { return s.hub.Run(runCtx) })
 	s.goLoop("mapsvc", func() error { return s.svc.Run(runCtx) })
@@ -438,6 +443,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 		if err := s.checkRaftVoters(); err != nil {
 			return err
 		}
+		if err := s.store.HaltErr(); err != nil {
+			return fmt.Errorf("node halted: %w", err)
+		}
 		reason := s.notReadyReason()
 		if reason == "" {
 			err := s.readyBarrier(ctx)
@@ -485,6 +493,9 @@ const maxReadyApplyLag = 1024
 // heard from it within a few heartbeat timeouts (one slow heartbeat must
 // not flap readiness), and the apply lag is small.
 func (s *Server) readyReason() string {
+	if err := s.store.HaltErr(); err != nil {
+		return "halted: " + err.Error()
+	}
 	if s.draining.Load() {
 		return "draining: this node takes no new sessions (concord operator drain); connect to another node"
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/concordmap/concord/node/acl"
 	"github.com/concordmap/concord/node/cluster"
 	"github.com/concordmap/concord/node/membership"
-	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/raftstore"
 )
 
@@ -96,7 +95,7 @@ func (s *Server) buildMembership() error {
 		Version:    s.cfg.Version,
 		Role:       membership.RoleServer,
 		RaftVoters: s.cfg.Cluster.RaftVoters,
-		FSMLevel:   registry.FSMLevel,
+		FSMLevel:   s.registry.BuildFSMLevel(),
 	}
 	mc.GossipKey, mc.AllowPlaintext = s.cfg.GossipKey, s.cfg.GossipPlaintext
 	if !s.cfg.GossipPlaintext {
@@ -124,6 +123,7 @@ func (s *Server) buildClusterServer() error {
 		Sessions:      s.registry,
 		MemberChanges: s.memberSub.Changed(),
 		Resolver:      s.directory,
+		Levels:        s.registry,
 	})
 	if err != nil {
 		return fmt.Errorf("build reconciler: %w", err)
@@ -137,6 +137,7 @@ func (s *Server) buildClusterServer() error {
 		Keyring:   s.membership,
 		Health:    rec,
 		Drainer:   s,
+		Admitter:  rec,
 	})
 	if err != nil {
 		return fmt.Errorf("build cluster server: %w", err)

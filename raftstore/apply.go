@@ -105,21 +105,30 @@ func notProposed(err error) bool {
 // except inside the raft log. Once the command is committed, ApplyRaw
 // has the followers learn the new commit index at once (nudge.go).
 func (s *Store) ApplyRaw(ctx context.Context, data []byte) (any, uint64, error) {
-	return s.applyRaw(ctx, data, true)
+	return s.applyRaw(ctx, data, nudgeNow)
 }
 
-// applyRaw is ApplyRaw; nudgeNow says whether the origin waits for its
-// own apply (kickNudge).
-func (s *Store) applyRaw(ctx context.Context, data []byte, nudgeNow bool) (any, uint64, error) {
+// nudging is how a committed forwarded command has the followers learn
+// the new commit index (nudge.go).
+type nudging int
+
+const (
+	nudgeNow  nudging = iota // the origin waits for its own apply
+	nudgeLazy                // the origin has its answer; only soon
+	nudgeNone                // nobody waits for this commit (a fence's NOOP)
+)
+
+// applyRaw is ApplyRaw with the nudge n.
+func (s *Store) applyRaw(ctx context.Context, data []byte, n nudging) (any, uint64, error) {
 	if err := s.fsm.checkProposal(data); err != nil {
 		return nil, 0, err
 	}
 	res, index, err := s.propose(ctx, concordv1.CommandType(data[0]), data)
-	if index != 0 {
+	if index != 0 && n != nudgeNone {
 		// Committed (also with a module's error): the followers must
 		// learn the new commit index before raft's next CommitTimeout
 		// (nudge.go).
-		s.kickNudge(nudgeNow)
+		s.kickNudge(n == nudgeNow)
 	}
 	return res, index, s.blameDisk(err)
 }

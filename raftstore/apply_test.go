@@ -30,7 +30,9 @@ func TestStore_ApplyTimeoutWithoutDeadline(t *testing.T) {
 		},
 	}}
 	cfg := TestConfig(t, "test-node", gate)
-	cfg.ApplyTimeout = scaled(300 * time.Millisecond)
+	// Long enough that an ordinary write on a loaded CI host never
+	// reaches it (300 ms did, once, at load average 12).
+	cfg.ApplyTimeout = scaled(2 * time.Second)
 	s := StartTestStore(t, cfg)
 	var once bool
 	unblock := func() {

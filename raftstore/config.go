@@ -128,9 +128,11 @@ type Config struct {
 	// NonvoterReplicationInterval paces replication to a non-voter whose
 	// clients wait for it (pace.go): after it forwarded a read-your-write
 	// fence or a command whose result it computes itself, the leader sends
-	// it an append within this interval (two in a row after a quiet
-	// spell, for a lone write's commit index). Otherwise
-	// NonvoterBackgroundInterval applies. Longer means fewer, larger RPCs
+	// it an append at once, and further such forwards that this append
+	// does not cover get the next one this interval after it (two in a
+	// row after a quiet spell, for a lone write's commit index). With
+	// NonvoterBackgroundInterval off it paces every non-voter, as below.
+	// Otherwise NonvoterBackgroundInterval applies. Longer means fewer, larger RPCs
 	// for each non-voter (less CPU per write on it and on the leader), at
 	// the price of a write or read-your-write through a non-voter waiting
 	// up to about this much under steady writes (a write after a quiet
@@ -139,8 +141,8 @@ type Config struct {
 	NonvoterReplicationInterval time.Duration
 
 	// NonvoterBackgroundInterval paces replication to a non-voter none of
-	// whose clients is waiting (it forwarded no write and no
-	// read-your-write fence to the leader in the last second; pace.go):
+	// whose clients is waiting (no read-your-write fence or result-less
+	// command it forwarded is undelivered to it; pace.go):
 	// under steady writes such a non-voter lags by up to about this much
 	// (its subscribers' events and plain reads trail by it), and gets
 	// fewer, larger appends (less CPU per write on it and on the leader).

@@ -86,6 +86,17 @@ var (
 	// snapshot stream is malformed: wrong format version, unknown module,
 	// records out of order, or a module that did not read all its records.
 	ErrBadSnapshot = errors.New("raftstore: bad snapshot")
+
+	// ErrHalt, wrapped in the error of a Handler's Apply or a Module's Restore,
+	// says that this build cannot apply the log from here on the way the other
+	// replicas do (a replicated record says the system already relies on
+	// behaviour this build lacks, as after a downgrade in place): carrying on
+	// would diverge silently. The FSM halts: it applies no later entry (nor the
+	// halting one: the applied index stays before it), takes no snapshot (one
+	// would persist state this build could not complete), and Halted closes, so
+	// the owner reports the error and stops the node. The log itself is kept;
+	// a build that understands it applies it all on restart.
+	ErrHalt = errors.New("raftstore: this build cannot apply the log")
 )
 
 // NotLeaderError says which node is the leader, so the caller can forward

@@ -47,8 +47,21 @@ func (s *Store) ApplyForwarded(ctx context.Context, cmd []byte) (ForwardReply, e
 	}
 	// With a codec the origin answers from this reply, so the nudge may
 	// wait for the next entry (nudge.go); a declined encoding below only
-	// delays that origin's answer by lazyNudgeDelay.
-	res, index, err := s.applyRaw(ctx, cmd, codec == nil)
+	// delays that origin's answer by lazyNudgeDelay. A NOOP is a
+	// read-your-write fence (WaitAppliedSoon): what its origin waits for
+	// was committed before it arrived, so the NOOP's own AppendEntries
+	// carries that commit index, and nobody waits for the NOOP's commit.
+	// A nudge would only add a second NOOP per fence (an entry on every
+	// server and, on a quiet system, a round of appends to every
+	// follower).
+	n := nudgeLazy
+	switch {
+	case len(cmd) > 0 && concordv1.CommandType(cmd[0]) == concordv1.CommandType_COMMAND_TYPE_NOOP:
+		n = nudgeNone
+	case codec == nil:
+		n = nudgeNow
+	}
+	res, index, err := s.applyRaw(ctx, cmd, n)
 	var ce *CommandError
 	switch {
 	case err == nil:

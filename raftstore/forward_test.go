@@ -148,3 +148,40 @@ func TestWaitAppliedSoon_NoLeaderSaysSo(t *testing.T) {
 		t.Fatalf("WaitAppliedSoon without a leader: %v, want ErrNoLeader and ErrTimeout", err)
 	}
 }
+
+// A forwarded NOOP is a read-your-write fence (WaitAppliedSoon): its own
+// AppendEntries carries the commit index its origin waits for, and nobody
+// waits for the NOOP's commit, so the leader does not nudge it (no second
+// NOOP per fence). A forwarded command whose origin waits for its own
+// apply is nudged at once: the control, which also shows how long a nudge
+// takes here.
+func TestApplyForwarded_FenceNOOPNotNudged(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.requireOneLeader(t, c.stores)
+
+	t0 := time.Now()
+	reply, err := leader.ApplyForwarded(testCtx(t), encode(cmdKVPut, put("a=1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, func() error {
+		if got := leader.raft.LastIndex(); got != reply.Index+1 {
+			return fmt.Errorf("last index %d after a forwarded write at %d, want its nudge at %d", got, reply.Index, reply.Index+1)
+		}
+		return nil
+	})
+	nudged := time.Since(t0)
+
+	fence, err := leader.ApplyForwarded(testCtx(t), nudgeBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing must follow the fence: watch ten times as long as the
+	// control's nudge took to appear (at least 200 ms).
+	watch := max(10*nudged, 200*time.Millisecond)
+	for end := time.Now().Add(watch); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if got := leader.raft.LastIndex(); got != fence.Index {
+			t.Fatalf("last index %d after a forwarded fence NOOP at %d: the fence was nudged", got, fence.Index)
+		}
+	}
+}

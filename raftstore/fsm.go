@@ -43,6 +43,8 @@ type fsm struct {
 	// observe, when set, receives each handled command's apply time
 	// (Config.ObserveApply).
 	observe func(concordv1.CommandType, time.Duration)
+	// halt is set when a module cannot go on (ErrHalt, halt.go).
+	halt halt
 	// epoch is when the FSM was made. The apply time is the difference of
 	// two time.Since(epoch), which read only the monotonic clock: half of
 	// time.Now's cost (wall and monotonic), paid twice per command.
@@ -83,6 +85,7 @@ func newFSM(modules []Module, log *slog.Logger) (*fsm, error) {
 		epoch:   time.Now(),
 	}
 	f.progress.init()
+	f.halt.init()
 	for _, m := range modules {
 		if m == nil {
 			return nil, errors.New("raftstore: nil module")
@@ -126,9 +129,15 @@ func (f *fsm) addRoute(module string, t concordv1.CommandType, h Handler) error 
 
 // Apply implements raft.FSM.
 func (f *fsm) Apply(l *raft.Log) any {
+	if err := f.halt.cause(); err != nil {
+		return &applyResult{err: err}
+	}
 	switch l.Type {
 	case raft.LogCommand:
 		resp := f.applyCommand(l)
+		if f.halt.cause() != nil {
+			return resp // not applied: the index stays before it
+		}
 		f.advance(l.Index, l.Term, resp, true)
 		f.logCap.applied(l.Index)
 		return resp
@@ -178,11 +187,20 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 	}
 	if f.observe == nil {
 		v, err := r.handler.Apply(l.Index, msg)
-		return &applyResult{value: v, err: err}
+		return f.result(l, v, err)
 	}
 	start := time.Since(f.epoch)
 	v, err := r.handler.Apply(l.Index, msg)
 	f.observe(t, time.Since(f.epoch)-start)
+	return f.result(l, v, err)
+}
+
+// result wraps a handler's outcome, halting the FSM on ErrHalt.
+func (f *fsm) result(l *raft.Log, v any, err error) *applyResult {
+	if err != nil && errors.Is(err, ErrHalt) {
+		f.log.Error("FSM halted: this build cannot apply the log; stop the node and run a build that can", "index", l.Index, "err", err)
+		f.halt.set(err)
+	}
 	return &applyResult{value: v, err: err}
 }
 

@@ -33,7 +33,8 @@ type Module interface {
 	// same order) into brand-new state. It must not touch live state: it
 	// returns a commit function that the FSM calls to swap the new state
 	// in, only after every module has decoded successfully.
-	// next returns io.EOF after the module's last record.
+	// next returns io.EOF after the module's last record. An err wrapping
+	// ErrHalt halts the FSM, as from a Handler.
 	Restore(next func() ([]byte, error)) (commit func(), err error)
 }
 
@@ -53,9 +54,10 @@ type Handler struct {
 	// no I/O. A domain error (unknown agent, conflict, ...) is returned as
 	// err and travels back to the proposer as a value; it must leave the
 	// state unchanged. The result is returned to the proposer as is, or,
-	// when it is a LazyResult, as its Value. The FSM does not read msg
-	// after Apply returns, so a module may reuse a message its Decode
-	// made once Apply is done with it.
+	// when it is a LazyResult, as its Value. An err wrapping ErrHalt
+	// instead halts the FSM (this build cannot apply the log as the other
+	// replicas do). The FSM does not read msg after Apply returns, so a
+	// module may reuse a message its Decode made once Apply is done with it.
 	Apply func(index uint64, msg proto.Message) (result any, err error)
 }
 

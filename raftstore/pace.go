@@ -54,15 +54,20 @@ import (
 // is paced at the background interval (NonvoterBackgroundInterval, 100
 // ms), which bounds how far it lags under steady writes (what its
 // subscribers' events and plain reads trail by), except around such a
-// forward: until an append has delivered what the client waits for (the
-// entries and a commit index covering it), the non-voter is paced at the
-// interval (NonvoterReplicationInterval, 20 ms), so a background pause in
-// progress ends as soon as the interval has passed since its append
-// started (hurry). A fence hurries at once, for the leader's commit index
-// (what it waits for is committed already); a command once it is
-// committed, for its index. Writes answered with the leader's encoded
-// result (node's map writes) do not hurry: their client already has its
-// answer, and a read after one sends a fence.
+// forward (hurry): a background pause in progress ends at once, and the
+// one append that follows carries the entries and a commit index covering
+// what the client waits for; once it is answered the non-voter is back on
+// the background interval, counted from that append. Hurries that arrive
+// while a hurried append is on its way, or right after it, are
+// coalesced: if that append did not deliver them, the next goes once the
+// interval (NonvoterReplicationInterval, 20 ms) has passed since it
+// started, so clients of one non-voter waiting all the time get at most
+// one append per interval, never more. No hurry waits longer than it
+// would under a 20 ms pace. A fence hurries at once, for the leader's
+// commit index (what it waits for is committed already); a command once
+// it is committed, for its index. Writes answered with the leader's
+// encoded result (node's map writes) do not hurry: their client already
+// has its answer, and a read after one sends a fence.
 
 // pacer decides how long the replication goroutine of one follower waits
 // after an AppendEntries.
@@ -81,11 +86,12 @@ type pacer struct {
 }
 
 // pacedPeer is what the pacer knows of one follower; the pacer's mu
-// guards answered, wanted and delivered.
+// guards every field but wake.
 type pacedPeer struct {
 	answered  time.Time     // when its last paced-eligible RPC was answered
 	wanted    uint64        // the highest index a client there waits for (hurry)
 	delivered uint64        // the highest index it holds and knows committed
+	hurried   bool          // a pause ended for a hurry: the next append is a hurried one
 	wake      chan struct{} // buffered (1): hurry wakes a pause to look again
 }
 
@@ -114,10 +120,30 @@ func (p *pacer) peer(id raft.ServerID) *pacedPeer {
 // intervalOf is pp's interval now: the short one while an index a client
 // of pp waits for has not been delivered to it; p.mu must be held.
 func (p *pacer) intervalOf(pp *pacedPeer) time.Duration {
-	if p.background <= p.interval || pp.delivered < pp.wanted {
+	if p.background <= p.interval || pp.waiting() {
 		return p.interval
 	}
 	return p.background
+}
+
+// waiting reports whether a client of pp waits for an index not delivered
+// to it yet; the pacer's mu must be held.
+func (pp *pacedPeer) waiting() bool { return pp.delivered < pp.wanted }
+
+// pauseOf is how long after the start of the append just answered the
+// next one to pp may start; afterHurry: that append was a hurried one.
+// p.mu must be held. Nobody waiting: the background interval. A client
+// waiting: at once, unless the append just answered was itself hurried,
+// then the interval after it (hurries coalesce; never later than a 20 ms
+// pace would send it).
+func (p *pacer) pauseOf(pp *pacedPeer, afterHurry bool) time.Duration {
+	if p.background <= p.interval || !pp.waiting() {
+		return p.intervalOf(pp)
+	}
+	if afterHurry {
+		return p.interval
+	}
+	return 0
 }
 
 // delivered records the answer to an AppendEntries to id. A success says
@@ -163,10 +189,12 @@ func (p *pacer) hold(id raft.ServerID, start time.Time, entries int, resp *raft.
 	pp := p.peer(id)
 	prev := pp.answered
 	pp.answered = now
+	afterHurry := pp.hurried
+	pp.hurried = false
 	quiet := quietSpell(p.intervalOf(pp))
 	p.mu.Unlock()
 	if !prev.IsZero() && start.Sub(prev) < quiet {
-		p.pause(pp, start)
+		p.pause(pp, start, afterHurry)
 	}
 }
 
@@ -174,10 +202,11 @@ func (p *pacer) hold(id raft.ServerID, start time.Time, entries int, resp *raft.
 // as the first after a quiet spell, for a follower paced at interval.
 func quietSpell(interval time.Duration) time.Duration { return interval + interval/4 }
 
-// pause waits until pp's interval has passed since start, or until the
-// store stops. A hurry (a forward from pp) makes it look again: pp may
-// have gone from the background interval to the shorter one.
-func (p *pacer) pause(pp *pacedPeer, start time.Time) {
+// pause waits until pp's pause (pauseOf) has passed since start, or
+// until the store stops. A hurry (a forward from pp) makes it look again:
+// a client of pp may wait now. A pause that ends for a hurry marks the
+// append after it as hurried.
+func (p *pacer) pause(pp *pacedPeer, start time.Time, afterHurry bool) {
 	var t *time.Timer
 	defer func() {
 		if t != nil {
@@ -187,7 +216,10 @@ func (p *pacer) pause(pp *pacedPeer, start time.Time) {
 	for {
 		now := time.Now()
 		p.mu.Lock()
-		d := p.intervalOf(pp) - now.Sub(start)
+		d := p.pauseOf(pp, afterHurry) - now.Sub(start)
+		if d <= 0 && pp.waiting() {
+			pp.hurried = true
+		}
 		p.mu.Unlock()
 		if d <= 0 {
 			return
@@ -198,8 +230,7 @@ func (p *pacer) pause(pp *pacedPeer, start time.Time) {
 			t.Reset(d)
 		}
 		select {
-		case <-t.C:
-			return
+		case <-t.C: // look once more: was the pause cut short for a client?
 		case <-pp.wake:
 		case <-p.stop:
 			return
@@ -208,9 +239,9 @@ func (p *pacer) pause(pp *pacedPeer, start time.Time) {
 }
 
 // hurry records that a client of id waits for index (committed on this
-// leader) to arrive there (ApplyForwardedFrom): until an append delivers
-// it, id is paced at the interval, and a background pause in progress
-// ends as soon as the interval has passed since its append started.
+// leader) to arrive there (ApplyForwardedFrom): a background pause in
+// progress ends at once, or, right after a hurried append that did not
+// deliver index, once the interval has passed since it started.
 // Cheap enough per forwarded command: a map lookup under a lock and a
 // non-blocking send.
 func (p *pacer) hurry(id raft.ServerID, index uint64) {

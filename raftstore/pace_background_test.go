@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,8 +13,9 @@ import (
 )
 
 // A non-voter nobody waits on is paced at the background interval; one
-// with an index a client there waits for (hurry) not yet delivered, at the
-// interval; voters and an off switch are unaffected.
+// with an index a client there waits for (hurry) not yet delivered gets
+// its next append at once, or at the interval right after a hurried one
+// (hurries coalesce); voters and an off switch are unaffected.
 func TestPacer_BackgroundInterval(t *testing.T) {
 	const interval, background = 30 * time.Millisecond, 150 * time.Millisecond
 	servers := []raft.Server{{ID: "v", Suffrage: raft.Voter}, {ID: "nv", Suffrage: raft.Nonvoter}}
@@ -24,14 +26,17 @@ func TestPacer_BackgroundInterval(t *testing.T) {
 		id         raft.ServerID
 		wanted     uint64 // > 0: hurried for this index
 		delivered  uint64 // an append delivered up to this index
+		afterHurry bool   // the append held was itself a hurried one
 		want       time.Duration
 	}{
-		{"nobody waits", background, "nv", 0, 0, background},
-		{"hurried, not delivered yet", background, "nv", 10, 9, interval},
-		{"hurried, delivered", background, "nv", 10, 10, background},
-		{"background off (0)", 0, "nv", 0, 0, interval},
-		{"background not above the interval", interval / 2, "nv", 0, 0, interval},
-		{"voter", background, "v", 10, 0, 0},
+		{"nobody waits", background, "nv", 0, 0, false, background},
+		{"hurried, not delivered yet: at once", background, "nv", 10, 9, false, 0},
+		{"hurried again right after a hurried append: coalesced", background, "nv", 10, 9, true, interval},
+		{"hurried, delivered", background, "nv", 10, 10, false, background},
+		{"hurried append delivered it", background, "nv", 10, 10, true, background},
+		{"background off (0)", 0, "nv", 0, 0, false, interval},
+		{"background not above the interval", interval / 2, "nv", 0, 0, false, interval},
+		{"voter", background, "v", 10, 0, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,6 +52,11 @@ func TestPacer_BackgroundInterval(t *testing.T) {
 				p.delivered(tt.id, &raft.AppendEntriesRequest{
 					PrevLogEntry: tt.delivered, Entries: []*raft.Log{{Index: tt.delivered + 5}}, LeaderCommitIndex: tt.delivered,
 				}, ok)
+			}
+			if tt.afterHurry {
+				p.mu.Lock()
+				p.peer(tt.id).hurried = true
+				p.mu.Unlock()
 			}
 			start := time.Now()
 			p.hold(tt.id, start, 3, ok)
@@ -99,42 +109,65 @@ func TestPacer_Delivered(t *testing.T) {
 	}
 }
 
-// A hurry for a non-voter in a background pause ends the pause once the
-// interval has passed since the paused append started: the first write
-// through it waits no longer than at the interval.
+// A hurry for a non-voter in a background pause ends the pause at once,
+// however soon after the paused append started: the client waits for one
+// append, not for a 20 ms pace. Hurries that the hurried append does not
+// deliver (several clients of one non-voter) coalesce: the next append
+// goes once the interval has passed since the hurried one started.
 func TestPacer_HurryEndsBackgroundPause(t *testing.T) {
-	const interval, background = 30 * time.Millisecond, time.Second
-	p := &pacer{interval: interval, background: background, maxBatch: 16, stop: make(chan struct{})}
-	p.setConfigSource(fixedConfig{servers: []raft.Server{{ID: "nv", Suffrage: raft.Nonvoter}}})
+	const interval, background = 80 * time.Millisecond, 2 * time.Second
 	ok := &raft.AppendEntriesResponse{Success: true}
-	p.hold("nv", time.Now(), 3, ok)
+	newPacer := func() *pacer {
+		p := &pacer{interval: interval, background: background, maxBatch: 16, stop: make(chan struct{})}
+		p.setConfigSource(fixedConfig{servers: []raft.Server{{ID: "nv", Suffrage: raft.Nonvoter}}})
+		p.hold("nv", time.Now(), 3, ok) // the first is never paced
+		return p
+	}
 
-	for i, tc := range []struct {
-		name    string
-		hurryAt time.Duration // after the paused append started
-	}{
-		{"hurried after the interval passed: ends at once", 2 * interval},
-		{"hurried before: ends when the interval has passed", interval / 3},
-	} {
+	for i, hurryAt := range []time.Duration{interval / 8, 2 * interval} {
+		p := newPacer()
 		start := time.Now()
 		done := make(chan time.Duration, 1)
 		go func() {
 			p.hold("nv", start, 3, ok)
 			done <- time.Since(start)
 		}()
-		time.Sleep(tc.hurryAt) // the hurry's moment in the pause is what is tested
-		index := uint64(10 * (i + 1))
-		p.hurry("nv", index)
+		time.Sleep(hurryAt) // the hurry's moment in the pause is what is tested
+		p.hurry("nv", uint64(10*(i+1)))
 		select {
 		case took := <-done:
-			if took < interval*9/10 || took < tc.hurryAt {
-				t.Fatalf("%s: pause ended after %s, before the interval (%s) or the hurry (%s)", tc.name, took, interval, tc.hurryAt)
+			if took < hurryAt {
+				t.Fatalf("hurried after %s: pause ended after %s, before the hurry", hurryAt, took)
+			}
+			if late := took - hurryAt; late >= interval/2 {
+				t.Fatalf("hurried after %s: pause ended %s after the hurry, want at once (the interval is %s)", hurryAt, late, interval)
 			}
 		case <-time.After(background / 2):
-			t.Fatalf("%s: still paused %s after the hurry: the background pause (%s) ran on", tc.name, background/2, background)
+			t.Fatalf("hurried after %s: still paused %s later: the background pause (%s) ran on", hurryAt, background/2, background)
 		}
-		// The next append delivers it: back to the background interval.
-		p.delivered("nv", &raft.AppendEntriesRequest{PrevLogEntry: index, LeaderCommitIndex: index}, ok)
+	}
+
+	// A hurried append on its way; another client's hurry arrives, which
+	// it does not deliver: the next append waits for the interval after
+	// the hurried one started, no longer.
+	p := newPacer()
+	start := time.Now() // a background pause, ended by a hurry
+	done := make(chan time.Duration, 1)
+	go func() {
+		p.hold("nv", start, 3, ok)
+		done <- time.Since(start)
+	}()
+	time.Sleep(interval / 8) // the pause has begun
+	p.hurry("nv", 30)
+	if took := <-done; took >= interval/8+interval/2 {
+		t.Fatalf("pause ended %s after it began, %s after a hurry: want at once", took, interval/8)
+	}
+	hurried := time.Now() // the hurried append starts
+	p.hurry("nv", 40)
+	p.delivered("nv", &raft.AppendEntriesRequest{PrevLogEntry: 30, LeaderCommitIndex: 30}, ok)
+	p.hold("nv", hurried, 3, ok)
+	if took := time.Since(hurried); took < interval*9/10 || took >= background/2 {
+		t.Fatalf("after a hurried append that left a hurry undelivered, held %s, want about the interval %s", took, interval)
 	}
 }
 
@@ -320,5 +353,88 @@ func TestLogCacheCoversABackgroundInterval(t *testing.T) {
 	bg := DefaultConfig().NonvoterBackgroundInterval
 	if need := int(rate * bg / time.Second); logCacheEntries < need {
 		t.Fatalf("log cache of %d entries, want at least %d: %s of writes at %d/s", logCacheEntries, need, bg, rate)
+	}
+}
+
+// Several clients of one non-voter fencing all the time (read-your-write
+// fences for the leader's latest commit): every fence is satisfied, about
+// as fast as a lone one, and their hurries coalesce, so the non-voter gets
+// at most about one append per interval beyond the background ones and
+// full batches, not one per fence.
+func TestCluster_NonvoterConcurrentFencesCoalesce(t *testing.T) {
+	const interval, background = 20 * time.Millisecond, 200 * time.Millisecond
+	pacing := func(cfg *Config) {
+		cfg.NonvoterReplicationInterval, cfg.NonvoterBackgroundInterval = interval, background
+	}
+	c := newTestCluster(t, 3, pacing)
+	cfg := clusterConfig(t, "nv", newKV())
+	pacing(&cfg)
+	cfg.Forwarder = &originForwarder{c: c, origin: "nv"}
+	nv := mustNew(t, cfg)
+	t.Cleanup(func() { mustShutdown(t, nv) })
+	leader := c.requireOneLeader(t, c.stores)
+	if err := leader.AddNonvoter(testCtx(t), nv.ID(), nv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, func() error {
+		if !leader.trans.pace.nonvoter(raft.ServerID(nv.ID())) {
+			return fmt.Errorf("leader's pacer does not know %s is a non-voter yet", nv.ID())
+		}
+		return nil
+	})
+	stopWrites := steadyWrites(t, leader, 4)
+	defer stopWrites()
+
+	const clients = 4
+	window := 8 * background
+	b0, e0 := nv.bolt.batches.Load(), nv.bolt.entries.Load()
+	start := time.Now()
+	var mu sync.Mutex
+	var fenced []time.Duration // fences that found the non-voter behind
+	var wg sync.WaitGroup
+	for k := range clients {
+		wg.Go(func() {
+			for time.Since(start) < window {
+				idx := leader.AppliedIndex()
+				behind := nv.AppliedIndex() < idx
+				t0 := time.Now()
+				if err := nv.WaitAppliedSoon(testCtx(t), idx); err != nil {
+					t.Errorf("client %d: fence for %d: %v", k, idx, err)
+					return
+				}
+				if got := nv.AppliedIndex(); got < idx {
+					t.Errorf("client %d: fence for %d returned with %d applied", k, idx, got)
+					return
+				}
+				if behind {
+					mu.Lock()
+					fenced = append(fenced, time.Since(t0))
+					mu.Unlock()
+				}
+				// Each client's think time differs, so their fences
+				// arrive at different moments of an append.
+				time.Sleep(time.Duration(k+1) * 3 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	batches, entries := nv.bolt.batches.Load()-b0, nv.bolt.entries.Load()-e0
+	if t.Failed() {
+		return
+	}
+	if len(fenced) < 20 {
+		t.Fatalf("only %d fences found the non-voter behind in %s: the test tested nothing", len(fenced), took)
+	}
+	slices.Sort(fenced)
+	t.Logf("%d clients: %d fences while behind, p50 %s, max %s; non-voter %d log writes carrying %d entries in %s",
+		clients, len(fenced), fenced[len(fenced)/2], fenced[len(fenced)-1], batches, entries, took)
+	if p50 := fenced[len(fenced)/2]; p50 >= background/2 {
+		t.Fatalf("fences took p50 %s: paced at the background interval %s", p50, background)
+	}
+	limit := uint64(took/interval) + uint64(took/background) + 3 + entries/uint64(nv.cfg.MaxApplyBatch)
+	if batches > limit || batches >= uint64(len(fenced)) {
+		t.Fatalf("non-voter had %d log writes for %d fences in %s, want at most %d (one per interval) and fewer than the fences",
+			batches, len(fenced), took, limit)
 	}
 }

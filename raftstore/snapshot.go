@@ -40,6 +40,9 @@ type fsmSnapshot struct {
 // Apply runs concurrently: each module only captures (copy or immutable
 // pointer) and all encoding happens later in Persist.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.halt.cause(); err != nil {
+		return nil, fmt.Errorf("no snapshot of a halted FSM: %w", err)
+	}
 	s := &fsmSnapshot{header: &concordv1.SnapshotHeader{
 		FormatVersion: snapshotFormatVersion,
 		LastIndex:     f.applied.Load(),
@@ -111,6 +114,10 @@ func (s *fsmSnapshot) Release() {
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer func() { _ = rc.Close() }()
 	d, err := f.decode(rc)
+	if errors.Is(err, ErrHalt) {
+		f.log.Error("FSM halted restoring a snapshot: this build cannot apply the log; stop the node and run a build that can", "err", err)
+		f.halt.set(err)
+	}
 	if err != nil {
 		return err
 	}

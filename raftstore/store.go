@@ -156,6 +156,9 @@ func (s *Store) open() error {
 	}
 	s.bolt.log.written = s.logWritten
 	if s.raft, err = raft.NewRaft(rc, batchingFSM{s.fsm}, logs, s.bolt, policySnapshots{snaps, s.bolt}, s.trans); err != nil {
+		if herr := s.fsm.halt.cause(); herr != nil {
+			return fmt.Errorf("raftstore: start raft: restore the snapshot: %w", herr)
+		}
 		return fmt.Errorf("raftstore: start raft: %w", err)
 	}
 	if s.early != nil {

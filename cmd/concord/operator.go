@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -66,13 +67,15 @@ too, after printing).`,
 // healthJSON is the --json form of the report: numbers as numbers, times
 // RFC 3339, unknowns null, so scripts need no parsing of the table.
 type healthJSON struct {
-	Leader           string             `json:"leader"`
-	Healthy          bool               `json:"healthy"`
-	FailureTolerance int                `json:"failureTolerance"`
-	TargetVoters     int                `json:"targetVoters"`
-	MinQuorum        int                `json:"minQuorum"`
-	ObservedAt       time.Time          `json:"observedAt"`
-	Servers          []serverHealthJSON `json:"servers"`
+	Leader           string `json:"leader"`
+	Healthy          bool   `json:"healthy"`
+	FailureTolerance int    `json:"failureTolerance"`
+	TargetVoters     int    `json:"targetVoters"`
+	MinQuorum        int    `json:"minQuorum"`
+	// SystemFSMLevel is the FSM level recorded in replicated state (0: none).
+	SystemFSMLevel int                `json:"systemFsmLevel"`
+	ObservedAt     time.Time          `json:"observedAt"`
+	Servers        []serverHealthJSON `json:"servers"`
 }
 
 type serverHealthJSON struct {
@@ -86,6 +89,7 @@ type serverHealthJSON struct {
 	Version  string `json:"version"`
 	Healthy  bool   `json:"healthy"`
 	Draining bool   `json:"draining"`
+	FSMLevel int    `json:"fsmLevel"`
 	// LastContactMs is null when unknown (never heard, unreachable).
 	LastContactMs *int64     `json:"lastContactMs"`
 	LastIndex     uint64     `json:"lastIndex"`
@@ -96,10 +100,10 @@ type serverHealthJSON struct {
 
 func printHealthJSON(w io.Writer, h admin.Health) error {
 	out := healthJSON{Leader: h.LeaderID, Healthy: h.Healthy, FailureTolerance: h.FailureTolerance,
-		TargetVoters: h.TargetVoters, MinQuorum: h.MinQuorum, ObservedAt: h.ObservedAt.UTC(), Servers: []serverHealthJSON{}}
+		TargetVoters: h.TargetVoters, MinQuorum: h.MinQuorum, SystemFSMLevel: h.SystemFSMLevel, ObservedAt: h.ObservedAt.UTC(), Servers: []serverHealthJSON{}}
 	for _, s := range h.Servers {
 		sj := serverHealthJSON{ID: s.ID, Address: s.Address, Role: serverRole(s), Voter: s.Voter, Leader: s.Leader,
-			Status: s.Status, Version: s.Version, Healthy: s.Healthy, Draining: s.Draining,
+			Status: s.Status, Version: s.Version, Healthy: s.Healthy, Draining: s.Draining, FSMLevel: s.FSMLevel,
 			LastIndex: s.LastIndex, TrailingLogs: s.TrailingLogs, Reason: s.Reason}
 		if s.LastContact >= 0 {
 			ms := s.LastContact.Milliseconds()
@@ -128,10 +132,10 @@ func serverRole(s admin.ServerHealth) string {
 }
 
 func printHealth(w io.Writer, h admin.Health) error {
-	fmt.Fprintf(w, "leader %s, healthy %v, failure tolerance %d (target voters %d, min quorum %d)\n",
-		h.LeaderID, h.Healthy, h.FailureTolerance, h.TargetVoters, h.MinQuorum)
+	fmt.Fprintf(w, "leader %s, healthy %v, failure tolerance %d (target voters %d, min quorum %d), system FSM level %s\n",
+		h.LeaderID, h.Healthy, h.FailureTolerance, h.TargetVoters, h.MinQuorum, levelName(h.SystemFSMLevel))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tROLE\tSTATUS\tLAST CONTACT\tLAST INDEX\tTRAILING\tHEALTHY\tSTABLE SINCE\tVERSION\tNOTE")
+	fmt.Fprintln(tw, "NODE\tROLE\tSTATUS\tLAST CONTACT\tLAST INDEX\tTRAILING\tHEALTHY\tSTABLE SINCE\tVERSION\tFSM LEVEL\tNOTE")
 	for _, s := range h.Servers {
 		role := serverRole(s)
 		contact := "-"
@@ -153,17 +157,26 @@ func printHealth(w io.Writer, h admin.Health) error {
 		if version == "" {
 			version = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\t%s\t%s\t%s\n", s.ID, role, s.Status, contact, s.LastIndex, s.TrailingLogs,
-			s.Healthy, since, version, strings.Join(note, "; "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\t%s\t%s\t%s\t%s\n", s.ID, role, s.Status, contact, s.LastIndex, s.TrailingLogs,
+			s.Healthy, since, version, levelName(s.FSMLevel), strings.Join(note, "; "))
 	}
 	return tw.Flush()
 }
 
+// levelName prints an FSM level, "-" for 0 (none recorded, or unknown).
+func levelName(l int) string {
+	if l <= 0 {
+		return "-"
+	}
+	return strconv.Itoa(l)
+}
+
 func newOperatorDrainCmd() *cobra.Command {
 	var (
-		f     adminFlags
-		drain time.Duration
-		force bool
+		f         adminFlags
+		drain     time.Duration
+		promotion time.Duration
+		force     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "drain NODE_ID",
@@ -172,15 +185,26 @@ func newOperatorDrainCmd() *cobra.Command {
 sessions (/v1/ready turns unready, new MAP connections get 503), sends every
 connected participant an x-concord/reconnect notification listing the other
 nodes and closes its connection with WebSocket 1012; clients resume their
-sessions (subscriptions included) on another node. Once no session is left
-on it, or --timeout passed, the node hands leadership away if it has it,
-leaves the cluster (the leader removes it from Raft at once) and shuts down.
-The command returns once the drain has started.
+sessions (subscriptions included) on another node. The node hands leadership
+away if it has it, leaves the cluster (the leader removes it from Raft at
+once) and shuts down. The command returns once the drain has started.
 
-Draining a voter that no healthy non-voter can replace, when the voters
-left would be fewer than the servers' --min-quorum, is refused: start
-another server first, or pass --force to accept tolerating one failure
-fewer until another server joins.`,
+Two waits, each with its own bound, come before the leave:
+  1. --timeout: until no session is left on the node. When it passes, the
+     sessions still there are dropped (their clients resume elsewhere).
+  2. --promotion-timeout, for a voter only: until the autopilot has promoted
+     a non-voter in its place and demoted the drained node, so the voters
+     stay at --raft-voters while the replacement first becomes stable. When
+     it passes the node leaves while still a voter: the voters are one short
+     until the autopilot promotes a replacement.
+A non-voter, or a voter with no non-voter to replace it, skips the second.
+
+The leader admits drains one at a time, counting the drains in flight:
+draining a voter is refused when, with the other drains, the voters left
+plus the non-voters that can be promoted would be fewer than the servers'
+--min-quorum (so of two drains asked at once, the second may be refused:
+retry once the first has finished). Start another server first, or pass
+--force to accept tolerating one failure fewer until another server joins.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.call(cmd.Context(), func(ctx context.Context, c *admin.Client) error {
@@ -194,7 +218,7 @@ fewer until another server joins.`,
 						}
 					}
 				}
-				d, err := c.Drain(ctx, args[0], admin.DrainOptions{Timeout: drain, Force: force})
+				d, err := c.Drain(ctx, args[0], admin.DrainOptions{Timeout: drain, PromotionTimeout: promotion, Force: force})
 				if err != nil {
 					return err
 				}
@@ -205,8 +229,10 @@ fewer until another server joins.`,
 		},
 	}
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:7701", "gRPC address of any node of the system")
-	cmd.Flags().DurationVar(&drain, "timeout", 0, "how long the node waits for its sessions to move before it leaves anyway (default: the node's, 2m)")
-	cmd.Flags().BoolVar(&force, "force", false, "drain a voter even when that leaves fewer voters than --min-quorum and no healthy non-voter can replace it")
+	cmd.Flags().DurationVar(&drain, "timeout", 0, "how long the node waits for its sessions to move (default: the node's --drain-timeout, 2m)")
+	cmd.Flags().DurationVar(&promotion, "promotion-timeout", 0,
+		"then, for a voter, how long it waits for a replacement's promotion before it leaves while still a voter (default: the node's --drain-promotion-timeout, 1m)")
+	cmd.Flags().BoolVar(&force, "force", false, "drain a voter even when that leaves fewer voters than --min-quorum, counting the drains in flight and the non-voters that can replace them")
 	f.timeout = 10 * time.Second
 	f.tls.bind(cmd.Flags())
 	return cmd

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/concordmap/concord/node/client/admin"
+	"github.com/concordmap/concord/node/registry"
 )
 
 // The operator commands against a dev node: health lists the lone leader
@@ -46,6 +48,8 @@ func TestOperatorCommands(t *testing.T) {
 		{"min quorum negative", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--min-quorum", "-1"}, "", "--min-quorum -1: use 1 up to"},
 		{"dead server cleanup zero", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--dead-server-cleanup", "0s"}, "", "--dead-server-cleanup 0s: must be positive"},
 		{"drain timeout negative", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--drain-timeout", "-5s"}, "", "--drain-timeout -5s: must be positive"},
+		{"drain promotion timeout zero", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--drain-promotion-timeout", "0s"}, "", "--drain-promotion-timeout 0s: must be positive"},
+		{"drain promotion timeout negative", []string{"operator", "drain", "dev-1", "--addr", addr, "--promotion-timeout", "-1s"}, "", "promotion_timeout_ms must not be negative"},
 		{"raft voters 2", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "2"}, "", "--raft-voters 2: use 3 or 5"},
 		{"raft voters not a number", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "three"}, "", `invalid argument "three" for "--raft-voters"`},
 		{"min quorum above voters", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "3", "--min-quorum", "5"}, "", "--min-quorum 5 exceeds --raft-voters 3"},
@@ -63,6 +67,22 @@ func TestOperatorCommands(t *testing.T) {
 		}
 		if h.Leader != "dev-1" || !h.Healthy || len(h.Servers) != 1 || h.Servers[0].LastContactMs == nil || h.Servers[0].Role != "leader" {
 			t.Fatalf("report %+v", h)
+		}
+	})
+	// The lone server advertises this build's FSM level, so its leader
+	// records it (a pass or two after the election).
+	t.Run("health shows the FSM levels", func(t *testing.T) {
+		want := fmt.Sprintf("system FSM level %d", registry.FSMLevel)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			out, err := execRoot(t, "operator", "health", "--addr", addr)
+			if err == nil && strings.Contains(out, want) && strings.Contains(out, "FSM LEVEL") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("out %q err %v, want %q", out, err, want)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the leader's next pass
 		}
 	})
 	for _, tt := range tests {

@@ -47,6 +47,7 @@ type serverFlags struct {
 	minQuorum       int
 	raftVoters      int
 	drainTimeout    time.Duration
+	drainPromotion  time.Duration
 	stabilization   time.Duration
 	lastContact     time.Duration
 	maxTrailing     uint64
@@ -155,12 +156,14 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.Uint64Var(&f.maxTrailing, "max-trailing-logs", d.Cluster.MaxTrailingLogs,
 		"a server whose Raft log trails the leader's by more entries is unhealthy (concord operator health; not promoted)")
 	fl.DurationVar(&f.nonvoterPace, "nonvoter-replication-interval", d.Raft.NonvoterReplicationInterval,
-		"on the leader: under steady writes start one log append per this interval to each non-voter, so each carries more entries "+
-			"(less leader CPU per write; a non-voter whose clients write or read their writes lags by up to this under steady writes); 0 replicates to non-voters like to voters")
+		"on the leader: a non-voter whose client waits for an entry (a read of its own write, a write it answers itself) gets one append at once, "+
+			"and further waits it does not cover one per this interval; with the background interval off, every non-voter gets one append per this interval under steady writes; 0 replicates to non-voters like to voters")
 	fl.DurationVar(&f.nonvoterBgPace, "nonvoter-background-interval", d.Raft.NonvoterBackgroundInterval,
-		"on the leader: the same for a non-voter none of whose clients wrote through it in the last second (its subscribers' events and reads "+
+		"on the leader: under steady writes start one log append per this interval to a non-voter none of whose clients waits (its subscribers' events and reads "+
 			"lag by up to this under steady writes; fewer, larger appends cost it less CPU per write); at most --nonvoter-replication-interval turns it off")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", d.DrainTimeout, "how long concord operator drain waits for this node's sessions to move before it leaves anyway")
+	fl.DurationVar(&f.drainPromotion, "drain-promotion-timeout", d.DrainPromotionTimeout,
+		"then, when this node votes, how long the drain waits for the autopilot to promote a replacement before it leaves while still a voter")
 	fl.BoolVar(&f.leaveOnShutdown, "leave-on-shutdown", false, "leave the cluster (removed from Raft at once) instead of a restartable stop")
 	fl.IntVar(&f.raftMultiplier, "raft-multiplier", node.DefaultRaftMultiplier,
 		"scale Raft timings from a LAN base, 1 to 10: heartbeat/election = N x 100 ms, leader lease N x 50 ms (at least 100 ms), commit N x 10 ms. "+
@@ -220,14 +223,21 @@ func runServer(ctx context.Context, cmd *cobra.Command, f serverFlags) error {
 	stopReload := reloadOnHangup(srv, log)
 	defer stopReload()
 	drained := false
+	var fatal error
 	select {
 	case <-ctx.Done():
 	case <-srv.Drained(): // concord operator drain: the node already left
 		drained = true
+	case <-srv.Fatal(): // e.g. its FSM halted: a build below the system's FSM level
+		fatal = srv.FatalErr()
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 	shCtx, shCancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer shCancel()
+	if fatal != nil {
+		_ = srv.Shutdown(shCtx)
+		return fmt.Errorf("node stopped: %w", fatal)
+	}
 	if f.leaveOnShutdown && !drained {
 		return srv.Leave(shCtx)
 	}
@@ -285,6 +295,7 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	cfg.Cluster.SessionDetachGrace = f.detachGrace
 	cfg.Cluster.MinQuorum = f.minQuorum
 	cfg.DrainTimeout = f.drainTimeout
+	cfg.DrainPromotionTimeout = f.drainPromotion
 	if f.raftVoters != 3 && f.raftVoters != 5 {
 		return cfg, cleanup, fmt.Errorf("--raft-voters %d: use 3 or 5 (the same on every server)", f.raftVoters)
 	}
@@ -299,6 +310,9 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	}
 	if f.drainTimeout <= 0 {
 		return cfg, cleanup, fmt.Errorf("--drain-timeout %s: must be positive", f.drainTimeout)
+	}
+	if f.drainPromotion <= 0 {
+		return cfg, cleanup, fmt.Errorf("--drain-promotion-timeout %s: must be positive", f.drainPromotion)
 	}
 	cfg.Cluster.RaftVoters = f.raftVoters
 	if f.stabilization <= 0 || f.lastContact <= 0 {

@@ -25,8 +25,9 @@ const authorizationMetadataKey = "authorization"
 // adminMethods are the Cluster service's methods only an operator may
 // call; every method of the Admin service is one too.
 var adminMethods = map[string]bool{
-	concordv1.Cluster_RemovePeer_FullMethodName: true,
-	concordv1.Operator_Drain_FullMethodName:     true,
+	concordv1.Cluster_RemovePeer_FullMethodName:  true,
+	concordv1.Operator_Drain_FullMethodName:      true,
+	concordv1.Operator_AdmitDrain_FullMethodName: true,
 }
 
 // IsAdminMethod reports whether fullMethod (as grpc.UnaryServerInfo names

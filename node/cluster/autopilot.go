@@ -40,6 +40,8 @@ type ServerHealth struct {
 	Status   string
 	Version  string
 	Draining bool
+	// FSMLevel is the FSM level its build advertises (0: unknown).
+	FSMLevel int
 	// LastContact is how long ago the server heard from the leader (0 for
 	// the leader itself, -1 when unknown).
 	LastContact  time.Duration
@@ -64,8 +66,11 @@ type HealthReport struct {
 	FailureTolerance int
 	TargetVoters     int
 	MinQuorum        int
-	Servers          []ServerHealth // by id
-	ObservedAt       time.Time
+	// SystemFSMLevel is the FSM level recorded in replicated state (0:
+	// none yet): a server below it refuses to apply (registry levels.go).
+	SystemFSMLevel int
+	Servers        []ServerHealth // by id
+	ObservedAt     time.Time
 }
 
 // autopilot returns the promotions and demotions that bring the healthy

@@ -21,6 +21,11 @@ var (
 	// data.retryable=true and details.reason="no_leader".
 	ErrNoLeader = errors.New("cluster: no leader reachable")
 
+	// ErrNotLeader is returned by Reconciler.AdmitDrain on a node that does
+	// not lead (or whose reconciler has not seen its leadership yet): the
+	// caller asks the leader, or retries.
+	ErrNotLeader = errors.New("cluster: not the leader")
+
 	// ErrPeerUnavailable is returned by PeerStreams.Send (and reported to
 	// PeerStreams.Submit callbacks) when the recipient's node is not an alive
 	// member, or no stream to it could be opened before the message's

@@ -72,7 +72,7 @@ func (h *healthChecker) check(ctx context.Context, in planInput, self map[string
 	for i, s := range in.servers {
 		m, known := in.members[s.ID]
 		sh := ServerHealth{ID: s.ID, Address: s.Address, Voter: s.Voter, Status: statusName(m.status),
-			Version: m.version, Draining: m.draining, LastContact: -1}
+			Version: m.version, Draining: m.draining, FSMLevel: m.fsmLevel, LastContact: -1}
 		if s.ID == in.self {
 			sh.Leader, sh.LastContact, sh.LastIndex, sh.Healthy = true, 0, leaderLast, true
 			out[i] = sh
@@ -153,7 +153,7 @@ func (h *healthChecker) publish(in planInput, servers []ServerHealth) {
 	servers = slices.Clone(servers)
 	slices.SortFunc(servers, func(a, b ServerHealth) int { return cmp.Compare(a.ID, b.ID) })
 	rep := HealthReport{LeaderID: in.self, Healthy: true, TargetVoters: h.cfg.RaftVoters, MinQuorum: h.cfg.MinQuorum,
-		Servers: servers, ObservedAt: in.now}
+		SystemFSMLevel: in.recorded, Servers: servers, ObservedAt: in.now}
 	voters, healthy := 0, 0
 	for _, s := range servers {
 		rep.Healthy = rep.Healthy && s.Healthy

@@ -31,6 +31,10 @@ type Drainer interface {
 type DrainRequest struct {
 	// Timeout bounds the wait for sessions to move; 0 is the node's default.
 	Timeout time.Duration
+	// PromotionTimeout bounds a voter's separate wait, after that, for its
+	// replacement's promotion and its own demotion; 0 is the node's
+	// default.
+	PromotionTimeout time.Duration
 	// Force drains a voter even when its leaving takes the voters below
 	// MinQuorum with no healthy non-voter to replace it (refused otherwise).
 	Force bool
@@ -73,8 +77,8 @@ func (o *operatorService) Drain(ctx context.Context, req *concordv1.OperatorDrai
 	switch {
 	case id == "":
 		return nil, status.Error(codes.InvalidArgument, "node_id is required")
-	case req.GetTimeoutMs() < 0:
-		return nil, status.Error(codes.InvalidArgument, "timeout_ms must not be negative")
+	case req.GetTimeoutMs() < 0 || req.GetPromotionTimeoutMs() < 0:
+		return nil, status.Error(codes.InvalidArgument, "timeout_ms and promotion_timeout_ms must not be negative")
 	case id != o.s.cfg.NodeID && req.GetForwarded():
 		return nil, status.Errorf(codes.FailedPrecondition, "drain for %s reached %s", id, o.s.cfg.NodeID)
 	case id != o.s.cfg.NodeID:
@@ -87,12 +91,13 @@ func (o *operatorService) Drain(ctx context.Context, req *concordv1.OperatorDrai
 		if err != nil {
 			return nil, err
 		}
-		fwd := &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: req.GetTimeoutMs(), Force: req.GetForce(), Forwarded: true}
+		fwd := &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: req.GetTimeoutMs(), PromotionTimeoutMs: req.GetPromotionTimeoutMs(), Force: req.GetForce(), Forwarded: true}
 		return concordv1.NewOperatorClient(cc).Drain(passOnAdmin(ctx), fwd)
 	case o.s.deps.Drainer == nil:
 		return nil, status.Error(codes.Unimplemented, "this node cannot be drained")
 	}
-	n, urls, err := o.s.deps.Drainer.Drain(ctx, DrainRequest{Timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond, Force: req.GetForce()})
+	n, urls, err := o.s.deps.Drainer.Drain(ctx, DrainRequest{Timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond,
+		PromotionTimeout: time.Duration(req.GetPromotionTimeoutMs()) * time.Millisecond, Force: req.GetForce()})
 	if errors.Is(err, ErrDrainRefused) {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
@@ -100,6 +105,48 @@ func (o *operatorService) Drain(ctx context.Context, req *concordv1.OperatorDrai
 		return nil, status.Errorf(codes.Internal, "drain %s: %v", id, err)
 	}
 	return &concordv1.OperatorDrainResponse{NodeId: id, Sessions: uint32(n), ReconnectTo: urls}, nil
+}
+
+// AdmitDrain is answered by the leader's Admitter; a follower passes the
+// call on to the leader once.
+func (o *operatorService) AdmitDrain(ctx context.Context, req *concordv1.AdmitDrainRequest) (*concordv1.AdmitDrainResponse, error) {
+	switch {
+	case req.GetNodeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "node_id is required")
+	case req.GetLeaseMs() <= 0:
+		return nil, status.Error(codes.InvalidArgument, "lease_ms must be positive")
+	}
+	if o.s.deps.Store.State() == raftstore.StateLeader {
+		if o.s.deps.Admitter == nil {
+			return nil, status.Error(codes.Unimplemented, "this leader does not admit drains")
+		}
+		left, err := o.s.deps.Admitter.AdmitDrain(ctx, req.GetNodeId(), req.GetForce(), time.Duration(req.GetLeaseMs())*time.Millisecond)
+		switch {
+		case errors.Is(err, ErrDrainRefused):
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		case errors.Is(err, ErrNotLeader):
+			return nil, status.Error(codes.Unavailable, "leadership is changing: retry")
+		case err != nil:
+			return nil, status.Errorf(codes.Internal, "admit the drain of %s: %v", req.GetNodeId(), err)
+		}
+		return &concordv1.AdmitDrainResponse{VotersLeft: uint32(max(left, 0))}, nil
+	}
+	if req.GetForwarded() {
+		return nil, status.Error(codes.Unavailable, "not the leader any more: retry")
+	}
+	cc, err := o.s.leaderConn()
+	if err != nil {
+		return nil, err
+	}
+	fwd := &concordv1.AdmitDrainRequest{NodeId: req.GetNodeId(), Force: req.GetForce(), LeaseMs: req.GetLeaseMs(), Forwarded: true}
+	return concordv1.NewOperatorClient(cc).AdmitDrain(passOnAdmin(ctx), fwd)
+}
+
+// AdmitDrain asks the leader (this node or, once, the leader) to admit
+// the drain of id; see Reconciler.AdmitDrain. ctx carries the operator's
+// credential of the drain being admitted.
+func (s *Server) AdmitDrain(ctx context.Context, id string, force bool, lease time.Duration) (*concordv1.AdmitDrainResponse, error) {
+	return (&operatorService{s: s}).AdmitDrain(ctx, &concordv1.AdmitDrainRequest{NodeId: id, Force: force, LeaseMs: max(lease.Milliseconds(), 1)})
 }
 
 // drainTarget checks that id names an alive member before the drain is
@@ -123,12 +170,13 @@ func healthResponse(rep HealthReport) *concordv1.OperatorHealthResponse {
 	out := &concordv1.OperatorHealthResponse{
 		LeaderId: rep.LeaderID, Healthy: rep.Healthy, FailureTolerance: int32(rep.FailureTolerance),
 		TargetVoters: uint32(rep.TargetVoters), MinQuorum: uint32(rep.MinQuorum), ObservedAtMs: rep.ObservedAt.UnixMilli(),
+		SystemFsmLevel: uint32(max(rep.SystemFSMLevel, 0)),
 	}
 	for _, sv := range rep.Servers {
 		p := &concordv1.ServerHealth{
 			Id: sv.ID, Address: sv.Address, Voter: sv.Voter, Leader: sv.Leader, Status: sv.Status, Version: sv.Version,
 			LastContactMs: sv.LastContact.Milliseconds(), LastIndex: sv.LastIndex, TrailingLogs: sv.TrailingLogs,
-			Healthy: sv.Healthy, Reason: sv.Reason, Draining: sv.Draining,
+			Healthy: sv.Healthy, Reason: sv.Reason, Draining: sv.Draining, FsmLevel: uint32(max(sv.FSMLevel, 0)),
 		}
 		if sv.LastContact < 0 {
 			p.LastContactMs = -1

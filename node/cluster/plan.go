@@ -76,6 +76,9 @@ type planInput struct {
 	// grace is SessionDetachGrace: how long a home node must have been
 	// dead before its sessions are detached.
 	grace time.Duration
+	// recorded is the system FSM level recorded in replicated state (0:
+	// none, or no Levels dependency).
+	recorded int
 }
 
 // plan returns the steps that bring the Raft configuration and the
@@ -272,10 +275,18 @@ func (t *tracker) update(members []membership.Member, extra []string, now time.T
 	return next
 }
 
-// fsmFloor is the lowest FSM level the configured servers advertise, 0
-// when gossip does not know one of them: a system all of whose servers
-// enforce level L may have proposed level-L fields (node/fsmlevel.go).
+// fsmFloor is the lowest FSM level a server joining the system must
+// enforce: the level recorded in replicated state, or the lowest the
+// configured servers advertise if higher.
 func fsmFloor(in planInput) int {
+	return max(advertisedFloor(in), in.recorded)
+}
+
+// advertisedFloor is the lowest FSM level the configured servers
+// advertise, 0 when gossip does not know one of them: a system all of
+// whose servers enforce level L may have proposed level-L fields
+// (node/fsmlevel.go).
+func advertisedFloor(in planInput) int {
 	floor := -1
 	for _, s := range in.servers {
 		m, ok := in.members[s.ID]

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/raftstore"
 )
 
@@ -67,5 +68,56 @@ func TestReconciler_WarnFSMLevelOnce(t *testing.T) {
 	r.warnFSMLevel(in)
 	if n := strings.Count(buf.String(), "server refused"); n != 2 {
 		t.Fatalf("want a second line for the new level, got:\n%s", buf.String())
+	}
+}
+
+// The leader records the level every configured server advertises once
+// it reaches registry.FSMLevelSystemRecord (every server then knows the
+// record's command type) and exceeds the recorded one, never above its
+// own build; a recorded level also refuses joiners below it, even while
+// a configured server is unknown to gossip.
+func TestPlan_RecordFSMLevel(t *testing.T) {
+	rec := registry.FSMLevelSystemRecord
+	three := []raftstore.Server{voter("n1"), voter("n2"), voter("n3")}
+	at := func(l int, ids ...string) map[string]memberView {
+		var ms []memberView
+		for _, id := range ids {
+			ms = append(ms, atLevel(alive(id), l))
+		}
+		return views(ms...)
+	}
+	tests := []struct {
+		name     string
+		members  map[string]memberView
+		recorded int
+		build    int
+		level    int
+		record   bool
+	}{
+		{"all below the record's level", at(rec-1, "n1", "n2", "n3"), 0, rec, rec - 1, false},
+		{"one below the record's level (mid-upgrade)", func() map[string]memberView {
+			m := at(rec, "n1", "n2")
+			m["n3"] = atLevel(alive("n3"), rec-1)
+			return m
+		}(), 0, rec, rec - 1, false},
+		{"all at the record's level", at(rec, "n1", "n2", "n3"), 0, rec, rec, true},
+		{"recorded already", at(rec, "n1", "n2", "n3"), rec, rec, rec, false},
+		{"servers ahead of the leader's build", at(rec+1, "n1", "n2", "n3"), rec, rec, rec, false},
+		{"a configured server unknown to gossip", at(rec, "n1", "n2"), 0, rec, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := planInput{self: "n1", servers: three, members: tc.members, recorded: tc.recorded}
+			level, ok := levelToRecord(in, tc.build)
+			if level != tc.level || ok != tc.record {
+				t.Fatalf("levelToRecord = %d, %v; want %d, %v", level, ok, tc.level, tc.record)
+			}
+		})
+	}
+	members := at(rec, "n1", "n2")
+	members["n4"] = atLevel(alive("n4"), rec-1)
+	in := planInput{self: "n1", servers: three, members: members, now: t0, delay: delay, minQuo: 3, recorded: rec}
+	if got := render(plan(in)); got != "" {
+		t.Fatalf("plan with a recorded level %d and a joiner below it = %q, want nothing", rec, got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -31,6 +32,11 @@ type ReconcilerDeps struct {
 	Resolver AddrResolver
 	// Stats, optional, overrides how the stats are fetched (tests).
 	Stats StatusFetcher
+	// Levels, optional, is the FSM level recorded in replicated state and
+	// the one this build enforces: with it the leader records the level
+	// every server advertises (fsmrecord.go) and refuses servers below the
+	// recorded one. Implemented by *registry.State.
+	Levels LevelRecorder
 }
 
 // Reconciler keeps the Raft configuration and the registry in line with
@@ -59,6 +65,10 @@ type Reconciler struct {
 	warned map[string]int
 	// lowLevel holds the members whose low FSM level was logged, with it.
 	lowLevel map[string]int
+	// drains are the drain admissions of this leader (drainadmit.go);
+	// leading is whether Run last saw this node lead.
+	drains  drainLeases
+	leading atomic.Bool
 }
 
 // NewReconciler validates its inputs and returns a Reconciler; Run starts it.
@@ -70,7 +80,8 @@ func NewReconciler(cfg Config, deps ReconcilerDeps) (*Reconciler, error) {
 		return nil, fmt.Errorf("%w: Reconciler needs Store and Members", ErrInvalidConfig)
 	}
 	log := cfg.logger("cluster.reconciler")
-	r := &Reconciler{cfg: cfg, log: log, deps: deps, track: newTracker(), removed: newRemovedAlive(log), warned: map[string]int{}, lowLevel: map[string]int{}}
+	r := &Reconciler{cfg: cfg, log: log, deps: deps, track: newTracker(), removed: newRemovedAlive(log), warned: map[string]int{}, lowLevel: map[string]int{},
+		drains: drainLeases{leases: map[string]time.Time{}}}
 	fetch := deps.Stats
 	if fetch == nil && deps.Resolver != nil {
 		r.pool = newPool(cfg)
@@ -91,6 +102,7 @@ func (r *Reconciler) Health() (HealthReport, bool) { return r.health.latest() }
 func (r *Reconciler) Run(ctx context.Context) error {
 	leaderCh, unsubscribe := r.deps.Store.SubscribeLeadership()
 	defer unsubscribe()
+	defer r.leading.Store(false)
 	if r.pool != nil {
 		defer func() { _ = r.pool.close() }()
 	}
@@ -126,6 +138,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				r.health.invalidate()
 			}
 			leader = l
+			r.leading.Store(l)
 		case _, ok := <-changes:
 			if !ok {
 				changes = nil
@@ -153,6 +166,9 @@ func (r *Reconciler) view(ctx context.Context) (planInput, error) {
 		return in, fmt.Errorf("read raft configuration: %w", err)
 	}
 	in.servers = servers
+	if r.deps.Levels != nil {
+		in.recorded = r.deps.Levels.SystemFSMLevel()
+	}
 	var homes []string
 	if r.deps.Sessions != nil {
 		homes = r.deps.Sessions.ConnectedHomes()
@@ -208,6 +224,7 @@ func (r *Reconciler) pass(ctx context.Context) time.Duration {
 			continue
 		}
 	}
+	r.recordFSMLevel(ctx, in)
 	if next := nextDetach(in); !next.IsZero() {
 		return next.Sub(in.now)
 	}

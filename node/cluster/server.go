@@ -43,6 +43,9 @@ type ServerDeps struct {
 	// Drainer drains this node for the Operator service. Optional: nil
 	// answers a drain of this node with UNIMPLEMENTED.
 	Drainer Drainer
+	// Admitter decides drain admissions on the leader (the *Reconciler).
+	// Optional: nil answers AdmitDrain with UNIMPLEMENTED on the leader.
+	Admitter DrainAdmitter
 }
 
 // Server is the node's gRPC server with the Cluster and Admin services

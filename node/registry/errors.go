@@ -78,6 +78,11 @@ var (
 	ErrInvalidConfig = errors.New("registry: invalid config")
 	// ErrSnapshotFormat is returned by Restore for records it cannot read.
 	ErrSnapshotFormat = errors.New("registry: bad snapshot")
+	// ErrFSMLevelAhead is returned, with raftstore.ErrHalt, by the apply of
+	// a SYSTEM_FSM_LEVEL record, or the Restore of a snapshot holding one,
+	// whose level is above this build's (Config.BuildFSMLevel): the node was
+	// downgraded in place below what the system relies on (levels.go).
+	ErrFSMLevelAhead = errors.New("registry: the system's recorded FSM level is above this build's")
 )
 
 func errf(code int, field, format string, args ...any) *Error {

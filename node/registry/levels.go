@@ -8,6 +8,15 @@ package registry
 // proposer sets the field only once every server of the Raft configuration
 // advertises at least that level (node: Server.fsmLevel). Levels only
 // grow; a build enforces every level up to FSMLevel.
+//
+// From FSMLevelSystemRecord on, the level the whole system reached is also
+// recorded in replicated state (COMMAND_TYPE_SYSTEM_FSM_LEVEL, apply_level.go):
+// the leader proposes it once every server advertises it, level-gated
+// fields of higher levels wait for the record, and a build whose level is
+// below the recorded one (a downgrade in place) halts its FSM instead of
+// applying the log differently. Code compares against these names, never
+// against numbers: a level added on another branch takes the next number
+// and the record's level moves up with it.
 const (
 	// FSMLevelResumeEpoch: SESSION_OPEN's resume_from_epoch is enforced
 	// (checkSessionOpen refuses a resume for an epoch the session left),
@@ -26,6 +35,23 @@ const (
 	// skips that cursor once the session was attached again since.
 	FSMLevelSessionWrites = 2
 
+	// FSMLevelSystemRecord: COMMAND_TYPE_SYSTEM_FSM_LEVEL is understood
+	// (an older build panics on the unknown type, so it is proposed only
+	// once every server advertises this level), and a level above the
+	// build's halts the FSM.
+	FSMLevelSystemRecord = FSMLevelSessionWrites + 1
+
 	// FSMLevel is the newest level this build enforces.
-	FSMLevel = FSMLevelSessionWrites
+	FSMLevel = FSMLevelSystemRecord
 )
+
+// GateLevel is the level a proposer may rely on, given the lowest level
+// every server advertises (gossip) and the level recorded in replicated
+// state: a level below FSMLevelSystemRecord needs only the advertisement
+// (levels older than the record are never recorded before it exists);
+// from FSMLevelSystemRecord on it also needs the record, so no field of
+// that level reaches the log before the record that makes a lower build
+// halt on it.
+func GateLevel(advertised, recorded int) int {
+	return min(advertised, max(recorded, FSMLevelSystemRecord-1))
+}

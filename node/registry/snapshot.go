@@ -23,6 +23,7 @@ type regSnapshot struct {
 	sessions []*sessionEntry
 	events   []Event
 	last     uint64
+	level    uint32 // the recorded system FSM level
 }
 
 // Snapshot implements raftstore.Module: it copies the map values and the
@@ -34,6 +35,7 @@ func (s *State) Snapshot() (raftstore.ModuleSnapshot, error) {
 	snap := &regSnapshot{
 		events: d.events.all(),
 		last:   d.events.last,
+		level:  d.systemLevel,
 	}
 	for _, id := range sortedKeys(d.agents) {
 		snap.agents = append(snap.agents, d.agents[id])
@@ -62,7 +64,7 @@ func (p *regSnapshot) Persist(write func([]byte) error) error {
 		return write(buf)
 	}
 	if err := put(&concordv1.RegistryRecord{Record: &concordv1.RegistryRecord_Header{Header: &concordv1.RegistryHeader{
-		FormatVersion: snapshotFormat, LastPosition: p.last,
+		FormatVersion: snapshotFormat, LastPosition: p.last, FsmLevel: p.level,
 	}}}); err != nil {
 		return err
 	}
@@ -126,7 +128,11 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 			if h == nil || h.GetFormatVersion() != snapshotFormat {
 				return nil, fmt.Errorf("%w: missing or unknown header", ErrSnapshotFormat)
 			}
-			nd.events.last = h.GetLastPosition()
+			// A snapshot from before the record has no level: 0.
+			if err := s.levelFits(h.GetFsmLevel()); err != nil {
+				return nil, err
+			}
+			nd.events.last, nd.systemLevel = h.GetLastPosition(), h.GetFsmLevel()
 			header = true
 			continue
 		}

@@ -33,6 +33,7 @@ type State struct {
 	log      *slog.Logger
 	window   int
 	roles    map[string]json.RawMessage // Config.RolePermissions, read-only
+	build    int                        // the FSM level enforced (FSMLevel or Config.BuildFSMLevel)
 	handlers map[concordv1.CommandType]raftstore.Handler
 	checks   map[concordv1.CommandType]func(*data, proto.Message) error
 
@@ -103,6 +104,9 @@ type data struct {
 	// the sessions of a departed home only, not a copy of all of them.
 	connectedOn map[string]map[string]struct{}
 	events      eventLog
+	// systemLevel is the FSM level recorded by SYSTEM_FSM_LEVEL
+	// (apply_level.go); persisted in the snapshot header.
+	systemLevel uint32
 }
 
 func newData(window int) *data {
@@ -254,6 +258,7 @@ func New(cfg Config) (*State, error) {
 		log:    lg.With("component", "registry"),
 		window: cfg.EventWindow,
 		roles:  maps.Clone(cfg.RolePermissions),
+		build:  cfg.BuildFSMLevel,
 		d:      newData(cfg.EventWindow),
 		notify: make(chan struct{}),
 	}
@@ -295,6 +300,7 @@ func New(cfg Config) (*State, error) {
 		}
 		s.handlers[t] = s.handler(t, c)
 	}
+	s.handlers[concordv1.CommandType_COMMAND_TYPE_SYSTEM_FSM_LEVEL] = s.levelHandler()
 	return s, nil
 }
 

@@ -12,6 +12,8 @@ type ServerHealth struct {
 	ID, Address, Status, Version string
 	Voter, Leader, Healthy       bool
 	Draining                     bool
+	// FSMLevel is the FSM level its build advertises (0: unknown).
+	FSMLevel int
 	// LastContact is how long ago it heard from the leader; -1 unknown.
 	LastContact  time.Duration
 	LastIndex    uint64
@@ -28,8 +30,11 @@ type Health struct {
 	FailureTolerance int
 	TargetVoters     int
 	MinQuorum        int
-	Servers          []ServerHealth
-	ObservedAt       time.Time
+	// SystemFSMLevel is the FSM level recorded in replicated state (0:
+	// none yet, or an older leader).
+	SystemFSMLevel int
+	Servers        []ServerHealth
+	ObservedAt     time.Time
 }
 
 // Health asks for the leader's health report (any node passes it on).
@@ -41,13 +46,14 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 	h := Health{
 		LeaderID: res.GetLeaderId(), Healthy: res.GetHealthy(), FailureTolerance: int(res.GetFailureTolerance()),
 		TargetVoters: int(res.GetTargetVoters()), MinQuorum: int(res.GetMinQuorum()), ObservedAt: time.UnixMilli(res.GetObservedAtMs()),
+		SystemFSMLevel: int(res.GetSystemFsmLevel()),
 	}
 	for _, s := range res.GetServers() {
 		sh := ServerHealth{
 			ID: s.GetId(), Address: s.GetAddress(), Status: s.GetStatus(), Version: s.GetVersion(),
 			Voter: s.GetVoter(), Leader: s.GetLeader(), Healthy: s.GetHealthy(), Draining: s.GetDraining(),
 			LastContact: time.Duration(s.GetLastContactMs()) * time.Millisecond, LastIndex: s.GetLastIndex(),
-			TrailingLogs: s.GetTrailingLogs(), Reason: s.GetReason(),
+			TrailingLogs: s.GetTrailingLogs(), Reason: s.GetReason(), FSMLevel: int(s.GetFsmLevel()),
 		}
 		if s.GetLastContactMs() < 0 {
 			sh.LastContact = -1
@@ -73,6 +79,9 @@ type Drained struct {
 type DrainOptions struct {
 	// Timeout bounds the wait for sessions to move; 0 is the node's default.
 	Timeout time.Duration
+	// PromotionTimeout bounds a voter's separate wait for its replacement
+	// to be promoted (after Timeout); 0 is the node's default.
+	PromotionTimeout time.Duration
 	// Force drains a voter even when that takes the voters below
 	// --min-quorum with no healthy non-voter to replace it.
 	Force bool
@@ -80,7 +89,8 @@ type DrainOptions struct {
 
 // Drain starts draining node id (see concord operator drain).
 func (c *Client) Drain(ctx context.Context, id string, opts DrainOptions) (Drained, error) {
-	res, err := c.operator.Drain(ctx, &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: opts.Timeout.Milliseconds(), Force: opts.Force})
+	res, err := c.operator.Drain(ctx, &concordv1.OperatorDrainRequest{NodeId: id, TimeoutMs: opts.Timeout.Milliseconds(),
+		PromotionTimeoutMs: opts.PromotionTimeout.Milliseconds(), Force: opts.Force})
 	if err != nil {
 		return Drained{}, err
 	}

@@ -21,6 +21,123 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AdmitDrainRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Force  bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	// lease_ms is how long the leader counts node_id as leaving without
+	// seeing it drain in gossip (its drain's whole budget).
+	LeaseMs int64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	// forwarded is set by a follower passing the call to the leader.
+	Forwarded     bool `protobuf:"varint,4,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdmitDrainRequest) Reset() {
+	*x = AdmitDrainRequest{}
+	mi := &file_concord_v1_operator_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdmitDrainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdmitDrainRequest) ProtoMessage() {}
+
+func (x *AdmitDrainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_operator_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdmitDrainRequest.ProtoReflect.Descriptor instead.
+func (*AdmitDrainRequest) Descriptor() ([]byte, []int) {
+	return file_concord_v1_operator_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AdmitDrainRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *AdmitDrainRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *AdmitDrainRequest) GetLeaseMs() int64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+func (x *AdmitDrainRequest) GetForwarded() bool {
+	if x != nil {
+		return x.Forwarded
+	}
+	return false
+}
+
+type AdmitDrainResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// voters_left is the voters (and spares to promote) left once every
+	// admitted drain has gone.
+	VotersLeft    uint32 `protobuf:"varint,1,opt,name=voters_left,json=votersLeft,proto3" json:"voters_left,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdmitDrainResponse) Reset() {
+	*x = AdmitDrainResponse{}
+	mi := &file_concord_v1_operator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdmitDrainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdmitDrainResponse) ProtoMessage() {}
+
+func (x *AdmitDrainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_operator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdmitDrainResponse.ProtoReflect.Descriptor instead.
+func (*AdmitDrainResponse) Descriptor() ([]byte, []int) {
+	return file_concord_v1_operator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AdmitDrainResponse) GetVotersLeft() uint32 {
+	if x != nil {
+		return x.VotersLeft
+	}
+	return 0
+}
+
 type OperatorHealthRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// forwarded is set by a follower passing the call to the leader, so it
@@ -32,7 +149,7 @@ type OperatorHealthRequest struct {
 
 func (x *OperatorHealthRequest) Reset() {
 	*x = OperatorHealthRequest{}
-	mi := &file_concord_v1_operator_proto_msgTypes[0]
+	mi := &file_concord_v1_operator_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +161,7 @@ func (x *OperatorHealthRequest) String() string {
 func (*OperatorHealthRequest) ProtoMessage() {}
 
 func (x *OperatorHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_operator_proto_msgTypes[0]
+	mi := &file_concord_v1_operator_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +174,7 @@ func (x *OperatorHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorHealthRequest.ProtoReflect.Descriptor instead.
 func (*OperatorHealthRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_operator_proto_rawDescGZIP(), []int{0}
+	return file_concord_v1_operator_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *OperatorHealthRequest) GetForwarded() bool {
@@ -92,14 +209,17 @@ type ServerHealth struct {
 	// reason says why the server is not healthy ("" when healthy).
 	Reason string `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
 	// draining is set while the node is being drained.
-	Draining      bool `protobuf:"varint,13,opt,name=draining,proto3" json:"draining,omitempty"`
+	Draining bool `protobuf:"varint,13,opt,name=draining,proto3" json:"draining,omitempty"`
+	// fsm_level is the FSM level the server's build enforces, as it
+	// advertises it in gossip (0: a version before levels, or unknown).
+	FsmLevel      uint32 `protobuf:"varint,14,opt,name=fsm_level,json=fsmLevel,proto3" json:"fsm_level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerHealth) Reset() {
 	*x = ServerHealth{}
-	mi := &file_concord_v1_operator_proto_msgTypes[1]
+	mi := &file_concord_v1_operator_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -111,7 +231,7 @@ func (x *ServerHealth) String() string {
 func (*ServerHealth) ProtoMessage() {}
 
 func (x *ServerHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_operator_proto_msgTypes[1]
+	mi := &file_concord_v1_operator_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -124,7 +244,7 @@ func (x *ServerHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerHealth.ProtoReflect.Descriptor instead.
 func (*ServerHealth) Descriptor() ([]byte, []int) {
-	return file_concord_v1_operator_proto_rawDescGZIP(), []int{1}
+	return file_concord_v1_operator_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ServerHealth) GetId() string {
@@ -218,6 +338,13 @@ func (x *ServerHealth) GetDraining() bool {
 	return false
 }
 
+func (x *ServerHealth) GetFsmLevel() uint32 {
+	if x != nil {
+		return x.FsmLevel
+	}
+	return 0
+}
+
 type OperatorHealthResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	LeaderId string                 `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
@@ -231,14 +358,17 @@ type OperatorHealthResponse struct {
 	MinQuorum    uint32          `protobuf:"varint,5,opt,name=min_quorum,json=minQuorum,proto3" json:"min_quorum,omitempty"`
 	Servers      []*ServerHealth `protobuf:"bytes,6,rep,name=servers,proto3" json:"servers,omitempty"`
 	// observed_at_ms is when (Unix ms) the leader last checked its servers.
-	ObservedAtMs  int64 `protobuf:"varint,7,opt,name=observed_at_ms,json=observedAtMs,proto3" json:"observed_at_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ObservedAtMs int64 `protobuf:"varint,7,opt,name=observed_at_ms,json=observedAtMs,proto3" json:"observed_at_ms,omitempty"`
+	// system_fsm_level is the FSM level recorded in replicated state (0:
+	// none recorded yet): a server whose build enforces less refuses to apply.
+	SystemFsmLevel uint32 `protobuf:"varint,8,opt,name=system_fsm_level,json=systemFsmLevel,proto3" json:"system_fsm_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *OperatorHealthResponse) Reset() {
 	*x = OperatorHealthResponse{}
-	mi := &file_concord_v1_operator_proto_msgTypes[2]
+	mi := &file_concord_v1_operator_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +380,7 @@ func (x *OperatorHealthResponse) String() string {
 func (*OperatorHealthResponse) ProtoMessage() {}
 
 func (x *OperatorHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_operator_proto_msgTypes[2]
+	mi := &file_concord_v1_operator_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +393,7 @@ func (x *OperatorHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorHealthResponse.ProtoReflect.Descriptor instead.
 func (*OperatorHealthResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_operator_proto_rawDescGZIP(), []int{2}
+	return file_concord_v1_operator_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OperatorHealthResponse) GetLeaderId() string {
@@ -315,6 +445,13 @@ func (x *OperatorHealthResponse) GetObservedAtMs() int64 {
 	return 0
 }
 
+func (x *OperatorHealthResponse) GetSystemFsmLevel() uint32 {
+	if x != nil {
+		return x.SystemFsmLevel
+	}
+	return 0
+}
+
 type OperatorDrainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node_id is the node to drain.
@@ -327,14 +464,18 @@ type OperatorDrainRequest struct {
 	// force drains a voter even when its leaving takes the voters below
 	// --min-quorum with no healthy non-voter to take its place (refused,
 	// FAILED_PRECONDITION, without it). Older nodes ignore it and drain.
-	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Force bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	// promotion_timeout_ms bounds a voter's separate wait, after the
+	// sessions moved (or timeout_ms passed), for the autopilot to promote a
+	// replacement and demote it before it leaves. 0 uses the node's default.
+	PromotionTimeoutMs int64 `protobuf:"varint,5,opt,name=promotion_timeout_ms,json=promotionTimeoutMs,proto3" json:"promotion_timeout_ms,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *OperatorDrainRequest) Reset() {
 	*x = OperatorDrainRequest{}
-	mi := &file_concord_v1_operator_proto_msgTypes[3]
+	mi := &file_concord_v1_operator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +487,7 @@ func (x *OperatorDrainRequest) String() string {
 func (*OperatorDrainRequest) ProtoMessage() {}
 
 func (x *OperatorDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_operator_proto_msgTypes[3]
+	mi := &file_concord_v1_operator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +500,7 @@ func (x *OperatorDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorDrainRequest.ProtoReflect.Descriptor instead.
 func (*OperatorDrainRequest) Descriptor() ([]byte, []int) {
-	return file_concord_v1_operator_proto_rawDescGZIP(), []int{3}
+	return file_concord_v1_operator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *OperatorDrainRequest) GetNodeId() string {
@@ -390,6 +531,13 @@ func (x *OperatorDrainRequest) GetForce() bool {
 	return false
 }
 
+func (x *OperatorDrainRequest) GetPromotionTimeoutMs() int64 {
+	if x != nil {
+		return x.PromotionTimeoutMs
+	}
+	return 0
+}
+
 type OperatorDrainResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -403,7 +551,7 @@ type OperatorDrainResponse struct {
 
 func (x *OperatorDrainResponse) Reset() {
 	*x = OperatorDrainResponse{}
-	mi := &file_concord_v1_operator_proto_msgTypes[4]
+	mi := &file_concord_v1_operator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -415,7 +563,7 @@ func (x *OperatorDrainResponse) String() string {
 func (*OperatorDrainResponse) ProtoMessage() {}
 
 func (x *OperatorDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_operator_proto_msgTypes[4]
+	mi := &file_concord_v1_operator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -428,7 +576,7 @@ func (x *OperatorDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorDrainResponse.ProtoReflect.Descriptor instead.
 func (*OperatorDrainResponse) Descriptor() ([]byte, []int) {
-	return file_concord_v1_operator_proto_rawDescGZIP(), []int{4}
+	return file_concord_v1_operator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OperatorDrainResponse) GetNodeId() string {
@@ -457,9 +605,17 @@ var File_concord_v1_operator_proto protoreflect.FileDescriptor
 const file_concord_v1_operator_proto_rawDesc = "" +
 	"\n" +
 	"\x19concord/v1/operator.proto\x12\n" +
-	"concord.v1\"5\n" +
+	"concord.v1\"{\n" +
+	"\x11AdmitDrainRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\x12\x19\n" +
+	"\blease_ms\x18\x03 \x01(\x03R\aleaseMs\x12\x1c\n" +
+	"\tforwarded\x18\x04 \x01(\bR\tforwarded\"5\n" +
+	"\x12AdmitDrainResponse\x12\x1f\n" +
+	"\vvoters_left\x18\x01 \x01(\rR\n" +
+	"votersLeft\"5\n" +
 	"\x15OperatorHealthRequest\x12\x1c\n" +
-	"\tforwarded\x18\x01 \x01(\bR\tforwarded\"\xfa\x02\n" +
+	"\tforwarded\x18\x01 \x01(\bR\tforwarded\"\x97\x03\n" +
 	"\fServerHealth\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
@@ -475,7 +631,8 @@ const file_concord_v1_operator_proto_rawDesc = "" +
 	" \x01(\bR\ahealthy\x12&\n" +
 	"\x0fstable_since_ms\x18\v \x01(\x03R\rstableSinceMs\x12\x16\n" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x12\x1a\n" +
-	"\bdraining\x18\r \x01(\bR\bdraining\"\x9a\x02\n" +
+	"\bdraining\x18\r \x01(\bR\bdraining\x12\x1b\n" +
+	"\tfsm_level\x18\x0e \x01(\rR\bfsmLevel\"\xc4\x02\n" +
 	"\x16OperatorHealthResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x18\n" +
 	"\ahealthy\x18\x02 \x01(\bR\ahealthy\x12+\n" +
@@ -484,20 +641,24 @@ const file_concord_v1_operator_proto_rawDesc = "" +
 	"\n" +
 	"min_quorum\x18\x05 \x01(\rR\tminQuorum\x122\n" +
 	"\aservers\x18\x06 \x03(\v2\x18.concord.v1.ServerHealthR\aservers\x12$\n" +
-	"\x0eobserved_at_ms\x18\a \x01(\x03R\fobservedAtMs\"\x82\x01\n" +
+	"\x0eobserved_at_ms\x18\a \x01(\x03R\fobservedAtMs\x12(\n" +
+	"\x10system_fsm_level\x18\b \x01(\rR\x0esystemFsmLevel\"\xb4\x01\n" +
 	"\x14OperatorDrainRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12\x1c\n" +
 	"\tforwarded\x18\x03 \x01(\bR\tforwarded\x12\x14\n" +
-	"\x05force\x18\x04 \x01(\bR\x05force\"o\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x120\n" +
+	"\x14promotion_timeout_ms\x18\x05 \x01(\x03R\x12promotionTimeoutMs\"o\n" +
 	"\x15OperatorDrainResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
 	"\bsessions\x18\x02 \x01(\rR\bsessions\x12!\n" +
-	"\freconnect_to\x18\x03 \x03(\tR\vreconnectTo2\xa9\x01\n" +
+	"\freconnect_to\x18\x03 \x03(\tR\vreconnectTo2\xf6\x01\n" +
 	"\bOperator\x12O\n" +
 	"\x06Health\x12!.concord.v1.OperatorHealthRequest\x1a\".concord.v1.OperatorHealthResponse\x12L\n" +
-	"\x05Drain\x12 .concord.v1.OperatorDrainRequest\x1a!.concord.v1.OperatorDrainResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
+	"\x05Drain\x12 .concord.v1.OperatorDrainRequest\x1a!.concord.v1.OperatorDrainResponse\x12K\n" +
+	"\n" +
+	"AdmitDrain\x12\x1d.concord.v1.AdmitDrainRequest\x1a\x1e.concord.v1.AdmitDrainResponseB:Z8github.com/concordmap/concord/proto/concord/v1;concordv1b\x06proto3"
 
 var (
 	file_concord_v1_operator_proto_rawDescOnce sync.Once
@@ -511,22 +672,26 @@ func file_concord_v1_operator_proto_rawDescGZIP() []byte {
 	return file_concord_v1_operator_proto_rawDescData
 }
 
-var file_concord_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_concord_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_concord_v1_operator_proto_goTypes = []any{
-	(*OperatorHealthRequest)(nil),  // 0: concord.v1.OperatorHealthRequest
-	(*ServerHealth)(nil),           // 1: concord.v1.ServerHealth
-	(*OperatorHealthResponse)(nil), // 2: concord.v1.OperatorHealthResponse
-	(*OperatorDrainRequest)(nil),   // 3: concord.v1.OperatorDrainRequest
-	(*OperatorDrainResponse)(nil),  // 4: concord.v1.OperatorDrainResponse
+	(*AdmitDrainRequest)(nil),      // 0: concord.v1.AdmitDrainRequest
+	(*AdmitDrainResponse)(nil),     // 1: concord.v1.AdmitDrainResponse
+	(*OperatorHealthRequest)(nil),  // 2: concord.v1.OperatorHealthRequest
+	(*ServerHealth)(nil),           // 3: concord.v1.ServerHealth
+	(*OperatorHealthResponse)(nil), // 4: concord.v1.OperatorHealthResponse
+	(*OperatorDrainRequest)(nil),   // 5: concord.v1.OperatorDrainRequest
+	(*OperatorDrainResponse)(nil),  // 6: concord.v1.OperatorDrainResponse
 }
 var file_concord_v1_operator_proto_depIdxs = []int32{
-	1, // 0: concord.v1.OperatorHealthResponse.servers:type_name -> concord.v1.ServerHealth
-	0, // 1: concord.v1.Operator.Health:input_type -> concord.v1.OperatorHealthRequest
-	3, // 2: concord.v1.Operator.Drain:input_type -> concord.v1.OperatorDrainRequest
-	2, // 3: concord.v1.Operator.Health:output_type -> concord.v1.OperatorHealthResponse
-	4, // 4: concord.v1.Operator.Drain:output_type -> concord.v1.OperatorDrainResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
+	3, // 0: concord.v1.OperatorHealthResponse.servers:type_name -> concord.v1.ServerHealth
+	2, // 1: concord.v1.Operator.Health:input_type -> concord.v1.OperatorHealthRequest
+	5, // 2: concord.v1.Operator.Drain:input_type -> concord.v1.OperatorDrainRequest
+	0, // 3: concord.v1.Operator.AdmitDrain:input_type -> concord.v1.AdmitDrainRequest
+	4, // 4: concord.v1.Operator.Health:output_type -> concord.v1.OperatorHealthResponse
+	6, // 5: concord.v1.Operator.Drain:output_type -> concord.v1.OperatorDrainResponse
+	1, // 6: concord.v1.Operator.AdmitDrain:output_type -> concord.v1.AdmitDrainResponse
+	4, // [4:7] is the sub-list for method output_type
+	1, // [1:4] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -543,7 +708,7 @@ func file_concord_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_operator_proto_rawDesc), len(file_concord_v1_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,8 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Operator_Health_FullMethodName = "/concord.v1.Operator/Health"
-	Operator_Drain_FullMethodName  = "/concord.v1.Operator/Drain"
+	Operator_Health_FullMethodName     = "/concord.v1.Operator/Health"
+	Operator_Drain_FullMethodName      = "/concord.v1.Operator/Drain"
+	Operator_AdmitDrain_FullMethodName = "/concord.v1.Operator/AdmitDrain"
 )
 
 // OperatorClient is the client API for Operator service.
@@ -42,6 +43,13 @@ type OperatorClient interface {
 	// once it has no session left or timeout_ms passed (admin). It returns
 	// once the drain has started.
 	Drain(ctx context.Context, in *OperatorDrainRequest, opts ...grpc.CallOption) (*OperatorDrainResponse, error)
+	// AdmitDrain asks the leader to admit the drain of node_id (called by the
+	// drained node itself, before it starts): the leader serialises the
+	// admissions, so two drains at once cannot both pass the --min-quorum
+	// check. A follower passes the call on to the leader once. Refused with
+	// FAILED_PRECONDITION when the drain would take the voters below
+	// --min-quorum (unless force).
+	AdmitDrain(ctx context.Context, in *AdmitDrainRequest, opts ...grpc.CallOption) (*AdmitDrainResponse, error)
 }
 
 type operatorClient struct {
@@ -72,6 +80,16 @@ func (c *operatorClient) Drain(ctx context.Context, in *OperatorDrainRequest, op
 	return out, nil
 }
 
+func (c *operatorClient) AdmitDrain(ctx context.Context, in *AdmitDrainRequest, opts ...grpc.CallOption) (*AdmitDrainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdmitDrainResponse)
+	err := c.cc.Invoke(ctx, Operator_AdmitDrain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OperatorServer is the server API for Operator service.
 // All implementations must embed UnimplementedOperatorServer
 // for forward compatibility.
@@ -91,6 +109,13 @@ type OperatorServer interface {
 	// once it has no session left or timeout_ms passed (admin). It returns
 	// once the drain has started.
 	Drain(context.Context, *OperatorDrainRequest) (*OperatorDrainResponse, error)
+	// AdmitDrain asks the leader to admit the drain of node_id (called by the
+	// drained node itself, before it starts): the leader serialises the
+	// admissions, so two drains at once cannot both pass the --min-quorum
+	// check. A follower passes the call on to the leader once. Refused with
+	// FAILED_PRECONDITION when the drain would take the voters below
+	// --min-quorum (unless force).
+	AdmitDrain(context.Context, *AdmitDrainRequest) (*AdmitDrainResponse, error)
 	mustEmbedUnimplementedOperatorServer()
 }
 
@@ -106,6 +131,9 @@ func (UnimplementedOperatorServer) Health(context.Context, *OperatorHealthReques
 }
 func (UnimplementedOperatorServer) Drain(context.Context, *OperatorDrainRequest) (*OperatorDrainResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Drain not implemented")
+}
+func (UnimplementedOperatorServer) AdmitDrain(context.Context, *AdmitDrainRequest) (*AdmitDrainResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AdmitDrain not implemented")
 }
 func (UnimplementedOperatorServer) mustEmbedUnimplementedOperatorServer() {}
 func (UnimplementedOperatorServer) testEmbeddedByValue()                  {}
@@ -164,6 +192,24 @@ func _Operator_Drain_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Operator_AdmitDrain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AdmitDrainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServer).AdmitDrain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Operator_AdmitDrain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServer).AdmitDrain(ctx, req.(*AdmitDrainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Operator_ServiceDesc is the grpc.ServiceDesc for Operator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -178,6 +224,10 @@ var Operator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Drain",
 			Handler:    _Operator_Drain_Handler,
+		},
+		{
+			MethodName: "AdmitDrain",
+			Handler:    _Operator_AdmitDrain_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -2306,7 +2306,10 @@ type RegistryHeader struct {
 	FormatVersion uint32                 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
 	// last_position is the position of the last event ever appended (0 if
 	// none); the window holds the newest of them.
-	LastPosition  uint64 `protobuf:"varint,2,opt,name=last_position,json=lastPosition,proto3" json:"last_position,omitempty"`
+	LastPosition uint64 `protobuf:"varint,2,opt,name=last_position,json=lastPosition,proto3" json:"last_position,omitempty"`
+	// fsm_level is the system FSM level recorded by COMMAND_TYPE_SYSTEM_FSM_LEVEL
+	// (0 in snapshots written before it existed, or before one was applied).
+	FsmLevel      uint32 `protobuf:"varint,3,opt,name=fsm_level,json=fsmLevel,proto3" json:"fsm_level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2355,6 +2358,69 @@ func (x *RegistryHeader) GetLastPosition() uint64 {
 	return 0
 }
 
+func (x *RegistryHeader) GetFsmLevel() uint32 {
+	if x != nil {
+		return x.FsmLevel
+	}
+	return 0
+}
+
+// SystemFSMLevel is the body of COMMAND_TYPE_SYSTEM_FSM_LEVEL: the leader
+// records that every server of the system enforces FSM level `level`
+// (registry.FSMLevel). The recorded level only grows; a replica whose
+// build enforces less stops applying (node/registry/levels.go).
+type SystemFSMLevel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Meta          *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	Level         uint32                 `protobuf:"varint,2,opt,name=level,proto3" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SystemFSMLevel) Reset() {
+	*x = SystemFSMLevel{}
+	mi := &file_concord_v1_registry_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SystemFSMLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SystemFSMLevel) ProtoMessage() {}
+
+func (x *SystemFSMLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_registry_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SystemFSMLevel.ProtoReflect.Descriptor instead.
+func (*SystemFSMLevel) Descriptor() ([]byte, []int) {
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SystemFSMLevel) GetMeta() *CommandMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *SystemFSMLevel) GetLevel() uint32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
 // RegistryRecord is one snapshot record of the registry module: the header
 // first, then agents, scopes, sessions and events in key/position order.
 type RegistryRecord struct {
@@ -2373,7 +2439,7 @@ type RegistryRecord struct {
 
 func (x *RegistryRecord) Reset() {
 	*x = RegistryRecord{}
-	mi := &file_concord_v1_registry_proto_msgTypes[24]
+	mi := &file_concord_v1_registry_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2451,7 @@ func (x *RegistryRecord) String() string {
 func (*RegistryRecord) ProtoMessage() {}
 
 func (x *RegistryRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_registry_proto_msgTypes[24]
+	mi := &file_concord_v1_registry_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2464,7 @@ func (x *RegistryRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryRecord.ProtoReflect.Descriptor instead.
 func (*RegistryRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RegistryRecord) GetRecord() isRegistryRecord_Record {
@@ -2524,7 +2590,7 @@ type RegistryResult struct {
 
 func (x *RegistryResult) Reset() {
 	*x = RegistryResult{}
-	mi := &file_concord_v1_registry_proto_msgTypes[25]
+	mi := &file_concord_v1_registry_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2602,7 @@ func (x *RegistryResult) String() string {
 func (*RegistryResult) ProtoMessage() {}
 
 func (x *RegistryResult) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_registry_proto_msgTypes[25]
+	mi := &file_concord_v1_registry_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2615,7 @@ func (x *RegistryResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryResult.ProtoReflect.Descriptor instead.
 func (*RegistryResult) Descriptor() ([]byte, []int) {
-	return file_concord_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RegistryResult) GetError() *RegistryError {
@@ -2683,7 +2749,7 @@ type RegistryError struct {
 
 func (x *RegistryError) Reset() {
 	*x = RegistryError{}
-	mi := &file_concord_v1_registry_proto_msgTypes[26]
+	mi := &file_concord_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +2761,7 @@ func (x *RegistryError) String() string {
 func (*RegistryError) ProtoMessage() {}
 
 func (x *RegistryError) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_registry_proto_msgTypes[26]
+	mi := &file_concord_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +2774,7 @@ func (x *RegistryError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryError.ProtoReflect.Descriptor instead.
 func (*RegistryError) Descriptor() ([]byte, []int) {
-	return file_concord_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RegistryError) GetCode() int32 {
@@ -2969,10 +3035,14 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\x04data\x18\x06 \x01(\fR\x04data\x12\x1b\n" +
 	"\tcaused_by\x18\a \x03(\tR\bcausedBy\x12\x1b\n" +
 	"\tagent_ids\x18\b \x03(\tR\bagentIds\x12\x1b\n" +
-	"\tscope_ids\x18\t \x03(\tR\bscopeIds\"\\\n" +
+	"\tscope_ids\x18\t \x03(\tR\bscopeIds\"y\n" +
 	"\x0eRegistryHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12#\n" +
-	"\rlast_position\x18\x02 \x01(\x04R\flastPosition\"\x9a\x02\n" +
+	"\rlast_position\x18\x02 \x01(\x04R\flastPosition\x12\x1b\n" +
+	"\tfsm_level\x18\x03 \x01(\rR\bfsmLevel\"S\n" +
+	"\x0eSystemFSMLevel\x12+\n" +
+	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\rR\x05level\"\x9a\x02\n" +
 	"\x0eRegistryRecord\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.concord.v1.RegistryHeaderH\x00R\x06header\x12/\n" +
 	"\x05agent\x18\x02 \x01(\v2\x17.concord.v1.AgentRecordH\x00R\x05agent\x12/\n" +
@@ -3016,7 +3086,7 @@ func file_concord_v1_registry_proto_rawDescGZIP() []byte {
 	return file_concord_v1_registry_proto_rawDescData
 }
 
-var file_concord_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_concord_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_concord_v1_registry_proto_goTypes = []any{
 	(*CommandMeta)(nil),               // 0: concord.v1.CommandMeta
 	(*AgentRecord)(nil),               // 1: concord.v1.AgentRecord
@@ -3042,9 +3112,10 @@ var file_concord_v1_registry_proto_goTypes = []any{
 	(*ScopeLeaveRequest)(nil),         // 21: concord.v1.ScopeLeaveRequest
 	(*EventRecord)(nil),               // 22: concord.v1.EventRecord
 	(*RegistryHeader)(nil),            // 23: concord.v1.RegistryHeader
-	(*RegistryRecord)(nil),            // 24: concord.v1.RegistryRecord
-	(*RegistryResult)(nil),            // 25: concord.v1.RegistryResult
-	(*RegistryError)(nil),             // 26: concord.v1.RegistryError
+	(*SystemFSMLevel)(nil),            // 24: concord.v1.SystemFSMLevel
+	(*RegistryRecord)(nil),            // 25: concord.v1.RegistryRecord
+	(*RegistryResult)(nil),            // 26: concord.v1.RegistryResult
+	(*RegistryError)(nil),             // 27: concord.v1.RegistryError
 }
 var file_concord_v1_registry_proto_depIdxs = []int32{
 	2,  // 0: concord.v1.AgentRecord.lifecycle:type_name -> concord.v1.LifecycleRecord
@@ -3069,21 +3140,22 @@ var file_concord_v1_registry_proto_depIdxs = []int32{
 	0,  // 19: concord.v1.ScopeDeleteRequest.meta:type_name -> concord.v1.CommandMeta
 	0,  // 20: concord.v1.ScopeJoinRequest.meta:type_name -> concord.v1.CommandMeta
 	0,  // 21: concord.v1.ScopeLeaveRequest.meta:type_name -> concord.v1.CommandMeta
-	23, // 22: concord.v1.RegistryRecord.header:type_name -> concord.v1.RegistryHeader
-	1,  // 23: concord.v1.RegistryRecord.agent:type_name -> concord.v1.AgentRecord
-	3,  // 24: concord.v1.RegistryRecord.scope:type_name -> concord.v1.ScopeRecord
-	6,  // 25: concord.v1.RegistryRecord.session:type_name -> concord.v1.SessionRecord
-	22, // 26: concord.v1.RegistryRecord.event:type_name -> concord.v1.EventRecord
-	26, // 27: concord.v1.RegistryResult.error:type_name -> concord.v1.RegistryError
-	1,  // 28: concord.v1.RegistryResult.agent:type_name -> concord.v1.AgentRecord
-	3,  // 29: concord.v1.RegistryResult.scope:type_name -> concord.v1.ScopeRecord
-	6,  // 30: concord.v1.RegistryResult.session:type_name -> concord.v1.SessionRecord
-	1,  // 31: concord.v1.RegistryResult.reclaimed:type_name -> concord.v1.AgentRecord
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	0,  // 22: concord.v1.SystemFSMLevel.meta:type_name -> concord.v1.CommandMeta
+	23, // 23: concord.v1.RegistryRecord.header:type_name -> concord.v1.RegistryHeader
+	1,  // 24: concord.v1.RegistryRecord.agent:type_name -> concord.v1.AgentRecord
+	3,  // 25: concord.v1.RegistryRecord.scope:type_name -> concord.v1.ScopeRecord
+	6,  // 26: concord.v1.RegistryRecord.session:type_name -> concord.v1.SessionRecord
+	22, // 27: concord.v1.RegistryRecord.event:type_name -> concord.v1.EventRecord
+	27, // 28: concord.v1.RegistryResult.error:type_name -> concord.v1.RegistryError
+	1,  // 29: concord.v1.RegistryResult.agent:type_name -> concord.v1.AgentRecord
+	3,  // 30: concord.v1.RegistryResult.scope:type_name -> concord.v1.ScopeRecord
+	6,  // 31: concord.v1.RegistryResult.session:type_name -> concord.v1.SessionRecord
+	1,  // 32: concord.v1.RegistryResult.reclaimed:type_name -> concord.v1.AgentRecord
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_registry_proto_init() }
@@ -3092,7 +3164,7 @@ func file_concord_v1_registry_proto_init() {
 		return
 	}
 	file_concord_v1_registry_proto_msgTypes[9].OneofWrappers = []any{}
-	file_concord_v1_registry_proto_msgTypes[24].OneofWrappers = []any{
+	file_concord_v1_registry_proto_msgTypes[25].OneofWrappers = []any{
 		(*RegistryRecord_Header)(nil),
 		(*RegistryRecord_Agent)(nil),
 		(*RegistryRecord_Scope)(nil),
@@ -3105,7 +3177,7 @@ func file_concord_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_registry_proto_rawDesc), len(file_concord_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,124 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/concordmap/concord/node/membership"
+	"github.com/concordmap/concord/raftstore"
+)
+
+// Drain admission. A drained voter leaves the Raft configuration, so the
+// --min-quorum check of a drain must count every other drain in flight:
+// two drains asked at once on two nodes, each deciding from its own view
+// before either has advertised draining in gossip, would both see enough
+// voters and both leave. The drained node therefore asks the leader, which
+// decides the admissions one at a time and remembers the ones it admitted
+// (a lease of the drain's whole budget) until gossip shows them draining.
+//
+// The leases live in the leader's memory: a leadership change in the
+// instant between an admission and the drained node's gossip update
+// (a gossip round) forgets one, which the new leader's view of gossip
+// covers once it spreads. Replicating them would close that window at the
+// cost of a Raft command per drain; a drain is an operator's act, rare
+// and watched.
+
+// DrainAdmitter decides drain admissions. Implemented by *Reconciler.
+type DrainAdmitter interface {
+	AdmitDrain(ctx context.Context, id string, force bool, lease time.Duration) (votersLeft int, err error)
+}
+
+// drainLeases are the drains this leader admitted, by node id, with the
+// time until which each counts as leaving.
+type drainLeases struct {
+	mu     sync.Mutex // held across a whole admission: they are decided one at a time
+	leases map[string]time.Time
+}
+
+// AdmitDrain admits, or refuses with ErrDrainRefused, the drain of node
+// id: refused when id's leaving, with every drain already admitted or
+// advertised in gossip, would leave fewer than MinQuorum voters and
+// non-voters to promote, unless force (then admitted, logged). The
+// admission is counted against later ones for lease, or until id leaves
+// the configuration. Only the leader admits (ErrNotLeader otherwise).
+func (r *Reconciler) AdmitDrain(ctx context.Context, id string, force bool, lease time.Duration) (int, error) {
+	r.drains.mu.Lock()
+	defer r.drains.mu.Unlock()
+	if !r.leading.Load() {
+		return 0, ErrNotLeader
+	}
+	servers, err := r.deps.Store.Configuration(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%w: the leader cannot read the raft configuration to count the voters left: %v", ErrDrainRefused, err)
+	}
+	now := r.cfg.now()
+	leaving := r.drains.current(servers, now)
+	delete(leaving, id) // a repeated admission of one node counts it once
+	left, short := DrainFloor(servers, r.deps.Members.Members(), leaving, id, r.cfg.MinQuorum)
+	if short && !force {
+		return left, fmt.Errorf("%w: draining %s would leave %d voters (counting the non-voters that can be promoted and the %d other drains in flight), below --min-quorum %d "+
+			"(start another server or wait for the other drains to finish first, or drain with --force to accept one failure fewer tolerated until one joins)",
+			ErrDrainRefused, id, left, len(leaving), r.cfg.MinQuorum)
+	}
+	if short {
+		r.log.Warn("drain admitted below --min-quorum (forced): the system tolerates one failure fewer until another server joins",
+			"peer", id, "voters_left", left, "min_quorum", r.cfg.MinQuorum)
+	}
+	r.drains.leases[id] = now.Add(lease)
+	r.log.Info("drain admitted", "peer", id, "voters_left", left, "other_drains", len(leaving), "lease", lease)
+	return left, nil
+}
+
+// current drops the leases that ran out or whose node is no longer
+// configured and returns the set of nodes still leased. Callers hold mu.
+func (d *drainLeases) current(servers []raftstore.Server, now time.Time) map[string]bool {
+	configured := make(map[string]bool, len(servers))
+	for _, s := range servers {
+		configured[s.ID] = true
+	}
+	out := make(map[string]bool, len(d.leases))
+	for id, until := range d.leases {
+		if !configured[id] || !now.Before(until) {
+			delete(d.leases, id)
+			continue
+		}
+		out[id] = true
+	}
+	return out
+}
+
+// DrainFloor decides whether draining target, on top of the nodes in
+// leaving (drains admitted but maybe not yet seen in gossip), falls short
+// of minQuorum. It counts the voters that stay (alive, not draining, not
+// leaving) plus the non-voters the autopilot could promote in the place of
+// the voters that leave (same conditions), with target gone: that is left.
+// It is short when left is below minQuorum, target's leaving lowers it,
+// and a voter is among the leaving (target or another): a voter that
+// leaves must be replaced, and a non-voter is refused only when it is a
+// spare such a replacement needs.
+func DrainFloor(servers []raftstore.Server, members []membership.Member, leaving map[string]bool, target string, minQuorum int) (left int, short bool) {
+	usable := make(map[string]bool, len(members)) // alive and not draining, by gossip
+	for _, m := range members {
+		usable[m.ID] = m.Status == membership.StatusAlive && !m.Draining && !leaving[m.ID]
+	}
+	voterLeaves := false
+	before := 0
+	for _, sv := range servers {
+		if sv.Voter && (sv.ID == target || !usable[sv.ID]) {
+			voterLeaves = true
+		}
+		if sv.ID == target {
+			if usable[sv.ID] {
+				before++
+			}
+			continue
+		}
+		if usable[sv.ID] {
+			left++
+		}
+	}
+	before += left
+	return left, voterLeaves && left < minQuorum && left < before
+}
