@@ -56,7 +56,8 @@ type Handler struct {
 	// state unchanged. The result is returned to the proposer as is, or,
 	// when it is a LazyResult, as its Value. An err wrapping ErrHalt
 	// instead halts the FSM (this build cannot apply the log as the other
-	// replicas do).
+	// replicas do). The FSM does not read msg after Apply returns, so a
+	// module may reuse a message its Decode made once Apply is done with it.
 	Apply func(index uint64, msg proto.Message) (result any, err error)
 }
 

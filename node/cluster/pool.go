@@ -49,6 +49,7 @@ func (pc *peerConn) close() error {
 
 func newPool(cfg Config) *pool {
 	opts := []grpc.DialOption{
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true,
 		}),

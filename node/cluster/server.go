@@ -91,6 +91,7 @@ func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
 		// come in through cfg.ServerOptions.
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
+		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow),
 		// Peers ping every KeepaliveTime even without RPCs; the default
 		// policy (5 min) would answer those pings with GOAWAY.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{

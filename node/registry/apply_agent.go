@@ -124,7 +124,7 @@ func (tx *txn) reclaim(e *agentEntry, owner, session, home, reason string) Agent
 	ne.a = a
 	tx.d.putAgent(&ne)
 	if a.State != prevState {
-		tx.emitData(EventAgentStateChanged, stateChangeData(a.ID, prevState, a.State, reason), []string{a.ID}, a.Scopes)
+		tx.emitStateChange(a.ID, prevState, a.State, reason, a.Scopes)
 	}
 	return copyAgent(&a)
 }
@@ -188,7 +188,7 @@ func (s *State) applyAgentUpdate(tx *txn, m *concordv1.AgentUpdateRequest) (any,
 	ne.a = a
 	d.putAgent(&ne)
 	if a.State != prev {
-		tx.emitData(EventAgentStateChanged, stateChangeData(a.ID, prev, a.State, m.GetReason()), []string{a.ID}, a.Scopes)
+		tx.emitStateChange(a.ID, prev, a.State, m.GetReason(), a.Scopes)
 	}
 	if m.PermissionOverrides != nil && !bytes.Equal(m.PermissionOverrides, e.a.PermissionOverrides) {
 		tx.emit(EventPermissionsAgentUpdated, map[string]any{"agentId": a.ID, "changes": a.PermissionOverrides,

@@ -132,6 +132,10 @@ type Event struct {
 	// filter matching without decoding Data.
 	AgentIDs []string `json:"-"`
 	ScopeIDs []string `json:"-"`
+	// change is what an agent_state_changed event's Data is made from
+	// while the event sits in the registry's window (Data nil until it
+	// is read: lazydata.go). Events handed out never have it set.
+	change stateChange
 }
 
 // Reader is the read API of the registry state, implemented by *State. All

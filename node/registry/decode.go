@@ -97,6 +97,14 @@ const (
 // handles (see above), proto.Unmarshal decides.
 func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 	body := &agentUpdateBody{}
+	if !decodeAgentUpdateInto(body, b) {
+		return nil, false
+	}
+	return &body.req, true
+}
+
+// decodeAgentUpdateInto is decodeAgentUpdate into a zeroed body.
+func decodeAgentUpdateInto(body *agentUpdateBody, b []byte) bool {
 	m := &body.req
 	var seen uint32 // bit n: field n seen
 	// The agent and origin session ids are read only while the update
@@ -105,17 +113,17 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || num > fUpdOriginSessionEpoch || seen&(1<<num) != 0 {
-			return nil, false
+			return false
 		}
 		seen |= 1 << num
 		b = b[n:]
 		if num == fUpdSetOwner || num == fUpdOriginSessionEpoch {
 			if typ != protowire.VarintType {
-				return nil, false
+				return false
 			}
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
-				return nil, false
+				return false
 			}
 			if num == fUpdSetOwner {
 				m.SetOwner = v != 0
@@ -126,11 +134,11 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 			continue
 		}
 		if typ != protowire.BytesType {
-			return nil, false // includes field numbers not in the message
+			return false // includes field numbers not in the message
 		}
 		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return nil, false
+			return false
 		}
 		b = b[n:]
 		var ok bool
@@ -174,7 +182,7 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 			originID, ok = v, utf8.Valid(v)
 		}
 		if !ok {
-			return nil, false
+			return false
 		}
 	}
 	if len(agentID)+len(originID) > 0 {
@@ -185,7 +193,7 @@ func decodeAgentUpdate(b []byte) (*concordv1.AgentUpdateRequest, bool) {
 		ids := sb.String()
 		m.AgentId, m.OriginSessionId = ids[:len(agentID)], ids[len(agentID):]
 	}
-	return m, true
+	return true
 }
 
 // Field numbers of CommandMeta.

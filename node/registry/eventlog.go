@@ -109,7 +109,9 @@ func (l *eventLog) copyFrom(dst []Event, i int) {
 	copy(dst[n:], l.ring)
 }
 
-// all returns a copy of the retained events, oldest first.
+// all returns a copy of the retained events, oldest first, as stored:
+// lazy Data not rendered (a snapshot renders it in Persist, off raft's
+// FSM goroutine).
 func (l *eventLog) all() []Event {
 	out := make([]Event, len(l.ring))
 	l.copyFrom(out, 0)
@@ -132,6 +134,9 @@ func (l *eventLog) after(pos uint64, limit int) []Event {
 	}
 	out := make([]Event, n)
 	l.copyFrom(out, skip)
+	for i := range out {
+		out[i].render()
+	}
 	return out
 }
 

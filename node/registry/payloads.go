@@ -16,7 +16,13 @@ import (
 // stateChangeData is the agent_state_changed payload; reason is omitted
 // when empty.
 func stateChangeData(agentID, prev, cur, reason string) json.RawMessage {
-	o := newObject(len(`{"agentId":"","current":"","previous":"","reason":""}`) + len(agentID) + len(prev) + len(cur) + len(reason))
+	size := len(`{"agentId":"","current":"","previous":"","reason":""}`) + len(agentID) + len(prev) + len(cur) + len(reason)
+	return appendStateChange(make([]byte, 0, size), agentID, prev, cur, reason)
+}
+
+// appendStateChange appends stateChangeData's bytes to b.
+func appendStateChange(b []byte, agentID, prev, cur, reason string) []byte {
+	o := object{b: append(b, '{')}
 	o.str("agentId", agentID)
 	o.str("current", cur)
 	o.str("previous", prev)
@@ -105,7 +111,7 @@ func newObject(size int) object {
 }
 
 func (o *object) key(k string) {
-	if len(o.b) > 1 {
+	if o.b[len(o.b)-1] != '{' {
 		o.b = append(o.b, ',')
 	}
 	o.b = append(o.b, '"')

@@ -87,8 +87,13 @@ func (p *regSnapshot) Persist(write func([]byte) error) error {
 	}
 	ev := &concordv1.EventRecord{}
 	rec := &concordv1.RegistryRecord{Record: &concordv1.RegistryRecord_Event{Event: ev}}
+	var data []byte // lazy payloads rendered (lazydata.go), one buffer for all
 	for i := range p.events {
 		setEventRecord(ev, &p.events[i])
+		if p.events[i].lazyData() {
+			data = p.events[i].appendData(data[:0])
+			ev.Data = data
+		}
 		if err := put(rec); err != nil {
 			return err
 		}

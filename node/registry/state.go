@@ -48,6 +48,9 @@ type State struct {
 	// lock by any reader, hence atomic.
 	notifyTaken atomic.Bool
 	tx          txn // the command being applied (begin)
+	// updates: AGENT_UPDATE bodies reused from one entry to the next
+	// (reuse.go).
+	updates updateBodies
 }
 
 // agentEntry is an Agent plus the replicated fields the contract type does
@@ -292,6 +295,9 @@ func New(cfg Config) (*State, error) {
 		concordv1.CommandType_COMMAND_TYPE_SCOPE_LEAVE:         commandOf(s.applyScopeLeave),
 	} {
 		c.decode = bodyDecoders[t]
+		if t == concordv1.CommandType_COMMAND_TYPE_AGENT_UPDATE {
+			c.decode, c.release = s.updates.decode, s.updates.release
+		}
 		s.handlers[t] = s.handler(t, c)
 	}
 	s.handlers[concordv1.CommandType_COMMAND_TYPE_SYSTEM_FSM_LEVEL] = s.levelHandler()
@@ -310,6 +316,9 @@ type command struct {
 	apply func(*txn, proto.Message) (any, error)
 	// decode, when set, is the type's hand decoder (decode.go).
 	decode func([]byte) (proto.Message, error)
+	// release, when set, is told that Apply is done with the message
+	// (reuse.go).
+	release func(proto.Message)
 }
 
 // commandOf erases the message type of an apply function. Its body
@@ -348,24 +357,34 @@ func (s *State) handler(t concordv1.CommandType, c command) raftstore.Handler {
 			if !ok {
 				panic(fmt.Sprintf("registry: unexpected message type %T", msg))
 			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if check != nil {
-				if err := check(s.d, msg); err != nil {
-					return nil, err
-				}
+			res, err := s.apply(index, mc, check, c.apply)
+			if c.release != nil {
+				c.release(msg)
 			}
-			tx := s.begin(index, mc.GetMeta())
-			res, err := c.apply(tx, msg)
-			if err != nil {
-				return nil, err
-			}
-			if s.d.events.appendAll(tx.pending) > 0 {
-				s.wake()
-			}
-			return res, nil
+			return res, err
 		},
 	}
+}
+
+// apply runs one command under the write lock (see handler).
+func (s *State) apply(index uint64, msg metaCarrier, check func(*data, proto.Message) error,
+	apply func(*txn, proto.Message) (any, error)) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if check != nil {
+		if err := check(s.d, msg); err != nil {
+			return nil, err
+		}
+	}
+	tx := s.begin(index, msg.GetMeta())
+	res, err := apply(tx, msg)
+	if err != nil {
+		return nil, err
+	}
+	if s.d.events.appendAll(tx.pending) > 0 {
+		s.wake()
+	}
+	return res, nil
 }
 
 // Name implements raftstore.Module.
