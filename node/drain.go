@@ -105,15 +105,8 @@ const drainLeaveSlack = 30 * time.Second
 func (s *Server) admitDrain(ctx context.Context, force bool, lease time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, admitDrainTimeout)
 	defer cancel()
-	var err error
-	// An election, or a connection to the leader not yet up on a loaded
-	// host, answers UNAVAILABLE: retried until the caller's deadline.
-	for {
-		_, err = s.cluster.AdmitDrain(ctx, s.cfg.NodeID, force, lease)
-		if status.Code(err) != codes.Unavailable || !sleepCtx(ctx, drainPoll) {
-			break
-		}
-	}
+	// cluster.Server.AdmitDrain retries an unavailable leader until ctx ends.
+	_, err := s.cluster.AdmitDrain(ctx, s.cfg.NodeID, force, lease)
 	switch status.Code(err) {
 	case codes.OK:
 		return nil
@@ -134,18 +127,6 @@ func (s *Server) admitDrain(ctx context.Context, force bool, lease time.Duration
 // admitDrainTimeout bounds admitDrain (the caller's deadline may be
 // shorter).
 const admitDrainTimeout = 15 * time.Second
-
-// sleepCtx waits d, or reports false when ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // checkVoterFloor refuses, unless force, the drain of a voter whose
 // leaving would take the voters below --min-quorum with no healthy

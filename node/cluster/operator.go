@@ -144,10 +144,21 @@ func (o *operatorService) AdmitDrain(ctx context.Context, req *concordv1.AdmitDr
 
 // AdmitDrain asks the leader (this node or, once, the leader) to admit
 // the drain of id; see Reconciler.AdmitDrain. ctx carries the operator's
-// credential of the drain being admitted.
+// credential of the drain being admitted. An election, or a connection
+// to the leader not yet up on a loaded host, answers UNAVAILABLE: asked
+// again every admitDrainRetry until ctx ends.
 func (s *Server) AdmitDrain(ctx context.Context, id string, force bool, lease time.Duration) (*concordv1.AdmitDrainResponse, error) {
-	return (&operatorService{s: s}).AdmitDrain(ctx, &concordv1.AdmitDrainRequest{NodeId: id, Force: force, LeaseMs: max(lease.Milliseconds(), 1)})
+	req := &concordv1.AdmitDrainRequest{NodeId: id, Force: force, LeaseMs: max(lease.Milliseconds(), 1)}
+	for {
+		resp, err := (&operatorService{s: s}).AdmitDrain(ctx, req)
+		if status.Code(err) != codes.Unavailable || !sleepCtx(ctx, admitDrainRetry) {
+			return resp, err
+		}
+	}
 }
+
+// admitDrainRetry is the pause between AdmitDrain's attempts.
+const admitDrainRetry = 100 * time.Millisecond
 
 // drainTarget checks that id names an alive member before the drain is
 // passed on, so a typo or a node already gone is answered as what it is
