@@ -19,6 +19,20 @@ func execRoot(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// execRootStdout runs the CLI like execRoot but keeps stderr apart, for
+// commands whose stdout is parsed (progress lines go to stderr and may
+// land at any moment of a run).
+func execRootStdout(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err = root.Execute()
+	return out.String(), errOut.String(), err
+}
+
 func TestArgueRunLocal(t *testing.T) {
 	dir := t.TempDir()
 	out, err := execRoot(t, "argue", "run", "--local", "--task", "Adopt <X>?", "--agents", "a,b,c",

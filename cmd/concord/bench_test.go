@@ -83,10 +83,10 @@ func TestBench_OverTLS(t *testing.T) {
 	// The bench's sessions are anonymous: this node admits them explicitly.
 	srv := startTLSNode(t, dir, "--allow-anonymous", "agent,client")
 	ca := filepath.Join(dir, "sys-ca.pem")
-	out, err := execRoot(t, "bench", "sessions", "--url", srv.MAPURL(), "--ca-file", ca,
+	out, stderr, err := execRootStdout(t, "bench", "sessions", "--url", srv.MAPURL(), "--ca-file", ca,
 		"--cert-file", filepath.Join(dir, "sys-client-ops.pem"), "--key-file", filepath.Join(dir, "sys-client-ops-key.pem"), "--sessions", "5", "--settle", "0s", "--json")
 	if err != nil {
-		t.Fatalf("bench sessions over TLS: %v\n%s", err, out)
+		t.Fatalf("bench sessions over TLS: %v\n%s%s", err, out, stderr)
 	}
 	var got struct {
 		Connected int64 `json:"connected"`
@@ -128,7 +128,7 @@ func TestBench_WithCredential(t *testing.T) {
 	} {
 		t.Run(args[1], func(t *testing.T) {
 			base := append(slices.Clone(args), ops...) // the operator certificate reads /v1/status
-			out, err := execRoot(t, base...)
+			out, _, err := execRootStdout(t, base...)
 			var anon struct{ Connected, Errors int }
 			_ = json.Unmarshal([]byte(out), &anon)
 			if err == nil && (anon.Connected != 0 || anon.Errors == 0) {
@@ -137,9 +137,9 @@ func TestBench_WithCredential(t *testing.T) {
 			if err != nil && !strings.Contains(err.Error(), "1000") {
 				t.Fatalf("anonymous bench %s: %v, want a 1000 refusal", args[1], err)
 			}
-			out, err = execRoot(t, append(base, "--credential-file", tokFile)...)
+			out, stderr, err := execRootStdout(t, append(base, "--credential-file", tokFile)...)
 			if err != nil {
-				t.Fatalf("bench %s with an API key: %v\n%s", args[1], err, out)
+				t.Fatalf("bench %s with an API key: %v\n%s%s", args[1], err, out, stderr)
 			}
 			var got map[string]any
 			if err := json.Unmarshal([]byte(out), &got); err != nil {
