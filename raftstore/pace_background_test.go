@@ -40,38 +40,41 @@ func TestPacer_BackgroundInterval(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &pacer{interval: interval, background: tt.background, maxBatch: 16, stop: make(chan struct{})}
-			p.setConfigSource(fixedConfig{servers: servers})
-			p.hold(tt.id, time.Now(), 3, ok) // the first is never paced
-			if tt.wanted > 0 {
-				p.hurry(tt.id, tt.wanted)
-			}
-			if tt.delivered > 0 {
-				// What raft's append would carry: entries up to
-				// delivered+5, the commit index at delivered.
-				p.delivered(tt.id, &raft.AppendEntriesRequest{
-					PrevLogEntry: tt.delivered, Entries: []*raft.Log{{Index: tt.delivered + 5}}, LeaderCommitIndex: tt.delivered,
-				}, ok)
-			}
-			if tt.afterHurry {
-				p.mu.Lock()
-				p.peer(tt.id).hurried = true
-				p.mu.Unlock()
-			}
-			start := time.Now()
-			p.hold(tt.id, start, 3, ok)
-			took := time.Since(start)
-			if tt.want == 0 {
-				if took >= interval {
-					t.Fatalf("held %s, want no pause", took)
+			timingAttempts(t, func() error {
+				p := &pacer{interval: interval, background: tt.background, maxBatch: 16, stop: make(chan struct{})}
+				p.setConfigSource(fixedConfig{servers: servers})
+				p.hold(tt.id, time.Now(), 3, ok) // the first is never paced
+				if tt.wanted > 0 {
+					p.hurry(tt.id, tt.wanted)
 				}
-				return
-			}
-			// Late by a loaded machine's scheduling, never early; and
-			// clearly short of the other interval.
-			if took < tt.want*9/10 || (tt.want == interval && took >= background*2/3) {
-				t.Fatalf("held %s, want about %s", took, tt.want)
-			}
+				if tt.delivered > 0 {
+					// What raft's append would carry: entries up to
+					// delivered+5, the commit index at delivered.
+					p.delivered(tt.id, &raft.AppendEntriesRequest{
+						PrevLogEntry: tt.delivered, Entries: []*raft.Log{{Index: tt.delivered + 5}}, LeaderCommitIndex: tt.delivered,
+					}, ok)
+				}
+				if tt.afterHurry {
+					p.mu.Lock()
+					p.peer(tt.id).hurried = true
+					p.mu.Unlock()
+				}
+				start := time.Now()
+				p.hold(tt.id, start, 3, ok)
+				took := time.Since(start)
+				if tt.want == 0 {
+					if took >= interval {
+						return fmt.Errorf("held %s, want no pause", took)
+					}
+					return nil
+				}
+				// Late by a loaded machine's scheduling, never early; and
+				// clearly short of the other interval.
+				if took < tt.want*9/10 || (tt.want == interval && took >= background*2/3) {
+					return fmt.Errorf("held %s, want about %s", took, tt.want)
+				}
+				return nil
+			})
 		})
 	}
 }
@@ -125,50 +128,58 @@ func TestPacer_HurryEndsBackgroundPause(t *testing.T) {
 	}
 
 	for i, hurryAt := range []time.Duration{interval / 8, 2 * interval} {
-		p := newPacer()
-		start := time.Now()
-		done := make(chan time.Duration, 1)
-		go func() {
-			p.hold("nv", start, 3, ok)
-			done <- time.Since(start)
-		}()
-		time.Sleep(hurryAt) // the hurry's moment in the pause is what is tested
-		p.hurry("nv", uint64(10*(i+1)))
-		select {
-		case took := <-done:
-			if took < hurryAt {
-				t.Fatalf("hurried after %s: pause ended after %s, before the hurry", hurryAt, took)
+		timingAttempts(t, func() error {
+			p := newPacer()
+			start := time.Now()
+			done := make(chan time.Duration, 1)
+			go func() {
+				p.hold("nv", start, 3, ok)
+				done <- time.Since(start)
+			}()
+			time.Sleep(hurryAt) // the hurry's moment in the pause is what is tested
+			hurried := time.Since(start)
+			p.hurry("nv", uint64(10*(i+1)))
+			select {
+			case took := <-done:
+				if took < hurryAt {
+					return fmt.Errorf("hurried after %s: pause ended after %s, before the hurry", hurryAt, took)
+				}
+				if late := took - hurried; late >= interval/2 {
+					return fmt.Errorf("hurried after %s: pause ended %s after the hurry, want at once (the interval is %s)", hurried, late, interval)
+				}
+			case <-time.After(background / 2):
+				return fmt.Errorf("hurried after %s: still paused %s later: the background pause (%s) ran on", hurried, background/2, background)
 			}
-			if late := took - hurryAt; late >= interval/2 {
-				t.Fatalf("hurried after %s: pause ended %s after the hurry, want at once (the interval is %s)", hurryAt, late, interval)
-			}
-		case <-time.After(background / 2):
-			t.Fatalf("hurried after %s: still paused %s later: the background pause (%s) ran on", hurryAt, background/2, background)
-		}
+			return nil
+		})
 	}
 
 	// A hurried append on its way; another client's hurry arrives, which
 	// it does not deliver: the next append waits for the interval after
 	// the hurried one started, no longer.
-	p := newPacer()
-	start := time.Now() // a background pause, ended by a hurry
-	done := make(chan time.Duration, 1)
-	go func() {
-		p.hold("nv", start, 3, ok)
-		done <- time.Since(start)
-	}()
-	time.Sleep(interval / 8) // the pause has begun
-	p.hurry("nv", 30)
-	if took := <-done; took >= interval/8+interval/2 {
-		t.Fatalf("pause ended %s after it began, %s after a hurry: want at once", took, interval/8)
-	}
-	hurried := time.Now() // the hurried append starts
-	p.hurry("nv", 40)
-	p.delivered("nv", &raft.AppendEntriesRequest{PrevLogEntry: 30, LeaderCommitIndex: 30}, ok)
-	p.hold("nv", hurried, 3, ok)
-	if took := time.Since(hurried); took < interval*9/10 || took >= background/2 {
-		t.Fatalf("after a hurried append that left a hurry undelivered, held %s, want about the interval %s", took, interval)
-	}
+	timingAttempts(t, func() error {
+		p := newPacer()
+		start := time.Now() // a background pause, ended by a hurry
+		done := make(chan time.Duration, 1)
+		go func() {
+			p.hold("nv", start, 3, ok)
+			done <- time.Since(start)
+		}()
+		time.Sleep(interval / 8) // the pause has begun
+		hurryAt := time.Since(start)
+		p.hurry("nv", 30)
+		if took := <-done; took >= hurryAt+interval/2 {
+			return fmt.Errorf("pause ended %s after it began, %s after a hurry: want at once", took, hurryAt)
+		}
+		hurried := time.Now() // the hurried append starts
+		p.hurry("nv", 40)
+		p.delivered("nv", &raft.AppendEntriesRequest{PrevLogEntry: 30, LeaderCommitIndex: 30}, ok)
+		p.hold("nv", hurried, 3, ok)
+		if took := time.Since(hurried); took < interval*9/10 || took >= background/2 {
+			return fmt.Errorf("after a hurried append that left a hurry undelivered, held %s, want about the interval %s", took, interval)
+		}
+		return nil
+	})
 }
 
 // Shutdown ends a background pause at once too.
