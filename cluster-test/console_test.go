@@ -167,6 +167,7 @@ func consoleStartDebate(t *testing.T, b *browser) string {
 func consoleFollowDebate(t *testing.T, b *browser, c *Cluster, runID string) {
 	t.Helper()
 	seen := watchRun(t, b)
+	t.Logf("states of the running debate the console showed: %q", seen)
 	if len(seen) < 3 {
 		t.Fatalf("console showed %d distinct states of the running debate (%q); want the rounds to update live", len(seen), seen)
 	}

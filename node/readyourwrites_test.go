@@ -64,6 +64,11 @@ func laggingFollower(t *testing.T) *node.Server {
 		delays[i] = &atomic.Int64{}
 		c.RaftAddr = ln.Addr().String()
 		c.Raft.StreamLayer = laggingLayer{Listener: ln, delay: delays[i]}
+		// Twice the cluster tests' timings: every read of the lagging
+		// follower's Raft traffic waits 80 ms, and on a loaded machine
+		// (-race, CI beside other work) that ate the 500 ms lease: the
+		// leader stepped down mid-test and connects answered 4000.
+		c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout, c.Raft.LeaderLeaseTimeout = time.Second, time.Second, time.Second
 	})
 	leader := agreedLeader(t, servers)
 	follower := followersOf(servers, leader)[0]
@@ -86,17 +91,17 @@ func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
 	follower := laggingFollower(t)
 
 	c := dial(t, follower)
-	c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent"})
+	c.mustCallAvailable("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent"})
 	other := dial(t, follower)
-	other.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client"})
-	c.call("map/agents/register", map[string]any{"agentId": "ryw"})
+	other.mustCallAvailable("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client"})
+	c.mustCallAvailable("map/agents/register", map[string]any{"agentId": "ryw"})
 	// Reading the agent right after registering it: its owner sees it.
-	if got := agentOf(t, c.call("map/agents/get", map[string]any{"agentId": "ryw"})); got.ID != "ryw" {
+	if got := agentOf(t, c.mustCallAvailable("map/agents/get", map[string]any{"agentId": "ryw"})); got.ID != "ryw" {
 		t.Fatalf("agents/get after register: %+v", got)
 	}
 	lagged := 0
 	for i := range 5 {
-		c.call("map/agents/update", map[string]any{"agentId": "ryw", "metadata": map[string]any{"n": i}})
+		c.mustCallAvailable("map/agents/update", map[string]any{"agentId": "ryw", "metadata": map[string]any{"n": i}})
 		if a, ok := follower.Registry().Agent("ryw"); ok && string(a.Metadata) != fmt.Sprintf(`{"n":%d}`, i) {
 			lagged++ // the answer came before this replica applied the write
 		}
@@ -104,12 +109,12 @@ func TestCluster_ReadYourWritesThroughLaggingFollower(t *testing.T) {
 		if i%2 == 1 {
 			reader, which = other, "another connection"
 		}
-		got := agentOf(t, reader.call("map/agents/get", map[string]any{"agentId": "ryw"}))
+		got := agentOf(t, reader.mustCallAvailable("map/agents/get", map[string]any{"agentId": "ryw"}))
 		if want := fmt.Sprintf(`{"n":%d}`, i); string(got.Metadata) != want {
 			t.Fatalf("write %d: agents/get on %s saw metadata %s, want %s", i, which, got.Metadata, want)
 		}
-		c.call("map/scopes/create", map[string]any{"scopeId": fmt.Sprintf("ryw-%d", i)})
-		sc := c.call("map/scopes/get", map[string]any{"scopeId": fmt.Sprintf("ryw-%d", i)})
+		c.mustCallAvailable("map/scopes/create", map[string]any{"scopeId": fmt.Sprintf("ryw-%d", i)})
+		sc := c.mustCallAvailable("map/scopes/get", map[string]any{"scopeId": fmt.Sprintf("ryw-%d", i)})
 		if s, _ := sc["scope"].(map[string]any); s == nil || s["id"] != fmt.Sprintf("ryw-%d", i) {
 			t.Fatalf("scopes/get after scopes/create: %v", sc)
 		}
@@ -149,14 +154,18 @@ func TestCluster_ConnectsThroughLaggingFollower(t *testing.T) {
 	// A burst of fresh connects, each answered with the leader's result.
 	const burst = 8
 	results := make([]map[string]any, burst)
+	errs := make([]error, burst)
 	var wg sync.WaitGroup
 	for i := range burst {
 		c := dial(t, follower)
-		wg.Go(func() {
-			results[i] = c.call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client"})
+		wg.Go(func() { // no t.Fatal off the test's goroutine: errors are checked below
+			results[i], errs[i] = c.callAvailable("map/connect", map[string]any{"protocolVersion": 1, "participantType": "client"})
 		})
 	}
 	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("burst of connects through the lagging follower: %v", err)
+	}
 	lagged := 0
 	for _, r := range results {
 		if _, ok := follower.Registry().Session(r["sessionId"].(string)); !ok {
@@ -166,7 +175,7 @@ func TestCluster_ConnectsThroughLaggingFollower(t *testing.T) {
 
 	// Resume the last of them on a new connection to the same node.
 	last := results[burst-1]
-	res := dial(t, follower).call("map/connect", map[string]any{
+	res := dial(t, follower).mustCallAvailable("map/connect", map[string]any{
 		"protocolVersion": 1, "participantType": "client",
 		"sessionId": last["sessionId"], "resumeToken": last["resumeToken"],
 	})
@@ -175,7 +184,7 @@ func TestCluster_ConnectsThroughLaggingFollower(t *testing.T) {
 	}
 
 	// A participant id held by a session this node just answered.
-	held := dial(t, follower).call("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "participantId": "ryw-p"})
+	held := dial(t, follower).mustCallAvailable("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "participantId": "ryw-p"})
 	if _, ok := follower.Registry().Session(held["sessionId"].(string)); !ok {
 		lagged++
 	}
@@ -189,4 +198,44 @@ func TestCluster_ConnectsThroughLaggingFollower(t *testing.T) {
 	if lagged == 0 {
 		t.Fatal("the follower never answered a connect before its own apply: the test does not exercise the fence")
 	}
+}
+
+// callAvailable is call for a cluster that a loaded machine may leave
+// without a leader for a moment: an answer 4000 "Cluster unavailable,
+// retry" is retried, as a MAP client would, for up to 30 s; any other
+// error is returned. It never fails the test itself, so it may run on
+// any goroutine.
+func (c *client) callAvailable(method string, params any) (map[string]any, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		raw, err := c.conn.Call(ctx, method, params)
+		cancel()
+		var re *rpc.Error
+		if errors.As(err, &re) && re.Code == rpc.CodeExhausted && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond) // a client's retry pause
+			continue
+		}
+		if err != nil {
+			if re != nil && re.Data != nil {
+				return nil, fmt.Errorf("%s: %w (details %v)", method, err, re.Data.Details)
+			}
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return nil, fmt.Errorf("%s: decode result %s: %w", method, raw, err)
+		}
+		return out, nil
+	}
+}
+
+// mustCallAvailable is callAvailable on the test's goroutine.
+func (c *client) mustCallAvailable(method string, params any) map[string]any {
+	c.t.Helper()
+	out, err := c.callAvailable(method, params)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
 }

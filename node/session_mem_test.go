@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/rpc"
 )
 
 // sessionCost is what n idle connections add to the process: heap and
@@ -51,8 +52,23 @@ func measureIdle(t testing.TB, n int, open func() *websocket.Conn) sessionCost {
 	for range n {
 		conns = append(conns, open())
 	}
-	time.Sleep(200 * time.Millisecond) // lets the last connections' handshakes settle into idle reads
+	// Measured once the last connections settled into idle reads (their
+	// handshakes done, their readers' lingers over): two readings a
+	// linger apart agree on the goroutines. A fixed 200 ms was shorter
+	// than the default ReaderLinger (250 ms) and than a loaded machine's
+	// handshakes.
+	settle := rpc.DefaultConfig().ReaderLinger + 50*time.Millisecond
+	time.Sleep(settle)
 	bytes1, gs1 := inUse()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(settle)
+		b, gs := inUse()
+		stable := gs == gs1
+		bytes1, gs1 = b, gs
+		if stable {
+			break
+		}
+	}
 	return sessionCost{
 		bytes:      (float64(bytes1) - float64(bytes0)) / float64(n),
 		goroutines: float64(gs1-gs0) / float64(n),

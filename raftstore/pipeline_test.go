@@ -96,10 +96,16 @@ func TestCluster_PipelineSurvivesRejectedAppends(t *testing.T) {
 		}
 	}
 	if leader == victim {
-		// Writes would fail on the leader itself; move leadership away.
-		if err := leader.LeadershipTransfer(testCtx(t)); err != nil {
-			t.Fatal(err)
-		}
+		// Writes would fail on the leader itself; move leadership away
+		// (asked again if raft's one election timeout for a transfer
+		// passes first, as it may on a loaded machine).
+		eventually(t, waitTimeout, func() error {
+			err := victim.LeadershipTransfer(testCtx(t))
+			if errors.Is(err, ErrNotLeader) && !victim.IsLeader() {
+				return nil
+			}
+			return fmt.Errorf("leadership still on %s: %v", victim.ID(), err)
+		})
 		leader = c.requireOneLeader(t, c.stores)
 	}
 

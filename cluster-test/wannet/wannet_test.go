@@ -113,8 +113,12 @@ func TestLink_DelayCutRestoreDownUp(t *testing.T) {
 		rtts = append(rtts, d)
 	}
 	sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
-	if p50 := rtts[len(rtts)/2]; p50 < 50*time.Millisecond || p50 > 60*time.Millisecond {
-		t.Fatalf("round trip p50 %v over a 25 ms each-way link, want 50..60 ms (all %v)", p50, rtts)
+	// Never below the delay; above it by what a loaded machine's
+	// scheduling of the link's threads and the endpoints adds (CI runs
+	// this beside the cluster tests), but short of a delay applied twice.
+	t.Logf("round trips over a 25 ms each-way link: %v", rtts)
+	if p50 := rtts[len(rtts)/2]; p50 < 50*time.Millisecond || p50 > 90*time.Millisecond {
+		t.Fatalf("round trip p50 %v over a 25 ms each-way link, want 50..90 ms (all %v)", p50, rtts)
 	}
 
 	l.Cut()

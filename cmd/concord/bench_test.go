@@ -108,13 +108,13 @@ func TestBench_WithCredential(t *testing.T) {
 	srv := startTLSNode(t, dir) // no --allow-anonymous
 	ops := []string{"--ca-file", filepath.Join(dir, "sys-ca.pem"),
 		"--cert-file", filepath.Join(dir, "sys-client-ops.pem"), "--key-file", filepath.Join(dir, "sys-client-ops-key.pem")}
-	out, err := execRoot(t, append([]string{"acl", "token", "create", "--participant", "bench-*", "--types", "agent,client",
+	// The key alone is on stdout; the "created API key" note goes to stderr.
+	out, stderr, err := execRootStdout(t, append([]string{"acl", "token", "create", "--participant", "bench-*", "--types", "agent,client",
 		"--addr", srv.GRPCAddr()}, ops...)...)
-	_, key, found := strings.Cut(out, "map_sk_")
-	if err != nil || !found {
-		t.Fatalf("acl token create: %v\n%s", err, out)
+	key := strings.TrimSpace(out)
+	if err != nil || !strings.HasPrefix(key, "map_sk_") {
+		t.Fatalf("acl token create: %v\n%s%s", err, out, stderr)
 	}
-	key = "map_sk_" + strings.TrimSpace(key)
 	tokFile := filepath.Join(dir, "bench.key")
 	if err := os.WriteFile(tokFile, []byte(key), 0o600); err != nil {
 		t.Fatal(err)

@@ -55,9 +55,9 @@ func TestOperatorCommands(t *testing.T) {
 		{"min quorum above voters", []string{"server", "--node-id", "n1", "--data-dir", t.TempDir(), "--raft-voters", "3", "--min-quorum", "5"}, "", "--min-quorum 5 exceeds --raft-voters 3"},
 	}
 	t.Run("health JSON decodes", func(t *testing.T) {
-		out, err := execRoot(t, "operator", "health", "--addr", addr, "--json")
+		out, stderr, err := execRootStdout(t, "operator", "health", "--addr", addr, "--json") // stdout alone is the JSON
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v\n%s", err, stderr)
 		}
 		var h healthJSON
 		dec := json.NewDecoder(strings.NewReader(out))

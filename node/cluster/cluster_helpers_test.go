@@ -59,8 +59,11 @@ func newTestClusterWith(t testing.TB, n int, bootstrapAll bool, mod func(*Config
 		fwd := nd.fwd
 		t.Cleanup(func() { _ = fwd.Close() })
 		rcfg := raftstore.TestConfig(t, id, reg)
-		// Timings that tolerate three nodes under -race on a loaded host.
-		rcfg.HeartbeatTimeout, rcfg.ElectionTimeout, rcfg.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+		// Timings that tolerate three nodes under -race on a loaded host:
+		// cluster-test's 300 ms (FastConfig). At 100 ms a loaded run saw a
+		// leadership transfer time out (raft allows it one election
+		// timeout) and leaders come and go under the tests' feet.
+		rcfg.HeartbeatTimeout, rcfg.ElectionTimeout, rcfg.LeaderLeaseTimeout = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
 		rcfg.Forwarder = nd.fwd
 		if rmod != nil {
 			rmod(&rcfg)

@@ -148,7 +148,10 @@ func TestForward_ErrorMapping(t *testing.T) {
 				fs := &fakeStore{id: "L", err: tc.storeErr}
 				srv := startServer(t, testConfig(t, "L"), ServerDeps{Store: fs}, nil)
 				cfg := testConfig(t, "origin")
-				cfg.ForwardRetryTimeout = 150 * time.Millisecond
+				// Long enough for the first dial on a loaded machine (150 ms
+				// was not: "no leader reachable" instead of the store's
+				// error); the rows that retry until it ends take this long.
+				cfg.ForwardRetryTimeout = time.Second
 				cfg.ForwardUnaryOnly = mode == "unary"
 				fwd, err := NewForwarder(cfg, newResolver("L", srv.addr))
 				if err != nil {

@@ -179,7 +179,7 @@ func TestPeerStreams_PeerNotAlive(t *testing.T) {
 	if !errors.Is(err, ErrPeerUnavailable) {
 		t.Fatalf("Send to an unknown node = %v, want ErrPeerUnavailable", err)
 	}
-	mustBeWithin(t, start, 100*time.Millisecond, "refusing an unknown node")
+	mustBeWithin(t, start, 500*time.Millisecond, "refusing an unknown node") // not a dial, nor the 1 s delivery timeout
 	var got error
 	p.relay.Submit(testCtx(t), "nobody", envelope("x", mapMsg("m")), func(err error) { got = err })
 	if !errors.Is(got, ErrPeerUnavailable) {
@@ -202,7 +202,7 @@ func TestPeerStreams_PeerDownFailsWithinDeadline(t *testing.T) {
 	if !errors.Is(err, ErrPeerUnavailable) {
 		t.Fatalf("Send = %v, want ErrPeerUnavailable", err)
 	}
-	mustBeWithin(t, start, cfg.RelayDeliveryTimeout+500*time.Millisecond, "failing a message to a down peer")
+	mustBeWithin(t, start, cfg.RelayDeliveryTimeout+2*time.Second, "failing a message to a down peer") // slack for a loaded machine
 }
 
 // TestPeerStreams_StalledPeerTimesOut: the peer accepts the stream but never
@@ -219,7 +219,7 @@ func TestPeerStreams_StalledPeerTimesOut(t *testing.T) {
 	if !errors.Is(err, ErrDeliveryTimeout) {
 		t.Fatalf("Send = %v, want ErrDeliveryTimeout", err)
 	}
-	mustBeWithin(t, start, 300*time.Millisecond+500*time.Millisecond, "timing out a stalled peer")
+	mustBeWithin(t, start, 300*time.Millisecond+2*time.Second, "timing out a stalled peer") // slack for a loaded machine
 	p.recB.mu.Lock()
 	p.recB.block = nil
 	p.recB.mu.Unlock()
@@ -244,7 +244,7 @@ func TestPeerStreams_ContextDeadlineBoundsTheWait(t *testing.T) {
 	if !errors.Is(err, ErrDeliveryTimeout) {
 		t.Fatalf("Send = %v, want ErrDeliveryTimeout", err)
 	}
-	mustBeWithin(t, start, 400*time.Millisecond, "a Send with a 100 ms deadline")
+	mustBeWithin(t, start, 700*time.Millisecond, "a Send with a 100 ms deadline") // not the 1 s delivery timeout
 }
 
 // TestPeerStreams_ReconnectAfterPeerRestart: B stops (sends fail), then comes
@@ -443,7 +443,7 @@ func TestPeerStreams_BlockedPeerCannotHangSenders(t *testing.T) {
 	if timedOut.Load() != n {
 		t.Fatalf("%d of %d messages timed out, want all", timedOut.Load(), n)
 	}
-	mustBeWithin(t, start, 3*time.Second, "failing messages to a blocked peer")
+	mustBeWithin(t, start, 10*time.Second, "failing messages to a blocked peer") // 32 MB under -race on a loaded machine; a hang is forever
 }
 
 // subscriberSet says peer "b" holds subscriptions once on is set.

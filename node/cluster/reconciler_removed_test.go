@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -133,15 +134,19 @@ func TestReconciler_ForcedRemovalStaysOut(t *testing.T) {
 	eventually(t, waitTimeout, wantVoters(t, n2, "n1", "n2"))
 	r2.observe(ctx)
 
-	// Leadership moves to n2; its passes keep n3 out too.
-	if err := n1.store.LeadershipTransfer(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// Leadership moves to n2; its passes keep n3 out too. raft gives a
+	// transfer one election timeout (100 ms here), which a loaded machine
+	// can miss: asked again, as an operator would, until n2 leads.
 	eventually(t, waitTimeout, func() error {
-		if !n2.store.IsLeader() {
-			return errors.New("n2 is not leading yet")
+		if n2.store.IsLeader() {
+			return nil
 		}
-		return nil
+		if n1.store.IsLeader() {
+			if err := n1.store.LeadershipTransfer(ctx); err != nil {
+				return fmt.Errorf("leadership transfer: %w", err)
+			}
+		}
+		return errors.New("n2 is not leading yet")
 	})
 	for range 3 {
 		r2.pass(ctx)

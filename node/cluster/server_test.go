@@ -125,7 +125,7 @@ func TestServer_GracefulShutdownWithOpenRelayStream(t *testing.T) {
 	if err := p.srvB.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	mustBeWithin(t, start, time.Second, "graceful shutdown with an idle relay stream")
+	mustBeWithin(t, start, 2500*time.Millisecond, "graceful shutdown with an idle relay stream") // not the 5 s deadline
 	if err := p.srvB.Shutdown(ctx); err != nil {
 		t.Fatalf("second Shutdown: %v", err)
 	}
@@ -155,8 +155,8 @@ func TestServer_HardStopWhenContextEnds(t *testing.T) {
 	if err := srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown = %v, want DeadlineExceeded", err)
 	}
-	mustBeWithin(t, start, time.Second, "hard stop")
-	srv.once.Do(func() { // stopped here; the cleanup need not (its error is expected)
+	mustBeWithin(t, start, 3*time.Second, "hard stop") // not waiting for the Forward, which never ends
+	srv.once.Do(func() {                               // stopped here; the cleanup need not (its error is expected)
 		if err := <-srv.served; err != nil {
 			t.Errorf("serve: %v", err)
 		}

@@ -243,10 +243,12 @@ func TestActivationWaitsForReply(t *testing.T) {
 func TestCursorFlushBatchedAndAck(t *testing.T) {
 	reg := newFakeRegistry(1000)
 	reg.addSession("s1", "p1")
-	hs := newHarness(t, reg, func(c *Config) { c.CursorFlushInterval = 20 * time.Millisecond })
+	const flushEvery = 20 * time.Millisecond
+	hs := newHarness(t, reg, func(c *Config) { c.CursorFlushInterval = flushEvery })
 	c := hs.conn("s1")
 	a := hs.subscribe(t, "s1", `{}`)
 	b := hs.subscribe(t, "s1", `{"filter":{"eventTypes":["agent_registered"]}}`)
+	start := time.Now()
 	var all []registry.Event
 	for range 200 {
 		all = append(all, reg.appendEvent("agent_state_changed", "x"))
@@ -269,8 +271,12 @@ func TestCursorFlushBatchedAndAck(t *testing.T) {
 		}
 		return nil
 	})
-	if n := hs.prop.n(concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_CURSOR); n > 10 {
-		t.Errorf("%d cursor proposals for 201 events: not batched", n)
+	// At most one flush per interval while the events were delivered (a
+	// loaded machine spreads them over more intervals), far fewer than
+	// one per event.
+	limit := min(max(10, int(time.Since(start)/flushEvery)+2), 100)
+	if n := hs.prop.n(concordv1.CommandType_COMMAND_TYPE_SUBSCRIPTION_CURSOR); n > limit {
+		t.Errorf("%d cursor proposals for 201 events in %s: not batched (want at most %d)", n, time.Since(start), limit)
 	}
 
 	// An acknowledgement moves the persisted cursor to the acknowledged event.

@@ -10,8 +10,11 @@ import (
 
 func TestKeepalive_DeadPeerDroppedLivePeerKept(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.PingInterval = 50 * time.Millisecond
-	cfg.PongTimeout = 100 * time.Millisecond
+	// The live peer must answer every ping within the read deadline
+	// (PingInterval+PongTimeout after its last pong): 150 ms was within
+	// reach of a loaded machine's scheduling and dropped it too.
+	cfg.PingInterval = 200 * time.Millisecond
+	cfg.PongTimeout = 800 * time.Millisecond
 	h := newTestHandler()
 	_, url := startServer(t, cfg, h)
 

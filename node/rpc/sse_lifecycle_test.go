@@ -13,7 +13,9 @@ import (
 func TestSSE_IdleExpiry(t *testing.T) {
 	h := newTestHandler()
 	scfg := testSSEConfig()
-	scfg.IdleTimeout = 100 * time.Millisecond
+	// The stream below must attach within it after the connect's POST
+	// (100 ms was within reach of a loaded machine).
+	scfg.IdleTimeout = 500 * time.Millisecond
 	env := startSSE(t, testConfig(t), scfg, h)
 
 	// Unused after its POST: closed like a dropped WebSocket.
@@ -30,7 +32,10 @@ func TestSSE_IdleExpiry(t *testing.T) {
 	// An attached stream keeps it alive; detaching starts the clock.
 	sid = env.connect(t)
 	sc := env.stream(t, sid, nil)
-	time.Sleep(4 * scfg.IdleTimeout) // let the idle timeout pass several times
+	if sc.status != http.StatusOK {
+		t.Fatalf("stream attach: status %d", sc.status)
+	}
+	time.Sleep(3 * scfg.IdleTimeout) // let the idle timeout pass several times
 	if r := env.post(t, "/map/rpc", sid, `{"jsonrpc":"2.0","id":2,"method":"echo"}`); r.status != http.StatusOK {
 		t.Fatalf("session with a stream expired: status %d", r.status)
 	}

@@ -81,7 +81,9 @@ func TestExecHandler(t *testing.T) {
 func TestExecHandler_TimeoutKillsProcessGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	h := execHandler(t, "sleep 30 & echo $! > "+pidFile+"; sleep 30", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// Long enough for the shell to start and write the child's pid on a
+	// loaded machine (300 ms was within reach of a fork and exec there).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
 	_, err := h.Handle(ctx, roundTask("task-1"))

@@ -85,9 +85,9 @@ func Write(ctx context.Context, cfg WriteConfig) (WriteResult, error) {
 
 	var cnt counters
 	hists := make([]histogram, cfg.Clients)
+	prog := startProgress(cfg.Progress, "write", &cnt) // before the run's clock: a run of Duration >= 1s shows a line
 	wctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
-	prog := startProgress(cfg.Progress, "write", &cnt)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, c := range conns {
