@@ -39,8 +39,10 @@ func startProbeNode(t *testing.T, tune func(*node.Config)) *node.Server {
 
 // rawWS is a WebSocket peer that writes frames verbatim.
 type rawWS struct {
-	t    *testing.T
-	conn *websocket.Conn
+	t        *testing.T
+	srv      *node.Server
+	conn     *websocket.Conn
+	sessions []string // opened by connectAgent
 }
 
 func dialProbe(t *testing.T, srv *node.Server) *rawWS {
@@ -49,8 +51,8 @@ func dialProbe(t *testing.T, srv *node.Server) *rawWS {
 	if err != nil {
 		t.Fatalf("dial %s: %v (%v)", srv.MAPURL(), err, resp)
 	}
-	t.Cleanup(func() { _ = ws.conn.Close() })
-	ws.t = t
+	ws.t, ws.srv = t, srv
+	t.Cleanup(ws.closeAndSettle)
 	return ws
 }
 
@@ -117,7 +119,30 @@ func (w *rawWS) mustCall(method string, params any) map[string]any {
 // connectAgent opens a MAP session as an anonymous agent.
 func (w *rawWS) connectAgent() map[string]any {
 	w.t.Helper()
-	return w.mustCall("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "name": "prober"})
+	res := w.mustCall("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent", "name": "prober"})
+	if id, ok := res["sessionId"].(string); ok {
+		w.sessions = append(w.sessions, id)
+	}
+	return res
+}
+
+// closeAndSettle closes the socket and waits until the node recorded the
+// detach of every session it opened, so the next probe's state check does
+// not see this one's disconnect land.
+func (w *rawWS) closeAndSettle() {
+	_ = w.conn.Close()
+	if w.srv == nil {
+		return
+	}
+	reg := w.srv.Registry()
+	waitFor(w.t, func() error {
+		for _, id := range w.sessions {
+			if s, ok := reg.Session(id); ok && s.Connected {
+				return fmt.Errorf("session %s still connected", id)
+			}
+		}
+		return nil
+	})
 }
 
 // collectUntilSentinel sends a sentinel request after whatever the test
@@ -246,3 +271,5 @@ func sameJSON(raw json.RawMessage, want string) bool {
 	}
 	return fmt.Sprint(a) == fmt.Sprint(b)
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
