@@ -38,11 +38,18 @@ func startProbeNode(t *testing.T, tune func(*node.Config)) *node.Server {
 }
 
 // rawWS is a WebSocket peer that writes frames verbatim.
+//
+// The stdio probes reuse it over a stdio bridge: then line and readLine
+// replace the socket.
 type rawWS struct {
 	t        *testing.T
 	srv      *node.Server
 	conn     *websocket.Conn
 	sessions []string // opened by connectAgent
+
+	line     func(string) error     // stdio: write one stdin line
+	readLine func() ([]byte, error) // stdio: the next stdout line
+	stop     func()                 // stdio: end the bridge
 }
 
 func dialProbe(t *testing.T, srv *node.Server) *rawWS {
@@ -71,6 +78,12 @@ func dialProbeErr(srv *node.Server) (*rawWS, *http.Response, error) {
 
 func (w *rawWS) send(frame string) {
 	w.t.Helper()
+	if w.line != nil {
+		if err := w.line(frame); err != nil {
+			w.t.Fatalf("write line: %v", err)
+		}
+		return
+	}
 	_ = w.conn.SetWriteDeadline(time.Now().Add(probeTimeout))
 	if err := w.conn.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
 		w.t.Fatalf("write frame: %v", err)
@@ -80,6 +93,13 @@ func (w *rawWS) send(frame string) {
 // next reads one frame; it fails the test if none comes within probeTimeout.
 func (w *rawWS) next() []byte {
 	w.t.Helper()
+	if w.readLine != nil {
+		b, err := w.readLine()
+		if err != nil {
+			w.t.Fatalf("read line: %v", err)
+		}
+		return b
+	}
 	_ = w.conn.SetReadDeadline(time.Now().Add(probeTimeout))
 	_, b, err := w.conn.ReadMessage()
 	if err != nil {
@@ -130,7 +150,11 @@ func (w *rawWS) connectAgent() map[string]any {
 // detach of every session it opened, so the next probe's state check does
 // not see this one's disconnect land.
 func (w *rawWS) closeAndSettle() {
-	_ = w.conn.Close()
+	if w.stop != nil {
+		w.stop()
+	} else {
+		_ = w.conn.Close()
+	}
 	if w.srv == nil {
 		return
 	}
