@@ -31,6 +31,7 @@ func startProbeNode(t *testing.T, tune func(*node.Config)) *node.Server {
 	secure(&cfg)
 	cfg.RPC.MaxFrameBytes = 64 << 10
 	cfg.RPC.MaxBatchLen = 16
+	cfg.Cluster.HandshakeTimeout = time.Second
 	if tune != nil {
 		tune(&cfg)
 	}

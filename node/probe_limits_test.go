@@ -87,11 +87,18 @@ func TestProbe_SubscribeFlood(t *testing.T) {
 	ws.mustCall("map/subscribe", map[string]any{})
 }
 
-// TestProbe_DefaultSubscriptionCap: production defaults bound the
-// subscriptions of one session.
-func TestProbe_DefaultSubscriptionCap(t *testing.T) {
-	if c := node.DefaultConfig(); c.MAP.MaxSessionSubscriptions <= 0 {
-		t.Fatalf("MaxSessionSubscriptions default %d: an anonymous session could subscribe without bound", c.MAP.MaxSessionSubscriptions)
+// TestProbe_DefaultLimits: production defaults bound what the probes
+// exhaust with small test limits.
+func TestProbe_DefaultLimits(t *testing.T) {
+	c := node.DefaultConfig()
+	if c.MAP.MaxSessionSubscriptions <= 0 {
+		t.Errorf("MAP.MaxSessionSubscriptions default %d: an anonymous session could subscribe without bound", c.MAP.MaxSessionSubscriptions)
+	}
+	if c.Cluster.HandshakeTimeout <= 0 || c.Cluster.HandshakeTimeout > 30*time.Second {
+		t.Errorf("Cluster.HandshakeTimeout default %v: half a TLS hello holds a gRPC socket too long", c.Cluster.HandshakeTimeout)
+	}
+	if c.RPC.PreAuthTimeout <= 0 || c.RPC.MaxPreAuthConnsPerIP <= 0 || c.HTTPReadHeaderTimeout <= 0 {
+		t.Errorf("pre-auth bounds unset: %+v", c.RPC)
 	}
 }
 
