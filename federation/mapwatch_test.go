@@ -1,0 +1,71 @@
+package federation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
+)
+
+// pagedForeign answers map/agents/list with pages of large but valid
+// agents, as a hostile (or merely huge) foreign MAP server could.
+type pagedForeign struct {
+	fakeConn
+	pages, perPage int
+}
+
+func (c *pagedForeign) Call(_ context.Context, method string, params any) (json.RawMessage, error) {
+	if method != "map/agents/list" {
+		return nil, &CodeError{Code: -32601, Message: "no"}
+	}
+	b, _ := json.Marshal(params)
+	var p struct{ Cursor string }
+	_ = json.Unmarshal(b, &p)
+	page := 0
+	_, _ = fmt.Sscanf(p.Cursor, "p%d", &page)
+	long := strings.Repeat("x", maxForeignStrBytes)
+	tags := make([]string, maxForeignTags)
+	for i := range tags {
+		tags[i] = long
+	}
+	type agent struct {
+		ID, Name, Role, State, Description string
+		Metadata                           map[string]any `json:"metadata"`
+	}
+	res := struct {
+		Agents     []agent `json:"agents"`
+		NextCursor string  `json:"nextCursor,omitempty"`
+	}{}
+	for i := range c.perPage {
+		res.Agents = append(res.Agents, agent{ID: fmt.Sprintf("a-%d-%d", page, i), Name: long, Role: long, State: long,
+			Description: long, Metadata: map[string]any{"tags": tags}})
+	}
+	if page+1 < c.pages {
+		res.NextCursor = fmt.Sprintf("p%d", page+1)
+	}
+	return json.Marshal(res)
+}
+
+// TestMapWatch_DirectoryBytesBounded: what a foreign server lists becomes
+// one Raft proposal (FedMapDirectory); valid agents of maximal size, many
+// pages of them, must not make it larger than MaxForeignDirectoryBytes.
+func TestMapWatch_DirectoryBytesBounded(t *testing.T) {
+	p, _ := testProxy(t, all)
+	conn := &pagedForeign{fakeConn: fakeConn{done: make(chan struct{})}, pages: 20, perPage: 25}
+	agents, _, err := p.h.listForeign(context.Background(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := &concordv1.FedMapDirectory{PeerSystemId: "sdk", Agents: agents}
+	if n := proto.Size(dir); n > MaxForeignDirectoryBytes+1024 {
+		t.Fatalf("directory proposal of %d bytes (%d agents), bound %d", n, len(agents), MaxForeignDirectoryBytes)
+	}
+	if len(agents) == 0 {
+		t.Fatal("nothing imported: the bound must keep what fits")
+	}
+}
