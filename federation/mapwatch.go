@@ -148,8 +148,13 @@ func (h *holding) listForeign(ctx context.Context, conn MAPConn) (agents []*conc
 		if err := json.Unmarshal(raw, &res); err != nil {
 			return nil, nil, fmt.Errorf("%w: map/agents/list: %w", errForeign, err)
 		}
-		for i := range res.Agents {
-			a := &res.Agents[i]
+		for _, raw := range res.Agents {
+			fa, ok := decodeAgent(raw)
+			if !ok {
+				l.countInError()
+				continue
+			}
+			a := &fa
 			if md := a.meta(); md.ConcordProxy && md.ConcordSystem == l.m.cfg.SystemID {
 				if md.ConcordHolder != h.marker {
 					stale = append(stale, a.ID)

@@ -69,3 +69,31 @@ func TestMapWatch_DirectoryBytesBounded(t *testing.T) {
 		t.Fatal("nothing imported: the bound must keep what fits")
 	}
 }
+
+// mixedForeign lists valid agents among entries of the wrong shape.
+type mixedForeign struct{ fakeConn }
+
+func (c *mixedForeign) Call(_ context.Context, method string, _ any) (json.RawMessage, error) {
+	if method != "map/agents/list" {
+		return nil, &CodeError{Code: -32601, Message: "no"}
+	}
+	return json.RawMessage(`{"agents":[{"id":5},"bob",null,{"id":"ok-1","metadata":"x"},{"id":"bad:id"},{"id":"ok-2","name":["n"]},{"id":"ok-3"}]}`), nil
+}
+
+// TestMapWatch_BadEntriesDropped: an entry of the wrong shape is dropped
+// and counted like an invalid one; it does not make the whole directory
+// unreadable.
+func TestMapWatch_BadEntriesDropped(t *testing.T) {
+	p, _ := testProxy(t, all)
+	agents, _, err := p.h.listForeign(context.Background(), &mixedForeign{fakeConn{done: make(chan struct{})}})
+	if err != nil {
+		t.Fatalf("one bad entry failed the listing: %v", err)
+	}
+	var ids []string
+	for _, a := range agents {
+		ids = append(ids, a.GetId())
+	}
+	if got := strings.Join(ids, ","); got != "ok-1,ok-3" {
+		t.Fatalf("imported %q, want ok-1,ok-3", got)
+	}
+}
