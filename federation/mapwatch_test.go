@@ -97,3 +97,39 @@ func TestMapWatch_BadEntriesDropped(t *testing.T) {
 		t.Fatalf("imported %q, want ok-1,ok-3", got)
 	}
 }
+
+// rawForeign answers map/agents/list with fixed bytes.
+type rawForeign struct {
+	fakeConn
+	page json.RawMessage
+}
+
+func (c *rawForeign) Call(context.Context, string, any) (json.RawMessage, error) { return c.page, nil }
+
+// FuzzForeignListing feeds arbitrary answers of a foreign server to the
+// directory reader and map/connect's parser: no panic, and whatever is
+// imported is valid and within the bounds.
+func FuzzForeignListing(f *testing.F) {
+	for _, s := range []string{`{"agents":[{"id":"a"}]}`, `{"agents":[{"id":5},"x",null,{"id":"b:c"}],"nextCursor":7}`,
+		`{"agents":{}}`, `[]`, `null`, `{"sessionId":"s","participantId":"p"}`, `{"agents":[{"id":"a","metadata":{"tags":["t",1]}}]}`} {
+		f.Add([]byte(s))
+	}
+	p, _ := testProxy(f, all)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = parseConnect(json.RawMessage(b))
+		agents, _, err := p.h.listForeign(context.Background(), &rawForeign{fakeConn: fakeConn{done: make(chan struct{})}, page: b})
+		if err != nil {
+			return
+		}
+		size := 0
+		for _, a := range agents {
+			if err := ValidForeignAgent(a); err != nil {
+				t.Fatalf("%q imported an invalid agent: %v", b, err)
+			}
+			size += proto.Size(a)
+		}
+		if len(agents) > MaxForeignAgents || size > MaxForeignDirectoryBytes {
+			t.Fatalf("%q: %d agents, %d bytes", b, len(agents), size)
+		}
+	})
+}
