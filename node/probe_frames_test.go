@@ -119,6 +119,10 @@ func frameProbes() []frameProbe {
 		{name: "send to an unknown federated system object", frame: req("1", "map/send", `{"to":{"system":"dc9","agent":"bob"},"payload":1}`), want: []wantErr{{code: 5001, id: "1", category: "federation"}}},
 		{name: "send to an unknown scope", frame: req("1", "map/send", `{"to":{"scope":"nowhere"},"payload":1}`), want: []wantErr{{code: 2002, id: "1", category: "routing"}}},
 		{name: "send with an ambiguous address", frame: req("1", "map/send", `{"to":{"agent":"a","scope":"s"},"payload":1}`), want: []wantErr{{code: 2004, id: "1", category: "routing"}}},
+		{name: "escaped NUL in an agent id", frame: req("1", "map/agents/register", `{"agentId":"a\u0000b"}`), want: []wantErr{proto(-32602, "1")}},
+		{name: "lone surrogate in an agent id", frame: req("1", "map/agents/register", `{"agentId":"a\ud800"}`), want: []wantErr{proto(-32602, "1")}},
+		{name: "huge unicode agent id", frame: req("1", "map/agents/register", `{"agentId":"`+strings.Repeat("😀", 2000)+`"}`), want: []wantErr{proto(-32602, "1")}},
+		{name: "huge unicode scope id", frame: req("1", "map/scopes/create", `{"scopeId":"`+strings.Repeat("é", 5000)+`"}`), want: []wantErr{proto(-32602, "1")}},
 		{name: "get of an unknown agent", frame: req("1", "map/agents/get", `{"agentId":"nobody"}`), want: []wantErr{{code: 2001, id: "1", category: "routing"}}},
 		{name: "unsubscribe of an unknown subscription", frame: req("1", "map/unsubscribe", `{"subscriptionId":"nope"}`), want: []wantErr{proto(-32602, "1")}},
 	}
