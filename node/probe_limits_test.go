@@ -123,6 +123,18 @@ func TestProbe_AnonymousConnectionFlood(t *testing.T) {
 	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("dial past the per-IP bound: want 429, got %v %v", err, resp)
 	}
+	// An HTTP+SSE session is the same kind of slot.
+	post, perr := httpsClient("dev", "").Post(srv.HTTPURL()+"/map/rpc", "application/json",
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"map/agents/list"}`))
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	body, _ := io.ReadAll(post.Body)
+	_ = post.Body.Close()
+	if post.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("HTTP session past the per-IP bound: want 429, got %d %s", post.StatusCode, body)
+	}
+	checkError(t, body, wantErr{code: 4000, id: "null", category: "resource"})
 	// Held sockets are closed by the node (PreAuthTimeout), not by us.
 	for _, ws := range held {
 		_ = ws.conn.SetReadDeadline(time.Now().Add(probeTimeout))
