@@ -29,6 +29,8 @@ func httpProbes() []httpProbe {
 		{name: "empty body", method: "POST", path: "/map/rpc", body: ``, status: 400, want: e(-32700, "null")},
 		{name: "invalid UTF-8", method: "POST", path: "/map/rpc", body: "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}", status: 400, want: e(-32700, "null")},
 		{name: "empty batch", method: "POST", path: "/map/batch", body: `[]`, status: 400, want: e(-32600, "null")},
+		{name: "batch over MaxBatchLen", method: "POST", path: "/map/batch", body: "[" + strings.TrimSuffix(strings.Repeat(`{"jsonrpc":"2.0","id":1,"method":"x-n"},`, 17), ",") + "]", status: 400, want: e(-32600, "null")},
+		{name: "object on the batch path", method: "POST", path: "/map/batch", body: `{"jsonrpc":"2.0","id":1,"method":"map/agents/list"}`, status: 400, want: e(-32600, "null")},
 		{name: "oversized", method: "POST", path: "/map/rpc", body: paddedRequest("big", 64<<10+1), status: 413, want: e(-32600, `"big"`)},
 		{name: "bogus session on POST", method: "POST", path: "/map/rpc", session: bogus, body: `{"jsonrpc":"2.0","id":1,"method":"map/agents/list"}`, status: 404, want: e(-32600, "null")},
 		{name: "huge bogus session on POST", method: "POST", path: "/map/rpc", session: strings.Repeat("s", 8000), body: `{"jsonrpc":"2.0","id":1,"method":"map/agents/list"}`, status: 404, want: e(-32600, "null")},
