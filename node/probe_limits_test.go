@@ -109,7 +109,9 @@ func TestProbe_AnonymousConnectionFlood(t *testing.T) {
 	const perIP = 4
 	srv := startProbeNode(t, func(c *node.Config) {
 		c.RPC.MaxPreAuthConnsPerIP = perIP
-		c.RPC.PreAuthTimeout = 300 * time.Millisecond
+		// Long enough for a map/connect on a loaded machine: the timer
+		// also ends a connect still in flight.
+		c.RPC.PreAuthTimeout = time.Second
 	})
 	var held []*rawWS
 	for range perIP {
@@ -161,9 +163,9 @@ func TestProbe_AnonymousConnectionFlood(t *testing.T) {
 // by HTTPReadHeaderTimeout.
 func TestProbe_Slowloris(t *testing.T) {
 	srv := startProbeNode(t, func(c *node.Config) {
-		c.RPC.PreAuthTimeout = 300 * time.Millisecond
-		c.RPC.PingInterval = 200 * time.Millisecond
-		c.RPC.PongTimeout = 200 * time.Millisecond
+		c.RPC.PreAuthTimeout = time.Second // see TestProbe_AnonymousConnectionFlood
+		c.RPC.PingInterval = 300 * time.Millisecond
+		c.RPC.PongTimeout = 300 * time.Millisecond
 		c.HTTPReadHeaderTimeout = 300 * time.Millisecond
 	})
 	halfFrame := func(w *rawWS) {
