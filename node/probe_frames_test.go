@@ -190,3 +190,31 @@ func checkReplies(t *testing.T, got [][]byte, p frameProbe) {
 		}
 	}
 }
+
+// TestProbe_SessionHijack: map/connect naming another participant's live
+// session, without its resumeToken or with a wrong one, is refused (1001)
+// and leaves that session attached and working.
+func TestProbe_SessionHijack(t *testing.T) {
+	srv := startProbeNode(t, nil)
+	victim := dialProbe(t, srv)
+	res := victim.connectAgent()
+	sid, _ := res["sessionId"].(string)
+	for name, params := range map[string]string{
+		"no token":    fmt.Sprintf(`{"protocolVersion":1,"participantType":"agent","sessionId":%q}`, sid),
+		"wrong token": fmt.Sprintf(`{"protocolVersion":1,"participantType":"agent","sessionId":%q,"resumeToken":"forged"}`, sid),
+		"participantId of the victim": fmt.Sprintf(`{"protocolVersion":1,"participantType":"agent","participantId":%q}`, res["participantId"]),
+	} {
+		t.Run(name, func(t *testing.T) {
+			thief := dialProbe(t, srv)
+			before := markState(srv)
+			thief.send(`{"jsonrpc":"2.0","id":1,"method":"map/connect","params":` + params + `}`)
+			got := thief.collectUntilSentinel(1)
+			if len(got) != 1 {
+				t.Fatalf("want one reply, got %q", got)
+			}
+			checkError(t, got[0], wantErr{code: 1001, id: "1", category: "auth"})
+			checkUnchanged(t, srv, before)
+			victim.mustCall("map/agents/list", map[string]any{})
+		})
+	}
+}
