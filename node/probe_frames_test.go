@@ -200,8 +200,8 @@ func TestProbe_SessionHijack(t *testing.T) {
 	res := victim.connectAgent()
 	sid, _ := res["sessionId"].(string)
 	for name, params := range map[string]string{
-		"no token":    fmt.Sprintf(`{"protocolVersion":1,"participantType":"agent","sessionId":%q}`, sid),
-		"wrong token": fmt.Sprintf(`{"protocolVersion":1,"participantType":"agent","sessionId":%q,"resumeToken":"forged"}`, sid),
+		"no token":                    fmt.Sprintf(`{"protocolVersion":1,"participantType":"agent","sessionId":%q}`, sid),
+		"wrong token":                 fmt.Sprintf(`{"protocolVersion":1,"participantType":"agent","sessionId":%q,"resumeToken":"forged"}`, sid),
 		"participantId of the victim": fmt.Sprintf(`{"protocolVersion":1,"participantType":"agent","participantId":%q}`, res["participantId"]),
 	} {
 		t.Run(name, func(t *testing.T) {
