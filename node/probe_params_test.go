@@ -40,6 +40,10 @@ func paramProbes() []paramProbe {
 		"map/scopes/join":       {`{"scopeId":5,"agentId":"a"}`, `{"scopeId":"s","agentId":5}`, `{"scopeId":"s"}`},
 		"map/scopes/leave":      {`{"scopeId":5,"agentId":"a"}`, `{"scopeId":"s","agentId":5}`},
 		"map/scopes/members":    {`{"scopeId":5}`, `{"scopeId":"s","limit":"5"}`},
+		// The runs extension (x-concord/runs/*, node/runs/PROTOCOL.md).
+		"x-concord/runs/start":  {`{}`, `{"request":"debate"}`, `{"request":[1]}`},
+		"x-concord/runs/get":    {`{}`, `{"runId":5}`, `{"runId":"r","include":"all"}`, `{"runId":"r","include":["everything"]}`},
+		"x-concord/runs/cancel": {`{}`, `{"runId":5}`},
 	}
 	var out []paramProbe
 	for m, list := range wrong {
