@@ -238,3 +238,32 @@ func waitFor(t *testing.T, f func() error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestProbe_NoAnonymousOutsideDev: with the production ACL (no anonymous
+// types), map/connect without a credential is 1000 with authRequired,
+// nothing is written, and the socket is closed at PreAuthTimeout.
+func TestProbe_NoAnonymousOutsideDev(t *testing.T) {
+	srv := startProbeNode(t, func(c *node.Config) {
+		c.ACL.AnonymousTypes = nil
+		c.RPC.PreAuthTimeout = time.Second
+	})
+	var refused []*rawWS
+	for _, ptype := range []string{"agent", "client", "system", "gateway"} {
+		ws := dialProbe(t, srv)
+		refused = append(refused, ws)
+		before := markState(srv)
+		ws.send(`{"jsonrpc":"2.0","id":1,"method":"map/connect","params":{"protocolVersion":1,"participantType":"` + ptype + `"}}`)
+		got := ws.collectUntilSentinel(1)
+		if len(got) != 1 {
+			t.Fatalf("%s: want one reply, got %q", ptype, got)
+		}
+		checkError(t, got[0], wantErr{code: 1000, id: "1", category: "auth"})
+		if !strings.Contains(string(got[0]), "authRequired") {
+			t.Errorf("%s: 1000 without authRequired details: %s", ptype, got[0])
+		}
+		checkUnchanged(t, srv, before)
+	}
+	for _, ws := range refused {
+		expectClosed(t, ws.conn.UnderlyingConn())
+	}
+}
