@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/concordmap/concord/node/rpc"
+	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
 
 // httpProbe is one request to the HTTP+SSE transport (map-protocol.md
@@ -98,4 +101,33 @@ func closeHTTPSession(t *testing.T, web *http.Client, base, id string) {
 	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("DELETE session: status %d", resp.StatusCode)
 	}
+}
+
+// TestProbe_ForeignOrigin: a web page of another origin cannot drive the
+// node through a visitor's browser: WebSocket upgrade and HTTP+SSE POST
+// with a foreign Origin are refused (403) and open no session.
+func TestProbe_ForeignOrigin(t *testing.T) {
+	srv := startProbeNode(t, nil)
+	before := markState(srv)
+	d := websocket.Dialer{TLSClientConfig: tlstest.ClientTLS("dev", ""), HandshakeTimeout: probeTimeout}
+	c, resp, err := d.Dial(srv.MAPURL(), http.Header{"Origin": {"https://evil.example"}})
+	if err == nil {
+		_ = c.Close()
+		t.Fatal("WebSocket upgrade from a foreign origin accepted")
+	}
+	if resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("WebSocket upgrade from a foreign origin: want 403, got %v %v", resp, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.HTTPURL()+"/map/rpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"map/connect","params":{"protocolVersion":1,"participantType":"agent"}}`))
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Content-Type", "application/json")
+	r, err := httpsClient("dev", "").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Body.Close()
+	if r.StatusCode != http.StatusForbidden || r.Header.Get(rpc.SessionHeader) != "" {
+		t.Fatalf("POST from a foreign origin: want 403 and no session, got %d %q", r.StatusCode, r.Header.Get(rpc.SessionHeader))
+	}
+	checkUnchanged(t, srv, before)
 }
