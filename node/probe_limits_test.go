@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/concordmap/concord/node"
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
 )
@@ -266,4 +268,27 @@ func TestProbe_NoAnonymousOutsideDev(t *testing.T) {
 	for _, ws := range refused {
 		expectClosed(t, ws.conn.UnderlyingConn())
 	}
+}
+
+// TestProbe_NeverReadsReplies: a peer that pipelines requests and never
+// reads the replies is cut off at WriteTimeout (its queue is bounded), and
+// the node keeps serving others.
+func TestProbe_NeverReadsReplies(t *testing.T) {
+	srv := startProbeNode(t, func(c *node.Config) {
+		c.RPC.SendQueueBytes = 64 << 10
+		c.RPC.WriteTimeout = 500 * time.Millisecond
+	})
+	ws := dialProbe(t, srv)
+	ws.connectAgent()
+	req := []byte(`{"jsonrpc":"2.0","id":1,"method":"map/agents/list","params":{}}`)
+	deadline := time.Now().Add(3 * probeTimeout)
+	var werr error
+	for time.Now().Before(deadline) && werr == nil {
+		_ = ws.conn.SetWriteDeadline(time.Now().Add(probeTimeout))
+		werr = ws.conn.WriteMessage(websocket.TextMessage, req)
+	}
+	if werr == nil {
+		t.Fatalf("the node still took requests after %v from a peer that reads nothing", 3*probeTimeout)
+	}
+	checkNodeServes(t, srv)
 }
