@@ -275,12 +275,16 @@ func TestProbe_NoAnonymousOutsideDev(t *testing.T) {
 // the node keeps serving others.
 func TestProbe_NeverReadsReplies(t *testing.T) {
 	srv := startProbeNode(t, func(c *node.Config) {
-		c.RPC.SendQueueBytes = 64 << 10
+		c.RPC.SendQueueLen = 4
+		c.RPC.SendQueueBytes = 4 << 10
 		c.RPC.WriteTimeout = 500 * time.Millisecond
 	})
 	ws := dialProbe(t, srv)
 	ws.connectAgent()
-	req := []byte(`{"jsonrpc":"2.0","id":1,"method":"map/agents/list","params":{}}`)
+	// Every reply carries a 48 KiB agent: they fill the socket buffers
+	// quickly, then the node's write blocks.
+	ws.mustCall("map/agents/register", map[string]any{"agentId": "big", "metadata": map[string]any{"pad": strings.Repeat("m", 48<<10)}})
+	req := []byte(`{"jsonrpc":"2.0","id":1,"method":"map/agents/get","params":{"agentId":"big"}}`)
 	deadline := time.Now().Add(3 * probeTimeout)
 	var werr error
 	for time.Now().Before(deadline) && werr == nil {
