@@ -133,6 +133,7 @@ func (h *holding) syncDirectory(conn MAPConn, last *[]*concordv1.FedRemoteAgent,
 func (h *holding) listForeign(ctx context.Context, conn MAPConn) (agents []*concordv1.FedRemoteAgent, stale []string, err error) {
 	l := h.l
 	seen := map[string]bool{}
+	size, dropped := 0, 0 // encoded bytes of agents; agents past MaxForeignDirectoryBytes
 	cursor := ""
 	for page := 0; page < maxListPages; page++ {
 		params := map[string]any{}
@@ -147,8 +148,13 @@ func (h *holding) listForeign(ctx context.Context, conn MAPConn) (agents []*conc
 		if err := json.Unmarshal(raw, &res); err != nil {
 			return nil, nil, fmt.Errorf("%w: map/agents/list: %w", errForeign, err)
 		}
-		for i := range res.Agents {
-			a := &res.Agents[i]
+		for _, raw := range res.Agents {
+			fa, ok := decodeAgent(raw)
+			if !ok {
+				l.countInError()
+				continue
+			}
+			a := &fa
 			if md := a.meta(); md.ConcordProxy && md.ConcordSystem == l.m.cfg.SystemID {
 				if md.ConcordHolder != h.marker {
 					stale = append(stale, a.ID)
@@ -160,13 +166,24 @@ func (h *holding) listForeign(ctx context.Context, conn MAPConn) (agents []*conc
 				l.countInError()
 				continue
 			}
+			n := proto.Size(ra) + 8 // with its field tag and length
+			if size+n > MaxForeignDirectoryBytes {
+				dropped++
+				l.countInError()
+				continue
+			}
 			seen[ra.GetId()] = true
+			size += n
 			agents = append(agents, ra)
 		}
 		if res.NextCursor == "" || res.NextCursor == cursor {
 			break
 		}
 		cursor = res.NextCursor
+	}
+	if dropped > 0 {
+		l.log.Warn("foreign directory larger than one proposal may carry; agents left out",
+			"peer", l.peer, "kept", len(agents), "dropped", dropped, "max_bytes", MaxForeignDirectoryBytes)
 	}
 	slices.SortFunc(agents, func(a, b *concordv1.FedRemoteAgent) int { return cmpString(a.GetId(), b.GetId()) })
 	return agents, stale, nil

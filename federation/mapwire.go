@@ -101,9 +101,22 @@ func (a *foreignAgent) remote() *concordv1.FedRemoteAgent {
 	return &concordv1.FedRemoteAgent{Id: a.ID, Name: a.Name, Role: a.Role, State: a.State, Description: a.Description, Tags: a.meta().Tags}
 }
 
+// listResult is one page of map/agents/list. Agents stay raw so that an
+// entry of the wrong shape is dropped alone (decodeAgent) instead of
+// making the whole page unreadable.
 type listResult struct {
-	Agents     []foreignAgent `json:"agents"`
-	NextCursor string         `json:"nextCursor"`
+	Agents     []json.RawMessage `json:"agents"`
+	NextCursor string            `json:"nextCursor"`
+}
+
+// decodeAgent reads one entry of a listing; false when it is not an agent
+// object with a string id.
+func decodeAgent(raw json.RawMessage) (foreignAgent, bool) {
+	var a foreignAgent
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &a) != nil {
+		return foreignAgent{}, false
+	}
+	return a, true
 }
 
 type registerResult struct {

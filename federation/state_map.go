@@ -19,6 +19,12 @@ const (
 	maxForeignIDBytes  = 256
 	maxForeignStrBytes = 1024
 	maxForeignTags     = 32
+
+	// MaxForeignDirectoryBytes bounds the encoded agents of one foreign
+	// directory, which the holder proposes as one Raft entry: past it,
+	// further agents are dropped (and counted) before proposing. Without
+	// it MaxForeignAgents entries of maximal size made an entry of ~370 MB.
+	MaxForeignDirectoryBytes = 4 << 20
 )
 
 func isMapLink(l *concordv1.FedLink) bool {

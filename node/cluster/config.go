@@ -39,6 +39,13 @@ type Config struct {
 	// connection is closed.
 	KeepaliveTimeout time.Duration
 
+	// HandshakeTimeout bounds how long an inbound connection to the gRPC
+	// port may take to finish its TLS handshake and HTTP/2 preface, so a
+	// caller that sends half a handshake and goes silent does not hold a
+	// socket and goroutine for gRPC's default of 120 s. 0 keeps that
+	// default.
+	HandshakeTimeout time.Duration
+
 	// MaxMessageSize is the largest gRPC message (bytes) sent or received:
 	// a forwarded command or one relay batch. It must exceed
 	// 2*RelayMaxBatchBytes because a batch is closed only after the envelope
@@ -246,6 +253,7 @@ func DefaultConfig() Config {
 		DialTimeout:              2 * time.Second,
 		KeepaliveTime:            10 * time.Second,
 		KeepaliveTimeout:         5 * time.Second,
+		HandshakeTimeout:         10 * time.Second,
 		MaxMessageSize:           16 << 20,
 		ForwardRetryTimeout:      3 * time.Second,
 		ForwardAttemptTimeout:    2 * time.Second,
@@ -300,6 +308,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.NodeID == "":
 		return bad("NodeID is required")
+	case c.HandshakeTimeout < 0:
+		return bad("HandshakeTimeout must be >= 0")
 	case c.MaxMessageSize < 2*c.RelayMaxBatchBytes:
 		return bad("MaxMessageSize %d must be >= 2*RelayMaxBatchBytes (%d)", c.MaxMessageSize, 2*c.RelayMaxBatchBytes)
 	case c.RelayQueueSize < 1, c.RelayMaxBatch < 1, c.RelayMaxBatchBytes < 1, c.RelayMaxInFlight < 1:

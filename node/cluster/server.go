@@ -107,6 +107,9 @@ func NewServer(cfg Config, deps ServerDeps) (*Server, error) {
 		// goroutine each, as before.
 		grpc.NumStreamWorkers(streamWorkers),
 	}
+	if cfg.HandshakeTimeout > 0 {
+		opts = append(opts, grpc.ConnectionTimeout(cfg.HandshakeTimeout))
+	}
 	s := &Server{
 		cfg: cfg, log: cfg.logger("cluster.server"), deps: deps,
 		grpc:     grpc.NewServer(append(opts, cfg.ServerOptions...)...),

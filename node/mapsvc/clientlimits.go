@@ -147,9 +147,15 @@ func (s *Service) clientPermissionRefusal(cs *connState, m method, raw json.RawM
 	return nil
 }
 
-// subscriptionLimitRefusal refuses map/subscribe past the participant's
-// subscriptions limit, counted over all its sessions in the registry.
+// subscriptionLimitRefusal refuses map/subscribe past the session's cap
+// (Config.MaxSessionSubscriptions) or the participant's subscriptions
+// limit, counted over all its sessions in the registry.
 func (s *Service) subscriptionLimitRefusal(cs *connState) error {
+	if max := s.cfg.MaxSessionSubscriptions; max > 0 {
+		if sess, ok := s.reg.Session(cs.sessionID); ok && len(sess.Subscriptions) >= max {
+			return limitExceeded(LimitSubscriptions, int64(max))
+		}
+	}
 	pp := s.cfg.ParticipantPermissions
 	if pp == nil {
 		return nil

@@ -177,6 +177,11 @@ type Config struct {
 	CloseTimeout time.Duration
 	// MaxPageSize caps limit on paged lists (agents/list, scopes/members).
 	MaxPageSize int
+	// MaxSessionSubscriptions caps the subscriptions one session holds, so
+	// a participant without a client-permission limit (an anonymous one)
+	// cannot grow the replicated session and the fan-out without bound:
+	// map/subscribe past it gets 4002. 0 means no cap.
+	MaxSessionSubscriptions int
 	// Extensions are advertised in capabilities.extensions (advertise-only).
 	Extensions []Extension
 	// Gateway, optional, serves map/federation/connect and
@@ -210,6 +215,8 @@ func DefaultConfig() Config {
 		AuthExpiryWarning: time.Minute,
 		AuthRevokeGrace:   5 * time.Second,
 		MaxPageSize:       1000,
+
+		MaxSessionSubscriptions: 1000,
 	}
 }
 
@@ -243,6 +250,8 @@ func (c Config) Validate() error {
 		return bad("AuthExpiryWarning and AuthRevokeGrace must be >= 0")
 	case c.MaxPageSize < 1:
 		return bad("MaxPageSize must be >= 1")
+	case c.MaxSessionSubscriptions < 0:
+		return bad("MaxSessionSubscriptions must be >= 0")
 	}
 	return nil
 }

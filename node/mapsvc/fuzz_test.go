@@ -2,7 +2,9 @@ package mapsvc
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
@@ -78,5 +80,40 @@ func FuzzListParams(f *testing.F) {
 		a := registry.Agent{ID: "a", CapabilityDescriptor: b, PersistentIdentity: b}
 		flt.match(&a, map[string]bool{})
 		relationshipEdges(&registry.Agent{ID: "a", Relationships: b}, map[string]bool{"a": true})
+	})
+}
+
+// FuzzMethodParams sends arbitrary params objects to every method of the
+// table on one agent session: whatever the params, the answer is a result
+// or a MAP error, never an internal error (-32603, which is also what a
+// recovered panic becomes).
+func FuzzMethodParams(f *testing.F) {
+	e := newEnv(f)
+	c := e.dial()
+	c.must("map/connect", `{"protocolVersion":1,"participantType":"agent"}`)
+	c.must("map/agents/register", `{"agentId":"a"}`)
+	c.must("map/scopes/create", `{"scopeId":"s"}`)
+	var methods []string
+	for name := range e.svc.methods {
+		if name != "map/disconnect" { // it would end the session the fuzzer uses
+			methods = append(methods, name)
+		}
+	}
+	slices.Sort(methods)
+	for i := range methods {
+		for _, s := range fuzzSeeds {
+			f.Add(uint8(i), []byte(s))
+		}
+		f.Add(uint8(i), []byte(`{"agentId":"a","scopeId":"s","subscriptionId":"x","to":"a","limit":1}`))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		if !json.Valid(b) || !utf8.Valid(b) || len(b) == 0 || b[0] != '{' {
+			return // the rpc layer refuses these before any handler (FuzzDecodeFrame)
+		}
+		method := methods[int(which)%len(methods)]
+		_, err := (&client{t: t, conn: c.conn}).call(method, json.RawMessage(b))
+		if err != nil && err.Code == rpc.CodeInternal {
+			t.Fatalf("%s %s: internal error %s (%+v)", method, b, err.Message, err.Data)
+		}
 	})
 }

@@ -123,7 +123,7 @@ func (f *fakeFanout) entries() []string {
 // env is one node: a real single-node raftstore with the registry, the
 // service, and an rpc server for in-process clients.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	reg    *registry.State
 	store  *raftstore.Store
 	svc    *Service
@@ -133,7 +133,7 @@ type env struct {
 	fanout *fakeFanout
 }
 
-func newEnv(t *testing.T, mut ...func(*Config)) *env {
+func newEnv(t testing.TB, mut ...func(*Config)) *env {
 	t.Helper()
 	reg, err := registry.New(registry.DefaultConfig())
 	if err != nil {
@@ -152,7 +152,7 @@ func newEnv(t *testing.T, mut ...func(*Config)) *env {
 
 // newEnvOn builds a service for another node id on an existing store, to
 // simulate a second node sharing the replicated state.
-func newEnvOn(t *testing.T, reg *registry.State, store *raftstore.Store, node string, mut ...func(*Config)) *env {
+func newEnvOn(t testing.TB, reg *registry.State, store *raftstore.Store, node string, mut ...func(*Config)) *env {
 	t.Helper()
 	e := &env{t: t, reg: reg, store: store, clock: newClock(), router: &fakeRouter{}, fanout: &fakeFanout{}}
 	cfg := DefaultConfig()
@@ -194,7 +194,7 @@ func newEnvOn(t *testing.T, reg *registry.State, store *raftstore.Store, node st
 
 // client is an in-process MAP peer.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	conn *rpc.Conn
 }
 

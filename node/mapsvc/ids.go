@@ -24,7 +24,9 @@ var (
 
 // checkID returns why s is not an acceptable identifier, or "". Control
 // characters (NUL, newlines, escapes) would corrupt logs and line-based
-// tools; invalid UTF-8 cannot round-trip through JSON.
+// tools; invalid UTF-8 cannot round-trip through JSON; U+FFFD is what a
+// lone surrogate escape (\ud800) decodes to, so accepting it would store
+// an id other than the one the participant sent.
 func checkID(s string) string {
 	if len(s) > MaxIDLength {
 		return "must be at most " + strconv.Itoa(MaxIDLength) + " bytes"
@@ -35,6 +37,9 @@ func checkID(s string) string {
 	for _, r := range s {
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
 			return "must not contain control characters"
+		}
+		if r == utf8.RuneError {
+			return "must be valid Unicode (no lone surrogates, no U+FFFD)"
 		}
 	}
 	return ""

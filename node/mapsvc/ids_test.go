@@ -27,6 +27,9 @@ func TestIDs_LengthAndCharacters(t *testing.T) {
 		{"map/scopes/create", `{"scopeId":"` + long + `"}`, "scopeId"},
 		{"map/scopes/create", `{"scopeId":"s\u001b[31m"}`, "scopeId"},
 		{"map/scopes/join", `{"scopeId":"s","agentId":"a\u0000"}`, "agentId"},
+		{"map/agents/register", `{"agentId":"a\ud800"}`, "agentId"},              // lone surrogate: decodes to U+FFFD
+		{"map/scopes/create", `{"scopeId":"s\udc00x"}`, "scopeId"},               // another
+		{"map/agents/register", `{"agentId":"x","scopes":["\ud83d"]}`, "scopes"}, // half an emoji
 	}
 	for _, tc := range cases {
 		t.Run(tc.method+" "+tc.field, func(t *testing.T) {

@@ -180,8 +180,20 @@ func (s *Service) methodTable() map[string]method {
 // implements LocalSessions for node/router and node/fanout.
 func (s *Service) Sessions() *Sessions { return s.sessions }
 
+// notificationMethods are the map/ methods a participant sends as
+// notifications (map-protocol.md §2.3, §5.7).
+var notificationMethods = map[string]bool{"map/subscribe.ack": true, "map/ack": true}
+
 // Handle implements rpc.Handler.
 func (s *Service) Handle(ctx context.Context, c *rpc.Conn, req *rpc.Request) (any, error) {
+	if req.IsNotification() && strings.HasPrefix(req.Method, "map/") && !notificationMethods[req.Method] {
+		// Every other map/ method is a request (§2.3). Sent without an id
+		// it could earn no error, so it must change nothing: a
+		// map/connect would otherwise open a session the peer never
+		// learns of, a register write an agent it got no answer about.
+		s.log.Debug("map request sent as a notification ignored", "method", req.Method)
+		return nil, nil
+	}
 	if req.Method == "map/connect" {
 		// connect waits for the rest of the fence itself if it reads
 		// sessions or agents (connectReadsRegistry).

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzSSEPost feeds arbitrary bodies to POST /map/rpc and /map/batch of
@@ -28,6 +29,10 @@ func FuzzSSEPost(f *testing.F) {
 	cfg := DefaultConfig()
 	cfg.MaxFrameBytes = 4096
 	cfg.MaxBatchLen = 16
+	// The one session serves the whole run: the test handler never
+	// authenticates it, and the pre-auth timer would close it after 10 s
+	// of fuzzing ("session broken").
+	cfg.PreAuthTimeout = time.Hour
 	srv, err := NewServer(cfg, newTestHandler())
 	if err != nil {
 		f.Fatal(err)

@@ -63,7 +63,9 @@ func (t *streamTransport) readLine() ([]byte, error) {
 		switch {
 		case tl != nil:
 			// discarding the rest of an oversized line
-		case int64(len(t.line)+len(chunk)) > t.maxFrame+1: // +1: the '\n'
+		case int64(len(t.line)+len(bytes.TrimSuffix(chunk, []byte{'\n'}))) > t.maxFrame:
+			// The terminator does not count; a last line without one is
+			// held to the same limit.
 			t.line = append(t.line, chunk[:min(len(chunk), idPrefixBytes)]...)
 			tl = &tooLargeError{limit: t.maxFrame, prefix: bytes.Clone(t.line[:min(len(t.line), idPrefixBytes)])}
 			t.line = t.line[:0]
