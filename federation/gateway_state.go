@@ -16,6 +16,14 @@ func (s *State) applyGatewayBind(m *concordv1.FedGatewayBind) error {
 	if !validSystemID(b.GetSystemId()) || b.GetSessionId() == "" {
 		return fmt.Errorf("%w: gateway binding needs a valid system id and a session", ErrInvalidCommand)
 	}
+	if ep := m.GetSessionEpoch(); ep != 0 && s.sessions != nil {
+		// A bind from a connection that no longer holds its session (its
+		// route's forward held until the gateway resumed elsewhere) must
+		// not replace a binding made since.
+		if cur, ok := s.sessions.SessionEpoch(b.GetSessionId()); !ok || cur != ep {
+			return fmt.Errorf("%w: session %s left attach epoch %d, which the routing connection holds", ErrSessionMoved, b.GetSessionId(), ep)
+		}
+	}
 	if _, linked := s.links[b.GetSystemId()]; linked {
 		// A linked Concord system is reached over its link; a gateway
 		// never speaks for it.
@@ -27,10 +35,18 @@ func (s *State) applyGatewayBind(m *concordv1.FedGatewayBind) error {
 
 // applyGatewayUnbind drops the binding of a system while it still names
 // the ended session; a binding a newer gateway made since stays. A stale
-// unbind is not an error: two nodes may notice the same ending.
+// unbind is not an error: two nodes may notice the same ending. One
+// quoting the epoch its session ended at is refused once the session was
+// attached again since (a closed session resumed: its binding serves it
+// again); a session that no longer exists ended for good.
 func (s *State) applyGatewayUnbind(m *concordv1.FedGatewayUnbind) error {
 	if !validSystemID(m.GetSystemId()) || m.GetSessionId() == "" {
 		return fmt.Errorf("%w: gateway unbind needs a valid system id and a session", ErrInvalidCommand)
+	}
+	if ep := m.GetSessionEpoch(); ep != 0 && s.sessions != nil {
+		if cur, ok := s.sessions.SessionEpoch(m.GetSessionId()); ok && cur != ep {
+			return fmt.Errorf("%w: session %s was attached again since it ended at epoch %d", ErrSessionMoved, m.GetSessionId(), ep)
+		}
 	}
 	if b, ok := s.gateways[m.GetSystemId()]; ok && b.GetSessionId() == m.GetSessionId() {
 		delete(s.gateways, m.GetSystemId())

@@ -132,13 +132,14 @@ func (s *Server) build() error {
 		return fmt.Errorf("build registry: %w", err)
 	}
 	s.registry = reg
-	s.fedState = federation.NewState()
+	s.fedState = federation.NewState().WithSessions(reg) // gateway binds of moved sessions are refused
 	s.fedHook = &lateFederation{systemID: s.cfg.SystemID}
 	if err := s.buildSecurity(); err != nil {
 		return err
 	}
 	rcfg := s.cfg.Runs
-	rcfg.Events = reg // run events join the replicated event window
+	rcfg.Events = reg   // run events join the replicated event window
+	rcfg.Sessions = reg // a reply from a connection whose session moved on is refused
 	rcfg.Logger = s.cfg.Logger
 	if s.runs, err = runs.New(rcfg); err != nil {
 		return fmt.Errorf("build runs module: %w", err)
@@ -203,7 +204,9 @@ func (s *Server) openStore() error {
 	rc.DataDir = s.cfg.DataDir
 	rc.BindAddr = s.cfg.RaftAddr
 	rc.AdvertiseAddr = s.cfg.RaftAdvertise
-	s.acl = acl.NewModule().WithEvents(s.registry) // permissions_client_updated joins the event window
+	// permissions_client_updated joins the event window; an update from a
+	// connection whose session moved on is refused.
+	s.acl = acl.NewModule().WithEvents(s.registry).WithSessions(s.registry)
 	rc.Modules = []raftstore.Module{s.registry, s.runs, fedModule{s.fedState}, s.acl}
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
@@ -274,6 +277,7 @@ func (s *Server) buildMAPService() error {
 	scfg.Leadership = s.store
 	scfg.IsLeader = s.store.IsLeader
 	scfg.WaitApplied = s.store.WaitApplied
+	scfg.FSMLevel = s.fsmLevel
 	scfg.Logger = s.cfg.Logger
 	runsSvc, err := runs.NewService(scfg)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/router"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -46,6 +47,7 @@ func (s *Service) HandleSend(ctx context.Context, from router.Sender, params jso
 		return nil, err
 	}
 	in := &concordv1.RunInput{RunId: runID, TimeMs: at, NodeId: s.cfg.NodeID, Source: senderID(from)}
+	in.OriginSessionId, in.OriginSessionEpoch = s.origin(ctx, from)
 	switch {
 	case rp.failed:
 		in.Input = failedInput(rp.taskID, pid, rp.errMsg)
@@ -67,6 +69,20 @@ func (s *Service) HandleSend(ctx context.Context, from router.Sender, params jso
 		return nil, toRPC(err)
 	}
 	return map[string]any{"messageId": s.newID(), "delivered": []string{ServiceID}}, nil
+}
+
+// origin is the session and attach epoch a reply quotes: the sending
+// connection's, so that a reply whose forward was held until after its
+// agent's session resumed elsewhere (its client told the outcome is
+// unknown) does not settle the task behind the connection now holding the
+// session. Nothing for a sender of another system (no local session) or
+// while some server does not enforce it.
+func (s *Service) origin(ctx context.Context, from router.Sender) (string, uint64) {
+	if from.SessionEpoch == 0 || from.SourceSystem != "" || s.cfg.FSMLevel == nil ||
+		s.cfg.FSMLevel(ctx) < registry.FSMLevelModuleSessionWrites {
+		return "", 0
+	}
+	return from.SessionID, from.SessionEpoch
 }
 
 func failedInput(taskID, pid, msg string) *concordv1.RunInput_TaskFailed {
