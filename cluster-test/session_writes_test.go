@@ -1,11 +1,14 @@
 package clustertest
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 )
 
@@ -132,6 +135,56 @@ func healAndWaitCommit(t *testing.T, c *Cluster, l *Node) {
 	Eventually(t, ConvergeTimeout, func() error {
 		if n := l.Store().AppliedIndex(); n <= before {
 			return fmt.Errorf("%s: nothing committed since the heal (applied %d)", l, n)
+		}
+		return nil
+	})
+}
+
+// TestSessionWrites_LatePermissionsUpdateForwardRefused: the same with a
+// system's map/permissions/update, whose state lives in the acl module
+// (registry.FSMLevelModuleSessionWrites). The held update withdraws
+// actions.sendMessages from bob; the client, told the outcome is unknown,
+// resumed on the leader and set what it wants now (sendMessages allowed, a
+// limit). The held update commits after both and must not withdraw the
+// action behind the newer update's back.
+func TestSessionWrites_LatePermissionsUpdateForwardRefused(t *testing.T) {
+	c := New(t, 3)
+	awaitFSMLevel(t, c, registry.FSMLevelModuleSessionWrites)
+	update := func(x *Client, perms map[string]any) error {
+		_, err := x.Call("map/permissions/update", map[string]any{"clientId": "bob", "permissions": perms})
+		return err
+	}
+	l, a2 := lateWriteAfterResume(t, c, "system", func(x *Client) error {
+		return update(x, map[string]any{"actions": map[string]any{"sendMessages": false}})
+	})
+	if err := update(a2, map[string]any{"actions": map[string]any{"sendMessages": true}, "limits": map[string]any{"messagesPerMinute": 7}}); err != nil {
+		t.Fatalf("update on %s: %s", l, Describe(err))
+	}
+	healAndWaitCommit(t, c, l)
+	allowed := func() error {
+		for _, n := range c.Running() {
+			p := n.Server().ParticipantPermissions()
+			if d, lim := p.Denied("bob"), p.Limits("bob"); slices.Contains(d, "actions.sendMessages") || lim["messagesPerMinute"] != 7 {
+				return fmt.Errorf("%s: bob denied %v, limits %v; want sendMessages allowed, messagesPerMinute 7", n, d, lim)
+			}
+		}
+		return nil
+	}
+	Eventually(t, ConvergeTimeout, allowed)
+	consistently(t, 3*time.Second, allowed)
+	c.RequireInvariants(t)
+}
+
+// awaitFSMLevel waits until every running node's proposers rely on FSM
+// level level (every server advertises it and, from
+// registry.FSMLevelSystemRecord on, the leader recorded it).
+func awaitFSMLevel(t *testing.T, c *Cluster, level int) {
+	t.Helper()
+	Eventually(t, MembershipTimeout, func() error {
+		for _, n := range c.Running() {
+			if got := n.Server().FSMLevel(context.Background()); got < level {
+				return fmt.Errorf("%s relies on FSM level %d, want %d", n, got, level)
+			}
 		}
 		return nil
 	})

@@ -607,6 +607,10 @@ func (s *Server) Store() *raftstore.Store { return s.store }
 // Registry exposes the replicated registry state (read-only use).
 func (s *Server) Registry() registry.Reader { return s.registry }
 
+// ParticipantPermissions exposes the replicated participant ceilings and
+// client permissions (map/permissions/update) of this node's replica.
+func (s *Server) ParticipantPermissions() mapsvc.ParticipantPermissions { return s.acl }
+
 // Shutdown stops the node in reverse start order. It is idempotent; later
 // calls return the first call's result.
 func (s *Server) Shutdown(ctx context.Context) error {
