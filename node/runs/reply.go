@@ -24,7 +24,10 @@ import (
 //   - 1003 PERMISSION_DENIED: the sender does not own the task's agent
 //     (details.reason wrong_agent when the sender takes part in the run,
 //     not_participant otherwise);
-//   - -32602 for a malformed reply.
+//   - -32602 for a malformed reply;
+//   - the registry's ErrSessionMoved (MAP: retryable 4000, session_moved)
+//     once the sending connection's session moved on, should the reply
+//     quote it (origin; the module checks it at apply as well).
 //
 // Success answers like map/send: {messageId, delivered:["concord.runs"]}.
 func (s *Service) HandleSend(ctx context.Context, from router.Sender, params json.RawMessage) (any, error) {
