@@ -2,14 +2,17 @@ package clustertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 // TestSessionWrites_LateUpdateForwardRefused: an agent's state update
@@ -83,16 +86,35 @@ func TestSessionWrites_LateSubscribeForwardRefused(t *testing.T) {
 // still cut.
 func lateWriteAfterResume(t *testing.T, c *Cluster, ptype string, write func(x *Client) error) (*Node, *Client) {
 	t.Helper()
+	return lateWriteAfterResumeAs(t, c, map[string]any{"participantType": ptype, "participantId": "x"}, write, forwardHeld)
+}
+
+// forwardHeld is what a write whose forward the cut holds answers: the
+// retryable outcome_unknown.
+func forwardHeld(err error) bool {
+	var re *rpc.Error
+	return errors.As(err, &re) && IsRetryable(err) && re.Data.Details["reason"] == "outcome_unknown"
+}
+
+// lateWriteAfterResumeAs is lateWriteAfterResume for a participant
+// connected with params (its participant id, credential) whose write,
+// held, answers an error held accepts.
+func lateWriteAfterResumeAs(t *testing.T, c *Cluster, connect map[string]any, write func(x *Client) error, held func(error) bool) (*Node, *Client) {
+	t.Helper()
 	l := c.Leader(t)
 	f := c.Followers(t)
 	grace := map[string]any{"agentBehavior": "grace-period", "gracePeriodMs": time.Minute.Milliseconds()}
-	params := map[string]any{"participantType": ptype, "participantId": "x", "disconnectPolicy": grace}
+	params := map[string]any{"disconnectPolicy": grace}
+	for k, v := range connect {
+		params[k] = v
+	}
+	ptype, id := params["participantType"], params["participantId"].(string)
 	// x connects through f[1] (and writes there): f[1]'s forward stream
 	// to the leader is live, so the write below goes on it and the cut
 	// holds it.
 	x := c.Connect(t, f[1].Index, params)
 	if ptype == "agent" {
-		registerRetry(t, x, "x", nil)
+		registerRetry(t, x, id, nil)
 	}
 	sess := x.Session()
 	// f[1] applies what it wrote before the cut: the write must not wait
@@ -105,12 +127,10 @@ func lateWriteAfterResume(t *testing.T, c *Cluster, ptype string, write func(x *
 	})
 
 	c.Net.Cut(f[1].ID, l.ID)
-	err := write(x)
-	var re *rpc.Error
-	if !errors.As(err, &re) || !IsRetryable(err) || re.Data.Details["reason"] != "outcome_unknown" {
+	if err := write(x); !held(err) {
 		// no_leader: f[1] lost the leader before it forwarded (a machine
 		// too slow for the raft timings), so nothing is on the wire.
-		t.Fatalf("write on %s, its forward held: want retryable %s, got %s", f[1], "outcome_unknown", Describe(err))
+		t.Fatalf("write on %s, its forward held: want its outcome unknown, got %s", f[1], Describe(err))
 	}
 	// The client gives up on f[1] and resumes on the leader.
 	a2, err := Dial(t, l.MAPURL(), c.Ledger)
@@ -188,4 +208,63 @@ func awaitFSMLevel(t *testing.T, c *Cluster, level int) {
 		}
 		return nil
 	})
+}
+
+// TestSessionWrites_LateGatewayBindForwardRefused: the same with a
+// gateway's map/federation/route, whose bind of its source system to its
+// session lives in the federation module (registry.FSMLevelModuleSessionWrites).
+// The route's bind is held on the cut (the gateway told the route may have
+// failed); the gateway resumes on the leader, and another gateway then
+// routes for the same system, binding it. The held bind commits after both
+// and must not take the system back to the first gateway's session.
+func TestSessionWrites_LateGatewayBindForwardRefused(t *testing.T) {
+	c := New(t, 3, WithSystem("dc1"), WithInsecure())
+	awaitFSMLevel(t, c, registry.FSMLevelModuleSessionWrites)
+	agentOn(t, c, c.Leader(t).Index, "bob", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key, err := c.Leader(t).Server().ACLAdmin().CreateToken(ctx, &concordv1.AclCreateTokenRequest{
+		ParticipantIdPattern: "gw-lab*", ParticipantTypes: []string{"gateway"}, GatewaySources: []string{"lab"}, GatewayTargets: []string{"dc1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateway := func(id string) map[string]any {
+		return map[string]any{"participantType": "gateway", "participantId": id, "auth": map[string]any{"method": "api-key", "token": key.GetToken()}}
+	}
+	route := func(x *Client) error {
+		msg := `{"id":"m","from":"alice","to":{"agent":"bob"},"payload":{"x":1}}`
+		_, err := x.Call("map/federation/route", json.RawMessage(gatewayEnvelope("lab", "dc1", 0, "", `["lab"]`, msg)))
+		return err
+	}
+	var first string
+	l, _ := lateWriteAfterResumeAs(t, c, gateway("gw-lab1"), func(x *Client) error {
+		first = x.Session().SessionID
+		return route(x)
+	}, bindHeld)
+	second := c.Connect(t, l.Index, gateway("gw-lab2"))
+	if err := route(second); err != nil {
+		t.Fatalf("route of the second gateway on %s: %s", l, Describe(err))
+	}
+	healAndWaitCommit(t, c, l)
+	boundToSecond := func() error {
+		for _, n := range c.Running() {
+			gws := n.Server().Federation().Gateways()
+			if len(gws) != 1 || gws[0].GetSystemId() != "lab" || gws[0].GetSessionId() != second.Session().SessionID {
+				return fmt.Errorf("%s: gateway bindings %v; want lab bound to the second gateway's session %s (not the first's, %s)",
+					n, gws, second.Session().SessionID, first)
+			}
+		}
+		return nil
+	}
+	Eventually(t, ConvergeTimeout, boundToSecond)
+	consistently(t, 3*time.Second, boundToSecond)
+	c.RequireInvariants(t)
+}
+
+// bindHeld is what a gateway's route answers when the forward of its bind
+// is held: the retryable 5000 saying the route could not be recorded.
+func bindHeld(err error) bool {
+	var re *rpc.Error
+	return errors.As(err, &re) && re.Code == rpc.CodeFederationUnavailable && IsRetryable(err) &&
+		strings.Contains(re.Message, "could not record the gateway's route")
 }
