@@ -86,7 +86,22 @@ func TestSessionWrites_LateSubscribeForwardRefused(t *testing.T) {
 // still cut.
 func lateWriteAfterResume(t *testing.T, c *Cluster, ptype string, write func(x *Client) error) (*Node, *Client) {
 	t.Helper()
-	return lateWriteAfterResumeAs(t, c, map[string]any{"participantType": ptype, "participantId": "x"}, write, forwardHeld)
+	return lateWriteAfterResumeAs(t, c, lateWrite{connect: map[string]any{"participantType": ptype, "participantId": "x"}, write: write})
+}
+
+// lateWrite is one scenario of lateWriteAfterResumeAs.
+type lateWrite struct {
+	// connect are x's connect params: participantType, participantId, a
+	// credential.
+	connect map[string]any
+	// ready, optional, runs once x is connected (an agent registered),
+	// before the cut.
+	ready func(x *Client)
+	// write is x's request on the node cut from the leader.
+	write func(x *Client) error
+	// held says whether write's error is that of a request whose forward
+	// the cut holds; nil: forwardHeld.
+	held func(err error) bool
 }
 
 // forwardHeld is what a write whose forward the cut holds answers: the
@@ -96,17 +111,19 @@ func forwardHeld(err error) bool {
 	return errors.As(err, &re) && IsRetryable(err) && re.Data.Details["reason"] == "outcome_unknown"
 }
 
-// lateWriteAfterResumeAs is lateWriteAfterResume for a participant
-// connected with params (its participant id, credential) whose write,
-// held, answers an error held accepts.
-func lateWriteAfterResumeAs(t *testing.T, c *Cluster, connect map[string]any, write func(x *Client) error, held func(error) bool) (*Node, *Client) {
+// lateWriteAfterResumeAs is lateWriteAfterResume for the scenario w.
+func lateWriteAfterResumeAs(t *testing.T, c *Cluster, w lateWrite) (*Node, *Client) {
 	t.Helper()
 	l := c.Leader(t)
 	f := c.Followers(t)
 	grace := map[string]any{"agentBehavior": "grace-period", "gracePeriodMs": time.Minute.Milliseconds()}
 	params := map[string]any{"disconnectPolicy": grace}
-	for k, v := range connect {
+	for k, v := range w.connect {
 		params[k] = v
+	}
+	held := w.held
+	if held == nil {
+		held = forwardHeld
 	}
 	ptype, id := params["participantType"], params["participantId"].(string)
 	// x connects through f[1] (and writes there): f[1]'s forward stream
@@ -115,6 +132,9 @@ func lateWriteAfterResumeAs(t *testing.T, c *Cluster, connect map[string]any, wr
 	x := c.Connect(t, f[1].Index, params)
 	if ptype == "agent" {
 		registerRetry(t, x, id, nil)
+	}
+	if w.ready != nil {
+		w.ready(x)
 	}
 	sess := x.Session()
 	// f[1] applies what it wrote before the cut: the write must not wait
@@ -127,7 +147,7 @@ func lateWriteAfterResumeAs(t *testing.T, c *Cluster, connect map[string]any, wr
 	})
 
 	c.Net.Cut(f[1].ID, l.ID)
-	if err := write(x); !held(err) {
+	if err := w.write(x); !held(err) {
 		// no_leader: f[1] lost the leader before it forwarded (a machine
 		// too slow for the raft timings), so nothing is on the wire.
 		t.Fatalf("write on %s, its forward held: want its outcome unknown, got %s", f[1], Describe(err))
@@ -237,10 +257,10 @@ func TestSessionWrites_LateGatewayBindForwardRefused(t *testing.T) {
 		return err
 	}
 	var first string
-	l, _ := lateWriteAfterResumeAs(t, c, gateway("gw-lab1"), func(x *Client) error {
+	l, _ := lateWriteAfterResumeAs(t, c, lateWrite{connect: gateway("gw-lab1"), write: func(x *Client) error {
 		first = x.Session().SessionID
 		return route(x)
-	}, bindHeld)
+	}, held: bindHeld})
 	second := c.Connect(t, l.Index, gateway("gw-lab2"))
 	if err := route(second); err != nil {
 		t.Fatalf("route of the second gateway on %s: %s", l, Describe(err))
@@ -267,4 +287,77 @@ func bindHeld(err error) bool {
 	var re *rpc.Error
 	return errors.As(err, &re) && re.Code == rpc.CodeFederationUnavailable && IsRetryable(err) &&
 		strings.Contains(re.Message, "could not record the gateway's route")
+}
+
+// TestSessionWrites_LateRunReplyForwardRefused: the same with an agent's
+// map/send answer to a consensus run task, whose state lives in the runs
+// module (registry.FSMLevelModuleSessionWrites). The held answer (the
+// agent gives up on the task) reaches the leader after the agent resumed
+// there, still thinking it over: it must not settle the task behind the
+// connection now holding the session, which then answers itself.
+func TestSessionWrites_LateRunReplyForwardRefused(t *testing.T) {
+	c := New(t, 3)
+	awaitFSMLevel(t, c, registry.FSMLevelModuleSessionWrites)
+	l := c.Leader(t)
+	for _, id := range []string{"y", "z"} { // they never answer
+		agentOn(t, c, l.Index, id, nil)
+	}
+	sys := c.Connect(t, l.Index, map[string]any{"participantType": "system"})
+	rr := newRunRequestOf(t, "req-late-reply", "y", runTaskTimeoutMs, []string{"x", "y", "z"})
+	var runID, taskID string
+	answer := func(x *Client) error {
+		_, err := x.Call("map/send", map[string]any{"to": map[string]any{"agent": "concord.runs"},
+			"payload": map[string]any{"kind": "error", "error": "gave up"},
+			"meta":    map[string]any{"isResult": true, "correlationId": taskID}})
+		return err
+	}
+	l, a2 := lateWriteAfterResumeAs(t, c, lateWrite{
+		connect: map[string]any{"participantType": "agent", "participantId": "x"},
+		ready: func(x *Client) {
+			raw, err := sys.Call("x-concord/runs/start", map[string]any{"request": rr.raw})
+			if err != nil {
+				t.Fatalf("start: %s", Describe(err))
+			}
+			var res struct {
+				RunID string `json:"runId"`
+			}
+			_ = json.Unmarshal(raw, &res)
+			runID = res.RunID
+			msgs, err := x.WaitMessages(1, ConvergeTimeout)
+			if err != nil {
+				t.Fatalf("x's task: %v", err)
+			}
+			var meta struct {
+				CorrelationID string `json:"correlationId"`
+			}
+			if json.Unmarshal(msgs[0].Meta, &meta) != nil || meta.CorrelationID == "" || runID == "" {
+				t.Fatalf("run %q, task message %+v", runID, msgs[0])
+			}
+			taskID = meta.CorrelationID
+		},
+		write: answer,
+	})
+	healAndWaitCommit(t, c, l)
+	observers := map[*Node]*Client{}
+	for _, n := range c.Running() {
+		observers[n] = c.Connect(t, n.Index, map[string]any{"participantType": "system"})
+	}
+	outstanding := func() error {
+		for n, o := range observers {
+			res, err := o.Call("x-concord/runs/get", map[string]any{"runId": runID, "include": []string{"state"}})
+			if err != nil {
+				return fmt.Errorf("%s: get %s: %s", n, runID, Describe(err))
+			}
+			if !strings.Contains(string(res), `"taskId":"`+taskID+`"`) {
+				return fmt.Errorf("%s: task %s no longer outstanding: %s", n, taskID, res)
+			}
+		}
+		return nil
+	}
+	Eventually(t, ConvergeTimeout, outstanding)
+	consistently(t, 3*time.Second, outstanding)
+	if err := answer(a2); err != nil {
+		t.Fatalf("answer from the resumed connection on %s: %s", l, Describe(err))
+	}
+	c.RequireInvariants(t)
 }
