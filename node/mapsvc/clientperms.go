@@ -116,6 +116,12 @@ func (s *Service) permissionsUpdate(ctx context.Context, _ *rpc.Conn, cs *connSt
 	// elsewhere and set what it wants now) is refused rather than applied
 	// over the newer update.
 	upd.OriginSessionId, upd.OriginSessionEpoch = s.originAt(ctx, cs, registry.FSMLevelModuleSessionWrites)
+	// What the acl module's apply will check, against this replica first
+	// (on any node: epochs only grow, so a session this replica shows
+	// moved on has moved on), so a refused update writes nothing.
+	if err := s.reg.CheckOrigin(upd.OriginSessionId, upd.OriginSessionEpoch); err != nil {
+		return nil, err
+	}
 	// propose, not proposeFenced: the answer reads the update back from
 	// this replica, so it waits for the local apply.
 	if _, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE, upd); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/concordmap/concord/federation"
 	"github.com/concordmap/concord/node/registry"
+	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 	"github.com/concordmap/concord/raftstore"
 )
@@ -90,5 +91,41 @@ func TestGatewayCaller_CarriesEpoch(t *testing.T) {
 func TestReasonSessionMoved_SameForGateways(t *testing.T) {
 	if federation.ReasonSessionMoved != ReasonSessionMoved || federation.CodeSessionMoved != registry.CodeExhausted {
 		t.Fatalf("federation answers %d %q, mapsvc %d %q", federation.CodeSessionMoved, federation.ReasonSessionMoved, registry.CodeExhausted, ReasonSessionMoved)
+	}
+}
+
+// TestModuleWrites_PermissionsUpdateFromMovedSession: an update from a
+// connection whose session this replica already shows moved on (resumed
+// by another connection) is refused here with the retryable 4000
+// session_moved and proposes nothing; the acl module's apply would refuse
+// it anyway.
+func TestModuleWrites_PermissionsUpdateFromMovedSession(t *testing.T) {
+	var rec *aclRecorder
+	e := newEnv(t, func(c *Config) {
+		rec = &aclRecorder{store: c.Store.(*raftstore.Store)}
+		c.Store = rec
+		c.FSMLevel = func(context.Context) int { return registry.FSMLevelModuleSessionWrites }
+		c.ParticipantPermissions = fakeCeilings{}
+		c.Authenticator = gwAuth{}
+	})
+	key := map[string]any{"method": "api-key", "token": "sys"}
+	c1 := e.dial()
+	res := c1.must("map/connect", map[string]any{"protocolVersion": 1, "participantType": TypeSystem, "participantId": "ops", "auth": key})
+	// The session resumes on another node: c1's connection no longer holds it.
+	s, _ := e.reg.Session(res["sessionId"].(string))
+	if _, _, err := e.store.Apply(context.Background(), concordv1.CommandType_COMMAND_TYPE_SESSION_OPEN, &concordv1.SessionOpenRequest{
+		Meta:    &concordv1.CommandMeta{TimestampMs: 1, EventIds: []string{"ev-resume-n9"}, NodeId: "n9"},
+		Session: &concordv1.SessionRecord{Id: s.ID, HomeNode: "n9", ResumeTokenHash: s.ResumeTokenHash}, Resume: true, ResumeFromEpoch: 1,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := c1.fails("map/permissions/update", `{"clientId":"bob","permissions":{"actions":{"sendMessages":false}}}`, rpc.CodeExhausted)
+	if !err.Data.Retryable || err.Data.Details["reason"] != ReasonSessionMoved {
+		t.Fatalf("error data %+v, want retryable, reason %s", err.Data, ReasonSessionMoved)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.seen) != 0 {
+		t.Fatalf("proposed %v", rec.seen)
 	}
 }
