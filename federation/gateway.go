@@ -275,6 +275,9 @@ func (m *Manager) bindGateway(ctx context.Context, c GatewayCaller, source strin
 		// (its client told the outcome is unknown) is refused then rather
 		// than replacing a binding made since.
 		bind.SessionEpoch = c.SessionEpoch
+		if err := m.deps.State.bindCurrent(c.SessionID, c.SessionEpoch); err != nil {
+			return err
+		}
 	}
 	_, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_BIND, bind)
 	if err == nil {

@@ -2,8 +2,11 @@ package federation
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
+
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 // sessionEpochs is a fake SessionEpochs: the sessions that exist, by id,
@@ -52,8 +55,15 @@ func TestGateway_RouteFromMovedSessionRefused(t *testing.T) {
 	if cerr == nil || cerr.Code != CodeSessionMoved || cerr.Data["reason"] != ReasonSessionMoved {
 		t.Fatalf("route from the stale connection: %+v, want %d with reason %s", cerr, CodeSessionMoved, ReasonSessionMoved)
 	}
-	if _, ok := f.st.Gateway("lab"); ok || len(f.toAgents) != 0 {
-		t.Fatalf("refused route: bound %v, delivered to %v", ok, f.toAgents)
+	// Refused before proposing: this replica shows the session moved on.
+	if _, ok := f.st.Gateway("lab"); ok || len(f.toAgents) != 0 || f.store.proposed() != 0 {
+		t.Fatalf("refused route: bound %v, delivered to %v, %d proposed", ok, f.toAgents, f.store.proposed())
+	}
+	// Should the move reach this replica only after the bind was proposed,
+	// the apply refuses it the same way.
+	if _, err := f.st.Apply(1, &concordv1.FedGatewayBind{SessionEpoch: 1,
+		Binding: &concordv1.FedGatewayBinding{SystemId: "lab", SessionId: "S1"}}); !errors.Is(err, ErrSessionMoved) {
+		t.Fatalf("apply of the stale bind: %v, want ErrSessionMoved", err)
 	}
 	if _, cerr := f.route(t, current, sdkEnvelope("lab", "dc1", 0, "", "", `{"agent":"bob"}`)); cerr != nil {
 		t.Fatalf("route from the current connection: %+v", cerr)

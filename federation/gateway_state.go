@@ -16,13 +16,8 @@ func (s *State) applyGatewayBind(m *concordv1.FedGatewayBind) error {
 	if !validSystemID(b.GetSystemId()) || b.GetSessionId() == "" {
 		return fmt.Errorf("%w: gateway binding needs a valid system id and a session", ErrInvalidCommand)
 	}
-	if ep := m.GetSessionEpoch(); ep != 0 && s.sessions != nil {
-		// A bind from a connection that no longer holds its session (its
-		// route's forward held until the gateway resumed elsewhere) must
-		// not replace a binding made since.
-		if cur, ok := s.sessions.SessionEpoch(b.GetSessionId()); !ok || cur != ep {
-			return fmt.Errorf("%w: session %s left attach epoch %d, which the routing connection holds", ErrSessionMoved, b.GetSessionId(), ep)
-		}
+	if err := s.bindCurrent(b.GetSessionId(), m.GetSessionEpoch()); err != nil {
+		return err
 	}
 	if _, linked := s.links[b.GetSystemId()]; linked {
 		// A linked Concord system is reached over its link; a gateway
@@ -30,6 +25,21 @@ func (s *State) applyGatewayBind(m *concordv1.FedGatewayBind) error {
 		return fmt.Errorf("%w: %s is a linked system", ErrInvalidCommand, b.GetSystemId())
 	}
 	s.gateways[b.GetSystemId()] = proto.CloneOf(b)
+	return nil
+}
+
+// bindCurrent refuses (ErrSessionMoved) a bind from a connection that no
+// longer holds its session at attach epoch ep (its route's forward held
+// until the gateway resumed elsewhere): it must not replace a binding
+// made since. ep 0 (not quoted) passes. The manager runs it before
+// proposing too: epochs only grow, so a refusal there is final.
+func (s *State) bindCurrent(sessionID string, ep uint64) error {
+	if ep == 0 || s.sessions == nil {
+		return nil
+	}
+	if cur, ok := s.sessions.SessionEpoch(sessionID); !ok || cur != ep {
+		return fmt.Errorf("%w: session %s left attach epoch %d, which the routing connection holds", ErrSessionMoved, sessionID, ep)
+	}
 	return nil
 }
 
