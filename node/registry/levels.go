@@ -43,14 +43,14 @@ const (
 
 	// FSMLevelModuleSessionWrites: the session writes whose state lives
 	// in the modules beside the registry quote the connection's attach
-	// epoch too, and their apply refuses them once the session left it
-	// (the registry's ErrSessionMoved, read through State.CheckOrigin or
-	// State.SessionEpoch): ACL_PERMISSIONS_UPDATE (node/acl,
-	// origin_session_id, origin_session_epoch), FED_GATEWAY_BIND
-	// (federation, session_epoch; FED_GATEWAY_UNBIND's session_epoch
-	// keeps a binding whose session was attached again since) and a
-	// RUN_INPUT carrying an agent's map/send reply (node/runs,
-	// origin_session_id, origin_session_epoch).
+	// epoch too, and their apply, reading the session here
+	// (State.CheckOrigin, State.SessionEpoch), refuses them once the
+	// session left it (ErrSessionMoved; federation's own for a bind):
+	// ACL_PERMISSIONS_UPDATE (node/acl, origin_session_id,
+	// origin_session_epoch), FED_GATEWAY_BIND (federation, session_epoch;
+	// FED_GATEWAY_UNBIND's session_epoch keeps a binding whose session
+	// was attached again since) and a RUN_INPUT carrying an agent's
+	// map/send reply (node/runs, origin_session_id, origin_session_epoch).
 	FSMLevelModuleSessionWrites = FSMLevelSystemRecord + 1
 
 	// FSMLevel is the newest level this build enforces.
