@@ -195,9 +195,15 @@ type Deps struct {
 	// leads (the outbox drainer checks before sending).
 	VerifyLeader func(ctx context.Context) error
 	// SessionLive, optional, reports whether a MAP session may still take
-	// messages (not closed, not expired): the leader drops the gateway
-	// bindings of sessions that ended. nil: bindings stay until replaced.
-	SessionLive func(sessionID string) bool
+	// messages (not closed, not expired), and its attach epoch (0 when it
+	// no longer exists): the leader drops the gateway bindings of sessions
+	// that ended. nil: bindings stay until replaced.
+	SessionLive func(sessionID string) (epoch uint64, live bool)
+	// QuoteSessionEpochs, optional, reports whether every server enforces
+	// the session epochs gateway binds and unbinds quote (node: registry
+	// FSMLevelModuleSessionWrites); State must then have WithSessions on
+	// every replica. nil: nothing is quoted.
+	QuoteSessionEpochs func(ctx context.Context) bool
 }
 
 func (d Deps) validate() error {

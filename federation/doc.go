@@ -31,7 +31,12 @@
 // three envelope forms of map/federation/route, gateway.go checks
 // allowlists, hops and loops and delivers, gateway_state.go is the
 // replicated binding of a foreign system to the gateway session that
-// routes for it (command 62), which replies to that system follow.
+// routes for it (command 62), which replies to that system follow. A bind
+// quotes the attach epoch of the routing connection and the leader's
+// unbind the epoch its session ended at; apply checks them against the
+// node's session registry (State.WithSessions), so a late bind from a
+// connection whose session moved on, or an unbind of a session resumed
+// since, changes nothing.
 //
 // Links of kind map (federation.md §6, outbound) reach a foreign MAP
 // server by its WebSocket URL instead of another Concord system:

@@ -14,7 +14,16 @@ const (
 	CodeMaxHopsExceeded = 5011
 	CodeInvalidParams   = -32602
 	CodeDeliveryFailed  = 2003
+	// CodeSessionMoved is MAP's retryable 4000 with details.reason
+	// ReasonSessionMoved: a gateway's route whose binding was refused
+	// because its connection no longer holds its session (ErrSessionMoved),
+	// as node/mapsvc answers the registry's writes refused alike.
+	CodeSessionMoved = 4000
 )
+
+// ReasonSessionMoved is details.reason of CodeSessionMoved (the same as
+// node/mapsvc.ReasonSessionMoved).
+const ReasonSessionMoved = "session_moved"
 
 // Sentinels returned by State's Apply and by the token codec.
 var (
@@ -50,6 +59,10 @@ var (
 	ErrOutboxFull = errors.New("federation: guaranteed outbox full")
 	// ErrClosed: the manager is shut down.
 	ErrClosed = errors.New("federation: closed")
+	// ErrSessionMoved: a gateway bind quoted an attach epoch its session
+	// has left (resumed elsewhere, detached, closed, gone), or an unbind
+	// one its session was attached again since.
+	ErrSessionMoved = errors.New("federation: gateway session moved on")
 )
 
 // CodeError is a refusal with a MAP error code, as it crosses a link in a

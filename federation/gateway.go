@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -17,6 +18,9 @@ type GatewayCaller struct {
 	// SessionID is its MAP session: messages this system sends to the
 	// systems it routes for are delivered there.
 	SessionID, ParticipantID string
+	// SessionEpoch is the attach epoch its connection holds on SessionID
+	// (0: unknown), which a bind quotes (FedGatewayBind.session_epoch).
+	SessionEpoch uint64
 	// Sources are the foreign systems its credential lets it route for
 	// (claim as an envelope's source); Targets the systems it may route
 	// to (this one, linked ones). "*" allows any.
@@ -134,6 +138,10 @@ func (m *Manager) gatewayRoute(ctx context.Context, c GatewayCaller, params json
 		return
 	}
 	if err := m.bindGateway(ctx, c, r.Source); err != nil {
+		if errors.Is(err, ErrSessionMoved) {
+			done(nil, codeErr(CodeSessionMoved, "Session moved on, retry", map[string]any{"reason": ReasonSessionMoved, "error": err.Error()}))
+			return
+		}
 		done(nil, codeErr(CodeUnavailable, "Federation unavailable: could not record the gateway's route: "+err.Error(), map[string]any{"retryable": true}))
 		return
 	}
@@ -260,12 +268,28 @@ func (m *Manager) bindGateway(ctx context.Context, c GatewayCaller, source strin
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
-	_, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_BIND, &concordv1.FedGatewayBind{
-		Binding: &concordv1.FedGatewayBinding{SystemId: source, SessionId: c.SessionID, ParticipantId: c.ParticipantID, BoundAtMs: m.now().UnixMilli()}})
+	bind := &concordv1.FedGatewayBind{
+		Binding: &concordv1.FedGatewayBinding{SystemId: source, SessionId: c.SessionID, ParticipantId: c.ParticipantID, BoundAtMs: m.now().UnixMilli()}}
+	if m.quoteSessionEpochs(ctx) {
+		// A bind whose forward is held until the gateway resumed elsewhere
+		// (its client told the outcome is unknown) is refused then rather
+		// than replacing a binding made since.
+		bind.SessionEpoch = c.SessionEpoch
+		if err := m.deps.State.bindCurrent(c.SessionID, c.SessionEpoch); err != nil {
+			return err
+		}
+	}
+	_, _, err := m.deps.Store.Apply(ctx, concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_BIND, bind)
 	if err == nil {
 		m.log.Info("gateway bound", "peer", source, "session_id", c.SessionID, "participant_id", c.ParticipantID)
 	}
 	return err
+}
+
+// quoteSessionEpochs reports whether binds and unbinds may quote their
+// session's epoch: every server enforces it (Deps.QuoteSessionEpochs).
+func (m *Manager) quoteSessionEpochs(ctx context.Context) bool {
+	return m.deps.QuoteSessionEpochs != nil && m.deps.QuoteSessionEpochs(ctx)
 }
 
 // gatewayTargets resolves a routed envelope's local recipients from this

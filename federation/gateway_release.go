@@ -18,13 +18,20 @@ func (m *Manager) releaseGateways(ctx context.Context) {
 	if m.deps.SessionLive == nil || !m.deps.IsLeader() {
 		return
 	}
+	quote := m.quoteSessionEpochs(ctx)
 	for _, b := range m.deps.State.Gateways() {
-		if m.deps.SessionLive(b.GetSessionId()) {
+		epoch, live := m.deps.SessionLive(b.GetSessionId())
+		if live {
 			continue
 		}
+		un := &concordv1.FedGatewayUnbind{SystemId: b.GetSystemId(), SessionId: b.GetSessionId()}
+		if quote {
+			// Should the session resume before this commits, its binding
+			// serves it again and stays.
+			un.SessionEpoch = epoch
+		}
 		cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
-		_, _, err := m.deps.Store.Apply(cctx, concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_UNBIND,
-			&concordv1.FedGatewayUnbind{SystemId: b.GetSystemId(), SessionId: b.GetSessionId()})
+		_, _, err := m.deps.Store.Apply(cctx, concordv1.CommandType_COMMAND_TYPE_FED_GATEWAY_UNBIND, un)
 		cancel()
 		if err != nil {
 			m.log.Debug("release a gateway binding", "peer", b.GetSystemId(), "session_id", b.GetSessionId(), "err", err)

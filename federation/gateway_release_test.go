@@ -15,7 +15,7 @@ func TestGateway_ReleasedWhenItsSessionEnds(t *testing.T) {
 	f := newGWFixture(t, func(context.Context) error { return nil })
 	var mu sync.Mutex
 	live := map[string]bool{"S1": true}
-	f.m.deps.SessionLive = func(id string) bool { mu.Lock(); defer mu.Unlock(); return live[id] }
+	f.m.deps.SessionLive = func(id string) (uint64, bool) { mu.Lock(); defer mu.Unlock(); return 0, live[id] }
 	if _, cerr := f.route(t, labGateway, sdkEnvelope("lab", "dc1", 0, "", "", `{"agent":"bob"}`)); cerr != nil {
 		t.Fatalf("route: %s", cerr.Message)
 	}

@@ -16,6 +16,9 @@ func (s *State) applyGatewayBind(m *concordv1.FedGatewayBind) error {
 	if !validSystemID(b.GetSystemId()) || b.GetSessionId() == "" {
 		return fmt.Errorf("%w: gateway binding needs a valid system id and a session", ErrInvalidCommand)
 	}
+	if err := s.bindCurrent(b.GetSessionId(), m.GetSessionEpoch()); err != nil {
+		return err
+	}
 	if _, linked := s.links[b.GetSystemId()]; linked {
 		// A linked Concord system is reached over its link; a gateway
 		// never speaks for it.
@@ -25,12 +28,35 @@ func (s *State) applyGatewayBind(m *concordv1.FedGatewayBind) error {
 	return nil
 }
 
+// bindCurrent refuses (ErrSessionMoved) a bind from a connection that no
+// longer holds its session at attach epoch ep (its route's forward held
+// until the gateway resumed elsewhere): it must not replace a binding
+// made since. ep 0 (not quoted) passes. The manager runs it before
+// proposing too: epochs only grow, so a refusal there is final.
+func (s *State) bindCurrent(sessionID string, ep uint64) error {
+	if ep == 0 || s.sessions == nil {
+		return nil
+	}
+	if cur, ok := s.sessions.SessionEpoch(sessionID); !ok || cur != ep {
+		return fmt.Errorf("%w: session %s left attach epoch %d, which the routing connection holds", ErrSessionMoved, sessionID, ep)
+	}
+	return nil
+}
+
 // applyGatewayUnbind drops the binding of a system while it still names
 // the ended session; a binding a newer gateway made since stays. A stale
-// unbind is not an error: two nodes may notice the same ending.
+// unbind is not an error: two nodes may notice the same ending. One
+// quoting the epoch its session ended at is refused once the session was
+// attached again since (a closed session resumed: its binding serves it
+// again); a session that no longer exists ended for good.
 func (s *State) applyGatewayUnbind(m *concordv1.FedGatewayUnbind) error {
 	if !validSystemID(m.GetSystemId()) || m.GetSessionId() == "" {
 		return fmt.Errorf("%w: gateway unbind needs a valid system id and a session", ErrInvalidCommand)
+	}
+	if ep := m.GetSessionEpoch(); ep != 0 && s.sessions != nil {
+		if cur, ok := s.sessions.SessionEpoch(m.GetSessionId()); ok && cur != ep {
+			return fmt.Errorf("%w: session %s was attached again since it ended at epoch %d", ErrSessionMoved, m.GetSessionId(), ep)
+		}
 	}
 	if b, ok := s.gateways[m.GetSystemId()]; ok && b.GetSessionId() == m.GetSessionId() {
 		delete(s.gateways, m.GetSystemId())

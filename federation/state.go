@@ -37,6 +37,9 @@ type State struct {
 	// outcome. It changes no state.
 	onAck    func(peer string, acked []Acked)
 	gateways map[string]*concordv1.FedGatewayBinding // by foreign system id
+	// sessions reads MAP sessions' attach epochs for the gateway
+	// binding's session_epoch checks (gateway_state.go); nil: unchecked.
+	sessions SessionEpochs
 
 	// changed is closed (and replaced) after every applied change, so the
 	// link manager wakes without Apply waiting on it.
@@ -52,6 +55,23 @@ func NewState() *State {
 		pending: map[string]*concordv1.FedPendingUnlink{}, staging: map[string]*concordv1.FedDirectoryApply{},
 		stagedBytes: map[string]int{}, gateways: map[string]*concordv1.FedGatewayBinding{},
 	}
+}
+
+// SessionEpochs reads the attach epoch of a MAP session (false: no such
+// session); node's *registry.State implements it (SessionEpoch). Apply
+// reads it on the FSM goroutine, which applies the registry's entries
+// too, so every replica sees the session at the same point of the log.
+type SessionEpochs interface {
+	SessionEpoch(sessionID string) (uint64, bool)
+}
+
+// WithSessions makes the gateway bind and unbind commands that quote a
+// session_epoch apply only while their session is where the proposer saw
+// it (gateway_state.go). Set it before the state is registered with the
+// store, on every replica: without it the quote is not checked.
+func (s *State) WithSessions(sessions SessionEpochs) *State {
+	s.sessions = sessions
+	return s
 }
 
 // Commands lists the command types State applies, each with an empty

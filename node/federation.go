@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -169,6 +170,9 @@ func (s *Server) buildFederation() error {
 		Servers: s.fedServers, Events: fedEvents{s}, Barrier: s.readyBarrier, VerifyLeader: s.store.VerifyLeader,
 		Nodes: s.fedNodes, NodeConn: s.cluster.PeerConn, MAPDial: s.mapDialer(),
 		SessionLive: s.gatewaySessionLive,
+		QuoteSessionEpochs: func(ctx context.Context) bool {
+			return s.fsmLevel(ctx) >= registry.FSMLevelModuleSessionWrites
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("build federation: %w", err)
@@ -183,12 +187,13 @@ func (s *Server) buildFederation() error {
 }
 
 // gatewaySessionLive says whether an SDK gateway's session may still take
-// messages: it exists and was not closed by map/disconnect. A session
-// whose socket dropped stays live until it expires (it may resume); a
-// closed one that resumes binds again with its next route.
-func (s *Server) gatewaySessionLive(id string) bool {
-	sess, ok := s.registry.Session(id)
-	return ok && sess.ClosedAt == 0
+// messages: it exists and was not closed by map/disconnect; and its
+// attach epoch. A session whose socket dropped stays live until it
+// expires (it may resume); a closed one that resumes keeps its binding
+// (the unbind quotes the epoch it was closed at).
+func (s *Server) gatewaySessionLive(id string) (uint64, bool) {
+	at, ok := s.registry.SessionAttachment(id)
+	return at.Epoch, ok && !at.Closed
 }
 
 // lateFederation is the router's Federation before the manager exists

@@ -40,6 +40,10 @@ func (s *Server) fsmLevel(ctx context.Context) int {
 	return level
 }
 
+// FSMLevel is the FSM level this node's proposers rely on now (fsmLevel):
+// the level-gated command fields up to it reach the log.
+func (s *Server) FSMLevel(ctx context.Context) int { return s.fsmLevel(ctx) }
+
 // fsmLevelTTL is how long fsmLevel keeps an answer.
 const fsmLevelTTL = 250 * time.Millisecond
 

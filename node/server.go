@@ -134,17 +134,17 @@ func (s *Server) build() error {
 		return fmt.Errorf("build registry: %w", err)
 	}
 	s.registry = reg
-	s.fedState = federation.NewState()
 	s.fedHook = &lateFederation{systemID: s.cfg.SystemID}
 	if err := s.buildSecurity(); err != nil {
 		return err
 	}
 	rcfg := s.cfg.Runs
-	rcfg.Events = reg // run events join the replicated event window
 	rcfg.Logger = s.cfg.Logger
-	if s.runs, err = runs.New(rcfg); err != nil {
-		return fmt.Errorf("build runs module: %w", err)
+	mods, err := newStateModules(reg, rcfg)
+	if err != nil {
+		return err
 	}
+	s.runs, s.fedState, s.acl = mods.runs, mods.fed, mods.acl
 	if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen http %s: %w", s.cfg.HTTPAddr, err)
 	}
@@ -199,14 +199,44 @@ func (s *Server) closeBuilt() {
 	}
 }
 
+// stateModules are the replicated state modules, the registry and those
+// beside it.
+type stateModules struct {
+	registry *registry.State
+	runs     *runs.Module
+	fed      *federation.State
+	acl      *acl.Module
+}
+
+// newStateModules builds the modules beside the registry reg, wired to
+// it: their events join its replicated event window, and their writes
+// made for a MAP connection's session are refused once the session moved
+// on (registry.FSMLevelModuleSessionWrites), read from reg at apply.
+func newStateModules(reg *registry.State, rcfg runs.Config) (stateModules, error) {
+	rcfg.Events = reg
+	rcfg.Sessions = reg
+	rm, err := runs.New(rcfg)
+	if err != nil {
+		return stateModules{}, fmt.Errorf("build runs module: %w", err)
+	}
+	return stateModules{registry: reg, runs: rm, fed: federation.NewState().WithSessions(reg),
+		acl: acl.NewModule().WithEvents(reg).WithSessions(reg)}, nil
+}
+
+// list is the modules in the store's (snapshot) order.
+func (m stateModules) list() []raftstore.Module {
+	return []raftstore.Module{m.registry, m.runs, fedModule{m.fed}, m.acl}
+}
+
 func (s *Server) openStore() error {
 	rc := s.cfg.Raft
 	rc.NodeID = s.cfg.NodeID
 	rc.DataDir = s.cfg.DataDir
 	rc.BindAddr = s.cfg.RaftAddr
 	rc.AdvertiseAddr = s.cfg.RaftAdvertise
-	s.acl = acl.NewModule().WithEvents(s.registry) // permissions_client_updated joins the event window
-	rc.Modules = []raftstore.Module{s.registry, s.runs, fedModule{s.fedState}, s.acl}
+	// permissions_client_updated joins the event window; an update from a
+	// connection whose session moved on is refused.
+	rc.Modules = stateModules{registry: s.registry, runs: s.runs, fed: s.fedState, acl: s.acl}.list()
 	rc.Logger = s.cfg.Logger
 	rc.Forwarder = s.forwarder
 	rc.WrapStreamLayer = s.raftStreamWrapper()
@@ -276,6 +306,7 @@ func (s *Server) buildMAPService() error {
 	scfg.Leadership = s.store
 	scfg.IsLeader = s.store.IsLeader
 	scfg.WaitApplied = s.store.WaitApplied
+	scfg.FSMLevel = s.fsmLevel
 	scfg.Logger = s.cfg.Logger
 	runsSvc, err := runs.NewService(scfg)
 	if err != nil {
@@ -577,6 +608,10 @@ func (s *Server) Store() *raftstore.Store { return s.store }
 
 // Registry exposes the replicated registry state (read-only use).
 func (s *Server) Registry() registry.Reader { return s.registry }
+
+// ParticipantPermissions exposes the replicated participant ceilings and
+// client permissions (map/permissions/update) of this node's replica.
+func (s *Server) ParticipantPermissions() mapsvc.ParticipantPermissions { return s.acl }
 
 // Shutdown stops the node in reverse start order. It is idempotent; later
 // calls return the first call's result.

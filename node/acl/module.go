@@ -43,6 +43,7 @@ type Module struct {
 	vis     map[string]*access.ClientVisibility             // parsed perms[].visibility
 	changed chan struct{}                                   // closed and replaced on every change
 	events  EventAppender                                   // optional: permissions_client_updated
+	origins SessionOrigins                                  // optional: refuses a moved session's update
 }
 
 // EventAppender adds events to the replicated MAP event window;
@@ -56,6 +57,26 @@ type EventAppender interface {
 // events (set before the module is registered with the store).
 func (m *Module) WithEvents(events EventAppender) *Module {
 	m.events = events
+	return m
+}
+
+// SessionOrigins refuses a write a MAP connection made for its session
+// once the session left the attach epoch the connection holds;
+// *registry.State implements it (CheckOrigin, with registry's
+// ErrSessionMoved). Apply calls it on the FSM goroutine, which applies
+// the registry's entries too, so every replica reads the session at the
+// same point of the log.
+type SessionOrigins interface {
+	CheckOrigin(sessionID string, epoch uint64) error
+}
+
+// WithSessions makes a permissions update quoting its connection's
+// session (origin_session_id, origin_session_epoch; registry
+// FSMLevelModuleSessionWrites) apply only while that session is still at
+// that epoch. Set it before the module is registered with the store, on
+// every replica: without it the quote is not checked.
+func (m *Module) WithSessions(origins SessionOrigins) *Module {
+	m.origins = origins
 	return m
 }
 

@@ -24,6 +24,13 @@ import (
 const maxDenied = 64
 
 func (m *Module) applyPermissionsUpdate(index uint64, u *concordv1.AclPermissionsUpdate) (any, error) {
+	if m.origins != nil {
+		// First, as the registry's checkOrigin: whatever else the update
+		// would meet, its connection no longer holds the session.
+		if err := m.origins.CheckOrigin(u.GetOriginSessionId(), u.GetOriginSessionEpoch()); err != nil {
+			return nil, err
+		}
+	}
 	pid := u.GetParticipantId()
 	if pid == "" || len(pid) > 256 {
 		return nil, fmt.Errorf("%w: participant_id is required (at most 256 bytes)", ErrInvalidKey)

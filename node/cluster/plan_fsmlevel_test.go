@@ -77,7 +77,7 @@ func TestReconciler_WarnFSMLevelOnce(t *testing.T) {
 // own build; a recorded level also refuses joiners below it, even while
 // a configured server is unknown to gossip.
 func TestPlan_RecordFSMLevel(t *testing.T) {
-	rec := registry.FSMLevelSystemRecord
+	rec, mod := registry.FSMLevelSystemRecord, registry.FSMLevelModuleSessionWrites
 	three := []raftstore.Server{voter("n1"), voter("n2"), voter("n3")}
 	at := func(l int, ids ...string) map[string]memberView {
 		var ms []memberView
@@ -104,6 +104,13 @@ func TestPlan_RecordFSMLevel(t *testing.T) {
 		{"recorded already", at(rec, "n1", "n2", "n3"), rec, rec, rec, false},
 		{"servers ahead of the leader's build", at(rec+1, "n1", "n2", "n3"), rec, rec, rec, false},
 		{"a configured server unknown to gossip", at(rec, "n1", "n2"), 0, rec, 0, false},
+		// A newer level moves the record up once every server advertises it.
+		{"all at a newer level", at(mod, "n1", "n2", "n3"), rec, mod, mod, true},
+		{"one still at the record's level", func() map[string]memberView {
+			m := at(mod, "n1", "n2")
+			m["n3"] = atLevel(alive("n3"), rec)
+			return m
+		}(), rec, mod, rec, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -329,7 +329,7 @@ func (s *Service) mayControl(cs *connState, agentID string) error {
 // id is the participant id.
 func (s *Service) sender(cs *connState) Sender {
 	return Sender{SessionID: cs.sessionID, ParticipantID: cs.participantID, ParticipantType: cs.participantType,
-		AgentID: s.reg.SpeakerAgent(cs.sessionID, cs.participantID)}
+		AgentID: s.reg.SpeakerAgent(cs.sessionID, cs.participantID), SessionEpoch: cs.epoch}
 }
 
 // send serves map/send through the router, which also resolves service

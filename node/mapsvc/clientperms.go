@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/concordmap/concord/node/access"
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
@@ -107,12 +108,23 @@ func (s *Service) permissionsUpdate(ctx context.Context, _ *rpc.Conn, cs *connSt
 	}
 	sort.Strings(deny)
 	sort.Strings(allow)
-	// propose, not proposeFenced: the answer reads the update back from
-	// this replica, so it waits for the local apply.
-	if _, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE, &concordv1.AclPermissionsUpdate{
+	upd := &concordv1.AclPermissionsUpdate{
 		ParticipantId: pid, Deny: deny, Allow: allow, TimestampMs: s.now(), UpdatedBy: cs.participantID, Limits: limits,
 		Visibility: visibility,
-	}); err != nil {
+	}
+	// A late commit (the client told the outcome is unknown, then resumed
+	// elsewhere and set what it wants now) is refused rather than applied
+	// over the newer update.
+	upd.OriginSessionId, upd.OriginSessionEpoch = s.originAt(ctx, cs, registry.FSMLevelModuleSessionWrites)
+	// What the acl module's apply will check, against this replica first
+	// (on any node: epochs only grow, so a session this replica shows
+	// moved on has moved on), so a refused update writes nothing.
+	if err := s.reg.CheckOrigin(upd.OriginSessionId, upd.OriginSessionEpoch); err != nil {
+		return nil, err
+	}
+	// propose, not proposeFenced: the answer reads the update back from
+	// this replica, so it waits for the local apply.
+	if _, err := s.propose(ctx, concordv1.CommandType_COMMAND_TYPE_ACL_PERMISSIONS_UPDATE, upd); err != nil {
 		return nil, err
 	}
 	s.log.Info("participant permissions updated", "participant_id", pid, "deny", deny, "allow", allow, "limits", limits, "by", cs.participantID)

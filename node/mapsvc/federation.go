@@ -19,7 +19,7 @@ type Gateway interface {
 // gatewayCaller is the caller as federation sees it: its session, and the
 // systems its credential lets it route for and to.
 func gatewayCaller(cs *connState) federation.GatewayCaller {
-	c := federation.GatewayCaller{SessionID: cs.sessionID, ParticipantID: cs.participantID}
+	c := federation.GatewayCaller{SessionID: cs.sessionID, ParticipantID: cs.participantID, SessionEpoch: cs.epoch}
 	if p := cs.principal; p != nil {
 		c.Sources, c.Targets = p.GatewaySources, p.GatewayTargets
 	}

@@ -114,7 +114,14 @@ func (s *Service) awaitCommitted(ctx context.Context, err error) error {
 // the connection now holding the session. Nothing while some server does
 // not enforce it (registry.FSMLevelSessionWrites): old behaviour.
 func (s *Service) origin(ctx context.Context, cs *connState) (string, uint64) {
-	if cs.epoch == 0 || s.fsmLevel(ctx) < registry.FSMLevelSessionWrites {
+	return s.originAt(ctx, cs, registry.FSMLevelSessionWrites)
+}
+
+// originAt is origin for a write whose check arrived with FSM level
+// level: the writes of the modules beside the registry
+// (registry.FSMLevelModuleSessionWrites) quote it only from that level.
+func (s *Service) originAt(ctx context.Context, cs *connState, level int) (string, uint64) {
+	if cs.epoch == 0 || s.fsmLevel(ctx) < level {
 		return "", 0
 	}
 	return cs.sessionID, cs.epoch

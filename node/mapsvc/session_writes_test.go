@@ -214,10 +214,11 @@ func registryDump(reg *registry.State) registryState {
 
 // TestSessionWrites_FanoutRefusalShape: a subscribe or unsubscribe the
 // registry refused because the session moved on reaches the participant
-// as the same retryable 4000 (the fanout wraps the store's error).
+// as the same retryable 4000 (the fanout wraps the store's error), and so
+// does a map/send reply to a run (node/runs wraps it likewise).
 func TestSessionWrites_FanoutRefusalShape(t *testing.T) {
 	refusal := &registry.Error{Code: registry.CodeExhausted, Field: "sessionId", Message: `session "s1" moved on since the writing connection attached at epoch 1`}
-	for _, wrap := range []string{"propose subscription add", "propose subscription remove"} {
+	for _, wrap := range []string{"propose subscription add", "propose subscription remove", "runs"} { // runs: a task reply (toRPC)
 		err := translate(fmt.Errorf("%s: %w", wrap, &raftstore.CommandError{Index: 9, Err: refusal}))
 		var re *rpc.Error
 		if !errors.As(err, &re) || re.Code != rpc.CodeExhausted || !re.Data.Retryable || re.Data.Details["reason"] != ReasonSessionMoved {

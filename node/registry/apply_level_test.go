@@ -28,14 +28,40 @@ func TestSystemFSMLevel_RecordGrowsAndSnapshots(t *testing.T) {
 	if got := h.s.SystemFSMLevel(); got != FSMLevelSystemRecord {
 		t.Fatalf("recorded level %d after a lower record, want %d", got, FSMLevelSystemRecord)
 	}
+	// Once every server advertises a newer level the leader records it
+	// (cluster.levelToRecord); the record moves up to it.
+	h.must(cSystemLevel, levelRecord(FSMLevelModuleSessionWrites))
+	if got := h.s.SystemFSMLevel(); got != FSMLevelModuleSessionWrites {
+		t.Fatalf("recorded level %d after the newer record, want %d", got, FSMLevelModuleSessionWrites)
+	}
 	dst := newHarness(t, 10)
 	commit, err := dst.s.Restore(reader(snapshotBytes(t, h.s)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	commit()
-	if got := dst.s.SystemFSMLevel(); got != FSMLevelSystemRecord {
-		t.Fatalf("restored level %d, want %d", got, FSMLevelSystemRecord)
+	if got := dst.s.SystemFSMLevel(); got != FSMLevelModuleSessionWrites {
+		t.Fatalf("restored level %d, want %d", got, FSMLevelModuleSessionWrites)
+	}
+}
+
+// A build of the level before FSMLevelModuleSessionWrites (it knows the
+// record, not the module writes' epochs) halts on a record of that level
+// rather than applying those writes without their check.
+func TestSystemFSMLevel_PreviousBuildHaltsOnModuleSessionWrites(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BuildFSMLevel = FSMLevelModuleSessionWrites - 1
+	older, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, s: older}
+	h.must(cSystemLevel, levelRecord(FSMLevelModuleSessionWrites-1))
+	if _, err := h.apply(cSystemLevel, levelRecord(FSMLevelModuleSessionWrites)); !errors.Is(err, raftstore.ErrHalt) || !errors.Is(err, ErrFSMLevelAhead) {
+		t.Fatalf("record of FSMLevelModuleSessionWrites on the build before it: %v, want ErrHalt and ErrFSMLevelAhead", err)
+	}
+	if got := older.SystemFSMLevel(); got != FSMLevelModuleSessionWrites-1 {
+		t.Fatalf("recorded level %d after the halting record, want %d", got, FSMLevelModuleSessionWrites-1)
 	}
 }
 
@@ -122,6 +148,9 @@ func TestGateLevel(t *testing.T) {
 		{FSMLevelSystemRecord, FSMLevelSystemRecord, FSMLevelSystemRecord},
 		{FSMLevelSystemRecord + 1, FSMLevelSystemRecord, FSMLevelSystemRecord},
 		{FSMLevelResumeEpoch, FSMLevelSystemRecord, FSMLevelResumeEpoch},
+		// A level above the record's waits for its own record.
+		{FSMLevelModuleSessionWrites, FSMLevelSystemRecord, FSMLevelSystemRecord},
+		{FSMLevelModuleSessionWrites, FSMLevelModuleSessionWrites, FSMLevelModuleSessionWrites},
 	}
 	for _, tt := range tests {
 		if got := GateLevel(tt.advertised, tt.recorded); got != tt.want {

@@ -86,8 +86,11 @@
 // connection makes for its session (agent update and unregister, scope
 // writes, subscription add and remove: origin_session_epoch or
 // session_epoch; checkOrigin), and a cursor quoting session_epoch is
-// skipped once the session was attached again since. Proposers quote
-// these only once every server enforces them (levels.go).
+// skipped once the session was attached again since. The state modules
+// beside the registry refuse their own connection writes the same way
+// (permissions updates, gateway binds, run task replies), reading the
+// session here at apply (State.CheckOrigin, State.SessionEpoch). Proposers
+// quote these only once every server enforces them (levels.go).
 // notifySubscribers of the SDK policy is stored but events are always
 // emitted (subscribers filter by type).
 //

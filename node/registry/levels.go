@@ -41,8 +41,20 @@ const (
 	// build's halts the FSM.
 	FSMLevelSystemRecord = FSMLevelSessionWrites + 1
 
+	// FSMLevelModuleSessionWrites: the session writes whose state lives
+	// in the modules beside the registry quote the connection's attach
+	// epoch too, and their apply, reading the session here
+	// (State.CheckOrigin, State.SessionEpoch), refuses them once the
+	// session left it (ErrSessionMoved; federation's own for a bind):
+	// ACL_PERMISSIONS_UPDATE (node/acl, origin_session_id,
+	// origin_session_epoch), FED_GATEWAY_BIND (federation, session_epoch;
+	// FED_GATEWAY_UNBIND's session_epoch keeps a binding whose session
+	// was attached again since) and a RUN_INPUT carrying an agent's
+	// map/send reply (node/runs, origin_session_id, origin_session_epoch).
+	FSMLevelModuleSessionWrites = FSMLevelSystemRecord + 1
+
 	// FSMLevel is the newest level this build enforces.
-	FSMLevel = FSMLevelSystemRecord
+	FSMLevel = FSMLevelModuleSessionWrites
 )
 
 // GateLevel is the level a proposer may rely on, given the lowest level

@@ -107,6 +107,21 @@ func checkOrigin(d *data, sid string, ep uint64) error {
 	return errf(CodeExhausted, "sessionId", "session %q moved on since the writing connection attached at epoch %d", sid, ep)
 }
 
+// CheckOrigin is checkOrigin for the writes applied by the state modules
+// beside the registry (node/acl, node/runs; FSMLevelModuleSessionWrites):
+// ErrSessionMoved once session sid has left attach epoch ep, nil for ep
+// 0. Their Apply calls it on raft's FSM goroutine, which also applies the
+// registry's entries, so every replica reads the session at the same
+// point of the log.
+func (s *State) CheckOrigin(sid string, ep uint64) error {
+	if ep == 0 {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return checkOrigin(s.d, sid, ep)
+}
+
 // cursorCurrent reports whether a cursor its connection delivered at
 // attach epoch ep may still move the session's cursor: the session was
 // not attached again since (at ep, or one detach or close of that very

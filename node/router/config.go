@@ -159,6 +159,11 @@ type Sender struct {
 	// a local agent registered under a remote-looking id cannot pass for
 	// the remote one.
 	SourceSystem string
+	// SessionEpoch is the attach epoch the sending connection holds on
+	// SessionID (0 when unknown): a service that proposes a write for the
+	// send quotes it, so a late commit after the session moved on is
+	// refused (node/runs; registry.FSMLevelModuleSessionWrites).
+	SessionEpoch uint64
 }
 
 // from is the Message.from value: the agent id when there is one, so that

@@ -46,11 +46,27 @@ type EventAppender interface {
 	AppendEvents(index uint64, evs []registry.Event) []registry.Event
 }
 
+// SessionOrigins refuses a write a MAP connection made for its session
+// once the session left the attach epoch the connection holds:
+// *registry.State implements it (CheckOrigin, registry.ErrSessionMoved).
+// The module's Apply calls it on the FSM goroutine, which applies the
+// registry's entries too, so every replica reads the session at the same
+// point of the log.
+type SessionOrigins interface {
+	CheckOrigin(sessionID string, epoch uint64) error
+}
+
 // Config configures the replicated Module.
 type Config struct {
 	// Events receives every run event as a MAP event (required). Every
 	// replica must be given its own registry, like the module itself.
 	Events EventAppender
+	// Sessions checks the session an agent's reply quotes
+	// (origin_session_id, origin_session_epoch; registry
+	// FSMLevelModuleSessionWrites). Optional, but set on every replica or
+	// none: without it the quote is not checked. node gives it the
+	// registry replica that also serves as Events.
+	Sessions SessionOrigins
 	// OutboxLimit is how many applied inputs (count) may wait for the
 	// leader's driver before the module drops them and asks the driver to
 	// rescan every run instead. Higher absorbs longer driver stalls; a
@@ -133,6 +149,12 @@ type ServiceConfig struct {
 	// WaitApplied, optional, waits until the local replica has applied an
 	// index, so a caller reads its own writes on this node.
 	WaitApplied func(ctx context.Context, index uint64) error
+	// FSMLevel, optional, returns the registry FSM level every server of
+	// the system enforces (registry.GateLevel): a reply quotes its
+	// connection's session (RunInput.origin_session_epoch) only from
+	// registry.FSMLevelModuleSessionWrites on. Without it nothing is
+	// quoted.
+	FSMLevel func(ctx context.Context) int
 
 	// LagWait bounds how long a follower waits for its replica to show a
 	// run or task it does not know yet before refusing (90000/90002).

@@ -44,6 +44,7 @@ func newEnv(t *testing.T, mut ...func(*ServiceConfig)) *env {
 	}
 	mcfg := DefaultConfig()
 	mcfg.Events = reg
+	mcfg.Sessions = reg
 	mcfg.Logger = testLogger(t)
 	mod, err := New(mcfg)
 	if err != nil {

@@ -26,6 +26,7 @@ const moduleName = "runs"
 type Module struct {
 	log         *slog.Logger
 	events      EventAppender
+	origins     SessionOrigins // nil: quoted sessions are not checked
 	outboxLimit int
 
 	mu     sync.RWMutex // guards everything below
@@ -59,6 +60,7 @@ func New(cfg Config) (*Module, error) {
 	return &Module{
 		log:         lg.With("component", "runs"),
 		events:      cfg.Events,
+		origins:     cfg.Sessions,
 		outboxLimit: cfg.OutboxLimit,
 		runs:        map[string]*run{},
 		notify:      make(chan struct{}),
@@ -208,6 +210,13 @@ func (m *Module) Check(in *concordv1.RunInput) error {
 // check mirrors the engine's reasons to ignore an input (consensus
 // DESIGN.md §1) with the module's own bookkeeping. Callers hold m.mu.
 func (m *Module) check(in *concordv1.RunInput) error {
+	if m.origins != nil {
+		// First, as the registry's own session writes: whatever else the
+		// reply would meet, its connection no longer holds the session.
+		if err := m.origins.CheckOrigin(in.GetOriginSessionId(), in.GetOriginSessionEpoch()); err != nil {
+			return err
+		}
+	}
 	id := in.GetRunId()
 	if id == "" || in.GetInput() == nil {
 		return errf(ErrInvalidInput, map[string]any{"reason": "run_id and an input are required"})

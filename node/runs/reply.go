@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/concordmap/concord/consensus"
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/node/router"
 	"github.com/concordmap/concord/node/rpc"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -23,7 +24,10 @@ import (
 //   - 1003 PERMISSION_DENIED: the sender does not own the task's agent
 //     (details.reason wrong_agent when the sender takes part in the run,
 //     not_participant otherwise);
-//   - -32602 for a malformed reply.
+//   - -32602 for a malformed reply;
+//   - the registry's ErrSessionMoved (MAP: retryable 4000, session_moved)
+//     once the sending connection's session moved on, should the reply
+//     quote it (origin; the module checks it at apply as well).
 //
 // Success answers like map/send: {messageId, delivered:["concord.runs"]}.
 func (s *Service) HandleSend(ctx context.Context, from router.Sender, params json.RawMessage) (any, error) {
@@ -46,6 +50,7 @@ func (s *Service) HandleSend(ctx context.Context, from router.Sender, params jso
 		return nil, err
 	}
 	in := &concordv1.RunInput{RunId: runID, TimeMs: at, NodeId: s.cfg.NodeID, Source: senderID(from)}
+	in.OriginSessionId, in.OriginSessionEpoch = s.origin(ctx, from)
 	switch {
 	case rp.failed:
 		in.Input = failedInput(rp.taskID, pid, rp.errMsg)
@@ -67,6 +72,20 @@ func (s *Service) HandleSend(ctx context.Context, from router.Sender, params jso
 		return nil, toRPC(err)
 	}
 	return map[string]any{"messageId": s.newID(), "delivered": []string{ServiceID}}, nil
+}
+
+// origin is the session and attach epoch a reply quotes: the sending
+// connection's, so that a reply whose forward was held until after its
+// agent's session resumed elsewhere (its client told the outcome is
+// unknown) does not settle the task behind the connection now holding the
+// session. Nothing for a sender of another system (no local session) or
+// while some server does not enforce it.
+func (s *Service) origin(ctx context.Context, from router.Sender) (string, uint64) {
+	if from.SessionEpoch == 0 || from.SourceSystem != "" || s.cfg.FSMLevel == nil ||
+		s.cfg.FSMLevel(ctx) < registry.FSMLevelModuleSessionWrites {
+		return "", 0
+	}
+	return from.SessionID, from.SessionEpoch
 }
 
 func failedInput(taskID, pid, msg string) *concordv1.RunInput_TaskFailed {

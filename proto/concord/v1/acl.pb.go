@@ -666,9 +666,18 @@ type AclPermissionsUpdate struct {
 	Limits map[string]int64 `protobuf:"bytes,6,rep,name=limits,proto3" json:"limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// visibility, when set, is a JSON object whose keys (agents, scopes,
 	// events, structure) replace those of the stored client visibility.
-	Visibility    []byte `protobuf:"bytes,7,opt,name=visibility,proto3" json:"visibility,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Visibility []byte `protobuf:"bytes,7,opt,name=visibility,proto3" json:"visibility,omitempty"`
+	// origin_session_id and origin_session_epoch name the session of the
+	// MAP connection that asked and the attach epoch it holds: once the
+	// session has left that epoch (resumed elsewhere, detached, closed)
+	// the update is refused with no state change (a late forward of a
+	// request its client was told may have failed). 0 applies as before
+	// (older proposers, or a system with a server that does not enforce
+	// it; registry FSMLevelModuleSessionWrites).
+	OriginSessionId    string `protobuf:"bytes,8,opt,name=origin_session_id,json=originSessionId,proto3" json:"origin_session_id,omitempty"`
+	OriginSessionEpoch uint64 `protobuf:"varint,9,opt,name=origin_session_epoch,json=originSessionEpoch,proto3" json:"origin_session_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AclPermissionsUpdate) Reset() {
@@ -750,6 +759,20 @@ func (x *AclPermissionsUpdate) GetVisibility() []byte {
 	return nil
 }
 
+func (x *AclPermissionsUpdate) GetOriginSessionId() string {
+	if x != nil {
+		return x.OriginSessionId
+	}
+	return ""
+}
+
+func (x *AclPermissionsUpdate) GetOriginSessionEpoch() uint64 {
+	if x != nil {
+		return x.OriginSessionEpoch
+	}
+	return 0
+}
+
 var File_concord_v1_acl_proto protoreflect.FileDescriptor
 
 const file_concord_v1_acl_proto_rawDesc = "" +
@@ -804,7 +827,7 @@ const file_concord_v1_acl_proto_rawDesc = "" +
 	"visibility\x1a9\n" +
 	"\vLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xca\x02\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xa8\x03\n" +
 	"\x14AclPermissionsUpdate\x12%\n" +
 	"\x0eparticipant_id\x18\x01 \x01(\tR\rparticipantId\x12\x12\n" +
 	"\x04deny\x18\x02 \x03(\tR\x04deny\x12\x14\n" +
@@ -815,7 +838,9 @@ const file_concord_v1_acl_proto_rawDesc = "" +
 	"\x06limits\x18\x06 \x03(\v2,.concord.v1.AclPermissionsUpdate.LimitsEntryR\x06limits\x12\x1e\n" +
 	"\n" +
 	"visibility\x18\a \x01(\fR\n" +
-	"visibility\x1a9\n" +
+	"visibility\x12*\n" +
+	"\x11origin_session_id\x18\b \x01(\tR\x0foriginSessionId\x120\n" +
+	"\x14origin_session_epoch\x18\t \x01(\x04R\x12originSessionEpoch\x1a9\n" +
 	"\vLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x012\x89\x02\n" +

@@ -2213,8 +2213,14 @@ func (x *FedDirectoryApply) GetDigest() []byte {
 // FedGatewayBind is COMMAND_TYPE_FED_GATEWAY_BIND: a gateway session now
 // serves binding.system_id (replacing any earlier binding of that system).
 type FedGatewayBind struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Binding       *FedGatewayBinding     `protobuf:"bytes,1,opt,name=binding,proto3" json:"binding,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Binding *FedGatewayBinding     `protobuf:"bytes,1,opt,name=binding,proto3" json:"binding,omitempty"`
+	// session_epoch is the attach epoch of the gateway's connection that
+	// routed: once binding.session_id has left it (resumed elsewhere,
+	// detached, closed, gone) the bind is refused with no state change.
+	// 0 applies as before (older proposers, or a system with a server that
+	// does not enforce it; registry FSMLevelModuleSessionWrites).
+	SessionEpoch  uint64 `protobuf:"varint,2,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2254,6 +2260,13 @@ func (x *FedGatewayBind) GetBinding() *FedGatewayBinding {
 		return x.Binding
 	}
 	return nil
+}
+
+func (x *FedGatewayBind) GetSessionEpoch() uint64 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
 }
 
 // FedMapLinkPut is COMMAND_TYPE_FED_MAP_LINK_PUT: store (or replace) a
@@ -4436,9 +4449,15 @@ func (x *MapForwardResponse) GetAcks() []*FedAck {
 // Applied only while the binding still names session_id: a newer bind of
 // the system (another gateway) stays.
 type FedGatewayUnbind struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SystemId      string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
-	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SystemId  string                 `protobuf:"bytes,1,opt,name=system_id,json=systemId,proto3" json:"system_id,omitempty"`
+	SessionId string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// session_epoch is the epoch at which the proposer saw the session
+	// ended: should the session have been attached again since (a closed
+	// session resumed), the unbind is refused with no state change. A
+	// session that no longer exists has ended for good. 0 applies as
+	// before (see FedGatewayBind.session_epoch).
+	SessionEpoch  uint64 `protobuf:"varint,3,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4485,6 +4504,13 @@ func (x *FedGatewayUnbind) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *FedGatewayUnbind) GetSessionEpoch() uint64 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
 }
 
 // OutboxRelayRequest carries guaranteed envelopes to peer_system_id, in
@@ -4750,9 +4776,10 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\aremoves\x18\x06 \x03(\tR\aremoves\x12\x14\n" +
 	"\x05chunk\x18\a \x01(\rR\x05chunk\x12\x12\n" +
 	"\x04more\x18\b \x01(\bR\x04more\x12\x16\n" +
-	"\x06digest\x18\t \x01(\fR\x06digest\"I\n" +
+	"\x06digest\x18\t \x01(\fR\x06digest\"n\n" +
 	"\x0eFedGatewayBind\x127\n" +
-	"\abinding\x18\x01 \x01(\v2\x1d.concord.v1.FedGatewayBindingR\abinding\"8\n" +
+	"\abinding\x18\x01 \x01(\v2\x1d.concord.v1.FedGatewayBindingR\abinding\x12#\n" +
+	"\rsession_epoch\x18\x02 \x01(\x04R\fsessionEpoch\"8\n" +
 	"\rFedMapLinkPut\x12'\n" +
 	"\x04link\x18\x01 \x01(\v2\x13.concord.v1.FedLinkR\x04link\"l\n" +
 	"\fFedMapHolder\x12$\n" +
@@ -4926,11 +4953,12 @@ const file_concord_v1_federation_proto_rawDesc = "" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x125\n" +
 	"\tenvelopes\x18\x02 \x03(\v2\x17.concord.v1.FedEnvelopeR\tenvelopes\"<\n" +
 	"\x12MapForwardResponse\x12&\n" +
-	"\x04acks\x18\x01 \x03(\v2\x12.concord.v1.FedAckR\x04acks\"N\n" +
+	"\x04acks\x18\x01 \x03(\v2\x12.concord.v1.FedAckR\x04acks\"s\n" +
 	"\x10FedGatewayUnbind\x12\x1b\n" +
 	"\tsystem_id\x18\x01 \x01(\tR\bsystemId\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x02 \x01(\tR\tsessionId\"q\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12#\n" +
+	"\rsession_epoch\x18\x03 \x01(\x04R\fsessionEpoch\"q\n" +
 	"\x12OutboxRelayRequest\x12$\n" +
 	"\x0epeer_system_id\x18\x01 \x01(\tR\fpeerSystemId\x125\n" +
 	"\tenvelopes\x18\x02 \x03(\v2\x17.concord.v1.FedEnvelopeR\tenvelopes\"=\n" +

@@ -37,6 +37,15 @@ type RunInput struct {
 	// source is the participant on whose behalf the input was proposed (the
 	// caller of start/cancel, the agent that replied); empty for the driver.
 	Source string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	// origin_session_id and origin_session_epoch name the session of the
+	// MAP connection whose map/send carried the input (an agent's reply)
+	// and the attach epoch it holds: once the session has left that epoch
+	// (resumed elsewhere, detached, closed) the input is refused with no
+	// state change. Empty and 0 for the driver's inputs, for replies that
+	// crossed a federation link, and on a system with a server that does not
+	// enforce it (registry FSMLevelModuleSessionWrites).
+	OriginSessionId    string `protobuf:"bytes,5,opt,name=origin_session_id,json=originSessionId,proto3" json:"origin_session_id,omitempty"`
+	OriginSessionEpoch uint64 `protobuf:"varint,6,opt,name=origin_session_epoch,json=originSessionEpoch,proto3" json:"origin_session_epoch,omitempty"`
 	// Types that are valid to be assigned to Input:
 	//
 	//	*RunInput_Start
@@ -106,6 +115,20 @@ func (x *RunInput) GetSource() string {
 		return x.Source
 	}
 	return ""
+}
+
+func (x *RunInput) GetOriginSessionId() string {
+	if x != nil {
+		return x.OriginSessionId
+	}
+	return ""
+}
+
+func (x *RunInput) GetOriginSessionEpoch() uint64 {
+	if x != nil {
+		return x.OriginSessionEpoch
+	}
+	return 0
 }
 
 func (x *RunInput) GetInput() isRunInput_Input {
@@ -1042,12 +1065,14 @@ var File_concord_v1_runs_proto protoreflect.FileDescriptor
 const file_concord_v1_runs_proto_rawDesc = "" +
 	"\n" +
 	"\x15concord/v1/runs.proto\x12\n" +
-	"concord.v1\"\xbe\x03\n" +
+	"concord.v1\"\x9c\x04\n" +
 	"\bRunInput\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x16\n" +
-	"\x06source\x18\x04 \x01(\tR\x06source\x12,\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\x12*\n" +
+	"\x11origin_session_id\x18\x05 \x01(\tR\x0foriginSessionId\x120\n" +
+	"\x14origin_session_epoch\x18\x06 \x01(\x04R\x12originSessionEpoch\x12,\n" +
 	"\x05start\x18\n" +
 	" \x01(\v2\x14.concord.v1.RunStartH\x00R\x05start\x12<\n" +
 	"\vtask_result\x18\v \x01(\v2\x19.concord.v1.RunTaskResultH\x00R\n" +
