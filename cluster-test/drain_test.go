@@ -324,3 +324,56 @@ func TestDrain_AdmissionSurvivesLeaderChange(t *testing.T) {
 		t.Fatalf("%s is draining after its refusal", a)
 	}
 }
+
+// TestDrain_MixedLevelsAdmitInMemory: while one server runs a build below
+// registry.FSMLevelDrainAdmissions (injected with
+// registry.Config.BuildFSMLevel), the system records the lower level, and
+// the leader keeps the drains it admits in its memory: none reaches the
+// log (that build would panic on the command type), and a second voter's
+// drain, which with the first would leave 2 voters, is still refused.
+func TestDrain_MixedLevelsAdmitInMemory(t *testing.T) {
+	c := New(t, 4, WithNodeConfig(func(i int, cfg *node.Config) {
+		cfg.Cluster.RaftVoters = 3
+		if i == 0 { // bootstrapped as a voter: a joiner below every server's level is refused
+			cfg.Registry.BuildFSMLevel = registry.FSMLevelSystemRecord
+		}
+	}))
+	voters, _ := waitSuffrage(t, c, 3, 1)
+	Eventually(t, MembershipTimeout, func() error {
+		for _, n := range c.Running() {
+			if got := recordedLevel(n); got != registry.FSMLevelSystemRecord {
+				return fmt.Errorf("%s records system FSM level %d, want %d", n, got, registry.FSMLevelSystemRecord)
+			}
+		}
+		return nil
+	})
+	a := c.Leader(t)
+	var drained []string
+	for _, id := range voters {
+		if id != a.ID {
+			drained = append(drained, id)
+		}
+	}
+	conn, err := adminConn(a.GRPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	admit := func(id string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+		defer cancel()
+		_, err := concordv1.NewOperatorClient(conn).AdmitDrain(ctx, &concordv1.AdmitDrainRequest{NodeId: id, LeaseMs: time.Minute.Milliseconds()})
+		return err
+	}
+	if err := admit(drained[0]); err != nil {
+		t.Fatalf("admit the drain of %s on leader %s: %v", drained[0], a, err)
+	}
+	if err := admit(drained[1]); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--min-quorum 3") {
+		t.Fatalf("second voter's drain on %s: %v, want FAILED_PRECONDITION naming --min-quorum 3", a, err)
+	}
+	for _, n := range c.Running() {
+		if adm, _ := n.Server().Registry().(*registry.State).DrainAdmissions(); len(adm) != 0 {
+			t.Fatalf("%s holds drain admissions %+v below their level", n, adm)
+		}
+	}
+}
