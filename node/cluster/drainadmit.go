@@ -68,39 +68,58 @@ func (r *Reconciler) AdmitDrain(ctx context.Context, id string, force bool, leas
 	members := r.deps.Members.Members()
 	replicate := r.drainsReplicated(configuredFloor(servers, members))
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 && !r.leading.Load() {
+			return 0, ErrNotLeader
+		}
 		now := r.cfg.now()
-		leaving := r.drains.current(servers, now)
-		recorded, basedOn := r.recordedDrains(servers, now)
-		for n := range recorded {
-			leaving[n] = true
-		}
-		delete(leaving, id) // a repeated admission of one node counts it once
-		left, short := DrainFloor(servers, members, leaving, id, r.cfg.MinQuorum)
-		if short && !force {
-			return left, fmt.Errorf("%w: draining %s would leave %d voters (counting the non-voters that can be promoted and the %d other drains in flight), below --min-quorum %d "+
+		d := r.decideDrain(servers, members, id, now)
+		if d.short && !force {
+			return d.left, fmt.Errorf("%w: draining %s would leave %d voters (counting the non-voters that can be promoted and the %d other drains in flight), below --min-quorum %d "+
 				"(start another server or wait for the other drains to finish first, or drain with --force to accept one failure fewer tolerated until one joins)",
-				ErrDrainRefused, id, left, len(leaving), r.cfg.MinQuorum)
+				ErrDrainRefused, id, d.left, d.others, r.cfg.MinQuorum)
 		}
-		until := now.Add(lease)
 		if replicate {
-			err := r.recordAdmission(ctx, id, until, basedOn)
+			err := r.recordAdmission(ctx, id, now.Add(lease), d.basedOn)
 			if errors.Is(err, registry.ErrDrainAdmitStale) && attempt < admitStaleAttempts {
 				r.log.Info("drain admission decided before an earlier one was applied here: deciding again", "peer", id, "err", err)
 				continue
 			}
 			if err != nil {
-				return left, err
+				return d.left, err
 			}
 		} else {
-			r.drains.leases[id] = until
+			r.drains.leases[id] = now.Add(lease)
 		}
-		if short {
+		if d.short {
 			r.log.Warn("drain admitted below --min-quorum (forced): the system tolerates one failure fewer until another server joins",
-				"peer", id, "voters_left", left, "min_quorum", r.cfg.MinQuorum)
+				"peer", id, "voters_left", d.left, "min_quorum", r.cfg.MinQuorum)
 		}
-		r.log.Info("drain admitted", "peer", id, "voters_left", left, "other_drains", len(leaving), "lease", lease, "replicated", replicate)
-		return left, nil
+		r.log.Info("drain admitted", "peer", id, "voters_left", d.left, "other_drains", d.others, "lease", lease, "replicated", replicate)
+		return d.left, nil
 	}
+}
+
+// drainDecision is DrainFloor's verdict on one drain, with how many other
+// drains it counted and the recorded admissions' index it read.
+type drainDecision struct {
+	left, others int
+	short        bool
+	basedOn      uint64
+}
+
+// decideDrain runs DrainFloor for id's drain against every drain in
+// flight other than id's own: gossip's draining, the admissions recorded
+// in replicated state and those in this leader's memory. Callers hold
+// drains.mu.
+func (r *Reconciler) decideDrain(servers []raftstore.Server, members []membership.Member, id string, now time.Time) drainDecision {
+	leaving := r.drains.current(servers, now)
+	recorded, basedOn := r.recordedDrains(servers, now)
+	for n := range recorded {
+		leaving[n] = true
+	}
+	delete(leaving, id) // a repeated admission of one node counts it once
+	left, short := DrainFloor(servers, members, leaving, id, r.cfg.MinQuorum)
+	return drainDecision{left: left, others: len(leaving), short: short, basedOn: basedOn}
 }
 
 // current drops the leases that ran out or whose node is no longer
