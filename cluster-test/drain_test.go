@@ -189,6 +189,7 @@ func requireUnready(t *testing.T, n *Node) {
 // admits drains one at a time and counts the first, so exactly one is
 // admitted and the other is refused naming --min-quorum. The admitted one
 // drains and the spare takes its place: the voters never drop below 3.
+// Once it left, its recorded admission is released on every replica.
 func TestDrain_ConcurrentVotersOneSpare(t *testing.T) {
 	c := New(t, 4, WithNodeConfig(func(_ int, cfg *node.Config) { cfg.Cluster.RaftVoters = 3 }))
 	voters, _ := waitSuffrage(t, c, 3, 1)
@@ -234,6 +235,16 @@ func TestDrain_ConcurrentVotersOneSpare(t *testing.T) {
 	if m := minVoters(); m < 3 {
 		t.Fatalf("the configuration held %d voters during the drain, below MinQuorum 3", m)
 	}
+	// The drained node left the configuration: the leader released its
+	// admission on every replica.
+	Eventually(t, MembershipTimeout, func() error {
+		return eachNode(c.Running(), func(n *Node) error {
+			if adm, _ := n.Server().Registry().(*registry.State).DrainAdmissions(); len(adm) != 0 {
+				return fmt.Errorf("%s still holds drain admissions %+v", n, adm)
+			}
+			return nil
+		})
+	})
 }
 
 // TestDrain_VoterWaitsForSlowPromotion drains a voter with a sessions
