@@ -3,11 +3,14 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/concordmap/concord/node/tlsconf/tlstest"
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -45,20 +48,49 @@ type LinkSpec struct {
 }
 
 // Link peers two systems the way an operator does: a token issued on
-// `to` for from's system, redeemed on `from`. It fails t on error.
+// `to` for from's system, redeemed on `from`. It fails t on error. A call
+// whose outcome is unknown (UNAVAILABLE: leadership moved while it
+// committed, which a loaded host sees) is retried as an operator would: a
+// second token is harmless, and a redeem that did commit answers "already
+// linked" to its retry.
 func Link(t testing.TB, from, to *Cluster, spec LinkSpec) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
-	defer cancel()
-	tok, err := to.FederationClient(t, 0).CreateToken(ctx, &concordv1.CreateTokenRequest{
-		PeerSystemId: from.SystemID(), Export: spec.ToExport, Transitive: spec.Transitive, Buffer: spec.Buffer})
+	var tok *concordv1.CreateTokenResponse
+	retryUnavailable(t, fmt.Sprintf("federation token on %s", to.SystemID()), func(ctx context.Context, _ bool) error {
+		var err error
+		tok, err = to.FederationClient(t, 0).CreateToken(ctx, &concordv1.CreateTokenRequest{
+			PeerSystemId: from.SystemID(), Export: spec.ToExport, Transitive: spec.Transitive, Buffer: spec.Buffer})
+		return err
+	})
+	retryUnavailable(t, fmt.Sprintf("federation link %s -> %s", from.SystemID(), to.SystemID()), func(ctx context.Context, retry bool) error {
+		_, err := from.FederationClient(t, len(from.Nodes())-1).CreateLink(ctx, &concordv1.CreateLinkRequest{
+			Token: tok.GetToken(), Export: spec.FromExport, Transitive: spec.Transitive, MaxHops: spec.MaxHops,
+			Outbox: spec.FromOutbox, Buffer: spec.Buffer})
+		if retry && err != nil && strings.Contains(err.Error(), "already linked to "+to.SystemID()) {
+			return nil // the earlier attempt committed
+		}
+		return err
+	})
+}
+
+// retryUnavailable runs call (each with CallTimeout) until it succeeds, for
+// up to LeaderTimeout while it fails with UNAVAILABLE; any other error, or
+// the last one, fails t. retry says whether an earlier attempt was made.
+func retryUnavailable(t testing.TB, what string, call func(ctx context.Context, retry bool) error) {
+	t.Helper()
+	attempts := 0
+	err := Poll(context.Background(), LeaderTimeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+		defer cancel()
+		err := call(ctx, attempts > 0)
+		attempts++
+		if err != nil && status.Code(err) != codes.Unavailable {
+			return Permanent(err)
+		}
+		return err
+	})
 	if err != nil {
-		t.Fatalf("clustertest: federation token on %s: %v", to.SystemID(), err)
-	}
-	if _, err := from.FederationClient(t, len(from.Nodes())-1).CreateLink(ctx, &concordv1.CreateLinkRequest{
-		Token: tok.GetToken(), Export: spec.FromExport, Transitive: spec.Transitive, MaxHops: spec.MaxHops,
-		Outbox: spec.FromOutbox, Buffer: spec.Buffer}); err != nil {
-		t.Fatalf("clustertest: federation link %s -> %s: %v", from.SystemID(), to.SystemID(), err)
+		t.Fatalf("clustertest: %s (%d attempts): %v", what, attempts, err)
 	}
 }
 

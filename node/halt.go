@@ -21,11 +21,21 @@ func (s *Server) watchHalt(ctx context.Context) error {
 	}
 	err := s.store.HaltErr()
 	s.caughtUp.Store(false) // new MAP connections are refused (gateUntilCaughtUp)
+	s.closeFatal(err)
 	s.log.Error("node halted: its FSM cannot apply the log like the other replicas; it serves nothing more. "+
 		"Run a build whose FSM level is at least the system's (concord operator health shows it) on this node", "err", err)
-	s.fatalErr = err
-	close(s.fatal)
 	return nil
+}
+
+// closeFatal records err as why the node cannot go on and closes Fatal;
+// the first call wins. Start calls it too when it fails on a halt, so a
+// caller that sees Start fail that way also sees Fatal closed, whether or
+// not watchHalt ran yet.
+func (s *Server) closeFatal(err error) {
+	s.fatalOnce.Do(func() {
+		s.fatalErr = err
+		close(s.fatal)
+	})
 }
 
 // Fatal is closed when the node cannot go on and must be shut down (its

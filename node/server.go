@@ -91,8 +91,10 @@ type Server struct {
 	drained  chan struct{}
 	// fatal closes when the node cannot go on (its FSM halted: halt.go);
 	// fatalErr says why and is set before.
-	fatal    chan struct{}
-	fatalErr error
+	fatal     chan struct{}
+	fatalErr  error
+	fatalOnce sync.Once
+
 	loopMu   sync.Mutex
 	stopping bool
 	runCtx   context.Context

@@ -35,6 +35,9 @@ func (s *Server) startWatched(joinCtx context.Context) error {
 	err := s.start(joinCtx, ctx)
 	close(stop)
 	<-done
+	if halt := s.store.HaltErr(); err != nil && halt != nil {
+		s.closeFatal(halt)
+	}
 	if cause := context.Cause(ctx); err != nil && errors.Is(cause, membership.ErrGossipKey) {
 		return cause
 	}
