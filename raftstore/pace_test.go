@@ -204,9 +204,18 @@ func TestCluster_NonvoterReplicationPaced(t *testing.T) {
 	}
 
 	// Promoted, it votes and must keep a voter's pace.
-	if err := leader.AddVoter(testCtx(t), nv.ID(), nv.Addr()); err != nil {
-		t.Fatal(err)
-	}
+	// A loaded host may move leadership under steady writes: promote
+	// through whichever store leads then (paced reads the same variable).
+	eventually(t, waitTimeout, func() error {
+		leader = c.requireOneLeader(t, c.stores)
+		if err := leader.AddVoter(testCtx(t), nv.ID(), nv.Addr()); err != nil {
+			if errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNotLeader) {
+				return fmt.Errorf("add voter %s: %w", nv.ID(), err)
+			}
+			t.Fatalf("add voter %s: %v", nv.ID(), err)
+		}
+		return nil
+	})
 	paced(false)
 	vb, nb = batchesOver(window)
 	t.Logf("promoted, over %s: voter %d log writes, former non-voter %d", window, vb, nb)
