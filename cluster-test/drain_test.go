@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/concordmap/concord/node"
+	"github.com/concordmap/concord/node/registry"
+	concordv1 "github.com/concordmap/concord/proto/concord/v1"
 )
 
 // TestDrain_ParticipantsResumeOnOtherNodes drains a node holding 200
@@ -187,6 +189,7 @@ func requireUnready(t *testing.T, n *Node) {
 // admits drains one at a time and counts the first, so exactly one is
 // admitted and the other is refused naming --min-quorum. The admitted one
 // drains and the spare takes its place: the voters never drop below 3.
+// Once it left, its recorded admission is released on every replica.
 func TestDrain_ConcurrentVotersOneSpare(t *testing.T) {
 	c := New(t, 4, WithNodeConfig(func(_ int, cfg *node.Config) { cfg.Cluster.RaftVoters = 3 }))
 	voters, _ := waitSuffrage(t, c, 3, 1)
@@ -232,6 +235,16 @@ func TestDrain_ConcurrentVotersOneSpare(t *testing.T) {
 	if m := minVoters(); m < 3 {
 		t.Fatalf("the configuration held %d voters during the drain, below MinQuorum 3", m)
 	}
+	// The drained node left the configuration: the leader released its
+	// admission on every replica.
+	Eventually(t, MembershipTimeout, func() error {
+		return eachNode(c.Running(), func(n *Node) error {
+			if adm, _ := n.Server().Registry().(*registry.State).DrainAdmissions(); len(adm) != 0 {
+				return fmt.Errorf("%s still holds drain admissions %+v", n, adm)
+			}
+			return nil
+		})
+	})
 }
 
 // TestDrain_VoterWaitsForSlowPromotion drains a voter with a sessions
@@ -261,5 +274,117 @@ func TestDrain_VoterWaitsForSlowPromotion(t *testing.T) {
 	}
 	if m := minVoters(); m < 3 {
 		t.Fatalf("the configuration held %d voters during the drain (the voter left before its replacement was promoted), below MinQuorum 3", m)
+	}
+}
+
+// TestDrain_AdmissionSurvivesLeaderChange: on three voters with one spare
+// (--min-quorum 3), the leader admits a voter's drain (asked directly, so
+// that node never advertises draining in gossip), and leadership moves to
+// another voter before any gossip could show it. The admission is in
+// replicated state (every replica holds it), so the new leader still
+// counts it: the drain of the old leader, which with the first would leave
+// 2 voters, is refused naming --min-quorum, and it does not start
+// draining.
+func TestDrain_AdmissionSurvivesLeaderChange(t *testing.T) {
+	c := New(t, 4, WithNodeConfig(func(_ int, cfg *node.Config) { cfg.Cluster.RaftVoters = 3 }))
+	voters, _ := waitSuffrage(t, c, 3, 1)
+	Eventually(t, MembershipTimeout, func() error {
+		for _, n := range c.Running() {
+			if got := recordedLevel(n); got < registry.FSMLevelDrainAdmissions {
+				return fmt.Errorf("%s records system FSM level %d, want at least %d", n, got, registry.FSMLevelDrainAdmissions)
+			}
+		}
+		return nil
+	})
+	a := c.Leader(t)
+	var first, next *Node
+	for _, id := range voters {
+		switch n := c.NodeByID(id); {
+		case n == a:
+		case first == nil:
+			first = n
+		default:
+			next = n
+		}
+	}
+	conn, err := adminConn(a.GRPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	defer cancel()
+	if _, err := concordv1.NewOperatorClient(conn).AdmitDrain(ctx, &concordv1.AdmitDrainRequest{NodeId: first.ID, LeaseMs: time.Minute.Milliseconds()}); err != nil {
+		t.Fatalf("admit the drain of %s on leader %s: %v", first, a, err)
+	}
+	Eventually(t, MembershipTimeout, func() error {
+		return eachNode(c.Running(), func(n *Node) error {
+			adm, _ := n.Server().Registry().(*registry.State).DrainAdmissions()
+			if len(adm) != 1 || adm[0].NodeID != first.ID {
+				return fmt.Errorf("%s holds drain admissions %+v, want %s's", n, adm, first)
+			}
+			return nil
+		})
+	})
+	transferLeadership(t, c, c.Running(), next)
+	_, err = c.Drain(a.Index, next.Index, MembershipTimeout, false)
+	if status.Code(errors.Unwrap(err)) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--min-quorum 3") {
+		t.Fatalf("drain of %s on the new leader %s while %s's admission holds: %v, want FAILED_PRECONDITION naming --min-quorum 3", a, next, first, err)
+	}
+	if a.Server().Draining() {
+		t.Fatalf("%s is draining after its refusal", a)
+	}
+}
+
+// TestDrain_MixedLevelsAdmitInMemory: while one server runs a build below
+// registry.FSMLevelDrainAdmissions (injected with
+// registry.Config.BuildFSMLevel), the system records the lower level, and
+// the leader keeps the drains it admits in its memory: none reaches the
+// log (that build would panic on the command type), and a second voter's
+// drain, which with the first would leave 2 voters, is still refused.
+func TestDrain_MixedLevelsAdmitInMemory(t *testing.T) {
+	c := New(t, 4, WithNodeConfig(func(i int, cfg *node.Config) {
+		cfg.Cluster.RaftVoters = 3
+		if i == 0 { // bootstrapped as a voter: a joiner below every server's level is refused
+			cfg.Registry.BuildFSMLevel = registry.FSMLevelSystemRecord
+		}
+	}))
+	voters, _ := waitSuffrage(t, c, 3, 1)
+	Eventually(t, MembershipTimeout, func() error {
+		for _, n := range c.Running() {
+			if got := recordedLevel(n); got != registry.FSMLevelSystemRecord {
+				return fmt.Errorf("%s records system FSM level %d, want %d", n, got, registry.FSMLevelSystemRecord)
+			}
+		}
+		return nil
+	})
+	a := c.Leader(t)
+	var drained []string
+	for _, id := range voters {
+		if id != a.ID {
+			drained = append(drained, id)
+		}
+	}
+	conn, err := adminConn(a.GRPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	admit := func(id string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+		defer cancel()
+		_, err := concordv1.NewOperatorClient(conn).AdmitDrain(ctx, &concordv1.AdmitDrainRequest{NodeId: id, LeaseMs: time.Minute.Milliseconds()})
+		return err
+	}
+	if err := admit(drained[0]); err != nil {
+		t.Fatalf("admit the drain of %s on leader %s: %v", drained[0], a, err)
+	}
+	if err := admit(drained[1]); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--min-quorum 3") {
+		t.Fatalf("second voter's drain on %s: %v, want FAILED_PRECONDITION naming --min-quorum 3", a, err)
+	}
+	for _, n := range c.Running() {
+		if adm, _ := n.Server().Registry().(*registry.State).DrainAdmissions(); len(adm) != 0 {
+			t.Fatalf("%s holds drain admissions %+v below their level", n, adm)
+		}
 	}
 }

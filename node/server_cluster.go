@@ -124,6 +124,7 @@ func (s *Server) buildClusterServer() error {
 		MemberChanges: s.memberSub.Changed(),
 		Resolver:      s.directory,
 		Levels:        s.registry,
+		Drains:        s.registry,
 	})
 	if err != nil {
 		return fmt.Errorf("build reconciler: %w", err)

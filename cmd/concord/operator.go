@@ -199,8 +199,9 @@ Two waits, each with its own bound, come before the leave:
      until the autopilot promotes a replacement.
 A non-voter, or a voter with no non-voter to replace it, skips the second.
 
-The leader admits drains one at a time, counting the drains in flight:
-draining a voter is refused when, with the other drains, the voters left
+The leader admits drains one at a time, counting the drains in flight
+(recorded in Raft once every server runs a version that does, so a new
+leader counts them too): draining a voter is refused when, with the other drains, the voters left
 plus the non-voters that can be promoted would be fewer than the servers'
 --min-quorum (so of two drains asked at once, the second may be refused:
 retry once the first has finished). Start another server first, or pass

@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/concordmap/concord/node/membership"
+	"github.com/concordmap/concord/node/registry"
 	"github.com/concordmap/concord/raftstore"
 )
 
@@ -15,34 +17,44 @@ import (
 // two drains asked at once on two nodes, each deciding from its own view
 // before either has advertised draining in gossip, would both see enough
 // voters and both leave. The drained node therefore asks the leader, which
-// decides the admissions one at a time and remembers the ones it admitted
-// (a lease of the drain's whole budget) until gossip shows them draining.
+// decides the admissions one at a time and counts the ones admitted before
+// (for the drain's whole budget) until gossip shows them draining.
 //
-// The leases live in the leader's memory: a leadership change in the
-// instant between an admission and the drained node's gossip update
-// (a gossip round) forgets one, which the new leader's view of gossip
-// covers once it spreads. Replicating them would close that window at the
-// cost of a Raft command per drain; a drain is an operator's act, rare
-// and watched.
+// Once every server enforces registry.FSMLevelDrainAdmissions (and the
+// level is recorded), the leader records each admission in replicated
+// state (drainrecord.go): a leader elected between an admission and the
+// drained node's gossip update still counts it. Below that level (a
+// rolling upgrade) the admissions live in the admitting leader's memory
+// only, as before, and a leadership change in that window forgets one.
 
 // DrainAdmitter decides drain admissions. Implemented by *Reconciler.
 type DrainAdmitter interface {
 	AdmitDrain(ctx context.Context, id string, force bool, lease time.Duration) (votersLeft int, err error)
 }
 
-// drainLeases are the drains this leader admitted, by node id, with the
-// time until which each counts as leaving.
+// drainLeases are the drains this leader admitted while admissions could
+// not be replicated, by node id, with the time until which each counts as
+// leaving. mu also serializes the replicated admissions and releases.
 type drainLeases struct {
 	mu     sync.Mutex // held across a whole admission: they are decided one at a time
 	leases map[string]time.Time
 }
 
+// admitStaleAttempts bounds the re-decisions of an admission whose record
+// apply refused as decided without an admission applied since (a new
+// leader that had not yet applied its predecessor's): the record's own
+// apply brings the replica up to date, so the second attempt decides from
+// the current set.
+const admitStaleAttempts = 3
+
 // AdmitDrain admits, or refuses with ErrDrainRefused, the drain of node
-// id: refused when id's leaving, with every drain already admitted or
-// advertised in gossip, would leave fewer than MinQuorum voters and
-// non-voters to promote, unless force (then admitted, logged). The
-// admission is counted against later ones for lease, or until id leaves
-// the configuration. Only the leader admits (ErrNotLeader otherwise).
+// id: refused when id's leaving, with every drain already admitted
+// (recorded in replicated state or in this leader's memory) or advertised
+// in gossip, would leave fewer than MinQuorum voters and non-voters to
+// promote, unless force (then admitted, logged). The admission is counted
+// against later ones for lease, or until id leaves the configuration. Only
+// the leader admits (ErrNotLeader otherwise, also when leadership is lost
+// while recording it).
 func (r *Reconciler) AdmitDrain(ctx context.Context, id string, force bool, lease time.Duration) (int, error) {
 	r.drains.mu.Lock()
 	defer r.drains.mu.Unlock()
@@ -53,22 +65,61 @@ func (r *Reconciler) AdmitDrain(ctx context.Context, id string, force bool, leas
 	if err != nil {
 		return 0, fmt.Errorf("%w: the leader cannot read the raft configuration to count the voters left: %v", ErrDrainRefused, err)
 	}
-	now := r.cfg.now()
+	members := r.deps.Members.Members()
+	replicate := r.drainsReplicated(configuredFloor(servers, members))
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 && !r.leading.Load() {
+			return 0, ErrNotLeader
+		}
+		now := r.cfg.now()
+		d := r.decideDrain(servers, members, id, now)
+		if d.short && !force {
+			return d.left, fmt.Errorf("%w: draining %s would leave %d voters (counting the non-voters that can be promoted and the %d other drains in flight), below --min-quorum %d "+
+				"(start another server or wait for the other drains to finish first, or drain with --force to accept one failure fewer tolerated until one joins)",
+				ErrDrainRefused, id, d.left, d.others, r.cfg.MinQuorum)
+		}
+		if replicate {
+			err := r.recordAdmission(ctx, id, now.Add(lease), d.basedOn)
+			if errors.Is(err, registry.ErrDrainAdmitStale) && attempt < admitStaleAttempts {
+				r.log.Info("drain admission decided before an earlier one was applied here: deciding again", "peer", id, "err", err)
+				continue
+			}
+			if err != nil {
+				return d.left, err
+			}
+		} else {
+			r.drains.leases[id] = now.Add(lease)
+		}
+		if d.short {
+			r.log.Warn("drain admitted below --min-quorum (forced): the system tolerates one failure fewer until another server joins",
+				"peer", id, "voters_left", d.left, "min_quorum", r.cfg.MinQuorum)
+		}
+		r.log.Info("drain admitted", "peer", id, "voters_left", d.left, "other_drains", d.others, "lease", lease, "replicated", replicate)
+		return d.left, nil
+	}
+}
+
+// drainDecision is DrainFloor's verdict on one drain, with how many other
+// drains it counted and the recorded admissions' index it read.
+type drainDecision struct {
+	left, others int
+	short        bool
+	basedOn      uint64
+}
+
+// decideDrain runs DrainFloor for id's drain against every drain in
+// flight other than id's own: gossip's draining, the admissions recorded
+// in replicated state and those in this leader's memory. Callers hold
+// drains.mu.
+func (r *Reconciler) decideDrain(servers []raftstore.Server, members []membership.Member, id string, now time.Time) drainDecision {
 	leaving := r.drains.current(servers, now)
+	recorded, basedOn := r.recordedDrains(servers, now)
+	for n := range recorded {
+		leaving[n] = true
+	}
 	delete(leaving, id) // a repeated admission of one node counts it once
-	left, short := DrainFloor(servers, r.deps.Members.Members(), leaving, id, r.cfg.MinQuorum)
-	if short && !force {
-		return left, fmt.Errorf("%w: draining %s would leave %d voters (counting the non-voters that can be promoted and the %d other drains in flight), below --min-quorum %d "+
-			"(start another server or wait for the other drains to finish first, or drain with --force to accept one failure fewer tolerated until one joins)",
-			ErrDrainRefused, id, left, len(leaving), r.cfg.MinQuorum)
-	}
-	if short {
-		r.log.Warn("drain admitted below --min-quorum (forced): the system tolerates one failure fewer until another server joins",
-			"peer", id, "voters_left", left, "min_quorum", r.cfg.MinQuorum)
-	}
-	r.drains.leases[id] = now.Add(lease)
-	r.log.Info("drain admitted", "peer", id, "voters_left", left, "other_drains", len(leaving), "lease", lease)
-	return left, nil
+	left, short := DrainFloor(servers, members, leaving, id, r.cfg.MinQuorum)
+	return drainDecision{left: left, others: len(leaving), short: short, basedOn: basedOn}
 }
 
 // current drops the leases that ran out or whose node is no longer

@@ -37,6 +37,12 @@ type ReconcilerDeps struct {
 	// every server advertises (fsmrecord.go) and refuses servers below the
 	// recorded one. Implemented by *registry.State.
 	Levels LevelRecorder
+	// Drains, optional, is the drain admissions in replicated state: with
+	// it (and Levels), once the system reaches
+	// registry.FSMLevelDrainAdmissions, the leader records the drains it
+	// admits there and releases them (drainrecord.go). Without it they
+	// live in the leader's memory. Implemented by *registry.State.
+	Drains DrainLedger
 }
 
 // Reconciler keeps the Raft configuration and the registry in line with
@@ -65,7 +71,8 @@ type Reconciler struct {
 	warned map[string]int
 	// lowLevel holds the members whose low FSM level was logged, with it.
 	lowLevel map[string]int
-	// drains are the drain admissions of this leader (drainadmit.go);
+	// drains are the drain admissions this leader keeps in memory
+	// (drainadmit.go), and the lock that serializes all of them;
 	// leading is whether Run last saw this node lead.
 	drains  drainLeases
 	leading atomic.Bool
@@ -225,6 +232,7 @@ func (r *Reconciler) pass(ctx context.Context) time.Duration {
 		}
 	}
 	r.recordFSMLevel(ctx, in)
+	r.releaseDrains(ctx, in)
 	if next := nextDetach(in); !next.IsZero() {
 		return next.Sub(in.now)
 	}

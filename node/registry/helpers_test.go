@@ -177,9 +177,11 @@ func dump(s *State) string {
 		}
 	}
 	oldest, last := s.Window()
+	drains, admitIdx := s.DrainAdmissions()
 	out, _ := json.Marshal(map[string]any{
 		"agents": agents, "scopes": scopes, "sessions": sessions,
 		"events": events, "window": []uint64{oldest, last}, "expiries": s.Expiries(),
+		"drains": fmt.Sprintf("%+v@%d", drains, admitIdx),
 	})
 	return string(out)
 }

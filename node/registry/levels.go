@@ -53,8 +53,14 @@ const (
 	// map/send reply (node/runs, origin_session_id, origin_session_epoch).
 	FSMLevelModuleSessionWrites = FSMLevelSystemRecord + 1
 
+	// FSMLevelDrainAdmissions: COMMAND_TYPE_DRAIN_ADMIT and _RELEASE are
+	// understood (apply_drain.go): the leader records the drains it admits
+	// in replicated state, so a new leader counts them against
+	// --min-quorum. Below it the leader keeps them in its memory only.
+	FSMLevelDrainAdmissions = FSMLevelModuleSessionWrites + 1
+
 	// FSMLevel is the newest level this build enforces.
-	FSMLevel = FSMLevelModuleSessionWrites
+	FSMLevel = FSMLevelDrainAdmissions
 )
 
 // GateLevel is the level a proposer may rely on, given the lowest level

@@ -375,7 +375,7 @@ func TestConfig_Validate(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 	s, _ := New(DefaultConfig())
-	if s.Name() != "registry" || len(s.Handlers()) != 15 {
+	if s.Name() != "registry" || len(s.Handlers()) != 17 { // 14 MAP commands, the FSM level record, drain admit and release
 		t.Fatalf("name %q handlers %d", s.Name(), len(s.Handlers()))
 	}
 }

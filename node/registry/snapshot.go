@@ -24,6 +24,8 @@ type regSnapshot struct {
 	events   []Event
 	last     uint64
 	level    uint32 // the recorded system FSM level
+	drains   []DrainAdmission
+	admitIdx uint64 // the last DRAIN_ADMIT's index
 }
 
 // Snapshot implements raftstore.Module: it copies the map values and the
@@ -33,9 +35,11 @@ func (s *State) Snapshot() (raftstore.ModuleSnapshot, error) {
 	defer s.mu.RUnlock()
 	d := s.d
 	snap := &regSnapshot{
-		events: d.events.all(),
-		last:   d.events.last,
-		level:  d.systemLevel,
+		events:   d.events.all(),
+		last:     d.events.last,
+		level:    d.systemLevel,
+		drains:   sortedDrains(d.drains),
+		admitIdx: d.drainAdmitIndex,
 	}
 	for _, id := range sortedKeys(d.agents) {
 		snap.agents = append(snap.agents, d.agents[id])
@@ -65,6 +69,7 @@ func (p *regSnapshot) Persist(write func([]byte) error) error {
 	}
 	if err := put(&concordv1.RegistryRecord{Record: &concordv1.RegistryRecord_Header{Header: &concordv1.RegistryHeader{
 		FormatVersion: snapshotFormat, LastPosition: p.last, FsmLevel: p.level,
+		DrainAdmissions: drainRecords(p.drains), DrainAdmitIndex: p.admitIdx,
 	}}}); err != nil {
 		return err
 	}
@@ -133,6 +138,11 @@ func (s *State) Restore(next func() ([]byte, error)) (func(), error) {
 				return nil, err
 			}
 			nd.events.last, nd.systemLevel = h.GetLastPosition(), h.GetFsmLevel()
+			// A snapshot from before drain admissions has none.
+			if nd.drains, err = drainsFromRecords(h.GetDrainAdmissions()); err != nil {
+				return nil, err
+			}
+			nd.drainAdmitIndex = h.GetDrainAdmitIndex()
 			header = true
 			continue
 		}

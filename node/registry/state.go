@@ -107,6 +107,12 @@ type data struct {
 	// systemLevel is the FSM level recorded by SYSTEM_FSM_LEVEL
 	// (apply_level.go); persisted in the snapshot header.
 	systemLevel uint32
+	// drains are the drain admissions recorded by DRAIN_ADMIT and not yet
+	// released, by node id, and drainAdmitIndex the index of the last
+	// DRAIN_ADMIT applied (apply_drain.go); both persisted in the
+	// snapshot header.
+	drains          map[string]DrainAdmission
+	drainAdmitIndex uint64
 }
 
 func newData(window int) *data {
@@ -119,6 +125,7 @@ func newData(window int) *data {
 		subsOnNode:  map[string]int{},
 		connectedOn: map[string]map[string]struct{}{},
 		events:      newEventLog(window),
+		drains:      map[string]DrainAdmission{},
 	}
 }
 
@@ -301,6 +308,8 @@ func New(cfg Config) (*State, error) {
 		s.handlers[t] = s.handler(t, c)
 	}
 	s.handlers[concordv1.CommandType_COMMAND_TYPE_SYSTEM_FSM_LEVEL] = s.levelHandler()
+	s.handlers[concordv1.CommandType_COMMAND_TYPE_DRAIN_ADMIT] = s.drainAdmitHandler()
+	s.handlers[concordv1.CommandType_COMMAND_TYPE_DRAIN_RELEASE] = s.drainReleaseHandler()
 	return s, nil
 }
 

@@ -53,8 +53,15 @@ const (
 	CommandType_COMMAND_TYPE_SESSION_EXPIRE      CommandType = 14
 	// The FSM level the whole system enforces (registry.SystemFSMLevel in
 	// registry.proto); proposed only once every server knows this type.
-	CommandType_COMMAND_TYPE_SYSTEM_FSM_LEVEL CommandType = 15 // 16..31 reserved for future registry commands.
-	CommandType_COMMAND_TYPE_RUN_INPUT        CommandType = 32 // 33..47 reserved for future consensus-run commands.
+	CommandType_COMMAND_TYPE_SYSTEM_FSM_LEVEL CommandType = 15
+	// A drain the leader admitted (registry.DrainAdmit): counted against
+	// --min-quorum by every later leader until released or expired. Proposed
+	// only from registry.FSMLevelDrainAdmissions on.
+	CommandType_COMMAND_TYPE_DRAIN_ADMIT CommandType = 16
+	// A drain admission released (registry.DrainRelease): its node left the
+	// Raft configuration or it expired.
+	CommandType_COMMAND_TYPE_DRAIN_RELEASE CommandType = 17 // 18..31 reserved for future registry commands.
+	CommandType_COMMAND_TYPE_RUN_INPUT     CommandType = 32 // 33..47 reserved for future consensus-run commands.
 	// Federation (federation.proto): links between systems.
 	CommandType_COMMAND_TYPE_FED_TOKEN_CREATE    CommandType = 48
 	CommandType_COMMAND_TYPE_FED_LINK_PUT        CommandType = 49
@@ -104,6 +111,8 @@ var (
 		13:  "COMMAND_TYPE_SUBSCRIPTION_CURSOR",
 		14:  "COMMAND_TYPE_SESSION_EXPIRE",
 		15:  "COMMAND_TYPE_SYSTEM_FSM_LEVEL",
+		16:  "COMMAND_TYPE_DRAIN_ADMIT",
+		17:  "COMMAND_TYPE_DRAIN_RELEASE",
 		32:  "COMMAND_TYPE_RUN_INPUT",
 		48:  "COMMAND_TYPE_FED_TOKEN_CREATE",
 		49:  "COMMAND_TYPE_FED_LINK_PUT",
@@ -142,6 +151,8 @@ var (
 		"COMMAND_TYPE_SUBSCRIPTION_CURSOR":    13,
 		"COMMAND_TYPE_SESSION_EXPIRE":         14,
 		"COMMAND_TYPE_SYSTEM_FSM_LEVEL":       15,
+		"COMMAND_TYPE_DRAIN_ADMIT":            16,
+		"COMMAND_TYPE_DRAIN_RELEASE":          17,
 		"COMMAND_TYPE_RUN_INPUT":              32,
 		"COMMAND_TYPE_FED_TOKEN_CREATE":       48,
 		"COMMAND_TYPE_FED_LINK_PUT":           49,
@@ -390,7 +401,7 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\bR\x03end\"\x1a\n" +
 	"\x04Noop\x12\x12\n" +
-	"\x04note\x18\x01 \x01(\tR\x04note*\xbf\t\n" +
+	"\x04note\x18\x01 \x01(\tR\x04note*\xfd\t\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_AGENT_REGISTER\x10\x01\x12!\n" +
@@ -408,7 +419,9 @@ const file_concord_v1_raft_proto_rawDesc = "" +
 	"\x1bCOMMAND_TYPE_SESSION_DETACH\x10\f\x12$\n" +
 	" COMMAND_TYPE_SUBSCRIPTION_CURSOR\x10\r\x12\x1f\n" +
 	"\x1bCOMMAND_TYPE_SESSION_EXPIRE\x10\x0e\x12!\n" +
-	"\x1dCOMMAND_TYPE_SYSTEM_FSM_LEVEL\x10\x0f\x12\x1a\n" +
+	"\x1dCOMMAND_TYPE_SYSTEM_FSM_LEVEL\x10\x0f\x12\x1c\n" +
+	"\x18COMMAND_TYPE_DRAIN_ADMIT\x10\x10\x12\x1e\n" +
+	"\x1aCOMMAND_TYPE_DRAIN_RELEASE\x10\x11\x12\x1a\n" +
 	"\x16COMMAND_TYPE_RUN_INPUT\x10 \x12!\n" +
 	"\x1dCOMMAND_TYPE_FED_TOKEN_CREATE\x100\x12\x1d\n" +
 	"\x19COMMAND_TYPE_FED_LINK_PUT\x101\x12 \n" +

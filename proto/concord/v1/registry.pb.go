@@ -2309,9 +2309,16 @@ type RegistryHeader struct {
 	LastPosition uint64 `protobuf:"varint,2,opt,name=last_position,json=lastPosition,proto3" json:"last_position,omitempty"`
 	// fsm_level is the system FSM level recorded by COMMAND_TYPE_SYSTEM_FSM_LEVEL
 	// (0 in snapshots written before it existed, or before one was applied).
-	FsmLevel      uint32 `protobuf:"varint,3,opt,name=fsm_level,json=fsmLevel,proto3" json:"fsm_level,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FsmLevel uint32 `protobuf:"varint,3,opt,name=fsm_level,json=fsmLevel,proto3" json:"fsm_level,omitempty"`
+	// drain_admissions are the drains admitted and not yet released
+	// (COMMAND_TYPE_DRAIN_ADMIT), by node id; none in snapshots written
+	// before they existed.
+	DrainAdmissions []*DrainAdmission `protobuf:"bytes,4,rep,name=drain_admissions,json=drainAdmissions,proto3" json:"drain_admissions,omitempty"`
+	// drain_admit_index is the Raft index of the last DRAIN_ADMIT applied
+	// (0: none), which the next one must quote (DrainAdmit.based_on_index).
+	DrainAdmitIndex uint64 `protobuf:"varint,5,opt,name=drain_admit_index,json=drainAdmitIndex,proto3" json:"drain_admit_index,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegistryHeader) Reset() {
@@ -2365,6 +2372,249 @@ func (x *RegistryHeader) GetFsmLevel() uint32 {
 	return 0
 }
 
+func (x *RegistryHeader) GetDrainAdmissions() []*DrainAdmission {
+	if x != nil {
+		return x.DrainAdmissions
+	}
+	return nil
+}
+
+func (x *RegistryHeader) GetDrainAdmitIndex() uint64 {
+	if x != nil {
+		return x.DrainAdmitIndex
+	}
+	return 0
+}
+
+// DrainAdmission is a drain admitted in replicated state, as the snapshot
+// header holds it.
+type DrainAdmission struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the drained node.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// index is the Raft index of the DRAIN_ADMIT that admitted it.
+	Index uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// leader_id and leader_term name the leader that admitted it.
+	LeaderId   string `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderTerm uint64 `protobuf:"varint,4,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	// expires_at_ms is when it stops counting (the admitting leader's clock,
+	// ms since the Unix epoch).
+	ExpiresAtMs   int64 `protobuf:"varint,5,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainAdmission) Reset() {
+	*x = DrainAdmission{}
+	mi := &file_concord_v1_registry_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainAdmission) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainAdmission) ProtoMessage() {}
+
+func (x *DrainAdmission) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_registry_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainAdmission.ProtoReflect.Descriptor instead.
+func (*DrainAdmission) Descriptor() ([]byte, []int) {
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DrainAdmission) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DrainAdmission) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *DrainAdmission) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *DrainAdmission) GetLeaderTerm() uint64 {
+	if x != nil {
+		return x.LeaderTerm
+	}
+	return 0
+}
+
+func (x *DrainAdmission) GetExpiresAtMs() int64 {
+	if x != nil {
+		return x.ExpiresAtMs
+	}
+	return 0
+}
+
+// DrainAdmit is the body of COMMAND_TYPE_DRAIN_ADMIT: the leader admitted
+// the drain of node_id, deciding from the admissions as they stood after
+// the DRAIN_ADMIT at based_on_index (0: none yet). Apply refuses it when
+// another DRAIN_ADMIT was applied since (a leader that had not yet applied
+// its predecessor's admission decided without it), and otherwise records it,
+// replacing an earlier admission of node_id and dropping those expired by
+// meta.timestamp_ms (never the applying replica's clock).
+type DrainAdmit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Meta          *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	LeaderTerm    uint64                 `protobuf:"varint,3,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	BasedOnIndex  uint64                 `protobuf:"varint,4,opt,name=based_on_index,json=basedOnIndex,proto3" json:"based_on_index,omitempty"`
+	ExpiresAtMs   int64                  `protobuf:"varint,5,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainAdmit) Reset() {
+	*x = DrainAdmit{}
+	mi := &file_concord_v1_registry_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainAdmit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainAdmit) ProtoMessage() {}
+
+func (x *DrainAdmit) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_registry_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainAdmit.ProtoReflect.Descriptor instead.
+func (*DrainAdmit) Descriptor() ([]byte, []int) {
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DrainAdmit) GetMeta() *CommandMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *DrainAdmit) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DrainAdmit) GetLeaderTerm() uint64 {
+	if x != nil {
+		return x.LeaderTerm
+	}
+	return 0
+}
+
+func (x *DrainAdmit) GetBasedOnIndex() uint64 {
+	if x != nil {
+		return x.BasedOnIndex
+	}
+	return 0
+}
+
+func (x *DrainAdmit) GetExpiresAtMs() int64 {
+	if x != nil {
+		return x.ExpiresAtMs
+	}
+	return 0
+}
+
+// DrainRelease is the body of COMMAND_TYPE_DRAIN_RELEASE: the admission of
+// node_id made at admitted_index stops counting (a later admission of the
+// same node stays).
+type DrainRelease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Meta          *CommandMeta           `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	AdmittedIndex uint64                 `protobuf:"varint,3,opt,name=admitted_index,json=admittedIndex,proto3" json:"admitted_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainRelease) Reset() {
+	*x = DrainRelease{}
+	mi := &file_concord_v1_registry_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainRelease) ProtoMessage() {}
+
+func (x *DrainRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_v1_registry_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainRelease.ProtoReflect.Descriptor instead.
+func (*DrainRelease) Descriptor() ([]byte, []int) {
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DrainRelease) GetMeta() *CommandMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *DrainRelease) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DrainRelease) GetAdmittedIndex() uint64 {
+	if x != nil {
+		return x.AdmittedIndex
+	}
+	return 0
+}
+
 // SystemFSMLevel is the body of COMMAND_TYPE_SYSTEM_FSM_LEVEL: the leader
 // records that every server of the system enforces FSM level `level`
 // (registry.FSMLevel). The recorded level only grows; a replica whose
@@ -2379,7 +2629,7 @@ type SystemFSMLevel struct {
 
 func (x *SystemFSMLevel) Reset() {
 	*x = SystemFSMLevel{}
-	mi := &file_concord_v1_registry_proto_msgTypes[24]
+	mi := &file_concord_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2641,7 @@ func (x *SystemFSMLevel) String() string {
 func (*SystemFSMLevel) ProtoMessage() {}
 
 func (x *SystemFSMLevel) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_registry_proto_msgTypes[24]
+	mi := &file_concord_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2654,7 @@ func (x *SystemFSMLevel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SystemFSMLevel.ProtoReflect.Descriptor instead.
 func (*SystemFSMLevel) Descriptor() ([]byte, []int) {
-	return file_concord_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SystemFSMLevel) GetMeta() *CommandMeta {
@@ -2439,7 +2689,7 @@ type RegistryRecord struct {
 
 func (x *RegistryRecord) Reset() {
 	*x = RegistryRecord{}
-	mi := &file_concord_v1_registry_proto_msgTypes[25]
+	mi := &file_concord_v1_registry_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2701,7 @@ func (x *RegistryRecord) String() string {
 func (*RegistryRecord) ProtoMessage() {}
 
 func (x *RegistryRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_registry_proto_msgTypes[25]
+	mi := &file_concord_v1_registry_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2714,7 @@ func (x *RegistryRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryRecord.ProtoReflect.Descriptor instead.
 func (*RegistryRecord) Descriptor() ([]byte, []int) {
-	return file_concord_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RegistryRecord) GetRecord() isRegistryRecord_Record {
@@ -2590,7 +2840,7 @@ type RegistryResult struct {
 
 func (x *RegistryResult) Reset() {
 	*x = RegistryResult{}
-	mi := &file_concord_v1_registry_proto_msgTypes[26]
+	mi := &file_concord_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2852,7 @@ func (x *RegistryResult) String() string {
 func (*RegistryResult) ProtoMessage() {}
 
 func (x *RegistryResult) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_registry_proto_msgTypes[26]
+	mi := &file_concord_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2865,7 @@ func (x *RegistryResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryResult.ProtoReflect.Descriptor instead.
 func (*RegistryResult) Descriptor() ([]byte, []int) {
-	return file_concord_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RegistryResult) GetError() *RegistryError {
@@ -2749,7 +2999,7 @@ type RegistryError struct {
 
 func (x *RegistryError) Reset() {
 	*x = RegistryError{}
-	mi := &file_concord_v1_registry_proto_msgTypes[27]
+	mi := &file_concord_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +3011,7 @@ func (x *RegistryError) String() string {
 func (*RegistryError) ProtoMessage() {}
 
 func (x *RegistryError) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_v1_registry_proto_msgTypes[27]
+	mi := &file_concord_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +3024,7 @@ func (x *RegistryError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryError.ProtoReflect.Descriptor instead.
 func (*RegistryError) Descriptor() ([]byte, []int) {
-	return file_concord_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_concord_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RegistryError) GetCode() int32 {
@@ -3035,11 +3285,32 @@ const file_concord_v1_registry_proto_rawDesc = "" +
 	"\x04data\x18\x06 \x01(\fR\x04data\x12\x1b\n" +
 	"\tcaused_by\x18\a \x03(\tR\bcausedBy\x12\x1b\n" +
 	"\tagent_ids\x18\b \x03(\tR\bagentIds\x12\x1b\n" +
-	"\tscope_ids\x18\t \x03(\tR\bscopeIds\"y\n" +
+	"\tscope_ids\x18\t \x03(\tR\bscopeIds\"\xec\x01\n" +
 	"\x0eRegistryHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12#\n" +
 	"\rlast_position\x18\x02 \x01(\x04R\flastPosition\x12\x1b\n" +
-	"\tfsm_level\x18\x03 \x01(\rR\bfsmLevel\"S\n" +
+	"\tfsm_level\x18\x03 \x01(\rR\bfsmLevel\x12E\n" +
+	"\x10drain_admissions\x18\x04 \x03(\v2\x1a.concord.v1.DrainAdmissionR\x0fdrainAdmissions\x12*\n" +
+	"\x11drain_admit_index\x18\x05 \x01(\x04R\x0fdrainAdmitIndex\"\xa1\x01\n" +
+	"\x0eDrainAdmission\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x1b\n" +
+	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x1f\n" +
+	"\vleader_term\x18\x04 \x01(\x04R\n" +
+	"leaderTerm\x12\"\n" +
+	"\rexpires_at_ms\x18\x05 \x01(\x03R\vexpiresAtMs\"\xbd\x01\n" +
+	"\n" +
+	"DrainAdmit\x12+\n" +
+	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1f\n" +
+	"\vleader_term\x18\x03 \x01(\x04R\n" +
+	"leaderTerm\x12$\n" +
+	"\x0ebased_on_index\x18\x04 \x01(\x04R\fbasedOnIndex\x12\"\n" +
+	"\rexpires_at_ms\x18\x05 \x01(\x03R\vexpiresAtMs\"{\n" +
+	"\fDrainRelease\x12+\n" +
+	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12%\n" +
+	"\x0eadmitted_index\x18\x03 \x01(\x04R\radmittedIndex\"S\n" +
 	"\x0eSystemFSMLevel\x12+\n" +
 	"\x04meta\x18\x01 \x01(\v2\x17.concord.v1.CommandMetaR\x04meta\x12\x14\n" +
 	"\x05level\x18\x02 \x01(\rR\x05level\"\x9a\x02\n" +
@@ -3086,7 +3357,7 @@ func file_concord_v1_registry_proto_rawDescGZIP() []byte {
 	return file_concord_v1_registry_proto_rawDescData
 }
 
-var file_concord_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_concord_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_concord_v1_registry_proto_goTypes = []any{
 	(*CommandMeta)(nil),               // 0: concord.v1.CommandMeta
 	(*AgentRecord)(nil),               // 1: concord.v1.AgentRecord
@@ -3112,10 +3383,13 @@ var file_concord_v1_registry_proto_goTypes = []any{
 	(*ScopeLeaveRequest)(nil),         // 21: concord.v1.ScopeLeaveRequest
 	(*EventRecord)(nil),               // 22: concord.v1.EventRecord
 	(*RegistryHeader)(nil),            // 23: concord.v1.RegistryHeader
-	(*SystemFSMLevel)(nil),            // 24: concord.v1.SystemFSMLevel
-	(*RegistryRecord)(nil),            // 25: concord.v1.RegistryRecord
-	(*RegistryResult)(nil),            // 26: concord.v1.RegistryResult
-	(*RegistryError)(nil),             // 27: concord.v1.RegistryError
+	(*DrainAdmission)(nil),            // 24: concord.v1.DrainAdmission
+	(*DrainAdmit)(nil),                // 25: concord.v1.DrainAdmit
+	(*DrainRelease)(nil),              // 26: concord.v1.DrainRelease
+	(*SystemFSMLevel)(nil),            // 27: concord.v1.SystemFSMLevel
+	(*RegistryRecord)(nil),            // 28: concord.v1.RegistryRecord
+	(*RegistryResult)(nil),            // 29: concord.v1.RegistryResult
+	(*RegistryError)(nil),             // 30: concord.v1.RegistryError
 }
 var file_concord_v1_registry_proto_depIdxs = []int32{
 	2,  // 0: concord.v1.AgentRecord.lifecycle:type_name -> concord.v1.LifecycleRecord
@@ -3140,22 +3414,25 @@ var file_concord_v1_registry_proto_depIdxs = []int32{
 	0,  // 19: concord.v1.ScopeDeleteRequest.meta:type_name -> concord.v1.CommandMeta
 	0,  // 20: concord.v1.ScopeJoinRequest.meta:type_name -> concord.v1.CommandMeta
 	0,  // 21: concord.v1.ScopeLeaveRequest.meta:type_name -> concord.v1.CommandMeta
-	0,  // 22: concord.v1.SystemFSMLevel.meta:type_name -> concord.v1.CommandMeta
-	23, // 23: concord.v1.RegistryRecord.header:type_name -> concord.v1.RegistryHeader
-	1,  // 24: concord.v1.RegistryRecord.agent:type_name -> concord.v1.AgentRecord
-	3,  // 25: concord.v1.RegistryRecord.scope:type_name -> concord.v1.ScopeRecord
-	6,  // 26: concord.v1.RegistryRecord.session:type_name -> concord.v1.SessionRecord
-	22, // 27: concord.v1.RegistryRecord.event:type_name -> concord.v1.EventRecord
-	27, // 28: concord.v1.RegistryResult.error:type_name -> concord.v1.RegistryError
-	1,  // 29: concord.v1.RegistryResult.agent:type_name -> concord.v1.AgentRecord
-	3,  // 30: concord.v1.RegistryResult.scope:type_name -> concord.v1.ScopeRecord
-	6,  // 31: concord.v1.RegistryResult.session:type_name -> concord.v1.SessionRecord
-	1,  // 32: concord.v1.RegistryResult.reclaimed:type_name -> concord.v1.AgentRecord
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	24, // 22: concord.v1.RegistryHeader.drain_admissions:type_name -> concord.v1.DrainAdmission
+	0,  // 23: concord.v1.DrainAdmit.meta:type_name -> concord.v1.CommandMeta
+	0,  // 24: concord.v1.DrainRelease.meta:type_name -> concord.v1.CommandMeta
+	0,  // 25: concord.v1.SystemFSMLevel.meta:type_name -> concord.v1.CommandMeta
+	23, // 26: concord.v1.RegistryRecord.header:type_name -> concord.v1.RegistryHeader
+	1,  // 27: concord.v1.RegistryRecord.agent:type_name -> concord.v1.AgentRecord
+	3,  // 28: concord.v1.RegistryRecord.scope:type_name -> concord.v1.ScopeRecord
+	6,  // 29: concord.v1.RegistryRecord.session:type_name -> concord.v1.SessionRecord
+	22, // 30: concord.v1.RegistryRecord.event:type_name -> concord.v1.EventRecord
+	30, // 31: concord.v1.RegistryResult.error:type_name -> concord.v1.RegistryError
+	1,  // 32: concord.v1.RegistryResult.agent:type_name -> concord.v1.AgentRecord
+	3,  // 33: concord.v1.RegistryResult.scope:type_name -> concord.v1.ScopeRecord
+	6,  // 34: concord.v1.RegistryResult.session:type_name -> concord.v1.SessionRecord
+	1,  // 35: concord.v1.RegistryResult.reclaimed:type_name -> concord.v1.AgentRecord
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_concord_v1_registry_proto_init() }
@@ -3164,7 +3441,7 @@ func file_concord_v1_registry_proto_init() {
 		return
 	}
 	file_concord_v1_registry_proto_msgTypes[9].OneofWrappers = []any{}
-	file_concord_v1_registry_proto_msgTypes[25].OneofWrappers = []any{
+	file_concord_v1_registry_proto_msgTypes[28].OneofWrappers = []any{
 		(*RegistryRecord_Header)(nil),
 		(*RegistryRecord_Agent)(nil),
 		(*RegistryRecord_Scope)(nil),
@@ -3177,7 +3454,7 @@ func file_concord_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_v1_registry_proto_rawDesc), len(file_concord_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
