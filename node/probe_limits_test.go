@@ -96,6 +96,10 @@ func TestProbe_DefaultLimits(t *testing.T) {
 	if c.MAP.MaxSessionSubscriptions <= 0 {
 		t.Errorf("MAP.MaxSessionSubscriptions default %d: an anonymous session could subscribe without bound", c.MAP.MaxSessionSubscriptions)
 	}
+	if c.MAP.AnonymousSessionRate <= 0 || c.MAP.AnonymousSessionBurst <= 0 {
+		t.Errorf("MAP.AnonymousSessionRate/Burst default %v/%d: an anonymous caller could open sessions without bound",
+			c.MAP.AnonymousSessionRate, c.MAP.AnonymousSessionBurst)
+	}
 	if c.Cluster.HandshakeTimeout <= 0 || c.Cluster.HandshakeTimeout > 30*time.Second {
 		t.Errorf("Cluster.HandshakeTimeout default %v: half a TLS hello holds a gRPC socket too long", c.Cluster.HandshakeTimeout)
 	}

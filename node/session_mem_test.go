@@ -106,6 +106,7 @@ func idleSessionCosts(t testing.TB, n int) (session, baseline sessionCost) {
 
 	cfg := node.DevConfig(t.TempDir())
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.MAP.AnonymousSessionRate = 0 // n anonymous sessions from one address, at once
 	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)

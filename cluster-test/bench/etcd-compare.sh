@@ -123,6 +123,7 @@ start_concord() {
 			--http-addr "127.0.0.1:$p" --grpc-addr "127.0.0.1:$((p + 1))" \
 			--raft-addr "127.0.0.1:$((p + 2))" --gossip-addr "127.0.0.1:$((p + 3))" \
 			--join "${join%,}" --bootstrap-expect 3 --insecure --http-open-reads --allow-anonymous agent,client \
+			--anonymous-session-rate 0 \
 			>"$WORK/concord$i.log" 2>&1 &
 		PIDS+=($!)
 	done

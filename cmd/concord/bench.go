@@ -157,7 +157,15 @@ func newBenchSessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sessions",
 		Short: "Open N idle sessions; report the connect rate and the nodes' memory (RSS) with them open",
-		Args:  cobra.NoArgs,
+		Long: `Open N idle sessions; report the connect rate and the nodes' memory (RSS) with them open.
+
+All sessions come from this host's address. Without --credential-file they are anonymous,
+and a node admits at most --anonymous-session-burst of them at once from one address, then
+--anonymous-session-rate a second (defaults 200, then 20/s): the rest fail with 4001 and
+are counted in errors (first_error says why). Give the participants a credential, or start
+the nodes with a higher --anonymous-session-rate/--anonymous-session-burst (0 rate: no limit)
+for a throwaway benchmark system.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.URLs, cfg.Progress = f.urls, cmd.ErrOrStderr()
 			return runLoad(cmd, &f, &cfg.RPC, &cfg.Auth, func(ctx context.Context) (benchload.SessionsResult, error) { return benchload.Sessions(ctx, cfg) })

@@ -152,6 +152,47 @@ func TestBench_WithCredential(t *testing.T) {
 	}
 }
 
+// TestBench_AnonymousSessionLimit: bench sessions from one address against
+// an anonymous node stops being admitted past --anonymous-session-burst,
+// counts the refusals as errors with the 4001 in first_error, and opens
+// them all with a credential.
+func TestBench_AnonymousSessionLimit(t *testing.T) {
+	dir := makeTLSMaterial(t)
+	srv := startTLSNode(t, dir, "--allow-anonymous", "agent,client",
+		"--anonymous-session-burst", "3", "--anonymous-session-rate", "0.001")
+	ops := []string{"--ca-file", filepath.Join(dir, "sys-ca.pem"),
+		"--cert-file", filepath.Join(dir, "sys-client-ops.pem"), "--key-file", filepath.Join(dir, "sys-client-ops-key.pem")}
+	t.Setenv("CONCORD_CREDENTIAL_FILE", "")
+	bench := append([]string{"bench", "sessions", "--url", srv.MAPURL(), "--sessions", "6", "--concurrency", "1", "--settle", "0s", "--json"}, ops...)
+	out, stderr, err := execRootStdout(t, bench...)
+	if err != nil {
+		t.Fatalf("anonymous bench sessions: %v\n%s%s", err, out, stderr)
+	}
+	var anon struct {
+		Connected, Errors int
+		FirstError        string `json:"first_error"`
+	}
+	if err := json.Unmarshal([]byte(out), &anon); err != nil || anon.Connected != 3 || anon.Errors != 3 || !strings.Contains(anon.FirstError, "4001") {
+		t.Fatalf("summary %s (%v): want 3 connected, 3 refused with 4001", out, err)
+	}
+
+	out, stderr, err = execRootStdout(t, append([]string{"acl", "token", "create", "--participant", "bench-*", "--types", "client",
+		"--addr", srv.GRPCAddr()}, ops...)...)
+	key := strings.TrimSpace(out)
+	if err != nil || !strings.HasPrefix(key, "map_sk_") {
+		t.Fatalf("acl token create: %v\n%s%s", err, out, stderr)
+	}
+	tokFile := filepath.Join(dir, "bench.key")
+	if err := os.WriteFile(tokFile, []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err = execRootStdout(t, append(bench, "--credential-file", tokFile)...)
+	var authed struct{ Connected, Errors int }
+	if err != nil || json.Unmarshal([]byte(out), &authed) != nil || authed.Connected != 6 || authed.Errors != 0 {
+		t.Fatalf("bench sessions with an API key: %v\n%s%s", err, out, stderr)
+	}
+}
+
 // makeTLSMaterial creates system "sys"'s CA, node n1's server certificate
 // and operator "ops"'s client certificate in a temporary directory.
 func makeTLSMaterial(t *testing.T) string {

@@ -25,6 +25,8 @@ type serverFlags struct {
 	maxFrameBytes int64
 	allowOrigins  []string
 	anonymous     []string
+	anonRate      float64
+	anonBurst     int
 	jwksFile      string
 	roleFile      string
 	jwksURL       string
@@ -175,6 +177,11 @@ func (f *serverFlags) bind(cmd *cobra.Command) {
 	fl.Int64Var(&f.maxFrameBytes, "max-frame-bytes", d.RPC.MaxFrameBytes, "largest MAP frame accepted, in bytes")
 	fl.StringSliceVar(&f.anonymous, "allow-anonymous", nil,
 		"participant types (agent, client) that may connect without a credential (auth method none); default none, --dev: agent,client. system and gateway always need one")
+	fl.Float64Var(&f.anonRate, "anonymous-session-rate", d.MAP.AnonymousSessionRate,
+		"new sessions per second an anonymous participant may open on this node from one client IP (IPv6: one /64), beyond --anonymous-session-burst; "+
+			"past it map/connect gets a retryable 4001. Authenticated participants and resumes are not counted; 0 means no limit")
+	fl.IntVar(&f.anonBurst, "anonymous-session-burst", d.MAP.AnonymousSessionBurst,
+		"new anonymous sessions one client IP may open at once before --anonymous-session-rate applies")
 	fl.StringVar(&f.jwksFile, "jwt-jwks-file", "",
 		"JWKS file of the token issuer's public keys: enables bearer (JWT, RS256/ES256/EdDSA) authentication; re-read when it changes and on SIGHUP")
 	fl.StringVar(&f.jwksURL, "jwt-jwks-url", "",
@@ -339,6 +346,7 @@ func (f serverFlags) config() (node.Config, func(), error) {
 	if !f.dev || f.changed("allow-anonymous") {
 		cfg.ACL.AnonymousTypes = f.anonymous
 	}
+	cfg.MAP.AnonymousSessionRate, cfg.MAP.AnonymousSessionBurst = f.anonRate, f.anonBurst
 	switch {
 	case f.jwksFile != "" && f.jwksURL != "":
 		return cfg, cleanup, fmt.Errorf("--jwt-jwks-file and --jwt-jwks-url exclude each other")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -182,6 +183,16 @@ type Config struct {
 	// cannot grow the replicated session and the fan-out without bound:
 	// map/subscribe past it gets 4002. 0 means no cap.
 	MaxSessionSubscriptions int
+	// AnonymousSessionRate bounds the new sessions anonymous participants
+	// (auth method none) open on this node from one client address (IPv6:
+	// one /64), per second, with bursts of AnonymousSessionBurst: each is
+	// a replicated write kept for DetachedSessionTTL after it ends, so a
+	// connect/disconnect loop must not grow replicated state without
+	// bound. map/connect past it gets a retryable 4001 with retryAfterMs
+	// and creates nothing. Authenticated participants, resumes and local
+	// connections (stdio, in-process) are not counted. 0 means no limit.
+	AnonymousSessionRate  float64
+	AnonymousSessionBurst int
 	// Extensions are advertised in capabilities.extensions (advertise-only).
 	Extensions []Extension
 	// Gateway, optional, serves map/federation/connect and
@@ -217,6 +228,8 @@ func DefaultConfig() Config {
 		MaxPageSize:       1000,
 
 		MaxSessionSubscriptions: 1000,
+		AnonymousSessionRate:    20,
+		AnonymousSessionBurst:   200,
 	}
 }
 
@@ -252,6 +265,10 @@ func (c Config) Validate() error {
 		return bad("MaxPageSize must be >= 1")
 	case c.MaxSessionSubscriptions < 0:
 		return bad("MaxSessionSubscriptions must be >= 0")
+	case c.AnonymousSessionRate < 0 || math.IsNaN(c.AnonymousSessionRate) || math.IsInf(c.AnonymousSessionRate, 0):
+		return bad("AnonymousSessionRate must be a finite number >= 0")
+	case c.AnonymousSessionRate > 0 && c.AnonymousSessionBurst < 1:
+		return bad("AnonymousSessionBurst must be >= 1 when AnonymousSessionRate is set")
 	}
 	return nil
 }

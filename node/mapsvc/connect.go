@@ -240,8 +240,12 @@ func (s *Service) newResumeToken(sessionID string) string {
 	return sessionID + "." + base64.RawURLEncoding.EncodeToString(secret[:])
 }
 
-// openFresh proposes a new session.
+// openFresh proposes a new session, unless the anonymous session limit
+// refuses it (anonlimit.go).
 func (s *Service) openFresh(ctx context.Context, c *rpc.Conn, st *connState, cp *connectParams, caps Capabilities) (any, error) {
+	if err := s.anonSessionRefusal(c, st.snapshot().principal); err != nil {
+		return nil, err
+	}
 	sid := s.newID()
 	pid := cp.participantID
 	if pid == "" {

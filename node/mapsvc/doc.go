@@ -103,7 +103,9 @@
 // Config.Authenticator (node/acl) and binds the session to the Principal:
 // the participant type must be allowed, the participant id must match the
 // credential's pattern, an anonymous participant cannot take an id in use,
-// and the capabilities are narrowed to the credential's. Agent changes need
+// and the capabilities are narrowed to the credential's. New anonymous
+// sessions are rate-limited per client address on each node (4001,
+// Config.AnonymousSessionRate, anonlimit.go). Agent changes need
 // the owner, an ancestor's owner or a system participant; scope deletion
 // and invitations the scope's owner; joins follow joinPolicy. Reads hide
 // what map-protocol.md §7 hides (node/access), answering 2001/2002 for a

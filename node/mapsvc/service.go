@@ -36,6 +36,10 @@ type Service struct {
 	auth     Authenticator
 	fence    fence        // read-your-writes (fence.go)
 	orphans  *orphanWatch // Run loop only (orphans.go)
+
+	// anonLimit bounds new anonymous sessions per address (anonlimit.go);
+	// nil: no limit.
+	anonLimit *anonSessionLimiter
 }
 
 // method is one row of the method table.
@@ -98,6 +102,8 @@ func New(cfg Config) (*Service, error) {
 		sessions: cfg.Sessions,
 		entropy:  &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(rand.Reader, 0)},
 		orphans:  newOrphanWatch(cfg.OrphanGrace),
+
+		anonLimit: newAnonSessionLimiter(cfg.AnonymousSessionRate, cfg.AnonymousSessionBurst, maxAnonLimiterIPs),
 	}
 	if s.sessions == nil {
 		s.sessions = NewSessions()

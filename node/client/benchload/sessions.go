@@ -54,9 +54,12 @@ func (c SessionsConfig) Validate() error {
 // over the distinct URLs (one node: that node's figures); the Before
 // figures were read before the first connect.
 type SessionsResult struct {
-	Sessions          int           `json:"sessions"`
-	Connected         int64         `json:"connected"`
-	Errors            int64         `json:"errors"`
+	Sessions  int   `json:"sessions"`
+	Connected int64 `json:"connected"`
+	Errors    int64 `json:"errors"`
+	// FirstError is the first failed connect's error ("" when none), e.g.
+	// an anonymous-session rate limit (4001) on a node without credentials.
+	FirstError        string        `json:"first_error,omitempty"`
 	ElapsedMs         float64       `json:"elapsed_ms"`
 	ConnectPerSec     float64       `json:"connect_per_sec"`
 	RSSBytes          int64         `json:"rss_bytes"`
@@ -83,7 +86,7 @@ func Sessions(ctx context.Context, cfg SessionsConfig) (SessionsResult, error) {
 	var cnt counters
 	prog := startProgress(cfg.Progress, "sessions", &cnt)
 	start := time.Now()
-	_ = parallel(cfg.Sessions, cfg.Concurrency, func(i int) error {
+	firstErr := parallel(cfg.Sessions, cfg.Concurrency, func(i int) error {
 		cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 		defer cancel()
 		c, err := dialSession(cctx, pick(cfg.URLs, i), cfg.RPC, cfg.Auth, nil, "client", "")
@@ -116,6 +119,9 @@ func Sessions(ctx context.Context, cfg SessionsConfig) (SessionsResult, error) {
 		ElapsedMs:     float64(elapsed.Microseconds()) / 1000,
 		ConnectPerSec: float64(cnt.done.Load()) / elapsed.Seconds(),
 		Nodes:         after,
+	}
+	if firstErr != nil {
+		res.FirstError = firstErr.Error()
 	}
 	for i := range after {
 		res.RSSBytes += after[i].RSSBytes
