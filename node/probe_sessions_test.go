@@ -22,7 +22,19 @@ func TestProbe_AnonymousSessionFlood(t *testing.T) {
 	var sid, token string
 	for i := range burst {
 		ws := dialProbe(t, srv)
-		res := ws.connectAgent()
+		var res map[string]any
+		if i == 1 {
+			// Naming a session nobody knows: charged once (before the
+			// catch-up barrier), then it starts afresh without a second
+			// charge, or the last connect of the burst would be refused.
+			res = ws.mustCall("map/connect", map[string]any{"protocolVersion": 1, "participantType": "agent",
+				"sessionId": "probe-unknown-session"})
+			if res["reconnected"] != false {
+				t.Fatalf("connect naming an unknown session: %v", res)
+			}
+		} else {
+			res = ws.connectAgent()
+		}
 		if i == 0 {
 			sid, _ = res["sessionId"].(string)
 			token, _ = res["resumeToken"].(string)
@@ -31,9 +43,15 @@ func TestProbe_AnonymousSessionFlood(t *testing.T) {
 	}
 
 	before := markState(srv)
-	for range 3 {
+	for i := range 4 {
 		ws := dialProbe(t, srv)
-		ws.send(`{"jsonrpc":"2.0","id":"flood","method":"map/connect","params":{"protocolVersion":1,"participantType":"agent"}}`)
+		params := `{"protocolVersion":1,"participantType":"agent"}`
+		if i == 3 {
+			// An unknown session is refused before the catch-up barrier,
+			// which on a follower is a Raft write.
+			params = `{"protocolVersion":1,"participantType":"agent","sessionId":"probe-unknown-2"}`
+		}
+		ws.send(`{"jsonrpc":"2.0","id":"flood","method":"map/connect","params":` + params + `}`)
 		got := ws.collectUntilSentinel(1)
 		if len(got) != 1 {
 			t.Fatalf("want one reply, got %q", got)

@@ -128,22 +128,26 @@ func anonLimitKey(remote string) (key string, ok bool) {
 
 // anonSessionRefusal refuses a new session for an anonymous principal
 // whose address is over Config.AnonymousSessionRate: 4001, retryable,
-// with retryAfterMs.
-func (s *Service) anonSessionRefusal(c *rpc.Conn, pr *Principal) error {
-	if s.anonLimit == nil || pr == nil || !pr.Anonymous() {
+// with retryAfterMs. A connect is charged once (cp.anonCharged): the
+// resume of a session this replica does not know is charged before its
+// catch-up barrier (a Raft write on a follower), and then starts afresh
+// without a second charge.
+func (s *Service) anonSessionRefusal(remote string, pr *Principal, cp *connectParams) error {
+	if s.anonLimit == nil || pr == nil || !pr.Anonymous() || cp.anonCharged {
 		return nil
 	}
-	key, ok := anonLimitKey(c.RemoteAddr())
+	key, ok := anonLimitKey(remote)
 	if !ok {
 		return nil
 	}
 	allowed, wait := s.anonLimit.allow(key, s.cfg.Clock())
 	if allowed {
+		cp.anonCharged = true
 		return nil
 	}
 	e := rpc.NewError(rpc.CodeRateLimited, "Too many new anonymous sessions from this address").
 		WithRetryAfter(max(wait, time.Millisecond))
-	s.log.Debug("anonymous session refused: rate limit", "peer", c.RemoteAddr(), "retry_after_ms", e.Data.RetryAfterMs)
+	s.log.Debug("anonymous session refused: rate limit", "peer", remote, "retry_after_ms", e.Data.RetryAfterMs)
 	return e.WithDetails(map[string]any{"limit": LimitAnonymousSessions, "max": s.cfg.AnonymousSessionRate,
 		"burst": s.anonLimit.burst, "retryAfterMs": e.Data.RetryAfterMs})
 }

@@ -1,9 +1,14 @@
 package mapsvc
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/concordmap/concord/node/rpc"
 )
 
 func TestAnonSessionLimiter(t *testing.T) {
@@ -114,5 +119,43 @@ func TestAnonLimitKey(t *testing.T) {
 		if key != tt.key || ok != tt.ok {
 			t.Errorf("anonLimitKey(%q) = %q, %v; want %q, %v", tt.remote, key, ok, tt.key, tt.ok)
 		}
+	}
+}
+
+// A connect naming a session this replica does not know is charged before
+// the catch-up barrier (on a follower a Raft write), so an anonymous caller
+// over the limit causes none; under it, the connect is charged once even
+// though it then starts afresh.
+func TestAnonSessionLimit_UnknownSessionChargedBeforeBarrier(t *testing.T) {
+	var barriers atomic.Int32
+	e := newEnv(t, func(c *Config) {
+		c.Barrier = func(context.Context) error { barriers.Add(1); return nil }
+		c.AnonymousSessionRate, c.AnonymousSessionBurst = 0.001, 1 // no refill within the test
+	})
+	const remote = "192.0.2.7:40000"
+	anon := &Principal{Method: AuthNone}
+	cp := &connectParams{participantType: TypeAgent, sessionID: "nobody-knows-this"}
+	target, err := e.svc.resumeTarget(context.Background(), remote, anon, cp)
+	if err != nil || target != "" || barriers.Load() != 1 || !cp.anonCharged {
+		t.Fatalf("first unknown-session connect: target %q, err %v, barriers %d, charged %v; want a fresh start after one barrier, charged",
+			target, err, barriers.Load(), cp.anonCharged)
+	}
+	// openFresh's check does not charge the same connect again.
+	if err := e.svc.anonSessionRefusal(remote, anon, cp); err != nil {
+		t.Fatalf("the same connect charged twice: %v", err)
+	}
+	cp2 := &connectParams{participantType: TypeAgent, sessionID: "nobody-knows-this-either"}
+	_, err = e.svc.resumeTarget(context.Background(), remote, anon, cp2)
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.CodeRateLimited {
+		t.Fatalf("second unknown-session connect over the limit: %v, want 4001", err)
+	}
+	if n := barriers.Load(); n != 1 {
+		t.Fatalf("%d barriers, want none for the refused connect", n)
+	}
+	// An authenticated caller is not charged and still catches up.
+	cp3 := &connectParams{participantType: TypeAgent, sessionID: "unknown-3"}
+	if _, err := e.svc.resumeTarget(context.Background(), remote, &Principal{Method: AuthAPIKey, ID: "k"}, cp3); err != nil || barriers.Load() != 2 {
+		t.Fatalf("authenticated unknown-session connect: %v, barriers %d", err, barriers.Load())
 	}
 }

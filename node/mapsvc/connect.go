@@ -27,6 +27,8 @@ type connectParams struct {
 	policy          *registry.DisconnectPolicy
 	authMethod      string
 	credential      string // auth.token or auth.credential; never logged
+
+	anonCharged bool // the anonymous session limit took this connect's token
 }
 
 func decodeConnect(raw json.RawMessage) (connectParams, *rpc.Error) {
@@ -127,7 +129,7 @@ func (s *Service) connect(ctx context.Context, c *rpc.Conn, raw json.RawMessage)
 		s.log.Info("map/connect refused", "auth_method", method, "participant_id", cp.participantID, "peer", c.RemoteAddr(), "err", err)
 		return nil, err
 	}
-	target, err := s.resumeTarget(ctx, &cp)
+	target, err := s.resumeTarget(ctx, c.RemoteAddr(), pr, &cp)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +181,7 @@ func (s *Service) connect(ctx context.Context, c *rpc.Conn, raw json.RawMessage)
 // sends only resumeToken, is recognised. An unknown session starts afresh
 // (map-protocol.md §3.4), once Config.Barrier has caught this replica up;
 // a known one needs its token (1001 otherwise).
-func (s *Service) resumeTarget(ctx context.Context, cp *connectParams) (string, error) {
+func (s *Service) resumeTarget(ctx context.Context, remote string, pr *Principal, cp *connectParams) (string, error) {
 	sid := cp.sessionID
 	if cp.resumeToken != "" {
 		tokSID, _, _ := strings.Cut(cp.resumeToken, ".")
@@ -192,6 +194,13 @@ func (s *Service) resumeTarget(ctx context.Context, cp *connectParams) (string, 
 		return "", nil
 	}
 	sess, ok := s.reg.Session(sid)
+	if !ok && s.cfg.Barrier != nil {
+		// The barrier may write (a follower's NOOP): an anonymous caller
+		// naming unknown sessions pays for it like for a new session.
+		if err := s.anonSessionRefusal(remote, pr, cp); err != nil {
+			return "", err
+		}
+	}
 	if !ok && s.cfg.Barrier != nil && s.cfg.Barrier(ctx) == nil {
 		// This replica may lag the session's creation (a participant a
 		// drain sent here right after it connected elsewhere): catch up
@@ -243,7 +252,7 @@ func (s *Service) newResumeToken(sessionID string) string {
 // openFresh proposes a new session, unless the anonymous session limit
 // refuses it (anonlimit.go).
 func (s *Service) openFresh(ctx context.Context, c *rpc.Conn, st *connState, cp *connectParams, caps Capabilities) (any, error) {
-	if err := s.anonSessionRefusal(c, st.snapshot().principal); err != nil {
+	if err := s.anonSessionRefusal(c.RemoteAddr(), st.snapshot().principal, cp); err != nil {
 		return nil, err
 	}
 	sid := s.newID()
