@@ -1,10 +1,7 @@
 package registry
 
 import (
-	"encoding/binary"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	concordv1 "github.com/concordmap/concord/proto/concord/v1"
@@ -101,25 +98,7 @@ func TestDrainAdmit_DecidedInOrderExpiresAndReleases(t *testing.T) {
 // records length-prefixed with a uvarint). It restores with no admissions,
 // and the state goes on taking them.
 func TestDrainAdmit_OldSnapshotWithoutAdmissions(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("testdata", "snapshot-5c9a2b5-nodrains.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs [][]byte
-	for len(b) > 0 {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
-			t.Fatal("corrupt fixture")
-		}
-		recs = append(recs, b[k:k+int(n)])
-		b = b[k+int(n):]
-	}
-	h := newHarness(t, 100)
-	commit, err := h.s.Restore(reader(recs))
-	if err != nil {
-		t.Fatalf("restore the old snapshot: %v", err)
-	}
-	commit()
+	h := restoreFixture(t, "snapshot-5c9a2b5-nodrains.bin")
 	if _, ok := h.s.Agent("agent-a"); !ok {
 		t.Fatal("agent-a missing after restoring the old snapshot")
 	}

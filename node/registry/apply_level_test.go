@@ -104,25 +104,7 @@ func TestSystemFSMLevel_LowerBuildHalts(t *testing.T) {
 // agent and a scope; records length-prefixed with a uvarint). It restores
 // with no level recorded, and the state goes on taking records.
 func TestSystemFSMLevel_OldSnapshotWithoutLevel(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("testdata", "snapshot-9b405e9-nolevel.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs [][]byte
-	for len(b) > 0 {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
-			t.Fatal("corrupt fixture")
-		}
-		recs = append(recs, b[k:k+int(n)])
-		b = b[k+int(n):]
-	}
-	h := newHarness(t, 100)
-	commit, err := h.s.Restore(reader(recs))
-	if err != nil {
-		t.Fatalf("restore the old snapshot: %v", err)
-	}
-	commit()
+	h := restoreFixture(t, "snapshot-9b405e9-nolevel.bin")
 	if _, ok := h.s.Agent("agent-a"); !ok {
 		t.Fatal("agent-a missing after restoring the old snapshot")
 	}
@@ -157,4 +139,30 @@ func TestGateLevel(t *testing.T) {
 			t.Errorf("GateLevel(%d, %d) = %d, want %d", tt.advertised, tt.recorded, got, tt.want)
 		}
 	}
+}
+
+// restoreFixture restores a registry snapshot fixture from testdata
+// (records length-prefixed with a uvarint) into a fresh harness.
+func restoreFixture(t *testing.T, name string) *harness {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs [][]byte
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			t.Fatal("corrupt fixture")
+		}
+		recs = append(recs, b[k:k+int(n)])
+		b = b[k+int(n):]
+	}
+	h := newHarness(t, 100)
+	commit, err := h.s.Restore(reader(recs))
+	if err != nil {
+		t.Fatalf("restore the old snapshot: %v", err)
+	}
+	commit()
+	return h
 }
